@@ -1,0 +1,456 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Config sets an Engine's defaults and hooks. Zero values take the defaults
+// of SPEC §3.
+type Config struct {
+	// Prewarm is how many fresh isolates with the default memory bound are
+	// kept ready for computations. Default 0 (none).
+	Prewarm int
+	// Timeout is the default run bound. Default 500ms.
+	Timeout time.Duration
+	// MemoryMiB is the default heap bound. Default 64.
+	MemoryMiB int
+	// MaxResponseBody bounds a handler's response body. Default 8 MiB.
+	MaxResponseBody int
+	// HandleQueue bounds the invocations waiting for one isolate. Default 64.
+	HandleQueue int
+	// JIT lets V8 compile to machine code; off, V8 runs --jitless.
+	JIT bool
+	// Wasm exposes WebAssembly (needs JIT).
+	Wasm bool
+	// OnLog receives console output of a retained handler after its
+	// deploying run, with the handle's id.
+	OnLog func(handleID string, e LogEntry)
+	// OnLost is told when a retained isolate ends on its own (a timer
+	// callback hit a bound), with the fault.
+	OnLost func(handleID string, err error)
+}
+
+func (c *Config) defaults() {
+	if c.Timeout <= 0 {
+		c.Timeout = 500 * time.Millisecond
+	}
+	if c.MemoryMiB <= 0 {
+		c.MemoryMiB = 64
+	}
+	if c.MaxResponseBody <= 0 {
+		c.MaxResponseBody = 8 << 20
+	}
+	if c.HandleQueue <= 0 {
+		c.HandleQueue = 64
+	}
+}
+
+// Job is one run of a program.
+type Job struct {
+	// ID is the execution id under which a handler is retained.
+	ID      string  `json:"id"`
+	Program Program `json:"program"`
+	// RetainHandles keeps the isolate alive when the program answers a
+	// request handler.
+	RetainHandles bool `json:"retainHandles,omitempty"`
+	// Timeout and MemoryMiB bound this run (and, when retained, each later
+	// invocation); zero takes the engine's defaults.
+	Timeout   time.Duration     `json:"timeout,omitempty"`
+	MemoryMiB int               `json:"memoryMiB,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+}
+
+// Outcome is what a run answers. Logs are filled on failure too.
+type Outcome struct {
+	// Result is the JSON of the program's value; nil when it answered
+	// undefined or a handler.
+	Result json.RawMessage `json:"result,omitempty"`
+	Logs   []string        `json:"logs"`
+	// Handler is true when the program answered a request handler.
+	Handler bool `json:"handler,omitempty"`
+	// Retained is true when the isolate now lives on under Job.ID.
+	Retained bool `json:"retained,omitempty"`
+}
+
+// Engine runs programs in V8 isolates inside the current process. It owns
+// the prewarmed isolates and the retained ones. Safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	closing chan struct{}
+	once    sync.Once
+
+	warm chan *vm
+
+	mu      sync.Mutex // guards handles
+	handles map[string]*vm
+}
+
+var (
+	processFlagsOnce sync.Once
+	processFlags     string
+)
+
+// New starts an engine. The V8 flags that are process-wide (--jitless,
+// WebAssembly) are fixed by the first engine of the process.
+func New(cfg Config) *Engine {
+	cfg.defaults()
+	processFlagsOnce.Do(func() {
+		flags := []string{}
+		if !cfg.JIT {
+			flags = append(flags, "--jitless")
+		}
+		if !cfg.Wasm {
+			flags = append(flags, "--no-expose-wasm")
+		}
+		processFlags = strings.Join(flags, " ")
+		if len(flags) > 0 {
+			v8.SetFlags(flags...)
+		}
+	})
+	e := &Engine{
+		cfg:     cfg,
+		closing: make(chan struct{}),
+		handles: map[string]*vm{},
+		warm:    make(chan *vm, cfg.Prewarm),
+	}
+	if cfg.Prewarm > 0 {
+		go e.prewarm()
+	}
+	return e
+}
+
+// prewarm keeps the warm channel full. Each warm isolate serves exactly one
+// run, so no state passes from one run to the next.
+func (e *Engine) prewarm() {
+	for {
+		m, err := newVM(e, e.cfg.MemoryMiB)
+		if err != nil {
+			select {
+			case <-e.closing:
+				return
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+		}
+		select {
+		case e.warm <- m:
+		case <-e.closing:
+			m.submit(func() { m.kill(errors.New("engine closed")) })
+			return
+		}
+	}
+}
+
+func (e *Engine) isolateFor(memoryMiB int) (*vm, error) {
+	if memoryMiB == e.cfg.MemoryMiB {
+		select {
+		case m := <-e.warm:
+			return m, nil
+		default:
+		}
+	}
+	return newVM(e, memoryMiB)
+}
+
+// Run runs a program once in a fresh isolate. A program that answers a
+// request handler with job.RetainHandles keeps its isolate under job.ID.
+// Failures are *fault.Fault values; the outcome carries the logs either way.
+func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
+	out := Outcome{Logs: []string{}}
+	c, err := compile(job.Program)
+	if err != nil {
+		return out, err
+	}
+	if job.Timeout <= 0 {
+		job.Timeout = e.cfg.Timeout
+	}
+	if job.MemoryMiB <= 0 {
+		job.MemoryMiB = e.cfg.MemoryMiB
+	}
+	envJSON := []byte("{}")
+	if job.Env != nil {
+		envJSON, _ = json.Marshal(job.Env)
+	}
+	if job.RetainHandles && job.ID == "" {
+		return out, fault.New(fault.BadRequest, "a retained run needs an execution id")
+	}
+	m, err := e.isolateFor(job.MemoryMiB)
+	if err != nil {
+		return out, fault.Wrap(fault.Internal, err, "Internal error.")
+	}
+	type reply struct {
+		out Outcome
+		err error
+	}
+	ch := make(chan reply, 1)
+	if err := m.submit(func() {
+		o, err := m.execute(job, c, string(envJSON))
+		ch <- reply{o, err}
+	}); err != nil {
+		return out, err
+	}
+	select {
+	case r := <-ch:
+		if r.out.Retained {
+			e.mu.Lock()
+			e.handles[job.ID] = m
+			e.mu.Unlock()
+		}
+		return r.out, r.err
+	case <-m.done:
+		select {
+		case r := <-ch:
+			return r.out, r.err
+		default:
+			return out, m.goneErr()
+		}
+	}
+}
+
+// execute is the run itself, on the isolate's loop.
+func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
+	logs := &logBuffer{}
+	m.sink = func(_, msg string) { logs.add(msg) }
+	m.timeout = job.Timeout
+	out := Outcome{}
+	err := m.bounded(job.Timeout, func(deadline time.Time) error {
+		fnVal, err := m.ctx.RunScript(c.source, entryName)
+		m.releaseReturned()
+		if bound := m.boundHit(); bound != nil {
+			return bound
+		}
+		if err != nil {
+			return scriptFault(err)
+		}
+		defer fnVal.Release()
+		p, err := m.call(m.runProgram, fnVal, c.module)
+		if bound := m.boundHit(); bound != nil {
+			return bound
+		}
+		if err != nil {
+			return fault.New(fault.Runtime, "%s", jsErrorMessage(err))
+		}
+		defer p.Release()
+		res, err := m.settle(p, deadline)
+		if err != nil {
+			if f := (*fault.Fault)(nil); errors.As(err, &f) {
+				return err
+			}
+			return fault.New(fault.Runtime, "%s", jsErrorMessage(err))
+		}
+		defer res.Release()
+		s := res.String()
+		switch {
+		case s == "H":
+			out.Handler = true
+		case strings.HasPrefix(s, "J"):
+			out.Result = json.RawMessage(s[1:])
+		}
+		if out.Handler && job.RetainHandles {
+			env, err := m.call(m.setEnv, envJSON)
+			if err != nil {
+				return fault.New(fault.Runtime, "%s", jsErrorMessage(err))
+			}
+			env.Release()
+		}
+		return nil
+	})
+	out.Logs = logs.result()
+	if err != nil || !out.Handler || !job.RetainHandles {
+		m.kill(err)
+		return out, err
+	}
+	// Retained: later console output goes to the handle's log.
+	m.handleID = job.ID
+	onLog := m.eng.cfg.OnLog
+	m.sink = func(level, msg string) {
+		if onLog != nil {
+			onLog(job.ID, LogEntry{Time: time.Now(), Level: level, Message: msg})
+		}
+	}
+	out.Retained = true
+	return out, nil
+}
+
+func scriptFault(err error) error {
+	var je *v8.JSError
+	if errors.As(err, &je) && strings.HasPrefix(je.Message, "SyntaxError") {
+		msg := je.Message
+		if je.Location != "" {
+			msg += " (" + je.Location + ")"
+		}
+		return fault.New(fault.Syntax, "%s", msg)
+	}
+	return fault.New(fault.Runtime, "%s", jsErrorMessage(err))
+}
+
+// Invoke calls the retained handler id's handle name with a wire request.
+// Invocations of one handle run one at a time in arrival order; a bound hit
+// disposes the isolate and answers the bound's fault.
+func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (WireResponse, error) {
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if m == nil {
+		return WireResponse{}, fault.Closed(id)
+	}
+	if name != "fetch" {
+		return WireResponse{}, fault.UnknownHandle(id, name)
+	}
+	if err := req.validate(); err != nil {
+		return WireResponse{}, err
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return WireResponse{}, fault.Wrap(fault.BadRequest, err, "The request could not be encoded.")
+	}
+	type reply struct {
+		res WireResponse
+		err error
+	}
+	ch := make(chan reply, 1)
+	if err := m.submit(func() {
+		res, err := m.serve(string(raw))
+		ch <- reply{res, err}
+	}); err != nil {
+		return WireResponse{}, err
+	}
+	select {
+	case r := <-ch:
+		return r.res, r.err
+	case <-m.done:
+		select {
+		case r := <-ch:
+			return r.res, r.err
+		default:
+			return WireResponse{}, m.goneErr()
+		}
+	}
+}
+
+// forget drops id from the retained set if it still names m.
+func (e *Engine) forget(id string, m *vm) {
+	e.mu.Lock()
+	if e.handles[id] == m {
+		delete(e.handles, id)
+	}
+	e.mu.Unlock()
+}
+
+// serve runs one invocation on the loop. The answer is sent as soon as the
+// response settles; ctx.waitUntil work keeps running within the same bound.
+func (m *vm) serve(wire string) (WireResponse, error) {
+	if m.dead {
+		return WireResponse{}, m.goneErr()
+	}
+	var res WireResponse
+	err := m.bounded(m.timeout, func(deadline time.Time) error {
+		p, err := m.call(m.invoke, wire)
+		if bound := m.boundHit(); bound != nil {
+			return bound
+		}
+		if err != nil {
+			return m.handlerFault(err)
+		}
+		defer p.Release()
+		v, err := m.settle(p, deadline)
+		if err != nil {
+			if f := (*fault.Fault)(nil); errors.As(err, &f) {
+				return err
+			}
+			return m.handlerFault(err)
+		}
+		s := v.String()
+		v.Release()
+		if s == "N" || !strings.HasPrefix(s, "R") {
+			return fault.NotAResponse()
+		}
+		if res, err = parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody); err != nil {
+			return err
+		}
+		return m.drain(deadline)
+	})
+	if err != nil && res.Status != 0 && !errors.Is(err, fault.ErrTimeout) && !errors.Is(err, fault.ErrMemory) {
+		// The response was made; waitUntil work that failed only logs.
+		m.sink("error", jsErrorMessage(err))
+		return res, nil
+	}
+	if err != nil {
+		return WireResponse{}, err
+	}
+	return res, nil
+}
+
+// handlerFault reports a thrown handler: the visitor gets a generic text,
+// the thrown text goes to the handle's log.
+func (m *vm) handlerFault(err error) error {
+	msg := jsErrorMessage(err)
+	m.sink("error", "Uncaught "+msg)
+	return fault.Wrap(fault.HandlerError, errors.New(msg), "The handler threw an exception.")
+}
+
+// Close disposes the retained isolate id. It answers HANDLES_CLOSED for an
+// id that holds nothing.
+func (e *Engine) Close(id string) error {
+	e.mu.Lock()
+	m := e.handles[id]
+	delete(e.handles, id)
+	e.mu.Unlock()
+	if m == nil {
+		return fault.Closed(id)
+	}
+	closed := fault.Closed(id)
+	if err := m.submit(func() { m.kill(closed) }); err != nil && !errors.Is(err, fault.ErrHandlesClosed) {
+		// Queue full: the isolate dies after the jobs ahead of the close.
+		go func() {
+			select {
+			case m.jobs <- func() { m.kill(closed) }:
+			case <-m.done:
+			}
+		}()
+	}
+	return nil
+}
+
+// Retained lists the ids of the live retained isolates.
+func (e *Engine) Retained() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.handles))
+	for id := range e.handles {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Shutdown disposes every isolate and stops prewarming.
+func (e *Engine) Shutdown() {
+	e.once.Do(func() { close(e.closing) })
+	e.mu.Lock()
+	vms := make([]*vm, 0, len(e.handles))
+	for _, m := range e.handles {
+		vms = append(vms, m)
+	}
+	e.handles = map[string]*vm{}
+	e.mu.Unlock()
+	for _, m := range vms {
+		<-m.done
+	}
+	for {
+		select {
+		case m := <-e.warm:
+			<-m.done
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package sandbox
+
+// #cgo CXXFLAGS: -std=c++17 -fno-rtti -fno-exceptions
+// #include "heaplimit.h"
+import "C"
+
+import (
+	"reflect"
+	"unsafe"
+
+	v8 "rogchap.com/v8go"
+)
+
+// heapGuard is the near-heap-limit callback installed on one isolate (see
+// heaplimit.cc). It lives exactly as long as the isolate: install after
+// NewIsolate, free after Dispose.
+type heapGuard struct{ g *C.retainer_heap_guard }
+
+func installHeapGuard(iso *v8.Isolate) heapGuard {
+	return heapGuard{g: C.retainer_heap_guard_install(isolatePointer(iso))}
+}
+
+// hit reports whether V8 reached the isolate's heap limit since install.
+func (h heapGuard) hit() bool { return C.retainer_heap_guard_hits(h.g) > 0 }
+
+func (h heapGuard) free() { C.retainer_heap_guard_free(h.g) }
+
+// isolatePointer reads the v8::Isolate* that v8go keeps in its unexported
+// first field. v8go is pinned at v0.9.0; the test TestHeapGuardCatchesBombs
+// fails loudly if its layout ever changes.
+func isolatePointer(iso *v8.Isolate) unsafe.Pointer {
+	f := reflect.ValueOf(iso).Elem().FieldByName("ptr")
+	if !f.IsValid() || f.Kind() != reflect.Pointer {
+		panic("sandbox: rogchap.com/v8go's Isolate no longer has its ptr field")
+	}
+	return unsafe.Pointer(f.Pointer())
+}

@@ -1,0 +1,325 @@
+package sandbox
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Program is what a tenant sends: an expression that evaluates to a function
+// (optionally preceded by import declarations), or a Workers-style ES module
+// whose default export is the result, plus the modules it may import.
+type Program struct {
+	Code    string            `json:"code"`
+	Modules map[string]string `json:"modules,omitempty"`
+}
+
+// entryName is the file name programs report in stack traces and errors. It
+// names nothing on the host.
+const entryName = "program.js"
+
+// compiled is a program turned into one classic script whose completion value
+// is the program's function (or module default export).
+type compiled struct {
+	source string
+	// module is true for the Workers form: the default export is the result
+	// itself, not a function to call.
+	module bool
+}
+
+// compile checks a program and produces the script an isolate runs. A program
+// without imports or exports is wrapped directly (no bundler on the hot path);
+// anything else is bundled with esbuild against the in-memory modules map.
+func compile(p Program) (compiled, error) {
+	if strings.TrimSpace(p.Code) == "" {
+		return compiled{}, fault.New(fault.BadRequest, "code is empty.")
+	}
+	if strings.IndexByte(p.Code, 0) >= 0 {
+		return compiled{}, fault.New(fault.BadRequest, "code contains a NUL byte.")
+	}
+	for name, src := range p.Modules {
+		if strings.IndexByte(src, 0) >= 0 || strings.IndexByte(name, 0) >= 0 {
+			return compiled{}, fault.New(fault.BadRequest, "module %q contains a NUL byte.", strings.ReplaceAll(name, "\x00", ""))
+		}
+	}
+	imports, rest := splitImports(p.Code)
+	if imports == "" && len(p.Modules) == 0 && !hasTopLevelExport(rest) {
+		// The fast path: V8 itself reports syntax errors with line and column.
+		// "(" and the code share the first line, so line numbers are the user's.
+		return compiled{source: "(" + p.Code + "\n)"}, nil
+	}
+	return bundle(p, imports, rest)
+}
+
+// splitImports separates the leading ES import declarations of code from the
+// expression that follows them. It understands comments and string literals,
+// which is all an import declaration can contain.
+func splitImports(code string) (imports, rest string) {
+	i := 0
+	end := 0
+	for {
+		i = skipSpaceAndComments(code, i)
+		if !strings.HasPrefix(code[i:], "import") {
+			break
+		}
+		j := i + len("import")
+		if j < len(code) {
+			c := rune(code[j])
+			// import( and import.meta are expressions, not declarations.
+			if c == '(' || c == '.' || c == '_' || c == '$' || unicode.IsLetter(c) || unicode.IsDigit(c) {
+				break
+			}
+		}
+		k, ok := scanImportDeclaration(code, j)
+		if !ok {
+			break
+		}
+		i, end = k, k
+	}
+	return code[:end], code[end:]
+}
+
+func skipSpaceAndComments(s string, i int) int {
+	for i < len(s) {
+		switch {
+		case s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r':
+			i++
+		case strings.HasPrefix(s[i:], "//"):
+			nl := strings.IndexByte(s[i:], '\n')
+			if nl < 0 {
+				return len(s)
+			}
+			i += nl + 1
+		case strings.HasPrefix(s[i:], "/*"):
+			e := strings.Index(s[i+2:], "*/")
+			if e < 0 {
+				return len(s)
+			}
+			i += 2 + e + 2
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanImportDeclaration reads from just after the `import` keyword to the end
+// of the declaration: the module specifier string (after `from`, or directly
+// after `import`), optional import attributes, and an optional semicolon.
+func scanImportDeclaration(s string, i int) (int, bool) {
+	expectSpecifier := true // `import "x"` has the specifier first
+	for i < len(s) {
+		i = skipSpaceAndComments(s, i)
+		if i >= len(s) {
+			return 0, false
+		}
+		c := s[i]
+		if c == '"' || c == '\'' {
+			j, ok := skipString(s, i)
+			if !ok {
+				return 0, false
+			}
+			i = j
+			if expectSpecifier {
+				// Optional `with { ... }` / `assert { ... }` attributes.
+				k := skipSpaceAndComments(s, i)
+				for _, kw := range []string{"with", "assert"} {
+					if strings.HasPrefix(s[k:], kw) {
+						if b := strings.IndexByte(s[k:], '}'); b >= 0 {
+							i = k + b + 1
+						}
+					}
+				}
+				k = skipSpaceAndComments(s, i)
+				if k < len(s) && s[k] == ';' {
+					return k + 1, true
+				}
+				return i, true
+			}
+			continue
+		}
+		if strings.HasPrefix(s[i:], "from") && (i+4 >= len(s) || !isIdent(s[i+4])) {
+			expectSpecifier = true
+			i += 4
+			continue
+		}
+		expectSpecifier = false
+		i++
+	}
+	return 0, false
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+func skipString(s string, i int) (int, bool) {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			j++
+		case q:
+			return j + 1, true
+		case '\n':
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// hasTopLevelExport is a cheap test for the Workers module form; bundling
+// decides for real.
+func hasTopLevelExport(code string) bool {
+	for _, line := range strings.Split(code, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "export ") || strings.HasPrefix(strings.TrimSpace(line), "export{") {
+			return true
+		}
+	}
+	return false
+}
+
+const (
+	entryPath     = "/" + entryName
+	resolverSpace = "retainer"
+	bundleGlobal  = "__retainer_program"
+)
+
+// bundle resolves imports with esbuild against the modules map. The
+// expression form is tried first (`export default (<expression>)`); when that
+// does not parse, the code is taken as a module as written (the Workers form).
+func bundle(p Program, imports, rest string) (compiled, error) {
+	if !hasTopLevelExport(rest) {
+		asExpression := imports + "export default (" + rest + "\n);"
+		out, err := build(p, asExpression, false)
+		if err == nil {
+			return out, nil
+		}
+		if _, moduleErr := build(p, p.Code, true); moduleErr != nil {
+			return compiled{}, err
+		}
+	}
+	return build(p, p.Code, true)
+}
+
+func build(p Program, entry string, module bool) (compiled, error) {
+	modules := make(map[string]string, len(p.Modules))
+	for name, src := range p.Modules {
+		modules[path.Join("/", name)] = src
+	}
+	plugin := api.Plugin{
+		Name: "retainer-modules",
+		Setup: func(b api.PluginBuild) {
+			b.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(a api.OnResolveArgs) (api.OnResolveResult, error) {
+				if a.Kind == api.ResolveEntryPoint {
+					return api.OnResolveResult{Path: entryPath, Namespace: resolverSpace}, nil
+				}
+				spec := a.Path
+				if !strings.HasPrefix(spec, "./") && !strings.HasPrefix(spec, "../") && !strings.HasPrefix(spec, "/") {
+					return api.OnResolveResult{}, fmt.Errorf("cannot import %q: only relative specifiers that name a module of the request are allowed", spec)
+				}
+				dir := path.Dir(a.Importer)
+				if dir == "" || dir == "." {
+					dir = "/"
+				}
+				joined := path.Join(dir, spec)
+				if strings.HasPrefix(spec, "/") {
+					joined = path.Clean(spec)
+				}
+				if escapes(dir, spec) {
+					return api.OnResolveResult{}, fmt.Errorf("cannot import %q: it leads outside the modules map", spec)
+				}
+				if _, ok := modules[joined]; !ok {
+					return api.OnResolveResult{}, fmt.Errorf("cannot import %q: no such module in the request's modules (have: %s)", spec, moduleList(modules))
+				}
+				return api.OnResolveResult{Path: joined, Namespace: resolverSpace}, nil
+			})
+			b.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: resolverSpace}, func(a api.OnLoadArgs) (api.OnLoadResult, error) {
+				src := entry
+				if a.Path != entryPath {
+					src = modules[a.Path]
+				}
+				return api.OnLoadResult{Contents: &src, Loader: api.LoaderJS, ResolveDir: "/"}, nil
+			})
+		},
+	}
+	res := api.Build(api.BuildOptions{
+		EntryPoints:       []string{entryPath},
+		Bundle:            true,
+		Write:             false,
+		Format:            api.FormatIIFE,
+		GlobalName:        bundleGlobal,
+		Target:            api.ES2022,
+		Platform:          api.PlatformNeutral,
+		Plugins:           []api.Plugin{plugin},
+		LogLevel:          api.LogLevelSilent,
+		Charset:           api.CharsetUTF8,
+		LegalComments:     api.LegalCommentsNone,
+		MinifyWhitespace:  false,
+		MinifyIdentifiers: false,
+	})
+	if len(res.Errors) > 0 {
+		return compiled{}, syntaxFault(res.Errors[0])
+	}
+	if len(res.OutputFiles) != 1 {
+		return compiled{}, fault.New(fault.Syntax, "the program did not bundle into one script")
+	}
+	// The IIFE declares a var; wrapping it in a function keeps it off the
+	// global object and makes the namespace the script's completion value.
+	src := "(() => {\n" + string(res.OutputFiles[0].Contents) + "\nconst m = " + bundleGlobal + ";\nreturn m && m.default;\n})()"
+	return compiled{source: src, module: module}, nil
+}
+
+func escapes(dir, spec string) bool {
+	if strings.HasPrefix(spec, "/") {
+		return strings.HasPrefix(path.Clean(spec), "/..")
+	}
+	depth := strings.Count(strings.Trim(dir, "/"), "/")
+	if strings.Trim(dir, "/") != "" {
+		depth++
+	}
+	for _, part := range strings.Split(spec, "/") {
+		switch part {
+		case "..":
+			depth--
+			if depth < 0 {
+				return true
+			}
+		case ".", "":
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+func moduleList(m map[string]string) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, "."+n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func syntaxFault(m api.Message) *fault.Fault {
+	where := ""
+	if m.Location != nil {
+		file := strings.TrimPrefix(m.Location.File, resolverSpace+":")
+		file = strings.TrimPrefix(file, "/")
+		where = fmt.Sprintf(" (%s:%d:%d)", file, m.Location.Line, m.Location.Column+1)
+	}
+	if m.PluginName != "" || strings.Contains(m.Text, "cannot import") {
+		return fault.New(fault.Syntax, "%s%s", m.Text, where)
+	}
+	return fault.New(fault.Syntax, "SyntaxError: %s%s", m.Text, where)
+}

@@ -1,0 +1,125 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// WireRequest is a request as it crosses into an isolate (SPEC §7): headers
+// as ordered pairs, the body base64-encoded or null.
+type WireRequest struct {
+	Method  string      `json:"method"`
+	URL     string      `json:"url"`
+	Headers [][2]string `json:"headers"`
+	Body    *string     `json:"body"`
+}
+
+// WireResponse is a handler's answer as it leaves an isolate.
+type WireResponse struct {
+	Status     int         `json:"status"`
+	StatusText string      `json:"statusText"`
+	Headers    [][2]string `json:"headers"`
+	Body       *string     `json:"body"`
+}
+
+// BodyBytes decodes the base64 body (nil for none).
+func (r WireResponse) BodyBytes() []byte {
+	if r.Body == nil {
+		return nil
+	}
+	b, _ := base64.StdEncoding.DecodeString(*r.Body)
+	return b
+}
+
+// NewWireRequest builds a wire request from raw parts.
+func NewWireRequest(method, url string, headers [][2]string, body []byte) WireRequest {
+	w := WireRequest{Method: method, URL: url, Headers: headers}
+	if headers == nil {
+		w.Headers = [][2]string{}
+	}
+	if body != nil {
+		s := base64.StdEncoding.EncodeToString(body)
+		w.Body = &s
+	}
+	return w
+}
+
+// validate checks a request before it enters an isolate.
+func (r WireRequest) validate() error {
+	if r.Method == "" || !isToken(r.Method) {
+		return fault.New(fault.BadRequest, "The request's method is not a valid HTTP method.")
+	}
+	if r.URL == "" {
+		return fault.New(fault.BadRequest, "The request has no url.")
+	}
+	for _, h := range r.Headers {
+		if !isToken(h[0]) || !validHeaderValue(h[1]) {
+			return fault.New(fault.BadRequest, "The request has an invalid header.")
+		}
+	}
+	if r.Body != nil {
+		if _, err := base64.StdEncoding.DecodeString(*r.Body); err != nil {
+			return fault.New(fault.BadRequest, "The request's body is not base64.")
+		}
+	}
+	return nil
+}
+
+// parseWireResponse reads what the isolate answered and checks it again on
+// the host side: a program may have replaced Response, so nothing the
+// isolate says is trusted.
+func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
+	var w WireResponse
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return WireResponse{}, fault.OutsideWireShape()
+	}
+	if w.Status < 200 || w.Status > 599 {
+		return WireResponse{}, fault.OutsideWireShape()
+	}
+	if !validHeaderValue(w.StatusText) {
+		return WireResponse{}, fault.OutsideWireShape()
+	}
+	if w.Headers == nil {
+		w.Headers = [][2]string{}
+	}
+	for _, h := range w.Headers {
+		if !isToken(h[0]) || !validHeaderValue(h[1]) {
+			return WireResponse{}, fault.OutsideWireShape()
+		}
+	}
+	if w.Body != nil {
+		n, err := base64.StdEncoding.DecodeString(*w.Body)
+		if err != nil {
+			return WireResponse{}, fault.OutsideWireShape()
+		}
+		if maxBody > 0 && len(n) > maxBody {
+			return WireResponse{}, fault.New(fault.BadResponse, "The fetch handle answered a body over the %d byte response bound.", maxBody)
+		}
+	}
+	return w, nil
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderValue(s string) bool {
+	return !strings.ContainsAny(s, "\r\n\x00")
+}
