@@ -371,13 +371,17 @@ func (m *vm) serve(wire string) (WireResponse, error) {
 		}
 		s := v.String()
 		v.Release()
-		if s == "N" || !strings.HasPrefix(s, "R") {
+		// "R": a response; "W": a response with ctx.waitUntil work pending.
+		if s == "" || s[0] != 'R' && s[0] != 'W' {
 			return fault.NotAResponse()
 		}
 		if res, err = parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody); err != nil {
 			return err
 		}
-		return m.drain(deadline)
+		if s[0] == 'W' {
+			return m.drain(deadline)
+		}
+		return nil
 	})
 	if err != nil && res.Status != 0 && !errors.Is(err, fault.ErrTimeout) && !errors.Is(err, fault.ErrMemory) {
 		// The response was made; waitUntil work that failed only logs.

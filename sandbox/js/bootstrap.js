@@ -548,7 +548,7 @@
     if (b.used) return 'N';
     const headers = [];
     for (const pair of res.headers) headers.push(pair);
-    return 'R' + JSONstringify({
+    return (waiting ? 'W' : 'R') + JSONstringify({
       status: res.status,
       statusText: res.statusText,
       headers,

@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reportLatencies adds p50/p99 to a benchmark's output.
+func reportLatencies(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
+}
+
+func benchComputation(b *testing.B, prewarm int) {
+	e := New(Config{Prewarm: prewarm})
+	defer e.Shutdown()
+	time.Sleep(200 * time.Millisecond) // let the prewarm pool fill
+	job := Job{Program: Program{Code: "async () => 1 + 1"}}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		out, err := e.Run(context.Background(), job)
+		lat = append(lat, time.Since(start))
+		if err != nil || string(out.Result) != "2" {
+			b.Fatal(err, string(out.Result))
+		}
+		if prewarm > 0 {
+			// Pace runs to the refill rate so each one can find a warm
+			// isolate, as under a production load below the pool's capacity.
+			b.StopTimer()
+			for len(e.warm) < prewarm {
+				time.Sleep(50 * time.Microsecond)
+			}
+			b.StartTimer()
+		}
+	}
+	reportLatencies(b, lat)
+}
+
+// go test ./sandbox -run ^$ -bench Computation
+func BenchmarkComputationPrewarmed(b *testing.B) { benchComputation(b, 4) }
+func BenchmarkComputationCold(b *testing.B)      { benchComputation(b, 0) }
+
+// go test ./sandbox -run ^$ -bench InvokeTrivial
+func BenchmarkInvokeTrivial(b *testing.B) {
+	e := engine(b)
+	id := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}}); err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(id)
+	req := NewWireRequest("GET", "https://x.test/", nil, nil)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := e.Invoke(context.Background(), id, "fetch", req); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportLatencies(b, lat)
+}
+
+func rssMiB() float64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	pages, _ := strconv.Atoi(f[1])
+	return float64(pages*os.Getpagesize()) / (1 << 20)
+}
+
+// go test ./sandbox -run ^$ -bench RSSPerRetainedIsolate -benchtime 1x
+func BenchmarkRSSPerRetainedIsolate(b *testing.B) {
+	e := New(Config{})
+	defer e.Shutdown()
+	const n = 1000
+	runtime.GC()
+	before := rssMiB()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("rss-%d", i)
+		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: `async () => { let n = 0; return { fetch() { return new Response(String(++n)) } } }`}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	after := rssMiB()
+	b.ReportMetric((after-before)/n, "MiB/isolate")
+	b.ReportMetric(after, "MiB-rss-total")
+}
+
+// go test ./sandbox -run ^$ -bench InvocationsStayFlat -benchtime 1x
+func BenchmarkInvocationsStayFlat(b *testing.B) {
+	e := engine(b)
+	id := "flat"
+	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: `async () => { let n = 0; return { fetch(r) { return Response.json({n: ++n, u: r.url}) } } }`}}); err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(id)
+	req := NewWireRequest("GET", "https://x.test/a?b=c", [][2]string{{"accept", "*/*"}}, nil)
+	values := func() int {
+		m := e.handles[id]
+		ch := make(chan int, 1)
+		m.submit(func() { ch <- m.ctx.RetainedValueCount() })
+		return <-ch
+	}
+	// Warm up: V8's heap grows to its working size first.
+	for i := 0; i < 50000; i++ {
+		e.Invoke(context.Background(), id, "fetch", req)
+	}
+	runtime.GC()
+	rss0, v0 := rssMiB(), values()
+	var rssHalf float64
+	for i := 0; i < 100000; i++ {
+		if _, err := e.Invoke(context.Background(), id, "fetch", req); err != nil {
+			b.Fatal(err)
+		}
+		if i == 50000 {
+			runtime.GC()
+			rssHalf = rssMiB()
+		}
+	}
+	runtime.GC()
+	// The first half shows warm-up (V8's heap and Go's settle); the second
+	// half is the steady state, which must stay flat.
+	b.ReportMetric(rssHalf-rss0, "MiB-rss-growth-first-50k")
+	b.ReportMetric(rssMiB()-rssHalf, "MiB-rss-growth-second-50k")
+	b.ReportMetric(float64(values()-v0), "retained-values-growth")
+}
