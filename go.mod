@@ -3,8 +3,15 @@ module github.com/retainer-gw/retainer
 go 1.26.8
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/evanw/esbuild v0.28.2
+	github.com/landlock-lsm/go-landlock v0.11.2
+	golang.org/x/net v0.62.0
+	golang.org/x/sys v0.49.0
 	rogchap.com/v8go v0.9.0
 )
 
-require golang.org/x/sys v0.45.0 // indirect
+require (
+	golang.org/x/text v0.43.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
+)

@@ -30,8 +30,11 @@ static size_t near_heap_limit(void* data, size_t current_heap_limit, size_t init
   retainer_heap_guard* g = static_cast<retainer_heap_guard*>(data);
   __atomic_store_n(&g->hits, g->hits + 1, __ATOMIC_SEQ_CST);
   static_cast<v8::Isolate*>(g->isolate)->TerminateExecution();
-  // Room for the termination to unwind; each further hit grants another slice.
-  return current_heap_limit + 32u * 1024u * 1024u;
+  // Room for the termination to unwind, and for the allocation that hit the
+  // limit (a growing array's new backing store can be a large share of the
+  // heap): double the limit. Each further hit doubles again; past what the
+  // process can hold, the worker's rlimits end it, never the gateway.
+  return current_heap_limit * 2;
 }
 
 extern "C" retainer_heap_guard* retainer_heap_guard_install(void* isolate) {

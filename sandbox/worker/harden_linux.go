@@ -1,0 +1,143 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
+)
+
+// harden closes the worker's doors after V8 has started: rlimits, Landlock
+// (no file-system access at all) and a seccomp filter, all with
+// no_new_privs. Order matters: Landlock's own system calls must run before
+// seccomp would refuse them, and nothing after this opens a file.
+func harden(cfg WorkerConfig) error {
+	if err := setRlimits(cfg); err != nil {
+		return fmt.Errorf("worker rlimits: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("worker no_new_privs: %w", err)
+	}
+	if cfg.Landlock {
+		// V1 strictly: start-up fails where the kernel has no Landlock.
+		if err := landlock.V1.RestrictPaths(); err != nil {
+			return fmt.Errorf("worker Landlock: %w (the kernel needs Landlock; the Caddyfile can say `landlock off` to run without it)", err)
+		}
+		// Then whatever newer ABIs add (truncate, ioctl, network, IPC scopes).
+		if err := landlock.V6.BestEffort().Restrict(); err != nil {
+			return fmt.Errorf("worker Landlock (newer ABI): %w", err)
+		}
+	}
+	if cfg.Seccomp {
+		if err := seccomp.LoadFilter(filter()); err != nil {
+			return fmt.Errorf("worker seccomp: %w", err)
+		}
+	}
+	return nil
+}
+
+// setRlimits: no core dumps (they would hold tenants' data), few open
+// files, and a data-segment bound so that a huge ArrayBuffer (outside V8's
+// heap bound) throws instead of growing the worker without end. RLIMIT_NPROC
+// is left alone: Linux counts threads against it.
+func setRlimits(cfg WorkerConfig) error {
+	limits := map[int]uint64{unix.RLIMIT_CORE: 0, unix.RLIMIT_NOFILE: 64}
+	if cfg.RlimitData > 0 {
+		limits[unix.RLIMIT_DATA] = cfg.RlimitData
+	}
+	for res, val := range limits {
+		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: val, Max: val}); err != nil {
+			return fmt.Errorf("resource %d: %w", res, err)
+		}
+	}
+	return nil
+}
+
+// filter refuses what a taken-over worker could use against the host. The
+// default is to allow: the Go runtime and V8 need a broad, version-dependent
+// set of calls, and Landlock plus rlimits cover the file system.
+func filter() seccomp.Filter {
+	self := uint64(os.Getpid())
+	deny := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
+	return seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{
+				{
+					Action: deny,
+					Names: []string{
+						"socket", "socketpair", "execve", "execveat", "fork", "vfork",
+						"ptrace", "process_vm_readv", "process_vm_writev", "tkill",
+						"rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
+						"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+						"bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+						"init_module", "finit_module", "delete_module", "kexec_load", "reboot",
+						"io_uring_setup", "io_uring_enter", "io_uring_register",
+					},
+				},
+				{
+					Action: deny,
+					NamesWithCondtions: []seccomp.NameWithConditions{
+						// clone is allowed for threads only.
+						{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsNotSet, Value: unix.CLONE_THREAD}}},
+						// Signals only to this process.
+						{Name: "kill", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+						{Name: "tgkill", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+					},
+				},
+				{
+					// glibc falls back to clone when clone3 is "not implemented",
+					// so threads still start.
+					Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS),
+					Names:  []string{"clone3"},
+				},
+			},
+		},
+	}
+}
+
+// runProbe tries each forbidden action from inside the worker.
+func runProbe() ProbeReport {
+	res := map[string]string{}
+	record := func(name string, err error) {
+		if err == nil {
+			res[name] = "ALLOWED"
+			return
+		}
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			res[name] = "denied: " + unix.ErrnoName(errno)
+			return
+		}
+		res[name] = "denied: " + err.Error()
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	record("socket", err)
+	record("execve", unix.Exec("/bin/true", []string{"true"}, nil))
+	pid, _, errno := unix.RawSyscall(unix.SYS_FORK, 0, 0, 0)
+	if errno == 0 && pid == 0 {
+		os.Exit(0) // the child of a fork that should not have happened
+	}
+	if errno != 0 {
+		record("fork", errno)
+	} else {
+		record("fork", nil)
+	}
+	f, err := os.Open("/etc/hostname")
+	if err == nil {
+		f.Close()
+	}
+	record("open", err)
+	record("kill gateway", unix.Kill(os.Getppid(), 0))
+	record("kill process group", unix.Kill(0, 0))
+	return ProbeReport{Environment: os.Environ(), Results: res}
+}

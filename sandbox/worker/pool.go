@@ -1,0 +1,459 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// Config sets up a Pool. Zero values take the defaults.
+type Config struct {
+	// Workers is the number of worker processes. Default 2.
+	Workers int
+	// IsolatesPerWorker is how many retained isolates one worker holds.
+	// Default 64.
+	IsolatesPerWorker int
+	// Queue is how many calls may wait per worker beyond one per isolate
+	// slot; past it calls fail at once with OVERLOADED. Default 256.
+	Queue int
+	// Engine configures the engine inside each worker.
+	Engine EngineConfig
+	// DisableLandlock and DisableSeccomp weaken the worker sandbox (tests
+	// on kernels without Landlock; never the default).
+	DisableLandlock bool
+	DisableSeccomp  bool
+	// RlimitData bounds a worker's data segment. Default 8 GiB.
+	RlimitData uint64
+	// Grace is how long past its bound a call may run before its worker is
+	// killed. Default 2s.
+	Grace time.Duration
+	// Command is the argument list that starts the binary in worker mode.
+	// Default [Subcommand].
+	Command []string
+	// Probe enables the worker's /probe call (tests only).
+	Probe bool
+	// Logf receives the pool's operational messages.
+	Logf func(format string, args ...any)
+	// OnLog receives retained handlers' console output.
+	OnLog func(id string, e sandbox.LogEntry)
+	// OnLost is told when a retained isolate ends on its own in a worker.
+	OnLost func(id string, err error)
+	// OnCrash is told when a worker dies, with the isolates it held.
+	OnCrash func(Crash)
+}
+
+// Crash describes a worker's death for the handles layer: Lost are the
+// retained isolates that lived there; Suspects those of them that were
+// running at the time.
+type Crash struct {
+	Worker   int
+	PID      int
+	Lost     []string
+	Suspects []string
+	Reason   string
+}
+
+// ErrNoCapacity is answered by Run for a retaining run when every isolate
+// slot is taken: the caller parks an idle isolate (Close) and tries again.
+var ErrNoCapacity = errors.New("every worker isolate slot is taken")
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.IsolatesPerWorker <= 0 {
+		c.IsolatesPerWorker = 64
+	}
+	if c.Queue <= 0 {
+		c.Queue = 256
+	}
+	if c.RlimitData == 0 {
+		c.RlimitData = 8 << 30
+	}
+	if c.Grace <= 0 {
+		c.Grace = 2 * time.Second
+	}
+	if len(c.Command) == 0 {
+		c.Command = []string{Subcommand}
+	}
+	if c.Engine.Timeout <= 0 {
+		c.Engine.Timeout = 500 * time.Millisecond
+	}
+	if c.Engine.MemoryMiB <= 0 {
+		c.Engine.MemoryMiB = 64
+	}
+	if c.Engine.HandleQueue <= 0 {
+		c.Engine.HandleQueue = 64
+	}
+}
+
+// Pool supervises the worker processes. Safe for concurrent use.
+type Pool struct {
+	cfg Config
+
+	mu       sync.Mutex // guards workers, where, waiting, closed
+	workers  []*process // by index; nil while a replacement starts
+	where    map[string]*process
+	waiting  map[string]int // invocations in flight per retained isolate
+	closed   bool
+	restarts int
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Start launches the workers and waits for each handshake.
+func Start(cfg Config) (*Pool, error) {
+	cfg.defaults()
+	pool := &Pool{
+		cfg:     cfg,
+		workers: make([]*process, cfg.Workers),
+		where:   map[string]*process{},
+		waiting: map[string]int{},
+		stop:    make(chan struct{}),
+	}
+	for i := range pool.workers {
+		p, err := pool.spawn(i)
+		if err != nil {
+			pool.Shutdown()
+			return nil, err
+		}
+		pool.workers[i] = p
+	}
+	return pool, nil
+}
+
+func (pool *Pool) workerConfig() WorkerConfig {
+	return WorkerConfig{
+		Engine:     pool.cfg.Engine,
+		Landlock:   !pool.cfg.DisableLandlock,
+		Seccomp:    !pool.cfg.DisableSeccomp,
+		RlimitData: pool.cfg.RlimitData,
+		Probe:      pool.cfg.Probe,
+	}
+}
+
+func (pool *Pool) logf(format string, args ...any) {
+	if pool.cfg.Logf != nil {
+		pool.cfg.Logf(format, args...)
+	}
+}
+
+// pick chooses the least loaded live worker; for a retaining run, only one
+// with a free isolate slot.
+func (pool *Pool) pick(retaining bool) (*process, error) {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if pool.closed {
+		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
+	}
+	var best *process
+	bestScore := 0
+	anyAlive := false
+	for _, p := range pool.workers {
+		if p == nil || !p.alive() {
+			continue
+		}
+		anyAlive = true
+		retained, inflight := p.load()
+		if retaining && retained >= pool.cfg.IsolatesPerWorker {
+			continue
+		}
+		if inflight >= pool.cfg.IsolatesPerWorker+pool.cfg.Queue {
+			continue
+		}
+		score := retained + inflight
+		if best == nil || score < bestScore {
+			best, bestScore = p, score
+		}
+	}
+	if best != nil {
+		return best, nil
+	}
+	if !anyAlive {
+		return nil, fault.CrashedWorker()
+	}
+	if retaining {
+		return nil, ErrNoCapacity
+	}
+	return nil, fault.Overload()
+}
+
+// Run runs a job in a worker. A retaining run that answers a handler keeps
+// its isolate in that worker under job.ID.
+func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+	p, err := pool.pick(job.RetainHandles)
+	if err != nil {
+		return sandbox.Outcome{Logs: []string{}}, err
+	}
+	bound := job.Timeout
+	if bound <= 0 {
+		bound = pool.cfg.Engine.Timeout
+	}
+	if job.RetainHandles {
+		p.mu.Lock()
+		p.pending[job.ID] = true
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			delete(p.pending, job.ID)
+			p.mu.Unlock()
+		}()
+	}
+	var rep runReply
+	if err := p.call(ctx, pathRun, job, &rep, "", bound); err != nil {
+		return sandbox.Outcome{Logs: []string{}}, err
+	}
+	if rep.Outcome.Logs == nil {
+		rep.Outcome.Logs = []string{}
+	}
+	if rep.Outcome.Retained {
+		if !job.RetainHandles {
+			p.kill("claimed to retain an isolate it was not asked to")
+			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
+		}
+		p.mu.Lock()
+		dead := p.dead
+		if !dead {
+			p.retained[job.ID] = bound
+		}
+		p.mu.Unlock()
+		if dead {
+			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
+		}
+		pool.mu.Lock()
+		pool.where[job.ID] = p
+		pool.mu.Unlock()
+	}
+	return rep.Outcome, rep.Fault.err()
+}
+
+// Invoke calls a retained isolate's handle. Invocations of one isolate are
+// served in arrival order by the worker; past the per-isolate queue they
+// fail at once with OVERLOADED.
+func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+	pool.mu.Lock()
+	p := pool.where[id]
+	if p == nil {
+		pool.mu.Unlock()
+		return sandbox.WireResponse{}, fault.Closed(id)
+	}
+	if pool.waiting[id] >= pool.cfg.Engine.HandleQueue {
+		pool.mu.Unlock()
+		return sandbox.WireResponse{}, fault.Overload()
+	}
+	pool.waiting[id]++
+	pool.mu.Unlock()
+	defer func() {
+		pool.mu.Lock()
+		if pool.waiting[id]--; pool.waiting[id] <= 0 {
+			delete(pool.waiting, id)
+		}
+		pool.mu.Unlock()
+	}()
+	p.mu.Lock()
+	bound, ok := p.retained[id]
+	_, inflight := len(p.retained), len(p.running)
+	p.mu.Unlock()
+	if !ok {
+		return sandbox.WireResponse{}, fault.Closed(id)
+	}
+	if inflight >= pool.cfg.IsolatesPerWorker+pool.cfg.Queue {
+		return sandbox.WireResponse{}, fault.Overload()
+	}
+	var rep invokeReply
+	if err := p.call(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, bound); err != nil {
+		return sandbox.WireResponse{}, err
+	}
+	err := rep.Fault.err()
+	if errors.Is(err, fault.ErrTimeout) || errors.Is(err, fault.ErrMemory) || errors.Is(err, fault.ErrHandlesClosed) {
+		// The worker disposed the isolate.
+		p.release(id)
+		pool.forget(id, p)
+	}
+	if errors.Is(err, fault.ErrHandlesClosed) {
+		err = fault.Closed(id) // the worker's word is not the text
+	}
+	return rep.Response, err
+}
+
+// Close disposes a retained isolate (closing a handle, or parking it). It
+// answers HANDLES_CLOSED for an id that holds nothing.
+func (pool *Pool) Close(id string) error {
+	pool.mu.Lock()
+	p := pool.where[id]
+	delete(pool.where, id)
+	pool.mu.Unlock()
+	if p == nil || !p.release(id) {
+		return fault.Closed(id)
+	}
+	var rep closeReply
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A failure to close leaves the isolate in a worker that will be
+	// replaced anyway; the record is already gone.
+	_ = p.call(ctx, pathClose, closeRequest{ID: id}, &rep, "", 5*time.Second)
+	return nil
+}
+
+// Holds reports whether id has a live isolate.
+func (pool *Pool) Holds(id string) bool {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.where[id] != nil
+}
+
+func (pool *Pool) forget(id string, p *process) {
+	pool.mu.Lock()
+	if pool.where[id] == p {
+		delete(pool.where, id)
+	}
+	pool.mu.Unlock()
+}
+
+// died handles a worker's death: its records go, the handles layer hears
+// what was lost, and a replacement starts with backoff.
+func (pool *Pool) died(p *process, c Crash) {
+	pool.mu.Lock()
+	for _, id := range c.Lost {
+		if pool.where[id] == p {
+			delete(pool.where, id)
+		}
+	}
+	closed := pool.closed
+	if pool.workers[p.index] == p {
+		pool.workers[p.index] = nil
+	}
+	pool.mu.Unlock()
+	if closed {
+		return
+	}
+	pool.logf("worker %d (pid %d) died (%s); %d isolates lost, %d running", c.Worker, c.PID, c.Reason, len(c.Lost), len(c.Suspects))
+	if f := pool.cfg.OnCrash; f != nil {
+		f(c)
+	}
+	pool.wg.Add(1)
+	go pool.replace(p.index)
+}
+
+func (pool *Pool) replace(index int) {
+	defer pool.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		p, err := pool.spawn(index)
+		if err == nil {
+			pool.mu.Lock()
+			if pool.closed {
+				pool.mu.Unlock()
+				p.kill("pool closed")
+				return
+			}
+			pool.workers[index] = p
+			pool.restarts++
+			pool.mu.Unlock()
+			return
+		}
+		pool.logf("worker %d: replacement failed: %v (next try in %v)", index, err, backoff)
+		select {
+		case <-pool.stop:
+			return
+		case <-time.After(backoff):
+		}
+		if backoff *= 2; backoff > 5*time.Second {
+			backoff = 5 * time.Second
+		}
+	}
+}
+
+// WorkerStatus is one worker's state for health checks.
+type WorkerStatus struct {
+	Index    int    `json:"index"`
+	PID      int    `json:"pid,omitempty"`
+	State    string `json:"state"` // "up" or "starting"
+	Isolates int    `json:"isolates"`
+	Queue    int    `json:"queue"`
+}
+
+// Status reports every configured worker.
+func (pool *Pool) Status() []WorkerStatus {
+	pool.mu.Lock()
+	workers := append([]*process(nil), pool.workers...)
+	pool.mu.Unlock()
+	out := make([]WorkerStatus, len(workers))
+	for i, p := range workers {
+		out[i] = WorkerStatus{Index: i, State: "starting"}
+		if p != nil && p.alive() {
+			retained, inflight := p.load()
+			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight}
+		}
+	}
+	return out
+}
+
+// Restarts counts replacement workers started so far.
+func (pool *Pool) Restarts() int {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.restarts
+}
+
+// KillWorker kills worker index (operations and tests).
+func (pool *Pool) KillWorker(index int) error {
+	pool.mu.Lock()
+	var p *process
+	if index >= 0 && index < len(pool.workers) {
+		p = pool.workers[index]
+	}
+	pool.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("worker %d is not up", index)
+	}
+	p.kill("asked to")
+	<-p.exited
+	return nil
+}
+
+// WorkerOf is the index of the worker holding id, or -1.
+func (pool *Pool) WorkerOf(id string) int {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if p := pool.where[id]; p != nil {
+		return p.index
+	}
+	return -1
+}
+
+// Shutdown ends every worker: closing a worker's connection makes it exit;
+// stragglers are killed.
+func (pool *Pool) Shutdown() {
+	pool.mu.Lock()
+	if pool.closed {
+		pool.mu.Unlock()
+		return
+	}
+	pool.closed = true
+	close(pool.stop)
+	workers := append([]*process(nil), pool.workers...)
+	pool.mu.Unlock()
+	pool.wg.Wait()
+	for _, p := range workers {
+		if p == nil {
+			continue
+		}
+		p.cc.Close()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(2 * time.Second):
+			p.kill("did not exit after its connection closed")
+			<-p.exited
+		}
+	}
+}

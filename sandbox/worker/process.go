@@ -1,0 +1,385 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// quietLog swallows the HTTP/2 server's own complaints about a worker's
+// connection: a dying worker is reported once, by reap.
+var quietLog = log.New(io.Discard, "", 0)
+
+// process is one worker process as the gateway sees it.
+type process struct {
+	pool  *Pool
+	index int
+	cmd   *exec.Cmd
+	pid   int
+	cc    *http2.ClientConn
+	conns []net.Conn
+	// exited is closed once the process has been reaped.
+	exited chan struct{}
+
+	mu         sync.Mutex // guards everything below
+	retained   map[string]time.Duration // live isolates here → their run bound
+	pending    map[string]bool          // slots reserved by runs that may retain
+	running    map[uint64]*callRecord   // in-flight calls
+	seq        uint64
+	dead       bool
+	overrunner uint64 // the call whose overrun made the gateway kill this worker
+}
+
+type callRecord struct {
+	handleID string // "" for a computation
+	timer    *time.Timer
+}
+
+// spawn starts a worker process and completes the handshake.
+func (pool *Pool) spawn(index int) (*process, error) {
+	callsParent, callsChild, err := socketpair()
+	if err != nil {
+		return nil, err
+	}
+	backParent, backChild, err := socketpair()
+	if err != nil {
+		callsParent.Close()
+		callsChild.Close()
+		return nil, err
+	}
+	defer callsChild.Close()
+	defer backChild.Close()
+	callsConn, err := net.FileConn(callsParent)
+	callsParent.Close()
+	if err != nil {
+		backParent.Close()
+		return nil, err
+	}
+	backConn, err := net.FileConn(backParent)
+	backParent.Close()
+	if err != nil {
+		callsConn.Close()
+		return nil, err
+	}
+	stderr, err := pool.stderrSink(index)
+	if err != nil {
+		callsConn.Close()
+		backConn.Close()
+		return nil, err
+	}
+	cmd := exec.Command("/proc/self/exe", pool.cfg.Command...)
+	cmd.Env = []string{} // nothing of the gateway's environment crosses
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{callsChild, backChild} // fds 3 and 4
+	cmd.Stdin = nil
+	cmd.Stdout = stderr
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Pdeathsig: syscall.SIGKILL, // dies with the gateway
+		Setpgid:   true,            // its own process group: kill(0) reaches no one else
+	}
+	if err := cmd.Start(); err != nil {
+		callsConn.Close()
+		backConn.Close()
+		stderr.Close()
+		return nil, fmt.Errorf("starting a worker: %w", err)
+	}
+	stderr.Close() // the child holds its copy
+	p := &process{
+		pool:     pool,
+		index:    index,
+		cmd:      cmd,
+		pid:      cmd.Process.Pid,
+		conns:    []net.Conn{callsConn, backConn},
+		exited:   make(chan struct{}),
+		retained: map[string]time.Duration{},
+		pending:  map[string]bool{},
+		running:  map[uint64]*callRecord{},
+	}
+	go p.reap()
+	t := &http2.Transport{AllowHTTP: true, MaxReadFrameSize: 1 << 20}
+	if p.cc, err = t.NewClientConn(callsConn); err != nil {
+		p.kill("no HTTP/2 connection")
+		return nil, err
+	}
+	go p.serveBack(backConn)
+	if err := p.handshake(); err != nil {
+		p.kill("handshake failed")
+		<-p.exited
+		return nil, err
+	}
+	return p, nil
+}
+
+func socketpair() (parent, child *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "worker-parent"), os.NewFile(uintptr(fds[1]), "worker-child"), nil
+}
+
+// stderrSink forwards a worker's output to the pool's log, line by line and
+// bounded: it is the output of a process that may be hostile.
+func (pool *Pool) stderrSink(index int) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer r.Close()
+		s := bufio.NewScanner(io.LimitReader(r, 1<<20))
+		s.Buffer(make([]byte, 4096), 4096)
+		for s.Scan() {
+			pool.logf("worker %d: %s", index, s.Text())
+		}
+		io.Copy(io.Discard, r)
+	}()
+	return w, nil
+}
+
+func (p *process) handshake() error {
+	var rep helloReply
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimout)
+	defer cancel()
+	if err := p.post(ctx, pathHello, helloRequest{Version: ProtocolVersion, Config: p.pool.workerConfig()}, &rep); err != nil {
+		return fmt.Errorf("worker handshake: %w", err)
+	}
+	if rep.Error != "" {
+		return fmt.Errorf("worker start-up: %s", rep.Error)
+	}
+	if rep.Version != ProtocolVersion {
+		return fmt.Errorf("worker speaks %q, want %q", rep.Version, ProtocolVersion)
+	}
+	if rep.PID != p.pid {
+		return fmt.Errorf("worker says it is pid %d, it is %d", rep.PID, p.pid)
+	}
+	return nil
+}
+
+// reap waits for the process to end and reports its death.
+func (p *process) reap() {
+	err := p.cmd.Wait()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	if p.cc != nil {
+		p.cc.Close()
+	}
+	p.mu.Lock()
+	p.dead = true
+	lost := make([]string, 0, len(p.retained))
+	for id := range p.retained {
+		lost = append(lost, id)
+	}
+	suspects := []string{}
+	seen := map[string]bool{}
+	for _, c := range p.running {
+		if c.handleID != "" && !seen[c.handleID] {
+			seen[c.handleID] = true
+			suspects = append(suspects, c.handleID)
+		}
+		c.timer.Stop()
+	}
+	p.retained = map[string]time.Duration{}
+	p.mu.Unlock()
+	close(p.exited)
+	reason := "exited"
+	if err != nil {
+		reason = err.Error()
+	}
+	p.pool.died(p, Crash{Worker: p.index, PID: p.pid, Lost: lost, Suspects: suspects, Reason: reason})
+}
+
+// kill ends the process (SIGKILL); reap reports it.
+func (p *process) kill(reason string) {
+	p.mu.Lock()
+	already := p.dead
+	p.mu.Unlock()
+	if already {
+		return
+	}
+	p.pool.logf("worker %d (pid %d) killed: %s", p.index, p.pid, reason)
+	p.cmd.Process.Kill()
+}
+
+func (p *process) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.dead
+}
+
+// call posts one call to the worker under a hard deadline: if the worker has
+// not answered by bound + grace, its isolate is stuck in something V8
+// cannot interrupt, and the whole worker is killed.
+func (p *process) call(ctx context.Context, path string, body, out any, handleID string, bound time.Duration) error {
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return fault.CrashedWorker()
+	}
+	p.seq++
+	id := p.seq
+	rec := &callRecord{handleID: handleID}
+	rec.timer = time.AfterFunc(bound+p.pool.cfg.Grace, func() {
+		p.mu.Lock()
+		_, still := p.running[id]
+		if still && p.overrunner == 0 {
+			p.overrunner = id
+		}
+		p.mu.Unlock()
+		if still {
+			p.kill(fmt.Sprintf("a call overran its %v bound by the %v grace period", bound, p.pool.cfg.Grace))
+		}
+	})
+	p.running[id] = rec
+	p.mu.Unlock()
+	err := p.post(ctx, path, body, out)
+	rec.timer.Stop()
+	if err != nil && ctx.Err() == nil {
+		// A broken connection usually means the process is dying: keep this
+		// call on record until it is reaped, so the crash report names the
+		// isolate it was running.
+		select {
+		case <-p.exited:
+		case <-time.After(time.Second):
+			p.kill("its connection broke")
+		}
+	}
+	p.mu.Lock()
+	delete(p.running, id)
+	overran := p.overrunner == id
+	p.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if overran {
+		return fault.TimedOut(bound.Milliseconds())
+	}
+	var f *fault.Fault
+	if errors.As(err, &f) {
+		return f
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fault.CrashedWorker()
+}
+
+// post is one request/response on the calls connection. A malformed answer
+// kills the worker.
+func (p *process) post(ctx context.Context, path string, body, out any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "Internal error.")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://worker"+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	res, err := p.cc.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		p.kill(fmt.Sprintf("answered %s with status %d", path, res.StatusCode))
+		return fault.CrashedWorker()
+	}
+	if err := decodeCapped(res.Body, maxReplyBytes, out); err != nil {
+		p.kill(fmt.Sprintf("answered %s with garbage: %v", path, err))
+		return fault.CrashedWorker()
+	}
+	return nil
+}
+
+// serveBack answers the worker's own requests, each checked against this
+// process's records.
+func (p *process) serveBack(conn net.Conn) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+pathLog, func(rw http.ResponseWriter, r *http.Request) {
+		var m logPost
+		if err := decodeCapped(r.Body, maxWorkerPost, &m); err != nil {
+			p.kill("sent a malformed log line")
+			return
+		}
+		if !p.holds(m.ID) {
+			http.Error(rw, "not yours", http.StatusForbidden)
+			return
+		}
+		if len(m.Entry.Message) > maxLogMessage {
+			m.Entry.Message = m.Entry.Message[:maxLogMessage]
+		}
+		if !validLevel(m.Entry.Level) {
+			m.Entry.Level = "log"
+		}
+		m.Entry.Time = time.Now() // the gateway's clock, not the worker's word
+		if f := p.pool.cfg.OnLog; f != nil {
+			f(m.ID, m.Entry)
+		}
+	})
+	mux.HandleFunc("POST "+pathLost, func(rw http.ResponseWriter, r *http.Request) {
+		var m lostPost
+		if err := decodeCapped(r.Body, maxWorkerPost, &m); err != nil {
+			p.kill("sent a malformed lost notice")
+			return
+		}
+		if !p.release(m.ID) {
+			http.Error(rw, "not yours", http.StatusForbidden)
+			return
+		}
+		p.pool.forget(m.ID, p)
+		if f := p.pool.cfg.OnLost; f != nil {
+			f(m.ID, m.Fault.err())
+		}
+	})
+	srv := &http2.Server{MaxConcurrentStreams: 64, MaxReadFrameSize: 1 << 16}
+	srv.ServeConn(conn, &http2.ServeConnOpts{Handler: mux, BaseConfig: &http.Server{ErrorLog: quietLog}})
+}
+
+func validLevel(l string) bool {
+	switch l {
+	case "log", "info", "warn", "error", "debug":
+		return true
+	}
+	return false
+}
+
+func (p *process) holds(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.retained[id]
+	return ok
+}
+
+// release drops id from this process's records; false if it was not there.
+func (p *process) release(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.retained[id]
+	delete(p.retained, id)
+	return ok
+}
+
+// load is what placement compares: live isolates plus in-flight calls.
+func (p *process) load() (retained, inflight int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.retained) + len(p.pending), len(p.running)
+}

@@ -1,0 +1,379 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// TestMain doubles as the worker binary: the pool re-executes this test
+// binary through /proc/self/exe with the worker subcommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case Subcommand:
+			Main()
+		case "rogue-worker":
+			rogueMain(os.Args[2])
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func startPool(t *testing.T, cfg Config) *Pool {
+	t.Helper()
+	if cfg.Logf == nil {
+		cfg.Logf = t.Logf
+	}
+	pool, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pids := pidsOf(pool)
+		pool.Shutdown()
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("worker pid %d still exists after Shutdown (%v)", pid, err)
+			}
+		}
+	})
+	return pool
+}
+
+func pidsOf(pool *Pool) []int {
+	var pids []int
+	for _, s := range pool.Status() {
+		if s.PID != 0 {
+			pids = append(pids, s.PID)
+		}
+	}
+	return pids
+}
+
+func job(code string) sandbox.Job { return sandbox.Job{Program: sandbox.Program{Code: code}} }
+
+func wantCode(t *testing.T, err error, code fault.Code) {
+	t.Helper()
+	if got := fault.CodeOf(err); got != code {
+		t.Fatalf("want %s, got %v", code, err)
+	}
+}
+
+// waitReplaced waits until worker 0 is up with another pid than old.
+func waitReplaced(t *testing.T, pool *Pool, old int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := pool.Status()[0]; s.State == "up" && s.PID != old {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("worker 0 was not replaced")
+}
+
+func TestWorkerRunsAndIsHardened(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Probe: true})
+	out, err := pool.Run(context.Background(), job("async () => 40 + 2"))
+	if err != nil || string(out.Result) != "42" {
+		t.Fatalf("run: %v %s", err, out.Result)
+	}
+	var rep ProbeReport
+	p := pool.workers[0]
+	if err := p.post(context.Background(), pathProbe, struct{}{}, &rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("probe: %v", rep.Results)
+	if len(rep.Environment) != 0 {
+		t.Errorf("worker environment is not empty: %q", rep.Environment)
+	}
+	for _, action := range []string{"socket", "execve", "fork", "open", "kill gateway", "kill process group"} {
+		if r := rep.Results[action]; !strings.HasPrefix(r, "denied") {
+			t.Errorf("%s from inside a worker: %q", action, r)
+		}
+	}
+	// The worker still works after probing.
+	if _, err := pool.Run(context.Background(), job("async () => 1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, RlimitData: 2 << 30, Grace: 500 * time.Millisecond, Engine: EngineConfig{Timeout: 2 * time.Second}})
+	for name, code := range map[string]string{
+		"4 GiB ArrayBuffer":  "async () => new Uint8Array(2**32).length",
+		"512 MiB string":     "async () => { const s = 'x'.repeat(2**29 - 32); return s.toLowerCase().length }",
+		"huge array fill":    "async () => new Array(2**27).fill(0).length",
+		"many big buffers":   "async () => { const keep = []; for (;;) keep.push(new Uint8Array(2**28).fill(1)) }",
+		"heap growth":        "async () => { const a = []; for (;;) a.push({x: a.length}) }",
+	} {
+		t.Run(name, func(t *testing.T) {
+			pid := pool.Status()[0].PID
+			_, err := pool.Run(context.Background(), job(code))
+			if err == nil {
+				t.Fatal("a memory bomb succeeded")
+			}
+			switch fault.CodeOf(err) {
+			case fault.Memory, fault.Runtime, fault.WorkerCrashed, fault.Timeout:
+			default:
+				t.Fatalf("unexpected %v", err)
+			}
+			t.Logf("%s → %v", name, err)
+			if pool.Status()[0].PID != pid {
+				t.Logf("%s ended its worker", name)
+			}
+			// WORKER_CRASHED is retryable: a client retries until the
+			// replacement serves.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				out, err := pool.Run(context.Background(), job("async () => 'alive'"))
+				if err == nil && string(out.Result) == `"alive"` {
+					break
+				}
+				if fault.CodeOf(err) != fault.WorkerCrashed || time.Now().After(deadline) {
+					t.Fatalf("after the bomb: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func deploy(t *testing.T, pool *Pool, id, code string) {
+	t.Helper()
+	out, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}})
+	if err != nil || !out.Retained {
+		t.Fatalf("deploy %s: %v %+v", id, err, out)
+	}
+}
+
+func get(pool *Pool, id, url string) (sandbox.WireResponse, error) {
+	return pool.Invoke(context.Background(), id, "fetch", sandbox.NewWireRequest("GET", url, nil, nil))
+}
+
+const counter = `async () => { let n = 0; return { async fetch(req) {
+	if (req.url.endsWith('/slow')) await new Promise(r => setTimeout(r, 300));
+	return new Response(String(++n)) } } }`
+
+func TestKilledWorkerFailsItsCallsAndIsReplaced(t *testing.T) {
+	var mu sync.Mutex
+	var crashes []Crash
+	pool := startPool(t, Config{Workers: 1, OnCrash: func(c Crash) { mu.Lock(); crashes = append(crashes, c); mu.Unlock() }})
+	deploy(t, pool, "a", counter)
+	deploy(t, pool, "b", counter)
+	if res, err := get(pool, "a", "https://x/"); err != nil || string(res.BodyBytes()) != "1" {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := get(pool, "a", "https://x/slow"); errc <- err }()
+	time.Sleep(100 * time.Millisecond)
+	pid := pool.Status()[0].PID
+	syscall.Kill(pid, syscall.SIGKILL)
+	wantCode(t, <-errc, fault.WorkerCrashed)
+	if !fault.WorkerCrashed.Retryable() {
+		t.Fatal("WORKER_CRASHED must be retryable")
+	}
+	waitReplaced(t, pool, pid)
+	mu.Lock()
+	c := crashes[0]
+	mu.Unlock()
+	if len(c.Lost) != 2 || fmt.Sprint(c.Suspects) != "[a]" {
+		t.Fatalf("crash report %+v: want lost a and b, suspect a", c)
+	}
+	_, err := get(pool, "a", "https://x/")
+	wantCode(t, err, fault.HandlesClosed)
+	deploy(t, pool, "c", counter)
+	if res, err := get(pool, "c", "https://x/"); err != nil || string(res.BodyBytes()) != "1" {
+		t.Fatalf("replacement does not serve: %v", err)
+	}
+	if pool.Restarts() != 1 {
+		t.Fatalf("restarts %d", pool.Restarts())
+	}
+}
+
+func TestUninterruptibleBuiltinGetsItsWorkerKilled(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Grace: 100 * time.Millisecond, RlimitData: 4 << 30})
+	pid := pool.Status()[0].PID
+	start := time.Now()
+	_, err := pool.Run(context.Background(), sandbox.Job{
+		Program: sandbox.Program{Code: "async () => { const a = new Uint8Array(2**31); for (let i = 0; i < 8; i++) a.fill(i); a.sort(); return a[0] }"},
+		Timeout: 50 * time.Millisecond,
+	})
+	t.Logf("answered after %v: %v", time.Since(start), err)
+	wantCode(t, err, fault.Timeout)
+	waitReplaced(t, pool, pid)
+	if _, err := pool.Run(context.Background(), job("async () => 1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOverloadAnswersAtOnce(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Engine: EngineConfig{HandleQueue: 2, Timeout: 2 * time.Second}})
+	deploy(t, pool, "slow", counter)
+	var wg sync.WaitGroup
+	results := make(chan error, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, err := get(pool, "slow", "https://x/slow")
+			if fault.CodeOf(err) == fault.Overloaded && time.Since(start) > 100*time.Millisecond {
+				err = fmt.Errorf("OVERLOADED took %v", time.Since(start))
+			}
+			results <- err
+		}()
+	}
+	wg.Wait()
+	close(results)
+	ok, overloaded := 0, 0
+	for err := range results {
+		switch fault.CodeOf(err) {
+		case "":
+			ok++
+		case fault.Overloaded:
+			overloaded++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if ok < 2 || overloaded == 0 {
+		t.Fatalf("%d served, %d overloaded", ok, overloaded)
+	}
+}
+
+func TestManyIsolatesKeepTheirOrder(t *testing.T) {
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 64})
+	const n = 100
+	for i := 0; i < n; i++ {
+		deploy(t, pool, fmt.Sprintf("h%d", i), `async () => { const seen = []; return { fetch(req) { seen.push(+req.url.split('/').pop()); return Response.json(seen) } } }`)
+	}
+	perWorker := map[int]int{}
+	for i := 0; i < n; i++ {
+		perWorker[pool.WorkerOf(fmt.Sprintf("h%d", i))]++
+	}
+	if perWorker[0] == 0 || perWorker[1] == 0 {
+		t.Fatalf("placement did not spread: %v", perWorker)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			id := fmt.Sprintf("h%d", i)
+			var last sandbox.WireResponse
+			for k := 0; k < 10; k++ {
+				res, err := get(pool, id, fmt.Sprintf("https://x/%d", k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				last = res
+			}
+			var seen []int
+			json.Unmarshal(last.BodyBytes(), &seen)
+			if fmt.Sprint(seen) != "[0 1 2 3 4 5 6 7 8 9]" {
+				t.Errorf("%s saw %v", id, seen)
+			}
+		}(i)
+	}
+	wg.Wait()
+	// Capacity: a third worker's worth of retains does not fit.
+	small := startPool(t, Config{Workers: 1, IsolatesPerWorker: 2})
+	deploy(t, small, "x1", counter)
+	deploy(t, small, "x2", counter)
+	_, err := small.Run(context.Background(), sandbox.Job{ID: "x3", RetainHandles: true, Program: sandbox.Program{Code: counter}})
+	if !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("want ErrNoCapacity, got %v", err)
+	}
+	small.Close("x1")
+	deploy(t, small, "x3", counter)
+}
+
+func TestHandleLogsAndLostIsolates(t *testing.T) {
+	var mu sync.Mutex
+	logs := map[string][]string{}
+	lost := map[string]error{}
+	pool := startPool(t, Config{Workers: 1, Engine: EngineConfig{Timeout: 100 * time.Millisecond},
+		OnLog:  func(id string, e sandbox.LogEntry) { mu.Lock(); logs[id] = append(logs[id], e.Level+":"+e.Message); mu.Unlock() },
+		OnLost: func(id string, err error) { mu.Lock(); lost[id] = err; mu.Unlock() },
+	})
+	deploy(t, pool, "t", `async () => ({ fetch(req) { console.warn('hello', req.method); setTimeout(() => { for(;;){} }, 5); return new Response('ok') } })`)
+	if _, err := get(pool, "t", "https://x/"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		done := lost["t"] != nil && len(logs["t"]) > 0
+		mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(logs["t"]) != "[warn:hello GET]" {
+		t.Fatalf("handle logs %v", logs["t"])
+	}
+	wantCode(t, lost["t"], fault.Timeout)
+	if pool.Holds("t") {
+		t.Fatal("the pool still holds a lost isolate")
+	}
+}
+
+// rogueMain is a worker taken over by a program: it shakes hands properly,
+// then answers with what its mode says.
+func rogueMain(mode string) {
+	calls, _ := fileConn(fdCalls, "calls")
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hello", func(rw http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(rw).Encode(helloReply{Version: ProtocolVersion, PID: os.Getpid()})
+	})
+	mux.HandleFunc("POST /run", func(rw http.ResponseWriter, r *http.Request) {
+		switch mode {
+		case "garbage":
+			rw.Write([]byte("\x00\x01 not json"))
+		case "oversized":
+			rw.Write([]byte(`{"outcome":{"logs":["`))
+			chunk := []byte(strings.Repeat("A", 1<<20))
+			for i := 0; i < 20; i++ {
+				rw.Write(chunk)
+			}
+		case "claims":
+			json.NewEncoder(rw).Encode(runReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
+		}
+	})
+	(&http2.Server{}).ServeConn(calls, &http2.ServeConnOpts{Handler: mux})
+	os.Exit(0)
+}
+
+func TestRogueWorkerIsKilledAndReplaced(t *testing.T) {
+	for _, mode := range []string{"garbage", "oversized", "claims"} {
+		t.Run(mode, func(t *testing.T) {
+			pool := startPool(t, Config{Workers: 1, Command: []string{"rogue-worker", mode}})
+			pid := pool.Status()[0].PID
+			_, err := pool.Run(context.Background(), job("async () => 1"))
+			wantCode(t, err, fault.WorkerCrashed)
+			waitReplaced(t, pool, pid)
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("the rogue worker %d still runs", pid)
+			}
+		})
+	}
+}
