@@ -12,6 +12,8 @@ require (
 )
 
 require (
+	github.com/google/uuid v1.6.0 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

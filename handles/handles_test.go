@@ -1,0 +1,476 @@
+package handles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+		worker.Main()
+	}
+	os.Exit(m.Run())
+}
+
+// gateway is a store wired to a real worker pool, as the Caddy module does.
+type gateway struct {
+	store *Store
+	pool  *worker.Pool
+	clock *fakeClock
+	ends  *eventLog
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (l *eventLog) add(e Event) { l.mu.Lock(); l.events = append(l.events, e); l.mu.Unlock() }
+func (l *eventLog) reasons(id string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.events {
+		if e.ID == id {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg worker.Config) *gateway {
+	t.Helper()
+	var store atomic.Pointer[Store]
+	pcfg.Logf = t.Logf
+	pcfg.OnCrash = func(c worker.Crash) {
+		if s := store.Load(); s != nil {
+			s.WorkerCrashed(c)
+		}
+	}
+	pcfg.OnLost = func(id string, err error) {
+		if s := store.Load(); s != nil {
+			s.IsolateLost(id, err)
+		}
+	}
+	pcfg.OnLog = func(id string, e sandbox.LogEntry) {
+		if s := store.Load(); s != nil {
+			s.HandleLog(id, e)
+		}
+	}
+	pool, err := worker.Start(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{Executor: pool, Now: clock.Now, OnEnd: ends.add, FlushEvery: 50 * time.Millisecond})
+	if err != nil {
+		pool.Shutdown()
+		t.Fatal(err)
+	}
+	store.Store(s)
+	g := &gateway{store: s, pool: pool, clock: clock, ends: ends}
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *gateway) stop() {
+	if g.store != nil {
+		g.store.Close()
+		g.pool.Shutdown()
+		g.store = nil
+	}
+}
+
+func newGateway(t *testing.T, pcfg worker.Config) *gateway {
+	return start(t, filepath.Join(t.TempDir(), "registry.db"), &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, &eventLog{}, pcfg)
+}
+
+const counterProgram = `async () => { let served = 0; return { async fetch(req) {
+	if (req.url.endsWith('/spin')) for (;;) {}
+	if (req.url.endsWith('/crash')) return new Response('x'.repeat(2**29 - 32).toLowerCase());
+	return Response.json({served: ++served}) } } }`
+
+func deploy(t *testing.T, reg *Registry, tenant string) string {
+	t.Helper()
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExecutionID == "" {
+		t.Fatal("no executionId")
+	}
+	return res.ExecutionID
+}
+
+func call(reg *Registry, tenant, id, path string) (string, error) {
+	res, err := reg.Invoke(context.Background(), tenant, id, "fetch", sandbox.NewWireRequest("GET", "https://x.test"+path, nil, nil))
+	return string(res.BodyBytes()), err
+}
+
+func mustCall(t *testing.T, reg *Registry, tenant, id, want string) {
+	t.Helper()
+	got, err := call(reg, tenant, id, "/")
+	if err != nil || got != want {
+		t.Fatalf("invoke %s: got %q %v, want %q", id, got, err, want)
+	}
+}
+
+func TestPersistAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ends := &eventLog{}
+	g := start(t, path, clock, ends, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	id := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", id, `{"served":1}`)
+	mustCall(t, reg, "alice", id, `{"served":2}`)
+	if _, err := reg.BindRoute("alice", "shop", id); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(40 * time.Minute)
+	g.stop()
+
+	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	// The counter restarts: closure state is rebuilt from scratch.
+	res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil))
+	if err != nil || string(res.BodyBytes()) != `{"served":1}` {
+		t.Fatalf("after restart via route: %q %v", res.BodyBytes(), err)
+	}
+	info, err := reg.Get("alice", id)
+	if err != nil || fmt.Sprint(info.Routes) != "[shop]" || info.Invocations != 3 {
+		t.Fatalf("info after restart: %+v %v", info, err)
+	}
+	logs, _ := reg.Logs("alice", id)
+	if len(logs) == 0 || logs[len(logs)-1].Level != "system" || !strings.Contains(logs[len(logs)-1].Message, "Rebuilt") {
+		t.Fatalf("no rebuild entry in the handle log: %+v", logs)
+	}
+	// Idle time kept counting across the restart (40 min before, 30 after).
+	g.stop()
+	clock.Add(70 * time.Minute)
+	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	g.store.SweepIdle()
+	if _, err := call(reg, "alice", id, "/"); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatalf("an idle handle still answers: %v", err)
+	}
+	if fmt.Sprint(ends.reasons(id)) != "[idle]" {
+		t.Fatalf("end events %v", ends.reasons(id))
+	}
+	if _, err := reg.Serve(context.Background(), "shop", ResolveBoth, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("the route of an ended handle still resolves: %v", err)
+	}
+}
+
+func TestClosedAndInventedIdsAnswerAlike(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	id := deploy(t, reg, "alice")
+	if err := reg.Close("alice", id); err != nil {
+		t.Fatal(err)
+	}
+	invented := "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	_, errClosed := call(reg, "alice", id, "/")
+	_, errInvented := call(reg, "alice", invented, "/")
+	norm := func(err error, id string) string {
+		f := fault.As(err)
+		return fmt.Sprint(f.Code, f.HTTPStatus(), strings.ReplaceAll(f.Message, id, "<id>"))
+	}
+	if norm(errClosed, id) != norm(errInvented, invented) {
+		t.Fatalf("closed %q vs invented %q", norm(errClosed, id), norm(errInvented, invented))
+	}
+	if want := `Execution "` + id + `" holds no handles: they were closed, expired at the idle bound, or never granted. Execute again with retainHandles to get a fresh executionId.`; fault.As(errClosed).Message != want {
+		t.Fatalf("text %q", fault.As(errClosed).Message)
+	}
+	for _, err := range []error{reg.Close("alice", id), reg.Close("alice", invented)} {
+		if !errors.Is(err, fault.ErrHandlesClosed) {
+			t.Fatalf("close answered %v", err)
+		}
+	}
+}
+
+func TestTenantsAreIsolated(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	other := g.store.Registry("other-site", RegistryConfig{})
+	id := deploy(t, reg, "alice")
+	if _, err := reg.BindRoute("alice", "alice-shop", id); err != nil {
+		t.Fatal(err)
+	}
+	mine := deploy(t, reg, "bob")
+	if n := len(reg.List("bob")); n != 1 {
+		t.Fatalf("bob sees %d handles", n)
+	}
+	if _, err := reg.Get("bob", id); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatal("bob sees alice's handle")
+	}
+	if _, err := call(reg, "bob", id, "/"); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatal("bob invokes alice's handle")
+	}
+	if _, err := reg.Logs("bob", id); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatal("bob reads alice's logs")
+	}
+	if err := reg.Close("bob", id); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatal("bob closes alice's handle")
+	}
+	if _, err := reg.BindRoute("bob", "alice-shop", mine); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("bob takes alice's route: %v", err)
+	}
+	if _, err := reg.BindRoute("bob", "x", id); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatal("bob binds a route to alice's handle")
+	}
+	if err := reg.UnbindRoute("bob", "alice-shop"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("bob unbinds alice's route: %v", err)
+	}
+	if len(reg.Routes("bob")) != 0 {
+		t.Fatal("bob lists alice's routes")
+	}
+	// Another registry does not see the handle at all, even for its owner.
+	if _, err := other.Get("alice", id); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatal("another registry sees the handle")
+	}
+	if _, err := other.Serve(context.Background(), id, ResolveBoth, sandbox.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+		t.Fatal("another registry routes to the handle")
+	}
+	mustCall(t, reg, "alice", id, `{"served":1}`)
+}
+
+func TestRouteNames(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"shop": true, "a": true, "my-shop-2": true, strings.Repeat("a", 63): true,
+		"": false, "-shop": false, "shop-": false, "Shop": false, "sh_op": false, strings.Repeat("a", 64): false,
+		"7c9e6679-7425-40de-944b-e07fc1f90ae7": false, "00000000-0000-0000-0000-000000000000": false,
+	} {
+		if err := ValidRouteName(name); (err == nil) != ok {
+			t.Errorf("route name %q: %v", name, err)
+		}
+	}
+}
+
+func TestRouteSwapUnderTraffic(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	a, b := deploy(t, reg, "alice"), deploy(t, reg, "alice")
+	if _, err := reg.BindRoute("alice", "live", a); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var failures, served atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := reg.Serve(context.Background(), "live", ResolveRoutes, sandbox.NewWireRequest("GET", "https://live.test/", nil, nil))
+				if err != nil {
+					failures.Add(1)
+				}
+				served.Add(1)
+			}
+		}()
+	}
+	for i := 0; i < 20; i++ {
+		target := a
+		if i%2 == 0 {
+			target = b
+		}
+		if _, err := reg.BindRoute("alice", "live", target); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failures.Load() != 0 || served.Load() == 0 {
+		t.Fatalf("%d of %d requests failed during swaps", failures.Load(), served.Load())
+	}
+	info, _ := reg.Get("alice", a)
+	if len(info.Routes) != 1 {
+		t.Fatalf("route bookkeeping: a has %v", info.Routes)
+	}
+	if info, _ := reg.Get("alice", b); len(info.Routes) != 0 {
+		t.Fatalf("route bookkeeping: b has %v", info.Routes)
+	}
+}
+
+func TestBoundStrikes(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
+	id := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", id, `{"served":1}`)
+	for i := 1; i <= 2; i++ {
+		if _, err := call(reg, "alice", id, "/spin"); !errors.Is(err, fault.ErrTimeout) {
+			t.Fatalf("spin %d: %v", i, err)
+		}
+		// Rebuilt on the next request: the counter starts afresh.
+		mustCall(t, reg, "alice", id, `{"served":1}`)
+	}
+	// A completed invocation reset the count: three more hits in a row close it.
+	for i := 1; i <= 3; i++ {
+		if _, err := call(reg, "alice", id, "/spin"); !errors.Is(err, fault.ErrTimeout) {
+			t.Fatalf("spin %d: %v", i, err)
+		}
+	}
+	if _, err := call(reg, "alice", id, "/"); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatalf("after three strikes: %v", err)
+	}
+	if fmt.Sprint(g.ends.reasons(id)) != "[bound_strikes]" {
+		t.Fatalf("end events %v", g.ends.reasons(id))
+	}
+}
+
+func TestWorkerKilledWhileServing(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 2})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	var ids []string
+	for i := 0; i < 6; i++ {
+		id := deploy(t, reg, "alice")
+		mustCall(t, reg, "alice", id, `{"served":1}`)
+		ids = append(ids, id)
+	}
+	for _, s := range g.pool.Status() {
+		syscall.Kill(s.PID, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range ids {
+		for {
+			got, err := call(reg, "alice", id, "/")
+			if err == nil {
+				if got != `{"served":1}` {
+					t.Fatalf("%s after the crash: %s", id, got)
+				}
+				break
+			}
+			if fault.CodeOf(err) != fault.WorkerCrashed || time.Now().After(deadline) {
+				t.Fatalf("%s after the crash: %v", id, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
+	id := deploy(t, reg, "alice")
+	crashes := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		_, err := call(reg, "alice", id, "/crash")
+		if errors.Is(err, fault.ErrHandlesClosed) {
+			break
+		}
+		if errors.Is(err, fault.ErrWorkerCrashed) {
+			crashes++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if crashes != 3 {
+		t.Fatalf("closed after %d crashes, want 3", crashes)
+	}
+	g.ends.mu.Lock()
+	defer g.ends.mu.Unlock()
+	last := g.ends.events[len(g.ends.events)-1]
+	if last.Reason != ReasonCrashes || last.Message != fault.OutOfMemory(64).Message {
+		t.Fatalf("end %+v", last)
+	}
+}
+
+func TestParkingWhenSlotsRunOut(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1, IsolatesPerWorker: 2})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	a := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", a, `{"served":1}`)
+	g.clock.Add(time.Second)
+	b := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", b, `{"served":1}`)
+	g.clock.Add(time.Second)
+	c := deploy(t, reg, "alice") // parks a, the least recently used
+	if g.pool.Holds(a) || !g.pool.Holds(b) || !g.pool.Holds(c) {
+		t.Fatalf("holds a=%v b=%v c=%v", g.pool.Holds(a), g.pool.Holds(b), g.pool.Holds(c))
+	}
+	mustCall(t, reg, "alice", b, `{"served":2}`)
+	// a comes back transparently (parking b's or c's isolate in turn).
+	mustCall(t, reg, "alice", a, `{"served":1}`)
+}
+
+func TestQuota(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2})
+	deploy(t, reg, "alice")
+	deploy(t, reg, "alice")
+	_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true})
+	if fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("third handle: %v", err)
+	}
+	deploy(t, reg, "bob")
+	// A computation leaves no record and no quota use.
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: "async () => 1"}, RetainHandles: true})
+	if err != nil || res.ExecutionID != "" || string(res.Outcome.Result) != "1" {
+		t.Fatalf("computation with retainHandles: %+v %v", res, err)
+	}
+}
+
+func TestForeignAndCorruptStoresAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.db")
+	os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 1000)), 0o600)
+	pool, err := worker.Start(worker.Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Shutdown()
+	if _, err := Open(garbage, Options{Executor: pool}); err == nil || !strings.Contains(err.Error(), "not a Retainer store") {
+		t.Fatalf("garbage file: %v", err)
+	}
+	foreign := filepath.Join(dir, "foreign.db")
+	db, _ := bolt.Open(foreign, 0o600, nil)
+	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("theirs")); return err })
+	db.Close()
+	if _, err := Open(foreign, Options{Executor: pool}); err == nil || !strings.Contains(err.Error(), "another application") {
+		t.Fatalf("foreign file: %v", err)
+	}
+	// A store held by another open answers within the timeout.
+	held := filepath.Join(dir, "held.db")
+	s, err := Open(held, Options{Executor: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Open(held, Options{Executor: pool, OpenTimeout: 100 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "lock") {
+		t.Fatalf("held file: %v", err)
+	}
+}

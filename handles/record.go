@@ -1,0 +1,78 @@
+package handles
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// Record is a retained handle as persisted. Env holds the tenant's
+// configuration and secrets: it is never echoed by the API.
+type Record struct {
+	ID            string            `json:"id"`
+	Registry      string            `json:"registry"`
+	Tenant        string            `json:"tenant"`
+	Program       sandbox.Program   `json:"program"`
+	Env           map[string]string `json:"env,omitempty"`
+	Grants        Grants            `json:"grants"`
+	TimeoutMs     int64             `json:"timeoutMs"`
+	MemoryMiB     int               `json:"memoryMiB"`
+	CreatedAt     time.Time         `json:"createdAt"`
+	LastInvokedAt time.Time         `json:"lastInvokedAt"`
+	Invocations   int64             `json:"invocations"`
+	Strikes       int               `json:"strikes"`
+	Routes        []string          `json:"routes,omitempty"`
+	ToolAnswers   []ToolAnswer      `json:"toolAnswers,omitempty"`
+}
+
+// Grants are the capabilities a program was given (SPEC §6).
+type Grants struct {
+	Capabilities []string   `json:"capabilities,omitempty"`
+	Providers    []Provider `json:"providers,omitempty"`
+	Outbound     []string   `json:"outbound,omitempty"`
+}
+
+// Provider is a granted provider and its tools.
+type Provider struct {
+	Name  string   `json:"name"`
+	Tools []string `json:"tools"`
+}
+
+// ToolAnswer is one provider tool call made while the handle was deployed,
+// replayed in order when it is rebuilt.
+type ToolAnswer struct {
+	Provider string          `json:"provider"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Answer   json.RawMessage `json:"answer,omitempty"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// Info is what the API shows of a handle (SPEC §7).
+type Info struct {
+	ExecutionID   string    `json:"executionId"`
+	Handles       []string  `json:"handles"`
+	CreatedAt     time.Time `json:"createdAt"`
+	LastInvokedAt time.Time `json:"lastInvokedAt"`
+	Invocations   int64     `json:"invocations"`
+	IdleBoundMs   int64     `json:"idleBoundMs"`
+	Routes        []string  `json:"routes"`
+}
+
+// Route is a bound route name.
+type Route struct {
+	Name        string `json:"name"`
+	ExecutionID string `json:"executionId"`
+}
+
+func (r *Record) job() sandbox.Job {
+	return sandbox.Job{
+		ID:            r.ID,
+		Program:       r.Program,
+		RetainHandles: true,
+		Timeout:       time.Duration(r.TimeoutMs) * time.Millisecond,
+		MemoryMiB:     r.MemoryMiB,
+		Env:           r.Env,
+	}
+}

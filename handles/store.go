@@ -1,0 +1,362 @@
+package handles
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker"
+)
+
+// Executor holds live isolates; *worker.Pool is the product's.
+type Executor interface {
+	Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error)
+	Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error)
+	Close(id string) error
+	Holds(id string) bool
+}
+
+// schemaVersion is written in the meta bucket; a file with another version
+// (or none, with data) is refused rather than guessed at.
+const schemaVersion = "1"
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketHandles = []byte("handles")
+	bucketRoutes  = []byte("routes")
+	keySchema     = []byte("schema")
+	keyApp        = []byte("app")
+	appName       = []byte("retainer")
+)
+
+// Event is one end of a handle, published once.
+type Event struct {
+	Registry string
+	ID       string
+	Tenant   string
+	Reason   string // "closed", "idle", "bound_strikes", "crashes", "rebuild_failed"
+	Message  string
+}
+
+// Reasons a handle ends.
+const (
+	ReasonClosed        = "closed"
+	ReasonIdle          = "idle"
+	ReasonBoundStrikes  = "bound_strikes"
+	ReasonCrashes       = "crashes"
+	ReasonRebuildFailed = "rebuild_failed"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Executor runs programs and holds isolates. Required.
+	Executor Executor
+	// Now is the clock (tests inject one). Default time.Now.
+	Now func() time.Time
+	// OnEnd is told once about every end of a handle.
+	OnEnd func(Event)
+	// OnLog receives every handle log entry (the Caddy module rate-limits
+	// them into its log).
+	OnLog func(registry, id, tenant string, e sandbox.LogEntry)
+	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
+	// Default 2s.
+	FlushEvery time.Duration
+	// OpenTimeout bounds the wait for bbolt's file lock. Default 5s.
+	OpenTimeout time.Duration
+}
+
+// Store is one bbolt file and every registry in it. Safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	opts Options
+	path string
+
+	mu         sync.Mutex // guards registries, records, routes, live, dirty
+	registries map[string]*Registry
+	records    map[string]*Record           // by id, all registries
+	routes     map[string]map[string]string // registry → route name → id
+	live       map[string]*liveState        // by id: the runtime side of a record
+	dirty      map[string]bool              // ids whose counters await a flush
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Open opens (or creates) the store at path. A file that is not a Retainer
+// store, or of another schema, is refused with an error that says so.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Executor == nil {
+		return nil, errors.New("handles: no executor")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = 2 * time.Second
+	}
+	if opts.OpenTimeout <= 0 {
+		opts.OpenTimeout = 5 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the store's directory: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("opening store %s: another process holds its lock: %w", path, err)
+		}
+		return nil, fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
+	}
+	s := &Store{
+		db: db, opts: opts, path: path,
+		registries: map[string]*Registry{},
+		records:    map[string]*Record{},
+		routes:     map[string]map[string]string{},
+		live:       map[string]*liveState{},
+		dirty:      map[string]bool{},
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	if err := s.initSchema(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("loading store %s: %w", path, err)
+	}
+	go s.background()
+	return s, nil
+}
+
+func (s *Store) initSchema() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			// A new file has no buckets at all; one with other buckets
+			// belongs to someone else.
+			foreign := false
+			tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				foreign = true
+				return nil
+			})
+			if foreign {
+				return errors.New("the file is a bbolt database of another application")
+			}
+			var err error
+			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+				return err
+			}
+			meta.Put(keyApp, appName)
+			meta.Put(keySchema, []byte(schemaVersion))
+		}
+		if string(meta.Get(keyApp)) != string(appName) {
+			return errors.New("the file is a bbolt database of another application")
+		}
+		if v := string(meta.Get(keySchema)); v != schemaVersion {
+			return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
+		}
+		for _, b := range [][]byte{bucketHandles, bucketRoutes} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) load() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketHandles).ForEach(func(k, v []byte) error {
+			var r Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("record %q is corrupt: %w", k, err)
+			}
+			s.records[r.ID] = &r
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRoutes).ForEach(func(k, v []byte) error {
+			reg, name, ok := splitKey(k)
+			if !ok {
+				return fmt.Errorf("route key %q is corrupt", k)
+			}
+			if s.routes[reg] == nil {
+				s.routes[reg] = map[string]string{}
+			}
+			s.routes[reg][name] = string(v)
+			return nil
+		})
+	})
+}
+
+func key(registry, name string) []byte { return []byte(registry + "\x00" + name) }
+
+func splitKey(k []byte) (string, string, bool) {
+	for i, c := range k {
+		if c == 0 {
+			return string(k[:i]), string(k[i+1:]), true
+		}
+	}
+	return "", "", false
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+// DB exposes the bbolt handle to packages that keep their own buckets in
+// the same file (kv, receipts).
+func (s *Store) DB() *bolt.DB { return s.db }
+
+// Close flushes coalesced counters and closes the file. Live isolates are
+// the executor's; they are not touched.
+func (s *Store) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	s.flush()
+	return s.db.Close()
+}
+
+// background flushes counters and sweeps idle handles.
+func (s *Store) background() {
+	defer close(s.done)
+	t := time.NewTicker(s.opts.FlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			func() {
+				defer func() { recover() }()
+				s.flush()
+				s.SweepIdle()
+			}()
+		}
+	}
+}
+
+// flush writes the coalesced lastInvokedAt and invocation counts.
+func (s *Store) flush() {
+	s.mu.Lock()
+	if len(s.dirty) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	recs := make([]Record, 0, len(s.dirty))
+	for id := range s.dirty {
+		if r := s.records[id]; r != nil {
+			recs = append(recs, *r)
+		}
+	}
+	s.dirty = map[string]bool{}
+	s.mu.Unlock()
+	s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketHandles)
+		for _, r := range recs {
+			k := key(r.Registry, r.ID)
+			if b.Get(k) == nil {
+				continue // ended meanwhile
+			}
+			data, _ := json.Marshal(r)
+			b.Put(k, data)
+		}
+		return nil
+	})
+}
+
+// putRecord writes one record now (one transaction).
+func (s *Store) putRecord(r *Record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHandles).Put(key(r.Registry, r.ID), data)
+	})
+}
+
+// Registry returns the registry name, creating it on first use.
+func (s *Store) Registry(name string, cfg RegistryConfig) *Registry {
+	if name == "" {
+		name = "default"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.registries[name]
+	if r == nil {
+		r = &Registry{store: s, name: name}
+		s.registries[name] = r
+		if s.routes[name] == nil {
+			s.routes[name] = map[string]string{}
+		}
+	}
+	r.configure(cfg)
+	return r
+}
+
+// registryOf finds the registry that holds id (for executor events).
+func (s *Store) registryOf(id string) *Registry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.records[id]
+	if rec == nil {
+		return nil
+	}
+	r := s.registries[rec.Registry]
+	if r == nil {
+		r = &Registry{store: s, name: rec.Registry}
+		r.configure(RegistryConfig{})
+		s.registries[rec.Registry] = r
+	}
+	return r
+}
+
+// WorkerCrashed is the executor's crash report: lost isolates are rebuilt
+// lazily; each suspect takes a strike, and a suspect at bound_strikes is
+// closed with the memory text.
+func (s *Store) WorkerCrashed(c worker.Crash) {
+	for _, id := range c.Suspects {
+		if r := s.registryOf(id); r != nil {
+			r.strike(id, "crash", fmt.Sprintf("The worker serving this handle stopped while it ran (%s).", c.Reason))
+		}
+	}
+	for _, id := range c.Lost {
+		if r := s.registryOf(id); r != nil {
+			r.systemLog(id, "The worker holding this handle stopped; it is rebuilt on its next request.")
+		}
+	}
+}
+
+// IsolateLost is the executor's notice that a retained isolate ended on its
+// own (a timer callback hit a bound): that is a strike.
+func (s *Store) IsolateLost(id string, err error) {
+	if r := s.registryOf(id); r != nil {
+		msg := "The handle's isolate ended."
+		if err != nil {
+			msg = errText(err)
+		}
+		r.strike(id, "bound", msg)
+	}
+}
+
+// HandleLog appends a handler's console entry to its handle's log.
+func (s *Store) HandleLog(id string, e sandbox.LogEntry) {
+	if r := s.registryOf(id); r != nil {
+		r.appendLog(id, e)
+	}
+}
