@@ -137,5 +137,3 @@ func (q *fifo) idle() bool {
 	defer q.mu.Unlock()
 	return !q.busy && len(q.waiters) == 0
 }
-
-

@@ -37,7 +37,7 @@ type process struct {
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
 
-	mu         sync.Mutex // guards everything below
+	mu         sync.Mutex               // guards everything below
 	retained   map[string]time.Duration // live isolates here → their run bound
 	pending    map[string]bool          // slots reserved by runs that may retain
 	running    map[uint64]*callRecord   // in-flight calls

@@ -35,7 +35,7 @@ const (
 // Size caps for what crosses the boundary. Bodies are base64 in JSON, so
 // the wire is ~4/3 of the byte bounds plus the envelope.
 const (
-	maxReplyBytes   = 16 << 20 // a worker's answer to a call
+	maxReplyBytes   = 16 << 20  // a worker's answer to a call
 	maxWorkerPost   = 256 << 10 // a worker's own request (a log line, a lost isolate)
 	maxLogMessage   = 64 << 10
 	fdCalls         = 3 // the worker's end of the calls socketpair

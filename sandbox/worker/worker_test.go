@@ -115,11 +115,11 @@ func TestWorkerRunsAndIsHardened(t *testing.T) {
 func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
 	pool := startPool(t, Config{Workers: 1, RlimitData: 2 << 30, Grace: 500 * time.Millisecond, Engine: EngineConfig{Timeout: 2 * time.Second}})
 	for name, code := range map[string]string{
-		"4 GiB ArrayBuffer":  "async () => new Uint8Array(2**32).length",
-		"512 MiB string":     "async () => { const s = 'x'.repeat(2**29 - 32); return s.toLowerCase().length }",
-		"huge array fill":    "async () => new Array(2**27).fill(0).length",
-		"many big buffers":   "async () => { const keep = []; for (;;) keep.push(new Uint8Array(2**28).fill(1)) }",
-		"heap growth":        "async () => { const a = []; for (;;) a.push({x: a.length}) }",
+		"4 GiB ArrayBuffer": "async () => new Uint8Array(2**32).length",
+		"512 MiB string":    "async () => { const s = 'x'.repeat(2**29 - 32); return s.toLowerCase().length }",
+		"huge array fill":   "async () => new Array(2**27).fill(0).length",
+		"many big buffers":  "async () => { const keep = []; for (;;) keep.push(new Uint8Array(2**28).fill(1)) }",
+		"heap growth":       "async () => { const a = []; for (;;) a.push({x: a.length}) }",
 	} {
 		t.Run(name, func(t *testing.T) {
 			pid := pool.Status()[0].PID
@@ -309,7 +309,11 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 	logs := map[string][]string{}
 	lost := map[string]error{}
 	pool := startPool(t, Config{Workers: 1, Engine: EngineConfig{Timeout: 100 * time.Millisecond},
-		OnLog:  func(id string, e sandbox.LogEntry) { mu.Lock(); logs[id] = append(logs[id], e.Level+":"+e.Message); mu.Unlock() },
+		OnLog: func(id string, e sandbox.LogEntry) {
+			mu.Lock()
+			logs[id] = append(logs[id], e.Level+":"+e.Message)
+			mu.Unlock()
+		},
 		OnLost: func(id string, err error) { mu.Lock(); lost[id] = err; mu.Unlock() },
 	})
 	deploy(t, pool, "t", `async () => ({ fetch(req) { console.warn('hello', req.method); setTimeout(() => { for(;;){} }, 5); return new Response('ok') } })`)
