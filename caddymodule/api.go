@@ -1,0 +1,466 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+func init() {
+	caddy.RegisterModule(API{})
+}
+
+// API is the control plane (`retainer_api`): it runs programs, lists,
+// invokes and closes handles, binds routes and reads logs, for the tenant
+// in {http.auth.user.id}. Paths are relative to where it is mounted (use
+// handle_path to mount it under a prefix).
+type API struct {
+	// Registry names the registry this site uses. Default "default".
+	Registry string `json:"registry,omitempty"`
+	// Providers are the upstream tools a program may be granted, by
+	// provider name, then tool name → upstream URL.
+	Providers map[string]map[string]string `json:"providers,omitempty"`
+	// OutboundAllowPrivate lets granted outbound fetch reach loopback and
+	// private addresses (local testing only).
+	OutboundAllowPrivate bool `json:"outbound_allow_private,omitempty"`
+	// AllowAnonymous serves callers without a tenant as tenant "anonymous"
+	// (local development). Otherwise they answer 401.
+	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
+	// RequireScopes enforces retainer:execute, retainer:deploy and
+	// retainer:read from the token's scope claim.
+	RequireScopes bool `json:"require_scopes,omitempty"`
+
+	app    *App
+	reg    *handles.Registry
+	logger *zap.Logger
+	mux    *http.ServeMux
+}
+
+// CaddyModule returns the Caddy module information.
+func (API) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.retainer_api", New: func() caddy.Module { return new(API) }}
+}
+
+// Provision finds the app and the registry.
+func (h *API) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	appIface, err := ctx.App("retainer")
+	if err != nil {
+		return fmt.Errorf("retainer_api: %w", err)
+	}
+	h.app = appIface.(*App)
+	if h.Registry == "" {
+		h.Registry = "default"
+	}
+	h.reg = h.app.registry(h.Registry)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /executions", h.execute)
+	mux.HandleFunc("GET /handles", h.listHandles)
+	mux.HandleFunc("GET /handles/{id}", h.getHandle)
+	mux.HandleFunc("DELETE /handles/{id}", h.closeHandle)
+	mux.HandleFunc("GET /handles/{id}/logs", h.handleLogs)
+	mux.HandleFunc("POST /handles/{id}/{name}", h.invoke)
+	mux.HandleFunc("GET /routes", h.listRoutes)
+	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
+	mux.HandleFunc("DELETE /routes/{name}", h.unbindRoute)
+	mux.HandleFunc("GET /health", h.health)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeFault(w, fault.New(fault.NotFound, "No such API path: %s %s.", r.Method, r.URL.Path), "")
+	})
+	h.mux = mux
+	return nil
+}
+
+// Validate checks provider URLs.
+func (h *API) Validate() error {
+	for p, tools := range h.Providers {
+		for t, u := range tools {
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return fmt.Errorf("retainer_api: provider %s tool %s: %q is not an http(s) URL", p, t, u)
+			}
+		}
+	}
+	return nil
+}
+
+// ServeHTTP answers the API; it never calls next.
+func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	h.mux.ServeHTTP(w, r)
+	return nil
+}
+
+// caller is the authenticated tenant and its scopes.
+type caller struct {
+	tenant string
+	scopes []string
+	anon   bool
+}
+
+func (h *API) caller(r *http.Request) (caller, error) {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var id, scope string
+	if repl != nil {
+		id, _ = repl.GetString("http.auth.user.id")
+		scope, _ = repl.GetString("http.auth.user.scope")
+	}
+	if id == "" {
+		if h.AllowAnonymous {
+			return caller{tenant: "anonymous", anon: true}, nil
+		}
+		return caller{}, fault.New(fault.Unauthenticated, "A bearer token is required.")
+	}
+	return caller{tenant: id, scopes: strings.Fields(scope)}, nil
+}
+
+// need checks a scope when require_scopes is on.
+func (h *API) need(c caller, scopes ...string) error {
+	if !h.RequireScopes || c.anon {
+		return nil
+	}
+	for _, want := range scopes {
+		for _, have := range c.scopes {
+			if have == want {
+				return nil
+			}
+		}
+	}
+	return fault.New(fault.Forbidden, "This call needs the %s scope.", strings.Join(scopes, " or "))
+}
+
+// authorize reads the caller and checks scopes; it answers the failure.
+func (h *API) authorize(w http.ResponseWriter, r *http.Request, scopes ...string) (caller, bool) {
+	c, err := h.caller(r)
+	if err == nil {
+		err = h.need(c, scopes...)
+	}
+	if err != nil {
+		writeFault(w, err, "")
+		return caller{}, false
+	}
+	return c, true
+}
+
+// executionRequest is the body of POST /executions.
+type executionRequest struct {
+	Code          string            `json:"code"`
+	Modules       map[string]string `json:"modules,omitempty"`
+	RetainHandles bool              `json:"retainHandles,omitempty"`
+	TimeoutMs     *int64            `json:"timeoutMs,omitempty"`
+	MemoryLimitMb *int              `json:"memoryLimitMb,omitempty"`
+	Capabilities  []string          `json:"capabilities,omitempty"`
+	Providers     []handles.Provider `json:"providers,omitempty"`
+	Outbound      *struct {
+		Allow []string `json:"allow"`
+	} `json:"outbound,omitempty"`
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// executionResponse is the answer of POST /executions.
+type executionResponse struct {
+	Result      json.RawMessage `json:"result,omitempty"`
+	Logs        []string        `json:"logs"`
+	ExecutionID string          `json:"executionId,omitempty"`
+	Handles     []string        `json:"handles,omitempty"`
+	ResultID    string          `json:"resultId,omitempty"`
+}
+
+// readBody reads a request body within max_request_body (TOO_LARGE past it).
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", max)
+		}
+		return nil, fault.New(fault.BadRequest, "The request body could not be read.")
+	}
+	return data, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fault.New(fault.BadRequest, "The body is not the expected JSON: %s.", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true}
+
+// toRequest checks an execution request against the config's maxima.
+func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
+	a := h.app
+	out := handles.ExecRequest{
+		Program:       sandbox.Program{Code: req.Code, Modules: req.Modules},
+		RetainHandles: req.RetainHandles,
+		Timeout:       time.Duration(a.Timeout),
+		MemoryMiB:     a.MemoryMiB,
+		Env:           req.Env,
+	}
+	if req.Code == "" {
+		return out, fault.New(fault.BadRequest, "code is required.")
+	}
+	if req.TimeoutMs != nil {
+		d := time.Duration(*req.TimeoutMs) * time.Millisecond
+		if *req.TimeoutMs <= 0 || d > time.Duration(a.MaxTimeout) {
+			return out, fault.New(fault.BadRequest, "timeoutMs must be between 1 and %d.", time.Duration(a.MaxTimeout).Milliseconds())
+		}
+		out.Timeout = d
+	}
+	if req.MemoryLimitMb != nil {
+		if *req.MemoryLimitMb < 8 || *req.MemoryLimitMb > a.MaxMemoryMiB {
+			return out, fault.New(fault.BadRequest, "memoryLimitMb must be between 8 and %d.", a.MaxMemoryMiB)
+		}
+		out.MemoryMiB = *req.MemoryLimitMb
+	}
+	for _, c := range req.Capabilities {
+		if !knownCapabilities[c] {
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite and fetch.", c)
+		}
+	}
+	out.Grants.Capabilities = req.Capabilities
+	for _, p := range req.Providers {
+		tools, ok := h.Providers[p.Name]
+		if !ok {
+			return out, fault.New(fault.BadRequest, "Unknown provider %q.", p.Name)
+		}
+		for _, t := range p.Tools {
+			if _, ok := tools[t]; !ok {
+				return out, fault.New(fault.BadRequest, "Provider %q has no tool %q.", p.Name, t)
+			}
+		}
+	}
+	out.Grants.Providers = req.Providers
+	if req.Outbound != nil {
+		out.Grants.Outbound = req.Outbound.Allow
+	}
+	return out, nil
+}
+
+func (h *API) execute(w http.ResponseWriter, r *http.Request) {
+	c, err := h.caller(r)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	body, err := readBody(w, r, h.app.MaxRequestBody)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	var req executionRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	if req.RetainHandles {
+		err = h.need(c, authz.ScopeDeploy)
+	} else {
+		err = h.need(c, authz.ScopeExecute)
+	}
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	ereq, err := h.toRequest(req)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	res, err := h.reg.Execute(r.Context(), c.tenant, ereq)
+	outcome := "ok"
+	if err != nil {
+		outcome = string(fault.CodeOf(err))
+	}
+	metricExecutions.WithLabelValues(outcome).Inc()
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	resp := executionResponse{Result: res.Outcome.Result, Logs: res.Outcome.Logs}
+	if resp.Logs == nil {
+		resp.Logs = []string{}
+	}
+	if res.ExecutionID != "" {
+		resp.ExecutionID = res.ExecutionID
+		resp.Handles = []string{"fetch"}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *API) listHandles(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeRead)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"handles": h.reg.List(c.tenant)})
+}
+
+func (h *API) getHandle(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeRead)
+	if !ok {
+		return
+	}
+	info, err := h.reg.Get(c.tenant, r.PathValue("id"))
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (h *API) closeHandle(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeDeploy)
+	if !ok {
+		return
+	}
+	if err := h.reg.Close(c.tenant, r.PathValue("id")); err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// logEntry is a handle log entry as the API shows it.
+type logEntry struct {
+	Time    string `json:"time"`
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeRead)
+	if !ok {
+		return
+	}
+	logs, err := h.reg.Logs(c.tenant, r.PathValue("id"))
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	out := make([]logEntry, len(logs))
+	for i, e := range logs {
+		out[i] = logEntry{Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Level: e.Level, Message: e.Message}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"logs": out})
+}
+
+func (h *API) invoke(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeDeploy)
+	if !ok {
+		return
+	}
+	body, err := readBody(w, r, h.app.MaxRequestBody*4/3+64<<10)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	var req sandbox.WireRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	if req.Headers == nil {
+		req.Headers = [][2]string{}
+	}
+	start := time.Now()
+	res, err := h.reg.Invoke(r.Context(), c.tenant, r.PathValue("id"), r.PathValue("name"), req)
+	observeInvocation("api", start, err)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *API) listRoutes(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeRead)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"routes": h.reg.Routes(c.tenant)})
+}
+
+func (h *API) bindRoute(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeDeploy)
+	if !ok {
+		return
+	}
+	body, err := readBody(w, r, 64<<10)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	var req struct {
+		ExecutionID string `json:"executionId"`
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	route, err := h.reg.BindRoute(c.tenant, r.PathValue("name"), req.ExecutionID)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, route)
+}
+
+func (h *API) unbindRoute(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeDeploy)
+	if !ok {
+		return
+	}
+	if err := h.reg.UnbindRoute(c.tenant, r.PathValue("name")); err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// health reveals no tenant's data: worker states only.
+func (h *API) health(w http.ResponseWriter, r *http.Request) {
+	workers := h.app.rt.pool.Status()
+	up := 0
+	for _, s := range workers {
+		if s.State == "up" {
+			up++
+		}
+	}
+	status, code := "ok", http.StatusOK
+	if up == 0 {
+		status, code = "unavailable", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"status": status, "workers": workers})
+}
+
+func observeInvocation(plane string, start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = string(fault.CodeOf(err))
+	}
+	metricInvocations.WithLabelValues(outcome).Inc()
+	metricLatency.WithLabelValues(plane).Observe(time.Since(start).Seconds())
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*API)(nil)
+	_ caddy.Validator             = (*API)(nil)
+	_ caddyhttp.MiddlewareHandler = (*API)(nil)
+)

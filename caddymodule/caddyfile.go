@@ -1,0 +1,369 @@
+package caddymodule
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("retainer", parseGlobal)
+	httpcaddyfile.RegisterHandlerDirective("retainer_jwt", parseJWT)
+	httpcaddyfile.RegisterHandlerDirective("retainer_api", parseAPI)
+	httpcaddyfile.RegisterHandlerDirective("retainer", parseRetainer)
+	// Authentication first, then the handlers that answer requests; so a
+	// Caddyfile needs no `order` option.
+	httpcaddyfile.RegisterDirectiveOrder("retainer_jwt", httpcaddyfile.After, "basic_auth")
+	httpcaddyfile.RegisterDirectiveOrder("retainer_api", httpcaddyfile.Before, "respond")
+	httpcaddyfile.RegisterDirectiveOrder("retainer", httpcaddyfile.Before, "respond") // after retainer_api
+}
+
+// parseGlobal parses the `retainer` global option:
+//
+//	retainer {
+//		store <path>
+//		workers <n>
+//		isolates_per_worker <n>
+//		queue <n>
+//		prewarm <n>
+//		timeout <duration>
+//		max_timeout <duration>
+//		memory <size>
+//		max_memory <size>
+//		idle <duration>
+//		max_request_body <size>
+//		max_response_body <size>
+//		max_handles_per_tenant <n>
+//		bound_strikes <n>
+//		receipt_retention <duration>
+//		jit
+//		wasm
+//		landlock off
+//	}
+func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	d.Next() // the option's name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		name := d.Val()
+		switch name {
+		case "jit":
+			app.JIT = true
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			continue
+		case "wasm":
+			app.Wasm = true
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			continue
+		}
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		var err error
+		switch name {
+		case "store":
+			app.Store = val
+		case "workers":
+			app.Workers, err = positive(d, val)
+		case "isolates_per_worker":
+			app.IsolatesPerWorker, err = positive(d, val)
+		case "queue":
+			app.Queue, err = positive(d, val)
+		case "prewarm":
+			app.Prewarm, err = strconv.Atoi(val)
+			if err != nil || app.Prewarm < 0 {
+				return nil, d.Errf("prewarm: %q is not a number of isolates", val)
+			}
+		case "timeout":
+			app.Timeout, err = duration(d, val)
+		case "max_timeout":
+			app.MaxTimeout, err = duration(d, val)
+		case "idle":
+			app.Idle, err = duration(d, val)
+		case "receipt_retention":
+			app.ReceiptRetention, err = duration(d, val)
+		case "memory", "max_memory":
+			var b int64
+			if b, err = size(d, val); err == nil {
+				if b%(1<<20) != 0 || b < 8<<20 {
+					return nil, d.Errf("%s: %q must be a whole number of MiB, at least 8MiB", name, val)
+				}
+				if name == "memory" {
+					app.MemoryMiB = int(b >> 20)
+				} else {
+					app.MaxMemoryMiB = int(b >> 20)
+				}
+			}
+		case "max_request_body":
+			app.MaxRequestBody, err = size(d, val)
+		case "max_response_body":
+			app.MaxResponseBody, err = size(d, val)
+		case "max_handles_per_tenant":
+			app.MaxHandlesPerTenant, err = positive(d, val)
+		case "bound_strikes":
+			app.BoundStrikes, err = positive(d, val)
+		case "landlock":
+			if val != "off" {
+				return nil, d.Errf("landlock: only `landlock off` is accepted (it is on by default)")
+			}
+			app.NoLandlock = true
+		default:
+			return nil, d.Errf("unknown subdirective %q in the retainer global option", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if app.Wasm && !app.JIT {
+		return nil, d.Err("wasm needs jit")
+	}
+	return httpcaddyfile.App{Name: "retainer", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+func positive(d *caddyfile.Dispenser, val string) (int, error) {
+	n, err := strconv.Atoi(val)
+	if err != nil || n <= 0 {
+		return 0, d.Errf("%q is not a positive whole number", val)
+	}
+	return n, nil
+}
+
+func duration(d *caddyfile.Dispenser, val string) (caddy.Duration, error) {
+	dur, err := caddy.ParseDuration(val)
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("%q is not a positive duration", val)
+	}
+	return caddy.Duration(dur), nil
+}
+
+func size(d *caddyfile.Dispenser, val string) (int64, error) {
+	b, err := humanize.ParseBytes(val)
+	if err != nil || b == 0 {
+		return 0, d.Errf("%q is not a size (e.g. 1MiB)", val)
+	}
+	return int64(b), nil
+}
+
+// parseAPI parses:
+//
+//	retainer_api [<registry>] {
+//		provider <name> {
+//			tool <name> <upstream url>
+//		}
+//		outbound_allow_private
+//		allow_anonymous
+//		require_scopes
+//	}
+func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	api := new(API)
+	h.Next()
+	if h.NextArg() {
+		api.Registry = h.Val()
+	}
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	for h.NextBlock(0) {
+		switch h.Val() {
+		case "provider":
+			if !h.NextArg() {
+				return nil, h.ArgErr()
+			}
+			name := h.Val()
+			if api.Providers == nil {
+				api.Providers = map[string]map[string]string{}
+			}
+			if _, dup := api.Providers[name]; dup {
+				return nil, h.Errf("provider %q is declared twice", name)
+			}
+			tools := map[string]string{}
+			for nest := h.Nesting(); h.NextBlock(nest); {
+				if h.Val() != "tool" {
+					return nil, h.Errf("unknown subdirective %q in provider %s (want tool)", h.Val(), name)
+				}
+				args := h.RemainingArgs()
+				if len(args) != 2 {
+					return nil, h.Err("tool takes a name and an upstream URL")
+				}
+				tools[args[0]] = args[1]
+			}
+			api.Providers[name] = tools
+		case "outbound_allow_private":
+			api.OutboundAllowPrivate = true
+		case "allow_anonymous":
+			api.AllowAnonymous = true
+		case "require_scopes":
+			api.RequireScopes = true
+		default:
+			return nil, h.Errf("unknown subdirective %q in retainer_api", h.Val())
+		}
+		if h.NextArg() {
+			return nil, h.ArgErr()
+		}
+	}
+	return api, nil
+}
+
+// parseRetainer parses:
+//
+//	retainer [<registry>] {
+//		key <placeholder>
+//		resolve routes|ids|both
+//		pass_credentials
+//	}
+func parseRetainer(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	r := new(Retainer)
+	h.Next()
+	if h.NextArg() {
+		r.Registry = h.Val()
+	}
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	for h.NextBlock(0) {
+		switch h.Val() {
+		case "key":
+			if !h.NextArg() {
+				return nil, h.ArgErr()
+			}
+			r.Key = h.Val()
+		case "resolve":
+			if !h.NextArg() {
+				return nil, h.ArgErr()
+			}
+			r.Resolve = h.Val()
+			switch r.Resolve {
+			case "routes", "ids", "both":
+			default:
+				return nil, h.Errf("resolve must be routes, ids or both, not %q", r.Resolve)
+			}
+		case "pass_credentials":
+			r.PassCredentials = true
+		default:
+			return nil, h.Errf("unknown subdirective %q in retainer", h.Val())
+		}
+		if h.NextArg() {
+			return nil, h.ArgErr()
+		}
+	}
+	if r.Key == "" {
+		return nil, h.Err("retainer needs a key, e.g. key {labels.2}")
+	}
+	return r, nil
+}
+
+// parseJWT parses:
+//
+//	retainer_jwt {
+//		secret <secret or placeholder>
+//		secret_base64 <base64>
+//		key <pem file>
+//		jwks <url>
+//		jwks_refresh <duration>
+//		issuer <iss>
+//		audience <aud>
+//		tenant_claim <claim>
+//		leeway <duration>
+//		claims <claim...>
+//		require_claims <claim...>
+//		cookie <name>
+//		query <name>
+//		max_token_size <size>
+//	}
+func parseJWT(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	j := new(JWTHandler)
+	h.Next()
+	if h.NextArg() {
+		return nil, h.ArgErr()
+	}
+	for h.NextBlock(0) {
+		name := h.Val()
+		args := h.RemainingArgs()
+		one := func() (string, error) {
+			if len(args) != 1 {
+				return "", h.ArgErr()
+			}
+			return args[0], nil
+		}
+		var err error
+		switch name {
+		case "secret":
+			j.Secret, err = one()
+		case "secret_base64":
+			j.SecretBase64, err = one()
+		case "key":
+			var f string
+			if f, err = one(); err == nil {
+				j.KeyFiles = append(j.KeyFiles, f)
+			}
+		case "jwks":
+			j.JWKS, err = one()
+		case "jwks_refresh":
+			var v string
+			if v, err = one(); err == nil {
+				j.JWKSRefresh, err = duration(h.Dispenser, v)
+			}
+		case "issuer":
+			j.Issuer, err = one()
+		case "audience":
+			j.Audience, err = one()
+		case "tenant_claim":
+			j.TenantClaim, err = one()
+		case "leeway":
+			var v string
+			if v, err = one(); err == nil {
+				var d caddy.Duration
+				if d, err = duration(h.Dispenser, v); err == nil {
+					j.Leeway = d
+				}
+			}
+		case "claims":
+			if len(args) == 0 {
+				return nil, h.ArgErr()
+			}
+			j.Claims = append(j.Claims, args...)
+		case "require_claims":
+			if len(args) == 0 {
+				return nil, h.ArgErr()
+			}
+			j.RequireClaims = append(j.RequireClaims, args...)
+		case "cookie":
+			j.Cookie, err = one()
+		case "query":
+			j.Query, err = one()
+		case "max_token_size":
+			var v string
+			if v, err = one(); err == nil {
+				var n int64
+				if n, err = size(h.Dispenser, v); err == nil {
+					j.MaxTokenBytes = int(n)
+				}
+			}
+		default:
+			return nil, h.Errf("unknown subdirective %q in retainer_jwt", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if j.Secret == "" && j.SecretBase64 == "" && len(j.KeyFiles) == 0 && j.JWKS == "" {
+		return nil, h.Err("retainer_jwt needs a secret, a key or a jwks URL")
+	}
+	return j, nil
+}
+

@@ -1,0 +1,23 @@
+package caddymodule
+
+import (
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/retainer-gw/retainer/sandbox/worker"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  worker.Subcommand,
+		Short: "Runs a Retainer worker process (started by the gateway, not by hand)",
+		Long: `
+A worker hosts V8 isolates for the gateway that started it, over the
+socketpairs it inherits. It hardens itself (seccomp, Landlock, rlimits) and
+exits when its connection to the gateway closes. The gateway starts workers
+itself; running this command by hand only prints an error.`,
+		Func: func(caddycmd.Flags) (int, error) {
+			worker.Main()
+			return 0, nil
+		},
+	})
+}

@@ -1,0 +1,208 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+func init() {
+	caddy.RegisterModule(Retainer{})
+}
+
+// Retainer is the data plane (`retainer`): it routes a request to the
+// handle whose route name or executionId equals Key, and writes the
+// handler's Response back. Anyone who reaches the route may send it traffic.
+type Retainer struct {
+	// Registry names the registry this site serves. Default "default".
+	Registry string `json:"registry,omitempty"`
+	// Key is a placeholder that yields the route name or executionId, e.g.
+	// {http.request.host.labels.2} or {http.request.uri.path.1}. Required.
+	Key string `json:"key,omitempty"`
+	// Resolve is "routes", "ids" or "both" (default): with "routes",
+	// executionIds never need to appear in public host names.
+	Resolve string `json:"resolve,omitempty"`
+	// PassCredentials lets the Authorization header and retainer_jwt's
+	// token cookie or query parameter through to the handler.
+	PassCredentials bool `json:"pass_credentials,omitempty"`
+
+	app     *App
+	reg     *handles.Registry
+	resolve handles.Resolve
+}
+
+// CaddyModule returns the Caddy module information.
+func (Retainer) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.retainer", New: func() caddy.Module { return new(Retainer) }}
+}
+
+// Provision finds the app and registry.
+func (h *Retainer) Provision(ctx caddy.Context) error {
+	appIface, err := ctx.App("retainer")
+	if err != nil {
+		return fmt.Errorf("retainer: %w", err)
+	}
+	h.app = appIface.(*App)
+	if h.Registry == "" {
+		h.Registry = "default"
+	}
+	h.reg = h.app.registry(h.Registry)
+	switch h.Resolve {
+	case "", "both":
+		h.resolve = handles.ResolveBoth
+	case "routes":
+		h.resolve = handles.ResolveRoutes
+	case "ids":
+		h.resolve = handles.ResolveIDs
+	}
+	return nil
+}
+
+// Validate checks the key and resolve mode.
+func (h *Retainer) Validate() error {
+	if h.Key == "" {
+		return fmt.Errorf("retainer: key is required (e.g. key {labels.2})")
+	}
+	switch h.Resolve {
+	case "", "both", "routes", "ids":
+	default:
+		return fmt.Errorf("retainer: resolve must be routes, ids or both, not %q", h.Resolve)
+	}
+	return nil
+}
+
+// hopByHop are headers that describe one connection, not the message.
+var hopByHop = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-connection": true, "proxy-authenticate": true,
+	"proxy-authorization": true, "te": true, "trailer": true, "transfer-encoding": true, "upgrade": true,
+}
+
+// ServeHTTP serves a visitor's request with the handle.
+func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	start := time.Now()
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || r.Header.Get("Upgrade") != "" {
+		writeFault(w, fault.New(fault.NotImplemented, "WebSocket and other upgrades are not supported yet."), "")
+		return nil
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	key := repl.ReplaceAll(h.Key, "")
+	if key == "" {
+		writeFault(w, fault.New(fault.NotFound, "No handler is deployed here."), "")
+		return nil
+	}
+	var body []byte
+	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		var err error
+		if body, err = readBody(w, r, h.app.MaxRequestBody); err != nil {
+			writeFault(w, err, "")
+			return nil
+		}
+	}
+	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r), body)
+	res, err := h.reg.Serve(r.Context(), key, h.resolve, req)
+	observeInvocation("data", start, err)
+	if err != nil {
+		writeFault(w, err, "")
+		return nil
+	}
+	writeResponse(w, res)
+	return nil
+}
+
+// requestURL is the full URL the visitor asked for, without the query
+// parameter that carried the gateway's token (unless pass_credentials).
+func (h *Retainer) requestURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	u := *r.URL
+	if name, ok := caddyhttp.GetVar(r.Context(), jwtQueryVar).(string); ok && name != "" && !h.PassCredentials {
+		q := u.Query()
+		q.Del(name)
+		u.RawQuery = q.Encode()
+	}
+	return scheme + "://" + r.Host + u.RequestURI()
+}
+
+// requestHeaders copies the visitor's headers for the handler: no
+// hop-by-hop headers, and none of the gateway's credentials unless
+// pass_credentials.
+func (h *Retainer) requestHeaders(r *http.Request) [][2]string {
+	drop := map[string]bool{}
+	for _, v := range r.Header.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			drop[strings.ToLower(strings.TrimSpace(name))] = true
+		}
+	}
+	cookieName := ""
+	if !h.PassCredentials {
+		drop["authorization"] = true
+		if v, ok := caddyhttp.GetVar(r.Context(), jwtCookieVar).(string); ok {
+			cookieName = v
+		}
+	}
+	out := [][2]string{{"host", r.Host}}
+	for name, values := range r.Header {
+		lower := strings.ToLower(name)
+		if hopByHop[lower] || drop[lower] || lower == "host" {
+			continue
+		}
+		for _, v := range values {
+			if lower == "cookie" && cookieName != "" {
+				v = withoutCookie(v, cookieName)
+				if v == "" {
+					continue
+				}
+			}
+			out = append(out, [2]string{lower, v})
+		}
+	}
+	return out
+}
+
+func withoutCookie(header, name string) string {
+	var keep []string
+	for _, part := range strings.Split(header, ";") {
+		p := strings.TrimSpace(part)
+		if p == "" || strings.HasPrefix(p, name+"=") {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	return strings.Join(keep, "; ")
+}
+
+// writeResponse writes a handler's response; its framing and hop-by-hop
+// headers are dropped and the gateway frames the body itself.
+func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
+	h := w.Header()
+	for _, kv := range res.Headers {
+		lower := strings.ToLower(kv[0])
+		if hopByHop[lower] || lower == "content-length" {
+			continue
+		}
+		h.Add(textproto.CanonicalMIMEHeaderKey(kv[0]), kv[1])
+	}
+	body := res.BodyBytes()
+	w.WriteHeader(res.Status)
+	if len(body) > 0 {
+		w.Write(body)
+	}
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Retainer)(nil)
+	_ caddy.Validator             = (*Retainer)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Retainer)(nil)
+)

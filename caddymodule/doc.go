@@ -1,0 +1,22 @@
+// Package caddymodule is Retainer's Caddy integration, and the only package
+// that imports Caddy.
+//
+// It registers:
+//
+//   - the app `retainer` (global option): worker processes, the bbolt store
+//     and the limits, kept across config reloads in a caddy.UsagePool keyed
+//     by the store's path (runtime.go);
+//   - `http.handlers.retainer_api`: the control plane of SPEC §7 (api.go);
+//   - `http.handlers.retainer`: the data plane of SPEC §8 (data.go);
+//   - `http.authentication.providers.retainer_jwt` and the handler
+//     `http.handlers.retainer_jwt` that uses it and writes the 401 answer
+//     itself (jwt.go);
+//   - the `retainer-worker` subcommand that runs a worker process
+//     (command.go);
+//   - the Caddyfile syntax of all of them, with directive order registered
+//     (caddyfile.go), and metrics (metrics.go).
+//
+// The package wires handles (registries), sandbox/worker (isolates in
+// worker processes) and authz (tokens); it holds no policy of its own beyond
+// HTTP: shapes, status codes and headers.
+package caddymodule

@@ -1,0 +1,93 @@
+package caddymodule
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Metrics are created once per process and registered with each config's
+// registry (Caddy gives every config a fresh one), tolerating "already
+// registered".
+var (
+	metricInvocations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "invocations_total",
+		Help: "Handle invocations by outcome (ok or an error code).",
+	}, []string{"outcome"})
+	metricLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "retainer", Name: "invocation_duration_seconds",
+		Help:    "Time to answer a handle invocation, rebuilds included.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"plane"})
+	metricExecutions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "executions_total",
+		Help: "POST /executions runs by outcome.",
+	}, []string{"outcome"})
+	metricEnds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "handle_ends_total",
+		Help: "Handles ended, by reason.",
+	}, []string{"reason"})
+	metricWorkerRestarts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "worker_restarts_total",
+		Help: "Worker processes that died and were replaced.",
+	})
+
+	gaugesMu sync.Mutex
+	gaugeRT  *runtime // the runtime the gauges report (the newest config's)
+)
+
+var (
+	metricHandles = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "handles_live",
+		Help: "Handles with a live isolate in a worker.",
+	}, func() float64 {
+		gaugesMu.Lock()
+		rt := gaugeRT
+		gaugesMu.Unlock()
+		if rt == nil {
+			return 0
+		}
+		n := 0
+		for _, s := range rt.pool.Status() {
+			n += s.Isolates
+		}
+		return float64(n)
+	})
+	metricQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "queue_depth",
+		Help: "Calls in flight or waiting across all workers.",
+	}, func() float64 {
+		gaugesMu.Lock()
+		rt := gaugeRT
+		gaugesMu.Unlock()
+		if rt == nil {
+			return 0
+		}
+		n := 0
+		for _, s := range rt.pool.Status() {
+			n += s.Queue
+		}
+		return float64(n)
+	})
+)
+
+func registerMetrics(ctx caddy.Context, rt *runtime) {
+	gaugesMu.Lock()
+	gaugeRT = rt
+	gaugesMu.Unlock()
+	reg := ctx.GetMetricsRegistry()
+	if reg == nil {
+		return
+	}
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricHandles, metricQueue} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				ctx.Logger().Warn("registering a metric", zap.Error(err))
+			}
+		}
+	}
+}

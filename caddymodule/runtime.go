@@ -1,0 +1,138 @@
+package caddymodule
+
+import (
+	"sync"
+	"time"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker"
+)
+
+// runtimes holds what must outlive a config reload: the worker pool (and
+// so every live isolate) and the bbolt store, keyed by the store's path.
+// Caddy provisions the new config before it cleans up the old one, so the
+// reference count never drops to zero on a reload and the store's file lock
+// is never taken twice.
+var runtimes = caddy.NewUsagePool()
+
+// runtime is the pool and store of one store file.
+type runtime struct {
+	key   string
+	pool  *worker.Pool
+	store *handles.Store
+
+	// The logger and limits of the newest config (re-bound on each
+	// Provision; read by callbacks from workers).
+	logger atomic.Pointer[zap.Logger]
+	app    atomic.Pointer[App]
+
+	logLimiter *rate.Limiter
+	mu         sync.Mutex
+}
+
+// Destruct ends the workers and closes the store (the last config let go).
+func (rt *runtime) Destruct() error {
+	err := rt.store.Close()
+	rt.pool.Shutdown()
+	return err
+}
+
+func loadRuntime(a *App) (*runtime, error) {
+	val, _, err := runtimes.LoadOrNew(a.Store, func() (caddy.Destructor, error) {
+		return newRuntime(a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*runtime), nil
+}
+
+func releaseRuntime(rt *runtime) error {
+	_, err := runtimes.Delete(rt.key)
+	return err
+}
+
+func newRuntime(a *App) (*runtime, error) {
+	rt := &runtime{key: a.Store, logLimiter: rate.NewLimiter(50, 200)}
+	rt.logger.Store(zap.NewNop())
+	rt.app.Store(a)
+	pool, err := worker.Start(worker.Config{
+		Workers:           a.Workers,
+		IsolatesPerWorker: a.IsolatesPerWorker,
+		Queue:             a.Queue,
+		Engine: worker.EngineConfig{
+			Prewarm:         a.Prewarm,
+			Timeout:         time.Duration(a.Timeout),
+			MemoryMiB:       a.MemoryMiB,
+			MaxResponseBody: int(a.MaxResponseBody),
+			JIT:             a.JIT,
+			Wasm:            a.Wasm,
+		},
+		DisableLandlock: a.NoLandlock,
+		Logf: func(format string, args ...any) {
+			rt.logger.Load().Sugar().Infof(format, args...)
+		},
+		OnLog: func(id string, e sandbox.LogEntry) {
+			if s := rt.store; s != nil {
+				s.HandleLog(id, e)
+			}
+		},
+		OnLost: func(id string, err error) {
+			if s := rt.store; s != nil {
+				s.IsolateLost(id, err)
+			}
+		},
+		OnCrash: func(c worker.Crash) {
+			metricWorkerRestarts.Inc()
+			if s := rt.store; s != nil {
+				s.WorkerCrashed(c)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	store, err := handles.Open(a.Store, handles.Options{
+		Executor: pool,
+		OnEnd: func(e handles.Event) {
+			metricEnds.WithLabelValues(e.Reason).Inc()
+			rt.logger.Load().Info("handle ended",
+				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
+				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
+		},
+		OnLog: rt.logHandlerOutput,
+	})
+	if err != nil {
+		pool.Shutdown()
+		return nil, err
+	}
+	rt.store = store
+	rt.pool = pool
+	return rt, nil
+}
+
+// bind points the runtime's callbacks at the newest config.
+func (rt *runtime) bind(ctx caddy.Context, a *App) {
+	rt.logger.Store(ctx.Logger())
+	rt.app.Store(a)
+	registerMetrics(ctx, rt)
+}
+
+// logHandlerOutput copies a handler's console output into Caddy's log,
+// rate-limited so that a chatty handler cannot flood it.
+func (rt *runtime) logHandlerOutput(registry, id, tenant string, e sandbox.LogEntry) {
+	if !rt.logLimiter.Allow() {
+		return
+	}
+	l := rt.logger.Load()
+	if ce := l.Check(zap.InfoLevel, "handler console"); ce != nil {
+		ce.Write(zap.String("registry", registry), zap.String("execution_id", id), zap.String("tenant", tenant),
+			zap.String("level", e.Level), zap.String("message", e.Message))
+	}
+}
