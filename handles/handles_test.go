@@ -389,14 +389,22 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 	crashes := 0
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
+		pid := g.pool.Status()[0].PID
 		_, err := call(reg, "alice", id, "/crash")
 		if errors.Is(err, fault.ErrHandlesClosed) {
 			break
 		}
-		if errors.Is(err, fault.ErrWorkerCrashed) {
-			crashes++
+		if !errors.Is(err, fault.ErrWorkerCrashed) {
+			t.Fatalf("crash call answered %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		crashes++
+		// Wait for the replacement, as a client retrying would.
+		for time.Now().Before(deadline) {
+			if s := g.pool.Status()[0]; s.State == "up" && s.PID != pid {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	if crashes != 3 {
 		t.Fatalf("closed after %d crashes, want 3", crashes)
