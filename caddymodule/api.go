@@ -156,12 +156,12 @@ func (h *API) authorize(w http.ResponseWriter, r *http.Request, scopes ...string
 
 // executionRequest is the body of POST /executions.
 type executionRequest struct {
-	Code          string            `json:"code"`
-	Modules       map[string]string `json:"modules,omitempty"`
-	RetainHandles bool              `json:"retainHandles,omitempty"`
-	TimeoutMs     *int64            `json:"timeoutMs,omitempty"`
-	MemoryLimitMb *int              `json:"memoryLimitMb,omitempty"`
-	Capabilities  []string          `json:"capabilities,omitempty"`
+	Code          string             `json:"code"`
+	Modules       map[string]string  `json:"modules,omitempty"`
+	RetainHandles bool               `json:"retainHandles,omitempty"`
+	TimeoutMs     *int64             `json:"timeoutMs,omitempty"`
+	MemoryLimitMb *int               `json:"memoryLimitMb,omitempty"`
+	Capabilities  []string           `json:"capabilities,omitempty"`
 	Providers     []handles.Provider `json:"providers,omitempty"`
 	Outbound      *struct {
 		Allow []string `json:"allow"`

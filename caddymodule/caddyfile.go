@@ -366,4 +366,3 @@ func parseJWT(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	}
 	return j, nil
 }
-

@@ -2,8 +2,8 @@ package caddymodule
 
 import (
 	"sync"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
