@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -17,11 +18,15 @@ const maxHandleLogs = 1000
 // liveState is the in-memory side of a record: the invocation queue and the
 // handle's log.
 type liveState struct {
-	queue fifo
+	queue    fifo         // exclusive: held while the isolate is rebuilt
+	inflight atomic.Int64 // invocations under way or waiting
 
 	mu   sync.Mutex // guards logs
 	logs []sandbox.LogEntry
 }
+
+// idle reports that nothing is under way for the handle.
+func (ls *liveState) idle() bool { return ls.inflight.Load() == 0 && ls.queue.idle() }
 
 // liveFor returns id's live state, creating it; nil once the handle ended.
 func (s *Store) liveFor(id string) *liveState {

@@ -162,7 +162,7 @@ func (s *Store) parkOne(except string) bool {
 		if id == except || !s.opts.Executor.Holds(id) {
 			continue
 		}
-		if ls := s.live[id]; ls != nil && !ls.queue.idle() {
+		if ls := s.live[id]; ls != nil && !ls.idle() {
 			continue
 		}
 		if victim == nil || rec.LastInvokedAt.Before(victim.LastInvokedAt) {
@@ -246,16 +246,20 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 	if ls == nil {
 		return sandbox.WireResponse{}, fault.Closed(rec.ID)
 	}
-	if err := ls.queue.acquire(ctx, cfg.HandleQueue); err != nil {
-		return sandbox.WireResponse{}, err
+	// Invocations of a live isolate go straight to the executor, which runs
+	// them one at a time in arrival order; only a rebuild is exclusive, so
+	// the invocations behind it wait for it instead of rebuilding again.
+	if n := ls.inflight.Add(1); n > int64(cfg.HandleQueue) {
+		ls.inflight.Add(-1)
+		return sandbox.WireResponse{}, fault.Overload()
 	}
-	defer ls.queue.release()
+	defer ls.inflight.Add(-1)
 	for attempt := 0; attempt < 2; attempt++ {
 		if !s.exists(rec.ID) {
 			return sandbox.WireResponse{}, fault.Closed(rec.ID)
 		}
 		if !s.opts.Executor.Holds(rec.ID) {
-			if err := r.rebuild(ctx, rec); err != nil {
+			if err := r.rebuildOnce(ctx, rec, ls, cfg); err != nil {
 				return sandbox.WireResponse{}, err
 			}
 		}
@@ -273,13 +277,29 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 			return res, err
 		case fault.HandlesClosed:
 			// The isolate vanished between the check and the call (a crash,
-			// parking): rebuild once.
+			// parking, a bound hit of the invocation ahead): rebuild once.
 			continue
 		default:
 			return res, err
 		}
 	}
 	return sandbox.WireResponse{}, fault.CrashedWorker()
+}
+
+// rebuildOnce rebuilds under the handle's exclusive lock; whoever waited
+// for it finds the isolate back and does nothing.
+func (r *Registry) rebuildOnce(ctx context.Context, rec *Record, ls *liveState, cfg RegistryConfig) error {
+	if err := ls.queue.acquire(ctx, cfg.HandleQueue); err != nil {
+		return err
+	}
+	defer ls.queue.release()
+	if !r.store.exists(rec.ID) {
+		return fault.Closed(rec.ID)
+	}
+	if r.store.opts.Executor.Holds(rec.ID) {
+		return nil
+	}
+	return r.rebuild(ctx, rec)
 }
 
 // rebuild runs the handle's program again to get a fresh isolate.
@@ -431,7 +451,7 @@ func (s *Store) SweepIdle() {
 		if reg == nil {
 			continue
 		}
-		if ls := s.live[id]; ls != nil && !ls.queue.idle() {
+		if ls := s.live[id]; ls != nil && !ls.idle() {
 			continue
 		}
 		if now.Sub(rec.LastInvokedAt) > reg.config().IdleBound {

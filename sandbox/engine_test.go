@@ -301,6 +301,19 @@ func TestHandlerForms(t *testing.T) {
 		t.Fatalf("workers module answered %v %q", err, res.BodyBytes())
 	}
 	e.Close("workers-form")
+	// Module-level state lives as long as the isolate.
+	if _, err := e.Run(context.Background(), Job{ID: "module-state", RetainHandles: true, Program: Program{
+		Code: "let served = 0;\nexport default { async fetch() { return Response.json({served: ++served}); } }",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		res, err := e.Invoke(context.Background(), "module-state", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+		if err != nil || string(res.BodyBytes()) != fmt.Sprintf(`{"served":%d}`, i) {
+			t.Fatalf("module state: %v %s", err, res.BodyBytes())
+		}
+	}
+	e.Close("module-state")
 	// A plain function is a handler too.
 	id := deploy(t, "async () => async (req) => Response.json({ok: true})")
 	res, err = get(t, id, "https://x.test/")

@@ -1,0 +1,83 @@
+// Command loadgen is the load loop of bench/load.sh: it sends requests to a
+// local gateway at a fixed concurrency for a fixed time and prints req/s and
+// latency percentiles. It only ever targets loopback.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	url := flag.String("url", "", "target URL (host names are dialed at -addr)")
+	addr := flag.String("addr", "127.0.0.1:8089", "loopback address to dial")
+	method := flag.String("method", "GET", "method")
+	body := flag.String("body", "", "request body")
+	conns := flag.Int("c", 32, "concurrent connections")
+	dur := flag.Duration("d", 10*time.Second, "duration")
+	label := flag.String("label", "", "label for the output line")
+	flag.Parse()
+	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "[::1]") && !strings.HasPrefix(*addr, "localhost") {
+		fmt.Fprintln(os.Stderr, "loadgen: only loopback targets")
+		os.Exit(2)
+	}
+	tr := &http.Transport{
+		MaxIdleConnsPerHost: *conns,
+		MaxConnsPerHost:     *conns,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, *addr)
+		},
+	}
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	deadline := time.Now().Add(*dur)
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := 0
+	var wg sync.WaitGroup
+	for i := 0; i < *conns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			bad := 0
+			for time.Now().Before(deadline) {
+				req, _ := http.NewRequest(*method, *url, bytes.NewReader([]byte(*body)))
+				start := time.Now()
+				res, err := client.Do(req)
+				if err != nil {
+					bad++
+					continue
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(start))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			errs += bad
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) == 0 {
+		fmt.Printf("%s: no successful requests (%d errors)\n", *label, errs)
+		os.Exit(1)
+	}
+	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
+	fmt.Printf("%-12s %8.0f req/s  p50 %-10v p99 %-10v errors %d\n", *label, float64(len(lat))/dur.Seconds(), pct(0.5), pct(0.99), errs)
+}

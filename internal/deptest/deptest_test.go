@@ -1,0 +1,88 @@
+package deptest
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/retainer-gw/retainer"
+
+// allowed lists, for each package, the project packages it may import.
+// Third-party rules follow below.
+var allowed = map[string][]string{
+	"fault":          {},
+	"authz":          {},
+	"sandbox":        {"fault"},
+	"sandbox/worker": {"fault", "sandbox"},
+	"handles":        {"fault", "sandbox", "sandbox/worker"},
+	"caddymodule":    {"fault", "sandbox", "sandbox/worker", "handles", "authz"},
+}
+
+// only lists third-party import prefixes that only some packages may use.
+var only = map[string][]string{
+	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
+	"rogchap.com/v8go":             {"sandbox"},
+	"go.etcd.io/bbolt":             {"handles"},
+}
+
+func imports(t *testing.T, dir string) map[string]bool {
+	out := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		ast, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range ast.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			out[p] = true
+		}
+	}
+	return out
+}
+
+func TestDependencyArrows(t *testing.T) {
+	root := "../.."
+	for pkg, ok := range allowed {
+		okSet := map[string]bool{}
+		for _, p := range ok {
+			okSet[module+"/"+p] = true
+		}
+		for imp := range imports(t, filepath.Join(root, pkg)) {
+			if strings.HasPrefix(imp, module+"/") && !okSet[imp] {
+				t.Errorf("%s imports %s, against the arrows", pkg, imp)
+			}
+		}
+	}
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		for imp := range imports(t, path) {
+			for prefix, pkgs := range only {
+				if !strings.HasPrefix(imp, prefix) {
+					continue
+				}
+				allowedHere := false
+				for _, p := range pkgs {
+					if rel == p {
+						allowedHere = true
+					}
+				}
+				if !allowedHere {
+					t.Errorf("%s imports %s; only %v may", rel, imp, pkgs)
+				}
+			}
+		}
+		return nil
+	})
+}
