@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v8 "rogchap.com/v8go"
 )
 
 // reportLatencies adds p50/p99 to a benchmark's output.
@@ -140,4 +142,52 @@ func BenchmarkInvocationsStayFlat(b *testing.B) {
 	b.ReportMetric(rssHalf-rss0, "MiB-rss-growth-first-50k")
 	b.ReportMetric(rssMiB()-rssHalf, "MiB-rss-growth-second-50k")
 	b.ReportMetric(float64(values()-v0), "retained-values-growth")
+}
+
+// go test ./sandbox -run ^$ -bench 'ContextInstall|FirstTouch'
+// BenchmarkContextInstall is an isolate with the runtime installed and
+// nothing touched; BenchmarkBareContext is v8go's bare isolate and context.
+func BenchmarkContextInstall(b *testing.B) {
+	e := engine(b)
+	for i := 0; i < b.N; i++ {
+		m, err := newVM(e, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.submit(func() { m.kill(nil) })
+		<-m.done
+	}
+}
+
+func BenchmarkBareContext(b *testing.B) {
+	engine(b)
+	for i := 0; i < b.N; i++ {
+		iso := v8.NewIsolate()
+		ctx := v8.NewContext(iso)
+		ctx.Close()
+		iso.Dispose()
+	}
+}
+
+// First touch of the lazily installed globals, in a fresh isolate each time
+// (the code cache is warm after the first).
+func BenchmarkFirstTouch(b *testing.B) {
+	for _, c := range []struct{ name, code string }{
+		{"nothing", "() => 1"},
+		{"URL", "() => new URL('https://a.test/x?y=1').searchParams.get('y')"},
+		{"streams", "() => typeof new ReadableStream()"},
+		{"Request+Response", "async () => { const r = new Response('x'); return [new Request('https://a.test/').method, await r.text()] }"},
+		{"Response.json", "async () => Response.json({a: 1}).status"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e := New(Config{})
+			defer e.Shutdown()
+			job := Job{Program: Program{Code: c.code}}
+			for i := 0; i < b.N; i++ {
+				if _, err := e.Run(context.Background(), job); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

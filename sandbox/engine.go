@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -297,6 +298,26 @@ func scriptFault(err error) error {
 // Invocations of one handle run one at a time in arrival order; a bound hit
 // disposes the isolate and answers the bound's fault.
 func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (WireResponse, error) {
+	res, logs, err := e.InvokeWithLogs(ctx, id, name, req)
+	if e.cfg.OnLog != nil {
+		for _, l := range logs {
+			e.cfg.OnLog(id, l)
+		}
+	}
+	return res, err
+}
+
+// InvokeWithLogs is Invoke that answers the console output of the
+// invocation instead of sending it to OnLog, so that a caller across a
+// process boundary can record it before it answers (a log read right after
+// a response then holds that response's lines).
+func (e *Engine) InvokeWithLogs(ctx context.Context, id, name string, req WireRequest) (WireResponse, []LogEntry, error) {
+	var logs []LogEntry
+	res, err := e.invoke(ctx, id, name, req, &logs)
+	return res, logs, err
+}
+
+func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, logs *[]LogEntry) (WireResponse, error) {
 	e.mu.Lock()
 	m := e.handles[id]
 	e.mu.Unlock()
@@ -309,27 +330,45 @@ func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (
 	if err := req.validate(); err != nil {
 		return WireResponse{}, err
 	}
+	// The body crosses separately, as a Latin-1 string (see bootstrap.js).
+	var body any // nil: no body
+	if req.Body != nil {
+		b, _ := base64.StdEncoding.DecodeString(*req.Body)
+		body = latin1String(b)
+	}
+	req.Body = nil
 	raw, err := json.Marshal(req)
 	if err != nil {
 		return WireResponse{}, fault.Wrap(fault.BadRequest, err, "The request could not be encoded.")
 	}
 	type reply struct {
-		res WireResponse
-		err error
+		res  WireResponse
+		logs []LogEntry
+		err  error
 	}
 	ch := make(chan reply, 1)
 	if err := m.submit(func() {
-		res, err := m.serve(string(raw))
-		ch <- reply{res, err}
+		var collected []LogEntry
+		saved := m.sink
+		m.sink = func(level, msg string) {
+			if len(collected) < maxLogLines {
+				collected = append(collected, LogEntry{Time: time.Now(), Level: level, Message: msg})
+			}
+		}
+		res, err := m.serve(string(raw), body)
+		m.sink = saved
+		ch <- reply{res, collected, err}
 	}); err != nil {
 		return WireResponse{}, err
 	}
 	select {
 	case r := <-ch:
+		*logs = r.logs
 		return r.res, r.err
 	case <-m.done:
 		select {
 		case r := <-ch:
+			*logs = r.logs
 			return r.res, r.err
 		default:
 			return WireResponse{}, m.goneErr()
@@ -348,13 +387,17 @@ func (e *Engine) forget(id string, m *vm) {
 
 // serve runs one invocation on the loop. The answer is sent as soon as the
 // response settles; ctx.waitUntil work keeps running within the same bound.
-func (m *vm) serve(wire string) (WireResponse, error) {
+func (m *vm) serve(wire string, body any) (WireResponse, error) {
 	if m.dead {
 		return WireResponse{}, m.goneErr()
 	}
 	var res WireResponse
 	err := m.bounded(m.timeout, func(deadline time.Time) error {
-		p, err := m.call(m.invoke, wire)
+		bodyArg := any(v8.Null(m.iso))
+		if body != nil {
+			bodyArg = body
+		}
+		p, err := m.call(m.invoke, wire, bodyArg)
 		if bound := m.boundHit(); bound != nil {
 			return bound
 		}

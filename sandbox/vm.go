@@ -48,14 +48,16 @@ type vm struct {
 	done chan struct{} // closed once the isolate is disposed
 
 	// Loop-owned state (no lock: only the loop goroutine touches it).
-	timers    map[int32]time.Time
-	released  []*v8.Value // values handed back to V8, released after the call
-	sink      func(level, msg string)
-	dead      bool  // a bound was hit or the engine closed: dispose after this job
-	deathErr  error // why the isolate ended, for calls that were queued
-	handleID  string
-	timeout   time.Duration
-	moduleRun bool
+	timers            map[int32]time.Time
+	uncached          map[string]*v8.UnboundScript // runtime modules whose code cache is not made yet
+	uncachedBootstrap *v8.UnboundScript
+	released          []*v8.Value // values handed back to V8, released after the call
+	sink              func(level, msg string)
+	dead              bool  // a bound was hit or the engine closed: dispose after this job
+	deathErr          error // why the isolate ended, for calls that were queued
+	handleID          string
+	timeout           time.Duration
+	moduleRun         bool
 
 	// mu guards the watchdog's view: which run is current, whether the
 	// watchdog terminated it, and whether the isolate is gone.
@@ -76,6 +78,7 @@ func newVM(e *Engine, memoryMiB int) (*vm, error) {
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		timers:    map[int32]time.Time{},
+		uncached:  map[string]*v8.UnboundScript{},
 	}
 	ready := make(chan error, 1)
 	go m.loop(ready)
@@ -149,6 +152,9 @@ func (m *vm) create() (err error) {
 	m.hostFunc(host, "setTimer", m.hostSetTimer)
 	m.hostFunc(host, "clearTimer", m.hostClearTimer)
 	m.hostFunc(host, "random", m.hostRandom)
+	m.hostFunc(host, "load", m.hostLoad)
+	m.hostFunc(host, "digest", m.hostDigest)
+	m.hostFunc(host, "hmac", m.hostHMAC)
 	m.ctx = v8.NewContext(m.iso)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
@@ -185,6 +191,14 @@ func (m *vm) create() (err error) {
 	}
 	bootVal.Release()
 	hostObj.Release()
+	if m.uncachedBootstrap != nil {
+		bootstrapCacheMu.Lock()
+		if bootstrapCache == nil {
+			bootstrapCache = m.uncachedBootstrap.CreateCodeCache()
+		}
+		bootstrapCacheMu.Unlock()
+		m.uncachedBootstrap = nil
+	}
 	return nil
 }
 
@@ -201,11 +215,9 @@ func (m *vm) compileBootstrap() (*v8.UnboundScript, error) {
 		return nil, fmt.Errorf("compiling the runtime bootstrap: %w", err)
 	}
 	if cache == nil {
-		bootstrapCacheMu.Lock()
-		if bootstrapCache == nil {
-			bootstrapCache = s.CreateCodeCache()
-		}
-		bootstrapCacheMu.Unlock()
+		// Made once the bootstrap has run (flushCodeCaches), so that it
+		// holds the functions the installation compiled.
+		m.uncachedBootstrap = s
 	}
 	return s, nil
 }
@@ -311,13 +323,7 @@ func (m *vm) hostRandom(args []*v8.Value) (*v8.Value, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	// A Latin-1 string carries the bytes: v8go 0.9 cannot make an
-	// ArrayBuffer from Go bytes.
-	r := make([]rune, n)
-	for i, c := range b {
-		r[i] = rune(c)
-	}
-	return v8.NewValue(m.iso, string(r))
+	return v8.NewValue(m.iso, latin1String(b))
 }
 
 func (m *vm) nextTimer() (time.Time, bool) {
@@ -413,6 +419,7 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	})
 	err := f(deadline)
 	watchdog.Stop()
+	m.flushCodeCaches()
 	m.mu.Lock()
 	m.current = 0
 	m.mu.Unlock()

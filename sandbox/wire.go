@@ -68,40 +68,61 @@ func (r WireRequest) validate() error {
 	return nil
 }
 
-// parseWireResponse reads what the isolate answered and checks it again on
-// the host side: a program may have replaced Response, so nothing the
-// isolate says is trusted.
+// parseWireResponse reads what the isolate answered — a JSON head, a
+// newline, then the body as a Latin-1 string — and checks it again on the
+// host side: a program may have replaced Response, so nothing the isolate
+// says is trusted.
 func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
-	var w WireResponse
-	dec := json.NewDecoder(strings.NewReader(raw))
+	head, body, ok := strings.Cut(raw, "\n")
+	if !ok {
+		return WireResponse{}, fault.OutsideWireShape()
+	}
+	var w struct {
+		Status     int         `json:"status"`
+		StatusText string      `json:"statusText"`
+		Headers    [][2]string `json:"headers"`
+		HasBody    bool        `json:"hasBody"`
+	}
+	dec := json.NewDecoder(strings.NewReader(head))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
-	if w.Status < 200 || w.Status > 599 {
+	if w.Status < 200 || w.Status > 599 || !validHeaderValue(w.StatusText) {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
-	if !validHeaderValue(w.StatusText) {
-		return WireResponse{}, fault.OutsideWireShape()
+	res := WireResponse{Status: w.Status, StatusText: w.StatusText, Headers: w.Headers}
+	if res.Headers == nil {
+		res.Headers = [][2]string{}
 	}
-	if w.Headers == nil {
-		w.Headers = [][2]string{}
-	}
-	for _, h := range w.Headers {
+	for _, h := range res.Headers {
 		if !isToken(h[0]) || !validHeaderValue(h[1]) {
 			return WireResponse{}, fault.OutsideWireShape()
 		}
 	}
-	if w.Body != nil {
-		n, err := base64.StdEncoding.DecodeString(*w.Body)
-		if err != nil {
+	if maxBody > 0 && len(body) > 2*maxBody {
+		// Each byte is at most two bytes of UTF-8: far over the bound.
+		return WireResponse{}, bodyTooLarge(maxBody)
+	}
+	bytes := make([]byte, 0, len(body))
+	for _, r := range body {
+		if r > 0xff {
 			return WireResponse{}, fault.OutsideWireShape()
 		}
-		if maxBody > 0 && len(n) > maxBody {
-			return WireResponse{}, fault.New(fault.BadResponse, "The fetch handle answered a body over the %d byte response bound.", maxBody)
-		}
+		bytes = append(bytes, byte(r))
 	}
-	return w, nil
+	if maxBody > 0 && len(bytes) > maxBody {
+		return WireResponse{}, bodyTooLarge(maxBody)
+	}
+	if w.HasBody || len(bytes) > 0 {
+		enc := base64.StdEncoding.EncodeToString(bytes)
+		res.Body = &enc
+	}
+	return res, nil
+}
+
+func bodyTooLarge(maxBody int) error {
+	return fault.New(fault.BadResponse, "The fetch handle answered a body over the %d byte response bound.", maxBody)
 }
 
 func isToken(s string) bool {

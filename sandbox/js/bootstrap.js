@@ -33,6 +33,89 @@
   if (G.Atomics) { delete G.Atomics.wait; delete G.Atomics.waitAsync; }
   delete G.__host;
 
+  // ES2024 accessors V8 10.9 lacks; no resizable ArrayBuffer exists here,
+  // so these are the spec's answers for every buffer (libraries such as
+  // webidl-conversions read their getters at load time).
+  const abByteLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
+  if (!Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')) {
+    defineProperty(ArrayBuffer.prototype, 'resizable', { configurable: true, get: function resizable() { abByteLength.call(this); return false; } });
+    defineProperty(ArrayBuffer.prototype, 'maxByteLength', { configurable: true, get: function maxByteLength() { return abByteLength.call(this); } });
+  }
+
+  // ES2023/ES2024 built-ins that V8 10.9 lacks, following the spec
+  // algorithms; model-written code and npm packages use them.
+  function method(obj, name, fn) {
+    if (!(name in obj)) defineProperty(obj, name, { value: fn, writable: true, configurable: true, enumerable: false });
+  }
+  method(String.prototype, 'isWellFormed', function isWellFormed() {
+    const s = StringCtor(this);
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdbff) { const d = s.charCodeAt(i + 1); if (d >= 0xdc00 && d <= 0xdfff) { i++; continue; } return false; }
+      if (c >= 0xdc00 && c <= 0xdfff) return false;
+    }
+    return true;
+  });
+  method(String.prototype, 'toWellFormed', function toWellFormed() {
+    const s = StringCtor(this);
+    let out = '';
+    let last = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdbff) { const d = s.charCodeAt(i + 1); if (d >= 0xdc00 && d <= 0xdfff) { i++; continue; } }
+      else if (!(c >= 0xdc00 && c <= 0xdfff)) continue;
+      out += s.slice(last, i) + '\ufffd';
+      last = i + 1;
+    }
+    return last === 0 ? s : out + s.slice(last);
+  });
+  const arrayLikes = [Array.prototype, Object.getPrototypeOf(Uint8Array.prototype)];
+  for (const proto of arrayLikes) {
+    const isArray = proto === Array.prototype;
+    const make = (src, n) => (isArray ? new Array(n) : new src.constructor(n));
+    method(proto, 'toReversed', function toReversed() {
+      const n = this.length >>> 0; const out = make(this, n);
+      for (let i = 0; i < n; i++) out[i] = this[n - 1 - i];
+      return out;
+    });
+    method(proto, 'toSorted', function toSorted(cmp) {
+      if (cmp !== undefined && typeof cmp !== 'function') throw new TypeError('The comparison function must be a function.');
+      const n = this.length >>> 0; const out = make(this, n);
+      for (let i = 0; i < n; i++) out[i] = this[i];
+      return out.sort(cmp);
+    });
+    method(proto, 'with', function (index, value) {
+      const n = this.length >>> 0;
+      let i = Math.trunc(+index) || 0;
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) throw new RangeError('Invalid index : ' + index);
+      const out = make(this, n);
+      for (let k = 0; k < n; k++) out[k] = k === i ? value : this[k];
+      return out;
+    });
+  }
+  method(Array.prototype, 'toSpliced', function toSpliced(start, skip, ...items) {
+    const copy = Array.prototype.slice.call(this);
+    if (arguments.length === 0) return copy;
+    if (arguments.length === 1) copy.splice(start); else copy.splice(start, skip, ...items);
+    return copy;
+  });
+  method(Object, 'groupBy', function groupBy(items, cb) {
+    const out = Object.create(null); let i = 0;
+    for (const v of items) { const k = cb(v, i++); const key = typeof k === 'symbol' ? k : StringCtor(k); (out[key] || (out[key] = [])).push(v); }
+    return out;
+  });
+  method(Map, 'groupBy', function groupBy(items, cb) {
+    const out = new Map(); let i = 0;
+    for (const v of items) { let k = cb(v, i++); if (k === 0) k = 0; if (!out.has(k)) out.set(k, []); out.get(k).push(v); }
+    return out;
+  });
+  method(Promise, 'withResolvers', function withResolvers() {
+    let resolve, reject;
+    const promise = new this((a, b) => { resolve = a; reject = b; });
+    return { promise, resolve, reject };
+  });
+
   function hidden(obj, name, value) {
     defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: false });
   }
@@ -173,11 +256,12 @@
     }
     return out;
   }
-  function domException(message, name) {
+  // Replaced by the DOMException class below once it is defined.
+  let domException = function (message, name) {
     const e = new ErrorCtor(message);
     e.name = name;
     return e;
-  }
+  };
   hidden(G, 'btoa', function btoa(s) {
     s = StringCtor(s);
     const b = new Uint8ArrayCtor(s.length);
@@ -243,9 +327,33 @@
     if (ArrayBuffer.isView(data)) return new Uint8ArrayCtor(data.buffer, data.byteOffset, data.byteLength);
     throw new TypeErrorCtor('The data must be an ArrayBuffer or a view of one.');
   }
+  // Bodies are kept as "latin1" strings (one char per byte) where they can
+  // be: V8's native escape/unescape and URI functions then convert UTF-8
+  // text without a JavaScript loop (the engine runs jitless).
+  function latin1FromBytes(b) {
+    let out = '';
+    for (let i = 0; i < b.length; i += 8192) out += fromCharCode.apply(null, b.subarray(i, i + 8192));
+    return out;
+  }
+  function bytesFromLatin1(s) {
+    const b = new Uint8ArrayCtor(s.length);
+    for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
+    return b;
+  }
+  const nativeEscape = G.escape, nativeUnescape = G.unescape;
+  const nativeEncodeURIComponent = encodeURIComponent, nativeDecodeURIComponent = decodeURIComponent;
+  function utf8Latin1(str) {
+    try { return nativeUnescape(nativeEncodeURIComponent(str)); } catch (e) { return latin1FromBytes(utf8Encode(str)); }
+  }
+  function textFromLatin1(l) {
+    let s;
+    try { s = nativeDecodeURIComponent(nativeEscape(l)); } catch (e) { s = utf8Decode(bytesFromLatin1(l), false); }
+    return s.charCodeAt(0) === 0xfeff ? s.slice(1) : s;
+  }
+
   class TextEncoder {
     get encoding() { return 'utf-8'; }
-    encode(s = '') { return utf8Encode(s); }
+    encode(s = '') { return bytesFromLatin1(utf8Latin1(StringCtor(s))); }
   }
   class TextDecoder {
     #fatal;
@@ -263,6 +371,9 @@
       if (data === undefined) return '';
       let b = toBytes(data);
       if (!this.#ignoreBOM && b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) b = b.subarray(3);
+      if (!this.#fatal) {
+        try { return nativeDecodeURIComponent(nativeEscape(latin1FromBytes(b))); } catch (e) { }
+      }
       return utf8Decode(b, this.#fatal);
     }
   }
@@ -392,101 +503,507 @@
   }
   hidden(G, 'Headers', Headers);
 
-  // ------------------------------------------------------------ bodies
-  function extractBody(body, headers) {
-    if (body == null) return null;
-    if (typeof body === 'string') {
-      if (!headers.has('content-type')) headers.set('content-type', 'text/plain;charset=UTF-8');
-      return utf8Encode(body);
+  // ------------------------------------------------------------ lazy modules
+  // npm-bundled parts are compiled on first touch of one of their globals.
+  const hostLoad = host.load;
+  const modules = {};
+  function loadModule(name) {
+    if (!modules[name]) modules[name] = hostLoad(name)();
+    return modules[name];
+  }
+  function lazyGlobal(name, moduleName) {
+    defineProperty(G, name, {
+      configurable: true, enumerable: false,
+      get() {
+        const value = loadModule(moduleName)[name];
+        defineProperty(G, name, { value, writable: true, configurable: true, enumerable: false });
+        return value;
+      },
+      set(value) {
+        defineProperty(G, name, { value, writable: true, configurable: true, enumerable: false });
+      },
+    });
+  }
+  for (const n of ['URL', 'URLSearchParams']) lazyGlobal(n, 'url');
+  const streamNames = ['ReadableStream', 'ReadableStreamDefaultReader', 'ReadableStreamBYOBReader',
+    'ReadableStreamDefaultController', 'ReadableByteStreamController', 'ReadableStreamBYOBRequest',
+    'WritableStream', 'WritableStreamDefaultWriter', 'WritableStreamDefaultController',
+    'TransformStream', 'TransformStreamDefaultController', 'ByteLengthQueuingStrategy', 'CountQueuingStrategy'];
+  for (const n of streamNames) lazyGlobal(n, 'streams');
+  // Instance checks that must not load a module just to answer "no".
+  function isURLSearchParams(v) { return !!modules.url && v instanceof modules.url.URLSearchParams; }
+  function isReadableStream(v) { return !!modules.streams && v instanceof modules.streams.ReadableStream; }
+  function normalizeURL(u, base) {
+    try { return base === undefined ? new (loadModule('url').URL)(u).href : new (loadModule('url').URL)(u, base).href; }
+    catch (e) { throw new TypeErrorCtor('Invalid URL: ' + StringCtor(u)); }
+  }
+
+  // ------------------------------------------------------------ DOMException, Event, EventTarget
+  const domCodes = { IndexSizeError: 1, NotFoundError: 8, NotSupportedError: 9, InvalidStateError: 11, SyntaxError: 12,
+    InvalidAccessError: 15, TypeMismatchError: 17, SecurityError: 18, NetworkError: 19, AbortError: 20,
+    QuotaExceededError: 22, TimeoutError: 23, DataCloneError: 25, InvalidCharacterError: 5 };
+  class DOMException extends ErrorCtor {
+    #name; #code;
+    constructor(message = '', name = 'Error') {
+      super(message);
+      this.#name = StringCtor(name);
+      this.#code = domCodes[this.#name] || 0;
     }
-    if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return new Uint8ArrayCtor(toBytes(body));
-    return utf8Encode(StringCtor(body));
+    get name() { return this.#name; }
+    get code() { return this.#code; }
   }
-  const bodyOf = new WeakMap(); // Request/Response -> {bytes, used}
-  const BodyMixin = {
-    get body() { const b = bodyOf.get(this); return b && b.bytes ? b.bytes : null; },
-    get bodyUsed() { const b = bodyOf.get(this); return !!(b && b.used); },
-    async arrayBuffer() { const b = consume(this); return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength); },
-    async bytes() { return consume(this); },
-    async text() { return utf8Decode(consume(this), false); },
-    async json() { return JSONparse(utf8Decode(consume(this), false)); },
-  };
-  function consume(r) {
+  hidden(G, 'DOMException', DOMException);
+  domException = (message, name) => new DOMException(message, name);
+
+  const eventState = new WeakMap();
+  class Event {
+    constructor(type, init = {}) {
+      if (arguments.length === 0) throw new TypeErrorCtor('The event type is required.');
+      eventState.set(this, { type: StringCtor(type), bubbles: !!init.bubbles, cancelable: !!init.cancelable,
+        composed: !!init.composed, defaultPrevented: false, target: null, currentTarget: null, stop: false,
+        timeStamp: Date.now() - timeOrigin, trusted: false });
+    }
+    get type() { return eventState.get(this).type; }
+    get bubbles() { return eventState.get(this).bubbles; }
+    get cancelable() { return eventState.get(this).cancelable; }
+    get composed() { return eventState.get(this).composed; }
+    get defaultPrevented() { return eventState.get(this).defaultPrevented; }
+    get target() { return eventState.get(this).target; }
+    get currentTarget() { return eventState.get(this).currentTarget; }
+    get srcElement() { return eventState.get(this).target; }
+    get timeStamp() { return eventState.get(this).timeStamp; }
+    get isTrusted() { return eventState.get(this).trusted; }
+    get eventPhase() { return eventState.get(this).currentTarget ? 2 : 0; }
+    get returnValue() { return !eventState.get(this).defaultPrevented; }
+    composedPath() { const t = eventState.get(this).currentTarget; return t ? [t] : []; }
+    preventDefault() { const s = eventState.get(this); if (s.cancelable) s.defaultPrevented = true; }
+    stopPropagation() { }
+    stopImmediatePropagation() { eventState.get(this).stop = true; }
+  }
+  for (const [k, v] of [['NONE', 0], ['CAPTURING_PHASE', 1], ['AT_TARGET', 2], ['BUBBLING_PHASE', 3]]) {
+    defineProperty(Event, k, { value: v }); defineProperty(Event.prototype, k, { value: v });
+  }
+  hidden(G, 'Event', Event);
+  const listenersOf = new WeakMap();
+  class EventTarget {
+    constructor() { listenersOf.set(this, new MapCtor()); }
+    addEventListener(type, listener, options = {}) {
+      if (listener == null) return;
+      if (typeof options === 'boolean') options = { capture: options };
+      const signal = options.signal;
+      if (signal && signal.aborted) return;
+      const all = listenersOf.get(this);
+      type = StringCtor(type);
+      if (!all.has(type)) all.set(type, []);
+      const list = all.get(type);
+      if (list.some((l) => l.listener === listener && l.capture === !!options.capture)) return;
+      const entry = { listener, capture: !!options.capture, once: !!options.once, removed: false };
+      list.push(entry);
+      if (signal) signal.addEventListener('abort', () => this.removeEventListener(type, listener, options));
+    }
+    removeEventListener(type, listener, options = {}) {
+      if (typeof options === 'boolean') options = { capture: options };
+      const list = listenersOf.get(this).get(StringCtor(type));
+      if (!list) return;
+      const i = list.findIndex((l) => l.listener === listener && l.capture === !!(options && options.capture));
+      if (i >= 0) { list[i].removed = true; list.splice(i, 1); }
+    }
+    dispatchEvent(event) {
+      if (!(event instanceof Event)) throw new TypeErrorCtor('The argument is not an Event.');
+      const s = eventState.get(event);
+      s.target = this; s.currentTarget = this;
+      const list = (listenersOf.get(this).get(s.type) || []).slice();
+      for (const l of list) {
+        if (l.removed) continue;
+        if (l.once) this.removeEventListener(s.type, l.listener, { capture: l.capture });
+        try {
+          if (typeof l.listener === 'function') l.listener.call(this, event);
+          else if (l.listener && typeof l.listener.handleEvent === 'function') l.listener.handleEvent(event);
+        } catch (e) { reportError(e); }
+        if (s.stop) break;
+      }
+      s.currentTarget = null;
+      return !s.defaultPrevented;
+    }
+  }
+  hidden(G, 'EventTarget', EventTarget);
+
+  // ------------------------------------------------------------ AbortController, AbortSignal
+  const signalState = new WeakMap();
+  let makingSignal = false;
+  class AbortSignal extends EventTarget {
+    constructor() {
+      if (!makingSignal) throw new TypeErrorCtor('Illegal constructor');
+      super();
+      signalState.set(this, { aborted: false, reason: undefined, onabort: null });
+    }
+    get aborted() { return signalState.get(this).aborted; }
+    get reason() { return signalState.get(this).reason; }
+    get onabort() { return signalState.get(this).onabort; }
+    set onabort(f) { signalState.get(this).onabort = typeof f === 'function' ? f : null; }
+    throwIfAborted() { const s = signalState.get(this); if (s.aborted) throw s.reason; }
+    static abort(reason) { const s = newSignal(); abortSignal(s, reason); return s; }
+    static timeout(ms) {
+      const s = newSignal();
+      setTimeout(() => abortSignal(s, new DOMException('The operation timed out.', 'TimeoutError')), ms);
+      return s;
+    }
+    static any(signals) {
+      const s = newSignal();
+      for (const other of signals) {
+        if (other.aborted) { abortSignal(s, other.reason); return s; }
+      }
+      for (const other of signals) other.addEventListener('abort', () => abortSignal(s, other.reason), { once: true });
+      return s;
+    }
+  }
+  function newSignal() { makingSignal = true; try { return new AbortSignal(); } finally { makingSignal = false; } }
+  function abortSignal(signal, reason) {
+    const s = signalState.get(signal);
+    if (s.aborted) return;
+    s.aborted = true;
+    s.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
+    const ev = new Event('abort');
+    if (s.onabort) { try { s.onabort.call(signal, ev); } catch (e) { reportError(e); } }
+    signal.dispatchEvent(ev);
+  }
+  class AbortController {
+    #signal = newSignal();
+    get signal() { return this.#signal; }
+    abort(reason) { abortSignal(this.#signal, reason); }
+  }
+  hidden(G, 'AbortSignal', AbortSignal);
+  hidden(G, 'AbortController', AbortController);
+
+  // ------------------------------------------------------------ Blob, File
+  const blobBytes = new WeakMap();
+  function concatBytes(chunks) {
+    let n = 0;
+    for (const c of chunks) n += c.length;
+    const out = new Uint8ArrayCtor(n);
+    let o = 0;
+    for (const c of chunks) { out.set(c, o); o += c.length; }
+    return out;
+  }
+  class Blob {
+    #type;
+    constructor(parts = [], options = {}) {
+      const chunks = [];
+      if (parts == null || typeof parts[Symbol.iterator] !== 'function') throw new TypeErrorCtor('Blob parts must be a sequence.');
+      for (const p of parts) {
+        if (p instanceof Blob) chunks.push(blobBytes.get(p));
+        else if (p instanceof ArrayBuffer || ArrayBuffer.isView(p)) chunks.push(new Uint8ArrayCtor(toBytes(p)));
+        else chunks.push(utf8Encode(StringCtor(p)));
+      }
+      blobBytes.set(this, concatBytes(chunks));
+      const t = options && options.type !== undefined ? StringCtor(options.type) : '';
+      this.#type = /^[\x20-\x7e]*$/.test(t) ? t.toLowerCase() : '';
+    }
+    get size() { return blobBytes.get(this).length; }
+    get type() { return this.#type; }
+    slice(start = 0, end, contentType = '') {
+      const b = blobBytes.get(this);
+      const n = b.length;
+      const rel = (x) => (x < 0 ? Math.max(n + x, 0) : Math.min(x, n));
+      const from = rel(Math.trunc(+start) || 0);
+      const to = end === undefined ? n : rel(Math.trunc(+end) || 0);
+      const out = new Blob([], { type: contentType });
+      blobBytes.set(out, b.slice(from, Math.max(from, to)));
+      return out;
+    }
+    async text() { return utf8Decode(blobBytes.get(this), false); }
+    async arrayBuffer() { return blobBytes.get(this).slice().buffer; }
+    async bytes() { return blobBytes.get(this).slice(); }
+    stream() { return bytesStream(blobBytes.get(this).slice()); }
+    get [Symbol.toStringTag]() { return 'Blob'; }
+  }
+  class File extends Blob {
+    #name; #lastModified;
+    constructor(parts, name, options = {}) {
+      if (arguments.length < 2) throw new TypeErrorCtor('File needs parts and a name.');
+      super(parts, options);
+      this.#name = StringCtor(name);
+      this.#lastModified = options.lastModified !== undefined ? +options.lastModified : Date.now();
+    }
+    get name() { return this.#name; }
+    get lastModified() { return this.#lastModified; }
+    get [Symbol.toStringTag]() { return 'File'; }
+  }
+  hidden(G, 'Blob', Blob);
+  hidden(G, 'File', File);
+
+  // ------------------------------------------------------------ FormData
+  function formValue(value, filename) {
+    if (value instanceof Blob) {
+      if (!(value instanceof File) || filename !== undefined) {
+        return new File([value], filename !== undefined ? StringCtor(filename) : (value instanceof File ? value.name : 'blob'), { type: value.type });
+      }
+      return value;
+    }
+    return StringCtor(value);
+  }
+  class FormData {
+    #entries = [];
+    constructor(form) { if (form !== undefined) throw new TypeErrorCtor('FormData from a form element is not supported.'); }
+    append(name, value, filename) { this.#entries.push([StringCtor(name), formValue(value, filename)]); }
+    delete(name) { name = StringCtor(name); this.#entries = this.#entries.filter(([k]) => k !== name); }
+    get(name) { name = StringCtor(name); const e = this.#entries.find(([k]) => k === name); return e ? e[1] : null; }
+    getAll(name) { name = StringCtor(name); return this.#entries.filter(([k]) => k === name).map(([, v]) => v); }
+    has(name) { name = StringCtor(name); return this.#entries.some(([k]) => k === name); }
+    set(name, value, filename) {
+      name = StringCtor(name);
+      const v = formValue(value, filename);
+      const i = this.#entries.findIndex(([k]) => k === name);
+      if (i < 0) { this.#entries.push([name, v]); return; }
+      this.#entries[i] = [name, v];
+      this.#entries = this.#entries.filter(([k], j) => k !== name || j === i);
+    }
+    *entries() { for (const e of this.#entries.slice()) yield [e[0], e[1]]; }
+    *keys() { for (const [k] of this.entries()) yield k; }
+    *values() { for (const [, v] of this.entries()) yield v; }
+    forEach(cb, thisArg) { for (const [k, v] of this.entries()) cb.call(thisArg, v, k, this); }
+    [Symbol.iterator]() { return this.entries(); }
+  }
+  hidden(G, 'FormData', FormData);
+
+  function multipartEncode(form) {
+    const hex = randomBytes(16).reduce((s, b) => s + (b < 16 ? '0' : '') + b.toString(16), '');
+    const boundary = '----RetainerFormBoundary' + hex;
+    const chunks = [];
+    const esc = (n) => n.replace(/\r/g, '%0D').replace(/\n/g, '%0A').replace(/"/g, '%22');
+    for (const [name, value] of form) {
+      let head = '--' + boundary + '\r\nContent-Disposition: form-data; name="' + esc(name) + '"';
+      if (value instanceof File) {
+        head += '; filename="' + esc(value.name) + '"\r\nContent-Type: ' + (value.type || 'application/octet-stream') + '\r\n\r\n';
+        chunks.push(utf8Encode(head), blobBytes.get(value), utf8Encode('\r\n'));
+      } else {
+        chunks.push(utf8Encode(head + '\r\n\r\n' + value.replace(/\r?\n|\r/g, '\r\n') + '\r\n'));
+      }
+    }
+    chunks.push(utf8Encode('--' + boundary + '--\r\n'));
+    return { bytes: concatBytes(chunks), type: 'multipart/form-data; boundary=' + boundary };
+  }
+  function indexOfBytes(hay, needle, from) {
+    outer: for (let i = from; i <= hay.length - needle.length; i++) {
+      for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
+      return i;
+    }
+    return -1;
+  }
+  function multipartDecode(bytes, contentType) {
+    const m = /boundary=(?:"([^"]+)"|([^;]+))/i.exec(contentType);
+    if (!m) throw new TypeErrorCtor('The multipart body has no boundary.');
+    const delim = utf8Encode('--' + (m[1] || m[2]).trim());
+    const form = new FormData();
+    let pos = indexOfBytes(bytes, delim, 0);
+    if (pos < 0) throw new TypeErrorCtor('The multipart body is malformed.');
+    for (;;) {
+      pos += delim.length;
+      if (bytes[pos] === 45 && bytes[pos + 1] === 45) return form; // "--": the end
+      pos += 2; // CRLF
+      const headEnd = indexOfBytes(bytes, utf8Encode('\r\n\r\n'), pos);
+      if (headEnd < 0) throw new TypeErrorCtor('The multipart body is malformed.');
+      const head = utf8Decode(bytes.subarray(pos, headEnd), false);
+      const next = indexOfBytes(bytes, delim, headEnd + 4);
+      if (next < 0) throw new TypeErrorCtor('The multipart body is malformed.');
+      const content = bytes.subarray(headEnd + 4, next - 2);
+      const disp = /content-disposition:[^\r\n]*?\bname="([^"]*)"/i.exec(head);
+      if (!disp) throw new TypeErrorCtor('A multipart part has no name.');
+      const file = /filename="([^"]*)"/i.exec(head);
+      const type = /content-type:\s*([^\r\n]*)/i.exec(head);
+      if (file) form.append(disp[1], new File([content], file[1], { type: type ? type[1].trim() : '' }));
+      else form.append(disp[1], utf8Decode(content, false));
+      pos = next;
+    }
+  }
+
+  // ------------------------------------------------------------ bodies
+  function bytesStream(bytes) {
+    const RS = loadModule('streams').ReadableStream;
+    return new RS({
+      type: 'bytes',
+      start(c) { if (bytes.length) c.enqueue(bytes); c.close(); },
+    });
+  }
+  // extractBody returns the body as {bytes}, {latin1} or {stream}, and sets
+  // the content type the body implies when the headers have none.
+  function extractBody(body, headers) {
+    if (body == null) return { bytes: null, latin1: null, stream: null };
+    let bytes = null, latin1 = null, type = null;
+    if (typeof body === 'string') { latin1 = utf8Latin1(body); type = 'text/plain;charset=UTF-8'; }
+    else if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) bytes = new Uint8ArrayCtor(toBytes(body));
+    else if (body instanceof Blob) { bytes = blobBytes.get(body).slice(); if (body.type) type = body.type; }
+    else if (body instanceof FormData) { const e = multipartEncode(body); bytes = e.bytes; type = e.type; }
+    else if (isURLSearchParams(body)) { latin1 = utf8Latin1(body.toString()); type = 'application/x-www-form-urlencoded;charset=UTF-8'; }
+    else if (isReadableStream(body)) {
+      if (body.locked) throw new TypeErrorCtor('The ReadableStream is locked.');
+      return { bytes: null, latin1: null, stream: body };
+    } else { latin1 = utf8Latin1(StringCtor(body)); type = 'text/plain;charset=UTF-8'; }
+    if (type && !headers.has('content-type')) headers.set('content-type', type);
+    return { bytes, latin1, stream: null };
+  }
+  const bodyOf = new WeakMap(); // Request/Response -> {bytes, latin1, stream, used}
+  async function readAll(stream) {
+    const reader = stream.getReader();
+    const chunks = [];
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (!(value instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('A body stream must yield Uint8Array chunks.');
+      chunks.push(value);
+    }
+    return concatBytes(chunks);
+  }
+  function hasBody(b) { return !!(b && (b.bytes || b.latin1 !== null && b.latin1 !== undefined || b.stream)); }
+  function bodyUsed(b) { return !!(b && (b.used || (b.stream && b.stream.locked))); }
+  // take marks the body used and answers {bytes} or {latin1}.
+  async function take(r) {
     const b = bodyOf.get(r);
-    if (b.used) throw new TypeErrorCtor('Body has already been used.');
+    if (bodyUsed(b)) throw new TypeErrorCtor('Body has already been used.');
     b.used = true;
-    return b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0);
+    if (b.stream) return { bytes: await readAll(b.stream) };
+    if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1 };
+    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0) };
   }
+  function asBytes(t) { return t.bytes || bytesFromLatin1(t.latin1); }
+  function asText(t) { return t.latin1 !== undefined ? textFromLatin1(t.latin1) : textFromLatin1(latin1FromBytes(t.bytes)); }
+  async function consume(r) { return asBytes(await take(r)); }
+  function contentTypeOf(r) { return r.headers.get('content-type') || ''; }
+  const BodyMixin = {
+    get body() {
+      const b = bodyOf.get(this);
+      if (!hasBody(b)) return null;
+      if (!b.stream) {
+        const bytes = b.used ? new Uint8ArrayCtor(0) : (b.bytes || bytesFromLatin1(b.latin1));
+        b.stream = bytesStream(bytes); b.bytes = null; b.latin1 = null;
+      }
+      return b.stream;
+    },
+    get bodyUsed() { return bodyUsed(bodyOf.get(this)); },
+    async arrayBuffer() { const b = await consume(this); return b.byteLength === b.buffer.byteLength ? b.buffer : b.slice().buffer; },
+    async bytes() { return consume(this); },
+    async text() { return asText(await take(this)); },
+    async json() { return JSONparse(asText(await take(this))); },
+    async blob() { const b = await consume(this); return new Blob([b], { type: contentTypeOf(this) }); },
+    async formData() {
+      const t = contentTypeOf(this);
+      const taken = await take(this);
+      if (/^multipart\/form-data/i.test(t)) return multipartDecode(asBytes(taken), t);
+      if (/^application\/x-www-form-urlencoded/i.test(t)) {
+        const form = new FormData();
+        for (const [k, v] of new (loadModule('url').URLSearchParams)(asText(taken))) form.append(k, v);
+        return form;
+      }
+      throw new TypeErrorCtor('The body is not form data (content-type ' + (t || 'none') + ').');
+    },
+  };
   function mixBody(cls) {
     for (const k of Object.getOwnPropertyNames(BodyMixin)) {
       defineProperty(cls.prototype, k, Object.getOwnPropertyDescriptor(BodyMixin, k));
     }
   }
+  function cloneBody(b) {
+    if (bodyUsed(b)) throw new TypeErrorCtor('Body has already been used.');
+    if (b.stream) {
+      const [one, two] = b.stream.tee();
+      b.stream = one;
+      return { bytes: null, latin1: null, stream: two, used: false };
+    }
+    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, stream: null, used: false };
+  }
 
   // ------------------------------------------------------------ Request
-  const methods = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT'];
+  const forbiddenMethods = ['CONNECT', 'TRACE', 'TRACK'];
+  const methods = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
+  let trustedURL = false; // set by invoke: the gateway's URL is already absolute and normalized
   class Request {
-    #url; #method; #headers; #signal;
+    #url; #method; #headers; #signal; #redirect;
     constructor(input, init = {}) {
+      if (init === null || typeof init !== 'object') init = {};
       let src = null;
       if (input instanceof Request) { src = input; this.#url = input.url; }
-      else this.#url = StringCtor(input);
+      else this.#url = trustedURL ? StringCtor(input) : normalizeURL(StringCtor(input));
       let method = init.method !== undefined ? StringCtor(init.method) : src ? src.method : 'GET';
-      if (methods.includes(method.toUpperCase())) method = method.toUpperCase();
       if (!tokenRe.test(method)) throw new TypeErrorCtor('Invalid method "' + method + '".');
+      if (methods.includes(method.toUpperCase()) && method.toUpperCase() !== 'PATCH') method = method.toUpperCase();
+      if (forbiddenMethods.includes(method.toUpperCase())) throw new TypeErrorCtor('Forbidden method "' + method + '".');
       this.#method = method;
       this.#headers = new Headers(init.headers !== undefined ? init.headers : src ? src.headers : undefined);
-      let bytes = null;
+      this.#redirect = init.redirect !== undefined ? StringCtor(init.redirect) : src ? src.redirect : 'follow';
+      if (!['follow', 'error', 'manual'].includes(this.#redirect)) throw new TypeErrorCtor('Invalid redirect mode.');
+      let b = { bytes: null, latin1: null, stream: null, used: false };
       if (init.body !== undefined && init.body !== null) {
         if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
-        bytes = extractBody(init.body, this.#headers);
+        b = extractBody(init.body, this.#headers);
+        b.used = false;
       } else if (src) {
         const sb = bodyOf.get(src);
-        if (sb.used) throw new TypeErrorCtor('Body has already been used.');
-        bytes = sb.bytes;
+        if (bodyUsed(sb)) throw new TypeErrorCtor('Body has already been used.');
+        if (hasBody(sb)) {
+          if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
+          b = { bytes: sb.bytes, latin1: sb.latin1, stream: sb.stream, used: false };
+          sb.used = true; // the body moves to the new request
+        }
       }
-      bodyOf.set(this, { bytes, used: false });
-      this.#signal = init.signal !== undefined ? init.signal : src ? src.signal : null;
+      bodyOf.set(this, b);
+      this.#signal = init.signal !== undefined && init.signal !== null ? init.signal : src ? src.signal : newSignal();
     }
     get url() { return this.#url; }
     get method() { return this.#method; }
     get headers() { return this.#headers; }
     get signal() { return this.#signal; }
-    get redirect() { return 'follow'; }
+    get redirect() { return this.#redirect; }
+    get cache() { return 'default'; }
+    get credentials() { return 'same-origin'; }
+    get mode() { return 'cors'; }
+    get destination() { return ''; }
+    get referrer() { return 'about:client'; }
+    get integrity() { return ''; }
+    get keepalive() { return false; }
     clone() {
-      if (this.bodyUsed) throw new TypeErrorCtor('Body has already been used.');
-      return new Request(this);
+      const r = new Request(this.#url, { method: this.#method, headers: this.#headers, signal: this.#signal, redirect: this.#redirect });
+      bodyOf.set(r, cloneBody(bodyOf.get(this)));
+      return r;
     }
   }
   mixBody(Request);
   hidden(G, 'Request', Request);
 
   // ------------------------------------------------------------ Response
+  const nullBodyStatus = [101, 103, 204, 205, 304];
   class Response {
     #status; #statusText; #headers; #type; #url;
     constructor(body = null, init = {}) {
+      if (init === null || typeof init !== 'object') init = {};
       const status = init.status !== undefined ? +init.status : 200;
       if (!(status >= 200 && status <= 599) || (status | 0) !== status) throw new RangeError('The status provided (' + init.status + ') is outside the range [200, 599].');
+      const statusText = init.statusText !== undefined ? StringCtor(init.statusText) : '';
+      if (/[^\t\x20-\x7e\x80-\xff]/.test(statusText)) throw new TypeErrorCtor('Invalid statusText.');
       this.#status = status;
-      this.#statusText = init.statusText !== undefined ? StringCtor(init.statusText) : '';
+      this.#statusText = statusText;
       this.#headers = new Headers(init.headers);
       this.#type = 'default';
       this.#url = '';
-      if (body !== null && body !== undefined && (status === 101 || status === 204 || status === 205 || status === 304)) {
+      if (body !== null && body !== undefined && nullBodyStatus.includes(status)) {
         throw new TypeErrorCtor('Response with null body status cannot have body');
       }
-      bodyOf.set(this, { bytes: extractBody(body, this.#headers), used: false });
+      const b = extractBody(body, this.#headers);
+      b.used = false;
+      bodyOf.set(this, b);
     }
     static json(data, init = {}) {
       const text = JSONstringify(data);
       if (text === undefined) throw new TypeErrorCtor('The data is not JSON-serializable.');
-      const headers = new Headers(init.headers);
+      const headers = new Headers(init && init.headers);
       if (!headers.has('content-type')) headers.set('content-type', 'application/json');
-      return new Response(text, { status: init.status, statusText: init.statusText, headers });
+      const r = new Response(null, { status: init && init.status, statusText: init && init.statusText, headers });
+      bodyOf.get(r).latin1 = utf8Latin1(text);
+      return r;
     }
     static redirect(url, status = 302) {
       if (![301, 302, 303, 307, 308].includes(status)) throw new RangeError('Invalid status code ' + status + '.');
-      return new Response(null, { status, headers: { location: StringCtor(url) } });
+      const r = new Response(null, { status, headers: { location: normalizeURL(StringCtor(url)) } });
+      return r;
     }
     static error() { const r = new Response(null, { status: 200 }); r.#type = 'error'; r.#status = 0; return r; }
     get status() { return this.#status; }
@@ -497,13 +1014,103 @@
     get url() { return this.#url; }
     get redirected() { return false; }
     clone() {
-      if (this.bodyUsed) throw new TypeErrorCtor('Body has already been used.');
-      const b = bodyOf.get(this);
-      return new Response(b.bytes ? new Uint8ArrayCtor(b.bytes) : null, { status: this.#status, statusText: this.#statusText, headers: this.#headers });
+      const r = new Response(null, { status: this.#status === 0 ? 200 : this.#status, statusText: this.#statusText, headers: this.#headers });
+      r.#type = this.#type; r.#status = this.#status;
+      bodyOf.set(r, cloneBody(bodyOf.get(this)));
+      return r;
     }
   }
   mixBody(Response);
   hidden(G, 'Response', Response);
+
+  // ------------------------------------------------------------ crypto.subtle
+  const hostDigest = host.digest;
+  const hostHMAC = host.hmac;
+  function bufferSource(data) {
+    if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return toBytes(data);
+    throw new TypeErrorCtor('The data must be an ArrayBuffer or a view of one.');
+  }
+  function hashName(h) {
+    const n = StringCtor(typeof h === 'object' && h !== null ? h.name : h).toUpperCase();
+    if (!['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'].includes(n)) throw new DOMException('Unsupported hash ' + n, 'NotSupportedError');
+    return n;
+  }
+  const keyData = new WeakMap();
+  let makingKey = false;
+  class CryptoKey {
+    constructor() { if (!makingKey) throw new TypeErrorCtor('Illegal constructor'); }
+    get type() { return keyData.get(this).type; }
+    get extractable() { return keyData.get(this).extractable; }
+    get algorithm() { return keyData.get(this).algorithm; }
+    get usages() { return keyData.get(this).usages.slice(); }
+  }
+  hidden(G, 'CryptoKey', CryptoKey);
+  function newHMACKey(raw, hash, extractable, usages) {
+    for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for HMAC', 'SyntaxError');
+    makingKey = true;
+    const k = new CryptoKey();
+    makingKey = false;
+    keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages],
+      algorithm: freeze({ name: 'HMAC', hash: freeze({ name: hash }), length: raw.length * 8 }), raw: latin1Of(raw) });
+    return k;
+  }
+  function latin1Of(bytes) { return latin1FromBytes(bytes); }
+  function hmacKey(key, usage) {
+    const d = key instanceof CryptoKey ? keyData.get(key) : null;
+    if (!d || d.algorithm.name !== 'HMAC') throw new DOMException('The key is not an HMAC key.', 'InvalidAccessError');
+    if (!d.usages.includes(usage)) throw new DOMException('The key does not allow ' + usage + '.', 'InvalidAccessError');
+    return d;
+  }
+  function algName(a) { return StringCtor(typeof a === 'object' && a !== null ? a.name : a).toUpperCase(); }
+  const subtle = {};
+  hidden(subtle, 'digest', async function digest(algorithm, data) {
+    const d = bytesFromLatin1(hostDigest(hashName(algorithm), latin1FromBytes(bufferSource(data))));
+    return d.buffer;
+  });
+  hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC keys can be imported here.', 'NotSupportedError');
+    const hash = hashName(algorithm.hash);
+    let raw;
+    if (format === 'raw') raw = new Uint8ArrayCtor(bufferSource(key));
+    else if (format === 'jwk') {
+      if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw new DOMException('A JWK HMAC key needs kty "oct" and k.', 'DataError');
+      raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
+      if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
+    } else throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
+    if (raw.length === 0) throw new DOMException('An HMAC key cannot be empty.', 'DataError');
+    return newHMACKey(raw, hash, extractable, usages);
+  });
+  hidden(subtle, 'generateKey', async function generateKey(algorithm, extractable, usages) {
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC keys can be generated here.', 'NotSupportedError');
+    const hash = hashName(algorithm.hash);
+    const bits = algorithm.length || (hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512);
+    return newHMACKey(randomBytes(Math.ceil(bits / 8)), hash, extractable, usages);
+  });
+  hidden(subtle, 'exportKey', async function exportKey(format, key) {
+    const d = key instanceof CryptoKey ? keyData.get(key) : null;
+    if (!d) throw new TypeErrorCtor('Not a CryptoKey.');
+    if (!d.extractable) throw new DOMException('The key is not extractable.', 'InvalidAccessError');
+    const raw = bytesFromLatin1(d.raw);
+    if (format === 'raw') return raw.buffer;
+    if (format === 'jwk') return { kty: 'oct', k: bytesToBase64(raw).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''), alg: 'HS' + d.algorithm.hash.name.slice(4), ext: true, key_ops: d.usages.slice() };
+    throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
+  });
+  hidden(subtle, 'sign', async function sign(algorithm, key, data) {
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC signing is available here.', 'NotSupportedError');
+    const d = hmacKey(key, 'sign');
+    return bytesFromLatin1(hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)))).buffer;
+  });
+  hidden(subtle, 'verify', async function verify(algorithm, key, signature, data) {
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC verification is available here.', 'NotSupportedError');
+    const d = hmacKey(key, 'verify');
+    const mac = hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)));
+    const sig = latin1FromBytes(bufferSource(signature));
+    if (mac.length !== sig.length) return false;
+    let diff = 0;
+    for (let i = 0; i < mac.length; i++) diff |= mac.charCodeAt(i) ^ sig.charCodeAt(i);
+    return diff === 0;
+  });
+  hidden(cryptoObj, 'subtle', subtle);
 
   // ------------------------------------------------------------ the engine's entry points
   let handler;          // the retained request handler, if any
@@ -529,11 +1136,15 @@
 
   // invoke calls the retained handler with a wire request (JSON) and answers
   // a wire response (JSON). The host validates the answer again.
-  async function invoke(wireJSON) {
+  // The request body arrives as a latin1 string (null for none) and the
+  // response body leaves as one, after a newline that ends the JSON head.
+  async function invoke(wireJSON, bodyLatin1) {
     const w = JSONparse(wireJSON);
     const init = { method: w.method, headers: w.headers };
-    if (w.body != null && w.method !== 'GET' && w.method !== 'HEAD') init.body = base64ToBytes(w.body);
-    const request = new Request(w.url, init);
+    trustedURL = true;
+    let request;
+    try { request = new Request(w.url, init); } finally { trustedURL = false; }
+    if (bodyLatin1 !== null && w.method !== 'GET' && w.method !== 'HEAD') bodyOf.get(request).latin1 = bodyLatin1;
     const ctx = {
       waitUntil(p) {
         waiting++;
@@ -545,15 +1156,17 @@
     const res = await fetchFn.call(handler, request, env, ctx);
     if (!(res instanceof Response)) return 'N';
     const b = bodyOf.get(res);
-    if (b.used) return 'N';
+    if (bodyUsed(b)) return 'N';
+    const taken = await take(res);
+    const body = taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes);
     const headers = [];
     for (const pair of res.headers) headers.push(pair);
     return (waiting ? 'W' : 'R') + JSONstringify({
       status: res.status,
       statusText: res.statusText,
       headers,
-      body: b.bytes && b.bytes.length ? bytesToBase64(b.bytes) : null,
-    });
+      hasBody: hasBody(b),
+    }) + '\n' + body;
   }
   function pendingWork() { return waiting; }
 

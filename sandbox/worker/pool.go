@@ -270,6 +270,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	if err := p.call(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, bound); err != nil {
 		return sandbox.WireResponse{}, err
 	}
+	p.recordLogs(id, rep.Logs)
 	err := rep.Fault.err()
 	if errors.Is(err, fault.ErrTimeout) || errors.Is(err, fault.ErrMemory) || errors.Is(err, fault.ErrHandlesClosed) {
 		// The worker disposed the isolate.

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
 )
 
 // quietLog swallows the HTTP/2 server's own complaints about a worker's
@@ -351,6 +352,29 @@ func (p *process) serveBack(conn net.Conn) {
 	})
 	srv := &http2.Server{MaxConcurrentStreams: 64, MaxReadFrameSize: 1 << 16}
 	srv.ServeConn(conn, &http2.ServeConnOpts{Handler: mux, BaseConfig: &http.Server{ErrorLog: quietLog}})
+}
+
+// recordLogs hands an invocation's console lines to OnLog, capped and
+// checked like every other word of a worker.
+func (p *process) recordLogs(id string, logs []sandbox.LogEntry) {
+	f := p.pool.cfg.OnLog
+	if f == nil {
+		return
+	}
+	if len(logs) > 1000 {
+		logs = logs[:1000]
+	}
+	now := time.Now()
+	for _, e := range logs {
+		if len(e.Message) > maxLogMessage {
+			e.Message = e.Message[:maxLogMessage]
+		}
+		if !validLevel(e.Level) {
+			e.Level = "log"
+		}
+		e.Time = now
+		f(id, e)
+	}
 }
 
 func validLevel(l string) bool {

@@ -110,7 +110,9 @@ type invokeRequest struct {
 
 type invokeReply struct {
 	Response sandbox.WireResponse `json:"response"`
-	Fault    *wireFault           `json:"fault,omitempty"`
+	// Logs are the invocation's console lines, recorded before it answers.
+	Logs  []sandbox.LogEntry `json:"logs,omitempty"`
+	Fault *wireFault         `json:"fault,omitempty"`
 }
 
 type closeRequest struct {

@@ -139,8 +139,8 @@ func (w *workerServer) invoke(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
-	res, err := e.Invoke(r.Context(), req.ID, req.Name, req.Request)
-	reply(rw, invokeReply{Response: res, Fault: toWire(err)})
+	res, logs, err := e.InvokeWithLogs(r.Context(), req.ID, req.Name, req.Request)
+	reply(rw, invokeReply{Response: res, Logs: logs, Fault: toWire(err)})
 }
 
 func (w *workerServer) close(rw http.ResponseWriter, r *http.Request) {
