@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -78,6 +81,8 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
 	mux.HandleFunc("DELETE /routes/{name}", h.unbindRoute)
 	mux.HandleFunc("GET /health", h.health)
+	mux.HandleFunc("GET /results", h.listResults)
+	mux.HandleFunc("GET /results/{id}", h.getResult)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, fault.New(fault.NotFound, "No such API path: %s %s.", r.Method, r.URL.Path), "")
 	})
@@ -253,6 +258,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 }
 
 func (h *API) execute(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
 	c, err := h.caller(r)
 	if err != nil {
 		writeFault(w, err, "")
@@ -282,17 +288,20 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, err, "")
 		return
 	}
+	started := time.Now()
 	res, err := h.reg.Execute(r.Context(), c.tenant, ereq)
+	ended := time.Now()
 	outcome := "ok"
 	if err != nil {
 		outcome = string(fault.CodeOf(err))
 	}
 	metricExecutions.WithLabelValues(outcome).Inc()
+	resultID := h.saveReceipt(c.tenant, req, ereq, res, err, received, started, ended)
 	if err != nil {
-		writeFault(w, err, "")
+		writeFault(w, err, resultID)
 		return
 	}
-	resp := executionResponse{Result: res.Outcome.Result, Logs: res.Outcome.Logs}
+	resp := executionResponse{Result: res.Outcome.Result, Logs: res.Outcome.Logs, ResultID: resultID}
 	if resp.Logs == nil {
 		resp.Logs = []string{}
 	}
@@ -301,6 +310,83 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 		resp.Handles = []string{"fetch"}
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// saveReceipt records the run; a failure to store it is logged, never the
+// run's failure.
+func (h *API) saveReceipt(tenant string, req executionRequest, ereq handles.ExecRequest, res handles.ExecResult, runErr error, received, started, ended time.Time) string {
+	rc := receipts.Receipt{
+		ID: receipts.NewID(), Tenant: tenant, Registry: h.Registry,
+		Code: req.Code, Modules: req.Modules, RetainHandles: req.RetainHandles,
+		Logs:        res.Outcome.Logs,
+		ExecutionID: res.ExecutionID,
+		Timing: receipts.Timing{Received: received, Started: started, Ended: ended,
+			DurationMs: float64(ended.Sub(started).Microseconds()) / 1000},
+		Grants: receipts.Grants{Capabilities: ereq.Grants.Capabilities, Outbound: ereq.Grants.Outbound, Providers: map[string][]string{}},
+	}
+	if rc.Logs == nil {
+		rc.Logs = []string{}
+	}
+	if rc.Grants.Capabilities == nil {
+		rc.Grants.Capabilities = []string{}
+	}
+	if rc.Grants.Outbound == nil {
+		rc.Grants.Outbound = []string{}
+	}
+	for _, p := range ereq.Grants.Providers {
+		rc.Grants.Providers[p.Name] = p.Tools
+	}
+	for k := range req.Env {
+		rc.Grants.EnvKeys = append(rc.Grants.EnvKeys, k)
+	}
+	sort.Strings(rc.Grants.EnvKeys)
+	if runErr != nil {
+		f := fault.As(runErr)
+		rc.Outcome = receipts.Outcome{Status: "error", Error: &receipts.Error{Code: string(f.Code), Message: f.Message}}
+	} else {
+		rc.Outcome = receipts.Outcome{Status: "ok", Result: res.Outcome.Result, Handler: res.Outcome.Handler}
+	}
+	if err := h.app.rt.receipts.Put(rc); err != nil {
+		h.logger.Error("saving a receipt", zap.Error(err))
+		return ""
+	}
+	return rc.ID
+}
+
+func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeRead)
+	if !ok {
+		return
+	}
+	id, asJSON := strings.CutSuffix(r.PathValue("id"), ".json")
+	rc, err := h.app.rt.receipts.Get(c.tenant, id)
+	if err != nil {
+		writeFault(w, fault.New(fault.NotFound, "No receipt %q.", id), "")
+		return
+	}
+	if asJSON {
+		writeJSON(w, http.StatusOK, rc)
+		return
+	}
+	receipts.Render(w, rc)
+}
+
+func (h *API) listResults(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.authorize(w, r, authz.ScopeRead)
+	if !ok {
+		return
+	}
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	list, next, err := h.app.rt.receipts.List(c.tenant, limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	out := map[string]any{"results": list, "cursor": nil}
+	if next != "" {
+		out["cursor"] = next
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *API) listHandles(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
@@ -23,9 +24,10 @@ var runtimes = caddy.NewUsagePool()
 
 // runtime is the pool and store of one store file.
 type runtime struct {
-	key   string
-	pool  *worker.Pool
-	store *handles.Store
+	key      string
+	pool     *worker.Pool
+	store    *handles.Store
+	receipts *receipts.Store
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -38,6 +40,7 @@ type runtime struct {
 
 // Destruct ends the workers and closes the store (the last config let go).
 func (rt *runtime) Destruct() error {
+	rt.receipts.Close()
 	err := rt.store.Close()
 	rt.pool.Shutdown()
 	return err
@@ -112,8 +115,15 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
+	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
+	if err != nil {
+		store.Close()
+		pool.Shutdown()
+		return nil, err
+	}
 	rt.store = store
 	rt.pool = pool
+	rt.receipts = rs
 	return rt, nil
 }
 
@@ -121,6 +131,7 @@ func newRuntime(a *App) (*runtime, error) {
 func (rt *runtime) bind(ctx caddy.Context, a *App) {
 	rt.logger.Store(ctx.Logger())
 	rt.app.Store(a)
+	rt.receipts.SetRetention(time.Duration(a.ReceiptRetention))
 	registerMetrics(ctx, rt)
 }
 

@@ -17,17 +17,18 @@ const module = "github.com/retainer-gw/retainer"
 var allowed = map[string][]string{
 	"fault":          {},
 	"authz":          {},
+	"receipts":       {},
 	"sandbox":        {"fault"},
 	"sandbox/worker": {"fault", "sandbox"},
 	"handles":        {"fault", "sandbox", "sandbox/worker"},
-	"caddymodule":    {"fault", "sandbox", "sandbox/worker", "handles", "authz"},
+	"caddymodule":    {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts"},
 }
 
 // only lists third-party import prefixes that only some packages may use.
 var only = map[string][]string{
 	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
 	"rogchap.com/v8go":             {"sandbox"},
-	"go.etcd.io/bbolt":             {"handles"},
+	"go.etcd.io/bbolt":             {"handles", "receipts"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {

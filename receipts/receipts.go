@@ -1,0 +1,283 @@
+package receipts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+)
+
+var bucket = []byte("receipts")
+
+// MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
+const MaxBytes = 256 << 10
+
+// Receipt is the record of one run.
+type Receipt struct {
+	ID            string            `json:"resultId"`
+	Tenant        string            `json:"tenant"`
+	Registry      string            `json:"registry"`
+	Code          string            `json:"code"`
+	Modules       map[string]string `json:"modules,omitempty"`
+	RetainHandles bool              `json:"retainHandles"`
+	Grants        Grants            `json:"grants"`
+	Outcome       Outcome           `json:"outcome"`
+	Logs          []string          `json:"logs"`
+	Timing        Timing            `json:"timing"`
+	ExecutionID   string            `json:"executionId,omitempty"`
+	Truncated     []string          `json:"truncated,omitempty"`
+}
+
+// Grants is what the program was allowed to use (never env values).
+type Grants struct {
+	Capabilities []string            `json:"capabilities"`
+	Providers    map[string][]string `json:"providers"`
+	Outbound     []string            `json:"outbound"`
+	EnvKeys      []string            `json:"envKeys,omitempty"`
+}
+
+// Outcome is how the run ended.
+type Outcome struct {
+	Status  string          `json:"status"` // "ok" or "error"
+	Result  json.RawMessage `json:"result,omitempty"`
+	Handler bool            `json:"handler,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+	Denials []string        `json:"denials,omitempty"`
+}
+
+// Error is a failed run's code and text.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Timing is when the run was received, started and ended.
+type Timing struct {
+	Received   time.Time `json:"received"`
+	Started    time.Time `json:"started"`
+	Ended      time.Time `json:"ended"`
+	DurationMs float64   `json:"durationMs"`
+}
+
+// Store keeps receipts in a bbolt file it does not own.
+type Store struct {
+	db        *bolt.DB
+	now       func() time.Time
+	mu        sync.Mutex // guards retention
+	retention time.Duration
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// Open prepares the bucket and starts the retention sweep (hourly, and once
+// at open). Close stops it; the database stays open.
+func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	s := &Store{db: db, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.sweepLoop()
+	return s, nil
+}
+
+// SetRetention changes the retention (a config reload).
+func (s *Store) SetRetention(d time.Duration) {
+	s.mu.Lock()
+	s.retention = d
+	s.mu.Unlock()
+}
+
+// Close stops the sweep.
+func (s *Store) Close() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+func (s *Store) sweepLoop() {
+	defer close(s.done)
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		func() {
+			defer func() { recover() }()
+			s.Sweep()
+		}()
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// NewID mints a resultId: a UUIDv7, so that ids sort by time.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func key(tenant, id string) []byte { return []byte(tenant + "\x00" + id) }
+
+// Put stores a receipt, cutting what does not fit the size bound.
+func (s *Store) Put(r Receipt) error {
+	data, err := fit(&r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).Put(key(r.Tenant, r.ID), data)
+	})
+}
+
+// fit marshals r within MaxBytes, cutting logs, result, modules and code in
+// that order and recording what was cut.
+func fit(r *Receipt) ([]byte, error) {
+	data, err := json.Marshal(r)
+	if err != nil || len(data) <= MaxBytes {
+		return data, err
+	}
+	cut := func(name string, f func()) bool {
+		f()
+		r.Truncated = append(r.Truncated, name)
+		data, err = json.Marshal(r)
+		return err == nil && len(data) <= MaxBytes
+	}
+	if cut("logs", func() {
+		for len(r.Logs) > 0 {
+			r.Logs = r.Logs[:len(r.Logs)/2]
+			if d, _ := json.Marshal(r); len(d) <= MaxBytes {
+				break
+			}
+		}
+	}) {
+		return data, nil
+	}
+	if cut("result", func() { r.Outcome.Result = json.RawMessage(`"[result over the receipt size bound]"`) }) {
+		return data, nil
+	}
+	if cut("modules", func() { r.Modules = map[string]string{} }) {
+		return data, nil
+	}
+	cut("code", func() {
+		if len(r.Code) > MaxBytes/2 {
+			r.Code = r.Code[:MaxBytes/2] + "\n[code cut at the receipt size bound]"
+		}
+	})
+	return data, err
+}
+
+// ErrNotFound answers an unknown id and another tenant's id alike.
+var ErrNotFound = errors.New("no such receipt")
+
+// Get answers the tenant's receipt id.
+func (s *Store) Get(tenant, id string) (Receipt, error) {
+	var r Receipt
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucket).Get(key(tenant, id))
+		if v == nil {
+			return ErrNotFound
+		}
+		return json.Unmarshal(v, &r)
+	})
+	return r, err
+}
+
+// Summary is one line of a receipt list.
+type Summary struct {
+	ID          string    `json:"resultId"`
+	Status      string    `json:"status"`
+	Code        string    `json:"errorCode,omitempty"`
+	ExecutionID string    `json:"executionId,omitempty"`
+	Received    time.Time `json:"received"`
+	DurationMs  float64   `json:"durationMs"`
+}
+
+// List answers the tenant's receipts newest first, limit at a time; cursor
+// is the last id of the previous page ("" for the first). The next cursor
+// is "" at the end.
+func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string, error) {
+	if limit <= 0 || limit > 100 {
+		limit = 20
+	}
+	prefix := []byte(tenant + "\x00")
+	out := []Summary{}
+	next := ""
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		var k, v []byte
+		if cursor != "" {
+			k, v = c.Seek(key(tenant, cursor))
+			if k != nil && bytes.Equal(k, key(tenant, cursor)) {
+				k, v = c.Prev()
+			} else if k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		} else {
+			// The last key of the tenant's range: seek past it, step back.
+			k, v = c.Seek(append(append([]byte{}, prefix[:len(prefix)-1]...), 1))
+			if k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+			if len(out) == limit {
+				next = out[len(out)-1].ID
+				return nil
+			}
+			var r Receipt
+			if err := json.Unmarshal(v, &r); err != nil {
+				continue
+			}
+			sum := Summary{ID: r.ID, Status: r.Outcome.Status, ExecutionID: r.ExecutionID, Received: r.Timing.Received, DurationMs: r.Timing.DurationMs}
+			if r.Outcome.Error != nil {
+				sum.Code = r.Outcome.Error.Code
+			}
+			out = append(out, sum)
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// Sweep deletes receipts older than the retention.
+func (s *Store) Sweep() int {
+	s.mu.Lock()
+	retention := s.retention
+	s.mu.Unlock()
+	if retention <= 0 {
+		return 0
+	}
+	cutoff := s.now().Add(-retention)
+	deleted := 0
+	s.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var r struct {
+				Timing Timing `json:"timing"`
+			}
+			if json.Unmarshal(v, &r) == nil && r.Timing.Received.Before(cutoff) {
+				if c.Delete() == nil {
+					deleted++
+				}
+			}
+		}
+		return nil
+	})
+	return deleted
+}

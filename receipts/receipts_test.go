@@ -1,0 +1,136 @@
+package receipts
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func open(t *testing.T, now *time.Time) *Store {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "r.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(db, 24*time.Hour, func() time.Time { return *now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); db.Close() })
+	return s
+}
+
+func receipt(tenant string, at time.Time) Receipt {
+	return Receipt{ID: NewID(), Tenant: tenant, Registry: "apps", Code: "async () => 1", Logs: []string{},
+		Outcome: Outcome{Status: "ok", Result: json.RawMessage(`1`)}, Timing: Timing{Received: at, Started: at, Ended: at}}
+}
+
+func TestTenantsAndPages(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	var ids []string
+	for i := 0; i < 7; i++ {
+		r := receipt("alice", now)
+		ids = append(ids, r.ID)
+		if err := s.Put(r); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // UUIDv7 orders by millisecond
+	}
+	s.Put(receipt("bob", now))
+	if _, err := s.Get("bob", ids[0]); err != ErrNotFound {
+		t.Fatalf("bob reads alice's receipt: %v", err)
+	}
+	if _, err := s.Get("alice", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		list, next, err := s.List("alice", 3, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range list {
+			seen = append(seen, r.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	want := []string{}
+	for i := len(ids) - 1; i >= 0; i-- {
+		want = append(want, ids[i])
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("pages %v, want newest first %v", seen, want)
+	}
+	if list, _, _ := s.List("bob", 10, ""); len(list) != 1 {
+		t.Fatalf("bob lists %d", len(list))
+	}
+}
+
+func TestRetentionSweep(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	old := receipt("alice", now.Add(-48*time.Hour))
+	fresh := receipt("alice", now.Add(-time.Hour))
+	s.Put(old)
+	s.Put(fresh)
+	if n := s.Sweep(); n != 1 {
+		t.Fatalf("swept %d", n)
+	}
+	if _, err := s.Get("alice", old.ID); err != ErrNotFound {
+		t.Fatal("an expired receipt survived the sweep")
+	}
+	if _, err := s.Get("alice", fresh.ID); err != nil {
+		t.Fatal("a fresh receipt was swept")
+	}
+}
+
+func TestSizeBound(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	r := receipt("alice", now)
+	for i := 0; i < 2000; i++ {
+		r.Logs = append(r.Logs, strings.Repeat("x", 500))
+	}
+	if err := s.Put(r); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get("alice", r.ID)
+	data, _ := json.Marshal(got)
+	if len(data) > MaxBytes || fmt.Sprint(got.Truncated) != "[logs]" || len(got.Logs) == 0 {
+		t.Fatalf("%d bytes, truncated %v, %d logs", len(data), got.Truncated, len(got.Logs))
+	}
+}
+
+func TestPageEscapesEverything(t *testing.T) {
+	r := receipt("alice", time.Now())
+	r.Code = "async () => '<script>alert(1)</script>'"
+	r.Logs = []string{`<img src=x onerror=alert(2)>`}
+	r.Outcome = Outcome{Status: "error", Error: &Error{Code: "RUNTIME", Message: "<b>bold</b>"}}
+	w := httptest.NewRecorder()
+	if err := Render(w, r); err != nil {
+		t.Fatal(err)
+	}
+	body := w.Body.String()
+	for _, raw := range []string{"<script>alert", "<img src=x", "<b>bold"} {
+		if strings.Contains(body, raw) {
+			t.Fatalf("unescaped %q in the page", raw)
+		}
+	}
+	if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatal("the code is not shown escaped")
+	}
+	csp := w.Header().Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'none'") {
+		t.Fatalf("CSP %q", csp)
+	}
+}
