@@ -420,3 +420,5 @@ http://other.localhost:9080 {
 		t.Fatalf("health: %d %s", a.status, a.body)
 	}
 }
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
