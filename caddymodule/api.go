@@ -70,6 +70,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 		h.Registry = "default"
 	}
 	h.reg = h.app.registry(h.Registry)
+	h.reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /executions", h.execute)
 	mux.HandleFunc("GET /handles", h.listHandles)
@@ -346,6 +347,7 @@ func (h *API) saveReceipt(tenant string, req executionRequest, ereq handles.Exec
 	} else {
 		rc.Outcome = receipts.Outcome{Status: "ok", Result: res.Outcome.Result, Handler: res.Outcome.Handler}
 	}
+	rc.Outcome.Denials = res.Denials
 	if err := h.app.rt.receipts.Put(rc); err != nil {
 		h.logger.Error("saving a receipt", zap.Error(err))
 		return ""

@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +11,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/retainer-gw/retainer/capability"
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -91,6 +95,12 @@ func newRuntime(a *App) (*runtime, error) {
 				s.IsolateLost(id, err)
 			}
 		},
+		OnHostCall: func(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
+			if s := rt.store; s != nil {
+				return s.HostCall(ctx, id, op, args)
+			}
+			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
+		},
 		OnCrash: func(c worker.Crash) {
 			metricWorkerRestarts.Inc()
 			if s := rt.store; s != nil {
@@ -115,6 +125,13 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
+	kv, err := capability.NewKV(store.DB(), 0)
+	if err != nil {
+		store.Close()
+		pool.Shutdown()
+		return nil, err
+	}
+	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		store.Close()

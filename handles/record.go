@@ -74,5 +74,6 @@ func (r *Record) job() sandbox.Job {
 		Timeout:       time.Duration(r.TimeoutMs) * time.Millisecond,
 		MemoryMiB:     r.MemoryMiB,
 		Env:           r.Env,
+		Bindings:      bindings(r.Grants),
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -30,6 +29,11 @@ type RegistryConfig struct {
 	MaxHandlesPerTenant int
 	// HandleQueue is how many invocations may wait for one handle. Default 64.
 	HandleQueue int
+	// Providers are the tools programs may be granted: provider → tool →
+	// upstream URL.
+	Providers map[string]map[string]string
+	// OutboundAllowPrivate lets granted fetch reach internal addresses.
+	OutboundAllowPrivate bool
 }
 
 func (c *RegistryConfig) defaults() {
@@ -56,10 +60,21 @@ type Registry struct {
 	cfg RegistryConfig
 }
 
+// configure sets the limits; the capability settings stay as
+// SetCapabilities left them (only the control plane declares them).
 func (r *Registry) configure(cfg RegistryConfig) {
 	cfg.defaults()
 	r.mu.Lock()
+	cfg.Providers, cfg.OutboundAllowPrivate = r.cfg.Providers, r.cfg.OutboundAllowPrivate
 	r.cfg = cfg
+	r.mu.Unlock()
+}
+
+// SetCapabilities declares the registry's provider tools and whether fetch
+// may reach internal addresses.
+func (r *Registry) SetCapabilities(providers map[string]map[string]string, allowPrivate bool) {
+	r.mu.Lock()
+	r.cfg.Providers, r.cfg.OutboundAllowPrivate = providers, allowPrivate
 	r.mu.Unlock()
 }
 
@@ -86,6 +101,8 @@ type ExecRequest struct {
 type ExecResult struct {
 	Outcome     sandbox.Outcome
 	ExecutionID string
+	// Denials are the capability denials the run met, for its receipt.
+	Denials []string
 }
 
 // Execute runs a program. With RetainHandles, a program that answers a
@@ -93,25 +110,28 @@ type ExecResult struct {
 // is returned. A computation leaves no record.
 func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) (ExecResult, error) {
 	s := r.store
-	job := sandbox.Job{Program: req.Program, Timeout: req.Timeout, MemoryMiB: req.MemoryMiB, Env: req.Env}
-	if !req.RetainHandles {
-		out, err := s.opts.Executor.Run(ctx, job)
-		return ExecResult{Outcome: out}, err
-	}
+	job := sandbox.Job{Program: req.Program, Timeout: req.Timeout, MemoryMiB: req.MemoryMiB, Env: req.Env, Bindings: bindings(req.Grants)}
 	cfg := r.config()
-	job.ID = uuid.NewString()
-	job.RetainHandles = true
+	job.RetainHandles = req.RetainHandles
+	job.ID = newRunID()
+	rs := &runState{registry: r, tenant: tenant, grants: req.Grants}
+	s.beginRun(job.ID, rs)
 	out, err := r.runWithCapacity(ctx, job)
+	s.endRun(job.ID)
+	s.mu.Lock()
+	denials := append([]string(nil), rs.denials...)
+	recorded := append([]ToolAnswer(nil), rs.recorded...)
+	s.mu.Unlock()
 	if err != nil || !out.Retained {
 		// A computation with retainHandles is harmless: no record, no quota.
-		return ExecResult{Outcome: out}, err
+		return ExecResult{Outcome: out, Denials: denials}, err
 	}
 	now := s.opts.Now()
 	rec := &Record{
 		ID: job.ID, Registry: r.name, Tenant: tenant,
 		Program: req.Program, Env: req.Env, Grants: req.Grants,
 		TimeoutMs: req.Timeout.Milliseconds(), MemoryMiB: req.MemoryMiB,
-		CreatedAt: now, LastInvokedAt: now,
+		CreatedAt: now, LastInvokedAt: now, ToolAnswers: recorded,
 	}
 	// The quota is checked and the slot taken under one lock, so concurrent
 	// deploys cannot both pass it.
@@ -125,7 +145,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	if count >= cfg.MaxHandlesPerTenant {
 		s.mu.Unlock()
 		s.opts.Executor.Close(job.ID)
-		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}}, fault.New(fault.QuotaExceeded, "The tenant holds %d handles, the most this registry allows. Close one first.", count)
+		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, fault.New(fault.QuotaExceeded, "The tenant holds %d handles, the most this registry allows. Close one first.", count)
 	}
 	s.records[rec.ID] = rec
 	s.mu.Unlock()
@@ -134,9 +154,9 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		delete(s.records, rec.ID)
 		s.mu.Unlock()
 		s.opts.Executor.Close(job.ID)
-		return ExecResult{Outcome: out}, fault.Wrap(fault.Internal, err, "The handle could not be saved.")
+		return ExecResult{Outcome: out, Denials: denials}, fault.Wrap(fault.Internal, err, "The handle could not be saved.")
 	}
-	return ExecResult{Outcome: out, ExecutionID: rec.ID}, nil
+	return ExecResult{Outcome: out, ExecutionID: rec.ID, Denials: denials}, nil
 }
 
 // runWithCapacity runs a job, parking the least recently used idle handle
@@ -307,9 +327,22 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 	s := r.store
 	s.mu.Lock()
 	job := rec.job()
+	replay := append([]ToolAnswer{}, rec.ToolAnswers...)
+	grants := rec.Grants
 	s.mu.Unlock()
 	start := time.Now()
+	rs := &runState{registry: r, tenant: rec.Tenant, grants: grants, replay: replay}
+	s.beginRun(job.ID, rs)
 	out, err := r.runWithCapacity(ctx, job)
+	s.endRun(job.ID)
+	s.mu.Lock()
+	mismatch := rs.mismatch
+	s.mu.Unlock()
+	if mismatch && err == nil {
+		s.opts.Executor.Close(job.ID)
+		r.end(rec.ID, ReasonRebuildFailed, "Rebuild failed: the program's tool calls no longer match the ones recorded when it was deployed.")
+		return fault.Closed(rec.ID)
+	}
 	switch fault.CodeOf(err) {
 	case "":
 		if !out.Retained {

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
@@ -71,6 +72,8 @@ type Options struct {
 	FlushEvery time.Duration
 	// OpenTimeout bounds the wait for bbolt's file lock. Default 5s.
 	OpenTimeout time.Duration
+	// Host serves programs' kv, fetch and tool calls; nil grants nothing.
+	Host *capability.Host
 }
 
 // Store is one bbolt file and every registry in it. Safe for concurrent use.
@@ -84,6 +87,7 @@ type Store struct {
 	records    map[string]*Record           // by id, all registries
 	routes     map[string]map[string]string // registry → route name → id
 	live       map[string]*liveState        // by id: the runtime side of a record
+	runs       map[string]*runState         // runs in progress, by run id
 	dirty      map[string]bool              // ids whose counters await a flush
 
 	stop chan struct{}
@@ -121,6 +125,7 @@ func Open(path string, opts Options) (*Store, error) {
 		records:    map[string]*Record{},
 		routes:     map[string]map[string]string{},
 		live:       map[string]*liveState{},
+		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -209,6 +214,14 @@ func splitKey(k []byte) (string, string, bool) {
 		}
 	}
 	return "", "", false
+}
+
+// SetHost sets what serves programs' kv, fetch and tool calls (it may need
+// the store's own file, so it comes after Open).
+func (s *Store) SetHost(h *capability.Host) {
+	s.mu.Lock()
+	s.opts.Host = h
+	s.mu.Unlock()
 }
 
 // Path is the store's file.

@@ -38,6 +38,9 @@ type Config struct {
 	// OnLost is told when a retained isolate ends on its own (a timer
 	// callback hit a bound), with the fault.
 	OnLost func(handleID string, err error)
+	// HostCall serves the program's requests for kv, fetch and provider
+	// tools. Without it, those requests fail.
+	HostCall HostCall
 }
 
 func (c *Config) defaults() {
@@ -68,6 +71,16 @@ type Job struct {
 	Timeout   time.Duration     `json:"timeout,omitempty"`
 	MemoryMiB int               `json:"memoryMiB,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
+	// Bindings name what the runtime installs: provider objects with their
+	// tools, and whether env carries kv. Installing a binding grants
+	// nothing: the host checks every call.
+	Bindings Bindings `json:"bindings,omitempty"`
+}
+
+// Bindings are the names the runtime exposes to a program.
+type Bindings struct {
+	Providers map[string][]string `json:"providers,omitempty"`
+	KV        bool                `json:"kv,omitempty"`
 }
 
 // Outcome is what a run answers. Logs are filled on failure too.
@@ -222,8 +235,15 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	logs := &logBuffer{}
 	m.sink = func(_, msg string) { logs.add(msg) }
 	m.timeout = job.Timeout
+	m.runID = job.ID
 	out := Outcome{}
+	bindings, _ := json.Marshal(job.Bindings)
 	err := m.bounded(job.Timeout, func(deadline time.Time) error {
+		g, err := m.call(m.setGrants, string(bindings))
+		if err != nil {
+			return fault.Wrap(fault.Internal, err, "Internal error.")
+		}
+		g.Release()
 		fnVal, err := m.ctx.RunScript(c.source, entryName)
 		m.releaseReturned()
 		if bound := m.boundHit(); bound != nil {

@@ -41,7 +41,10 @@ type vm struct {
 	guard     heapGuard
 	memoryMiB int
 
-	runProgram, invoke, setEnv, fireTimer, pendingWork *v8.Function
+	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants *v8.Function
+
+	host  hostCalls // loop-owned, but for host.mu
+	runID string    // whose grants host calls use: the job's id or the handle's
 
 	jobs chan func()   // closures run on the loop, in arrival order
 	wake chan struct{} // a host event is ready (capabilities use it)
@@ -155,6 +158,7 @@ func (m *vm) create() (err error) {
 	m.hostFunc(host, "load", m.hostLoad)
 	m.hostFunc(host, "digest", m.hostDigest)
 	m.hostFunc(host, "hmac", m.hostHMAC)
+	m.hostFunc(host, "call", m.hostCallFn)
 	m.ctx = v8.NewContext(m.iso)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
@@ -180,6 +184,7 @@ func (m *vm) create() (err error) {
 	for name, dst := range map[string]**v8.Function{
 		"runProgram": &m.runProgram, "invoke": &m.invoke, "setEnv": &m.setEnv,
 		"fireTimer": &m.fireTimer, "pendingWork": &m.pendingWork,
+		"settleHost": &m.settleHost, "setGrants": &m.setGrants,
 	} {
 		v, err := obj.Get(name)
 		if err != nil {
@@ -409,6 +414,8 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	m.terminated = false
 	m.mu.Unlock()
 	deadline := time.Now().Add(timeout)
+	m.beginHostScope(timeout)
+	defer m.endHostScope()
 	watchdog := time.AfterFunc(timeout, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -514,9 +521,17 @@ func (m *vm) drain(deadline time.Time) error {
 // what is due. With nothing pending it answers RUNTIME at once: the program
 // waits on a promise that nothing can settle.
 func (m *vm) waitForWork(deadline time.Time) error {
+	// Answers that already arrived come first: they may settle what the
+	// caller waits for.
+	if delivered, err := m.settleHostCalls(); err != nil || delivered {
+		return err
+	}
 	due, ok := m.nextTimer()
 	if !ok {
-		return fault.New(fault.Runtime, "The program awaits a promise that nothing can settle (no timer or request is pending).")
+		if m.host.pending == 0 {
+			return fault.New(fault.Runtime, "The program awaits a promise that nothing can settle (no timer or request is pending).")
+		}
+		due = deadline
 	}
 	if due.After(deadline) {
 		due = deadline
@@ -531,6 +546,9 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	}
 	if !time.Now().Before(deadline) {
 		return m.timeoutFault()
+	}
+	if _, err := m.settleHostCalls(); err != nil {
+		return err
 	}
 	return m.fireDue(deadline)
 }

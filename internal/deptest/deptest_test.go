@@ -18,17 +18,18 @@ var allowed = map[string][]string{
 	"fault":          {},
 	"authz":          {},
 	"receipts":       {},
+	"capability":     {"fault"},
 	"sandbox":        {"fault"},
 	"sandbox/worker": {"fault", "sandbox"},
-	"handles":        {"fault", "sandbox", "sandbox/worker"},
-	"caddymodule":    {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts"},
+	"handles":        {"fault", "sandbox", "sandbox/worker", "capability"},
+	"caddymodule":    {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability"},
 }
 
 // only lists third-party import prefixes that only some packages may use.
 var only = map[string][]string{
 	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
 	"rogchap.com/v8go":             {"sandbox"},
-	"go.etcd.io/bbolt":             {"handles", "receipts"},
+	"go.etcd.io/bbolt":             {"handles", "receipts", "capability"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {

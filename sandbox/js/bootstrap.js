@@ -1112,6 +1112,67 @@
   });
   hidden(cryptoObj, 'subtle', subtle);
 
+  // ------------------------------------------------------------ host calls: kv, fetch, providers
+  // Every call goes to the host, which checks it against the run's grants;
+  // what is installed here grants nothing by itself.
+  const hostCall = host.call;
+  let nextCall = 1;
+  const pendingCalls = new MapCtor();
+  function call(op, args) {
+    return new PromiseCtor((resolve, reject) => {
+      const id = nextCall++;
+      pendingCalls.set(id, { resolve, reject });
+      try { hostCall(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(e); }
+    });
+  }
+  function settleHost(id, ok, payload) {
+    const p = pendingCalls.get(id);
+    if (!p) return;
+    pendingCalls.delete(id);
+    if (ok) p.resolve(JSONparse(payload)); else p.reject(new ErrorCtor(payload));
+  }
+  const kv = {};
+  hidden(kv, 'get', async function get(key) { return call('kv.get', { key: StringCtor(key) }); });
+  hidden(kv, 'put', async function put(key, value) {
+    if (typeof value !== 'string') throw new TypeErrorCtor('kv values are strings.');
+    await call('kv.put', { key: StringCtor(key), value });
+  });
+  hidden(kv, 'delete', async function (key) { await call('kv.delete', { key: StringCtor(key) }); });
+  hidden(kv, 'list', async function list(options = {}) {
+    options = options || {};
+    return call('kv.list', { prefix: options.prefix === undefined ? '' : StringCtor(options.prefix),
+      limit: options.limit === undefined ? 1000 : +options.limit, cursor: options.cursor == null ? '' : StringCtor(options.cursor) });
+  });
+  hidden(G, 'kv', freeze(kv));
+  hidden(G, 'fetch', async function fetch(input, init) {
+    const req = input instanceof Request && init === undefined ? input : new Request(input, init);
+    if (req.signal && req.signal.aborted) throw req.signal.reason;
+    const taken = hasBody(bodyOf.get(req)) ? await take(req) : null;
+    const body = taken ? (taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes)) : null;
+    const r = await call('fetch', { method: req.method, url: req.url, headers: [...req.headers], body, redirect: req.redirect });
+    const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
+    bodyOf.get(res).latin1 = r.body;
+    return res;
+  });
+  let providerNames = [];
+  let bindKV = false;
+  function setGrants(json) {
+    const b = JSONparse(json);
+    for (const name of providerNames) delete G[name];
+    providerNames = [];
+    bindKV = !!b.kv;
+    for (const [name, tools] of Object.entries(b.providers || {})) {
+      const obj = {};
+      for (const tool of tools) {
+        hidden(obj, tool, async function (args) {
+          return call('tool', { provider: name, tool, args: args === undefined ? null : args });
+        });
+      }
+      defineProperty(G, name, { value: freeze(obj), writable: false, configurable: true, enumerable: false });
+      providerNames.push(name);
+    }
+  }
+
   // ------------------------------------------------------------ the engine's entry points
   let handler;          // the retained request handler, if any
   let env = {};         // the handler's env
@@ -1132,7 +1193,12 @@
     return 'J' + json;
   }
 
-  function setEnv(json) { env = JSONparse(json); }
+  function setEnv(json) {
+    env = JSONparse(json);
+    // The granted bindings ride along in env, as on Workers.
+    if (bindKV) env.kv = kv;
+    for (const name of providerNames) env[name] = G[name];
+  }
 
   // invoke calls the retained handler with a wire request (JSON) and answers
   // a wire response (JSON). The host validates the answer again.
@@ -1170,5 +1236,5 @@
   }
   function pendingWork() { return waiting; }
 
-  return { runProgram, setEnv, invoke, fireTimer, pendingWork, reportError };
+  return { runProgram, setEnv, invoke, fireTimer, pendingWork, reportError, settleHost, setGrants };
 })

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -45,6 +46,10 @@ type Config struct {
 	OnLost func(id string, err error)
 	// OnCrash is told when a worker dies, with the isolates it held.
 	OnCrash func(Crash)
+	// OnHostCall serves a program's kv, fetch and tool requests. id is the
+	// run's id or the retained isolate's; the pool has already checked that
+	// it is running or living in the worker that asks.
+	OnHostCall func(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error)
 }
 
 // Crash describes a worker's death for the handles layer: Lost are the
@@ -206,7 +211,7 @@ func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 		}()
 	}
 	var rep runReply
-	if err := p.call(ctx, pathRun, job, &rep, "", bound); err != nil {
+	if err := p.call(ctx, pathRun, job, &rep, job.ID, bound); err != nil {
 		return sandbox.Outcome{Logs: []string{}}, err
 	}
 	if rep.Outcome.Logs == nil {

@@ -350,7 +350,25 @@ func (p *process) serveBack(conn net.Conn) {
 			f(m.ID, m.Fault.err())
 		}
 	})
-	srv := &http2.Server{MaxConcurrentStreams: 64, MaxReadFrameSize: 1 << 16}
+	mux.HandleFunc("POST "+pathHost, func(rw http.ResponseWriter, r *http.Request) {
+		var m hostPost
+		if err := decodeCapped(r.Body, maxHostCall, &m); err != nil {
+			p.kill("sent a malformed host call")
+			return
+		}
+		if m.ID == "" || !p.holdsOrRuns(m.ID) {
+			reply(rw, hostReply{Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))})
+			return
+		}
+		f := p.pool.cfg.OnHostCall
+		if f == nil {
+			reply(rw, hostReply{Fault: toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))})
+			return
+		}
+		res, err := f(r.Context(), m.ID, m.Op, m.Args)
+		reply(rw, hostReply{Result: res, Fault: toWire(err)})
+	})
+	srv := &http2.Server{MaxConcurrentStreams: 256, MaxReadFrameSize: 1 << 16}
 	srv.ServeConn(conn, &http2.ServeConnOpts{Handler: mux, BaseConfig: &http.Server{ErrorLog: quietLog}})
 }
 
@@ -381,6 +399,22 @@ func validLevel(l string) bool {
 	switch l {
 	case "log", "info", "warn", "error", "debug":
 		return true
+	}
+	return false
+}
+
+// holdsOrRuns reports whether id lives in this worker or is being run or
+// invoked there right now.
+func (p *process) holdsOrRuns(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.retained[id]; ok {
+		return true
+	}
+	for _, c := range p.running {
+		if c.handleID == id {
+			return true
+		}
 	}
 	return false
 }

@@ -30,6 +30,7 @@ const (
 const (
 	pathLog  = "/log"
 	pathLost = "/lost"
+	pathHost = "/host"
 )
 
 // Size caps for what crosses the boundary. Bodies are base64 in JSON, so
@@ -37,6 +38,7 @@ const (
 const (
 	maxReplyBytes   = 16 << 20  // a worker's answer to a call
 	maxWorkerPost   = 256 << 10 // a worker's own request (a log line, a lost isolate)
+	maxHostCall     = 4 << 20   // a host call's arguments (a kv value or a fetch body, as JSON)
 	maxLogMessage   = 64 << 10
 	fdCalls         = 3 // the worker's end of the calls socketpair
 	fdBack          = 4 // the worker's end of the back-channel socketpair
@@ -57,6 +59,7 @@ type WorkerConfig struct {
 // EngineConfig is the part of sandbox.Config that crosses the boundary.
 type EngineConfig struct {
 	Prewarm         int           `json:"prewarm"`
+	HostCalls       bool          `json:"hostCalls"`
 	Timeout         time.Duration `json:"timeout"`
 	MemoryMiB       int           `json:"memoryMiB"`
 	MaxResponseBody int           `json:"maxResponseBody"`
@@ -126,6 +129,18 @@ type closeReply struct {
 type logPost struct {
 	ID    string           `json:"id"`
 	Entry sandbox.LogEntry `json:"entry"`
+}
+
+// hostPost is a program's request for a host service (kv, fetch, a tool).
+type hostPost struct {
+	ID   string          `json:"id"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args"`
+}
+
+type hostReply struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Fault  *wireFault      `json:"fault,omitempty"`
 }
 
 type lostPost struct {

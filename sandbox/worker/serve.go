@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -90,8 +91,9 @@ func (w *workerServer) hello(rw http.ResponseWriter, r *http.Request) {
 		Prewarm: c.Prewarm, Timeout: c.Timeout, MemoryMiB: c.MemoryMiB,
 		MaxResponseBody: c.MaxResponseBody, HandleQueue: c.HandleQueue,
 		JIT: c.JIT, Wasm: c.Wasm,
-		OnLog:  w.back.log,
-		OnLost: w.back.lost,
+		OnLog:    w.back.log,
+		OnLost:   w.back.lost,
+		HostCall: w.back.hostCall,
 	})
 	// Start V8 (its platform threads) before the filters close the doors.
 	if _, err := engine.Run(context.Background(), sandbox.Job{Program: sandbox.Program{Code: "() => 0"}}); err != nil {
@@ -205,6 +207,28 @@ func (b *backChannel) sendLogs() {
 
 func (b *backChannel) lost(id string, err error) {
 	go b.post(pathLost, lostPost{ID: id, Fault: toWire(err)})
+}
+
+// hostCall asks the gateway for a host service on behalf of run id.
+func (b *backChannel) hostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
+	body, _ := json.Marshal(hostPost{ID: id, Op: op, Args: args})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://gateway"+pathHost, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.client.RoundTrip(req)
+	if err != nil {
+		return nil, fault.New(fault.Internal, "The gateway did not answer.")
+	}
+	defer res.Body.Close()
+	var rep hostReply
+	if err := decodeCapped(res.Body, maxReplyBytes, &rep); err != nil {
+		return nil, fault.New(fault.Internal, "The gateway's answer was malformed.")
+	}
+	if rep.Fault != nil {
+		return nil, rep.Fault.err()
+	}
+	return rep.Result, nil
 }
 
 func (b *backChannel) post(path string, v any) {

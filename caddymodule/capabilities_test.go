@@ -1,0 +1,219 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+func capabilitiesConfig(store, toolURL string) string {
+	return fmt.Sprintf(`{
+	admin localhost:2999
+	http_port %d
+	https_port 9443
+	retainer {
+		store %s
+		workers 1
+		timeout 2s
+	}
+}
+
+http://api.localhost:%d {
+	retainer_jwt {
+		secret %s
+		issuer https://id.example.com/
+		audience retainer
+	}
+	retainer_api apps {
+		provider store {
+			tool listProducts %s
+		}
+	}
+}
+
+http://private.localhost:%d {
+	retainer_jwt {
+		secret %s
+		issuer https://id.example.com/
+		audience retainer
+	}
+	retainer_api private {
+		outbound_allow_private
+	}
+}
+
+http://other.localhost:%d {
+	retainer_jwt {
+		secret %s
+		issuer https://id.example.com/
+		audience retainer
+	}
+	retainer_api other
+}
+
+http://*.apps.localhost:%d {
+	retainer apps {
+		key {labels.2}
+	}
+}
+`, httpPort, store, httpPort, testSecret, toolURL, httpPort, testSecret, httpPort, testSecret, httpPort)
+}
+
+func TestCapabilities(t *testing.T) {
+	var toolHits atomic.Int64
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		toolHits.Add(1)
+		if r.Header.Get("X-Retainer-Execution-Id") == "" || r.Header.Get("X-Retainer-Tenant") != "alice" {
+			http.Error(w, "missing headers", 400)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`[{"sku":"a1","price":3},{"sku":"b2","price":5}]`))
+	}))
+	defer tool.Close()
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("from inside")) }))
+	defer target.Close()
+	tu, _ := url.Parse(target.URL)
+	port := tu.Port()
+
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	bob := token(t, "bob", allScopes)
+	exec := func(host, tok string, body map[string]any) answer {
+		return do(t, "POST", site(host, "/executions"), tok, mustJSON(body))
+	}
+
+	// Provider tools: called during setup, answered from the recording on a
+	// rebuild, "already completed" from a handler.
+	shop := `async () => {
+		const products = await store.listProducts({page: 1});
+		let visits = 0;
+		return { async fetch(req, env) {
+			visits++;
+			if (req.url.endsWith('/tool')) { try { await env.store.listProducts({}); return new Response('called') } catch (e) { return new Response(e.message) } }
+			return Response.json({products: products.length, visits});
+		} };
+	}`
+	a := exec("api.localhost", alice, map[string]any{"code": shop, "retainHandles": true, "providers": []map[string]any{{"name": "store", "tools": []string{"listProducts"}}}})
+	if a.status != 200 {
+		t.Fatalf("deploy with a tool: %d %s", a.status, a.body)
+	}
+	id := a.json(t)["executionId"].(string)
+	if toolHits.Load() != 1 {
+		t.Fatalf("tool hits %d", toolHits.Load())
+	}
+	if b := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); string(b.body) != `{"products":2,"visits":1}` {
+		t.Fatalf("handler: %s", b.body)
+	}
+	if b := do(t, "GET", site(id+".apps.localhost", "/tool"), "", nil); string(b.body) != "Execution has already completed." {
+		t.Fatalf("tool from a handler: %s", b.body)
+	}
+	// Restart: the handle is rebuilt, and the tool is answered from the
+	// recording (the upstream is not called again).
+	tester.InitServer(`{
+	admin localhost:2999
+	http_port 9080
+}
+http://other.localhost:9080 {
+	respond "none"
+}`, "caddyfile")
+	tester.InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
+	if b := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); string(b.body) != `{"products":2,"visits":1}` {
+		t.Fatalf("after the rebuild: %s", b.body)
+	}
+	if toolHits.Load() != 1 {
+		t.Fatalf("the rebuild called the tool's upstream again (%d hits)", toolHits.Load())
+	}
+	// An ungranted or unknown provider.
+	if b := exec("api.localhost", alice, map[string]any{"code": "async () => 1", "providers": []map[string]any{{"name": "nope", "tools": []string{"x"}}}}); b.status != 400 {
+		t.Fatalf("unknown provider: %d", b.status)
+	}
+	if b := exec("api.localhost", alice, map[string]any{"code": "async () => typeof store"}); string(b.json(t)["result"].(string)) != "undefined" {
+		t.Fatalf("ungranted provider exists: %s", b.body)
+	}
+
+	// kv: counted in kv across a restart while the closure counter restarts.
+	counterKV := `async () => { let closure = 0; return { async fetch(req, env) {
+		closure++;
+		const n = Number(await env.kv.get('visits') || 0) + 1;
+		await env.kv.put('visits', String(n));
+		return Response.json({kv: n, closure});
+	} } }`
+	a = exec("api.localhost", alice, map[string]any{"code": counterKV, "retainHandles": true, "capabilities": []string{"kvRead", "kvWrite"}})
+	kvID := a.json(t)["executionId"].(string)
+	do(t, "GET", site(kvID+".apps.localhost", "/"), "", nil)
+	if b := do(t, "GET", site(kvID+".apps.localhost", "/"), "", nil); string(b.body) != `{"kv":2,"closure":2}` {
+		t.Fatalf("kv counter: %s", b.body)
+	}
+	tester.InitServer(`{
+	admin localhost:2999
+	http_port 9080
+}
+http://other.localhost:9080 {
+	respond "none"
+}`, "caddyfile")
+	tester.InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
+	if b := do(t, "GET", site(kvID+".apps.localhost", "/"), "", nil); string(b.body) != `{"kv":3,"closure":1}` {
+		t.Fatalf("kv counter after a restart: %s", b.body)
+	}
+	// kv isolation: bob, and another registry, see nothing of alice's.
+	read := map[string]any{"code": "async () => [await kv.get('visits'), (await kv.list()).keys]", "capabilities": []string{"kvRead"}}
+	if b := exec("api.localhost", alice, read); fmt.Sprint(b.json(t)["result"]) != "[3 [visits]]" {
+		t.Fatalf("alice's kv: %s", b.body)
+	}
+	if b := exec("api.localhost", bob, read); fmt.Sprint(b.json(t)["result"]) != "[<nil> []]" {
+		t.Fatalf("bob's kv: %s", b.body)
+	}
+	if b := exec("other.localhost", alice, read); fmt.Sprint(b.json(t)["result"]) != "[<nil> []]" {
+		t.Fatalf("another registry's kv: %s", b.body)
+	}
+	// No capability, no access; the denial names it and is in the receipt.
+	b := exec("api.localhost", alice, map[string]any{"code": "async () => { try { await kv.get('visits') } catch (e) { return e.message } }"})
+	msg, _ := b.json(t)["result"].(string)
+	if !strings.Contains(msg, "kvRead") {
+		t.Fatalf("ungranted kv: %s", b.body)
+	}
+	rid := b.json(t)["resultId"].(string)
+	if r := do(t, "GET", api("/results/"+rid+".json"), alice, nil); !strings.Contains(string(r.body), `"denials":["`) {
+		t.Fatalf("the denial is not in the receipt: %s", r.body)
+	}
+	if b := exec("api.localhost", alice, map[string]any{"code": "async () => { try { await kv.put('a', 'b') } catch (e) { return e.message } }", "capabilities": []string{"kvRead"}}); !strings.Contains(string(b.body), "kvWrite") {
+		t.Fatalf("ungranted put: %s", b.body)
+	}
+
+	// fetch: only with the capability, the allow list and, for an internal
+	// address, outbound_allow_private.
+	allow := []string{"localhost:" + port, "127.0.0.1:" + port, "[::ffff:7f00:1]:" + port}
+	fetchIt := func(host, u string, caps []string) string {
+		b := exec(host, alice, map[string]any{
+			"code":         fmt.Sprintf("async () => { try { const r = await fetch(%q); return r.status + ' ' + await r.text() } catch (e) { return 'refused: ' + e.message } }", u),
+			"capabilities": caps, "outbound": map[string]any{"allow": allow},
+		})
+		s, _ := b.json(t)["result"].(string)
+		return s
+	}
+	if got := fetchIt("private.localhost", "http://127.0.0.1:"+port+"/", []string{"fetch"}); got != "200 from inside" {
+		t.Fatalf("allowed private fetch: %q", got)
+	}
+	if got := fetchIt("private.localhost", "http://127.0.0.1:"+port+"/", nil); !strings.Contains(got, "fetch capability") {
+		t.Fatalf("fetch without the capability: %q", got)
+	}
+	for _, u := range []string{"http://localhost:" + port + "/", "http://127.1:" + port + "/", "http://2130706433:" + port + "/",
+		"http://0x7f.0.0.1:" + port + "/", "http://[::ffff:127.0.0.1]:" + port + "/"} {
+		if got := fetchIt("api.localhost", u, []string{"fetch"}); !strings.HasPrefix(got, "refused: ") {
+			t.Fatalf("fetch %s without outbound_allow_private: %q", u, got)
+		}
+	}
+	if got := fetchIt("private.localhost", "http://localhost:1/", []string{"fetch"}); !strings.Contains(got, "allow list") {
+		t.Fatalf("fetch off the allow list: %q", got)
+	}
+}

@@ -1,0 +1,87 @@
+package capability
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Grants are what one run may use.
+type Grants struct {
+	Capabilities []string
+	Outbound     []string            // allow-list host patterns
+	Providers    map[string][]string // provider → tools
+	// AllowPrivate lifts the internal-address check of fetch (never the
+	// allow list): the Caddyfile's outbound_allow_private.
+	AllowPrivate bool
+}
+
+// Has reports a capability.
+func (g Grants) Has(c string) bool {
+	for _, x := range g.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Call is one request from a program.
+type Call struct {
+	Tenant      string
+	Registry    string
+	ExecutionID string // the run's id
+	Grants      Grants
+	Op          string
+	Args        json.RawMessage
+}
+
+// Denied is the error for a capability that was not granted; its text names
+// it (SPEC §6).
+func Denied(capability, what string) *fault.Fault {
+	return fault.New(fault.Forbidden, "%s needs the %s capability, which this execution was not granted.", what, capability)
+}
+
+// IsDenial reports a Denied error (the receipt records denials).
+func IsDenial(err error) bool {
+	f := fault.As(err)
+	return f != nil && f.Code == fault.Forbidden
+}
+
+// Host serves calls. Safe for concurrent use.
+type Host struct {
+	KV      *KV
+	Fetcher *Fetcher
+	Tools   *Tools
+}
+
+// Serve dispatches a call that is not a tool call (tools go through the
+// handles layer, which records and replays them).
+func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
+	switch c.Op {
+	case "kv.get", "kv.list":
+		if !c.Grants.Has("kvRead") {
+			return nil, Denied("kvRead", "kv."+c.Op[3:])
+		}
+	case "kv.put", "kv.delete":
+		if !c.Grants.Has("kvWrite") {
+			return nil, Denied("kvWrite", "kv."+c.Op[3:])
+		}
+	case "fetch":
+		if !c.Grants.Has("fetch") {
+			return nil, Denied("fetch", "fetch")
+		}
+		if c.Grants.AllowPrivate {
+			return h.Fetcher.FetchAllowingPrivate(ctx, c.Grants.Outbound, c.Args)
+		}
+		return h.Fetcher.Fetch(ctx, c.Grants.Outbound, c.Args)
+	default:
+		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
+	}
+	return h.KV.Serve(c.Registry, c.Tenant, c.Op, c.Args)
+}
+
+func bad(format string, args ...any) error {
+	return fault.New(fault.BadRequest, format, args...)
+}

@@ -1,0 +1,273 @@
+package capability
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Fetcher makes programs' outbound requests. The address actually dialed is
+// checked (so DNS rebinding cannot slip past), on every redirect too; proxy
+// environment variables are ignored.
+type Fetcher struct {
+	// MaxBody bounds a response body. Default 8 MiB.
+	MaxBody int64
+	// MaxRedirects bounds a redirect chain. Default 10.
+	MaxRedirects int
+	// Timeout bounds one fetch. Default 30s (the run's bound usually ends
+	// it sooner).
+	Timeout time.Duration
+}
+
+// blockedPrefixes are never dialed unless private addresses are allowed:
+// loopback, private, link-local (metadata services included), unique-local,
+// CGNAT, unspecified, multicast, broadcast and reserved ranges.
+var blockedPrefixes = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+		"192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24",
+		"224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
+		"::/128", "::1/128", "fc00::/7", "fe80::/10", "ff00::/8", "100::/64", "2001:db8::/32", "64:ff9b:1::/48",
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// nat64 is the well-known NAT64 prefix: its last 32 bits are an IPv4
+// address, checked as such.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// sixToFour embeds an IPv4 address in bits 16-48.
+var sixToFour = netip.MustParsePrefix("2002::/16")
+
+// Blocked reports whether ip is an address a program may not reach.
+func Blocked(ip netip.Addr) bool {
+	ip = ip.Unmap() // IPv4-mapped IPv6 is its IPv4 address
+	for _, p := range blockedPrefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	if ip.Is6() && nat64.Contains(ip) {
+		b := ip.As16()
+		return Blocked(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+	}
+	if ip.Is6() && sixToFour.Contains(ip) {
+		b := ip.As16()
+		return Blocked(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+	}
+	return false
+}
+
+// Allowed reports whether host:port matches an allow-list pattern: a host
+// name, optionally "*." for any subdomain, optionally ":port". A pattern
+// without a port allows the scheme's default port only.
+func Allowed(patterns []string, scheme, host, port string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	for _, p := range patterns {
+		p = strings.ToLower(strings.TrimSpace(p))
+		ph, pp := p, ""
+		if h, prt, err := net.SplitHostPort(p); err == nil {
+			ph, pp = h, prt
+		}
+		if pp == "" {
+			pp = map[string]string{"http": "80", "https": "443"}[scheme]
+		}
+		if pp != port {
+			continue
+		}
+		if strings.HasPrefix(ph, "*.") {
+			if strings.HasSuffix(host, ph[1:]) && len(host) > len(ph)-1 {
+				return true
+			}
+			continue
+		}
+		if host == strings.Trim(ph, "[]") {
+			return true
+		}
+	}
+	return false
+}
+
+type fetchArgs struct {
+	Method   string      `json:"method"`
+	URL      string      `json:"url"`
+	Headers  [][2]string `json:"headers"`
+	Body     *string     `json:"body"` // Latin-1: one char per byte
+	Redirect string      `json:"redirect"`
+}
+
+type fetchAnswer struct {
+	Status     int         `json:"status"`
+	StatusText string      `json:"statusText"`
+	Headers    [][2]string `json:"headers"`
+	Body       string      `json:"body"`
+}
+
+var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true, "proxy-authorization": true,
+	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "host": true, "content-length": true}
+
+// Fetch makes one request within the allow list. allowPrivate lifts the
+// address check (never the allow list), for local testing.
+func (f *Fetcher) Fetch(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
+	return f.fetch(ctx, allow, false, raw)
+}
+
+// FetchAllowingPrivate is Fetch with outbound_allow_private.
+func (f *Fetcher) FetchAllowingPrivate(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
+	return f.fetch(ctx, allow, true, raw)
+}
+
+func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, raw json.RawMessage) (json.RawMessage, error) {
+	var a fetchArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, bad("Malformed fetch arguments.")
+	}
+	u, err := url.Parse(a.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, bad("fetch: only absolute http and https URLs can be fetched.")
+	}
+	if !Allowed(allow, u.Scheme, u.Hostname(), u.Port()) {
+		return nil, fault.New(fault.Forbidden, "fetch to %s is not in this execution's outbound allow list.", u.Host)
+	}
+	maxBody := f.MaxBody
+	if maxBody <= 0 {
+		maxBody = 8 << 20
+	}
+	maxRedirects := f.MaxRedirects
+	if maxRedirects <= 0 {
+		maxRedirects = 10
+	}
+	timeout := f.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return fmt.Errorf("dialing %q: not an address", host)
+		}
+		if !allowPrivate && Blocked(ip) {
+			return errBlocked
+		}
+		return nil
+	}}
+	client := &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			Proxy:                  nil, // proxy environment variables are ignored
+			DialContext:            dialer.DialContext,
+			TLSHandshakeTimeout:    10 * time.Second,
+			ResponseHeaderTimeout:  timeout,
+			MaxResponseHeaderBytes: 64 << 10,
+			DisableKeepAlives:      true,
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			switch a.Redirect {
+			case "manual":
+				return http.ErrUseLastResponse
+			case "error":
+				return errors.New("redirected, and redirect is 'error'")
+			}
+			if len(via) >= maxRedirects {
+				return fmt.Errorf("more than %d redirects", maxRedirects)
+			}
+			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+				return errors.New("redirected to a scheme other than http(s)")
+			}
+			if !Allowed(allow, req.URL.Scheme, req.URL.Hostname(), req.URL.Port()) {
+				return fmt.Errorf("redirected to %s, which is not in the outbound allow list", req.URL.Host)
+			}
+			return nil
+		},
+	}
+	var body io.Reader
+	if a.Body != nil {
+		b := make([]byte, 0, len(*a.Body))
+		for _, r := range *a.Body {
+			b = append(b, byte(r))
+		}
+		body = strings.NewReader(string(b))
+	}
+	method := a.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, bad("fetch: %v", err)
+	}
+	for _, h := range a.Headers {
+		if !hopByHop[strings.ToLower(h[0])] {
+			req.Header.Add(h[0], h[1])
+		}
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, errBlocked) {
+			return nil, fault.New(fault.Forbidden, "fetch to %s was refused: it resolves to a loopback, private or otherwise internal address.", u.Host)
+		}
+		return nil, fault.New(fault.BadRequest, "fetch to %s failed: %s", u.Host, cleanErr(err))
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	if err != nil {
+		return nil, fault.New(fault.BadRequest, "fetch to %s failed while reading the body.", u.Host)
+	}
+	if int64(len(data)) > maxBody {
+		return nil, fault.New(fault.TooLarge, "fetch to %s answered more than %d bytes.", u.Host, maxBody)
+	}
+	ans := fetchAnswer{Status: res.StatusCode, StatusText: http.StatusText(res.StatusCode), Headers: [][2]string{}}
+	for k, vs := range res.Header {
+		if hopByHop[strings.ToLower(k)] {
+			continue
+		}
+		for _, v := range vs {
+			ans.Headers = append(ans.Headers, [2]string{strings.ToLower(k), v})
+		}
+	}
+	r := make([]rune, len(data))
+	for i, c := range data {
+		r[i] = rune(c)
+	}
+	ans.Body = string(r)
+	if ans.Status < 200 || ans.Status > 599 {
+		return nil, fault.New(fault.BadRequest, "fetch to %s answered status %d.", u.Host, ans.Status)
+	}
+	return json.Marshal(ans)
+}
+
+var errBlocked = errors.New("address refused")
+
+// cleanErr drops the URL from net/http's error text (it is in the message
+// already).
+func cleanErr(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, errBlocked) {
+		return "the address is internal"
+	}
+	return err.Error()
+}

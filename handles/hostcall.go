@@ -1,0 +1,176 @@
+package handles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+
+	"github.com/retainer-gw/retainer/capability"
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// runState is a run in progress: its grants, the tool answers it records
+// (a deploy) or replays (a rebuild), and the denials it met.
+type runState struct {
+	registry *Registry
+	tenant   string
+	grants   Grants
+	replay   []ToolAnswer // a rebuild answers tools from these, in order
+	replayed int
+	recorded []ToolAnswer
+	denials  []string
+	mismatch bool // a rebuild's tool call did not match the recording
+}
+
+func (s *Store) beginRun(id string, rs *runState) {
+	s.mu.Lock()
+	s.runs[id] = rs
+	s.mu.Unlock()
+}
+
+func (s *Store) endRun(id string) *runState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := s.runs[id]
+	delete(s.runs, id)
+	return rs
+}
+
+// bindings are the names a program's runtime gets for its grants.
+func bindings(g Grants) sandbox.Bindings {
+	b := sandbox.Bindings{Providers: map[string][]string{}}
+	for _, p := range g.Providers {
+		b.Providers[p.Name] = p.Tools
+	}
+	for _, c := range g.Capabilities {
+		if c == "kvRead" || c == "kvWrite" {
+			b.KV = true
+		}
+	}
+	return b
+}
+
+func newRunID() string { return uuid.NewString() }
+
+// HostCall serves a program's request for kv, fetch or a provider tool; id
+// is the run's id (a computation, a deploy, a rebuild) or a live handle's
+// (an invocation). The worker pool has checked that id runs or lives in
+// the worker that asks.
+func (s *Store) HostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
+	s.mu.Lock()
+	host := s.opts.Host
+	rs := s.runs[id]
+	rec := s.records[id]
+	var reg *Registry
+	var tenant string
+	var grants Grants
+	switch {
+	case rs != nil:
+		reg, tenant, grants = rs.registry, rs.tenant, rs.grants
+	case rec != nil:
+		reg, tenant, grants = s.registries[rec.Registry], rec.Tenant, rec.Grants
+	}
+	s.mu.Unlock()
+	if host == nil {
+		return nil, fault.New(fault.Forbidden, "This gateway grants no capabilities.")
+	}
+	if reg == nil {
+		return nil, fault.New(fault.Forbidden, "No run holds this id.")
+	}
+	cfg := reg.config()
+	if op == "tool" {
+		if rs == nil {
+			return nil, fault.New(fault.Forbidden, "%s", fault.AlreadyCompleted)
+		}
+		return s.toolCall(ctx, host, id, rs, cfg, args)
+	}
+	call := capability.Call{
+		Tenant: tenant, Registry: reg.name, ExecutionID: id, Op: op, Args: args,
+		Grants: capability.Grants{Capabilities: grants.Capabilities, Outbound: grants.Outbound, AllowPrivate: cfg.OutboundAllowPrivate},
+	}
+	res, err := host.Serve(ctx, call)
+	if err != nil && capability.IsDenial(err) {
+		msg := fault.As(err).Message
+		if rs != nil {
+			s.mu.Lock()
+			rs.denials = append(rs.denials, msg)
+			s.mu.Unlock()
+		} else {
+			reg.systemLog(id, "Denied: "+msg)
+		}
+	}
+	return res, err
+}
+
+type toolArgs struct {
+	Provider string          `json:"provider"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+}
+
+// toolCall answers a provider tool: from the recording during a rebuild,
+// from the upstream otherwise (and records the answer for later rebuilds).
+func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, rs *runState, cfg RegistryConfig, raw json.RawMessage) (json.RawMessage, error) {
+	var a toolArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fault.New(fault.BadRequest, "Malformed tool arguments.")
+	}
+	granted := false
+	for _, p := range rs.grants.Providers {
+		if p.Name == a.Provider {
+			for _, t := range p.Tools {
+				granted = granted || t == a.Tool
+			}
+		}
+	}
+	if !granted {
+		return nil, capability.Denied(a.Provider+"."+a.Tool, "The tool "+a.Provider+"."+a.Tool)
+	}
+	args := compact(a.Args)
+	s.mu.Lock()
+	if rs.replay != nil {
+		defer s.mu.Unlock()
+		if rs.replayed >= len(rs.replay) {
+			rs.mismatch = true
+			return nil, fault.New(fault.Runtime, "Rebuild: the program called %s.%s, which it did not call when it was deployed.", a.Provider, a.Tool)
+		}
+		want := rs.replay[rs.replayed]
+		if want.Provider != a.Provider || want.Tool != a.Tool || !bytes.Equal(compact(want.Args), args) {
+			rs.mismatch = true
+			return nil, fault.New(fault.Runtime, "Rebuild: the program's tool call %s.%s does not match the recorded call %s.%s.", a.Provider, a.Tool, want.Provider, want.Tool)
+		}
+		rs.replayed++
+		if want.Error != "" {
+			return nil, fault.New(fault.BadRequest, "%s", want.Error)
+		}
+		return want.Answer, nil
+	}
+	s.mu.Unlock()
+	upstream := cfg.Providers[a.Provider][a.Tool]
+	if upstream == "" {
+		return nil, fault.New(fault.BadRequest, "The tool %s.%s is not declared in this site's configuration.", a.Provider, a.Tool)
+	}
+	res, err := host.Tools.Call(ctx, upstream, id, rs.tenant, args)
+	ans := ToolAnswer{Provider: a.Provider, Tool: a.Tool, Args: args, Answer: res}
+	if err != nil {
+		ans.Error = fault.As(err).Message
+	}
+	s.mu.Lock()
+	rs.recorded = append(rs.recorded, ans)
+	s.mu.Unlock()
+	return res, err
+}
+
+func compact(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}

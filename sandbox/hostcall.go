@@ -1,0 +1,132 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// HostCall is how a program reaches anything outside its isolate (kv,
+// outbound fetch, provider tools): the runtime calls host.call(op, args),
+// the engine hands it to Config.HostCall off the isolate's goroutine, and
+// the answer settles a promise on the next turn of the event loop. The
+// engine grants nothing itself: whoever implements HostCall checks every
+// call against the run's grants (in the product, the gateway does, on the
+// other side of the worker boundary).
+type HostCall func(ctx context.Context, runID, op string, args json.RawMessage) (json.RawMessage, error)
+
+// maxPendingHostCalls bounds one isolate's calls in flight.
+const maxPendingHostCalls = 64
+
+// hostCompletion is a finished host call waiting for the loop.
+type hostCompletion struct {
+	activity uint64
+	id       int32
+	result   json.RawMessage
+	err      error
+}
+
+// hostCalls is a vm's host-call state; mu guards done (written by the
+// goroutines that run calls); the rest is loop-owned.
+type hostCalls struct {
+	mu      sync.Mutex
+	done    []hostCompletion
+	pending int
+	cancel  context.CancelFunc
+	ctx     context.Context
+}
+
+// hostCallFn is host.call(op, argsJSON, id): it starts the call and
+// returns at once.
+func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 3 {
+		return nil, errors.New("call needs an op, arguments and an id")
+	}
+	hc := m.eng.cfg.HostCall
+	if hc == nil {
+		return nil, errors.New("this engine reaches no host services")
+	}
+	if m.host.pending >= maxPendingHostCalls {
+		return nil, errors.New("too many host calls in flight")
+	}
+	op, raw, id := args[0].String(), json.RawMessage(args[1].String()), args[2].Int32()
+	activity := m.current
+	runID := m.runID
+	ctx := m.host.ctx
+	m.host.pending++
+	go func() {
+		res, err := safeHostCall(hc, ctx, runID, op, raw)
+		m.host.mu.Lock()
+		m.host.done = append(m.host.done, hostCompletion{activity: activity, id: id, result: res, err: err})
+		m.host.mu.Unlock()
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}()
+	return nil, nil
+}
+
+func safeHostCall(hc HostCall, ctx context.Context, runID, op string, raw json.RawMessage) (res json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("the host call failed")
+		}
+	}()
+	return hc(ctx, runID, op, raw)
+}
+
+// settleHostCalls delivers finished calls of the current activity into the
+// isolate (calls of an ended activity are dropped) and says whether it
+// delivered any.
+func (m *vm) settleHostCalls() (bool, error) {
+	m.host.mu.Lock()
+	done := m.host.done
+	m.host.done = nil
+	m.host.mu.Unlock()
+	delivered := false
+	for _, c := range done {
+		m.host.pending--
+		if c.activity != m.current {
+			continue
+		}
+		ok, payload := true, string(c.result)
+		if c.err != nil {
+			ok, payload = false, fault.As(c.err).Message
+			if f := (*fault.Fault)(nil); errors.As(c.err, &f) && f.Code == fault.Internal {
+				payload = c.err.Error()
+			}
+		}
+		if payload == "" && ok {
+			payload = "null"
+		}
+		v, err := m.call(m.settleHost, c.id, ok, payload)
+		if bound := m.boundHit(); bound != nil {
+			return delivered, bound
+		}
+		if err != nil {
+			return delivered, err
+		}
+		v.Release()
+		delivered = true
+	}
+	return delivered, nil
+}
+
+// beginHostScope gives an activity its own context for host calls, so that
+// calls still in flight when it ends are cancelled.
+func (m *vm) beginHostScope(timeout time.Duration) {
+	m.host.ctx, m.host.cancel = context.WithTimeout(context.Background(), timeout)
+}
+
+func (m *vm) endHostScope() {
+	if m.host.cancel != nil {
+		m.host.cancel()
+	}
+}
