@@ -10,6 +10,7 @@ work=$(mktemp -d)
 trap 'kill $gw 2>/dev/null || true; wait $gw 2>/dev/null || true; rm -rf "$work"' EXIT
 CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
 go build -o "$work/loadgen" ./bench/loadgen
+export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
 BENCH_STORE="$work/registry.db" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" \
 	"$work/retainer" run --config bench/Caddyfile.bench > "$work/gateway.log" 2>&1 &
 gw=$!
@@ -20,5 +21,7 @@ id=$(curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions \
 echo "counter handle: $id"
 "$work/loadgen" -label respond -url http://respond.localhost:8089/ -d "${secs}s" -c 32
 "$work/loadgen" -label counter -url "http://$id.apps.localhost:8089/" -d "${secs}s" -c 32
+token=$(RETAINER_JWT_SECRET="$BENCH_SECRET" go run ./cmd/mint-token -iss "" -aud "")
+"$work/loadgen" -label respond+jwt -url http://jwt.localhost:8089/ -auth "Bearer $token" -d "${secs}s" -c 32
 "$work/loadgen" -label executions -method POST -url http://api.localhost:8089/executions \
 	-body '{"code": "async () => 1 + 1"}' -d "${secs}s" -c 1

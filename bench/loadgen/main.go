@@ -26,6 +26,7 @@ func main() {
 	conns := flag.Int("c", 32, "concurrent connections")
 	dur := flag.Duration("d", 10*time.Second, "duration")
 	label := flag.String("label", "", "label for the output line")
+	auth := flag.String("auth", "", "Authorization header value")
 	flag.Parse()
 	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "[::1]") && !strings.HasPrefix(*addr, "localhost") {
 		fmt.Fprintln(os.Stderr, "loadgen: only loopback targets")
@@ -52,6 +53,9 @@ func main() {
 			bad := 0
 			for time.Now().Before(deadline) {
 				req, _ := http.NewRequest(*method, *url, bytes.NewReader([]byte(*body)))
+				if *auth != "" {
+					req.Header.Set("Authorization", *auth)
+				}
 				start := time.Now()
 				res, err := client.Do(req)
 				if err != nil {
