@@ -1,7 +1,16 @@
 package sandbox
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"math/big"
+	"strings"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -71,4 +80,132 @@ func (m *vm) hostHMAC(args []*v8.Value) (*v8.Value, error) {
 	mac := hmac.New(newHash, latin1Bytes(args[1].String()))
 	mac.Write(latin1Bytes(args[2].String()))
 	return v8.NewValue(m.iso, latin1String(mac.Sum(nil)))
+}
+
+// hostImportPublic(algorithm, format, data, namedCurve) → SPKI DER: checks
+// an ECDSA P-256/P-384 or RSA public key given as spki (DER), jwk (JSON) or
+// raw (an uncompressed EC point), for crypto.subtle.importKey.
+func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 4 {
+		return nil, errors.New("importPublic needs an algorithm, a format, data and a curve")
+	}
+	alg, format, data, curveName := args[0].String(), args[1].String(), args[2].String(), args[3].String()
+	var pub any
+	switch format {
+	case "spki":
+		k, err := x509.ParsePKIXPublicKey(latin1Bytes(data))
+		if err != nil {
+			return nil, errors.New("DataError: the key is not SPKI")
+		}
+		pub = k
+	case "jwk":
+		var j struct{ Kty, Crv, X, Y, N, E string }
+		if err := json.Unmarshal([]byte(data), &j); err != nil {
+			return nil, errors.New("DataError: the JWK is malformed")
+		}
+		b64 := func(s string) []byte { b, _ := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "=")); return b }
+		switch j.Kty {
+		case "EC":
+			c := curveByName(j.Crv)
+			if c == nil {
+				return nil, errors.New("NotSupportedError: unsupported curve " + j.Crv)
+			}
+			pub = &ecdsa.PublicKey{Curve: c, X: new(big.Int).SetBytes(b64(j.X)), Y: new(big.Int).SetBytes(b64(j.Y))}
+		case "RSA":
+			e := new(big.Int).SetBytes(b64(j.E))
+			if !e.IsInt64() || e.Int64() > 1<<31 {
+				return nil, errors.New("DataError: bad RSA exponent")
+			}
+			pub = &rsa.PublicKey{N: new(big.Int).SetBytes(b64(j.N)), E: int(e.Int64())}
+		default:
+			return nil, errors.New("NotSupportedError: unsupported JWK kty " + j.Kty)
+		}
+	case "raw":
+		c := curveByName(curveName)
+		if c == nil {
+			return nil, errors.New("NotSupportedError: raw keys are EC points of P-256 or P-384")
+		}
+		b := latin1Bytes(data)
+		size := (c.Params().BitSize + 7) / 8
+		if len(b) != 1+2*size || b[0] != 4 {
+			return nil, errors.New("DataError: the raw key is not an uncompressed point")
+		}
+		pub = &ecdsa.PublicKey{Curve: c, X: new(big.Int).SetBytes(b[1 : 1+size]), Y: new(big.Int).SetBytes(b[1+size:])}
+	default:
+		return nil, errors.New("NotSupportedError: unsupported key format " + format)
+	}
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if alg != "ECDSA" || (curveName != "" && curveByName(curveName) != k.Curve) || !k.Curve.IsOnCurve(k.X, k.Y) {
+			return nil, errors.New("DataError: the key does not fit the algorithm")
+		}
+	case *rsa.PublicKey:
+		if alg != "RSASSA-PKCS1-V1_5" || k.N.BitLen() < 1024 {
+			return nil, errors.New("DataError: the key does not fit the algorithm")
+		}
+	default:
+		return nil, errors.New("NotSupportedError: unsupported key type")
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, errors.New("DataError: the key cannot be used")
+	}
+	return v8.NewValue(m.iso, latin1String(der))
+}
+
+func curveByName(name string) elliptic.Curve {
+	switch name {
+	case "P-256":
+		return elliptic.P256()
+	case "P-384":
+		return elliptic.P384()
+	}
+	return nil
+}
+
+// hostVerify(algorithm, hash, spki, signature, data) → "1" or "0", for
+// ECDSA (signature as r||s, as WebCrypto has it) and RSASSA-PKCS1-v1_5.
+func (m *vm) hostVerify(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 5 {
+		return nil, errors.New("verify needs an algorithm, a hash, a key, a signature and data")
+	}
+	newHash, err := hashFor(args[1].String())
+	if err != nil {
+		return nil, err
+	}
+	pub, err := x509.ParsePKIXPublicKey(latin1Bytes(args[2].String()))
+	if err != nil {
+		return nil, errors.New("InvalidAccessError: bad key")
+	}
+	h := newHash()
+	h.Write(latin1Bytes(args[4].String()))
+	digest := h.Sum(nil)
+	sig := latin1Bytes(args[3].String())
+	ok := false
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		size := (k.Curve.Params().BitSize + 7) / 8
+		if len(sig) == 2*size {
+			ok = ecdsa.Verify(k, digest, new(big.Int).SetBytes(sig[:size]), new(big.Int).SetBytes(sig[size:]))
+		}
+	case *rsa.PublicKey:
+		ok = rsa.VerifyPKCS1v15(k, cryptoHash(args[1].String()), digest, sig) == nil
+	}
+	res := "0"
+	if ok {
+		res = "1"
+	}
+	return v8.NewValue(m.iso, res)
+}
+
+func cryptoHash(name string) crypto.Hash {
+	switch name {
+	case "SHA-1":
+		return crypto.SHA1
+	case "SHA-384":
+		return crypto.SHA384
+	case "SHA-512":
+		return crypto.SHA512
+	}
+	return crypto.SHA256
 }

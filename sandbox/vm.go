@@ -159,6 +159,8 @@ func (m *vm) create() (err error) {
 	m.hostFunc(host, "digest", m.hostDigest)
 	m.hostFunc(host, "hmac", m.hostHMAC)
 	m.hostFunc(host, "call", m.hostCallFn)
+	m.hostFunc(host, "importPublic", m.hostImportPublic)
+	m.hostFunc(host, "verifySig", m.hostVerify)
 	m.ctx = v8.NewContext(m.iso)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {

@@ -353,6 +353,19 @@
 
   class TextEncoder {
     get encoding() { return 'utf-8'; }
+    encodeInto(s, dest) {
+      if (!(dest instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('The destination must be a Uint8Array.');
+      s = StringCtor(s);
+      let read = 0, written = 0;
+      for (const ch of s) {
+        const bytes = utf8Encode(ch);
+        if (written + bytes.length > dest.length) break;
+        dest.set(bytes, written);
+        written += bytes.length;
+        read += ch.length;
+      }
+      return { read, written };
+    }
     encode(s = '') { return bytesFromLatin1(utf8Latin1(StringCtor(s))); }
   }
   class TextDecoder {
@@ -367,10 +380,30 @@
     get encoding() { return 'utf-8'; }
     get fatal() { return this.#fatal; }
     get ignoreBOM() { return this.#ignoreBOM; }
-    decode(data) {
-      if (data === undefined) return '';
-      let b = toBytes(data);
+    #pending = new Uint8ArrayCtor(0);
+    #seenStart = false;
+    decode(data, options = {}) {
+      const stream = !!(options && options.stream);
+      let b = data === undefined ? new Uint8ArrayCtor(0) : toBytes(data);
+      if (this.#pending.length) { const all = new Uint8ArrayCtor(this.#pending.length + b.length); all.set(this.#pending); all.set(b, this.#pending.length); b = all; this.#pending = new Uint8ArrayCtor(0); }
+      if (stream) {
+        // Keep an incomplete UTF-8 sequence at the end for the next call.
+        let cut = b.length, i = b.length - 1, k = 0;
+        while (i >= 0 && k < 3 && (b[i] & 0xc0) === 0x80) { i--; k++; }
+        if (i >= 0 && b[i] >= 0xc0) {
+          const need = b[i] >= 0xf0 ? 4 : b[i] >= 0xe0 ? 3 : 2;
+          if (b.length - i < need) cut = i;
+        }
+        this.#pending = b.slice(cut);
+        b = b.subarray(0, cut);
+      }
+      const first = !this.#seenStart;
+      this.#seenStart = stream;
+      if (!first) return this.#decodeBody(b);
       if (!this.#ignoreBOM && b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) b = b.subarray(3);
+      return this.#decodeBody(b);
+    }
+    #decodeBody(b) {
       if (!this.#fatal) {
         try { return nativeDecodeURIComponent(nativeEscape(latin1FromBytes(b))); } catch (e) { }
       }
@@ -1067,8 +1100,31 @@
     const d = bytesFromLatin1(hostDigest(hashName(algorithm), latin1FromBytes(bufferSource(data))));
     return d.buffer;
   });
+  const hostImportPublic = host.importPublic;
+  const hostVerifySig = host.verifySig;
+  function newPublicKey(name, params, spki, extractable, usages) {
+    for (const u of usages) if (u !== 'verify') throw new DOMException('A public key can only verify.', 'SyntaxError');
+    makingKey = true;
+    const k = new CryptoKey();
+    makingKey = false;
+    keyData.set(k, { type: 'public', extractable: !!extractable, usages: [...usages], algorithm: freeze(Object.assign({ name }, params)), spki });
+    return k;
+  }
   hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC keys can be imported here.', 'NotSupportedError');
+    const name = algName(algorithm);
+    if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
+      const canonical = name === 'ECDSA' ? 'ECDSA' : 'RSASSA-PKCS1-v1_5';
+      const curve = name === 'ECDSA' ? StringCtor(algorithm.namedCurve || '') : '';
+      const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
+      let spki;
+      try { spki = hostImportPublic(name, format, data, curve); } catch (e) {
+        const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
+        throw m ? new DOMException(m[2], m[1]) : e;
+      }
+      const params = name === 'ECDSA' ? { namedCurve: curve } : { hash: freeze({ name: hashName(algorithm.hash) }) };
+      return newPublicKey(canonical, params, spki, extractable, usages);
+    }
+    if (name !== 'HMAC') throw new DOMException('Unsupported algorithm ' + name, 'NotSupportedError');
     const hash = hashName(algorithm.hash);
     let raw;
     if (format === 'raw') raw = new Uint8ArrayCtor(bufferSource(key));
@@ -1101,7 +1157,15 @@
     return bytesFromLatin1(hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)))).buffer;
   });
   hidden(subtle, 'verify', async function verify(algorithm, key, signature, data) {
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC verification is available here.', 'NotSupportedError');
+    const name = algName(algorithm);
+    if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
+      const d = key instanceof CryptoKey ? keyData.get(key) : null;
+      if (!d || d.type !== 'public' || d.algorithm.name.toUpperCase() !== name) throw new DOMException('The key does not fit the algorithm.', 'InvalidAccessError');
+      if (!d.usages.includes('verify')) throw new DOMException('The key does not allow verify.', 'InvalidAccessError');
+      const hash = name === 'ECDSA' ? hashName(algorithm.hash) : d.algorithm.hash.name;
+      return hostVerifySig(name, hash, d.spki, latin1FromBytes(bufferSource(signature)), latin1FromBytes(bufferSource(data))) === '1';
+    }
+    if (name !== 'HMAC') throw new DOMException('Unsupported algorithm ' + name, 'NotSupportedError');
     const d = hmacKey(key, 'verify');
     const mac = hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)));
     const sig = latin1FromBytes(bufferSource(signature));

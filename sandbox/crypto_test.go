@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"testing"
+)
+
+// TestSubtleVerify checks ECDSA P-256 and RSASSA-PKCS1-v1_5 signatures
+// made in Go verify in the isolate, and altered ones do not.
+func TestSubtleVerify(t *testing.T) {
+	msg := []byte("webhook payload")
+	digest := sha256.Sum256(msg)
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	r, s, _ := ecdsa.Sign(rand.Reader, ec, digest[:])
+	ecSig := make([]byte, 64)
+	r.FillBytes(ecSig[:32])
+	s.FillBytes(ecSig[32:])
+	ecSPKI, _ := x509.MarshalPKIXPublicKey(&ec.PublicKey)
+	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
+	rsaSig, _ := rsa.SignPKCS1v15(rand.Reader, rk, crypto.SHA256, digest[:])
+	rsaSPKI, _ := x509.MarshalPKIXPublicKey(&rk.PublicKey)
+	b64 := base64.StdEncoding.EncodeToString
+	u := func(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+	code := fmt.Sprintf(`async () => {
+		const bytes = (s) => Uint8Array.from(atob(s), c => c.charCodeAt(0));
+		const msg = new TextEncoder().encode('webhook payload');
+		const ecKey = await crypto.subtle.importKey('spki', bytes(%q), {name: 'ECDSA', namedCurve: 'P-256'}, false, ['verify']);
+		const ecJwk = await crypto.subtle.importKey('jwk', {kty: 'EC', crv: 'P-256', x: %q, y: %q}, {name: 'ECDSA', namedCurve: 'P-256'}, false, ['verify']);
+		const rsaKey = await crypto.subtle.importKey('spki', bytes(%q), {name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256'}, false, ['verify']);
+		const ecSig = bytes(%q), rsaSig = bytes(%q);
+		const bad = ecSig.slice(); bad[5] ^= 1;
+		let wrongKind;
+		try { await crypto.subtle.verify('RSASSA-PKCS1-v1_5', ecKey, rsaSig, msg); } catch (e) { wrongKind = e.name; }
+		return [
+			await crypto.subtle.verify({name: 'ECDSA', hash: 'SHA-256'}, ecKey, ecSig, msg),
+			await crypto.subtle.verify({name: 'ECDSA', hash: 'SHA-256'}, ecJwk, ecSig, msg),
+			await crypto.subtle.verify({name: 'ECDSA', hash: 'SHA-256'}, ecKey, bad, msg),
+			await crypto.subtle.verify('RSASSA-PKCS1-v1_5', rsaKey, rsaSig, msg),
+			await crypto.subtle.verify('RSASSA-PKCS1-v1_5', rsaKey, rsaSig, new TextEncoder().encode('other')),
+			wrongKind, ecKey.type, rsaKey.algorithm.hash.name,
+		];
+	}`, b64(ecSPKI), u(ec.PublicKey.X.FillBytes(make([]byte, 32))), u(ec.PublicKey.Y.FillBytes(make([]byte, 32))), b64(rsaSPKI), b64(ecSig), b64(rsaSig))
+	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[true,true,false,true,false,"InvalidAccessError","public","SHA-256"]`; string(out.Result) != want {
+		t.Fatalf("got %s, want %s", out.Result, want)
+	}
+}
+
+func TestTextStreaming(t *testing.T) {
+	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: `() => {
+		const bytes = new TextEncoder().encode('héllo €uro');
+		const d = new TextDecoder();
+		let s = '';
+		for (let i = 0; i < bytes.length; i += 3) s += d.decode(bytes.subarray(i, i + 3), {stream: true});
+		s += d.decode();
+		const dest = new Uint8Array(4);
+		const r = new TextEncoder().encodeInto('a€b', dest);
+		return [s, r.read, r.written, [...dest]];
+	}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `["héllo €uro",2,4,[97,226,130,172]]`; string(out.Result) != want {
+		t.Fatalf("got %s, want %s", out.Result, want)
+	}
+}
