@@ -370,14 +370,20 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 	if err := m.submit(func() {
 		var collected []LogEntry
 		saved := m.sink
+		replied := false
 		m.sink = func(level, msg string) {
-			if len(collected) < maxLogLines {
+			if replied {
+				// waitUntil work after the answer logs the usual way.
+				saved(level, msg)
+			} else if len(collected) < maxLogLines {
 				collected = append(collected, LogEntry{Time: time.Now(), Level: level, Message: msg})
 			}
 		}
-		res, err := m.serve(string(raw), body)
+		m.serve(string(raw), body, func(res WireResponse, err error) {
+			replied = true
+			ch <- reply{res, collected, err}
+		})
 		m.sink = saved
-		ch <- reply{res, collected, err}
 	}); err != nil {
 		return WireResponse{}, err
 	}
@@ -407,11 +413,12 @@ func (e *Engine) forget(id string, m *vm) {
 
 // serve runs one invocation on the loop. The answer is sent as soon as the
 // response settles; ctx.waitUntil work keeps running within the same bound.
-func (m *vm) serve(wire string, body any) (WireResponse, error) {
+func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 	if m.dead {
-		return WireResponse{}, m.goneErr()
+		respond(WireResponse{}, m.goneErr())
+		return
 	}
-	var res WireResponse
+	responded := false
 	err := m.bounded(m.timeout, func(deadline time.Time) error {
 		bodyArg := any(v8.Null(m.iso))
 		if body != nil {
@@ -438,23 +445,28 @@ func (m *vm) serve(wire string, body any) (WireResponse, error) {
 		if s == "" || s[0] != 'R' && s[0] != 'W' {
 			return fault.NotAResponse()
 		}
-		if res, err = parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody); err != nil {
+		res, err := parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody)
+		if err != nil {
 			return err
 		}
+		// The visitor gets the response now; waitUntil work goes on after
+		// it, within the same bound, before the next invocation starts.
+		respond(res, nil)
+		responded = true
 		if s[0] == 'W' {
 			return m.drain(deadline)
 		}
 		return nil
 	})
-	if err != nil && res.Status != 0 && !errors.Is(err, fault.ErrTimeout) && !errors.Is(err, fault.ErrMemory) {
-		// The response was made; waitUntil work that failed only logs.
-		m.sink("error", jsErrorMessage(err))
-		return res, nil
+	if !responded {
+		respond(WireResponse{}, err)
+		return
 	}
 	if err != nil {
-		return WireResponse{}, err
+		// The response was sent; waitUntil work that failed only logs (a
+		// bound hit still disposes the isolate, in bounded).
+		m.sink("error", "waitUntil: "+jsErrorMessage(err))
 	}
-	return res, nil
 }
 
 // handlerFault reports a thrown handler: the visitor gets a generic text,

@@ -127,3 +127,34 @@ func TestBinaryBodyRoundTrip(t *testing.T) {
 	}
 	t.Logf("1 MiB binary body in and out: %v", time.Since(start))
 }
+
+// TestWaitUntilRunsAfterTheResponse: the answer does not wait for
+// ctx.waitUntil work, which still runs (within the bound) before the next
+// invocation.
+func TestWaitUntilRunsAfterTheResponse(t *testing.T) {
+	e := engine(t)
+	if _, err := e.Run(context.Background(), Job{ID: "wait-until", RetainHandles: true, Timeout: 2 * time.Second, Program: Program{Code: `async () => {
+		let done = 0;
+		return { fetch(req, env, ctx) {
+			if (req.url.endsWith('/later')) ctx.waitUntil(new Promise(r => setTimeout(() => { done++; console.log('background done'); r() }, 300)));
+			return new Response(String(done));
+		} } }`}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close("wait-until")
+	res, logs, err := e.InvokeWithLogs(context.Background(), "wait-until", "fetch", NewWireRequest("GET", "https://x.test/later", nil, nil))
+	if err != nil || string(res.BodyBytes()) != "0" {
+		t.Fatalf("first: %v %s", err, res.BodyBytes())
+	}
+	// The answer's own log lines were taken when it was answered; the
+	// background line was not among them, so the answer came first.
+	for _, l := range logs {
+		if l.Message == "background done" {
+			t.Fatal("the response waited for the waitUntil work")
+		}
+	}
+	res, err = e.Invoke(context.Background(), "wait-until", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+	if err != nil || string(res.BodyBytes()) != "1" {
+		t.Fatalf("the waitUntil work did not finish before the next invocation: %v %s", err, res.BodyBytes())
+	}
+}
