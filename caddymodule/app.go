@@ -130,6 +130,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.rt = rt
 	rt.bind(ctx, a)
+	// A reload that changes the worker count or slots applies it to the
+	// running pool; nothing else of the pool changes on a reload.
+	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
 	return nil
 }
 

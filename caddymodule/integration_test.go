@@ -419,6 +419,15 @@ http://other.localhost:9080 {
 	if a.status != 200 || a.json(t)["status"] != "ok" {
 		t.Fatalf("health: %d %s", a.status, a.body)
 	}
+	// A reload that changes the worker count applies it to the running pool.
+	tester.InitServer(gatewayConfig(store, "workers 3"), "caddyfile")
+	deadline = time.Now().Add(20 * time.Second)
+	for len(workerPIDs(t)) != 3 || strings.Contains(fmt.Sprint(workerPIDs(t)), " 0") || workerPIDs(t)[2] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("workers after a reload to 3: %v", workerPIDs(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -332,11 +332,21 @@ func (pool *Pool) died(p *process, c Crash) {
 		}
 	}
 	closed := pool.closed
-	if pool.workers[p.index] == p {
+	current := p.index < len(pool.workers) && pool.workers[p.index] == p
+	if current {
 		pool.workers[p.index] = nil
 	}
 	pool.mu.Unlock()
 	if closed {
+		return
+	}
+	if !current {
+		// Retired by Resize: its isolates are rebuilt elsewhere on their
+		// next request; nobody was at fault, so nobody is a suspect.
+		pool.logf("worker %d (pid %d) retired; %d isolates will be rebuilt on their next request", c.Worker, c.PID, len(c.Lost))
+		if f := pool.cfg.OnCrash; f != nil {
+			f(Crash{Worker: c.Worker, PID: c.PID, Lost: c.Lost, Reason: "retired"})
+		}
 		return
 	}
 	pool.logf("worker %d (pid %d) died (%s); %d isolates lost, %d running", c.Worker, c.PID, c.Reason, len(c.Lost), len(c.Suspects))
@@ -354,9 +364,9 @@ func (pool *Pool) replace(index int) {
 		p, err := pool.spawn(index)
 		if err == nil {
 			pool.mu.Lock()
-			if pool.closed {
+			if pool.closed || index >= len(pool.workers) {
 				pool.mu.Unlock()
-				p.kill("pool closed")
+				p.kill("pool closed or resized")
 				return
 			}
 			pool.workers[index] = p
@@ -373,6 +383,44 @@ func (pool *Pool) replace(index int) {
 		if backoff *= 2; backoff > 5*time.Second {
 			backoff = 5 * time.Second
 		}
+	}
+}
+
+// Resize applies a changed number of workers or isolates per worker (a
+// config reload): extra workers start; surplus ones are retired one at a
+// time, and the isolates they held are rebuilt lazily elsewhere.
+func (pool *Pool) Resize(workers, isolatesPerWorker int) {
+	if workers <= 0 || isolatesPerWorker <= 0 {
+		return
+	}
+	pool.mu.Lock()
+	if pool.closed {
+		pool.mu.Unlock()
+		return
+	}
+	pool.cfg.IsolatesPerWorker = isolatesPerWorker
+	old := len(pool.workers)
+	var retire []*process
+	if workers > old {
+		for i := old; i < workers; i++ {
+			pool.workers = append(pool.workers, nil)
+			pool.wg.Add(1)
+			go pool.replace(i)
+		}
+	} else if workers < old {
+		for _, p := range pool.workers[workers:] {
+			if p != nil {
+				retire = append(retire, p)
+			}
+		}
+		pool.workers = pool.workers[:workers]
+		pool.cfg.Workers = workers
+	}
+	pool.cfg.Workers = workers
+	pool.mu.Unlock()
+	for _, p := range retire {
+		p.kill("retired: the configuration has fewer workers")
+		<-p.exited
 	}
 }
 

@@ -381,3 +381,41 @@ func TestRogueWorkerIsKilledAndReplaced(t *testing.T) {
 		})
 	}
 }
+
+func TestResize(t *testing.T) {
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 4})
+	for i := 0; i < 6; i++ {
+		deploy(t, pool, fmt.Sprintf("r%d", i), counter)
+	}
+	pool.Resize(1, 8)
+	if n := len(pool.Status()); n != 1 {
+		t.Fatalf("%d workers after shrinking to 1", n)
+	}
+	// The retired worker's isolates are gone; the rest still answer.
+	alive := 0
+	for i := 0; i < 6; i++ {
+		if _, err := get(pool, fmt.Sprintf("r%d", i), "https://x/"); err == nil {
+			alive++
+		} else {
+			wantCode(t, err, fault.HandlesClosed)
+		}
+	}
+	if alive == 0 || alive == 6 {
+		t.Fatalf("%d of 6 isolates answer after retiring one of two workers", alive)
+	}
+	pool.Resize(3, 8)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		up := 0
+		for _, s := range pool.Status() {
+			if s.State == "up" {
+				up++
+			}
+		}
+		if up == 3 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("workers after growing to 3: %+v", pool.Status())
+}
