@@ -30,7 +30,10 @@ func benchPool(b *testing.B, cfg Config) *Pool {
 
 // go test ./sandbox/worker -run ^$ -bench InvokeAcrossBoundary
 func BenchmarkInvokeAcrossBoundary(b *testing.B) {
-	pool := benchPool(b, Config{Workers: 1})
+	invokeBench(b, benchPool(b, Config{Workers: 1}))
+}
+
+func invokeBench(b *testing.B, pool *Pool) {
 	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "h", RetainHandles: true, Program: sandbox.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}}); err != nil {
 		b.Fatal(err)
 	}
@@ -83,6 +86,22 @@ func BenchmarkWorkerReplacement(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		lat = append(lat, time.Since(start))
+	}
+	reportLatencies(b, lat)
+}
+
+// go test ./sandbox/worker -run ^$ -bench PingAcrossBoundary
+// An empty call (close of an unknown id): the protocol's own round trip.
+func BenchmarkPingAcrossBoundary(b *testing.B) {
+	pool := benchPool(b, Config{Workers: 1})
+	p := pool.workers[0]
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := time.Now()
+		var rep closeReply
+		p.post(context.Background(), pathClose, closeRequest{ID: "none"}, &rep)
+		lat = append(lat, time.Since(s))
 	}
 	reportLatencies(b, lat)
 }

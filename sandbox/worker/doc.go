@@ -2,12 +2,13 @@
 //
 // The gateway never hosts V8. A Pool starts worker processes (the gateway's
 // own binary re-executed through /proc/self/exe in a worker mode, with an
-// empty environment), talks to each over two socketpairs carrying HTTP/2
-// without TLS (h2c): on the first the worker serves the gateway's calls
-// (hello, run, invoke, close); on the second the gateway serves the
-// worker's requests (handle logs, lost isolates, and later fetch, tools and
-// kv). A worker exits when its connection closes, and is killed with its
-// parent (PR_SET_PDEATHSIG).
+// empty environment) and talks to each over one socketpair carrying
+// length-prefixed request/response frames in both directions (rpc.go says
+// why not h2c): the worker serves the gateway's calls (hello, run, invoke,
+// close); the gateway serves the worker's requests (handle logs, lost
+// isolates, and the kv, fetch and tool calls of its programs). A worker
+// exits when its connection closes, and is killed with its parent
+// (PR_SET_PDEATHSIG).
 //
 // A worker is the failure domain: a V8 abort, a native crash or a hard kill
 // ends one worker; its in-flight calls fail with WORKER_CRASHED, the Pool

@@ -499,10 +499,7 @@ func (pool *Pool) Shutdown() {
 		if p == nil {
 			continue
 		}
-		p.cc.Close()
-		for _, c := range p.conns {
-			c.Close()
-		}
+		p.rpc.Close()
 		select {
 		case <-p.exited:
 		case <-time.After(2 * time.Second):

@@ -2,30 +2,21 @@ package worker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
-
-// quietLog swallows the HTTP/2 server's own complaints about a worker's
-// connection: a dying worker is reported once, by reap.
-var quietLog = log.New(io.Discard, "", 0)
 
 // process is one worker process as the gateway sees it.
 type process struct {
@@ -33,8 +24,7 @@ type process struct {
 	index int
 	cmd   *exec.Cmd
 	pid   int
-	cc    *http2.ClientConn
-	conns []net.Conn
+	rpc   *rpcConn
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
 
@@ -54,40 +44,25 @@ type callRecord struct {
 
 // spawn starts a worker process and completes the handshake.
 func (pool *Pool) spawn(index int) (*process, error) {
-	callsParent, callsChild, err := socketpair()
+	parent, child, err := socketpair()
 	if err != nil {
 		return nil, err
 	}
-	backParent, backChild, err := socketpair()
+	defer child.Close()
+	conn, err := net.FileConn(parent)
+	parent.Close()
 	if err != nil {
-		callsParent.Close()
-		callsChild.Close()
-		return nil, err
-	}
-	defer callsChild.Close()
-	defer backChild.Close()
-	callsConn, err := net.FileConn(callsParent)
-	callsParent.Close()
-	if err != nil {
-		backParent.Close()
-		return nil, err
-	}
-	backConn, err := net.FileConn(backParent)
-	backParent.Close()
-	if err != nil {
-		callsConn.Close()
 		return nil, err
 	}
 	stderr, err := pool.stderrSink(index)
 	if err != nil {
-		callsConn.Close()
-		backConn.Close()
+		conn.Close()
 		return nil, err
 	}
 	cmd := exec.Command("/proc/self/exe", pool.cfg.Command...)
 	cmd.Env = []string{} // nothing of the gateway's environment crosses
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{callsChild, backChild} // fds 3 and 4
+	cmd.ExtraFiles = []*os.File{child} // fd 3
 	cmd.Stdin = nil
 	cmd.Stdout = stderr
 	cmd.Stderr = stderr
@@ -96,8 +71,7 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		Setpgid:   true,            // its own process group: kill(0) reaches no one else
 	}
 	if err := cmd.Start(); err != nil {
-		callsConn.Close()
-		backConn.Close()
+		conn.Close()
 		stderr.Close()
 		return nil, fmt.Errorf("starting a worker: %w", err)
 	}
@@ -107,19 +81,13 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		index:    index,
 		cmd:      cmd,
 		pid:      cmd.Process.Pid,
-		conns:    []net.Conn{callsConn, backConn},
 		exited:   make(chan struct{}),
 		retained: map[string]time.Duration{},
 		pending:  map[string]bool{},
 		running:  map[uint64]*callRecord{},
 	}
+	p.rpc = newRPC(conn, maxFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
 	go p.reap()
-	t := &http2.Transport{AllowHTTP: true, MaxReadFrameSize: 1 << 20}
-	if p.cc, err = t.NewClientConn(callsConn); err != nil {
-		p.kill("no HTTP/2 connection")
-		return nil, err
-	}
-	go p.serveBack(backConn)
 	if err := p.handshake(); err != nil {
 		p.kill("handshake failed")
 		<-p.exited
@@ -177,12 +145,7 @@ func (p *process) handshake() error {
 // reap waits for the process to end and reports its death.
 func (p *process) reap() {
 	err := p.cmd.Wait()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	if p.cc != nil {
-		p.cc.Close()
-	}
+	p.rpc.Close()
 	p.mu.Lock()
 	p.dead = true
 	lost := make([]string, 0, len(p.retained))
@@ -283,93 +246,67 @@ func (p *process) call(ctx context.Context, path string, body, out any, handleID
 	return fault.CrashedWorker()
 }
 
-// post is one request/response on the calls connection. A malformed answer
-// kills the worker.
+// post is one call to the worker. A malformed answer kills the worker.
 func (p *process) post(ctx context.Context, path string, body, out any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "Internal error.")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://worker"+path, bytes.NewReader(data))
+	res, err := p.rpc.Call(ctx, path, data)
 	if err != nil {
 		return err
 	}
-	res, err := p.cc.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		p.kill(fmt.Sprintf("answered %s with status %d", path, res.StatusCode))
-		return fault.CrashedWorker()
-	}
-	if err := decodeCapped(res.Body, maxReplyBytes, out); err != nil {
+	if err := decodeCapped(res, maxReplyBytes, out); err != nil {
 		p.kill(fmt.Sprintf("answered %s with garbage: %v", path, err))
 		return fault.CrashedWorker()
 	}
 	return nil
 }
 
-// serveBack answers the worker's own requests, each checked against this
-// process's records.
-func (p *process) serveBack(conn net.Conn) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+pathLog, func(rw http.ResponseWriter, r *http.Request) {
+// serveWorker answers the worker's own requests, each checked against this
+// process's records. An error kills the worker (the connection's onBad).
+func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]byte, error) {
+	switch path {
+	case pathLog:
 		var m logPost
-		if err := decodeCapped(r.Body, maxWorkerPost, &m); err != nil {
-			p.kill("sent a malformed log line")
-			return
+		if err := decodeCapped(body, maxWorkerPost, &m); err != nil {
+			return nil, fmt.Errorf("a malformed log line")
 		}
-		if !p.holds(m.ID) {
-			http.Error(rw, "not yours", http.StatusForbidden)
-			return
+		if p.holds(m.ID) {
+			p.recordLogs(m.ID, []sandbox.LogEntry{m.Entry})
 		}
-		if len(m.Entry.Message) > maxLogMessage {
-			m.Entry.Message = m.Entry.Message[:maxLogMessage]
-		}
-		if !validLevel(m.Entry.Level) {
-			m.Entry.Level = "log"
-		}
-		m.Entry.Time = time.Now() // the gateway's clock, not the worker's word
-		if f := p.pool.cfg.OnLog; f != nil {
-			f(m.ID, m.Entry)
-		}
-	})
-	mux.HandleFunc("POST "+pathLost, func(rw http.ResponseWriter, r *http.Request) {
+		return []byte("{}"), nil
+	case pathLost:
 		var m lostPost
-		if err := decodeCapped(r.Body, maxWorkerPost, &m); err != nil {
-			p.kill("sent a malformed lost notice")
-			return
+		if err := decodeCapped(body, maxWorkerPost, &m); err != nil {
+			return nil, fmt.Errorf("a malformed lost notice")
 		}
-		if !p.release(m.ID) {
-			http.Error(rw, "not yours", http.StatusForbidden)
-			return
+		if p.release(m.ID) {
+			p.pool.forget(m.ID, p)
+			if f := p.pool.cfg.OnLost; f != nil {
+				f(m.ID, m.Fault.err())
+			}
 		}
-		p.pool.forget(m.ID, p)
-		if f := p.pool.cfg.OnLost; f != nil {
-			f(m.ID, m.Fault.err())
-		}
-	})
-	mux.HandleFunc("POST "+pathHost, func(rw http.ResponseWriter, r *http.Request) {
+		return []byte("{}"), nil
+	case pathHost:
 		var m hostPost
-		if err := decodeCapped(r.Body, maxHostCall, &m); err != nil {
-			p.kill("sent a malformed host call")
-			return
+		if err := decodeCapped(body, maxHostCall, &m); err != nil {
+			return nil, fmt.Errorf("a malformed host call")
 		}
-		if m.ID == "" || !p.holdsOrRuns(m.ID) {
-			reply(rw, hostReply{Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))})
-			return
-		}
+		var rep hostReply
 		f := p.pool.cfg.OnHostCall
-		if f == nil {
-			reply(rw, hostReply{Fault: toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))})
-			return
+		switch {
+		case m.ID == "" || !p.holdsOrRuns(m.ID):
+			rep.Fault = toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))
+		case f == nil:
+			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
+		default:
+			res, err := f(ctx, m.ID, m.Op, m.Args)
+			rep = hostReply{Result: res, Fault: toWire(err)}
 		}
-		res, err := f(r.Context(), m.ID, m.Op, m.Args)
-		reply(rw, hostReply{Result: res, Fault: toWire(err)})
-	})
-	srv := &http2.Server{MaxConcurrentStreams: 256, MaxReadFrameSize: 1 << 16}
-	srv.ServeConn(conn, &http2.ServeConnOpts{Handler: mux, BaseConfig: &http.Server{ErrorLog: quietLog}})
+		return json.Marshal(rep)
+	}
+	return nil, fmt.Errorf("an unknown request %q", path)
 }
 
 // recordLogs hands an invocation's console lines to OnLog, capped and

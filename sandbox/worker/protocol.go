@@ -3,7 +3,6 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -40,8 +39,8 @@ const (
 	maxWorkerPost   = 256 << 10 // a worker's own request (a log line, a lost isolate)
 	maxHostCall     = 4 << 20   // a host call's arguments (a kv value or a fetch body, as JSON)
 	maxLogMessage   = 64 << 10
-	fdCalls         = 3 // the worker's end of the calls socketpair
-	fdBack          = 4 // the worker's end of the back-channel socketpair
+	maxFrame        = maxReplyBytes + 64<<10 // the largest frame either side accepts
+	fdConn          = 3                      // the worker's end of the socketpair
 	handshakeTimout = 30 * time.Second
 )
 
@@ -156,12 +155,8 @@ type ProbeReport struct {
 
 // decodeCapped reads one JSON value of at most max bytes; anything bigger
 // or malformed is an error.
-func decodeCapped(r io.Reader, max int64, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return err
-	}
-	if int64(len(data)) > max {
+func decodeCapped(data []byte, max int, v any) error {
+	if len(data) > max {
 		return fmt.Errorf("message over %d bytes", max)
 	}
 	return json.Unmarshal(data, v)

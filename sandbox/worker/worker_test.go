@@ -2,18 +2,16 @@ package worker
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -344,26 +342,28 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 // rogueMain is a worker taken over by a program: it shakes hands properly,
 // then answers with what its mode says.
 func rogueMain(mode string) {
-	calls, _ := fileConn(fdCalls, "calls")
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /hello", func(rw http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(rw).Encode(helloReply{Version: ProtocolVersion, PID: os.Getpid()})
-	})
-	mux.HandleFunc("POST /run", func(rw http.ResponseWriter, r *http.Request) {
-		switch mode {
-		case "garbage":
-			rw.Write([]byte("\x00\x01 not json"))
-		case "oversized":
-			rw.Write([]byte(`{"outcome":{"logs":["`))
-			chunk := []byte(strings.Repeat("A", 1<<20))
-			for i := 0; i < 20; i++ {
-				rw.Write(chunk)
+	conn, _ := fileConn(fdConn, "gateway")
+	var rpc *rpcConn
+	rpc = newRPC(conn, maxFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
+		switch path {
+		case pathHello:
+			return json.Marshal(helloReply{Version: ProtocolVersion, PID: os.Getpid()})
+		case pathRun:
+			switch mode {
+			case "garbage":
+				return []byte("\x00\x01 not json"), nil
+			case "oversized":
+				var head [4]byte
+				binary.BigEndian.PutUint32(head[:], 1<<30)
+				conn.Write(head[:])
+				select {}
+			case "claims":
+				return json.Marshal(runReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
 			}
-		case "claims":
-			json.NewEncoder(rw).Encode(runReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
 		}
-	})
-	(&http2.Server{}).ServeConn(calls, &http2.ServeConnOpts{Handler: mux})
+		return []byte("{}"), nil
+	}, nil)
+	<-rpc.Done()
 	os.Exit(0)
 }
 
