@@ -419,6 +419,19 @@ http://other.localhost:9080 {
 	if a.status != 200 || a.json(t)["status"] != "ok" {
 		t.Fatalf("health: %d %s", a.status, a.body)
 	}
+	// Metrics on Caddy's admin endpoint.
+	res, err := http.Get("http://localhost:2999/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`retainer_invocations_total{outcome="ok"}`, `retainer_handle_ends_total{reason="closed"}`,
+		"retainer_invocation_duration_seconds_bucket", "retainer_worker_restarts_total", "retainer_rebuilds_total", "retainer_handles_live", "retainer_handles_parked", "retainer_queue_depth"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	// A reload that changes the worker count applies it to the running pool.
 	tester.InitServer(gatewayConfig(store, "workers 3"), "caddyfile")
 	deadline = time.Now().Add(20 * time.Second)

@@ -30,6 +30,10 @@ var (
 		Namespace: "retainer", Name: "handle_ends_total",
 		Help: "Handles ended, by reason.",
 	}, []string{"reason"})
+	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "rebuilds_total",
+		Help: "Handle isolates rebuilt after a restart, crash, bound hit or parking.",
+	})
 	metricWorkerRestarts = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "worker_restarts_total",
 		Help: "Worker processes that died and were replaced.",
@@ -55,6 +59,25 @@ var (
 			n += s.Isolates
 		}
 		return float64(n)
+	})
+	metricParked = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "handles_parked",
+		Help: "Handles with a record but no live isolate (rebuilt on their next request).",
+	}, func() float64 {
+		gaugesMu.Lock()
+		rt := gaugeRT
+		gaugesMu.Unlock()
+		if rt == nil {
+			return 0
+		}
+		live := 0
+		for _, s := range rt.pool.Status() {
+			live += s.Isolates
+		}
+		if parked := rt.store.Count() - live; parked > 0 {
+			return float64(parked)
+		}
+		return 0
 	})
 	metricQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "queue_depth",
@@ -82,7 +105,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricHandles, metricQueue} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricQueue} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

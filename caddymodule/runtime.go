@@ -119,7 +119,8 @@ func newRuntime(a *App) (*runtime, error) {
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
 		},
-		OnLog: rt.logHandlerOutput,
+		OnLog:     rt.logHandlerOutput,
+		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 	})
 	if err != nil {
 		pool.Shutdown()

@@ -350,6 +350,9 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 			return fault.Closed(rec.ID)
 		}
 		r.systemLog(rec.ID, fmt.Sprintf("Rebuilt in %d ms: the isolate was gone; state kept in closures starts afresh.", time.Since(start).Milliseconds()))
+		if f := s.opts.OnRebuild; f != nil {
+			f(r.name, rec.ID)
+		}
 		return nil
 	case fault.Timeout, fault.Memory:
 		r.strike(rec.ID, "bound", "Rebuild: "+errText(err))

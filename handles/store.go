@@ -74,6 +74,8 @@ type Options struct {
 	OpenTimeout time.Duration
 	// Host serves programs' kv, fetch and tool calls; nil grants nothing.
 	Host *capability.Host
+	// OnRebuild is told of every rebuild of a handle's isolate.
+	OnRebuild func(registry, id string)
 }
 
 // Store is one bbolt file and every registry in it. Safe for concurrent use.
@@ -222,6 +224,13 @@ func (s *Store) SetHost(h *capability.Host) {
 	s.mu.Lock()
 	s.opts.Host = h
 	s.mu.Unlock()
+}
+
+// Count is the number of handle records (live or parked) in every registry.
+func (s *Store) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
 }
 
 // Path is the store's file.

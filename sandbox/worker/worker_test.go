@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,7 @@ func startPool(t *testing.T, cfg Config) *Pool {
 	if cfg.Logf == nil {
 		cfg.Logf = t.Logf
 	}
+	before := runtime.NumGoroutine()
 	pool, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +50,25 @@ func startPool(t *testing.T, cfg Config) *Pool {
 				t.Errorf("worker pid %d still exists after Shutdown (%v)", pid, err)
 			}
 		}
+		checkGoroutines(t, before)
 	})
 	return pool
+}
+
+// checkGoroutines fails when goroutines outlive a pool: every goroutine of
+// the pool is tied to a worker's connection or the pool's Shutdown.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Errorf("%d goroutines after Shutdown, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func pidsOf(pool *Pool) []int {
