@@ -7,6 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
 // Metrics are created once per process and registered with each config's
@@ -43,58 +45,47 @@ var (
 	gaugeRT  *runtime // the runtime the gauges report (the newest config's)
 )
 
+// current is the runtime the gauges report: the newest config's.
+func current() *runtime {
+	gaugesMu.Lock()
+	defer gaugesMu.Unlock()
+	return gaugeRT
+}
+
+// workerSum adds one number over the current runtime's workers.
+func workerSum(f func(worker.WorkerStatus) int) int {
+	rt := current()
+	if rt == nil {
+		return 0
+	}
+	n := 0
+	for _, s := range rt.pool.Status() {
+		n += f(s)
+	}
+	return n
+}
+
+func liveIsolates(s worker.WorkerStatus) int { return s.Isolates }
+
 var (
 	metricHandles = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "handles_live",
 		Help: "Handles with a live isolate in a worker.",
-	}, func() float64 {
-		gaugesMu.Lock()
-		rt := gaugeRT
-		gaugesMu.Unlock()
-		if rt == nil {
-			return 0
-		}
-		n := 0
-		for _, s := range rt.pool.Status() {
-			n += s.Isolates
-		}
-		return float64(n)
-	})
+	}, func() float64 { return float64(workerSum(liveIsolates)) })
 	metricParked = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "handles_parked",
 		Help: "Handles with a record but no live isolate (rebuilt on their next request).",
 	}, func() float64 {
-		gaugesMu.Lock()
-		rt := gaugeRT
-		gaugesMu.Unlock()
+		rt := current()
 		if rt == nil {
 			return 0
 		}
-		live := 0
-		for _, s := range rt.pool.Status() {
-			live += s.Isolates
-		}
-		if parked := rt.store.Count() - live; parked > 0 {
-			return float64(parked)
-		}
-		return 0
+		return float64(max(rt.store.Count()-workerSum(liveIsolates), 0))
 	})
 	metricQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "queue_depth",
 		Help: "Calls in flight or waiting across all workers.",
-	}, func() float64 {
-		gaugesMu.Lock()
-		rt := gaugeRT
-		gaugesMu.Unlock()
-		if rt == nil {
-			return 0
-		}
-		n := 0
-		for _, s := range rt.pool.Status() {
-			n += s.Queue
-		}
-		return float64(n)
-	})
+	}, func() float64 { return float64(workerSum(func(s worker.WorkerStatus) int { return s.Queue })) })
 )
 
 func registerMetrics(ctx caddy.Context, rt *runtime) {
