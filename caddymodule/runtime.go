@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,7 +38,6 @@ type runtime struct {
 	app    atomic.Pointer[App]
 
 	logLimiter *rate.Limiter
-	mu         sync.Mutex
 }
 
 // Destruct ends the workers and closes the store (the last config let go).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -116,7 +117,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("opening store %s: another process holds its lock: %w", path, err)
 		}
 		return nil, fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)

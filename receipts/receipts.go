@@ -74,8 +74,8 @@ type Store struct {
 	done      chan struct{}
 }
 
-// Open prepares the bucket and starts the retention sweep (hourly, and once
-// at open). Close stops it; the database stays open.
+// Open prepares the bucket, sweeps once, and starts the hourly retention
+// sweep. Close stops it; the database stays open.
 func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, error) {
 	if now == nil {
 		now = time.Now
@@ -87,6 +87,7 @@ func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, e
 		return nil, fmt.Errorf("receipts: %w", err)
 	}
 	s := &Store{db: db, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{})}
+	s.Sweep()
 	go s.sweepLoop()
 	return s, nil
 }
@@ -113,15 +114,15 @@ func (s *Store) sweepLoop() {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		func() {
-			defer func() { recover() }()
-			s.Sweep()
-		}()
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
+		func() {
+			defer func() { recover() }()
+			s.Sweep()
+		}()
 	}
 }
 
@@ -216,24 +217,24 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 	next := ""
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
-		var k, v []byte
-		if cursor != "" {
-			k, v = c.Seek(key(tenant, cursor))
-			if k != nil && bytes.Equal(k, key(tenant, cursor)) {
-				k, v = c.Prev()
-			} else if k == nil {
-				k, v = c.Last()
-			} else {
-				k, v = c.Prev()
+		// Start just before the cursor's key, or at the tenant's last key:
+		// seek to the first key past it and step back.
+		from := key(tenant, cursor)
+		if cursor == "" {
+			from = append(append([]byte{}, prefix[:len(prefix)-1]...), 1)
+		}
+		k, _ := c.Seek(from)
+		if k == nil {
+			k, _ = c.Last()
+			if k != nil && cursor != "" && bytes.Compare(k, from) >= 0 {
+				k, _ = c.Prev()
 			}
 		} else {
-			// The last key of the tenant's range: seek past it, step back.
-			k, v = c.Seek(append(append([]byte{}, prefix[:len(prefix)-1]...), 1))
-			if k == nil {
-				k, v = c.Last()
-			} else {
-				k, v = c.Prev()
-			}
+			k, _ = c.Prev()
+		}
+		var v []byte
+		if k != nil {
+			v = tx.Bucket(bucket).Get(k)
 		}
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
 			if len(out) == limit {

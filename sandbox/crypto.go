@@ -110,7 +110,16 @@ func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
 			if c == nil {
 				return nil, errors.New("NotSupportedError: unsupported curve " + j.Crv)
 			}
-			pub = &ecdsa.PublicKey{Curve: c, X: new(big.Int).SetBytes(b64(j.X)), Y: new(big.Int).SetBytes(b64(j.Y))}
+			size := (c.Params().BitSize + 7) / 8
+			x, y := b64(j.X), b64(j.Y)
+			if len(x) != size || len(y) != size {
+				return nil, errors.New("DataError: the JWK's coordinates are not the curve's size")
+			}
+			k, err := ecdsa.ParseUncompressedPublicKey(c, append(append([]byte{4}, x...), y...))
+			if err != nil {
+				return nil, errors.New("DataError: the JWK is not a point of the curve")
+			}
+			pub = k
 		case "RSA":
 			e := new(big.Int).SetBytes(b64(j.E))
 			if !e.IsInt64() || e.Int64() > 1<<31 {
@@ -125,18 +134,17 @@ func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
 		if c == nil {
 			return nil, errors.New("NotSupportedError: raw keys are EC points of P-256 or P-384")
 		}
-		b := latin1Bytes(data)
-		size := (c.Params().BitSize + 7) / 8
-		if len(b) != 1+2*size || b[0] != 4 {
-			return nil, errors.New("DataError: the raw key is not an uncompressed point")
+		k, err := ecdsa.ParseUncompressedPublicKey(c, latin1Bytes(data))
+		if err != nil {
+			return nil, errors.New("DataError: the raw key is not an uncompressed point of the curve")
 		}
-		pub = &ecdsa.PublicKey{Curve: c, X: new(big.Int).SetBytes(b[1 : 1+size]), Y: new(big.Int).SetBytes(b[1+size:])}
+		pub = k
 	default:
 		return nil, errors.New("NotSupportedError: unsupported key format " + format)
 	}
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:
-		if alg != "ECDSA" || (curveName != "" && curveByName(curveName) != k.Curve) || !k.Curve.IsOnCurve(k.X, k.Y) {
+		if alg != "ECDSA" || (curveName != "" && curveByName(curveName) != k.Curve) {
 			return nil, errors.New("DataError: the key does not fit the algorithm")
 		}
 	case *rsa.PublicKey:

@@ -30,6 +30,7 @@ func TestSubtleVerify(t *testing.T) {
 	rsaSPKI, _ := x509.MarshalPKIXPublicKey(&rk.PublicKey)
 	b64 := base64.StdEncoding.EncodeToString
 	u := func(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+	point, _ := ec.PublicKey.Bytes() // 0x04 || X || Y
 	code := fmt.Sprintf(`async () => {
 		const bytes = (s) => Uint8Array.from(atob(s), c => c.charCodeAt(0));
 		const msg = new TextEncoder().encode('webhook payload');
@@ -48,7 +49,7 @@ func TestSubtleVerify(t *testing.T) {
 			await crypto.subtle.verify('RSASSA-PKCS1-v1_5', rsaKey, rsaSig, new TextEncoder().encode('other')),
 			wrongKind, ecKey.type, rsaKey.algorithm.hash.name,
 		];
-	}`, b64(ecSPKI), u(ec.PublicKey.X.FillBytes(make([]byte, 32))), u(ec.PublicKey.Y.FillBytes(make([]byte, 32))), b64(rsaSPKI), b64(ecSig), b64(rsaSig))
+	}`, b64(ecSPKI), u(point[1:33]), u(point[33:]), b64(rsaSPKI), b64(ecSig), b64(rsaSig))
 	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}})
 	if err != nil {
 		t.Fatal(err)

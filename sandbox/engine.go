@@ -108,10 +108,7 @@ type Engine struct {
 	handles map[string]*vm
 }
 
-var (
-	processFlagsOnce sync.Once
-	processFlags     string
-)
+var processFlagsOnce sync.Once
 
 // New starts an engine. The V8 flags that are process-wide (--jitless,
 // WebAssembly) are fixed by the first engine of the process.
@@ -125,7 +122,6 @@ func New(cfg Config) *Engine {
 		if !cfg.Wasm {
 			flags = append(flags, "--no-expose-wasm")
 		}
-		processFlags = strings.Join(flags, " ")
 		if len(flags) > 0 {
 			v8.SetFlags(flags...)
 		}

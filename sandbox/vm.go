@@ -60,7 +60,6 @@ type vm struct {
 	deathErr          error // why the isolate ended, for calls that were queued
 	handleID          string
 	timeout           time.Duration
-	moduleRun         bool
 
 	// mu guards the watchdog's view: which run is current, whether the
 	// watchdog terminated it, and whether the isolate is gone.

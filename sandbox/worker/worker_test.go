@@ -362,8 +362,7 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 // then answers with what its mode says.
 func rogueMain(mode string) {
 	conn, _ := fileConn(fdConn, "gateway")
-	var rpc *rpcConn
-	rpc = newRPC(conn, maxFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
+	rpc := newRPC(conn, maxFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
 		switch path {
 		case pathHello:
 			return json.Marshal(helloReply{Version: ProtocolVersion, PID: os.Getpid()})
