@@ -164,6 +164,8 @@ const counter = `async () => { let served = 0; return { async fetch(request, env
 	if (url.endsWith('/headers')) return Response.json([...request.headers]);
 	if (url.endsWith('/framing')) return new Response('intact body', {headers: {'transfer-encoding': 'chunked', 'connection': 'close', 'x-kept': 'yes'}});
 	if (url.endsWith('/throw')) throw new Error('secret detail');
+	if (url.endsWith('/huge')) return new Response('x'.repeat(9 << 20));
+	if (url.endsWith('/fake')) { const Response = class { constructor() { this.status = 200 } }; return new Response('fake') }
 	console.log('visit', url);
 	return Response.json({served: ++served});
 } } }`
@@ -312,6 +314,15 @@ func TestGateway(t *testing.T) {
 	a = do(t, "GET", site(id+".apps.localhost", "/throw"), "", nil)
 	if a.status != 500 || a.code() != "HANDLER_ERROR" || strings.Contains(string(a.body), "secret detail") {
 		t.Fatalf("throw: %d %s", a.status, a.body)
+	}
+	if a := do(t, "POST", site(id+".apps.localhost", "/echo"), "", make([]byte, 2<<20)); a.status != 413 || a.code() != "TOO_LARGE" {
+		t.Fatalf("a 2 MiB request body: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", site(id+".apps.localhost", "/huge"), "", nil); a.status != 502 || a.code() != "BAD_RESPONSE" {
+		t.Fatalf("a 9 MiB response body: %d %.300s", a.status, a.body)
+	}
+	if a := do(t, "GET", site(id+".apps.localhost", "/fake"), "", nil); a.status != 502 || a.code() != "BAD_RESPONSE" || !strings.Contains(string(a.body), "not a Response") {
+		t.Fatalf("a forged Response: %d %s", a.status, a.body)
 	}
 	if a := do(t, "GET", site("nothing-here.apps.localhost", "/"), "", nil); a.status != 404 || a.code() != "NOT_FOUND" {
 		t.Fatalf("unknown key: %d %s", a.status, a.body)
