@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -36,6 +37,7 @@ type runtime struct {
 	// Provision; read by callbacks from workers).
 	logger atomic.Pointer[zap.Logger]
 	app    atomic.Pointer[App]
+	events atomic.Pointer[eventSink]
 
 	logLimiter *rate.Limiter
 }
@@ -113,6 +115,11 @@ func newRuntime(a *App) (*runtime, error) {
 		Executor: pool,
 		OnEnd: func(e handles.Event) {
 			metricEnds.WithLabelValues(e.Reason).Inc()
+			if sink := rt.events.Load(); sink != nil {
+				sink.app.Emit(sink.ctx, "handle_ended", map[string]any{
+					"registry": e.Registry, "execution_id": e.ID, "tenant": e.Tenant, "reason": e.Reason, "message": e.Message,
+				})
+			}
 			rt.logger.Load().Info("handle ended",
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
@@ -143,9 +150,21 @@ func newRuntime(a *App) (*runtime, error) {
 	return rt, nil
 }
 
+// eventSink is the newest config's Caddy events app, through which every
+// end of a handle is published (as "handle_ended", module "retainer").
+type eventSink struct {
+	app *caddyevents.App
+	ctx caddy.Context
+}
+
 // bind points the runtime's callbacks at the newest config.
 func (rt *runtime) bind(ctx caddy.Context, a *App) {
 	rt.logger.Store(ctx.Logger())
+	if ev, err := ctx.App("events"); err == nil {
+		if app, ok := ev.(*caddyevents.App); ok {
+			rt.events.Store(&eventSink{app: app, ctx: ctx})
+		}
+	}
 	rt.app.Store(a)
 	rt.receipts.SetRetention(time.Duration(a.ReceiptRetention))
 	registerMetrics(ctx, rt)
