@@ -2,15 +2,12 @@ package handles
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"sync/atomic"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
-
-var jsonMarshal = json.Marshal
 
 // maxHandleLogs is how many entries a handle's log keeps (SPEC §1).
 const maxHandleLogs = 1000

@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -650,7 +651,7 @@ func (r *Registry) Routes(tenant string) []Route {
 }
 
 func putTx(tx *bolt.Tx, rec *Record) error {
-	data, err := jsonMarshal(rec)
+	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func BenchmarkContextInstall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m.submit(func() { m.kill(nil) })
+		m.submit(func() { m.kill() })
 		<-m.done
 	}
 }

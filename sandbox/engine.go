@@ -154,7 +154,7 @@ func (e *Engine) prewarm() {
 		select {
 		case e.warm <- m:
 		case <-e.closing:
-			m.submit(func() { m.kill(errors.New("engine closed")) })
+			m.submit(func() { m.kill() })
 			return
 		}
 	}
@@ -283,7 +283,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	})
 	out.Logs = logs.result()
 	if err != nil || !out.Handler || !job.RetainHandles {
-		m.kill(err)
+		m.kill()
 		return out, err
 	}
 	// Retained: later console output goes to the handle's log.
@@ -483,28 +483,16 @@ func (e *Engine) Close(id string) error {
 	if m == nil {
 		return fault.Closed(id)
 	}
-	closed := fault.Closed(id)
-	if err := m.submit(func() { m.kill(closed) }); err != nil && !errors.Is(err, fault.ErrHandlesClosed) {
+	if err := m.submit(func() { m.kill() }); err != nil && !errors.Is(err, fault.ErrHandlesClosed) {
 		// Queue full: the isolate dies after the jobs ahead of the close.
 		go func() {
 			select {
-			case m.jobs <- func() { m.kill(closed) }:
+			case m.jobs <- func() { m.kill() }:
 			case <-m.done:
 			}
 		}()
 	}
 	return nil
-}
-
-// Retained lists the ids of the live retained isolates.
-func (e *Engine) Retained() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ids := make([]string, 0, len(e.handles))
-	for id := range e.handles {
-		ids = append(ids, id)
-	}
-	return ids
 }
 
 // Shutdown disposes every isolate and stops prewarming.

@@ -13,7 +13,7 @@ func TestHeapLimitMatchesBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		ch := make(chan uint64, 1)
-		m.submit(func() { ch <- m.iso.GetHeapStatistics().HeapSizeLimit; m.kill(nil) })
+		m.submit(func() { ch <- m.iso.GetHeapStatistics().HeapSizeLimit; m.kill() })
 		got := <-ch
 		t.Logf("memory %d MiB -> V8 heap limit %.1f MiB", mib, float64(got)/(1<<20))
 		if got > uint64(mib)<<20 || got < uint64(mib)<<20*3/4 {

@@ -56,8 +56,7 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	dead              bool  // a bound was hit or the engine closed: dispose after this job
-	deathErr          error // why the isolate ended, for calls that were queued
+	dead              bool // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
 
@@ -126,13 +125,13 @@ func (m *vm) loop(ready chan<- error) {
 			if err := m.bounded(m.timeout, func(deadline time.Time) error {
 				return m.fireDue(deadline)
 			}); err != nil {
-				m.kill(err)
+				m.kill()
 				if m.handleID != "" && m.eng.cfg.OnLost != nil {
 					m.eng.cfg.OnLost(m.handleID, err)
 				}
 			}
 		case <-m.eng.closing:
-			m.kill(fault.New(fault.HandlesClosed, "the engine is closed"))
+			m.kill()
 		}
 	}
 }
@@ -436,7 +435,6 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	}
 	if errors.Is(err, fault.ErrTimeout) || errors.Is(err, fault.ErrMemory) {
 		m.dead = true
-		m.deathErr = err
 	}
 	return err
 }
@@ -554,12 +552,10 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	return m.fireDue(deadline)
 }
 
-// kill marks the isolate dead; the loop disposes it after the current job.
-func (m *vm) kill(err error) {
+// kill marks the isolate dead; the loop disposes it after the current job
+// (calls still queued answer HANDLES_CLOSED: see goneErr).
+func (m *vm) kill() {
 	m.dead = true
-	if m.deathErr == nil {
-		m.deathErr = err
-	}
 }
 
 func (m *vm) dispose() {
