@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // rpcConn is the protocol between the gateway and a worker: length-prefixed
@@ -43,10 +44,16 @@ type rpcConn struct {
 
 	handle func(ctx context.Context, path string, body []byte) ([]byte, error)
 	onBad  func(reason string)
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	// serving counts requests being handled; past maxServing the peer is
+	// flooding (the gateway's calls and a worker's own are far fewer).
+	serving atomic.Int64
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
+
+// maxServing bounds the requests one side handles at once for its peer.
+const maxServing = 4096
 
 const (
 	kindRequest  = 1
@@ -121,6 +128,10 @@ func (c *rpcConn) read() error {
 				ch <- payload
 			}
 		case kindRequest:
+			if c.serving.Add(1) > maxServing {
+				c.bad(fmt.Sprintf("more than %d requests at once", maxServing))
+				return errors.New("request flood")
+			}
 			go c.serve(id, path, payload)
 		default:
 			c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
@@ -136,6 +147,7 @@ func (c *rpcConn) bad(reason string) {
 }
 
 func (c *rpcConn) serve(id uint64, path string, payload []byte) {
+	defer c.serving.Add(-1)
 	defer func() {
 		if r := recover(); r != nil {
 			c.bad(fmt.Sprintf("a request for %s that failed: %v", path, r))
