@@ -191,3 +191,30 @@ func BenchmarkFirstTouch(b *testing.B) {
 		})
 	}
 }
+
+// go test ./sandbox -run ^$ -bench RuntimeInstall
+// The runtime's own cost on a fresh context (host functions, bootstrap from
+// the code cache, installation), without isolate creation and disposal.
+func BenchmarkRuntimeInstall(b *testing.B) {
+	e := engine(b)
+	mustRun(b, "() => 0") // the bootstrap's code cache exists
+	// One thread for creation and installation, as on an isolate's loop (a
+	// V8 Locker taken on another thread costs a thread-state switch).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+		m.iso = v8.NewIsolate()
+		m.ctx = v8.NewContext(m.iso)
+		b.StartTimer()
+		if err := m.installRuntime(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		m.releaseReturned()
+		m.ctx.Close()
+		m.iso.Dispose()
+		b.StartTimer()
+	}
+}
