@@ -113,6 +113,7 @@ func newGateway(t *testing.T, pcfg worker.Config) *gateway {
 
 const counterProgram = `async () => { let served = 0; return { async fetch(req) {
 	if (req.url.endsWith('/spin')) for (;;) {}
+	if (req.url.endsWith('/sleep')) await new Promise(r => setTimeout(r, 150));
 	if (req.url.endsWith('/crash')) return new Response('x'.repeat(2**29 - 32).toLowerCase());
 	return Response.json({served: ++served}) } } }`
 
@@ -361,8 +362,27 @@ func TestWorkerKilledWhileServing(t *testing.T) {
 		mustCall(t, reg, "alice", id, `{"served":1}`)
 		ids = append(ids, id)
 	}
+	// Kill both workers while all six handles are serving.
+	var wg sync.WaitGroup
+	inFlight := make(chan error, len(ids))
+	for _, id := range ids {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			_, err := call(reg, "alice", id, "/sleep")
+			inFlight <- err
+		}(id)
+	}
+	time.Sleep(50 * time.Millisecond)
 	for _, s := range g.pool.Status() {
 		syscall.Kill(s.PID, syscall.SIGKILL)
+	}
+	wg.Wait()
+	close(inFlight)
+	for err := range inFlight {
+		if fault.CodeOf(err) != fault.WorkerCrashed {
+			t.Fatalf("an invocation in flight during the crash answered %v", err)
+		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for _, id := range ids {
