@@ -119,14 +119,7 @@ func TestCapabilities(t *testing.T) {
 	}
 	// Restart: the handle is rebuilt, and the tool is answered from the
 	// recording (the upstream is not called again).
-	tester.InitServer(`{
-	admin localhost:2999
-	http_port 9080
-}
-http://other.localhost:9080 {
-	respond "none"
-}`, "caddyfile")
-	tester.InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
+	restart(tester, capabilitiesConfig(store, tool.URL+"/products"))
 	if b := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); string(b.body) != `{"products":2,"visits":1}` {
 		t.Fatalf("after the rebuild: %s", b.body)
 	}
@@ -154,14 +147,7 @@ http://other.localhost:9080 {
 	if b := do(t, "GET", site(kvID+".apps.localhost", "/"), "", nil); string(b.body) != `{"kv":2,"closure":2}` {
 		t.Fatalf("kv counter: %s", b.body)
 	}
-	tester.InitServer(`{
-	admin localhost:2999
-	http_port 9080
-}
-http://other.localhost:9080 {
-	respond "none"
-}`, "caddyfile")
-	tester.InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
+	restart(tester, capabilitiesConfig(store, tool.URL+"/products"))
 	if b := do(t, "GET", site(kvID+".apps.localhost", "/"), "", nil); string(b.body) != `{"kv":3,"closure":1}` {
 		t.Fatalf("kv counter after a restart: %s", b.body)
 	}

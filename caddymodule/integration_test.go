@@ -400,14 +400,7 @@ func TestGateway(t *testing.T) {
 	}
 
 	// Restart with the same store: the handle is rebuilt on its next request.
-	tester.InitServer(`{
-	admin localhost:2999
-	http_port 9080
-}
-http://other.localhost:9080 {
-	respond "no retainer here"
-}`, "caddyfile")
-	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	restart(tester, gatewayConfig(store, ""))
 	if n := served(t, do(t, "GET", site(id+".apps.localhost", "/"), "", nil)); n != 1 {
 		t.Fatalf("after a restart the handle served %d", n)
 	}
@@ -455,3 +448,17 @@ http://other.localhost:9080 {
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// restart stops Retainer (a config without it lets the runtime go: workers
+// end, the store closes) and loads config again: a gateway restart with
+// the same store, inside one test process.
+func restart(tester *caddytest.Tester, config string) {
+	tester.InitServer(`{
+	admin localhost:2999
+	http_port 9080
+}
+http://other.localhost:9080 {
+	respond "no retainer here"
+}`, "caddyfile")
+	tester.InitServer(config, "caddyfile")
+}
