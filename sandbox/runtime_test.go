@@ -158,3 +158,25 @@ func TestWaitUntilRunsAfterTheResponse(t *testing.T) {
 		t.Fatalf("the waitUntil work did not finish before the next invocation: %v %s", err, res.BodyBytes())
 	}
 }
+
+// TestStreamResponseThroughAHandle: a handler may answer a ReadableStream
+// body; it is read to its end and sent whole.
+func TestStreamResponseThroughAHandle(t *testing.T) {
+	e := engine(t)
+	if _, err := e.Run(context.Background(), Job{ID: "stream-body", RetainHandles: true, Program: Program{Code: `async () => ({ fetch() {
+		const enc = new TextEncoder();
+		let i = 0;
+		const body = new ReadableStream({ async pull(c) {
+			await new Promise(r => setTimeout(r, 1));
+			if (i < 3) c.enqueue(enc.encode('chunk' + i++ + ';')); else c.close();
+		} });
+		return new Response(body, { headers: { 'content-type': 'text/plain' } });
+	} })`}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close("stream-body")
+	res, err := e.Invoke(context.Background(), "stream-body", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+	if err != nil || string(res.BodyBytes()) != "chunk0;chunk1;chunk2;" {
+		t.Fatalf("stream body: %v %q", err, res.BodyBytes())
+	}
+}
