@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -343,14 +342,14 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 	if name != "fetch" {
 		return WireResponse{}, fault.UnknownHandle(id, name)
 	}
-	if err := req.validate(); err != nil {
+	decoded, err := req.validate()
+	if err != nil {
 		return WireResponse{}, err
 	}
 	// The body crosses separately, as a Latin-1 string (see bootstrap.js).
 	var body any // nil: no body
 	if req.Body != nil {
-		b, _ := base64.StdEncoding.DecodeString(*req.Body)
-		body = latin1String(b)
+		body = latin1String(decoded)
 	}
 	req.Body = nil
 	raw, err := json.Marshal(req)

@@ -47,25 +47,28 @@ func NewWireRequest(method, url string, headers [][2]string, body []byte) WireRe
 	return w
 }
 
-// validate checks a request before it enters an isolate.
-func (r WireRequest) validate() error {
+// validate checks a request before it enters an isolate and answers its
+// decoded body (nil for none).
+func (r WireRequest) validate() ([]byte, error) {
 	if r.Method == "" || !isToken(r.Method) {
-		return fault.New(fault.BadRequest, "The request's method is not a valid HTTP method.")
+		return nil, fault.New(fault.BadRequest, "The request's method is not a valid HTTP method.")
 	}
 	if r.URL == "" {
-		return fault.New(fault.BadRequest, "The request has no url.")
+		return nil, fault.New(fault.BadRequest, "The request has no url.")
 	}
 	for _, h := range r.Headers {
 		if !isToken(h[0]) || !validHeaderValue(h[1]) {
-			return fault.New(fault.BadRequest, "The request has an invalid header.")
+			return nil, fault.New(fault.BadRequest, "The request has an invalid header.")
 		}
 	}
-	if r.Body != nil {
-		if _, err := base64.StdEncoding.DecodeString(*r.Body); err != nil {
-			return fault.New(fault.BadRequest, "The request's body is not base64.")
-		}
+	if r.Body == nil {
+		return nil, nil
 	}
-	return nil
+	b, err := base64.StdEncoding.DecodeString(*r.Body)
+	if err != nil {
+		return nil, fault.New(fault.BadRequest, "The request's body is not base64.")
+	}
+	return b, nil
 }
 
 // parseWireResponse reads what the isolate answered — a JSON head, a
