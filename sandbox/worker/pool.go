@@ -169,7 +169,7 @@ func (pool *Pool) pick(retaining bool) (*process, error) {
 		if retaining && retained >= pool.cfg.IsolatesPerWorker {
 			continue
 		}
-		if inflight >= pool.cfg.IsolatesPerWorker+pool.cfg.Queue {
+		if inflight >= pool.callLimit() {
 			continue
 		}
 		score := retained + inflight
@@ -187,6 +187,13 @@ func (pool *Pool) pick(retaining bool) (*process, error) {
 		return nil, ErrNoCapacity
 	}
 	return nil, fault.Overload()
+}
+
+// callLimit is how many calls one worker may have in flight or waiting:
+// one per isolate slot plus the queue. pool.mu must be held (Resize changes
+// the slots).
+func (pool *Pool) callLimit() int {
+	return pool.cfg.IsolatesPerWorker + pool.cfg.Queue
 }
 
 // Run runs a job in a worker. A retaining run that answers a handler keeps
@@ -253,6 +260,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		return sandbox.WireResponse{}, fault.Overload()
 	}
 	pool.waiting[id]++
+	limit := pool.callLimit()
 	pool.mu.Unlock()
 	defer func() {
 		pool.mu.Lock()
@@ -263,12 +271,12 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	}()
 	p.mu.Lock()
 	bound, ok := p.retained[id]
-	_, inflight := len(p.retained), len(p.running)
+	inflight := len(p.running)
 	p.mu.Unlock()
 	if !ok {
 		return sandbox.WireResponse{}, fault.Closed(id)
 	}
-	if inflight >= pool.cfg.IsolatesPerWorker+pool.cfg.Queue {
+	if inflight >= limit {
 		return sandbox.WireResponse{}, fault.Overload()
 	}
 	var rep invokeReply
