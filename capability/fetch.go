@@ -1,6 +1,7 @@
 package capability
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -203,11 +204,7 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	}
 	var body io.Reader
 	if a.Body != nil {
-		b := make([]byte, 0, len(*a.Body))
-		for _, r := range *a.Body {
-			b = append(b, byte(r))
-		}
-		body = strings.NewReader(string(b))
+		body = bytes.NewReader(latin1Bytes(*a.Body))
 	}
 	method := a.Method
 	if method == "" {
@@ -246,11 +243,7 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 			ans.Headers = append(ans.Headers, [2]string{strings.ToLower(k), v})
 		}
 	}
-	r := make([]rune, len(data))
-	for i, c := range data {
-		r[i] = rune(c)
-	}
-	ans.Body = string(r)
+	ans.Body = latin1String(data)
 	if ans.Status < 200 || ans.Status > 599 {
 		return nil, fault.New(fault.BadRequest, "fetch to %s answered status %d.", u.Host, ans.Status)
 	}
@@ -258,6 +251,24 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 }
 
 var errBlocked = errors.New("address refused")
+
+// Bodies cross to and from the isolate as Latin-1 strings, one char per
+// byte (see sandbox/crypto.go for why).
+func latin1Bytes(s string) []byte {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		b = append(b, byte(r))
+	}
+	return b
+}
+
+func latin1String(b []byte) string {
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return string(r)
+}
 
 // cleanErr drops the URL from net/http's error text (it is in the message
 // already).
