@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
@@ -196,6 +198,29 @@ func allowed(key any, alg string) bool {
 	return false
 }
 
+// MaxTenantBytes bounds a tenant id (SPEC §7).
+const MaxTenantBytes = 256
+
+// ValidTenant checks a tenant id: non-empty, at most 256 bytes of UTF-8,
+// no control characters (they would let ids collide in keys and logs).
+func ValidTenant(t string) error {
+	if t == "" {
+		return errors.New("is empty")
+	}
+	if len(t) > MaxTenantBytes {
+		return fmt.Errorf("is over %d bytes", MaxTenantBytes)
+	}
+	if !utf8.ValidString(t) {
+		return errors.New("is not UTF-8")
+	}
+	for _, r := range t {
+		if unicode.IsControl(r) {
+			return errors.New("holds a control character")
+		}
+	}
+	return nil
+}
+
 // Verify checks a token and answers its identity. Errors wrap
 // ErrInvalidToken and never contain the token.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
@@ -204,6 +229,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		// RFC 7515 §4.1.11: a header parameter listed in crit that the
+		// verifier does not understand makes the token invalid, and this
+		// verifier understands none.
+		if crit, ok := t.Header["crit"]; ok {
+			return nil, fmt.Errorf("the token's crit header names extensions this verifier does not understand (%v)", crit)
+		}
 		alg := t.Method.Alg()
 		if v.cfg.JWKS != nil {
 			key, err := v.cfg.JWKS.kf.KeyfuncCtx(ctx)(t)
@@ -249,6 +280,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	tenant, ok := claims[v.cfg.TenantClaim].(string)
 	if !ok || tenant == "" {
 		return Identity{}, fmt.Errorf("%w: no %q claim", ErrInvalidToken, v.cfg.TenantClaim)
+	}
+	if err := ValidTenant(tenant); err != nil {
+		return Identity{}, fmt.Errorf("%w: the %q claim %v", ErrInvalidToken, v.cfg.TenantClaim, err)
 	}
 	id.Tenant = tenant
 	for _, c := range v.cfg.RequiredClaims {

@@ -129,6 +129,11 @@ func (h *API) caller(r *http.Request) (caller, error) {
 		}
 		return caller{}, fault.New(fault.Unauthenticated, "A bearer token is required.")
 	}
+	// Whatever authenticated the request (retainer_jwt checks this too),
+	// a tenant id must be one that cannot collide with another.
+	if err := authz.ValidTenant(id); err != nil {
+		return caller{}, fault.New(fault.Unauthenticated, "The tenant id %s.", err)
+	}
 	return caller{tenant: id, scopes: strings.Fields(scope)}, nil
 }
 
@@ -253,6 +258,11 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	out.Grants.Providers = req.Providers
 	if req.Outbound != nil {
+		for _, host := range req.Outbound.Allow {
+			if strings.Contains(host, "%") {
+				return out, fault.New(fault.BadRequest, "outbound.allow %q names an IPv6 address with a zone, which is never reachable.", host)
+			}
+		}
 		out.Grants.Outbound = req.Outbound.Allow
 	}
 	return out, nil

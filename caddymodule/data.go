@@ -182,22 +182,52 @@ func withoutCookie(header, name string) string {
 	return strings.Join(keep, "; ")
 }
 
-// writeResponse writes a handler's response; its framing and hop-by-hop
-// headers are dropped and the gateway frames the body itself.
+// writeResponse writes a handler's response (SPEC §8): its framing and
+// hop-by-hop headers are dropped and the gateway frames the body itself;
+// so are the headers its own Connection header names; a Set-Cookie loses
+// its Domain attribute, so no handler sets a cookie for a parent domain
+// that other handles or the API share. The sandbox has already bounded the
+// head (64 KiB) and the body.
 func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
+	named := map[string]bool{}
+	for _, kv := range res.Headers {
+		if strings.EqualFold(kv[0], "connection") {
+			for _, name := range strings.Split(kv[1], ",") {
+				named[strings.ToLower(strings.TrimSpace(name))] = true
+			}
+		}
+	}
 	h := w.Header()
 	for _, kv := range res.Headers {
 		lower := strings.ToLower(kv[0])
-		if hopByHop[lower] || lower == "content-length" {
+		if hopByHop[lower] || lower == "content-length" || named[lower] {
 			continue
 		}
-		h.Add(textproto.CanonicalMIMEHeaderKey(kv[0]), kv[1])
+		value := kv[1]
+		if lower == "set-cookie" {
+			value = hostOnlyCookie(value)
+		}
+		h.Add(textproto.CanonicalMIMEHeaderKey(kv[0]), value)
 	}
 	body := res.BodyBytes()
 	w.WriteHeader(res.Status)
 	if len(body) > 0 {
 		w.Write(body)
 	}
+}
+
+// hostOnlyCookie drops every Domain attribute of a Set-Cookie value.
+func hostOnlyCookie(v string) string {
+	parts := strings.Split(v, ";")
+	keep := parts[:1]
+	for _, attr := range parts[1:] {
+		name, _, _ := strings.Cut(strings.TrimSpace(attr), "=")
+		if strings.EqualFold(strings.TrimSpace(name), "domain") {
+			continue
+		}
+		keep = append(keep, attr)
+	}
+	return strings.Join(keep, ";")
 }
 
 // Interface guards.

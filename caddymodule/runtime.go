@@ -78,6 +78,7 @@ func newRuntime(a *App) (*runtime, error) {
 			Timeout:         time.Duration(a.Timeout),
 			MemoryMiB:       a.MemoryMiB,
 			MaxResponseBody: int(a.MaxResponseBody),
+			MaxRequestBody:  int(a.MaxRequestBody),
 			JIT:             a.JIT,
 			Wasm:            a.Wasm,
 		},
@@ -137,7 +138,7 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody}, Tools: &capability.Tools{}})
+	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		store.Close()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // Fetcher makes programs' outbound requests. The address actually dialed is
@@ -24,6 +25,9 @@ import (
 type Fetcher struct {
 	// MaxBody bounds a response body. Default 8 MiB.
 	MaxBody int64
+	// MaxRequestBody bounds a request body (SPEC §3: the request-body
+	// bound). Default 1 MiB.
+	MaxRequestBody int64
 	// MaxRedirects bounds a redirect chain. Default 10.
 	MaxRedirects int
 	// Timeout bounds one fetch. Default 30s (the run's bound usually ends
@@ -56,6 +60,11 @@ var sixToFour = netip.MustParsePrefix("2002::/16")
 
 // Blocked reports whether ip is an address a program may not reach.
 func Blocked(ip netip.Addr) bool {
+	if ip.Zone() != "" {
+		// A zoned address (fe80::1%eth0, ::1%1) names an interface; prefix
+		// checks do not match it, so it is refused outright.
+		return true
+	}
 	ip = ip.Unmap() // IPv4-mapped IPv6 is its IPv4 address
 	for _, p := range blockedPrefixes {
 		if p.Contains(ip) {
@@ -81,8 +90,14 @@ func Allowed(patterns []string, scheme, host, port string) bool {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
+	if strings.Contains(host, "%") {
+		return false // zoned IPv6 is never allowed (SPEC §6)
+	}
 	for _, p := range patterns {
 		p = strings.ToLower(strings.TrimSpace(p))
+		if strings.Contains(p, "%") {
+			continue
+		}
 		ph, pp := p, ""
 		if h, prt, err := net.SplitHostPort(p); err == nil {
 			ph, pp = h, prt
@@ -144,6 +159,9 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, bad("fetch: only absolute http and https URLs can be fetched.")
 	}
+	if strings.Contains(u.Hostname(), "%") {
+		return nil, fault.New(fault.Forbidden, "fetch to %s was refused: an IPv6 address with a zone is never reachable.", u.Host)
+	}
 	if !Allowed(allow, u.Scheme, u.Hostname(), u.Port()) {
 		return nil, fault.New(fault.Forbidden, "fetch to %s is not in this execution's outbound allow list.", u.Host)
 	}
@@ -204,7 +222,15 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	}
 	var body io.Reader
 	if a.Body != nil {
-		body = bytes.NewReader(latin1Bytes(*a.Body))
+		b := latin1Bytes(*a.Body)
+		maxReq := f.MaxRequestBody
+		if maxReq <= 0 {
+			maxReq = 1 << 20
+		}
+		if int64(len(b)) > maxReq {
+			return nil, fault.New(fault.TooLarge, "fetch: the request body is over its %d byte bound.", maxReq)
+		}
+		body = bytes.NewReader(b)
 	}
 	method := a.Method
 	if method == "" {
@@ -247,7 +273,7 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	if ans.Status < 200 || ans.Status > 599 {
 		return nil, fault.New(fault.BadRequest, "fetch to %s answered status %d.", u.Host, ans.Status)
 	}
-	return json.Marshal(ans)
+	return wirejson.Marshal(ans)
 }
 
 var errBlocked = errors.New("address refused")

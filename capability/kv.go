@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // KV limits (SPEC §6).
@@ -94,7 +95,7 @@ func (kv *KV) Serve(registry, tenant, op string, raw json.RawMessage) (json.RawM
 		var out json.RawMessage = []byte("null")
 		err := kv.db.View(func(tx *bolt.Tx) error {
 			if v := tx.Bucket(bucketKV).Get(append(ns, a.Key...)); v != nil {
-				out, _ = json.Marshal(string(v))
+				out, _ = wirejson.Marshal(string(v))
 			}
 			return nil
 		})
@@ -200,5 +201,5 @@ func (kv *KV) list(ns []byte, a kvArgs) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(out)
+	return wirejson.Marshal(out)
 }

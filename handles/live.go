@@ -1,7 +1,6 @@
 package handles
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
@@ -12,18 +11,32 @@ import (
 // maxHandleLogs is how many entries a handle's log keeps (SPEC §1).
 const maxHandleLogs = 1000
 
-// liveState is the in-memory side of a record: the invocation queue and the
-// handle's log.
+// maxHandleLogBytes bounds a handle's log ring in message bytes (SPEC §3).
+const maxHandleLogBytes = 1 << 20
+
+// liveState is the in-memory side of a record: its invocations in flight,
+// its one rebuild in flight, and the handle's log.
 type liveState struct {
-	queue    fifo         // exclusive: held while the isolate is rebuilt
 	inflight atomic.Int64 // invocations under way or waiting
 
-	mu   sync.Mutex // guards logs
-	logs []sandbox.LogEntry
+	mu         sync.Mutex // guards rebuilding, logs, logBytes
+	rebuilding *rebuildFlight
+	logs       []sandbox.LogEntry
+	logBytes   int
+}
+
+// rebuildFlight is one detached rebuild; done closes when err is set.
+type rebuildFlight struct {
+	done chan struct{}
+	err  error
 }
 
 // idle reports that nothing is under way for the handle.
-func (ls *liveState) idle() bool { return ls.inflight.Load() == 0 && ls.queue.idle() }
+func (ls *liveState) idle() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.inflight.Load() == 0 && ls.rebuilding == nil
+}
 
 // liveFor returns id's live state, creating it; nil once the handle ended.
 func (s *Store) liveFor(id string) *liveState {
@@ -48,8 +61,14 @@ func (r *Registry) appendLog(id string, e sandbox.LogEntry) {
 	}
 	ls.mu.Lock()
 	ls.logs = append(ls.logs, e)
-	if len(ls.logs) > maxHandleLogs {
-		ls.logs = append([]sandbox.LogEntry(nil), ls.logs[len(ls.logs)-maxHandleLogs:]...)
+	ls.logBytes += len(e.Message)
+	drop := 0
+	for len(ls.logs)-drop > maxHandleLogs || ls.logBytes > maxHandleLogBytes && len(ls.logs)-drop > 1 {
+		ls.logBytes -= len(ls.logs[drop].Message)
+		drop++
+	}
+	if drop > 0 {
+		ls.logs = append([]sandbox.LogEntry(nil), ls.logs[drop:]...)
 	}
 	ls.mu.Unlock()
 	if s.opts.OnLog != nil {
@@ -80,62 +99,4 @@ func (r *Registry) Logs(tenant, id string) ([]sandbox.LogEntry, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return append([]sandbox.LogEntry{}, ls.logs...), nil
-}
-
-// fifo is a lock handed out in arrival order, with a bounded wait.
-type fifo struct {
-	mu      sync.Mutex // guards busy, waiters
-	busy    bool
-	waiters []chan struct{}
-}
-
-func (q *fifo) acquire(ctx context.Context, max int) error {
-	q.mu.Lock()
-	if !q.busy {
-		q.busy = true
-		q.mu.Unlock()
-		return nil
-	}
-	if len(q.waiters) >= max {
-		q.mu.Unlock()
-		return fault.Overload()
-	}
-	ch := make(chan struct{})
-	q.waiters = append(q.waiters, ch)
-	q.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		q.mu.Lock()
-		for i, w := range q.waiters {
-			if w == ch {
-				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-				q.mu.Unlock()
-				return ctx.Err()
-			}
-		}
-		q.mu.Unlock()
-		// Handed the lock while giving up: pass it on.
-		q.release()
-		return ctx.Err()
-	}
-}
-
-func (q *fifo) release() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.waiters) > 0 {
-		ch := q.waiters[0]
-		q.waiters = q.waiters[1:]
-		close(ch)
-		return
-	}
-	q.busy = false
-}
-
-func (q *fifo) idle() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return !q.busy && len(q.waiters) == 0
 }

@@ -2,15 +2,10 @@ package handles
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -117,8 +112,19 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	job.ID = newRunID()
 	rs := &runState{registry: r, tenant: tenant, grants: req.Grants}
 	s.beginRun(job.ID, rs)
-	out, err := r.runWithCapacity(ctx, job)
+	runCtx := ctx
+	if job.RetainHandles {
+		// A deploy finishes even if its caller goes away, so the worker
+		// never keeps an isolate the gateway does not know of; the isolate
+		// is closed below instead.
+		runCtx = context.WithoutCancel(ctx)
+	}
+	out, err := r.runWithCapacity(runCtx, job)
 	s.endRun(job.ID)
+	if err == nil && out.Retained && ctx.Err() != nil {
+		s.opts.Executor.Close(job.ID)
+		return ExecResult{Outcome: out}, ctx.Err()
+	}
 	s.mu.Lock()
 	denials := append([]string(nil), rs.denials...)
 	recorded := append([]ToolAnswer(nil), rs.recorded...)
@@ -150,7 +156,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	}
 	s.records[rec.ID] = rec
 	s.mu.Unlock()
-	if err := s.putRecord(rec); err != nil {
+	if err := s.insertRecord(rec); err != nil {
 		s.mu.Lock()
 		delete(s.records, rec.ID)
 		s.mu.Unlock()
@@ -174,33 +180,6 @@ func (r *Registry) runWithCapacity(ctx context.Context, job sandbox.Job) (sandbo
 	}
 }
 
-// parkOne disposes the isolate of the least recently used idle handle; its
-// record stays and it is rebuilt on its next request.
-func (s *Store) parkOne(except string) bool {
-	s.mu.Lock()
-	var victim *Record
-	for id, rec := range s.records {
-		if id == except || !s.opts.Executor.Holds(id) {
-			continue
-		}
-		if ls := s.live[id]; ls != nil && !ls.idle() {
-			continue
-		}
-		if victim == nil || rec.LastInvokedAt.Before(victim.LastInvokedAt) {
-			victim = rec
-		}
-	}
-	s.mu.Unlock()
-	if victim == nil {
-		return false
-	}
-	s.opts.Executor.Close(victim.ID)
-	if reg := s.registryOf(victim.ID); reg != nil {
-		reg.systemLog(victim.ID, "Parked: every isolate slot was needed; the handle is rebuilt on its next request.")
-	}
-	return true
-}
-
 // owned answers the tenant's record id, or HANDLES_CLOSED exactly as for an
 // id that never existed.
 func (r *Registry) owned(tenant, id string) (*Record, error) {
@@ -212,293 +191,6 @@ func (r *Registry) owned(tenant, id string) (*Record, error) {
 		return nil, fault.Closed(id)
 	}
 	return rec, nil
-}
-
-// Invoke calls a tenant's handle through the API.
-func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
-	rec, err := r.owned(tenant, id)
-	if err != nil {
-		return sandbox.WireResponse{}, err
-	}
-	if name != "fetch" {
-		return sandbox.WireResponse{}, fault.UnknownHandle(id, name)
-	}
-	return r.invoke(ctx, rec, req)
-}
-
-// Resolve says which keys the data plane accepts.
-type Resolve int
-
-const (
-	ResolveBoth Resolve = iota
-	ResolveRoutes
-	ResolveIDs
-)
-
-// Serve routes data-plane traffic to the handle whose route name or
-// executionId is key. Anyone who reaches the route may send it traffic.
-func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, error) {
-	s := r.store
-	s.mu.Lock()
-	var rec *Record
-	if resolve != ResolveIDs {
-		if id, ok := s.routes[r.name][key]; ok {
-			rec = s.records[id]
-		}
-	}
-	if rec == nil && resolve != ResolveRoutes {
-		if cand := s.records[key]; cand != nil && cand.Registry == r.name {
-			rec = cand
-		}
-	}
-	s.mu.Unlock()
-	if rec == nil {
-		return sandbox.WireResponse{}, fault.New(fault.NotFound, "No handler is deployed here.")
-	}
-	return r.invoke(ctx, rec, req)
-}
-
-// invoke serves one invocation: in arrival order per handle, rebuilding the
-// isolate first when it is gone, and counting bound strikes.
-func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequest) (sandbox.WireResponse, error) {
-	s := r.store
-	cfg := r.config()
-	ls := s.liveFor(rec.ID)
-	if ls == nil {
-		return sandbox.WireResponse{}, fault.Closed(rec.ID)
-	}
-	// Invocations of a live isolate go straight to the executor, which runs
-	// them one at a time in arrival order; only a rebuild is exclusive, so
-	// the invocations behind it wait for it instead of rebuilding again.
-	if n := ls.inflight.Add(1); n > int64(cfg.HandleQueue) {
-		ls.inflight.Add(-1)
-		return sandbox.WireResponse{}, fault.Overload()
-	}
-	defer ls.inflight.Add(-1)
-	for attempt := 0; attempt < 2; attempt++ {
-		if !s.exists(rec.ID) {
-			return sandbox.WireResponse{}, fault.Closed(rec.ID)
-		}
-		if !s.opts.Executor.Holds(rec.ID) {
-			if err := r.rebuildOnce(ctx, rec, ls, cfg); err != nil {
-				return sandbox.WireResponse{}, err
-			}
-		}
-		res, err := s.opts.Executor.Invoke(ctx, rec.ID, "fetch", req)
-		switch fault.CodeOf(err) {
-		case "", fault.HandlerError, fault.BadResponse:
-			s.touch(rec.ID, true)
-			if errors.Is(err, fault.ErrBadResponse) {
-				r.systemLog(rec.ID, errText(err))
-			}
-			return res, err
-		case fault.Timeout, fault.Memory:
-			s.touch(rec.ID, false)
-			r.strike(rec.ID, "bound", errText(err))
-			return res, err
-		case fault.HandlesClosed:
-			// The isolate vanished between the check and the call (a crash,
-			// parking, a bound hit of the invocation ahead): rebuild once.
-			continue
-		default:
-			return res, err
-		}
-	}
-	return sandbox.WireResponse{}, fault.CrashedWorker()
-}
-
-// rebuildOnce rebuilds under the handle's exclusive lock; whoever waited
-// for it finds the isolate back and does nothing.
-func (r *Registry) rebuildOnce(ctx context.Context, rec *Record, ls *liveState, cfg RegistryConfig) error {
-	if err := ls.queue.acquire(ctx, cfg.HandleQueue); err != nil {
-		return err
-	}
-	defer ls.queue.release()
-	if !r.store.exists(rec.ID) {
-		return fault.Closed(rec.ID)
-	}
-	if r.store.opts.Executor.Holds(rec.ID) {
-		return nil
-	}
-	return r.rebuild(ctx, rec)
-}
-
-// rebuild runs the handle's program again to get a fresh isolate.
-func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
-	s := r.store
-	s.mu.Lock()
-	job := rec.job()
-	replay := append([]ToolAnswer{}, rec.ToolAnswers...)
-	grants := rec.Grants
-	s.mu.Unlock()
-	start := time.Now()
-	rs := &runState{registry: r, tenant: rec.Tenant, grants: grants, replay: replay}
-	s.beginRun(job.ID, rs)
-	out, err := r.runWithCapacity(ctx, job)
-	s.endRun(job.ID)
-	s.mu.Lock()
-	mismatch := rs.mismatch
-	s.mu.Unlock()
-	if mismatch && err == nil {
-		s.opts.Executor.Close(job.ID)
-		r.end(rec.ID, ReasonRebuildFailed, "Rebuild failed: the program's tool calls no longer match the ones recorded when it was deployed.")
-		return fault.Closed(rec.ID)
-	}
-	switch fault.CodeOf(err) {
-	case "":
-		if !out.Retained {
-			r.end(rec.ID, ReasonRebuildFailed, "The program no longer answers a request handler.")
-			return fault.Closed(rec.ID)
-		}
-		r.systemLog(rec.ID, fmt.Sprintf("Rebuilt in %d ms: the isolate was gone; state kept in closures starts afresh.", time.Since(start).Milliseconds()))
-		if f := s.opts.OnRebuild; f != nil {
-			f(r.name, rec.ID)
-		}
-		return nil
-	case fault.Timeout, fault.Memory:
-		r.strike(rec.ID, "bound", "Rebuild: "+errText(err))
-		return err
-	case fault.WorkerCrashed, fault.Overloaded:
-		return err
-	default:
-		r.end(rec.ID, ReasonRebuildFailed, "Rebuild failed: "+errText(err))
-		return fault.Closed(rec.ID)
-	}
-}
-
-// strike counts a bound hit (or a crash as a suspect); at bound_strikes the
-// handle ends.
-func (r *Registry) strike(id, kind, msg string) {
-	s := r.store
-	cfg := r.config()
-	s.mu.Lock()
-	rec := s.records[id]
-	if rec == nil {
-		s.mu.Unlock()
-		return
-	}
-	rec.Strikes++
-	n := rec.Strikes
-	memory := rec.MemoryMiB
-	copyRec := *rec
-	s.mu.Unlock()
-	r.systemLog(id, fmt.Sprintf("%s (strike %d of %d)", msg, n, cfg.BoundStrikes))
-	if n < cfg.BoundStrikes {
-		s.putRecord(&copyRec)
-		return
-	}
-	if kind == "crash" {
-		if memory <= 0 {
-			memory = 64
-		}
-		r.end(id, ReasonCrashes, fault.OutOfMemory(memory).Message)
-		return
-	}
-	r.end(id, ReasonBoundStrikes, msg)
-}
-
-// touch records an invocation; ok resets the strike count.
-func (s *Store) touch(id string, ok bool) {
-	s.mu.Lock()
-	rec := s.records[id]
-	if rec == nil {
-		s.mu.Unlock()
-		return
-	}
-	rec.LastInvokedAt = s.opts.Now()
-	rec.Invocations++
-	s.dirty[id] = true
-	reset := ok && rec.Strikes != 0
-	if reset {
-		rec.Strikes = 0
-	}
-	copyRec := *rec
-	s.mu.Unlock()
-	if reset {
-		s.putRecord(&copyRec)
-	}
-}
-
-func (s *Store) exists(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.records[id] != nil
-}
-
-// end deletes a handle: record and routes in one transaction, its isolate
-// disposed, and one event published. Only the first end of an id does
-// anything.
-func (r *Registry) end(id, reason, message string) bool {
-	s := r.store
-	s.mu.Lock()
-	rec := s.records[id]
-	if rec == nil {
-		s.mu.Unlock()
-		return false
-	}
-	delete(s.records, id)
-	delete(s.dirty, id)
-	for _, name := range rec.Routes {
-		if s.routes[rec.Registry][name] == id {
-			delete(s.routes[rec.Registry], name)
-		}
-	}
-	delete(s.live, id)
-	s.mu.Unlock()
-	s.db.Update(func(tx *bolt.Tx) error {
-		tx.Bucket(bucketHandles).Delete(key(rec.Registry, id))
-		routes := tx.Bucket(bucketRoutes)
-		for _, name := range rec.Routes {
-			if string(routes.Get(key(rec.Registry, name))) == id {
-				routes.Delete(key(rec.Registry, name))
-			}
-		}
-		return nil
-	})
-	s.opts.Executor.Close(id)
-	if s.opts.OnEnd != nil {
-		s.opts.OnEnd(Event{Registry: rec.Registry, ID: id, Tenant: rec.Tenant, Reason: reason, Message: message})
-	}
-	return true
-}
-
-// Close ends a tenant's handle through the API.
-func (r *Registry) Close(tenant, id string) error {
-	if _, err := r.owned(tenant, id); err != nil {
-		return err
-	}
-	if !r.end(id, ReasonClosed, "Closed through the API.") {
-		return fault.Closed(id)
-	}
-	return nil
-}
-
-// SweepIdle ends every handle idle past its registry's bound. The
-// background loop calls it; tests call it with an injected clock.
-func (s *Store) SweepIdle() {
-	now := s.opts.Now()
-	type victim struct {
-		reg *Registry
-		id  string
-	}
-	var victims []victim
-	s.mu.Lock()
-	for id, rec := range s.records {
-		reg := s.registries[rec.Registry]
-		if reg == nil {
-			continue
-		}
-		if ls := s.live[id]; ls != nil && !ls.idle() {
-			continue
-		}
-		if now.Sub(rec.LastInvokedAt) > reg.config().IdleBound {
-			victims = append(victims, victim{reg, id})
-		}
-	}
-	s.mu.Unlock()
-	for _, v := range victims {
-		v.reg.end(v.id, ReasonIdle, "Idle past the idle bound.")
-	}
 }
 
 func (r *Registry) info(rec *Record) Info {
@@ -536,145 +228,6 @@ func (r *Registry) Get(tenant, id string) (Info, error) {
 	r.store.mu.Lock()
 	defer r.store.mu.Unlock()
 	return r.info(rec), nil
-}
-
-// routeName is a DNS label.
-var routeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// uuidShaped matches any 8-4-4-4-12 hex string, whatever its version.
-var uuidShaped = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-// ValidRouteName checks a route name (SPEC §5).
-func ValidRouteName(name string) error {
-	if !routeName.MatchString(name) {
-		return fault.New(fault.BadRequest, "A route name is a DNS label: lower-case letters, digits and inner hyphens, at most 63 characters.")
-	}
-	if uuidShaped.MatchString(name) {
-		return fault.New(fault.BadRequest, "A route name may not be shaped like an executionId.")
-	}
-	return nil
-}
-
-// BindRoute points name at the tenant's handle id. A later bind moves the
-// name atomically: requests resolve either to the old or to the new handle,
-// never to nothing.
-func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
-	if err := ValidRouteName(name); err != nil {
-		return Route{}, err
-	}
-	s := r.store
-	rec, err := r.owned(tenant, id)
-	if err != nil {
-		return Route{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var prev *Record
-	if prevID, ok := s.routes[r.name][name]; ok {
-		prev = s.records[prevID]
-		if prev != nil && prev.Tenant != tenant {
-			return Route{}, fault.New(fault.Conflict, "The route name %q is taken.", name)
-		}
-	}
-	if s.records[id] == nil {
-		return Route{}, fault.Closed(id)
-	}
-	newRec := *rec
-	newRec.Routes = appendUnique(rec.Routes, name)
-	var newPrev Record
-	if prev != nil && prev.ID != id {
-		newPrev = *prev
-		newPrev.Routes = without(prev.Routes, name)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketRoutes).Put(key(r.name, name), []byte(id)); err != nil {
-			return err
-		}
-		if err := putTx(tx, &newRec); err != nil {
-			return err
-		}
-		if prev != nil && prev.ID != id {
-			return putTx(tx, &newPrev)
-		}
-		return nil
-	})
-	if err != nil {
-		return Route{}, fault.Wrap(fault.Internal, err, "The route could not be saved.")
-	}
-	rec.Routes = newRec.Routes
-	if prev != nil && prev.ID != id {
-		prev.Routes = newPrev.Routes
-	}
-	s.routes[r.name][name] = id
-	return Route{Name: name, ExecutionID: id}, nil
-}
-
-// UnbindRoute removes the tenant's route name.
-func (r *Registry) UnbindRoute(tenant, name string) error {
-	s := r.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.routes[r.name][name]
-	rec := s.records[id]
-	if !ok || rec == nil || rec.Tenant != tenant {
-		return fault.New(fault.NotFound, "No route named %q.", name)
-	}
-	newRec := *rec
-	newRec.Routes = without(rec.Routes, name)
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketRoutes).Delete(key(r.name, name)); err != nil {
-			return err
-		}
-		return putTx(tx, &newRec)
-	})
-	if err != nil {
-		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
-	}
-	rec.Routes = newRec.Routes
-	delete(s.routes[r.name], name)
-	return nil
-}
-
-// Routes lists the tenant's routes.
-func (r *Registry) Routes(tenant string) []Route {
-	s := r.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := []Route{}
-	for name, id := range s.routes[r.name] {
-		if rec := s.records[id]; rec != nil && rec.Tenant == tenant {
-			out = append(out, Route{Name: name, ExecutionID: id})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func putTx(tx *bolt.Tx, rec *Record) error {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(bucketHandles).Put(key(rec.Registry, rec.ID), data)
-}
-
-func appendUnique(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return append([]string{}, list...)
-		}
-	}
-	return append(append([]string{}, list...), s)
-}
-
-func without(list []string, s string) []string {
-	out := []string{}
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 func errText(err error) string { return fault.As(err).Message }

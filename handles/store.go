@@ -85,6 +85,12 @@ type Store struct {
 	opts Options
 	path string
 
+	// routeMu serializes the writers of routes (bind, unbind, end) so
+	// that none of them holds mu across a bbolt commit.
+	routeMu sync.Mutex
+	// rebuilds tracks detached rebuilds, so Close waits for them.
+	rebuilds sync.WaitGroup
+
 	mu         sync.Mutex // guards registries, records, routes, live, dirty
 	registries map[string]*Registry
 	records    map[string]*Record           // by id, all registries
@@ -250,6 +256,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 	}
 	<-s.done
+	s.rebuilds.Wait()
 	s.flush()
 	return s.db.Close()
 }
@@ -302,14 +309,32 @@ func (s *Store) flush() {
 	})
 }
 
-// putRecord writes one record now (one transaction).
-func (s *Store) putRecord(r *Record) error {
+// insertRecord writes a new record now (one transaction).
+func (s *Store) insertRecord(r *Record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketHandles).Put(key(r.Registry, r.ID), data)
+	})
+}
+
+// updateRecord writes a changed record only if it is still stored: a
+// strike or a touch that races with the handle's end can never bring a
+// closed handle back (end deletes the key in its own transaction).
+func (s *Store) updateRecord(r *Record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketHandles)
+		k := key(r.Registry, r.ID)
+		if b.Get(k) == nil {
+			return nil
+		}
+		return b.Put(k, data)
 	})
 }
 

@@ -2,6 +2,7 @@ package receipts
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +13,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-var bucket = []byte("receipts")
+// bucket holds receipts under length-prefixed keys (see key). The first
+// layout ("receipts", tenant NUL id) let tenant "bob" list "bob\x00x"'s
+// receipts; its bucket is dropped on open (receipts are kept days, not
+// forever).
+var (
+	bucket    = []byte("receipts.v2")
+	oldBucket = []byte("receipts")
+)
 
 // MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
 const MaxBytes = 256 << 10
@@ -81,6 +89,11 @@ func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, e
 		now = time.Now
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(oldBucket) != nil {
+			if err := tx.DeleteBucket(oldBucket); err != nil {
+				return err
+			}
+		}
 		_, err := tx.CreateBucketIfNotExists(bucket)
 		return err
 	}); err != nil {
@@ -129,7 +142,14 @@ func (s *Store) sweepLoop() {
 // NewID mints a resultId: a UUIDv7, so that ids sort by time.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
-func key(tenant, id string) []byte { return []byte(tenant + "\x00" + id) }
+// tenantPrefix is a tenant's key prefix: its length, then its bytes, so
+// that no tenant's prefix is a prefix of another's, whatever the ids hold.
+func tenantPrefix(tenant string) []byte {
+	p := binary.BigEndian.AppendUint32(nil, uint32(len(tenant)))
+	return append(p, tenant...)
+}
+
+func key(tenant, id string) []byte { return append(tenantPrefix(tenant), id...) }
 
 // Put stores a receipt, cutting what does not fit the size bound.
 func (s *Store) Put(r Receipt) error {
@@ -212,7 +232,7 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 	if limit <= 0 || limit > 100 {
 		limit = 20
 	}
-	prefix := []byte(tenant + "\x00")
+	prefix := tenantPrefix(tenant)
 	out := []Summary{}
 	next := ""
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -221,7 +241,7 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 		// seek to the first key past it and step back.
 		from := key(tenant, cursor)
 		if cursor == "" {
-			from = append(append([]byte{}, prefix[:len(prefix)-1]...), 1)
+			from = append(append([]byte{}, prefix...), 0xff) // past every id (ASCII)
 		}
 		k, _ := c.Seek(from)
 		if k == nil {

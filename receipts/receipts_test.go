@@ -134,3 +134,26 @@ func TestPageEscapesEverything(t *testing.T) {
 		t.Fatalf("CSP %q", csp)
 	}
 }
+
+// A tenant whose id is another's plus a NUL and more must never show in
+// the other's listing (keys are length-prefixed).
+func TestTenantIDsThatShareAPrefix(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	for _, tenant := range []string{"bob\x00", "bob\x00x", "bo", "bobby"} {
+		if err := s.Put(receipt(tenant, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine := receipt("bob", now)
+	if err := s.Put(mine); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := s.List("bob", 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != mine.ID {
+		t.Fatalf("bob lists %+v, want only its own receipt", list)
+	}
+}

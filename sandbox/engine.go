@@ -25,6 +25,8 @@ type Config struct {
 	MemoryMiB int
 	// MaxResponseBody bounds a handler's response body. Default 8 MiB.
 	MaxResponseBody int
+	// MaxRequestBody bounds an outbound fetch's body. Default 1 MiB.
+	MaxRequestBody int
 	// HandleQueue bounds the invocations waiting for one isolate. Default 64.
 	HandleQueue int
 	// JIT lets V8 compile to machine code; off, V8 runs --jitless.
@@ -51,6 +53,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxResponseBody <= 0 {
 		c.MaxResponseBody = 8 << 20
+	}
+	if c.MaxRequestBody <= 0 {
+		c.MaxRequestBody = 1 << 20
 	}
 	if c.HandleQueue <= 0 {
 		c.HandleQueue = 64
@@ -228,7 +233,7 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 // execute is the run itself, on the isolate's loop.
 func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	logs := &logBuffer{}
-	m.sink = func(_, msg string) { logs.add(msg) }
+	m.sink = func(level, msg string) { logs.add(level, msg) }
 	m.timeout = job.Timeout
 	m.runID = job.ID
 	out := Outcome{}
@@ -269,6 +274,11 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 		case s == "H":
 			out.Handler = true
 		case strings.HasPrefix(s, "J"):
+			if len(s)-1 > MaxResultBytes {
+				// JSON.stringify escapes nothing that wirejson grows, so
+				// this is the size that would cross.
+				return fault.New(fault.Runtime, "The result is larger than its %d MiB bound.", MaxResultBytes>>20)
+			}
 			out.Result = json.RawMessage(s[1:])
 		}
 		if out.Handler && job.RetainHandles {
@@ -280,7 +290,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 		}
 		return nil
 	})
-	out.Logs = logs.result()
+	out.Logs = logs.lines()
 	if err != nil || !out.Handler || !job.RetainHandles {
 		m.kill()
 		return out, err
@@ -288,9 +298,11 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	// Retained: later console output goes to the handle's log.
 	m.handleID = job.ID
 	onLog := m.eng.cfg.OnLog
+	// Timer callbacks and waitUntil work log within the bound of their own
+	// activity (m.activityLogs, reset by bounded).
 	m.sink = func(level, msg string) {
-		if onLog != nil {
-			onLog(job.ID, LogEntry{Time: time.Now(), Level: level, Message: msg})
+		if onLog != nil && m.activityLogs.add(level, msg) {
+			onLog(job.ID, m.activityLogs.entries[len(m.activityLogs.entries)-1])
 		}
 	}
 	out.Retained = true
@@ -363,20 +375,20 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 	}
 	ch := make(chan reply, 1)
 	if err := m.submit(func() {
-		var collected []LogEntry
+		collected := &logBuffer{}
 		saved := m.sink
 		replied := false
 		m.sink = func(level, msg string) {
 			if replied {
 				// waitUntil work after the answer logs the usual way.
 				saved(level, msg)
-			} else if len(collected) < maxLogLines {
-				collected = append(collected, LogEntry{Time: time.Now(), Level: level, Message: msg})
+			} else {
+				collected.add(level, msg)
 			}
 		}
 		m.serve(string(raw), body, func(res WireResponse, err error) {
 			replied = true
-			ch <- reply{res, collected, err}
+			ch <- reply{res, collected.logEntries(), err}
 		})
 		m.sink = saved
 	}); err != nil {

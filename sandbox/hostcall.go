@@ -56,6 +56,11 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 		return nil, errors.New("too many host calls in flight")
 	}
 	op, raw, id := args[0].String(), json.RawMessage(args[1].String()), args[2].Int32()
+	// Measured where built: the arguments cross as they are (wirejson
+	// escapes nothing JSON.stringify did not).
+	if limit, msg := hostArgsBound(op, m.eng.cfg.MaxRequestBody); len(raw) > limit {
+		return nil, errors.New(msg)
+	}
 	activity := m.current
 	runID := m.runID
 	ctx := m.host.ctx

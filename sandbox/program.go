@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -49,7 +50,7 @@ func compile(p Program) (compiled, error) {
 		}
 	}
 	imports, rest := splitImports(p.Code)
-	if imports == "" && len(p.Modules) == 0 && !hasTopLevelExport(rest) {
+	if imports == "" && len(p.Modules) == 0 && !strings.Contains(rest, "export") {
 		// The fast path: V8 itself reports syntax errors with line and column.
 		// "(" and the code share the first line, so line numbers are the user's.
 		return compiled{source: "(" + p.Code + "\n)"}, nil
@@ -174,16 +175,9 @@ func skipString(s string, i int) (int, bool) {
 	return 0, false
 }
 
-// hasTopLevelExport is a cheap test for the Workers module form; bundling
-// decides for real.
-func hasTopLevelExport(code string) bool {
-	for _, line := range strings.Split(code, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "export ") || strings.HasPrefix(strings.TrimSpace(line), "export{") {
-			return true
-		}
-	}
-	return false
-}
+// exportWord finds the export keyword's spelling; it only chooses which
+// parse error to report, never the program's form.
+var exportWord = regexp.MustCompile(`\bexport\b`)
 
 const (
 	entryPath     = "/" + entryName
@@ -191,21 +185,23 @@ const (
 	bundleGlobal  = "__retainer_program"
 )
 
-// bundle resolves imports with esbuild against the modules map. The
-// expression form is tried first (`export default (<expression>)`); when that
-// does not parse, the code is taken as a module as written (the Workers form).
+// bundle resolves imports with esbuild against the modules map. The form
+// is decided by parsing (SPEC §1): the expression form
+// (`export default (<expression>)`) when it parses, else the code as a
+// module as written (the Workers form), whatever the shape of its lines.
 func bundle(p Program, imports, rest string) (compiled, error) {
-	if !hasTopLevelExport(rest) {
-		asExpression := imports + "export default (" + rest + "\n);"
-		out, err := build(p, asExpression, false)
-		if err == nil {
-			return out, nil
-		}
-		if _, moduleErr := build(p, p.Code, true); moduleErr != nil {
-			return compiled{}, err
-		}
+	out, exprErr := build(p, imports+"export default ("+rest+"\n);", false)
+	if exprErr == nil {
+		return out, nil
 	}
-	return build(p, p.Code, true)
+	out, moduleErr := build(p, p.Code, true)
+	if moduleErr == nil {
+		return out, nil
+	}
+	if exportWord.MatchString(rest) {
+		return compiled{}, moduleErr
+	}
+	return compiled{}, exprErr
 }
 
 func build(p Program, entry string, module bool) (compiled, error) {

@@ -56,7 +56,8 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	dead              bool // a bound was hit or the engine closed: dispose after this job
+	activityLogs      logBuffer // a retained isolate's timer and waitUntil output, per bounded activity
+	dead              bool      // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
 
@@ -419,8 +420,10 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	m.terminated = false
 	m.mu.Unlock()
 	deadline := time.Now().Add(timeout)
+	m.activityLogs = logBuffer{}
 	m.beginHostScope(timeout)
 	defer m.endHostScope()
+	defer m.noteDroppedLogs()
 	watchdog := time.AfterFunc(timeout, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -442,6 +445,14 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 		m.dead = true
 	}
 	return err
+}
+
+// noteDroppedLogs tells a retained handle's log that an activity's output
+// passed its bound.
+func (m *vm) noteDroppedLogs() {
+	if m.activityLogs.dropped > 0 && m.handleID != "" && m.eng.cfg.OnLog != nil {
+		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: "warn", Message: m.activityLogs.note()})
+	}
 }
 
 // boundHit reports a bound that ended the current activity. V8 can report
@@ -627,6 +638,7 @@ func describeThrown(v *v8.Value) string {
 }
 
 // jsError turns an error from a V8 call into the message a client reads.
+// The text is cut at its bound (SPEC §3).
 func jsErrorMessage(err error) string {
 	var je *v8.JSError
 	if errors.As(err, &je) {
@@ -636,11 +648,11 @@ func jsErrorMessage(err error) string {
 		} else if je.Location != "" {
 			msg += " (" + je.Location + ")"
 		}
-		return msg
+		return cutThrown(msg)
 	}
 	var jt *jsThrow
 	if errors.As(err, &jt) {
-		return jt.message
+		return cutThrown(jt.message)
 	}
-	return err.Error()
+	return cutThrown(err.Error())
 }

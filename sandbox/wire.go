@@ -80,6 +80,9 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	if !ok {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
+	if len(head) > 6*MaxResponseHeadBytes+1024 {
+		return WireResponse{}, headTooLarge()
+	}
 	var w struct {
 		Status     int         `json:"status"`
 		StatusText string      `json:"statusText"`
@@ -98,10 +101,15 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	if res.Headers == nil {
 		res.Headers = [][2]string{}
 	}
+	headBytes := 0
 	for _, h := range res.Headers {
 		if !isToken(h[0]) || !validHeaderValue(h[1]) {
 			return WireResponse{}, fault.OutsideWireShape()
 		}
+		headBytes += len(h[0]) + len(h[1])
+	}
+	if headBytes > MaxResponseHeadBytes {
+		return WireResponse{}, headTooLarge()
 	}
 	if maxBody > 0 && len(body) > 2*maxBody {
 		// Each byte is at most two bytes of UTF-8: far over the bound.
@@ -122,6 +130,10 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		res.Body = &enc
 	}
 	return res, nil
+}
+
+func headTooLarge() error {
+	return fault.New(fault.BadResponse, "The fetch handle answered headers over their %d KiB bound.", MaxResponseHeadBytes>>10)
 }
 
 func bodyTooLarge(maxBody int) error {

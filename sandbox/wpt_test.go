@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// wptDir is the web-platform-tests data beside the checkout (../shared).
-const wptDir = "../../shared/wpt/url/resources"
+// wptDir is the vendored web-platform-tests URL data (testdata/wpt, with
+// WPT's license), so a plain clone runs the test.
+const wptDir = "testdata/wpt/url/resources"
 
 // wptHarness runs inside an isolate; it answers the names of the failing
 // cases of one data file.

@@ -15,14 +15,15 @@ const module = "github.com/retainer-gw/retainer"
 // allowed lists, for each package, the project packages it may import.
 // Third-party rules follow below.
 var allowed = map[string][]string{
-	"fault":          {},
-	"authz":          {},
-	"receipts":       {},
-	"capability":     {"fault"},
-	"sandbox":        {"fault"},
-	"sandbox/worker": {"fault", "sandbox"},
-	"handles":        {"fault", "sandbox", "sandbox/worker", "capability"},
-	"caddymodule":    {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability"},
+	"fault":             {},
+	"authz":             {},
+	"receipts":          {},
+	"internal/wirejson": {},
+	"capability":        {"fault", "internal/wirejson"},
+	"sandbox":           {"fault", "internal/wirejson"},
+	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson"},
+	"handles":           {"fault", "sandbox", "sandbox/worker", "capability", "internal/wirejson"},
+	"caddymodule":       {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability", "internal/wirejson"},
 }
 
 // only lists third-party import prefixes that only some packages may use.

@@ -970,12 +970,22 @@
   const forbiddenMethods = ['CONNECT', 'TRACE', 'TRACK'];
   const methods = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
   let trustedURL = false; // set by invoke: the gateway's URL is already absolute and normalized
+  // isRealRequest is the brand check: an object made from Request.prototype
+  // by hand passes instanceof but holds none of the private fields, and
+  // its url never went through the URL check.
+  let isRealRequest, requestParts;
   class Request {
     #url; #method; #headers; #signal; #redirect;
+    static {
+      isRealRequest = (x) => x !== null && typeof x === 'object' && #url in x;
+      // fetch reads the fields themselves: a program may redefine the getters.
+      requestParts = (x) => ({ url: x.#url, method: x.#method, headers: x.#headers, redirect: x.#redirect });
+    }
     constructor(input, init = {}) {
       if (init === null || typeof init !== 'object') init = {};
       let src = null;
-      if (input instanceof Request) { src = input; this.#url = input.url; }
+      if (isRealRequest(input)) { src = input; this.#url = input.#url; }
+      else if (input instanceof Request) throw new TypeErrorCtor('The input is not a Request (an object made from Request.prototype is not one).');
       else this.#url = trustedURL ? StringCtor(input) : normalizeURL(StringCtor(input));
       let method = init.method !== undefined ? StringCtor(init.method) : src ? src.method : 'GET';
       if (!tokenRe.test(method)) throw new TypeErrorCtor('Invalid method "' + method + '".');
@@ -1234,11 +1244,13 @@
   });
   hidden(G, 'kv', freeze(kv));
   hidden(G, 'fetch', async function fetch(input, init) {
-    const req = input instanceof Request && init === undefined ? input : new Request(input, init);
+    if (!isRealRequest(input) && input instanceof Request) throw new TypeErrorCtor('fetch: the input is not a Request (an object made from Request.prototype is not one).');
+    const req = isRealRequest(input) && init === undefined ? input : new Request(input, init);
     if (req.signal && req.signal.aborted) throw req.signal.reason;
     const taken = hasBody(bodyOf.get(req)) ? await take(req) : null;
     const body = taken ? (taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes)) : null;
-    const r = await call('fetch', { method: req.method, url: req.url, headers: [...req.headers], body, redirect: req.redirect });
+    const parts = requestParts(req);
+    const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, redirect: parts.redirect });
     const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
     bodyOf.get(res).latin1 = r.body;
     return res;

@@ -95,16 +95,22 @@ func (c *Config) defaults() {
 	if c.Engine.HandleQueue <= 0 {
 		c.Engine.HandleQueue = 64
 	}
+	if c.Engine.MaxResponseBody <= 0 {
+		c.Engine.MaxResponseBody = 8 << 20
+	}
+	if c.Engine.MaxRequestBody <= 0 {
+		c.Engine.MaxRequestBody = 1 << 20
+	}
 }
 
 // Pool supervises the worker processes. Safe for concurrent use.
 type Pool struct {
 	cfg Config
 
-	mu       sync.Mutex // guards workers, where, waiting, closed
+	mu       sync.Mutex // guards workers, where, gates, closed
 	workers  []*process // by index; nil while a replacement starts
 	where    map[string]*process
-	waiting  map[string]int // invocations in flight per retained isolate
+	gates    map[string]*gate // per retained isolate: its invocations in arrival order
 	closed   bool
 	restarts int
 
@@ -119,7 +125,7 @@ func Start(cfg Config) (*Pool, error) {
 		cfg:     cfg,
 		workers: make([]*process, cfg.Workers),
 		where:   map[string]*process{},
-		waiting: map[string]int{},
+		gates:   map[string]*gate{},
 		stop:    make(chan struct{}),
 	}
 	for i := range pool.workers {
@@ -140,6 +146,7 @@ func (pool *Pool) workerConfig() WorkerConfig {
 		Seccomp:    !pool.cfg.DisableSeccomp,
 		RlimitData: pool.cfg.RlimitData,
 		Probe:      pool.cfg.Probe,
+		FrameCap:   workerFrameCap(pool.cfg.Engine),
 	}
 }
 
@@ -250,25 +257,35 @@ func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 // fail at once with OVERLOADED.
 func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
 	pool.mu.Lock()
-	p := pool.where[id]
-	if p == nil {
+	if pool.where[id] == nil {
 		pool.mu.Unlock()
 		return sandbox.WireResponse{}, fault.Closed(id)
 	}
-	if pool.waiting[id] >= pool.cfg.Engine.HandleQueue {
-		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.Overload()
+	g := pool.gates[id]
+	if g == nil {
+		g = newGate(1)
+		pool.gates[id] = g
 	}
-	pool.waiting[id]++
-	limit := pool.callLimit()
 	pool.mu.Unlock()
+	if err := g.enter(ctx, pool.cfg.Engine.HandleQueue); err != nil {
+		return sandbox.WireResponse{}, err
+	}
 	defer func() {
+		g.leave()
 		pool.mu.Lock()
-		if pool.waiting[id]--; pool.waiting[id] <= 0 {
-			delete(pool.waiting, id)
+		if pool.gates[id] == g && g.idle() {
+			delete(pool.gates, id)
 		}
 		pool.mu.Unlock()
 	}()
+	// The isolate may have gone while this call waited.
+	pool.mu.Lock()
+	p := pool.where[id]
+	limit := pool.callLimit()
+	pool.mu.Unlock()
+	if p == nil {
+		return sandbox.WireResponse{}, fault.Closed(id)
+	}
 	p.mu.Lock()
 	bound, ok := p.retained[id]
 	inflight := len(p.running)

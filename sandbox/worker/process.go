@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -86,7 +87,7 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		pending:  map[string]bool{},
 		running:  map[uint64]*callRecord{},
 	}
-	p.rpc = newRPC(conn, maxFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
+	p.rpc = newRPC(conn, workerFrameCap(pool.cfg.Engine), maxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
 	go p.reap()
 	if err := p.handshake(); err != nil {
 		p.kill("handshake failed")
@@ -152,10 +153,14 @@ func (p *process) reap() {
 	for id := range p.retained {
 		lost = append(lost, id)
 	}
+	// Blame (SPEC §4): when the gateway killed the worker because one call
+	// overran, that call answers TIMEOUT and its handle alone takes the
+	// strike; the other isolates lost here are rebuilt without one. Only a
+	// death no call explains makes the running isolates suspects.
 	suspects := []string{}
 	seen := map[string]bool{}
 	for _, c := range p.running {
-		if c.handleID != "" && !seen[c.handleID] {
+		if p.overrunner == 0 && c.handleID != "" && !seen[c.handleID] {
 			seen[c.handleID] = true
 			suspects = append(suspects, c.handleID)
 		}
@@ -248,7 +253,7 @@ func (p *process) call(ctx context.Context, path string, body, out any, handleID
 
 // post is one call to the worker. A malformed answer kills the worker.
 func (p *process) post(ctx context.Context, path string, body, out any) error {
-	data, err := json.Marshal(body)
+	data, err := wirejson.Marshal(body)
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "Internal error.")
 	}
@@ -256,7 +261,7 @@ func (p *process) post(ctx context.Context, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	if err := decodeCapped(res, maxReplyBytes, out); err != nil {
+	if err := json.Unmarshal(res, out); err != nil {
 		p.kill(fmt.Sprintf("answered %s with garbage: %v", path, err))
 		return fault.CrashedWorker()
 	}
@@ -290,7 +295,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		return []byte("{}"), nil
 	case pathHost:
 		var m hostPost
-		if err := decodeCapped(body, maxHostCall, &m); err != nil {
+		if err := decodeCapped(body, p.rpc.maxFrame, &m); err != nil {
 			return nil, fmt.Errorf("a malformed host call")
 		}
 		var rep hostReply
@@ -304,7 +309,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			res, err := f(ctx, m.ID, m.Op, m.Args)
 			rep = hostReply{Result: res, Fault: toWire(err)}
 		}
-		return json.Marshal(rep)
+		return wirejson.Marshal(rep)
 	}
 	return nil, fmt.Errorf("an unknown request %q", path)
 }

@@ -32,17 +32,39 @@ const (
 	pathHost = "/host"
 )
 
-// Size caps for what crosses the boundary. Bodies are base64 in JSON, so
-// the wire is ~4/3 of the byte bounds plus the envelope.
+// Size caps for what crosses the boundary. Every bound on what a program
+// sends outward is enforced inside the worker, on the encoded bytes (the
+// sandbox measures results, thrown texts, logs, response heads and bodies,
+// host-call arguments); these caps only keep a worker that breaks the
+// protocol anyway from costing the gateway memory, and such a worker is
+// killed (a crash no call explains, SPEC §4).
 const (
-	maxReplyBytes   = 16 << 20  // a worker's answer to a call
 	maxWorkerPost   = 256 << 10 // a worker's own request (a log line, a lost isolate)
-	maxHostCall     = 4 << 20   // a host call's arguments (a kv value or a fetch body, as JSON)
-	maxLogMessage   = 64 << 10
-	maxFrame        = maxReplyBytes + 64<<10 // the largest frame either side accepts
-	fdConn          = 3                      // the worker's end of the socketpair
+	maxLogMessage   = 64 << 10  // one log line, encoded (sandbox.MaxLogBytes)
+	fdConn          = 3         // the worker's end of the socketpair
 	handshakeTimout = 30 * time.Second
+	// maxGatewayFrame is what a worker reads from the gateway (trusted; a
+	// fetch answer of 8 MiB of control bytes encodes to 48 MiB).
+	maxGatewayFrame = 256 << 20
+	// helloFrame is what a worker may send before it knows the gateway's
+	// cap from the handshake.
+	helloFrame = 64 << 10
 )
+
+// workerFrameCap is the largest frame the gateway reads from a worker, for
+// the bounds the worker enforces: a run's result (8 MiB encoded) or a
+// response body (base64) plus their logs and heads, or a host call's
+// arguments, each with a MiB to spare.
+func workerFrameCap(e EngineConfig) int {
+	c := sandbox.MaxResultBytes
+	if b := (e.MaxResponseBody + 2) / 3 * 4; b > c {
+		c = b
+	}
+	if h := sandbox.HostArgsCap(e.MaxRequestBody); h > c {
+		c = h
+	}
+	return c + 1<<20
+}
 
 // WorkerConfig is what a worker is told in the handshake.
 type WorkerConfig struct {
@@ -53,6 +75,8 @@ type WorkerConfig struct {
 	// Probe enables the /probe call, which tries forbidden system calls and
 	// reports that they fail. Tests turn it on; the product never does.
 	Probe bool `json:"probe"`
+	// FrameCap is the largest frame the gateway reads from this worker.
+	FrameCap int `json:"frameCap"`
 }
 
 // EngineConfig is the part of sandbox.Config that crosses the boundary.
@@ -62,6 +86,7 @@ type EngineConfig struct {
 	Timeout         time.Duration `json:"timeout"`
 	MemoryMiB       int           `json:"memoryMiB"`
 	MaxResponseBody int           `json:"maxResponseBody"`
+	MaxRequestBody  int           `json:"maxRequestBody"`
 	HandleQueue     int           `json:"handleQueue"`
 	JIT             bool          `json:"jit"`
 	Wasm            bool          `json:"wasm"`

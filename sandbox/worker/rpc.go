@@ -25,6 +25,10 @@ import (
 // per message. What h2c would add (flow control, streaming bodies) is not
 // used: bodies are bounded and buffered on both sides.
 //
+// Both sides encode JSON with wirejson (no HTML escaping) and every
+// outward bound of a program is checked on those bytes inside the worker
+// (SPEC §3); the frame caps below are the last word, never the first.
+//
 // A frame is: uint32 length of the rest, uint64 id, uint8 kind, uint16
 // length of the path, the path, the payload (JSON). Frames from a worker are
 // hostile: a length over the cap, an unknown kind or a short frame closes
@@ -32,7 +36,12 @@ import (
 type rpcConn struct {
 	conn     net.Conn
 	r        *bufio.Reader
-	maxFrame int
+	maxFrame int // the largest frame this side reads
+	// peerMax is the largest frame the peer reads: nothing bigger is ever
+	// written (a call fails locally, an answer is replaced by tooLarge's),
+	// so no program can make its side send a frame the other must refuse.
+	peerMax  atomic.Int64
+	tooLarge func(path string, size int) []byte
 
 	wmu sync.Mutex // guards w
 	w   *bufio.Writer
@@ -63,13 +72,14 @@ const (
 
 var errConnClosed = errors.New("connection closed")
 
-func newRPC(conn net.Conn, maxFrame int, handle func(context.Context, string, []byte) ([]byte, error), onBad func(string)) *rpcConn {
+func newRPC(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, string, []byte) ([]byte, error), onBad func(string)) *rpcConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &rpcConn{
 		conn: conn, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriterSize(conn, 64<<10),
 		maxFrame: maxFrame, waits: map[uint64]chan []byte{}, handle: handle, onBad: onBad,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
+	c.peerMax.Store(int64(peerMax))
 	go c.readLoop()
 	return c
 }
@@ -160,10 +170,19 @@ func (c *rpcConn) serve(id uint64, path string, payload []byte) {
 		c.conn.Close()
 		return
 	}
+	if size := 4 + frameHeader + len(res); size > int(c.peerMax.Load()) && c.tooLarge != nil {
+		res = c.tooLarge(path, size)
+	}
 	c.write(id, kindResponse, "", res)
 }
 
+// errFrameTooLarge is a frame the peer would refuse; it is never written.
+var errFrameTooLarge = errors.New("frame over the peer's cap")
+
 func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte) error {
+	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
+		return errFrameTooLarge
+	}
 	var head [4 + frameHeader]byte
 	binary.BigEndian.PutUint32(head[:4], uint32(frameHeader+len(path)+len(payload)))
 	binary.BigEndian.PutUint64(head[4:12], id)
@@ -179,8 +198,8 @@ func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte) error
 
 // Call sends a request and waits for its response.
 func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte, error) {
-	if 4+frameHeader+len(path)+len(payload) > c.maxFrame {
-		return nil, fmt.Errorf("request of %d bytes is over the frame cap", len(payload))
+	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
+		return nil, errFrameTooLarge
 	}
 	ch := make(chan []byte, 1)
 	c.mu.Lock()
@@ -194,6 +213,9 @@ func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte
 	c.mu.Unlock()
 	if err := c.write(id, kindRequest, path, payload); err != nil {
 		c.forget(id)
+		if errors.Is(err, errFrameTooLarge) {
+			return nil, err
+		}
 		return nil, errConnClosed
 	}
 	select {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -22,9 +24,10 @@ func Main() {
 		os.Exit(2)
 	}
 	w := &workerServer{}
-	w.conn = newRPC(conn, maxFrame, w.handle, func(reason string) {
+	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
+	w.conn.tooLarge = tooLargeReply
 	w.logs = make(chan logPost, 4096)
 	go w.sendLogs()
 	<-w.conn.Done()
@@ -94,7 +97,26 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 	default:
 		return nil, fmt.Errorf("unknown call %q", path)
 	}
-	return json.Marshal(reply)
+	return wirejson.Marshal(reply)
+}
+
+// tooLargeReply replaces an answer the gateway would refuse. The sandbox
+// bounds every part of an answer before it is built, so this is the last
+// word for a bound it missed, never the way a bound is enforced: the run
+// fails with a fault of its own and the worker lives on.
+func tooLargeReply(path string, size int) []byte {
+	msg := fmt.Sprintf("The answer (%d bytes encoded) is larger than the worker boundary allows.", size)
+	var reply any
+	switch path {
+	case pathInvoke:
+		reply = invokeReply{Fault: toWire(fault.New(fault.BadResponse, "%s", msg))}
+	case pathRun:
+		reply = runReply{Outcome: sandbox.Outcome{Logs: []string{}}, Fault: toWire(fault.New(fault.Runtime, "%s", msg))}
+	default:
+		reply = closeReply{Fault: toWire(fault.New(fault.Internal, "%s", msg))}
+	}
+	b, _ := wirejson.Marshal(reply)
+	return b
 }
 
 func (w *workerServer) hello(body []byte) helloReply {
@@ -112,9 +134,12 @@ func (w *workerServer) hello(body []byte) helloReply {
 	}
 	c := req.Config.Engine
 	w.cfg = req.Config
+	if req.Config.FrameCap > 0 {
+		w.conn.peerMax.Store(int64(req.Config.FrameCap))
+	}
 	engine := sandbox.New(sandbox.Config{
 		Prewarm: c.Prewarm, Timeout: c.Timeout, MemoryMiB: c.MemoryMiB,
-		MaxResponseBody: c.MaxResponseBody, HandleQueue: c.HandleQueue,
+		MaxResponseBody: c.MaxResponseBody, MaxRequestBody: c.MaxRequestBody, HandleQueue: c.HandleQueue,
 		JIT: c.JIT, Wasm: c.Wasm,
 		OnLog:    w.log,
 		OnLost:   w.lost,
@@ -140,9 +165,7 @@ func (w *workerServer) ready() *sandbox.Engine {
 // log queues a handler's console line for the gateway; a full queue drops
 // lines rather than block an isolate.
 func (w *workerServer) log(id string, e sandbox.LogEntry) {
-	if len(e.Message) > maxLogMessage {
-		e.Message = e.Message[:maxLogMessage]
-	}
+	e.Message, _ = wirejson.Cut(e.Message, maxLogMessage)
 	select {
 	case w.logs <- logPost{ID: id, Entry: e}:
 	default:
@@ -160,14 +183,18 @@ func (w *workerServer) lost(id string, err error) {
 }
 
 func (w *workerServer) post(path string, v any) {
-	body, _ := json.Marshal(v)
+	body, _ := wirejson.Marshal(v)
 	w.conn.Call(context.Background(), path, body)
 }
 
 // hostCall asks the gateway for a host service on behalf of run id.
 func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
-	body, _ := json.Marshal(hostPost{ID: id, Op: op, Args: args})
+	body, _ := wirejson.Marshal(hostPost{ID: id, Op: op, Args: args})
 	res, err := w.conn.Call(ctx, pathHost, body)
+	if errors.Is(err, errFrameTooLarge) {
+		// The sandbox bounds arguments before they get here (HostArgsCap).
+		return nil, fault.New(fault.TooLarge, "The %s call's arguments are larger than the worker boundary allows.", op)
+	}
 	if err != nil {
 		return nil, fault.New(fault.Internal, "The gateway did not answer.")
 	}

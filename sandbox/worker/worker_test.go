@@ -362,7 +362,7 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 // then answers with what its mode says.
 func rogueMain(mode string) {
 	conn, _ := fileConn(fdConn, "gateway")
-	rpc := newRPC(conn, maxFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
+	rpc := newRPC(conn, maxGatewayFrame, maxGatewayFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
 		switch path {
 		case pathHello:
 			return json.Marshal(helloReply{Version: ProtocolVersion, PID: os.Getpid()})

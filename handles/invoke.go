@@ -1,0 +1,102 @@
+package handles
+
+import (
+	"context"
+	"errors"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// Invoke calls a tenant's handle through the API.
+func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+	rec, err := r.owned(tenant, id)
+	if err != nil {
+		return sandbox.WireResponse{}, err
+	}
+	if name != "fetch" {
+		return sandbox.WireResponse{}, fault.UnknownHandle(id, name)
+	}
+	return r.invoke(ctx, rec, req)
+}
+
+// Resolve says which keys the data plane accepts.
+type Resolve int
+
+const (
+	ResolveBoth Resolve = iota
+	ResolveRoutes
+	ResolveIDs
+)
+
+// Serve routes data-plane traffic to the handle whose route name or
+// executionId is key. Anyone who reaches the route may send it traffic.
+func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+	s := r.store
+	s.mu.Lock()
+	var rec *Record
+	if resolve != ResolveIDs {
+		if id, ok := s.routes[r.name][key]; ok {
+			rec = s.records[id]
+		}
+	}
+	if rec == nil && resolve != ResolveRoutes {
+		if cand := s.records[key]; cand != nil && cand.Registry == r.name {
+			rec = cand
+		}
+	}
+	s.mu.Unlock()
+	if rec == nil {
+		return sandbox.WireResponse{}, fault.New(fault.NotFound, "No handler is deployed here.")
+	}
+	return r.invoke(ctx, rec, req)
+}
+
+// invoke serves one invocation: in arrival order per handle, rebuilding the
+// isolate first when it is gone, and counting bound strikes.
+func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+	s := r.store
+	cfg := r.config()
+	ls := s.liveFor(rec.ID)
+	if ls == nil {
+		return sandbox.WireResponse{}, fault.Closed(rec.ID)
+	}
+	// Invocations of a live isolate go straight to the executor, which runs
+	// them one at a time in arrival order; only a rebuild is exclusive, so
+	// the invocations behind it wait for it instead of rebuilding again.
+	if n := ls.inflight.Add(1); n > int64(cfg.HandleQueue) {
+		ls.inflight.Add(-1)
+		return sandbox.WireResponse{}, fault.Overload()
+	}
+	defer ls.inflight.Add(-1)
+	for attempt := 0; attempt < 2; attempt++ {
+		if !s.exists(rec.ID) {
+			return sandbox.WireResponse{}, fault.Closed(rec.ID)
+		}
+		if !s.opts.Executor.Holds(rec.ID) {
+			if err := r.rebuildOnce(ctx, rec, ls); err != nil {
+				return sandbox.WireResponse{}, err
+			}
+		}
+		res, err := s.opts.Executor.Invoke(ctx, rec.ID, "fetch", req)
+		switch fault.CodeOf(err) {
+		case "", fault.HandlerError, fault.BadResponse:
+			s.touch(rec.ID, true)
+			if errors.Is(err, fault.ErrBadResponse) {
+				r.systemLog(rec.ID, errText(err))
+			}
+			return res, err
+		case fault.Timeout, fault.Memory:
+			s.touch(rec.ID, false)
+			r.strike(rec.ID, "bound", errText(err))
+			return res, err
+		case fault.HandlesClosed:
+			// The isolate vanished between the check and the call (a crash,
+			// parking, a bound hit of the invocation ahead): rebuild once.
+			continue
+		default:
+			return res, err
+		}
+	}
+	return sandbox.WireResponse{}, fault.CrashedWorker()
+}

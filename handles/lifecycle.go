@@ -1,0 +1,288 @@
+package handles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// parkOne disposes the isolate of the least recently used idle handle; its
+// record stays and it is rebuilt on its next request.
+func (s *Store) parkOne(except string) bool {
+	s.mu.Lock()
+	var victim *Record
+	for id, rec := range s.records {
+		if id == except || !s.opts.Executor.Holds(id) {
+			continue
+		}
+		if ls := s.live[id]; ls != nil && !ls.idle() {
+			continue
+		}
+		if victim == nil || rec.LastInvokedAt.Before(victim.LastInvokedAt) {
+			victim = rec
+		}
+	}
+	s.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	s.opts.Executor.Close(victim.ID)
+	if reg := s.registryOf(victim.ID); reg != nil {
+		reg.systemLog(victim.ID, "Parked: every isolate slot was needed; the handle is rebuilt on its next request.")
+	}
+	return true
+}
+
+// rebuildOnce waits for the handle's one rebuild, starting it if none is
+// under way. The rebuild runs detached from the request that started it
+// (SPEC §5): a visitor who goes away ends nothing; the rebuild goes on under
+// the handle's own bounds and the next request finds the isolate back.
+func (r *Registry) rebuildOnce(ctx context.Context, rec *Record, ls *liveState) error {
+	s := r.store
+	ls.mu.Lock()
+	f := ls.rebuilding
+	if f == nil {
+		if s.opts.Executor.Holds(rec.ID) {
+			ls.mu.Unlock()
+			return nil
+		}
+		f = &rebuildFlight{done: make(chan struct{})}
+		ls.rebuilding = f
+		s.rebuilds.Add(1)
+		go func() {
+			defer s.rebuilds.Done()
+			err := r.detachedRebuild(rec)
+			ls.mu.Lock()
+			f.err = err
+			ls.rebuilding = nil
+			ls.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	ls.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rebuildGrace is what a detached rebuild may take beyond the handle's run
+// bound (parking an idle handle, a worker starting).
+const rebuildGrace = 10 * time.Second
+
+func (r *Registry) detachedRebuild(rec *Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fault.New(fault.Overloaded, "The rebuild failed inside the gateway; try again.")
+		}
+	}()
+	if !r.store.exists(rec.ID) {
+		return fault.Closed(rec.ID)
+	}
+	bound := time.Duration(rec.TimeoutMs) * time.Millisecond
+	if bound <= 0 {
+		bound = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound+rebuildGrace)
+	defer cancel()
+	return r.rebuild(ctx, rec)
+}
+
+// rebuild runs the handle's program again to get a fresh isolate. Only a
+// failure the program caused (it throws, hits a bound, no longer answers a
+// handler, or its replayed tool calls do not match) is a strike; any other
+// (a crashed worker, overload, the gateway stopping) ends and counts
+// nothing, and the caller gets a retryable fault.
+func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
+	s := r.store
+	s.mu.Lock()
+	job := rec.job()
+	replay := append([]ToolAnswer{}, rec.ToolAnswers...)
+	grants := rec.Grants
+	s.mu.Unlock()
+	start := time.Now()
+	rs := &runState{registry: r, tenant: rec.Tenant, grants: grants, replay: replay}
+	s.beginRun(job.ID, rs)
+	out, err := r.runWithCapacity(ctx, job)
+	s.endRun(job.ID)
+	s.mu.Lock()
+	mismatch := rs.mismatch
+	s.mu.Unlock()
+	programFault := func(msg string) error {
+		if out.Retained {
+			s.opts.Executor.Close(job.ID)
+		}
+		r.strike(rec.ID, "bound", "Rebuild failed: "+msg)
+		return fault.Wrap(fault.HandlerError, errors.New(msg), "The handler could not be started.")
+	}
+	switch {
+	case mismatch:
+		return programFault("the program's tool calls no longer match the ones recorded when it was deployed.")
+	case err == nil && !out.Retained:
+		return programFault("the program no longer answers a request handler.")
+	case err == nil:
+		r.systemLog(rec.ID, fmt.Sprintf("Rebuilt in %d ms: the isolate was gone; state kept in closures starts afresh.", time.Since(start).Milliseconds()))
+		if f := s.opts.OnRebuild; f != nil {
+			f(r.name, rec.ID)
+		}
+		return nil
+	}
+	switch fault.CodeOf(err) {
+	case fault.Timeout, fault.Memory:
+		r.strike(rec.ID, "bound", "Rebuild: "+errText(err))
+		return err
+	case fault.Syntax, fault.Runtime:
+		return programFault(errText(err))
+	case fault.WorkerCrashed, fault.Overloaded:
+		return err
+	default:
+		// A deadline, a stopping gateway, an internal error: not the
+		// program's doing.
+		r.systemLog(rec.ID, "Rebuild did not finish ("+err.Error()+"); the next request tries again.")
+		return fault.New(fault.Overloaded, "The handle is being started; try again.")
+	}
+}
+
+// strike counts a bound hit (or a crash as a suspect); at bound_strikes the
+// handle ends.
+func (r *Registry) strike(id, kind, msg string) {
+	s := r.store
+	cfg := r.config()
+	s.mu.Lock()
+	rec := s.records[id]
+	if rec == nil {
+		s.mu.Unlock()
+		return
+	}
+	rec.Strikes++
+	n := rec.Strikes
+	memory := rec.MemoryMiB
+	copyRec := *rec
+	s.mu.Unlock()
+	r.systemLog(id, fmt.Sprintf("%s (strike %d of %d)", msg, n, cfg.BoundStrikes))
+	if n < cfg.BoundStrikes {
+		s.updateRecord(&copyRec)
+		return
+	}
+	if kind == "crash" {
+		if memory <= 0 {
+			memory = 64
+		}
+		r.end(id, ReasonCrashes, fault.OutOfMemory(memory).Message)
+		return
+	}
+	r.end(id, ReasonBoundStrikes, msg)
+}
+
+// touch records an invocation; ok resets the strike count.
+func (s *Store) touch(id string, ok bool) {
+	s.mu.Lock()
+	rec := s.records[id]
+	if rec == nil {
+		s.mu.Unlock()
+		return
+	}
+	rec.LastInvokedAt = s.opts.Now()
+	rec.Invocations++
+	s.dirty[id] = true
+	reset := ok && rec.Strikes != 0
+	if reset {
+		rec.Strikes = 0
+	}
+	copyRec := *rec
+	s.mu.Unlock()
+	if reset {
+		s.updateRecord(&copyRec)
+	}
+}
+
+func (s *Store) exists(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.records[id] != nil
+}
+
+// end deletes a handle: record and routes in one transaction, its isolate
+// disposed, and one event published. Only the first end of an id does
+// anything.
+func (r *Registry) end(id, reason, message string) bool {
+	s := r.store
+	s.routeMu.Lock()
+	defer s.routeMu.Unlock()
+	s.mu.Lock()
+	rec := s.records[id]
+	if rec == nil {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.records, id)
+	delete(s.dirty, id)
+	for _, name := range rec.Routes {
+		if s.routes[rec.Registry][name] == id {
+			delete(s.routes[rec.Registry], name)
+		}
+	}
+	delete(s.live, id)
+	s.mu.Unlock()
+	s.db.Update(func(tx *bolt.Tx) error {
+		tx.Bucket(bucketHandles).Delete(key(rec.Registry, id))
+		routes := tx.Bucket(bucketRoutes)
+		for _, name := range rec.Routes {
+			if string(routes.Get(key(rec.Registry, name))) == id {
+				routes.Delete(key(rec.Registry, name))
+			}
+		}
+		return nil
+	})
+	s.opts.Executor.Close(id)
+	if s.opts.OnEnd != nil {
+		s.opts.OnEnd(Event{Registry: rec.Registry, ID: id, Tenant: rec.Tenant, Reason: reason, Message: message})
+	}
+	return true
+}
+
+// Close ends a tenant's handle through the API.
+func (r *Registry) Close(tenant, id string) error {
+	if _, err := r.owned(tenant, id); err != nil {
+		return err
+	}
+	if !r.end(id, ReasonClosed, "Closed through the API.") {
+		return fault.Closed(id)
+	}
+	return nil
+}
+
+// SweepIdle ends every handle idle past its registry's bound. The
+// background loop calls it; tests call it with an injected clock.
+func (s *Store) SweepIdle() {
+	now := s.opts.Now()
+	type victim struct {
+		reg *Registry
+		id  string
+	}
+	var victims []victim
+	s.mu.Lock()
+	for id, rec := range s.records {
+		reg := s.registries[rec.Registry]
+		if reg == nil {
+			continue
+		}
+		if ls := s.live[id]; ls != nil && !ls.idle() {
+			continue
+		}
+		if now.Sub(rec.LastInvokedAt) > reg.config().IdleBound {
+			victims = append(victims, victim{reg, id})
+		}
+	}
+	s.mu.Unlock()
+	for _, v := range victims {
+		v.reg.end(v.id, ReasonIdle, "Idle past the idle bound.")
+	}
+}

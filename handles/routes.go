@@ -1,0 +1,181 @@
+package handles
+
+import (
+	"encoding/json"
+	"regexp"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// routeName is a DNS label.
+var routeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// uuidShaped matches any 8-4-4-4-12 hex string, whatever its version.
+var uuidShaped = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// ValidRouteName checks a route name (SPEC §5).
+func ValidRouteName(name string) error {
+	if !routeName.MatchString(name) {
+		return fault.New(fault.BadRequest, "A route name is a DNS label: lower-case letters, digits and inner hyphens, at most 63 characters.")
+	}
+	if uuidShaped.MatchString(name) {
+		return fault.New(fault.BadRequest, "A route name may not be shaped like an executionId.")
+	}
+	return nil
+}
+
+// maxRoutesPerTenant bounds the route names one tenant binds in a registry
+// (SPEC §7).
+const maxRoutesPerTenant = 100
+
+// BindRoute points name at the tenant's handle id. A later bind moves the
+// name atomically: requests resolve either to the old or to the new handle,
+// never to nothing. Route writers are serialized by routeMu; mu is held
+// only to read and to apply, never across the bbolt commit.
+func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
+	if err := ValidRouteName(name); err != nil {
+		return Route{}, err
+	}
+	s := r.store
+	if _, err := r.owned(tenant, id); err != nil {
+		return Route{}, err
+	}
+	s.routeMu.Lock()
+	defer s.routeMu.Unlock()
+	s.mu.Lock()
+	rec := s.records[id]
+	if rec == nil {
+		s.mu.Unlock()
+		return Route{}, fault.Closed(id)
+	}
+	var prev *Record
+	if prevID, ok := s.routes[r.name][name]; ok {
+		prev = s.records[prevID]
+		if prev != nil && prev.Tenant != tenant {
+			s.mu.Unlock()
+			return Route{}, fault.New(fault.Conflict, "The route name %q is taken.", name)
+		}
+	}
+	if prev == nil {
+		bound := 0
+		for _, rid := range s.routes[r.name] {
+			if other := s.records[rid]; other != nil && other.Tenant == tenant {
+				bound++
+			}
+		}
+		if bound >= maxRoutesPerTenant {
+			s.mu.Unlock()
+			return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names, the most this registry allows. Unbind one first.", bound)
+		}
+	}
+	newRec := *rec
+	newRec.Routes = appendUnique(rec.Routes, name)
+	moving := prev != nil && prev.ID != id
+	var newPrev Record
+	if moving {
+		newPrev = *prev
+		newPrev.Routes = without(prev.Routes, name)
+	}
+	s.mu.Unlock()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketRoutes).Put(key(r.name, name), []byte(id)); err != nil {
+			return err
+		}
+		if err := putTx(tx, &newRec); err != nil {
+			return err
+		}
+		if moving {
+			return putTx(tx, &newPrev)
+		}
+		return nil
+	})
+	if err != nil {
+		return Route{}, fault.Wrap(fault.Internal, err, "The route could not be saved.")
+	}
+	// Records only end under routeMu, which this holds: rec and prev are
+	// still the live records.
+	s.mu.Lock()
+	rec.Routes = newRec.Routes
+	if moving {
+		prev.Routes = newPrev.Routes
+	}
+	s.routes[r.name][name] = id
+	s.mu.Unlock()
+	return Route{Name: name, ExecutionID: id}, nil
+}
+
+// UnbindRoute removes the tenant's route name.
+func (r *Registry) UnbindRoute(tenant, name string) error {
+	s := r.store
+	s.routeMu.Lock()
+	defer s.routeMu.Unlock()
+	s.mu.Lock()
+	id, ok := s.routes[r.name][name]
+	rec := s.records[id]
+	if !ok || rec == nil || rec.Tenant != tenant {
+		s.mu.Unlock()
+		return fault.New(fault.NotFound, "No route named %q.", name)
+	}
+	newRec := *rec
+	newRec.Routes = without(rec.Routes, name)
+	s.mu.Unlock()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketRoutes).Delete(key(r.name, name)); err != nil {
+			return err
+		}
+		return putTx(tx, &newRec)
+	})
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
+	}
+	s.mu.Lock()
+	rec.Routes = newRec.Routes
+	delete(s.routes[r.name], name)
+	s.mu.Unlock()
+	return nil
+}
+
+// Routes lists the tenant's routes.
+func (r *Registry) Routes(tenant string) []Route {
+	s := r.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []Route{}
+	for name, id := range s.routes[r.name] {
+		if rec := s.records[id]; rec != nil && rec.Tenant == tenant {
+			out = append(out, Route{Name: name, ExecutionID: id})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func putTx(tx *bolt.Tx, rec *Record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketHandles).Put(key(rec.Registry, rec.ID), data)
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return append([]string{}, list...)
+		}
+	}
+	return append(append([]string{}, list...), s)
+}
+
+func without(list []string, s string) []string {
+	out := []string{}
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
