@@ -198,6 +198,11 @@ func allowed(key any, alg string) bool {
 	return false
 }
 
+// unknownKIDWait is a quarter of the unknown-kid window, within 50 ms–5 s.
+func unknownKIDWait(every time.Duration) time.Duration {
+	return min(max(every/4, 50*time.Millisecond), 5*time.Second)
+}
+
 // MaxTenantBytes bounds a tenant id (SPEC §7).
 const MaxTenantBytes = 256
 
@@ -355,7 +360,12 @@ func NewJWKS(url string, o JWKSOptions) (*JWKS, error) {
 		Client:            o.Client,
 		RefreshInterval:   o.Refresh,
 		RefreshUnknownKID: rate.NewLimiter(rate.Every(o.UnknownKIDEvery), 1),
-		RateLimitWaitMax:  time.Millisecond, // never hold a request for a refresh slot
+		// jwkset runs the unknown-kid refresh itself under this deadline,
+		// not only the wait for a slot: at 1 ms the HTTP fetch failed
+		// whenever the machine was busy. rate.Limiter.Wait fails at once
+		// when the next slot is further off than the deadline, so a request
+		// is held at most this long, and only near the end of a window.
+		RateLimitWaitMax: unknownKIDWait(o.UnknownKIDEvery),
 		RefreshErrorHandlerFunc: func(string) func(context.Context, error) {
 			return func(_ context.Context, err error) {
 				if o.OnError != nil {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -247,4 +248,32 @@ func BenchmarkVerify(b *testing.B) {
 			}
 		})
 	}
+}
+
+// SPEC §7: a tenant id is non-empty, at most 256 bytes, without control
+// characters; anything else refuses the token.
+func TestTenantIDShape(t *testing.T) {
+	v := verifier(t, Config{Secret: secret})
+	for _, bad := range []string{"bob\x00", "bob\x00x", "a\nb", "tab\there", "\u0085next", strings.Repeat("a", 257)} {
+		wantInvalid(t, v, sign(t, jwt.SigningMethodHS256, secret, claims(map[string]any{"sub": bad}), ""), fmt.Sprintf("tenant %q", bad))
+	}
+	for _, good := range []string{"bob", "org:acme/user 7", "ünï", strings.Repeat("a", 256)} {
+		if _, err := v.Verify(context.Background(), sign(t, jwt.SigningMethodHS256, secret, claims(map[string]any{"sub": good}), "")); err != nil {
+			t.Errorf("tenant %q refused: %v", good, err)
+		}
+	}
+}
+
+// RFC 7515 §4.1.11: a crit header the verifier does not understand refuses
+// the token.
+func TestCritHeaderRefused(t *testing.T) {
+	v := verifier(t, Config{Secret: secret})
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil))
+	tok.Header["crit"] = []string{"exp-ext"}
+	tok.Header["exp-ext"] = true
+	s, err := tok.SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalid(t, v, s, "crit header")
 }

@@ -414,7 +414,9 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 		if errors.Is(err, fault.ErrHandlesClosed) {
 			break
 		}
-		if !errors.Is(err, fault.ErrWorkerCrashed) {
+		// Under load the crash can take longer than the bound and grace:
+		// the gateway's kill then answers TIMEOUT, a strike all the same.
+		if !errors.Is(err, fault.ErrWorkerCrashed) && !errors.Is(err, fault.ErrTimeout) {
 			t.Fatalf("crash call answered %v", err)
 		}
 		crashes++
