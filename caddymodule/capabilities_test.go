@@ -149,7 +149,7 @@ func TestCapabilities(t *testing.T) {
 	}
 	restart(tester, capabilitiesConfig(store, tool.URL+"/products"))
 	if b := do(t, "GET", site(kvID+".apps.localhost", "/"), "", nil); string(b.body) != `{"kv":3,"closure":1}` {
-		t.Fatalf("kv counter after a restart: %s", b.body)
+		t.Fatalf("kv counter after a restart: %d %s", b.status, b.body)
 	}
 	// kv isolation: bob, and another registry, see nothing of alice's.
 	read := map[string]any{"code": "async () => [await kv.get('visits'), (await kv.list()).keys]", "capabilities": []string{"kvRead"}}

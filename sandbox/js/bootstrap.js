@@ -1221,7 +1221,8 @@
     return new PromiseCtor((resolve, reject) => {
       const id = nextCall++;
       pendingCalls.set(id, { resolve, reject });
-      try { hostCall(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(e); }
+      // The host throws its refusals (a bound, too many calls) as strings.
+      try { hostCall(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(typeof e === 'string' ? new ErrorCtor(e) : e); }
     });
   }
   function settleHost(id, ok, payload) {

@@ -1,0 +1,271 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// bystander is a second tenant on the same gateway whose state must survive
+// every attack: its counter keeps counting (closure state intact), its
+// worker keeps its PID, its handle and route stay its own.
+type bystander struct {
+	t     *testing.T
+	tok   string
+	id    string
+	route string
+	count int
+	pids  []int
+}
+
+func newBystander(t *testing.T) *bystander {
+	b := &bystander{t: t, tok: token(t, "bob", allScopes), route: "bobs-shop"}
+	b.id = deployCounter(t, b.tok)
+	if a := do(t, "PUT", api("/routes/"+b.route), b.tok, mustJSON(map[string]any{"executionId": b.id})); a.status != 200 {
+		t.Fatalf("bob's route: %d %s", a.status, a.body)
+	}
+	b.check("before the attacks")
+	b.pids = workerPIDs(t)
+	return b
+}
+
+// check asserts that bob's handle still counts on from where it was.
+func (b *bystander) check(after string) {
+	b.t.Helper()
+	a := do(b.t, "GET", site(b.route+".apps.localhost", "/"), "", nil)
+	if a.status != 200 {
+		b.t.Fatalf("after %s: bob's handle answered %d %s", after, a.status, a.body)
+	}
+	b.count++
+	if got := served(b.t, a); got != b.count {
+		b.t.Fatalf("after %s: bob's counter is %d, want %d: his closure state was lost", after, got, b.count)
+	}
+	if b.pids != nil {
+		if now := workerPIDs(b.t); fmt.Sprint(now) != fmt.Sprint(b.pids) {
+			b.t.Fatalf("after %s: worker PIDs %v, were %v: a worker died", after, now, b.pids)
+		}
+	}
+}
+
+func execute(t *testing.T, tok string, req map[string]any) answer {
+	t.Helper()
+	return do(t, "POST", api("/executions"), tok, mustJSON(req))
+}
+
+func deploy(t *testing.T, tok, code string, extra map[string]any) string {
+	t.Helper()
+	req := map[string]any{"code": code, "retainHandles": true}
+	for k, v := range extra {
+		req[k] = v
+	}
+	a := execute(t, tok, req)
+	id, _ := a.json(t)["executionId"].(string)
+	if a.status != 200 || id == "" {
+		t.Fatalf("deploy: %d %.300s", a.status, a.body)
+	}
+	return id
+}
+
+// Every bound on what a program sends outward holds inside the worker: the
+// attacker's run gets its own fault, and nobody else's worker dies.
+func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	bob := newBystander(t)
+	mallory := token(t, "mallory", allScopes)
+
+	// 3 MB of '<' is 18 MB once HTML-escaped; unescaped it is a result
+	// well within the 8 MiB bound.
+	a := execute(t, mallory, map[string]any{"code": `async () => '<'.repeat(3e6)`})
+	if a.status != 200 || len(a.body) < 3e6 {
+		t.Fatalf("3 MB of '<': %d %.200s", a.status, a.body)
+	}
+	bob.check("a 3 MB result of '<'")
+
+	a = execute(t, mallory, map[string]any{"code": `async () => 'x'.repeat(9e6)`, "memoryLimitMb": 128})
+	if a.status != 422 || a.code() != "RUNTIME" || !strings.Contains(string(a.body), "The result is larger than its 8 MiB bound.") {
+		t.Fatalf("9 MB result: %d %.300s", a.status, a.body)
+	}
+	bob.check("a 9 MB result")
+
+	a = execute(t, mallory, map[string]any{"code": `async () => { throw new Error('<'.repeat(3e6)) }`})
+	msg, _ := a.json(t)["error"].(map[string]any)["message"].(string)
+	if a.status != 422 || a.code() != "RUNTIME" || len(msg) > 64<<10 || !strings.Contains(msg, "cut at the 64 KiB bound") {
+		t.Fatalf("3 MB thrown text: %d, a message of %d bytes", a.status, len(msg))
+	}
+	bob.check("a 3 MB thrown text")
+
+	a = execute(t, mallory, map[string]any{"code": `async () => { console.log('<'.repeat(5e6)); console.log('\x01'.repeat(1e6)); return 1 }`})
+	total := 0
+	for _, l := range a.json(t)["logs"].([]any) {
+		total += len(l.(string))
+	}
+	if a.status != 200 || total > 65<<10 || !strings.Contains(string(a.body), "logs truncated") {
+		t.Fatalf("5 MB log line: %d, %d bytes of logs %.200s", a.status, total, a.body)
+	}
+	bob.check("a 5 MB log line")
+
+	// A handler's timer that logs 40 × 100 KB lines of control characters
+	// (six bytes each once encoded): nothing is "running" for anyone.
+	id := deploy(t, mallory, `async () => ({ fetch() {
+		setTimeout(() => { for (let i = 0; i < 40; i++) console.log('\x01'.repeat(1e5)) }, 10);
+		return new Response('armed');
+	} })`, nil)
+	if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 {
+		t.Fatalf("timer handler: %d %s", a.status, a.body)
+	}
+	time.Sleep(300 * time.Millisecond)
+	bob.check("a timer that logs 4 MB")
+	logs := do(t, "GET", api("/handles/"+id+"/logs"), mallory, nil)
+	if logs.status != 200 || !strings.Contains(string(logs.body), "logs truncated") {
+		t.Fatalf("the timer's logs: %d %.300s", logs.status, logs.body)
+	}
+
+	// Host-call arguments: a 1 MiB kv value of '<' and fetch bodies over
+	// their bound.
+	a = execute(t, mallory, map[string]any{"capabilities": []string{"kvWrite", "kvRead", "fetch"}, "timeoutMs": 10000,
+		"outbound": map[string]any{"allow": []string{"example.com"}},
+		"code": `async () => {
+			await kv.put('k', '<'.repeat(1 << 20));
+			const big = (await kv.get('k')).length;
+			let over = 'no';
+			try { await kv.put('k2', '\x01'.repeat(1 << 20)) } catch (e) { over = e.message }
+			let fetchOver = 'no';
+			try { await fetch('http://example.com/', {method: 'POST', body: '\x01'.repeat(2 << 20)}) } catch (e) { fetchOver = e.message }
+			return {big, over, fetchOver};
+		}`})
+	m := a.json(t)
+	res, _ := m["result"].(map[string]any)
+	if a.status != 200 || res["big"] != float64(1<<20) || !strings.Contains(fmt.Sprint(res["over"]), "bound") || !strings.Contains(fmt.Sprint(res["fetchOver"]), "bound") {
+		t.Fatalf("host-call arguments: %d %.400s", a.status, a.body)
+	}
+	bob.check("1 MiB host-call arguments")
+
+	// Response heads: a 7 MB header answers 502.
+	id = deploy(t, mallory, `async () => ({ fetch() { return new Response('x', {headers: {'x-big': 'a'.repeat(7e6)}}) } })`, nil)
+	if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 502 || a.code() != "BAD_RESPONSE" {
+		t.Fatalf("7 MB header: %d %.200s", a.status, a.body)
+	}
+	bob.check("a 7 MB response header")
+}
+
+// A slow handle hit by many visitors at once is not killed: the kill clock
+// starts when its worker starts the call, not when the call was queued.
+func TestQueuedInvocationsAreNotOverruns(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	bob := newBystander(t)
+	mallory := token(t, "mallory", allScopes)
+	id := deploy(t, mallory, `async () => ({ fetch() { const t = Date.now(); while (Date.now() - t < 300); return new Response('slow') } })`, nil)
+	var wg sync.WaitGroup
+	codes := make(chan int, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- do(t, "GET", site(id+".apps.localhost", "/"), "", nil).status
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("a queued invocation of a 300 ms handler answered %d", c)
+		}
+	}
+	bob.check("10 queued 300 ms invocations")
+}
+
+// A visitor who resets the connection during a lazy rebuild ends nothing:
+// the handle, its state on the next request and its route stay; another
+// tenant cannot take the route.
+func TestRebuildOutlivesTheVisitor(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	config := gatewayConfig(store, "")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	alice := token(t, "alice", allScopes)
+	eve := token(t, "eve", allScopes)
+	// The program takes 300 ms to start, so a rebuild is easy to abandon.
+	id := deploy(t, alice, `async () => { const t = Date.now(); while (Date.now() - t < 300); let n = 0; return { fetch() { return Response.json({served: ++n}) } } }`, nil)
+	if a := do(t, "PUT", api("/routes/shop"), alice, mustJSON(map[string]any{"executionId": id})); a.status != 200 {
+		t.Fatalf("route: %d %s", a.status, a.body)
+	}
+	for try := 0; try < 3; try++ {
+		restart(tester, config)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", site("shop.apps.localhost", "/"), nil)
+		if res, err := client.Do(req); err == nil {
+			res.Body.Close()
+			t.Logf("try %d: the request finished before the reset", try)
+		}
+		cancel()
+		if a := do(t, "GET", site("shop.apps.localhost", "/"), "", nil); served(t, a) != 1 {
+			t.Fatalf("try %d: after a reset during the rebuild: %s", try, a.body)
+		}
+		if a := do(t, "PUT", api("/routes/shop"), eve, mustJSON(map[string]any{"executionId": deploy(t, eve, counter, nil)})); a.status != 409 || a.code() != "CONFLICT" {
+			t.Fatalf("try %d: another tenant took the route: %d %s", try, a.status, a.body)
+		}
+	}
+}
+
+// Data-plane response hygiene (SPEC §8) and the module form decided by
+// parsing (SPEC §1).
+func TestResponseHygieneAndModuleForm(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	id := deploy(t, alice, `let n = 0; export default { fetch() { return new Response('m' + (++n), {headers: [
+		['set-cookie', 'a=1; Domain=apps.localhost; Path=/; HttpOnly'],
+		['set-cookie', 'b=2;domain=.localhost'],
+		['connection', 'x-secret-hop'], ['x-secret-hop', 'leaked'], ['x-kept', 'yes']]}) } }`, nil)
+	a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil)
+	if a.status != 200 || string(a.body) != "m1" {
+		t.Fatalf("one-line module: %d %s", a.status, a.body)
+	}
+	cookies := a.header.Values("Set-Cookie")
+	if len(cookies) != 2 || strings.Contains(strings.ToLower(strings.Join(cookies, "|")), "domain") || !strings.Contains(cookies[0], "HttpOnly") {
+		t.Fatalf("cookies kept a Domain: %q", cookies)
+	}
+	if a.header.Get("X-Secret-Hop") != "" || a.header.Get("X-Kept") != "yes" {
+		t.Fatalf("Connection-named header: %v", a.header)
+	}
+}
+
+// Address checks (SPEC §6): zoned IPv6 is refused in URLs and allow lists,
+// and fetch takes only real Requests.
+func TestZonedAddressesAndForgedRequests(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	a := execute(t, alice, map[string]any{"code": `async () => 1`, "capabilities": []string{"fetch"},
+		"outbound": map[string]any{"allow": []string{"[::1%251]:9080"}}})
+	if a.status != 400 || a.code() != "BAD_REQUEST" {
+		t.Fatalf("zoned allow list: %d %s", a.status, a.body)
+	}
+	a = execute(t, alice, map[string]any{"capabilities": []string{"fetch"},
+		"outbound": map[string]any{"allow": []string{"[::1]:9080", "example.com"}},
+		"code": `async () => {
+			const out = {};
+			try { await fetch('http://[::1%251]:9080/') ; out.zoned = 'fetched' } catch (e) { out.zoned = e.message }
+			const forged = Object.create(Request.prototype, {url: {value: 'http://[::1%251]:9080/'}, method: {value: 'GET'}, headers: {value: new Headers()}});
+			try { await fetch(forged); out.forged = 'fetched' } catch (e) { out.forged = e.constructor.name + ': ' + e.message }
+			return out;
+		}`})
+	m := a.json(t)
+	res, _ := m["result"].(map[string]any)
+	if a.status != 200 || res["zoned"] == "fetched" || !strings.HasPrefix(fmt.Sprint(res["forged"]), "TypeError") {
+		t.Fatalf("zoned fetches: %d %s", a.status, a.body)
+	}
+}
