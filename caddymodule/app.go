@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
 func init() {
@@ -22,8 +23,14 @@ type App struct {
 	// Store is the bbolt file that holds the registries. Default: a file
 	// under Caddy's data directory (retainer/registry.db).
 	Store string `json:"store,omitempty"`
-	// Workers is the number of worker processes. Default 2.
+	// Workers is the most worker processes (with isolation "shared", the
+	// number). Default 8.
 	Workers int `json:"workers,omitempty"`
+	// Isolation is "tenant" (default: a worker hosts one tenant's isolates
+	// at a time, one spare worker is kept started ahead, the least recently
+	// active tenant's worker is recycled when all are held) or "shared"
+	// (every worker hosts every tenant: one trust domain).
+	Isolation string `json:"isolation,omitempty"`
 	// IsolatesPerWorker is how many retained isolates one worker holds.
 	// Default 64.
 	IsolatesPerWorker int `json:"isolates_per_worker,omitempty"`
@@ -77,7 +84,10 @@ func (a *App) setDefaults() {
 		a.Store = filepath.Join(caddy.AppDataDir(), "retainer", "registry.db")
 	}
 	if a.Workers <= 0 {
-		a.Workers = 2
+		a.Workers = 8
+	}
+	if a.Isolation == "" {
+		a.Isolation = worker.IsolationTenant
 	}
 	if a.IsolatesPerWorker <= 0 {
 		a.IsolatesPerWorker = 64
@@ -138,6 +148,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 // Validate checks the configuration.
 func (a *App) Validate() error {
+	if a.Isolation != worker.IsolationTenant && a.Isolation != worker.IsolationShared {
+		return fmt.Errorf("retainer: isolation must be tenant or shared, not %q", a.Isolation)
+	}
 	if a.Wasm && !a.JIT {
 		return fmt.Errorf("retainer: wasm needs jit")
 	}

@@ -22,7 +22,21 @@ type bystander struct {
 	id    string
 	route string
 	count int
-	pids  []int
+	pid   int // the worker that hosts bob's handle
+}
+
+// hostPID is the PID of the worker that holds handle id.
+func hostPID(t *testing.T, id string) int {
+	t.Helper()
+	pid := 0
+	runtimes.Range(func(_, v any) bool {
+		rt := v.(*runtime)
+		if i := rt.pool.WorkerOf(id); i >= 0 {
+			pid = rt.pool.Status()[i].PID
+		}
+		return pid == 0
+	})
+	return pid
 }
 
 func newBystander(t *testing.T) *bystander {
@@ -32,7 +46,7 @@ func newBystander(t *testing.T) *bystander {
 		t.Fatalf("bob's route: %d %s", a.status, a.body)
 	}
 	b.check("before the attacks")
-	b.pids = workerPIDs(t)
+	b.pid = hostPID(t, b.id)
 	return b
 }
 
@@ -47,9 +61,9 @@ func (b *bystander) check(after string) {
 	if got := served(b.t, a); got != b.count {
 		b.t.Fatalf("after %s: bob's counter is %d, want %d: his closure state was lost", after, got, b.count)
 	}
-	if b.pids != nil {
-		if now := workerPIDs(b.t); fmt.Sprint(now) != fmt.Sprint(b.pids) {
-			b.t.Fatalf("after %s: worker PIDs %v, were %v: a worker died", after, now, b.pids)
+	if b.pid != 0 {
+		if now := hostPID(b.t, b.id); now != b.pid {
+			b.t.Fatalf("after %s: bob's handle is in worker %d, was in %d: his worker died", after, now, b.pid)
 		}
 	}
 }
@@ -268,4 +282,48 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 	if a.status != 200 || res["zoned"] == "fetched" || !strings.HasPrefix(fmt.Sprint(res["forged"]), "TypeError") {
 		t.Fatalf("zoned fetches: %d %s", a.status, a.body)
 	}
+}
+
+// Tenant cordons (SPEC §4): a worker hosts one tenant; a tenant that
+// crashes its worker costs nobody else anything; when every worker is held,
+// the least recently active tenant's worker is recycled and its handles
+// come back on their next request, without a strike.
+func TestTenantCordons(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, "workers 2\nisolation tenant"), "caddyfile")
+	bob := newBystander(t)
+	mallory := token(t, "mallory", allScopes)
+	evil := deploy(t, mallory, `async () => ({ fetch(req) {
+		if (req.url.endsWith('/crash')) return new Response('x'.repeat(2**29 - 32).toLowerCase());
+		return new Response('ok');
+	} })`, nil)
+	if hostPID(t, evil) == bob.pid || hostPID(t, evil) == 0 {
+		t.Fatalf("mallory's handle shares bob's worker %d", bob.pid)
+	}
+	// A native crash of V8 in mallory's worker.
+	if a := do(t, "GET", site(evil+".apps.localhost", "/crash"), "", nil); a.status != 503 && a.status != 504 {
+		t.Fatalf("the crash answered %d %s", a.status, a.body)
+	}
+	bob.check("mallory crashed her worker")
+
+	// Both slots are held (bob, mallory); carol's first run recycles the
+	// least recently active tenant's worker, mallory's, not bob's.
+	bob.check("bob is the most recently active")
+	mallory2 := deploy(t, mallory, counter, nil)
+	if a := do(t, "GET", site(mallory2+".apps.localhost", "/"), "", nil); served(t, a) != 1 {
+		t.Fatalf("mallory's counter: %s", a.body)
+	}
+	bob.check("mallory deployed again")
+	carol := token(t, "carol", allScopes)
+	if a := execute(t, carol, map[string]any{"code": "async () => 7"}); a.status != 200 {
+		t.Fatalf("carol's first run: %d %s", a.status, a.body)
+	}
+	bob.check("carol took a worker")
+	// Mallory's handle was parked with her recycled worker: it comes back,
+	// closure state afresh, without a strike.
+	if a := do(t, "GET", site(mallory2+".apps.localhost", "/"), "", nil); a.status != 200 {
+		t.Fatalf("mallory's handle after the recycling: %d %s", a.status, a.body)
+	}
+	bob.check("mallory came back")
 }

@@ -28,6 +28,7 @@ func init() {
 //	retainer {
 //		store <path>
 //		workers <n>
+//		isolation tenant|shared
 //		isolates_per_worker <n>
 //		queue <n>
 //		prewarm <n>
@@ -117,6 +118,11 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxHandlesPerTenant, err = positive(d, val)
 		case "bound_strikes":
 			app.BoundStrikes, err = positive(d, val)
+		case "isolation":
+			if val != "tenant" && val != "shared" {
+				return nil, d.Errf("isolation: %q is not tenant or shared", val)
+			}
+			app.Isolation = val
 		case "landlock":
 			if val != "off" {
 				return nil, d.Errf("landlock: only `landlock off` is accepted (it is on by default)")

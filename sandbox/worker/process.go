@@ -30,6 +30,9 @@ type process struct {
 	exited chan struct{}
 
 	mu         sync.Mutex               // guards everything below
+	tenant     string                   // cordoned: the tenant it hosts ("" while spare)
+	lastActive time.Time                // cordoned: the last call sent, for LRU recycling
+	retired    string                   // why the pool let it go (its isolates are lost without blame)
 	retained   map[string]time.Duration // live isolates here → their run bound
 	pending    map[string]bool          // slots reserved by runs that may retain
 	running    map[uint64]*callRecord   // in-flight calls
@@ -188,6 +191,13 @@ func (p *process) kill(reason string) {
 	p.cmd.Process.Kill()
 }
 
+// owner is the tenant a cordoned worker hosts ("" while spare or shared).
+func (p *process) owner() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tenant
+}
+
 func (p *process) alive() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -205,6 +215,7 @@ func (p *process) call(ctx context.Context, path string, body, out any, handleID
 	}
 	p.seq++
 	id := p.seq
+	p.lastActive = time.Now()
 	rec := &callRecord{handleID: handleID}
 	rec.timer = time.AfterFunc(bound+p.pool.cfg.Grace, func() {
 		p.mu.Lock()
@@ -306,7 +317,9 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		case f == nil:
 			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
 		default:
-			res, err := f(ctx, m.ID, m.Op, m.Args)
+			// The tenant this worker hosts ("" when shared): the host
+			// answers only for that tenant's runs and handles.
+			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
 			rep = hostReply{Result: res, Fault: toWire(err)}
 		}
 		return wirejson.Marshal(rep)
