@@ -282,7 +282,13 @@ func (m *vm) throw(msg string) *v8.Value {
 		return nil
 	}
 	m.released = append(m.released, v)
-	return m.iso.ThrowException(v)
+	// ThrowException makes a Value of its own: released with the others
+	// after the outermost call (it leaked once per throw before).
+	t := m.iso.ThrowException(v)
+	if t != nil {
+		m.released = append(m.released, t)
+	}
+	return t
 }
 
 func (m *vm) hostLog(args []*v8.Value) (*v8.Value, error) {

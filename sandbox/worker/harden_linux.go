@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -33,9 +37,60 @@ func harden(cfg WorkerConfig) error {
 		}
 	}
 	if cfg.Seccomp {
-		if err := seccomp.LoadFilter(filter()); err != nil {
+		if err := loadFilter(filter()); err != nil {
 			return fmt.Errorf("worker seccomp: %w", err)
 		}
+	}
+	return nil
+}
+
+// Audit architectures (linux/audit.h) and seccomp's kill action.
+const (
+	auditArchX86_64  = 0xc000003e
+	auditArchAarch64 = 0xc00000b7
+	x32SyscallBit    = 0x40000000
+	retKillProcess   = 0x80000000 // SECCOMP_RET_KILL_PROCESS
+	seccompDataArch  = 4          // offsetof(struct seccomp_data, arch)
+	seccompDataNr    = 0          // offsetof(struct seccomp_data, nr)
+)
+
+// loadFilter installs the policy behind an architecture guard of our own.
+// The library's program lets a call from a foreign architecture through
+// with the default action (allow) and answers an x32 call ENOSYS; a
+// taken-over worker could then reach every refused call through the
+// 32-bit entry (int 0x80). The guard kills the process instead (SPEC §4).
+func loadFilter(f seccomp.Filter) error {
+	policy, err := f.Policy.Assemble()
+	if err != nil {
+		return err
+	}
+	native := uint32(auditArchX86_64)
+	if runtime.GOARCH == "arm64" {
+		native = auditArchAarch64
+	}
+	guard := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: seccompDataArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: native, SkipTrue: 1},
+		bpf.RetConstant{Val: retKillProcess},
+	}
+	if runtime.GOARCH == "amd64" {
+		guard = append(guard,
+			bpf.LoadAbsolute{Off: seccompDataNr, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
+			bpf.RetConstant{Val: retKillProcess},
+		)
+	}
+	raw, err := bpf.Assemble(append(guard, policy...))
+	if err != nil {
+		return err
+	}
+	prog := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+		return fmt.Errorf("loading the filter: %w", errno)
 	}
 	return nil
 }
@@ -79,6 +134,9 @@ func filter() seccomp.Filter {
 						"bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
 						"init_module", "finit_module", "delete_module", "kexec_load", "reboot",
 						"io_uring_setup", "io_uring_enter", "io_uring_register",
+						// Nothing of scheduling or I/O priority is the worker's
+						// to change, for itself or the gateway.
+						"setpriority", "ioprio_set",
 					},
 				},
 				{
@@ -89,6 +147,13 @@ func filter() seccomp.Filter {
 						// Signals only to this process.
 						{Name: "kill", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
 						{Name: "tgkill", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+						// Resource limits and CPU affinity of this process
+						// only (pid 0 or its own).
+						{Name: "prlimit64", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+						{Name: "sched_setaffinity", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+						// No signal-driven I/O aimed at another process.
+						{Name: "fcntl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: unix.F_SETOWN}}},
+						{Name: "fcntl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: unix.F_SETOWN_EX}}},
 					},
 				},
 				{
@@ -139,5 +204,29 @@ func runProbe() ProbeReport {
 	record("open", err)
 	record("kill gateway", unix.Kill(os.Getppid(), 0))
 	record("kill process group", unix.Kill(0, 0))
+	gateway := os.Getppid()
+	var lim unix.Rlimit
+	record("prlimit gateway", unix.Prlimit(gateway, unix.RLIMIT_NOFILE, nil, &lim))
+	record("setpriority gateway", unix.Setpriority(unix.PRIO_PROCESS, gateway, 10))
+	var set unix.CPUSet
+	set.Set(0)
+	record("sched_setaffinity gateway", unix.SchedSetaffinity(gateway, &set))
+	_, _, errno = unix.RawSyscall(unix.SYS_IOPRIO_SET, 1 /* IOPRIO_WHO_PROCESS */, uintptr(gateway), 0)
+	record("ioprio_set gateway", errnoOrNil(errno))
+	p, q, err := os.Pipe()
+	if err == nil {
+		_, err = unix.FcntlInt(p.Fd(), unix.F_SETOWN, gateway)
+		p.Close()
+		q.Close()
+	}
+	record("fcntl F_SETOWN", err)
+
 	return ProbeReport{Environment: os.Environ(), Results: res}
+}
+
+func errnoOrNil(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
 }

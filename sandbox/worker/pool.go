@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -125,6 +126,8 @@ type Pool struct {
 	gates         map[string]*gate // per retained isolate: its invocations in arrival order
 	closed        bool
 	restarts      int
+
+	noNetns atomic.Bool // workers could not get a network namespace
 
 	stop chan struct{}
 	wg   sync.WaitGroup

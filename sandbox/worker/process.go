@@ -74,7 +74,22 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		Pdeathsig: syscall.SIGKILL, // dies with the gateway
 		Setpgid:   true,            // its own process group: kill(0) reaches no one else
 	}
-	if err := cmd.Start(); err != nil {
+	netns := pool.netnsAvailable()
+	if netns {
+		setNetNamespace(cmd.SysProcAttr)
+	}
+	err = cmd.Start()
+	if err != nil && netns {
+		// The kernel (or a container around us) refuses new namespaces:
+		// say so once, and start workers without them.
+		pool.noNetns.Store(true)
+		pool.logf("workers start without a network namespace of their own (%v); the seccomp filter still refuses sockets", err)
+		cmd = exec.Command("/proc/self/exe", pool.cfg.Command...)
+		cmd.Env, cmd.Dir, cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = []string{}, "/", []*os.File{child}, stderr, stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		err = cmd.Start()
+	}
+	if err != nil {
 		conn.Close()
 		stderr.Close()
 		return nil, fmt.Errorf("starting a worker: %w", err)

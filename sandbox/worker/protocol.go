@@ -23,6 +23,9 @@ const (
 	pathInvoke = "/invoke"
 	pathClose  = "/close"
 	pathProbe  = "/probe"
+	// pathProbeForeign makes one system call through a foreign entry
+	// (body: "i386" or "x32"); a hardened worker dies of it.
+	pathProbeForeign = "/probe-foreign"
 )
 
 // Paths of the gateway's server (worker → gateway).

@@ -94,6 +94,15 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			return nil, fmt.Errorf("probe is not enabled")
 		}
 		reply = runProbe()
+	case pathProbeForeign:
+		w.mu.Lock()
+		enabled := w.cfg.Probe
+		w.mu.Unlock()
+		if !enabled {
+			return nil, fmt.Errorf("probe is not enabled")
+		}
+		foreignSyscall(string(body))
+		reply = map[string]string{"result": "ALLOWED"}
 	default:
 		return nil, fmt.Errorf("unknown call %q", path)
 	}

@@ -118,15 +118,69 @@ func TestWorkerRunsAndIsHardened(t *testing.T) {
 	if len(rep.Environment) != 0 {
 		t.Errorf("worker environment is not empty: %q", rep.Environment)
 	}
-	for _, action := range []string{"socket", "execve", "fork", "open", "kill gateway", "kill process group"} {
+	for _, action := range []string{"socket", "execve", "fork", "open", "kill gateway", "kill process group",
+		"prlimit gateway", "setpriority gateway", "sched_setaffinity gateway", "ioprio_set gateway", "fcntl F_SETOWN"} {
 		if r := rep.Results[action]; !strings.HasPrefix(r, "denied") {
 			t.Errorf("%s from inside a worker: %q", action, r)
 		}
+	}
+	// Its own network namespace, where the kernel gives one.
+	self, _ := os.Readlink("/proc/self/ns/net")
+	its, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", p.pid))
+	if pool.noNetns.Load() {
+		t.Logf("no network namespace here: worker in %s", its)
+	} else if its == "" || its == self {
+		t.Errorf("the worker shares the gateway's network namespace (%s)", self)
 	}
 	// The worker still works after probing.
 	if _, err := pool.Run(context.Background(), job("async () => 1")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A system call through the 32-bit entry or the x32 ABI kills the worker
+// (a filter that only knew the native architecture would let it pass).
+func TestForeignSystemCallEntriesKillTheWorker(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("only amd64 has a 32-bit system call entry")
+	}
+	pool := startPool(t, Config{Workers: 1, Probe: true})
+	for _, kind := range []string{"i386", "x32"} {
+		p := waitUp(t, pool)
+		res, err := p.rpc.Call(context.Background(), pathProbeForeign, []byte(kind))
+		if err == nil {
+			t.Fatalf("%s: the worker survived a foreign system call: %s", kind, res)
+		}
+		<-p.exited
+		ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled() && ws.Signal() == syscall.SIGSYS:
+			// The filter killed it.
+		case kind == "i386" && ws.Exited():
+			// Kernels without IA32 emulation fault on int 0x80 before any
+			// filter runs (the Go runtime reports the SIGSEGV and exits):
+			// the entry does not exist there.
+			t.Logf("i386: this kernel has no 32-bit entry (%v)", p.cmd.ProcessState)
+		default:
+			t.Fatalf("%s: the worker ended with %v, want SIGSYS", kind, p.cmd.ProcessState)
+		}
+	}
+}
+
+// waitUp is worker 0 once it is up.
+func waitUp(t *testing.T, pool *Pool) *process {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		pool.mu.Lock()
+		p := pool.workers[0]
+		pool.mu.Unlock()
+		if p != nil && p.alive() {
+			return p
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("worker 0 is not up")
+	return nil
 }
 
 func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
