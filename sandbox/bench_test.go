@@ -107,9 +107,25 @@ func BenchmarkRSSPerRetainedIsolate(b *testing.B) {
 
 // go test ./sandbox -run ^$ -bench InvocationsStayFlat -benchtime 1x
 func BenchmarkInvocationsStayFlat(b *testing.B) {
-	e := engine(b)
-	id := "flat"
-	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: `async () => { let n = 0; return { fetch(r) { return Response.json({n: ++n, u: r.url}) } } }`}}); err != nil {
+	flatInvocations(b, "flat", `async () => { let n = 0; return { fetch(r) { return Response.json({n: ++n, u: r.url}) } } }`, false)
+}
+
+// BenchmarkThrowingInvocationsStayFlat: every invocation meets a host
+// function that throws (ThrowException makes a Value of its own) and then
+// throws itself (SPEC §4's v8go hygiene).
+func BenchmarkThrowingInvocationsStayFlat(b *testing.B) {
+	flatInvocations(b, "throwing", `async () => ({ async fetch(r) {
+		try { await kv.get('x') } catch (e) {}
+		throw new Error('boom ' + r.url);
+	} })`, true)
+}
+
+func flatInvocations(b *testing.B, id, code string, throws bool) {
+	// Its own engine: the shared test engine keeps every handle log line
+	// (for the tests that read them), which would read as growth here.
+	e := New(Config{})
+	defer e.Shutdown()
+	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: code}}); err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(id)
@@ -128,7 +144,7 @@ func BenchmarkInvocationsStayFlat(b *testing.B) {
 	rss0, v0 := rssMiB(), values()
 	var rssHalf float64
 	for i := 0; i < 100000; i++ {
-		if _, err := e.Invoke(context.Background(), id, "fetch", req); err != nil {
+		if _, err := e.Invoke(context.Background(), id, "fetch", req); (err != nil) != throws {
 			b.Fatal(err)
 		}
 		if i == 50000 {

@@ -186,7 +186,10 @@ func (m *vm) installRuntime() error {
 	if err != nil {
 		return fmt.Errorf("installing the runtime: %w", err)
 	}
-	obj := internals.Object()
+	obj, err := internals.AsObject()
+	if err != nil {
+		return err
+	}
 	for name, dst := range map[string]**v8.Function{
 		"runProgram": &m.runProgram, "invoke": &m.invoke, "setEnv": &m.setEnv,
 		"fireTimer": &m.fireTimer, "pendingWork": &m.pendingWork,
@@ -632,7 +635,9 @@ func (e *jsThrow) Error() string { return e.message }
 // program.js frames), anything else as a string.
 func describeThrown(v *v8.Value) string {
 	if v.IsObject() && v.IsNativeError() {
-		obj := v.Object()
+		// AsObject casts; Object() would make a Value that lived until the
+		// isolate ended, one per thrown error.
+		obj, _ := v.AsObject()
 		if st, err := obj.Get("stack"); err == nil {
 			defer st.Release()
 			if st.IsString() {

@@ -1,0 +1,43 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+)
+
+// Every Value the engine makes from Go is released: a handler that throws,
+// synchronously or not, or meets a host function that throws, leaves no
+// Value behind per invocation (each used to keep one until the isolate
+// ended). BenchmarkThrowingInvocationsStayFlat measures the RSS.
+func TestThrowingInvocationsRetainNoValues(t *testing.T) {
+	e := engine(t)
+	for name, code := range map[string]string{
+		"async throw": `async () => ({ async fetch(r) { throw new Error('boom') } })`,
+		"sync throw":  `async () => ({ fetch(r) { throw new Error('boom') } })`,
+		"throw value": `async () => ({ fetch(r) { throw 'a string' } })`,
+		"host throws": `async () => ({ async fetch(r) { try { await kv.get('x') } catch (e) {} return new Response('x') } })`,
+	} {
+		id := "values " + name
+		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: code}}); err != nil {
+			t.Fatal(err)
+		}
+		req := NewWireRequest("GET", "https://x.test/a", nil, nil)
+		values := func() int {
+			e.mu.Lock()
+			m := e.handles[id]
+			e.mu.Unlock()
+			ch := make(chan int, 1)
+			m.submit(func() { ch <- m.ctx.RetainedValueCount() })
+			return <-ch
+		}
+		e.Invoke(context.Background(), id, "fetch", req)
+		before := values()
+		for i := 0; i < 1000; i++ {
+			e.Invoke(context.Background(), id, "fetch", req)
+		}
+		if grew := values() - before; grew > 0 {
+			t.Errorf("%s: %d Values retained over 1000 invocations", name, grew)
+		}
+		e.Close(id)
+	}
+}
