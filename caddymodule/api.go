@@ -48,7 +48,7 @@ type API struct {
 	RequireScopes bool `json:"require_scopes,omitempty"`
 
 	app    *App
-	reg    *handles.Registry
+	live   *started // the runtime and registry, once the app has started
 	logger *zap.Logger
 	mux    *http.ServeMux
 }
@@ -69,8 +69,13 @@ func (h *API) Provision(ctx caddy.Context) error {
 	if h.Registry == "" {
 		h.Registry = "default"
 	}
-	h.reg = h.app.registry(h.Registry)
-	h.reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
+	h.live = new(started)
+	h.app.whenStarted(func(rt *runtime) {
+		reg := h.app.registry(rt, h.Registry)
+		reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
+		h.live.rt.Store(rt)
+		h.live.reg.Store(reg)
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /executions", h.execute)
 	mux.HandleFunc("GET /handles", h.listHandles)
@@ -105,9 +110,17 @@ func (h *API) Validate() error {
 
 // ServeHTTP answers the API; it never calls next.
 func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.live.reg.Load() == nil {
+		writeFault(w, errStarting, "")
+		return nil
+	}
 	h.mux.ServeHTTP(w, r)
 	return nil
 }
+
+// registry and runtime are the started app's (ServeHTTP checked).
+func (h *API) registry() *handles.Registry { return h.live.reg.Load() }
+func (h *API) runtime() *runtime           { return h.live.rt.Load() }
 
 // caller is the authenticated tenant and its scopes.
 type caller struct {
@@ -300,7 +313,7 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	started := time.Now()
-	res, err := h.reg.Execute(r.Context(), c.tenant, ereq)
+	res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
 	ended := time.Now()
 	outcome := "ok"
 	if err != nil {
@@ -358,7 +371,7 @@ func (h *API) saveReceipt(tenant string, req executionRequest, ereq handles.Exec
 		rc.Outcome = receipts.Outcome{Status: "ok", Result: res.Outcome.Result, Handler: res.Outcome.Handler}
 	}
 	rc.Outcome.Denials = res.Denials
-	if err := h.app.rt.receipts.Put(rc); err != nil {
+	if err := h.runtime().receipts.Put(rc); err != nil {
 		h.logger.Error("saving a receipt", zap.Error(err))
 		return ""
 	}
@@ -371,7 +384,7 @@ func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, asJSON := strings.CutSuffix(r.PathValue("id"), ".json")
-	rc, err := h.app.rt.receipts.Get(c.tenant, id)
+	rc, err := h.runtime().receipts.Get(c.tenant, id)
 	if err != nil {
 		writeFault(w, fault.New(fault.NotFound, "No receipt %q.", id), "")
 		return
@@ -389,7 +402,7 @@ func (h *API) listResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	list, next, err := h.app.rt.receipts.List(c.tenant, limit, r.URL.Query().Get("cursor"))
+	list, next, err := h.runtime().receipts.List(c.tenant, limit, r.URL.Query().Get("cursor"))
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -406,7 +419,7 @@ func (h *API) listHandles(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"handles": h.reg.List(c.tenant)})
+	writeJSON(w, http.StatusOK, map[string]any{"handles": h.registry().List(c.tenant)})
 }
 
 func (h *API) getHandle(w http.ResponseWriter, r *http.Request) {
@@ -414,7 +427,7 @@ func (h *API) getHandle(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	info, err := h.reg.Get(c.tenant, r.PathValue("id"))
+	info, err := h.registry().Get(c.tenant, r.PathValue("id"))
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -427,7 +440,7 @@ func (h *API) closeHandle(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.reg.Close(c.tenant, r.PathValue("id")); err != nil {
+	if err := h.registry().Close(c.tenant, r.PathValue("id")); err != nil {
 		writeFault(w, err, "")
 		return
 	}
@@ -446,7 +459,7 @@ func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	logs, err := h.reg.Logs(c.tenant, r.PathValue("id"))
+	logs, err := h.registry().Logs(c.tenant, r.PathValue("id"))
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -477,7 +490,7 @@ func (h *API) invoke(w http.ResponseWriter, r *http.Request) {
 		req.Headers = [][2]string{}
 	}
 	start := time.Now()
-	res, err := h.reg.Invoke(r.Context(), c.tenant, r.PathValue("id"), r.PathValue("name"), req)
+	res, err := h.registry().Invoke(r.Context(), c.tenant, r.PathValue("id"), r.PathValue("name"), req)
 	observeInvocation("api", start, err)
 	if err != nil {
 		writeFault(w, err, "")
@@ -491,7 +504,7 @@ func (h *API) listRoutes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"routes": h.reg.Routes(c.tenant)})
+	writeJSON(w, http.StatusOK, map[string]any{"routes": h.registry().Routes(c.tenant)})
 }
 
 func (h *API) bindRoute(w http.ResponseWriter, r *http.Request) {
@@ -511,7 +524,7 @@ func (h *API) bindRoute(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, err, "")
 		return
 	}
-	route, err := h.reg.BindRoute(c.tenant, r.PathValue("name"), req.ExecutionID)
+	route, err := h.registry().BindRoute(c.tenant, r.PathValue("name"), req.ExecutionID)
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -524,7 +537,7 @@ func (h *API) unbindRoute(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.reg.UnbindRoute(c.tenant, r.PathValue("name")); err != nil {
+	if err := h.registry().UnbindRoute(c.tenant, r.PathValue("name")); err != nil {
 		writeFault(w, err, "")
 		return
 	}
@@ -533,7 +546,7 @@ func (h *API) unbindRoute(w http.ResponseWriter, r *http.Request) {
 
 // health reveals no tenant's data: worker states only.
 func (h *API) health(w http.ResponseWriter, r *http.Request) {
-	workers := h.app.rt.pool.Status()
+	workers := h.runtime().pool.Status()
 	up := 0
 	for _, s := range workers {
 		if s.State == "up" {

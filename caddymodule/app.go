@@ -3,11 +3,14 @@ package caddymodule
 import (
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
@@ -70,8 +73,15 @@ type App struct {
 	// NoLandlock runs workers without Landlock (kernels that lack it).
 	NoLandlock bool `json:"no_landlock,omitempty"`
 
-	rt     *runtime
+	// live holds the shared runtime once Start has loaded it (nil before,
+	// and always under `caddy validate`, which never starts apps).
+	live   *started
 	logger *zap.Logger
+	ctx    caddy.Context
+	events *caddyevents.App
+	// onStart are the handlers' wiring to the runtime (their registries),
+	// run by Start: handlers provision before any app starts.
+	onStart []func(*runtime)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -127,23 +137,32 @@ func (a *App) setDefaults() {
 	}
 }
 
-// Provision sets defaults and takes (or starts) the shared runtime.
+// Provision sets defaults and checks them. It opens nothing and starts
+// nothing (SPEC §10): `caddy validate` beside a running gateway must not
+// wait for the store's lock or leave a worker behind.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.ctx = ctx
+	a.live = new(started)
 	a.setDefaults()
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	rt, err := loadRuntime(a)
-	if err != nil {
-		return fmt.Errorf("retainer: %w", err)
+	// The events app is looked up now, while apps are being provisioned.
+	if ev, err := ctx.App("events"); err == nil {
+		a.events, _ = ev.(*caddyevents.App)
 	}
-	a.rt = rt
-	rt.bind(ctx, a)
-	// A reload that changes the worker count or slots applies it to the
-	// running pool; nothing else of the pool changes on a reload.
-	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
 	return nil
+}
+
+// whenStarted wires a handler to the runtime once the app has started (at
+// once if it has).
+func (a *App) whenStarted(f func(*runtime)) {
+	if rt := a.live.rt.Load(); rt != nil {
+		f(rt)
+		return
+	}
+	a.onStart = append(a.onStart, f)
 }
 
 // Validate checks the configuration.
@@ -166,18 +185,38 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start is a no-op: the runtime started in Provision (it is shared with the
-// configs before and after this one).
-func (a *App) Start() error { return nil }
+// Start takes the shared runtime (the store, the worker pool, the sweeps),
+// starting it if this is the first config to need it: a reload finds the
+// running one in the UsagePool and keeps every worker and isolate.
+func (a *App) Start() error {
+	rt, err := loadRuntime(a)
+	if err != nil {
+		return fmt.Errorf("retainer: %w", err)
+	}
+	rt.bind(a)
+	// A reload that changes the worker count or slots applies it to the
+	// running pool; nothing else of the pool changes on a reload.
+	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
+	a.live.rt.Store(rt)
+	for _, f := range a.onStart {
+		f(rt)
+	}
+	a.onStart = nil
+	return nil
+}
 
-// Stop is a no-op; Cleanup releases the runtime.
+// Stop is a no-op; Cleanup releases the runtime (after the next config, if
+// any, has taken it).
 func (a *App) Stop() error { return nil }
 
 // Cleanup releases this config's hold on the runtime; the last one ends the
 // workers and closes the store.
 func (a *App) Cleanup() error {
-	if a.rt != nil {
-		return releaseRuntime(a.rt)
+	if a.live == nil {
+		return nil // Provision never ran
+	}
+	if rt := a.live.rt.Swap(nil); rt != nil {
+		return releaseRuntime(rt)
 	}
 	return nil
 }
@@ -191,10 +230,22 @@ func (a *App) registryConfig() handles.RegistryConfig {
 	}
 }
 
-// registry is the named registry, configured with this config's limits.
-func (a *App) registry(name string) *handles.Registry {
-	return a.rt.store.Registry(name, a.registryConfig())
+// registry is the named registry of rt, configured with this config's
+// limits.
+func (a *App) registry(rt *runtime, name string) *handles.Registry {
+	return rt.store.Registry(name, a.registryConfig())
 }
+
+// started is what a module holds of the running runtime: set once the app
+// has started, behind a pointer so that the module values stay copyable.
+type started struct {
+	rt  atomic.Pointer[runtime]
+	reg atomic.Pointer[handles.Registry]
+}
+
+// errStarting answers requests that arrive before the app has started (Caddy
+// may start the HTTP app first).
+var errStarting = fault.New(fault.Overloaded, "The gateway is starting.")
 
 // Interface guards.
 var (

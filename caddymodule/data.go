@@ -36,7 +36,7 @@ type Retainer struct {
 	PassCredentials bool `json:"pass_credentials,omitempty"`
 
 	app     *App
-	reg     *handles.Registry
+	live    *started // the registry, once the app has started
 	resolve handles.Resolve
 }
 
@@ -55,7 +55,8 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 	if h.Registry == "" {
 		h.Registry = "default"
 	}
-	h.reg = h.app.registry(h.Registry)
+	h.live = new(started)
+	h.app.whenStarted(func(rt *runtime) { h.live.reg.Store(h.app.registry(rt, h.Registry)) })
 	switch h.Resolve {
 	case "", "both":
 		h.resolve = handles.ResolveBoth
@@ -89,6 +90,11 @@ var hopByHop = map[string]bool{
 // ServeHTTP serves a visitor's request with the handle.
 func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	start := time.Now()
+	reg := h.live.reg.Load()
+	if reg == nil {
+		writeFault(w, errStarting, "")
+		return nil
+	}
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || r.Header.Get("Upgrade") != "" {
 		writeFault(w, fault.New(fault.NotImplemented, "WebSocket and other upgrades are not supported yet."), "")
 		return nil
@@ -108,7 +114,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		}
 	}
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r), body)
-	res, err := h.reg.Serve(r.Context(), key, h.resolve, req)
+	res, err := reg.Serve(r.Context(), key, h.resolve, req)
 	observeInvocation("data", start, err)
 	if err != nil {
 		writeFault(w, err, "")

@@ -160,16 +160,14 @@ type eventSink struct {
 }
 
 // bind points the runtime's callbacks at the newest config.
-func (rt *runtime) bind(ctx caddy.Context, a *App) {
-	rt.logger.Store(ctx.Logger())
-	if ev, err := ctx.App("events"); err == nil {
-		if app, ok := ev.(*caddyevents.App); ok {
-			rt.events.Store(&eventSink{app: app, ctx: ctx})
-		}
+func (rt *runtime) bind(a *App) {
+	rt.logger.Store(a.logger)
+	if a.events != nil {
+		rt.events.Store(&eventSink{app: a.events, ctx: a.ctx})
 	}
 	rt.app.Store(a)
 	rt.receipts.SetRetention(time.Duration(a.ReceiptRetention))
-	registerMetrics(ctx, rt)
+	registerMetrics(a.ctx, rt)
 }
 
 // logHandlerOutput copies a handler's console output into Caddy's log,

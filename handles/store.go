@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -409,4 +410,46 @@ func (s *Store) HandleLog(id string, e sandbox.LogEntry) {
 	if r := s.registryOf(id); r != nil {
 		r.appendLog(id, e)
 	}
+}
+
+// Count is one tenant's handles in one registry.
+type Count struct {
+	Registry string
+	Tenant   string
+	Handles  int
+	Live     int // holding an isolate now; the others are parked
+}
+
+// Counts is every tenant's handle count per registry, sorted (the
+// operator's admin view).
+func (s *Store) Counts() []Count {
+	s.mu.Lock()
+	type k struct{ reg, tenant string }
+	counts := map[k]*Count{}
+	ids := map[k][]string{}
+	for id, rec := range s.records {
+		key := k{rec.Registry, rec.Tenant}
+		if counts[key] == nil {
+			counts[key] = &Count{Registry: rec.Registry, Tenant: rec.Tenant}
+		}
+		counts[key].Handles++
+		ids[key] = append(ids[key], id)
+	}
+	s.mu.Unlock()
+	out := make([]Count, 0, len(counts))
+	for key, c := range counts {
+		for _, id := range ids[key] {
+			if s.opts.Executor.Holds(id) {
+				c.Live++
+			}
+		}
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Registry != out[j].Registry {
+			return out[i].Registry < out[j].Registry
+		}
+		return out[i].Tenant < out[j].Tenant
+	})
+	return out
 }

@@ -106,6 +106,7 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		running:  map[uint64]*callRecord{},
 	}
 	p.rpc = newRPC(conn, workerFrameCap(pool.cfg.Engine), maxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
+	p.rpc.start()
 	go p.reap()
 	if err := p.handshake(); err != nil {
 		p.kill("handshake failed")

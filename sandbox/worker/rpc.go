@@ -80,6 +80,12 @@ func newRPC(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, s
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
 	c.peerMax.Store(int64(peerMax))
+	return c
+}
+
+// start begins reading: the owner finishes wiring itself (the handler may
+// use the connection) before the first request can arrive.
+func (c *rpcConn) start() *rpcConn {
 	go c.readLoop()
 	return c
 }

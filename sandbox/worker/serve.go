@@ -30,6 +30,7 @@ func Main() {
 	w.conn.tooLarge = tooLargeReply
 	w.logs = make(chan logPost, 4096)
 	go w.sendLogs()
+	w.conn.start()
 	<-w.conn.Done()
 	// The gateway closed the connection (or died): nothing is left to serve.
 	os.Exit(0)

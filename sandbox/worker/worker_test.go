@@ -435,6 +435,7 @@ func rogueMain(mode string) {
 		}
 		return []byte("{}"), nil
 	}, nil)
+	rpc.start()
 	<-rpc.Done()
 	os.Exit(0)
 }

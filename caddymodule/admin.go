@@ -1,0 +1,98 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(Admin{})
+}
+
+// Admin is the `admin.api.retainer` module: Retainer's operator endpoints on
+// Caddy's admin listener only (never on a site), because they name tenants:
+//
+//	GET /retainer/workers          each worker: pid, tenant, isolates, queue, RSS
+//	GET /retainer/handles?tenant=  handle counts per registry and tenant
+//
+// Caddy loads every registered admin.api module, so no configuration is
+// needed.
+type Admin struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Admin) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.retainer", New: func() caddy.Module { return new(Admin) }}
+}
+
+// Routes answers the admin routes.
+func (Admin) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/retainer/workers", Handler: caddy.AdminHandlerFunc(adminWorkers)},
+		{Pattern: "/retainer/handles", Handler: caddy.AdminHandlerFunc(adminHandles)},
+	}
+}
+
+// adminWorker is one worker as an operator sees it.
+type adminWorker struct {
+	Store    string `json:"store"`
+	Index    int    `json:"index"`
+	PID      int    `json:"pid,omitempty"`
+	State    string `json:"state"`
+	Tenant   string `json:"tenant"`
+	Isolates int    `json:"isolates"`
+	Queue    int    `json:"queue"`
+	RSSBytes int64  `json:"rssBytes"`
+}
+
+func adminWorkers(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
+	}
+	out := []adminWorker{}
+	runtimes.Range(func(key, v any) bool {
+		rt := v.(*runtime)
+		for _, s := range rt.pool.Status() {
+			out = append(out, adminWorker{Store: rt.key, Index: s.Index, PID: s.PID, State: s.State, Tenant: s.Tenant, Isolates: s.Isolates, Queue: s.Queue, RSSBytes: s.RSS})
+		}
+		return true
+	})
+	return writeAdmin(w, map[string]any{"workers": out})
+}
+
+// adminCount is the handles of one tenant in one registry.
+type adminCount struct {
+	Store    string `json:"store"`
+	Registry string `json:"registry"`
+	Tenant   string `json:"tenant"`
+	Handles  int    `json:"handles"`
+	Live     int    `json:"live"` // with an isolate now (the others are parked)
+}
+
+func adminHandles(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
+	}
+	only := r.URL.Query().Get("tenant")
+	out := []adminCount{}
+	runtimes.Range(func(key, v any) bool {
+		rt := v.(*runtime)
+		for _, c := range rt.store.Counts() {
+			if only == "" || c.Tenant == only {
+				out = append(out, adminCount{Store: rt.key, Registry: c.Registry, Tenant: c.Tenant, Handles: c.Handles, Live: c.Live})
+			}
+		}
+		return true
+	})
+	return writeAdmin(w, map[string]any{"handles": out})
+}
+
+func writeAdmin(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+// Interface guard.
+var _ caddy.AdminRouter = (*Admin)(nil)

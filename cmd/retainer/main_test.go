@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/retainer-gw/retainer/sandbox/worker"
+)
+
+// The test binary is the product's binary: run as `retainer ...` (the env
+// var) or as a worker (the gateway starts /proc/self/exe retainer-worker,
+// with an empty environment), it is caddycmd.Main with the same modules.
+func TestMain(m *testing.M) {
+	if os.Getenv("RETAINER_TEST_AS_BINARY") == "1" || len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+		caddycmd.Main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+const (
+	testPort  = 9180
+	adminPort = 3999
+	secret    = "operator-test-secret-operator-test-secret"
+)
+
+// binary runs this test binary as the retainer binary.
+func binary(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "RETAINER_TEST_AS_BINARY=1", "RETAINER_JWT_SECRET="+secret)
+	return cmd
+}
+
+// exampleConfig is Caddyfile.example with the test's ports and store.
+func exampleConfig(t *testing.T, store string) string {
+	data, err := os.ReadFile("../../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	s = strings.Replace(s, "admin localhost:2019", fmt.Sprintf("admin localhost:%d", adminPort), 1)
+	s = strings.ReplaceAll(s, ":8080", fmt.Sprintf(":%d", testPort))
+	s = strings.Replace(s, "retainer {", "retainer {\n\t\tstore "+store, 1)
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if strings.HasSuffix(addr, fmt.Sprintf(":%d", testPort)) {
+		addr = fmt.Sprintf("127.0.0.1:%d", testPort)
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}}}
+
+func call(t *testing.T, method, url, token string, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(data)
+}
+
+// workerCount counts the worker processes on the machine (/proc).
+func workerCount(t *testing.T) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte("\x00"+worker.Subcommand)) {
+			n++
+		}
+	}
+	return n
+}
+
+// The operator's day with the real binary on Caddyfile.example: start,
+// mint a token with the subcommand, deploy, validate the live config beside
+// the running gateway (no lock, no process left, the handle keeps its
+// state), validate a bad config, read the admin endpoints.
+func TestOperatorCommands(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "registry.db")
+	config := exampleConfig(t, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := binary(ctx, "run", "--config", config)
+	var gwLog bytes.Buffer
+	gw.Stdout, gw.Stderr = &gwLog, &gwLog
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		gw.Process.Signal(os.Interrupt)
+		gw.Wait()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", gwLog.String())
+		}
+	}()
+	api := fmt.Sprintf("http://api.localhost:%d", testPort)
+	out, err := binary(ctx, "retainer-token", "--sub", "alice").Output()
+	if err != nil {
+		t.Fatalf("retainer-token: %v", err)
+	}
+	token := strings.TrimSpace(string(out))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", api+"/health", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if res, err := client.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not come up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	status, body := call(t, "POST", api+"/executions", token, `{"retainHandles": true, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`)
+	var dep struct{ ExecutionID string }
+	json.Unmarshal([]byte(body), &dep)
+	if status != 200 || dep.ExecutionID == "" {
+		t.Fatalf("deploy with the subcommand's token: %d %s", status, body)
+	}
+	handle := fmt.Sprintf("http://%s.apps.localhost:%d/", dep.ExecutionID, testPort)
+	if _, body := call(t, "GET", handle, "", ""); body != `{"served":1}` {
+		t.Fatalf("first visit: %s", body)
+	}
+
+	// Validate beside the running gateway.
+	workersBefore := workerCount(t)
+	start := time.Now()
+	val := binary(ctx, "validate", "--config", config)
+	if out, err := val.CombinedOutput(); err != nil {
+		t.Fatalf("validate beside the gateway: %v\n%s", err, out)
+	}
+	t.Logf("validate beside a running gateway took %v", time.Since(start))
+	if n := workerCount(t); n != workersBefore {
+		t.Fatalf("validate left workers: %d before, %d after", workersBefore, n)
+	}
+	if _, body := call(t, "GET", handle, "", ""); body != `{"served":2}` {
+		t.Fatalf("the handle after validate: %s", body)
+	}
+	bad := filepath.Join(dir, "bad.Caddyfile")
+	data, _ := os.ReadFile(config)
+	os.WriteFile(bad, bytes.Replace(data, []byte("retainer {"), []byte("retainer {\n\t\tisolation everyone"), 1), 0o600)
+	if out, err := binary(ctx, "validate", "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "isolation") {
+		t.Fatalf("a bad config validated: %v\n%s", err, out)
+	}
+
+	// The admin endpoints, on the admin listener only.
+	admin := fmt.Sprintf("http://localhost:%d", adminPort)
+	status, body = call(t, "GET", admin+"/retainer/workers", "", "")
+	var workers struct {
+		Workers []struct {
+			PID      int
+			State    string
+			Tenant   string
+			Isolates int
+			RSSBytes int64
+		}
+	}
+	json.Unmarshal([]byte(body), &workers)
+	alices := 0
+	for _, w := range workers.Workers {
+		if w.Tenant == "alice" && w.PID > 0 && w.Isolates >= 1 && w.RSSBytes > 0 {
+			alices++
+		}
+	}
+	if status != 200 || alices != 1 {
+		t.Fatalf("/retainer/workers: %d %s", status, body)
+	}
+	status, body = call(t, "GET", admin+"/retainer/handles?tenant=alice", "", "")
+	if status != 200 || !strings.Contains(body, `"tenant":"alice","handles":1,"live":1`) {
+		t.Fatalf("/retainer/handles: %d %s", status, body)
+	}
+	if status, body := call(t, "GET", api+"/retainer/workers", token, ""); status != 404 || strings.Contains(body, "pid") {
+		t.Fatalf("a site serves the admin endpoint: %d %s", status, body)
+	}
+}
