@@ -21,7 +21,7 @@ id=$(curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions \
 echo "counter handle: $id"
 "$work/loadgen" -label respond -url http://respond.localhost:8089/ -d "${secs}s" -c 32
 "$work/loadgen" -label counter -url "http://$id.apps.localhost:8089/" -d "${secs}s" -c 32
-token=$(RETAINER_JWT_SECRET="$BENCH_SECRET" go run ./cmd/mint-token -iss "" -aud "")
+token=$("$work/retainer" retainer-token --sub alice --iss "" --aud "" --secret-env BENCH_SECRET)
 "$work/loadgen" -label respond+jwt -url http://jwt.localhost:8089/ -auth "Bearer $token" -d "${secs}s" -c 32
 "$work/loadgen" -label executions -method POST -url http://api.localhost:8089/executions \
 	-body '{"code": "async () => 1 + 1"}' -d "${secs}s" -c 1

@@ -41,8 +41,9 @@ type App struct {
 	// Default 256.
 	Queue int `json:"queue,omitempty"`
 	// Prewarm is how many fresh isolates each worker keeps ready for
-	// computations. Default 0.
-	Prewarm int `json:"prewarm,omitempty"`
+	// computations (refilled off the request path). Default 2; 0 turns it
+	// off.
+	Prewarm *int `json:"prewarm,omitempty"`
 	// Timeout is the default run and invocation bound. Default 500ms.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 	// MaxTimeout is the most a request may ask for. Default 30s.
@@ -95,6 +96,10 @@ func (a *App) setDefaults() {
 	}
 	if a.Workers <= 0 {
 		a.Workers = 8
+	}
+	if a.Prewarm == nil {
+		two := 2
+		a.Prewarm = &two
 	}
 	if a.Isolation == "" {
 		a.Isolation = worker.IsolationTenant

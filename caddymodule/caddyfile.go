@@ -86,8 +86,10 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 		case "queue":
 			app.Queue, err = positive(d, val)
 		case "prewarm":
-			app.Prewarm, err = strconv.Atoi(val)
-			if err != nil || app.Prewarm < 0 {
+			var n int
+			n, err = strconv.Atoi(val)
+			app.Prewarm = &n
+			if err != nil || n < 0 {
 				return nil, d.Errf("prewarm: %q is not a number of isolates", val)
 			}
 		case "timeout":

@@ -75,7 +75,7 @@ func newRuntime(a *App) (*runtime, error) {
 		IsolatesPerWorker: a.IsolatesPerWorker,
 		Queue:             a.Queue,
 		Engine: worker.EngineConfig{
-			Prewarm:         a.Prewarm,
+			Prewarm:         *a.Prewarm,
 			Timeout:         time.Duration(a.Timeout),
 			MemoryMiB:       a.MemoryMiB,
 			MaxResponseBody: int(a.MaxResponseBody),
