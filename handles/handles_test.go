@@ -508,3 +508,52 @@ func TestForeignAndCorruptStoresAreRefused(t *testing.T) {
 		t.Fatalf("held file: %v", err)
 	}
 }
+
+// A strike or touch that raced with the handle's end writes nothing: the
+// closed handle does not come back after a restart.
+func TestLateRecordWritesDoNotResurrect(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	id := deploy(t, reg, "alice")
+	g.store.mu.Lock()
+	late := *g.store.records[id] // what a strike copied just before the end
+	g.store.mu.Unlock()
+	if err := reg.Close("alice", id); err != nil {
+		t.Fatal(err)
+	}
+	late.Strikes = 1
+	if err := g.store.updateRecord(&late); err != nil {
+		t.Fatal(err)
+	}
+	g.stop()
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{})
+	if _, err := reg.Get("alice", id); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatalf("a closed handle came back after a restart: %v", err)
+	}
+}
+
+// A tenant binds at most 100 route names per registry; moving a name it
+// holds is not a new one, and another tenant is not affected.
+func TestRouteQuota(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	id := deploy(t, reg, "alice")
+	for i := 0; i < 100; i++ {
+		if _, err := reg.BindRoute("alice", fmt.Sprintf("r%d", i), id); err != nil {
+			t.Fatalf("route %d: %v", i, err)
+		}
+	}
+	if _, err := reg.BindRoute("alice", "one-more", id); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("the 101st route: %v", err)
+	}
+	other := deploy(t, reg, "alice")
+	if _, err := reg.BindRoute("alice", "r7", other); err != nil {
+		t.Fatalf("moving a held name: %v", err)
+	}
+	if _, err := reg.BindRoute("bob", "bobs", deploy(t, reg, "bob")); err != nil {
+		t.Fatalf("bob's first route: %v", err)
+	}
+}
