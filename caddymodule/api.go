@@ -46,6 +46,13 @@ type API struct {
 	// RequireScopes enforces retainer:execute, retainer:deploy and
 	// retainer:read from the token's scope claim.
 	RequireScopes bool `json:"require_scopes,omitempty"`
+	// SpawnDepth and SpawnChildren are a top-level run's spawn budget
+	// (SPEC §11). Defaults 3 and 50.
+	SpawnDepth    int `json:"spawn_depth,omitempty"`
+	SpawnChildren int `json:"spawn_children,omitempty"`
+	// Generate configures POST /run/generate; without it that answers
+	// BAD_REQUEST.
+	Generate *GenerateConfig `json:"generate,omitempty"`
 
 	app    *App
 	live   *started // the runtime and registry, once the app has started
@@ -69,6 +76,11 @@ func (h *API) Provision(ctx caddy.Context) error {
 	if h.Registry == "" {
 		h.Registry = "default"
 	}
+	if h.Generate != nil {
+		if err := h.Generate.provision(); err != nil {
+			return fmt.Errorf("retainer_api: %w", err)
+		}
+	}
 	h.live = new(started)
 	h.app.whenStarted(func(rt *runtime) {
 		reg := h.app.registry(rt, h.Registry)
@@ -87,6 +99,9 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
 	mux.HandleFunc("DELETE /routes/{name}", h.unbindRoute)
 	mux.HandleFunc("GET /health", h.health)
+	mux.HandleFunc("POST /run", h.run)
+	mux.HandleFunc("POST /run/chain", h.runChain)
+	mux.HandleFunc("POST /run/generate", h.runGenerate)
 	mux.HandleFunc("GET /results", h.listResults)
 	mux.HandleFunc("GET /results/{id}", h.getResult)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -98,6 +113,9 @@ func (h *API) Provision(ctx caddy.Context) error {
 
 // Validate checks provider URLs.
 func (h *API) Validate() error {
+	if h.SpawnDepth < 0 || h.SpawnChildren < 0 {
+		return fmt.Errorf("retainer_api: spawn_depth and spawn_children must be positive")
+	}
 	for p, tools := range h.Providers {
 		for t, u := range tools {
 			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
@@ -224,7 +242,7 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true}
+var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
@@ -235,6 +253,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 		Timeout:       time.Duration(a.Timeout),
 		MemoryMiB:     a.MemoryMiB,
 		Env:           req.Env,
+		Budget:        &handles.SpawnBudget{MaxDepth: h.spawnDepth(), MaxChildren: h.spawnChildren()},
 	}
 	if req.Code == "" {
 		return out, fault.New(fault.BadRequest, "code is required.")
@@ -254,7 +273,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	for _, c := range req.Capabilities {
 		if !knownCapabilities[c] {
-			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite and fetch.", c)
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, fetch and spawn.", c)
 		}
 	}
 	out.Grants.Capabilities = req.Capabilities
@@ -339,6 +358,13 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 // saveReceipt records the run; a failure to store it is logged, never the
 // run's failure.
 func (h *API) saveReceipt(tenant string, req executionRequest, ereq handles.ExecRequest, res handles.ExecResult, runErr error, received, started, ended time.Time) string {
+	rc := h.receipt(tenant, req, ereq, res, runErr, received, started, ended)
+	rc.Children = children(ereq.Budget)
+	return h.putReceipt(rc)
+}
+
+// receipt is the record of one run.
+func (h *API) receipt(tenant string, req executionRequest, ereq handles.ExecRequest, res handles.ExecResult, runErr error, received, started, ended time.Time) receipts.Receipt {
 	rc := receipts.Receipt{
 		ID: receipts.NewID(), Tenant: tenant, Registry: h.Registry,
 		Code: req.Code, Modules: req.Modules, RetainHandles: req.RetainHandles,
@@ -371,6 +397,12 @@ func (h *API) saveReceipt(tenant string, req executionRequest, ereq handles.Exec
 		rc.Outcome = receipts.Outcome{Status: "ok", Result: res.Outcome.Result, Handler: res.Outcome.Handler}
 	}
 	rc.Outcome.Denials = res.Denials
+	return rc
+}
+
+// putReceipt stores a receipt and answers its id ("" when it could not be
+// stored: logged, never the run's failure).
+func (h *API) putReceipt(rc receipts.Receipt) string {
 	if err := h.runtime().receipts.Put(rc); err != nil {
 		h.logger.Error("saving a receipt", zap.Error(err))
 		return ""

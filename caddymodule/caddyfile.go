@@ -176,6 +176,15 @@ func size(d *caddyfile.Dispenser, val string) (int64, error) {
 //		outbound_allow_private
 //		allow_anonymous
 //		require_scopes
+//		spawn_depth <n>
+//		spawn_children <n>
+//		generate {
+//			endpoint <url>
+//			model <name>
+//			api_key <key or placeholder>
+//			system <file>
+//			timeout <duration>
+//		}
 //	}
 func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	api := new(API)
@@ -217,6 +226,51 @@ func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 			api.AllowAnonymous = true
 		case "require_scopes":
 			api.RequireScopes = true
+		case "spawn_depth", "spawn_children":
+			name := h.Val()
+			if !h.NextArg() {
+				return nil, h.ArgErr()
+			}
+			n, err := positive(h.Dispenser, h.Val())
+			if err != nil {
+				return nil, err
+			}
+			if name == "spawn_depth" {
+				api.SpawnDepth = n
+			} else {
+				api.SpawnChildren = n
+			}
+		case "generate":
+			g := new(GenerateConfig)
+			for nest := h.Nesting(); h.NextBlock(nest); {
+				name := h.Val()
+				if !h.NextArg() {
+					return nil, h.ArgErr()
+				}
+				val := h.Val()
+				if h.NextArg() {
+					return nil, h.ArgErr()
+				}
+				switch name {
+				case "endpoint":
+					g.Endpoint = val
+				case "model":
+					g.Model = val
+				case "api_key":
+					g.APIKey = val
+				case "system":
+					g.System = val
+				case "timeout":
+					d, err := duration(h.Dispenser, val)
+					if err != nil {
+						return nil, err
+					}
+					g.Timeout = d
+				default:
+					return nil, h.Errf("unknown subdirective %q in generate (want endpoint, model, api_key, system or timeout)", name)
+				}
+			}
+			api.Generate = g
 		default:
 			return nil, h.Errf("unknown subdirective %q in retainer_api", h.Val())
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -19,10 +20,16 @@ type runState struct {
 	tenant   string
 	grants   Grants
 	replay   []ToolAnswer // a rebuild answers tools from these, in order
-	replayed int
-	recorded []ToolAnswer
-	denials  []string
-	mismatch bool // a rebuild's tool call did not match the recording
+	// For spawn (nil budget: not a top-level run's family, e.g. a rebuild).
+	budget    *SpawnBudget
+	depth     int
+	deadline  time.Time
+	timeout   time.Duration
+	memoryMiB int
+	replayed  int
+	recorded  []ToolAnswer
+	denials   []string
+	mismatch  bool // a rebuild's tool call did not match the recording
 }
 
 func (s *Store) beginRun(id string, rs *runState) {
@@ -84,6 +91,12 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		return nil, fault.New(fault.Forbidden, "No run holds this id.")
 	}
 	cfg := reg.config()
+	if op == "spawn" {
+		if rs == nil {
+			return nil, fault.New(fault.Forbidden, "spawn is available during a run, not from a handler.")
+		}
+		return s.spawn(ctx, rs, args)
+	}
 	if op == "tool" {
 		if rs == nil {
 			return nil, fault.New(fault.Forbidden, "%s", fault.AlreadyCompleted)

@@ -91,6 +91,10 @@ type ExecRequest struct {
 	MemoryMiB     int
 	Env           map[string]string
 	Grants        Grants
+	// Budget is the top-level run's spawn budget (nil: spawn refuses);
+	// Depth is 0 for a top-level run, more for a spawned child.
+	Budget *SpawnBudget
+	Depth  int
 }
 
 // ExecResult is a run's answer; ExecutionID is set when a handle was kept.
@@ -110,7 +114,12 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	cfg := r.config()
 	job.RetainHandles = req.RetainHandles
 	job.ID = newRunID()
-	rs := &runState{registry: r, tenant: tenant, grants: req.Grants}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = 500 * time.Millisecond
+	}
+	rs := &runState{registry: r, tenant: tenant, grants: req.Grants,
+		budget: req.Budget, depth: req.Depth, timeout: timeout, deadline: time.Now().Add(timeout), memoryMiB: req.MemoryMiB}
 	s.beginRun(job.ID, rs)
 	runCtx := ctx
 	if job.RetainHandles {

@@ -38,7 +38,35 @@ type Receipt struct {
 	Logs          []string          `json:"logs"`
 	Timing        Timing            `json:"timing"`
 	ExecutionID   string            `json:"executionId,omitempty"`
-	Truncated     []string          `json:"truncated,omitempty"`
+	// Kind is "execution" (POST /executions, the default when empty),
+	// "run", "chain" or "generate" (the run service, SPEC §11).
+	Kind string `json:"kind,omitempty"`
+	// Prompt and Model are a generated run's; the model's key never is.
+	Prompt string `json:"prompt,omitempty"`
+	Model  string `json:"model,omitempty"`
+	// Steps are a chain's steps, in order, each with its input and output.
+	Steps []Step `json:"steps,omitempty"`
+	// Children are the runs spawned by this run, at every depth.
+	Children  []Child  `json:"children,omitempty"`
+	Truncated []string `json:"truncated,omitempty"`
+}
+
+// Step is one step of a chain.
+type Step struct {
+	Name       string          `json:"name"`
+	Code       string          `json:"code"`
+	Grants     Grants          `json:"grants"`
+	Input      json.RawMessage `json:"input"`
+	Outcome    Outcome         `json:"outcome"`
+	Logs       []string        `json:"logs"`
+	DurationMs float64         `json:"durationMs"`
+}
+
+// Child is one spawned run (beyond the seed, which persists none).
+type Child struct {
+	Depth      int     `json:"depth"`
+	Outcome    string  `json:"outcome"` // "ok" or the error code
+	DurationMs float64 `json:"durationMs"`
 }
 
 // Grants is what the program was allowed to use (never env values).
@@ -174,6 +202,16 @@ func fit(r *Receipt) ([]byte, error) {
 		r.Truncated = append(r.Truncated, name)
 		data, err = json.Marshal(r)
 		return err == nil && len(data) <= MaxBytes
+	}
+	if len(r.Steps) > 0 && cut("steps' logs", func() {
+		for i := range r.Steps {
+			r.Steps[i].Logs = []string{}
+		}
+	}) {
+		return data, nil
+	}
+	if len(r.Children) > 0 && cut("children", func() { r.Children = nil }) {
+		return data, nil
 	}
 	if cut("logs", func() {
 		for len(r.Logs) > 0 {

@@ -54,6 +54,9 @@ ul.logs{list-style:none;padding:0;margin:0;font:13px/1.4 ui-monospace,monospace}
 <table class="meta">
 <tr><td>Outcome</td><td class="{{.R.Outcome.Status}}">{{.R.Outcome.Status}}{{with .R.Outcome.Error}}: {{.Code}} — {{.Message}}{{end}}</td></tr>
 {{with .R.ExecutionID}}<tr><td>Execution</td><td>{{.}} (retained handler)</td></tr>{{end}}
+{{with .R.Kind}}<tr><td>Kind</td><td>{{.}}</td></tr>{{end}}
+{{with .R.Model}}<tr><td>Model</td><td>{{.}}</td></tr>{{end}}
+{{if .R.Children}}<tr><td>Spawned</td><td>{{len .R.Children}} children{{range .R.Children}}; depth {{.Depth}} {{.Outcome}} {{printf "%.1f" .DurationMs}} ms{{end}}</td></tr>{{end}}
 <tr><td>Tenant</td><td>{{.R.Tenant}}</td></tr>
 <tr><td>Registry</td><td>{{.R.Registry}}</td></tr>
 <tr><td>Received</td><td>{{.R.Timing.Received.Format "2006-01-02 15:04:05.000 MST"}}</td></tr>
@@ -66,8 +69,15 @@ ul.logs{list-style:none;padding:0;margin:0;font:13px/1.4 ui-monospace,monospace}
 {{if .R.Truncated}}<tr><td>Truncated</td><td>{{range $i, $t := .R.Truncated}}{{if $i}}, {{end}}{{$t}}{{end}}</td></tr>{{end}}
 </table>
 {{if .R.Outcome.Result}}<h2>Result</h2><pre>{{pretty .R.Outcome.Result}}</pre>{{end}}
-<h2>Code</h2>
-<ol class="code">{{range lines .R.Code}}<li>{{.}}</li>{{end}}</ol>
+{{with .R.Prompt}}<h2>Prompt</h2><pre>{{.}}</pre>{{end}}
+{{range $i, $s := .R.Steps}}<h2>Step {{inc $i}}: {{$s.Name}} <small class="{{$s.Outcome.Status}}">{{$s.Outcome.Status}}{{with $s.Outcome.Error}}: {{.Code}} — {{.Message}}{{end}}, {{printf "%.1f" $s.DurationMs}} ms</small></h2>
+<p>Input</p><pre>{{pretty $s.Input}}</pre>
+{{if $s.Outcome.Result}}<p>Output</p><pre>{{pretty $s.Outcome.Result}}</pre>{{end}}
+<ol class="code">{{range lines $s.Code}}<li>{{.}}</li>{{end}}</ol>
+{{if $s.Logs}}<ul class="logs">{{range $s.Logs}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{end}}
+{{if not .R.Steps}}<h2>Code</h2>
+<ol class="code">{{range lines .R.Code}}<li>{{.}}</li>{{end}}</ol>{{end}}
 {{range $name := sortedKeys .R.Modules}}<h2>Module {{$name}}</h2><ol class="code">{{range lines (index $.R.Modules $name)}}<li>{{.}}</li>{{end}}</ol>{{end}}
 <h2>Logs</h2>
 {{if .R.Logs}}<ul class="logs">{{range .R.Logs}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>No console output.</p>{{end}}

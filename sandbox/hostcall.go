@@ -101,9 +101,9 @@ func (m *vm) settleHostCalls() (bool, error) {
 		if c.activity != m.current {
 			continue
 		}
-		ok, payload := true, string(c.result)
+		ok, payload, code := true, string(c.result), ""
 		if c.err != nil {
-			ok, payload = false, fault.As(c.err).Message
+			ok, payload, code = false, fault.As(c.err).Message, string(fault.As(c.err).Code)
 			if f := (*fault.Fault)(nil); errors.As(c.err, &f) && f.Code == fault.Internal {
 				payload = c.err.Error()
 			}
@@ -111,7 +111,7 @@ func (m *vm) settleHostCalls() (bool, error) {
 		if payload == "" && ok {
 			payload = "null"
 		}
-		v, err := m.call(m.settleHost, c.id, ok, payload)
+		v, err := m.call(m.settleHost, c.id, ok, payload, code)
 		if bound := m.boundHit(); bound != nil {
 			return delivered, bound
 		}

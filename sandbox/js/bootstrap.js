@@ -1225,11 +1225,14 @@
       try { hostCall(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(typeof e === 'string' ? new ErrorCtor(e) : e); }
     });
   }
-  function settleHost(id, ok, payload) {
+  function settleHost(id, ok, payload, code) {
     const p = pendingCalls.get(id);
     if (!p) return;
     pendingCalls.delete(id);
-    if (ok) p.resolve(JSONparse(payload)); else p.reject(new ErrorCtor(payload));
+    if (ok) { p.resolve(JSONparse(payload)); return; }
+    const e = new ErrorCtor(payload);
+    if (code) e.code = code; // the contract's error code (spawn: the child's)
+    p.reject(e);
   }
   const kv = {};
   hidden(kv, 'get', async function get(key) { return call('kv.get', { key: StringCtor(key) }); });
@@ -1244,6 +1247,13 @@
       limit: options.limit === undefined ? 1000 : +options.limit, cursor: options.cursor == null ? '' : StringCtor(options.cursor) });
   });
   hidden(G, 'kv', freeze(kv));
+  // spawn(body, capabilities): a child run in a fresh isolate (SPEC §11);
+  // the host checks the capability, the budget and the grants.
+  hidden(G, 'spawn', async function spawn(body, capabilities) {
+    const caps = [];
+    if (capabilities !== undefined && capabilities !== null) for (const c of capabilities) caps.push(StringCtor(c));
+    return call('spawn', { body: StringCtor(body), capabilities: caps });
+  });
   hidden(G, 'fetch', async function fetch(input, init) {
     if (!isRealRequest(input) && input instanceof Request) throw new TypeErrorCtor('fetch: the input is not a Request (an object made from Request.prototype is not one).');
     const req = isRealRequest(input) && init === undefined ? input : new Request(input, init);

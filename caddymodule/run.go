@@ -1,0 +1,321 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/receipts"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// The run service of seed 000 (SPEC §11): /run with a function body,
+// /run/chain of steps that pass their result on, and /run/generate (in
+// generate.go). Every run has the tenants, scopes (retainer:execute),
+// bounds, grants, errors and receipts of POST /executions, and the spawn
+// budget of SPEC §11.
+
+// Spawn budget defaults (SPEC §11).
+const (
+	defaultSpawnDepth    = 3
+	defaultSpawnChildren = 50
+	maxChainSteps        = 32
+)
+
+// runRequest is the body of POST /run.
+type runRequest struct {
+	Body          string             `json:"body"`
+	Capabilities  []string           `json:"capabilities,omitempty"`
+	Providers     []handles.Provider `json:"providers,omitempty"`
+	Outbound      *outboundRequest   `json:"outbound,omitempty"`
+	Env           map[string]string  `json:"env,omitempty"`
+	TimeoutMs     *int64             `json:"timeoutMs,omitempty"`
+	MemoryLimitMb *int               `json:"memoryLimitMb,omitempty"`
+}
+
+type outboundRequest struct {
+	Allow []string `json:"allow"`
+}
+
+// bodyCode is a function body run as `async () => { <body> }` (the line
+// breaks keep a trailing line comment from eating the brace).
+func bodyCode(body string) string { return "async () => {\n" + body + "\n}" }
+
+// chainCode runs a step's body with the global `input` set to the previous
+// step's result (JSON is a JavaScript expression).
+func chainCode(body string, input json.RawMessage) string {
+	return "async () => {\nglobalThis.input = " + string(input) + ";\nreturn (async () => {\n" + body + "\n})();\n}"
+}
+
+// runExec turns a run request into an execution request within the
+// config's maxima.
+func (h *API) runExec(code string, req runRequest) (handles.ExecRequest, error) {
+	var out executionRequest
+	out.Code = code
+	out.Capabilities = req.Capabilities
+	out.Providers = req.Providers
+	out.Env = req.Env
+	out.TimeoutMs = req.TimeoutMs
+	out.MemoryLimitMb = req.MemoryLimitMb
+	if req.Outbound != nil {
+		out.Outbound = &struct {
+			Allow []string `json:"allow"`
+		}{Allow: req.Outbound.Allow}
+	}
+	return h.toRequest(out)
+}
+
+func (h *API) spawnDepth() int {
+	if h.SpawnDepth > 0 {
+		return h.SpawnDepth
+	}
+	return defaultSpawnDepth
+}
+
+func (h *API) spawnChildren() int {
+	if h.SpawnChildren > 0 {
+		return h.SpawnChildren
+	}
+	return defaultSpawnChildren
+}
+
+// runAnswer is the 200 answer of /run and /run/generate.
+type runAnswer struct {
+	Result   json.RawMessage `json:"result,omitempty"`
+	Logs     []string        `json:"logs"`
+	Code     string          `json:"code,omitempty"`
+	ResultID string          `json:"resultId,omitempty"`
+}
+
+// readRun reads and checks a request body of the run service.
+func (h *API) readRun(w http.ResponseWriter, r *http.Request, v any) (caller, bool) {
+	c, ok := h.authorize(w, r, authz.ScopeExecute)
+	if !ok {
+		return c, false
+	}
+	body, err := readBody(w, r, h.app.MaxRequestBody)
+	if err == nil {
+		err = decodeStrict(body, v)
+	}
+	if err != nil {
+		writeFault(w, err, "")
+		return c, false
+	}
+	return c, true
+}
+
+func (h *API) run(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	var req runRequest
+	c, ok := h.readRun(w, r, &req)
+	if !ok {
+		return
+	}
+	if strings.TrimSpace(req.Body) == "" {
+		writeFault(w, fault.New(fault.BadRequest, "body is required: the function body to run."), "")
+		return
+	}
+	h.runBody(w, r, c, "run", req, received, func(rc *receipts.Receipt) {})
+}
+
+// runBody runs one function body and answers it, with its receipt
+// (extend adds the kind's own fields to it).
+func (h *API) runBody(w http.ResponseWriter, r *http.Request, c caller, kind string, req runRequest, received time.Time, extend func(*receipts.Receipt)) {
+	code := bodyCode(req.Body)
+	ereq, err := h.runExec(code, req)
+	if err != nil {
+		writeFault(w, err, "")
+		return
+	}
+	started := time.Now()
+	res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
+	ended := time.Now()
+	metricExecutions.WithLabelValues(outcomeLabel(err)).Inc()
+	rc := h.receipt(c.tenant, executionRequest{Code: code, Env: req.Env}, ereq, res, err, received, started, ended)
+	rc.Kind = kind
+	rc.Children = children(ereq.Budget)
+	extend(&rc)
+	resultID := h.putReceipt(rc)
+	if err != nil {
+		writeFault(w, err, resultID)
+		return
+	}
+	ans := runAnswer{Result: res.Outcome.Result, Logs: res.Outcome.Logs, ResultID: resultID}
+	if kind == "generate" {
+		ans.Code = req.Body
+	}
+	if ans.Logs == nil {
+		ans.Logs = []string{}
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+func outcomeLabel(err error) string {
+	if err != nil {
+		return string(fault.CodeOf(err))
+	}
+	return "ok"
+}
+
+func children(b *handles.SpawnBudget) []receipts.Child {
+	var out []receipts.Child
+	for _, c := range b.Records() {
+		out = append(out, receipts.Child{Depth: c.Depth, Outcome: c.Outcome, DurationMs: c.DurationMs})
+	}
+	return out
+}
+
+// chainRequest is the body of POST /run/chain.
+type chainRequest struct {
+	Steps []chainStep     `json:"steps"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+type chainStep struct {
+	Name         string             `json:"name"`
+	Body         string             `json:"body"`
+	Capabilities []string           `json:"capabilities,omitempty"`
+	Providers    []handles.Provider `json:"providers,omitempty"`
+	Outbound     *outboundRequest   `json:"outbound,omitempty"`
+}
+
+// stepAnswer is one step that ran, in the chain's answer.
+type stepAnswer struct {
+	Name       string          `json:"name"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *stepError      `json:"error,omitempty"`
+	Logs       []string        `json:"logs"`
+	DurationMs float64         `json:"durationMs"`
+}
+
+type stepError struct {
+	Code      fault.Code `json:"code"`
+	Message   string     `json:"message"`
+	Retryable bool       `json:"retryable"`
+}
+
+// chainFailure is a failed chain's answer: the failing step's error, and
+// every step that ran.
+type chainFailure struct {
+	errorEnvelope
+	Steps []stepAnswer `json:"steps"`
+}
+
+func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	var req chainRequest
+	c, ok := h.readRun(w, r, &req)
+	if !ok {
+		return
+	}
+	if len(req.Steps) == 0 || len(req.Steps) > maxChainSteps {
+		writeFault(w, fault.New(fault.BadRequest, "steps: a chain has 1 to %d steps.", maxChainSteps), "")
+		return
+	}
+	input := req.Input
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	if !json.Valid(input) {
+		writeFault(w, fault.New(fault.BadRequest, "input is not JSON."), "")
+		return
+	}
+	// Every step is checked before the first runs.
+	execs := make([]handles.ExecRequest, len(req.Steps))
+	for i, s := range req.Steps {
+		if strings.TrimSpace(s.Body) == "" {
+			writeFault(w, fault.New(fault.BadRequest, "steps[%d].body is required.", i), "")
+			return
+		}
+		e, err := h.runExec(chainCode(s.Body, input), runRequest{Capabilities: s.Capabilities, Providers: s.Providers, Outbound: s.Outbound})
+		if err != nil {
+			writeFault(w, fault.New(fault.BadRequest, "steps[%d]: %s", i, fault.As(err).Message), "")
+			return
+		}
+		execs[i] = e
+	}
+	rc := receipts.Receipt{ID: receipts.NewID(), Tenant: c.tenant, Registry: h.Registry, Kind: "chain", Logs: []string{},
+		Grants: receipts.Grants{Capabilities: []string{}, Outbound: []string{}, Providers: map[string][]string{}}}
+	steps := []stepAnswer{}
+	var failed error
+	started := time.Now()
+	for i, s := range req.Steps {
+		ereq := execs[i]
+		ereq.Program = sandbox.Program{Code: chainCode(s.Body, input)}
+		stepStart := time.Now()
+		res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
+		ms := float64(time.Since(stepStart).Microseconds()) / 1000
+		logs := res.Outcome.Logs
+		if logs == nil {
+			logs = []string{}
+		}
+		step := stepAnswer{Name: s.Name, Result: res.Outcome.Result, Logs: logs, DurationMs: ms}
+		rs := receipts.Step{Name: s.Name, Code: s.Body, Input: input, Logs: logs, DurationMs: ms,
+			Grants: receipts.Grants{Capabilities: orEmpty(ereq.Grants.Capabilities), Outbound: orEmpty(ereq.Grants.Outbound), Providers: providerMap(ereq.Grants.Providers)}}
+		rc.Children = append(rc.Children, children(ereq.Budget)...)
+		if err != nil {
+			f := fault.As(err)
+			step.Error = &stepError{Code: f.Code, Message: f.Message, Retryable: f.Retryable()}
+			rs.Outcome = receipts.Outcome{Status: "error", Error: &receipts.Error{Code: string(f.Code), Message: f.Message}}
+		} else {
+			rs.Outcome = receipts.Outcome{Status: "ok", Result: res.Outcome.Result}
+		}
+		rs.Outcome.Denials = res.Denials
+		steps = append(steps, step)
+		rc.Steps = append(rc.Steps, rs)
+		if err != nil {
+			failed = err
+			break
+		}
+		input = res.Outcome.Result
+		if input == nil {
+			input = json.RawMessage("null")
+		}
+	}
+	ended := time.Now()
+	rc.Timing = receipts.Timing{Received: received, Started: started, Ended: ended, DurationMs: float64(ended.Sub(started).Microseconds()) / 1000}
+	last := rc.Steps[len(rc.Steps)-1]
+	rc.Outcome = last.Outcome
+	metricExecutions.WithLabelValues(outcomeLabel(failed)).Inc()
+	resultID := h.putReceipt(rc)
+	if failed != nil {
+		f := fault.As(failed)
+		var env chainFailure
+		env.Error.Code, env.Error.Message, env.Error.Retryable = f.Code, f.Message, f.Retryable()
+		env.ResultID = resultID
+		env.Steps = steps
+		if f.Retryable() {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, f.HTTPStatus(), env)
+		return
+	}
+	writeJSON(w, http.StatusOK, chainAnswer{Result: last.Outcome.Result, Steps: steps, ResultID: resultID})
+}
+
+// chainAnswer is a chain's 200 answer: the last step's result and every
+// step.
+type chainAnswer struct {
+	Result   json.RawMessage `json:"result,omitempty"`
+	Steps    []stepAnswer    `json:"steps"`
+	ResultID string          `json:"resultId,omitempty"`
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func providerMap(ps []handles.Provider) map[string][]string {
+	m := map[string][]string{}
+	for _, p := range ps {
+		m[p.Name] = p.Tools
+	}
+	return m
+}

@@ -1,0 +1,141 @@
+package handles
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retainer-gw/retainer/capability"
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// SpawnBudget is one top-level run's budget for `spawn` (SPEC §11): how deep
+// children may nest and how many may run in all, and the record of each
+// child for the run's receipt. Safe for concurrent use (children run in
+// parallel).
+type SpawnBudget struct {
+	MaxDepth    int
+	MaxChildren int
+
+	mu       sync.Mutex // guards children, records
+	children int
+	records  []SpawnRecord
+}
+
+// SpawnRecord is one spawned child, for the receipt.
+type SpawnRecord struct {
+	Depth      int
+	Outcome    string // "ok" or the error code
+	DurationMs float64
+}
+
+// Records are the children spawned so far, in the order they ended.
+func (b *SpawnBudget) Records() []SpawnRecord {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]SpawnRecord(nil), b.records...)
+}
+
+func (b *SpawnBudget) take() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.children >= b.MaxChildren {
+		return false
+	}
+	b.children++
+	return true
+}
+
+func (b *SpawnBudget) record(r SpawnRecord) {
+	b.mu.Lock()
+	b.records = append(b.records, r)
+	b.mu.Unlock()
+}
+
+// spawnCapabilities are what a child may be given.
+var spawnCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true, "spawn": true}
+
+type spawnArgs struct {
+	Body         string   `json:"body"`
+	Capabilities []string `json:"capabilities"`
+}
+
+// spawn runs a child of run rs: a fresh isolate of the same tenant, with
+// only the capabilities it is passed (never more than its parent holds),
+// fetch under the parent's allow list, no provider tools, within the
+// parent's remaining time and the run's budget.
+func (s *Store) spawn(ctx context.Context, rs *runState, raw json.RawMessage) (json.RawMessage, error) {
+	if !hasCapability(rs.grants.Capabilities, "spawn") {
+		return nil, capability.Denied("spawn", "spawn")
+	}
+	if rs.budget == nil {
+		return nil, fault.New(fault.Forbidden, "spawn is available during a run, not from a handler.")
+	}
+	var a spawnArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fault.New(fault.BadRequest, "spawn: malformed arguments.")
+	}
+	var extra []string
+	for _, c := range a.Capabilities {
+		if !spawnCapabilities[c] || !hasCapability(rs.grants.Capabilities, c) {
+			extra = append(extra, c)
+		}
+	}
+	if len(extra) > 0 {
+		return nil, fault.New(fault.Forbidden, "spawn: the child asks for capabilities its parent does not hold: %s.", strings.Join(extra, ", "))
+	}
+	depth := rs.depth + 1
+	if depth > rs.budget.MaxDepth {
+		return nil, fault.New(fault.QuotaExceeded, "spawn: the run's budget of depth %d is spent (this child would be at depth %d).", rs.budget.MaxDepth, depth)
+	}
+	remaining := time.Until(rs.deadline)
+	if remaining <= 0 {
+		return nil, fault.TimedOut(rs.timeout.Milliseconds())
+	}
+	if !rs.budget.take() {
+		return nil, fault.New(fault.QuotaExceeded, "spawn: the run's budget of %d children is spent.", rs.budget.MaxChildren)
+	}
+	timeout := rs.timeout
+	if remaining < timeout {
+		timeout = remaining
+	}
+	start := time.Now()
+	res, err := rs.registry.Execute(ctx, rs.tenant, ExecRequest{
+		Program:   sandbox.Program{Code: "async () => {\n" + a.Body + "\n}"},
+		Timeout:   timeout,
+		MemoryMiB: rs.memoryMiB,
+		Grants:    Grants{Capabilities: a.Capabilities, Outbound: rs.grants.Outbound},
+		Depth:     depth,
+		Budget:    rs.budget,
+	})
+	rec := SpawnRecord{Depth: depth, Outcome: "ok", DurationMs: float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		rec.Outcome = string(fault.CodeOf(err))
+	}
+	rs.budget.record(rec)
+	if err != nil {
+		f := fault.As(err)
+		// The parent's await rejects with the child's code and message.
+		return nil, &fault.Fault{Code: f.Code, Message: fmt.Sprintf("%s: %s", f.Code, f.Message)}
+	}
+	if res.Outcome.Result == nil {
+		return json.RawMessage("null"), nil
+	}
+	return res.Outcome.Result, nil
+}
+
+func hasCapability(list []string, c string) bool {
+	for _, x := range list {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
