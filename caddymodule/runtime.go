@@ -32,6 +32,7 @@ type runtime struct {
 	pool     *worker.Pool
 	store    *handles.Store
 	receipts *receipts.Store
+	kv       *capability.KV
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -44,6 +45,7 @@ type runtime struct {
 
 // Destruct ends the workers and closes the store (the last config let go).
 func (rt *runtime) Destruct() error {
+	rt.kv.Close() // commits what is pending
 	rt.receipts.Close()
 	err := rt.store.Close()
 	rt.pool.Shutdown()
@@ -142,12 +144,14 @@ func newRuntime(a *App) (*runtime, error) {
 	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
+		kv.Close()
 		store.Close()
 		pool.Shutdown()
 		return nil, err
 	}
 	rt.store = store
 	rt.pool = pool
+	rt.kv = kv
 	rt.receipts = rs
 	return rt, nil
 }

@@ -79,7 +79,7 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	default:
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
-	return h.KV.Serve(c.Registry, c.Tenant, c.Op, c.Args)
+	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
 }
 
 func bad(format string, args ...any) error {

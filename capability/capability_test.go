@@ -107,7 +107,7 @@ func TestKVIsolationAndQuota(t *testing.T) {
 	kv, _ := NewKV(db, 64)
 	do := func(reg, tenant, op string, args map[string]any) (string, error) {
 		raw, _ := json.Marshal(args)
-		res, err := kv.Serve(reg, tenant, op, raw)
+		res, err := kv.Serve(reg, tenant, "owner", op, raw)
 		return string(res), err
 	}
 	do("apps", "alice", "kv.put", map[string]any{"key": "a/1", "value": "x"})

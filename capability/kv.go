@@ -2,10 +2,12 @@ package capability
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -25,15 +27,52 @@ var (
 )
 
 // KV is the tenants' key spaces in bbolt: one per tenant and registry.
-// Writes go through bbolt's Batch, so concurrent puts share a commit
-// instead of each paying an fsync.
+//
+// Writes go through an output gate (as Cloudflare's Durable Objects do): a
+// put or delete is checked (key, value, quota) and accepted into a pending
+// set at once, and resolves; later reads see it; the writes pending when a
+// commit starts share one bbolt transaction, and the next commit starts as
+// soon as one ends (no fixed delay). Whoever must not act before a write is
+// durable — a response to a visitor, an outbound fetch or tool call made
+// after the write — waits at Barrier for the writes its owner (a run or a
+// handle) made. A commit that fails fails those waiters: no acknowledged
+// response ever stands for a lost write.
 type KV struct {
 	db    *bolt.DB
 	quota int64
+
+	mu        sync.Mutex              // guards everything below
+	pending   map[string]pendingWrite // by full key (space + key)
+	usage     map[string]int64        // bytes per space, pending writes included
+	owners    map[string]uint64       // owner → its last accepted write's seq
+	spaces    map[string]uint64       // space → its last accepted write's seq
+	seq       uint64                  // the last accepted write
+	committed uint64                  // every write up to here is durable
+	failed    []failedBatch           // the last failed commits (waiters read them at once)
+	changed   *sync.Cond              // broadcast when committed or failed moves
+	closed    bool
+
+	wake chan struct{}
+	done chan struct{}
+	// beforeCommit, when set (tests), runs before each commit; an error
+	// fails the commit.
+	beforeCommit func() error
 }
 
-// NewKV prepares the buckets. quota is each tenant's byte budget (keys plus
-// values) per registry; default 100 MiB.
+// failedBatch is a commit that failed: writes from..to are lost.
+type failedBatch struct {
+	from, to uint64
+	err      error
+}
+
+// pendingWrite is an accepted write not yet committed; value nil deletes.
+type pendingWrite struct {
+	seq   uint64
+	value *string
+}
+
+// NewKV prepares the buckets and starts the committer. quota is each
+// tenant's byte budget (keys plus values) per registry; default 100 MiB.
 func NewKV(db *bolt.DB, quota int64) (*KV, error) {
 	if quota <= 0 {
 		quota = 100 << 20
@@ -45,7 +84,30 @@ func NewKV(db *bolt.DB, quota int64) (*KV, error) {
 		_, err := tx.CreateBucketIfNotExists(bucketUsage)
 		return err
 	})
-	return &KV{db: db, quota: quota}, err
+	if err != nil {
+		return nil, err
+	}
+	kv := &KV{db: db, quota: quota,
+		pending: map[string]pendingWrite{}, usage: map[string]int64{}, owners: map[string]uint64{},
+		spaces: map[string]uint64{},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	kv.changed = sync.NewCond(&kv.mu)
+	go kv.commitLoop()
+	return kv, nil
+}
+
+// Close commits what is pending and stops the committer; the database
+// stays open.
+func (kv *KV) Close() {
+	kv.mu.Lock()
+	if kv.closed {
+		kv.mu.Unlock()
+		return
+	}
+	kv.closed = true
+	kv.mu.Unlock()
+	close(kv.wake)
+	<-kv.done
 }
 
 // space is the key prefix of a tenant in a registry; the length prefixes
@@ -80,8 +142,9 @@ func checkKey(k string) error {
 	return nil
 }
 
-// Serve runs one kv operation for a tenant.
-func (kv *KV) Serve(registry, tenant, op string, raw json.RawMessage) (json.RawMessage, error) {
+// Serve runs one kv operation for a tenant on behalf of owner (the run or
+// handle whose writes a later Barrier waits for).
+func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (json.RawMessage, error) {
 	var a kvArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, bad("Malformed kv arguments.")
@@ -92,9 +155,19 @@ func (kv *KV) Serve(registry, tenant, op string, raw json.RawMessage) (json.RawM
 		if err := checkKey(a.Key); err != nil {
 			return nil, err
 		}
+		full := string(ns) + a.Key
+		kv.mu.Lock()
+		p, ok := kv.pending[full]
+		kv.mu.Unlock()
+		if ok { // read your (and your tenant's) writes before they commit
+			if p.value == nil {
+				return json.RawMessage("null"), nil
+			}
+			return wirejson.Marshal(*p.value)
+		}
 		var out json.RawMessage = []byte("null")
 		err := kv.db.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket(bucketKV).Get(append(ns, a.Key...)); v != nil {
+			if v := tx.Bucket(bucketKV).Get([]byte(full)); v != nil {
 				out, _ = wirejson.Marshal(string(v))
 			}
 			return nil
@@ -107,13 +180,20 @@ func (kv *KV) Serve(registry, tenant, op string, raw json.RawMessage) (json.RawM
 		if len(a.Value) > MaxValueBytes {
 			return nil, bad("A kv value is at most %d bytes.", MaxValueBytes)
 		}
-		return nil, kv.write(ns, a.Key, &a.Value)
+		return nil, kv.accept(ns, owner, a.Key, &a.Value)
 	case "kv.delete":
 		if err := checkKey(a.Key); err != nil {
 			return nil, err
 		}
-		return nil, kv.write(ns, a.Key, nil)
+		return nil, kv.accept(ns, owner, a.Key, nil)
 	case "kv.list":
+		// A listing sees the space's pending writes by waiting for them.
+		kv.mu.Lock()
+		seq := kv.spaces[string(ns)]
+		kv.mu.Unlock()
+		if err := kv.waitFor(context.Background(), seq); err != nil {
+			return nil, err
+		}
 		return kv.list(ns, a)
 	}
 	return nil, bad("Unknown kv operation.")
@@ -121,40 +201,216 @@ func (kv *KV) Serve(registry, tenant, op string, raw json.RawMessage) (json.RawM
 
 var errQuota = errors.New("quota")
 
-// write puts (value non-nil) or deletes a key, keeping the tenant's usage.
-func (kv *KV) write(ns []byte, key string, value *string) error {
-	err := kv.db.Batch(func(tx *bolt.Tx) error {
-		b, usage := tx.Bucket(bucketKV), tx.Bucket(bucketUsage)
-		k := append(append([]byte{}, ns...), key...)
-		var used int64
-		if u := usage.Get(ns); len(u) == 8 {
+// accept checks a put (value non-nil) or delete against the quota and
+// takes it into the pending set.
+func (kv *KV) accept(ns []byte, owner, key string, value *string) error {
+	full := string(ns) + key
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if kv.closed {
+		return fault.New(fault.Overloaded, "The gateway is stopping.")
+	}
+	used, ok := kv.usage[string(ns)]
+	if !ok {
+		used = kv.storedUsage(ns)
+	}
+	old, had := kv.current(full)
+	if had {
+		used -= int64(len(key) + len(old))
+	}
+	if value != nil {
+		used += int64(len(key) + len(*value))
+		if used > kv.quota {
+			return fault.New(fault.QuotaExceeded, "The tenant's kv quota of %d bytes is used up.", kv.quota)
+		}
+	}
+	if used < 0 {
+		used = 0
+	}
+	kv.usage[string(ns)] = used
+	kv.seq++
+	kv.pending[full] = pendingWrite{seq: kv.seq, value: value}
+	kv.owners[owner] = kv.seq
+	kv.spaces[string(ns)] = kv.seq
+	select {
+	case kv.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// current is a key's value as reads see it. kv.mu is held.
+func (kv *KV) current(full string) (string, bool) {
+	if p, ok := kv.pending[full]; ok {
+		if p.value == nil {
+			return "", false
+		}
+		return *p.value, true
+	}
+	var v []byte
+	kv.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketKV).Get([]byte(full)); b != nil {
+			v = append([]byte(nil), b...)
+		}
+		return nil
+	})
+	return string(v), v != nil
+}
+
+func (kv *KV) storedUsage(ns []byte) int64 {
+	var used int64
+	kv.db.View(func(tx *bolt.Tx) error {
+		if u := tx.Bucket(bucketUsage).Get(ns); len(u) == 8 {
 			used = int64(binary.BigEndian.Uint64(u))
 		}
-		if old := b.Get(k); old != nil {
-			used -= int64(len(key) + len(old))
-		}
-		if value != nil {
-			used += int64(len(key) + len(*value))
-			if used > kv.quota {
-				return errQuota
-			}
-			if err := b.Put(k, []byte(*value)); err != nil {
-				return err
-			}
-		} else if err := b.Delete(k); err != nil {
+		return nil
+	})
+	return used
+}
+
+// Barrier waits until every write owner made so far is durable; it fails
+// when a commit that held one of them failed.
+func (kv *KV) Barrier(ctx context.Context, owner string) error {
+	kv.mu.Lock()
+	seq := kv.owners[owner]
+	kv.mu.Unlock()
+	if seq == 0 {
+		return nil
+	}
+	err := kv.waitFor(ctx, seq)
+	kv.mu.Lock()
+	if kv.owners[owner] == seq && kv.committed >= seq {
+		delete(kv.owners, owner)
+	}
+	kv.mu.Unlock()
+	return err
+}
+
+// waitFor waits until write seq is committed or its commit failed.
+func (kv *KV) waitFor(ctx context.Context, seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		kv.mu.Lock()
+		kv.changed.Broadcast()
+		kv.mu.Unlock()
+	})
+	defer stop()
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for kv.committed < seq {
+		if err := kv.failure(seq); err != nil {
 			return err
 		}
-		if used < 0 {
-			used = 0
+		if ctx.Err() != nil {
+			return fault.New(fault.Overloaded, "The write was not saved in time; nothing that depends on it was sent.")
 		}
-		var u [8]byte
-		binary.BigEndian.PutUint64(u[:], uint64(used))
-		return usage.Put(ns, u[:])
-	})
-	if errors.Is(err, errQuota) {
-		return fault.New(fault.QuotaExceeded, "The tenant's kv quota of %d bytes is used up.", kv.quota)
+		kv.changed.Wait()
 	}
-	return err
+	return kv.failure(seq)
+}
+
+// failure is the error of the failed commit that held seq, if any. kv.mu
+// is held.
+func (kv *KV) failure(seq uint64) error {
+	for _, f := range kv.failed {
+		if seq >= f.from && seq <= f.to {
+			return f.err
+		}
+	}
+	return nil
+}
+
+// commitLoop commits the pending writes, one bbolt transaction per batch,
+// starting the next batch as soon as one ends.
+func (kv *KV) commitLoop() {
+	defer close(kv.done)
+	for range kv.wake {
+		for kv.commitOnce() {
+		}
+	}
+	for kv.commitOnce() { // Close: what is still pending
+	}
+}
+
+// commitOnce commits what is pending now; false when nothing was.
+func (kv *KV) commitOnce() (more bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			more = false
+		}
+	}()
+	kv.mu.Lock()
+	if len(kv.pending) == 0 {
+		kv.mu.Unlock()
+		return false
+	}
+	batch := make(map[string]pendingWrite, len(kv.pending))
+	for k, p := range kv.pending {
+		batch[k] = p
+	}
+	usage := make(map[string]int64, len(kv.usage))
+	for ns, u := range kv.usage {
+		usage[ns] = u
+	}
+	upTo, from := kv.seq, kv.committed+1
+	kv.mu.Unlock()
+
+	var err error
+	if kv.beforeCommit != nil {
+		err = kv.beforeCommit()
+	}
+	if err == nil {
+		err = kv.db.Update(func(tx *bolt.Tx) error {
+			b, ub := tx.Bucket(bucketKV), tx.Bucket(bucketUsage)
+			for k, p := range batch {
+				var err error
+				if p.value != nil {
+					err = b.Put([]byte(k), []byte(*p.value))
+				} else {
+					err = b.Delete([]byte(k))
+				}
+				if err != nil {
+					return err
+				}
+			}
+			for ns, u := range usage {
+				var v [8]byte
+				binary.BigEndian.PutUint64(v[:], uint64(u))
+				if err := ub.Put([]byte(ns), v[:]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for k, p := range batch {
+		if cur, ok := kv.pending[k]; ok && cur.seq == p.seq {
+			delete(kv.pending, k) // not overwritten meanwhile
+		}
+	}
+	if err != nil {
+		// The writes are lost: reads no longer see them, usage is read
+		// again from the file, and whoever waits for them fails.
+		kv.usage = map[string]int64{}
+		kv.failed = append(kv.failed, failedBatch{from: from, to: upTo,
+			err: fault.New(fault.Overloaded, "A write could not be saved (%v); nothing that depended on it was sent.", err)})
+		if len(kv.failed) > 64 { // waiters read a failure at once; old ones go
+			kv.failed = kv.failed[len(kv.failed)-64:]
+		}
+	}
+	kv.committed = upTo
+	for ns, s := range kv.spaces {
+		if s <= upTo {
+			delete(kv.spaces, ns)
+		}
+	}
+	kv.changed.Broadcast()
+	return true
 }
 
 // list answers keys of the tenant's space with the prefix, after the

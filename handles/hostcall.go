@@ -62,6 +62,18 @@ func bindings(g Grants) sandbox.Bindings {
 
 func newRunID() string { return uuid.NewString() }
 
+// kvBarrier waits for the kv writes owner (a run or a handle) has made so
+// far to be durable.
+func (s *Store) kvBarrier(ctx context.Context, owner string) error {
+	s.mu.Lock()
+	host := s.opts.Host
+	s.mu.Unlock()
+	if host == nil || host.KV == nil {
+		return nil
+	}
+	return host.KV.Barrier(ctx, owner)
+}
+
 // HostCall serves a program's request for kv, fetch or a provider tool; id
 // is the run's id (a computation, a deploy, a rebuild) or a live handle's
 // (an invocation). The worker pool has checked that id runs or lives in
@@ -91,6 +103,13 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		return nil, fault.New(fault.Forbidden, "No run holds this id.")
 	}
 	cfg := reg.config()
+	if op == "fetch" || op == "tool" || op == "spawn" {
+		// Nothing leaves the gateway on a program's behalf before the
+		// writes it made before are durable (the output gate).
+		if err := s.kvBarrier(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	if op == "spawn" {
 		if rs == nil {
 			return nil, fault.New(fault.Forbidden, "spawn is available during a run, not from a handler.")

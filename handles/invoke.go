@@ -79,6 +79,11 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 			}
 		}
 		res, err := s.opts.Executor.Invoke(ctx, rec.ID, "fetch", req)
+		// The output gate: the response waits for the kv writes the
+		// invocation made (the handle's next invocation need not).
+		if gateErr := s.kvBarrier(ctx, rec.ID); gateErr != nil {
+			return sandbox.WireResponse{}, gateErr
+		}
 		switch fault.CodeOf(err) {
 		case "", fault.HandlerError, fault.BadResponse:
 			s.touch(rec.ID, true)

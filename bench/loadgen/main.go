@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "", "target URL (host names are dialed at -addr)")
+	url := flag.String("url", "", "target URL (host names are dialed at -addr); several, comma-separated, are spread over the connections")
 	addr := flag.String("addr", "127.0.0.1:8089", "loopback address to dial")
 	method := flag.String("method", "GET", "method")
 	body := flag.String("body", "", "request body")
@@ -45,14 +45,16 @@ func main() {
 	var lat []time.Duration
 	errs := 0
 	var wg sync.WaitGroup
+	urls := strings.Split(*url, ",")
 	for i := 0; i < *conns; i++ {
 		wg.Add(1)
+		target := urls[i%len(urls)]
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
 			bad := 0
 			for time.Now().Before(deadline) {
-				req, _ := http.NewRequest(*method, *url, bytes.NewReader([]byte(*body)))
+				req, _ := http.NewRequest(*method, target, bytes.NewReader([]byte(*body)))
 				if *auth != "" {
 					req.Header.Set("Authorization", *auth)
 				}

@@ -96,6 +96,88 @@ func workerCount(t *testing.T) int {
 	return n
 }
 
+// gateway is the binary serving a config, and a token for alice.
+type gateway struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	log   *bytes.Buffer
+	api   string
+	token string
+}
+
+func startGateway(t *testing.T, ctx context.Context, config string) *gateway {
+	t.Helper()
+	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", testPort)}
+	gw.cmd.Stdout, gw.cmd.Stderr = gw.log, gw.log
+	if err := gw.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := binary(ctx, "retainer-token", "--sub", "alice").Output()
+	if err != nil {
+		t.Fatalf("retainer-token: %v", err)
+	}
+	gw.token = strings.TrimSpace(string(out))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", gw.api+"/health", nil)
+		req.Header.Set("Authorization", "Bearer "+gw.token)
+		if res, err := client.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return gw
+			}
+		}
+		if time.Now().After(deadline) {
+			gw.stop()
+			t.Fatal("the gateway did not come up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop ends the gateway as an operator would (SIGINT) and waits for it.
+func (gw *gateway) stop() {
+	if gw.cmd.ProcessState != nil {
+		return
+	}
+	gw.cmd.Process.Signal(os.Interrupt)
+	gw.cmd.Wait()
+	if gw.t.Failed() {
+		gw.t.Logf("gateway log:\n%s", gw.log.String())
+	}
+}
+
+// A response acknowledged to a visitor means its kv writes survive kill -9
+// of the gateway right after (SPEC §6, the output gate).
+func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
+	config := exampleConfig(t, filepath.Join(t.TempDir(), "registry.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := startGateway(t, ctx, config)
+	status, body := call(t, "POST", gw.api+"/executions", gw.token, `{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"],
+		"code": "export default { async fetch(req, env) { const n = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(n)); return new Response(String(n)) } }"}`)
+	var dep struct{ ExecutionID string }
+	json.Unmarshal([]byte(body), &dep)
+	if status != 200 {
+		t.Fatalf("deploy: %d %s", status, body)
+	}
+	handle := fmt.Sprintf("http://%s.apps.localhost:%d/", dep.ExecutionID, testPort)
+	const n = 40
+	for i := 1; i <= n; i++ {
+		if status, body := call(t, "GET", handle, "", ""); status != 200 || body != fmt.Sprint(i) {
+			t.Fatalf("increment %d: %d %s", i, status, body)
+		}
+	}
+	gw.cmd.Process.Kill() // kill -9, right after the last acknowledged response
+	gw.cmd.Wait()
+	gw = startGateway(t, ctx, config)
+	defer gw.stop()
+	status, body = call(t, "POST", gw.api+"/executions", gw.token, `{"capabilities": ["kvRead"], "code": "async () => kv.get('c')"}`)
+	if status != 200 || !strings.Contains(body, fmt.Sprintf(`"result":"%d"`, n)) {
+		t.Fatalf("after kill -9: %d %s", status, body)
+	}
+}
+
 // The operator's day with the real binary on Caddyfile.example: start,
 // mint a token with the subcommand, deploy, validate the live config beside
 // the running gateway (no lock, no process left, the handle keeps its
@@ -106,40 +188,10 @@ func TestOperatorCommands(t *testing.T) {
 	config := exampleConfig(t, store)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	gw := binary(ctx, "run", "--config", config)
-	var gwLog bytes.Buffer
-	gw.Stdout, gw.Stderr = &gwLog, &gwLog
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		gw.Process.Signal(os.Interrupt)
-		gw.Wait()
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", gwLog.String())
-		}
-	}()
-	api := fmt.Sprintf("http://api.localhost:%d", testPort)
-	out, err := binary(ctx, "retainer-token", "--sub", "alice").Output()
-	if err != nil {
-		t.Fatalf("retainer-token: %v", err)
-	}
-	token := strings.TrimSpace(string(out))
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", api+"/health", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if res, err := client.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway did not come up")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	gw := startGateway(t, ctx, config)
+	defer gw.stop()
+	api := gw.api
+	token := gw.token
 	status, body := call(t, "POST", api+"/executions", token, `{"retainHandles": true, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`)
 	var dep struct{ ExecutionID string }
 	json.Unmarshal([]byte(body), &dep)

@@ -118,12 +118,12 @@ func (c *Config) defaults() {
 type Pool struct {
 	cfg Config
 
-	mu            sync.Mutex   // guards workers, starting, where, gates, closed
+	mu            sync.Mutex   // guards workers, starting, where, inflight, closed
 	workers       []*process   // by index; nil while a replacement starts (or, cordoned, while empty)
 	starting      map[int]bool // cordoned slots whose process is being started
 	spareStarting bool         // cordoned: a spare is being started
 	where         map[string]*process
-	gates         map[string]*gate // per retained isolate: its invocations in arrival order
+	inflight      map[string]int // per retained isolate: its invocations in flight
 	closed        bool
 	restarts      int
 
@@ -140,7 +140,7 @@ func Start(cfg Config) (*Pool, error) {
 		cfg:      cfg,
 		workers:  make([]*process, cfg.slots()),
 		where:    map[string]*process{},
-		gates:    map[string]*gate{},
+		inflight: map[string]int{},
 		starting: map[int]bool{},
 		stop:     make(chan struct{}),
 	}
@@ -296,35 +296,29 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 // fail at once with OVERLOADED.
 func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
 	pool.mu.Lock()
-	if pool.where[id] == nil {
+	p := pool.where[id]
+	if p == nil {
 		pool.mu.Unlock()
 		return sandbox.WireResponse{}, fault.Closed(id)
 	}
-	g := pool.gates[id]
-	if g == nil {
-		g = newGate(1)
-		pool.gates[id] = g
+	// Invocations are pipelined to the worker (its isolate runs them in
+	// order); ahead is how many of this handle's are in flight before this
+	// one, for the kill clock.
+	ahead := pool.inflight[id]
+	if ahead >= pool.cfg.Engine.HandleQueue {
+		pool.mu.Unlock()
+		return sandbox.WireResponse{}, fault.Overload()
 	}
+	pool.inflight[id]++
+	limit := pool.callLimit()
 	pool.mu.Unlock()
-	if err := g.enter(ctx, pool.cfg.Engine.HandleQueue); err != nil {
-		return sandbox.WireResponse{}, err
-	}
 	defer func() {
-		g.leave()
 		pool.mu.Lock()
-		if pool.gates[id] == g && g.idle() {
-			delete(pool.gates, id)
+		if pool.inflight[id]--; pool.inflight[id] <= 0 {
+			delete(pool.inflight, id)
 		}
 		pool.mu.Unlock()
 	}()
-	// The isolate may have gone while this call waited.
-	pool.mu.Lock()
-	p := pool.where[id]
-	limit := pool.callLimit()
-	pool.mu.Unlock()
-	if p == nil {
-		return sandbox.WireResponse{}, fault.Closed(id)
-	}
 	p.mu.Lock()
 	bound, ok := p.retained[id]
 	inflight := len(p.running)
@@ -336,7 +330,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		return sandbox.WireResponse{}, fault.Overload()
 	}
 	var rep invokeReply
-	if err := p.call(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, bound); err != nil {
+	if err := p.callQueued(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, bound, ahead); err != nil {
 		return sandbox.WireResponse{}, err
 	}
 	p.recordLogs(id, rep.Logs)

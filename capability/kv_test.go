@@ -1,0 +1,135 @@
+package capability
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// gatedKV is a KV whose commits wait for the test: each commit takes a
+// token from release (or fails with the error sent there).
+func gatedKV(t *testing.T, quota int64) (*KV, chan error, *atomic.Int32) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "kv.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := NewKV(db, quota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan error)
+	commits := &atomic.Int32{}
+	kv.beforeCommit = func() error {
+		commits.Add(1)
+		return <-release
+	}
+	t.Cleanup(func() {
+		go func() {
+			for range 100 {
+				select {
+				case release <- nil:
+				case <-time.After(time.Second):
+					return
+				}
+			}
+		}()
+		kv.Close()
+		db.Close()
+	})
+	return kv, release, commits
+}
+
+func kvDo(t *testing.T, kv *KV, owner, op string, args map[string]any) (string, error) {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	res, err := kv.Serve("apps", "alice", owner, op, raw)
+	return string(res), err
+}
+
+// A write resolves at once, reads see it before it is durable, and the
+// owner's barrier holds until the commit.
+func TestOutputGate(t *testing.T) {
+	kv, release, _ := gatedKV(t, 0)
+	if _, err := kvDo(t, kv, "h1", "kv.put", map[string]any{"key": "c", "value": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := kvDo(t, kv, "h2", "kv.get", map[string]any{"key": "c"}); v != `"1"` {
+		t.Fatalf("a pending write is not read: %s", v)
+	}
+	barrier := make(chan error, 1)
+	go func() { barrier <- kv.Barrier(context.Background(), "h1") }()
+	select {
+	case err := <-barrier:
+		t.Fatalf("the barrier passed before the commit: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := kv.Barrier(context.Background(), "nobody"); err != nil {
+		t.Fatalf("an owner without writes waits: %v", err)
+	}
+	release <- nil
+	if err := <-barrier; err != nil {
+		t.Fatalf("barrier after the commit: %v", err)
+	}
+}
+
+// Writes that arrive while a commit runs share the next one.
+func TestGroupCommit(t *testing.T) {
+	kv, release, commits := gatedKV(t, 0)
+	kvDo(t, kv, "first", "kv.put", map[string]any{"key": "k0", "value": "v"})
+	for commits.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i <= 20; i++ {
+		kvDo(t, kv, "owner"+string(rune('a'+i)), "kv.put", map[string]any{"key": "k" + string(rune('a'+i)), "value": "v"})
+	}
+	release <- nil // the first commit: k0 alone
+	release <- nil // the second: all twenty
+	if err := kv.Barrier(context.Background(), "owneru"); err != nil {
+		t.Fatal(err)
+	}
+	if n := commits.Load(); n != 2 {
+		t.Fatalf("%d commits for 21 writes, want 2", n)
+	}
+}
+
+// A commit that fails fails the barriers of the writes it held, and the
+// lost writes are no longer read.
+func TestFailedCommitFailsTheGate(t *testing.T) {
+	kv, release, _ := gatedKV(t, 0)
+	kvDo(t, kv, "h", "kv.put", map[string]any{"key": "c", "value": "lost"})
+	release <- errors.New("disk full")
+	err := kv.Barrier(context.Background(), "h")
+	if fault.CodeOf(err) != fault.Overloaded {
+		t.Fatalf("barrier after a failed commit: %v", err)
+	}
+	if v, _ := kvDo(t, kv, "h", "kv.get", map[string]any{"key": "c"}); v != "null" {
+		t.Fatalf("a lost write is still read: %s", v)
+	}
+	kvDo(t, kv, "h", "kv.put", map[string]any{"key": "c", "value": "kept"})
+	release <- nil
+	if err := kv.Barrier(context.Background(), "h"); err != nil {
+		t.Fatalf("a later write's barrier: %v", err)
+	}
+}
+
+// The quota is checked when a write is accepted, counting pending writes.
+func TestQuotaAtAccept(t *testing.T) {
+	kv, _, _ := gatedKV(t, 10)
+	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "a", "value": "123456"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "b", "value": "123456"}); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("over the quota with a pending write: %v", err)
+	}
+	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "a", "value": "12345678"}); err != nil {
+		t.Fatalf("overwriting within the quota: %v", err)
+	}
+}
