@@ -116,6 +116,10 @@ func (f *Fault) Retryable() bool { return f.Code.Retryable() }
 var (
 	ErrBadRequest    = &Fault{Code: BadRequest}
 	ErrHandlesClosed = &Fault{Code: HandlesClosed}
+	// ErrCollateral marks the bound fault of an invocation that was in
+	// progress on an isolate when another invocation's bound hit it (SPEC
+	// §5): it answers the bound's error but takes no strike.
+	ErrCollateral = errors.New("in progress when another invocation hit a bound")
 	ErrNoSuchHandle  = &Fault{Code: NoSuchHandle}
 	ErrTooLarge      = &Fault{Code: TooLarge}
 	ErrSyntax        = &Fault{Code: Syntax}

@@ -32,6 +32,7 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	m.runSeq++
 	id := m.runSeq
 	m.current = id
+	m.hostActivity = id
 	m.terminated = false
 	m.mu.Unlock()
 	deadline := time.Now().Add(timeout)

@@ -75,6 +75,9 @@ type Job struct {
 	Timeout   time.Duration     `json:"timeout,omitempty"`
 	MemoryMiB int               `json:"memoryMiB,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
+	// Concurrency is how many invocations of a retained handler may be in
+	// progress at once (SPEC §5); 0 or 1: one at a time.
+	Concurrency int `json:"concurrency,omitempty"`
 	// Bindings name what the runtime installs: provider objects with their
 	// tools, and whether env carries kv. Installing a binding grants
 	// nothing: the host checks every call.
@@ -297,6 +300,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	}
 	// Retained: later console output goes to the handle's log.
 	m.handleID = job.ID
+	m.conc = job.Concurrency
 	onLog := m.eng.cfg.OnLog
 	// Timer callbacks and waitUntil work log within the bound of their own
 	// activity (m.activityLogs, reset by bounded).
@@ -374,7 +378,15 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 		err  error
 	}
 	ch := make(chan reply, 1)
-	if err := m.submit(func() {
+	if m.conc > 1 {
+		if err := m.submit(func() {
+			m.startConcurrent(string(raw), body, func(res WireResponse, logs []LogEntry, err error) {
+				ch <- reply{res, logs, err}
+			})
+		}); err != nil {
+			return WireResponse{}, err
+		}
+	} else if err := m.submit(func() {
 		collected := &logBuffer{}
 		saved := m.sink
 		replied := false

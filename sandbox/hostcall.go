@@ -61,7 +61,7 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 	if limit, msg := hostArgsBound(op, m.eng.cfg.MaxRequestBody); len(raw) > limit {
 		return nil, errors.New(msg)
 	}
-	activity := m.current
+	activity := m.hostActivity
 	runID := m.runID
 	ctx := m.host.ctx
 	m.host.pending++
@@ -98,7 +98,7 @@ func (m *vm) settleHostCalls() (bool, error) {
 	delivered := false
 	for _, c := range done {
 		m.host.pending--
-		if c.activity != m.current {
+		if c.activity != m.hostActivity {
 			continue
 		}
 		ok, payload, code := true, string(c.result), ""

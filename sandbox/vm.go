@@ -43,6 +43,8 @@ type vm struct {
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
 	activityLogs      logBuffer // a retained isolate's timer and waitUntil output, per bounded activity
+	conc              int         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
+	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
 	dead              bool      // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
@@ -52,6 +54,9 @@ type vm struct {
 	mu         sync.Mutex
 	runSeq     uint64
 	current    uint64
+	// hostActivity tags host calls: answers of another activity are
+	// dropped (an activity is a bounded run, or a busy period).
+	hostActivity uint64
 	terminated bool
 	disposed   bool
 }
@@ -96,17 +101,39 @@ func (m *vm) loop(ready chan<- error) {
 	defer idle.Stop()
 	for !m.dead {
 		var timerC <-chan time.Time
-		if due, ok := m.nextTimer(); ok {
+		due, ok := m.nextTimer()
+		if m.busy != nil {
+			if d := m.earliestDeadline(); !ok || d.Before(due) {
+				due, ok = d, true
+			}
+		}
+		if ok {
 			idle.Reset(time.Until(due))
 			timerC = idle.C
 		}
+		// A concurrent handle takes a new invocation only while it has a
+		// slot; the rest wait in the queue, in arrival order.
+		jobs := m.jobs
+		var wake <-chan struct{}
+		if m.busy != nil {
+			wake = m.wake
+			if len(m.busy.invs) >= m.conc {
+				jobs = nil
+			}
+		}
 		select {
-		case f, ok := <-m.jobs:
+		case f, ok := <-jobs:
 			if !ok {
 				return
 			}
 			f()
+		case <-wake:
+			m.pumpBusy()
 		case <-timerC:
+			if m.busy != nil {
+				m.pumpBusy()
+				continue
+			}
 			// A retained isolate's timers run between invocations, each
 			// batch under a fresh bound.
 			if err := m.bounded(m.timeout, func(deadline time.Time) error {
@@ -120,6 +147,9 @@ func (m *vm) loop(ready chan<- error) {
 		case <-m.eng.closing:
 			m.kill()
 		}
+	}
+	if m.busy != nil {
+		m.failBusy(fault.New(fault.HandlesClosed, "The isolate ended."), nil)
 	}
 }
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,6 +111,9 @@ type helloReply struct {
 type wireFault struct {
 	Code    fault.Code `json:"code"`
 	Message string     `json:"message"`
+	// Collateral: a bound hit this invocation's isolate while another
+	// invocation was the cause (no strike).
+	Collateral bool `json:"collateral,omitempty"`
 }
 
 func toWire(err error) *wireFault {
@@ -117,14 +121,18 @@ func toWire(err error) *wireFault {
 		return nil
 	}
 	f := fault.As(err)
-	return &wireFault{Code: f.Code, Message: f.Message}
+	return &wireFault{Code: f.Code, Message: f.Message, Collateral: errors.Is(err, fault.ErrCollateral)}
 }
 
 func (w *wireFault) err() error {
 	if w == nil {
 		return nil
 	}
-	return &fault.Fault{Code: w.Code, Message: w.Message}
+	f := &fault.Fault{Code: w.Code, Message: w.Message}
+	if w.Collateral {
+		f.Cause = fault.ErrCollateral
+	}
+	return f
 }
 
 type runReply struct {

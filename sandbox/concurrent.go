@@ -1,0 +1,285 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Concurrent invocations (SPEC §5): a handle deployed with concurrency N > 1
+// has up to N invocations in progress on its isolate, interleaving where
+// the handler awaits (a host call, a timer), as a Workers isolate serves
+// concurrent requests. JavaScript still runs on the isolate's one
+// goroutine: a new invocation starts, in arrival order, only from the loop,
+// that is when no JavaScript of the handle is running.
+//
+// While any invocation is in progress the isolate is in one busy period:
+// its host calls share one activity (they survive between JavaScript
+// entries), each entry into JavaScript runs under a watchdog set at the
+// earliest deadline of the invocations in progress, and each invocation
+// keeps its own deadline. A bound hit disposes the isolate: every
+// invocation in progress answers that bound's error, and only one of them
+// (the one whose bound it was) is marked as the cause; the others carry
+// fault.ErrCollateral so the gateway charges no strike for them.
+//
+// Console output of the JavaScript that starts an invocation is that
+// invocation's; output of continuations (after an await) cannot be told
+// apart without async context tracking, which V8 10.9 lacks: it goes to the
+// handle's log as the isolate's.
+
+// invocation is one invocation in progress; loop-owned.
+type invocation struct {
+	deadline time.Time
+	promise  *v8.Value
+	respond  func(WireResponse, []LogEntry, error)
+	logs     *logBuffer
+	answered bool
+}
+
+// busyPeriod is the time an isolate has invocations in progress.
+type busyPeriod struct {
+	invs      []*invocation
+	waitUntil []time.Time // deadlines of answered invocations' waitUntil work
+}
+
+// startConcurrent begins one invocation on the loop: it enters the
+// handler, and if the handler awaits, leaves it in progress.
+func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, []LogEntry, error)) {
+	if m.dead {
+		respond(WireResponse{}, nil, m.goneErr())
+		return
+	}
+	if m.busy == nil {
+		m.beginBusy()
+	}
+	inv := &invocation{deadline: time.Now().Add(m.timeout), respond: respond, logs: &logBuffer{}}
+	m.busy.invs = append(m.busy.invs, inv)
+	bodyArg := any(v8.Null(m.iso))
+	if body != nil {
+		bodyArg = body
+	}
+	var p *v8.Value
+	var callErr error
+	saved := m.sink
+	m.sink = func(level, msg string) { inv.logs.add(level, msg) }
+	bound := m.entry(func() {
+		p, callErr = m.call(m.invoke, wire, bodyArg)
+	})
+	m.sink = saved
+	if bound != nil {
+		m.failBusy(bound, inv)
+		return
+	}
+	if callErr != nil {
+		m.answer(inv, WireResponse{}, m.handlerFault(callErr))
+	} else {
+		inv.promise = p
+	}
+	m.checkInvocations()
+}
+
+// pumpBusy runs what is due (host call answers, timers, microtasks), then
+// answers the invocations that settled and enforces the deadlines.
+func (m *vm) pumpBusy() {
+	bound := m.entry(func() {
+		if _, err := m.settleHostCalls(); err != nil && m.boundHit() == nil {
+			m.sink("error", "Uncaught "+jsErrorMessage(err))
+		}
+		if err := m.fireDue(m.earliestDeadline()); err != nil && m.boundHit() == nil && !errors.Is(err, fault.ErrTimeout) {
+			m.sink("error", jsErrorMessage(err))
+		}
+		m.ctx.PerformMicrotaskCheckpoint()
+		m.releaseReturned()
+	})
+	if bound != nil {
+		m.failBusy(bound, m.earliestInvocation())
+		return
+	}
+	m.checkInvocations()
+}
+
+// entry runs f (a call into JavaScript) under a watchdog at the earliest
+// deadline in progress, and answers the bound it hit, if any.
+func (m *vm) entry(f func()) error {
+	m.mu.Lock()
+	m.runSeq++
+	id := m.runSeq
+	m.current = id
+	m.terminated = false
+	m.mu.Unlock()
+	watchdog := time.AfterFunc(time.Until(m.earliestDeadline()), func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.current == id && !m.disposed {
+			m.terminated = true
+			m.iso.TerminateExecution()
+		}
+	})
+	f()
+	watchdog.Stop()
+	m.flushCodeCaches()
+	m.mu.Lock()
+	m.current = 0
+	m.mu.Unlock()
+	return m.boundHit()
+}
+
+// checkInvocations answers the invocations whose promise settled, fails
+// the first one past its deadline, and ends the busy period when nothing
+// is left in progress.
+func (m *vm) checkInvocations() {
+	if m.busy == nil {
+		return
+	}
+	now := time.Now()
+	keep := m.busy.invs[:0]
+	for _, inv := range m.busy.invs {
+		if inv.answered {
+			continue
+		}
+		if inv.promise != nil {
+			if p, err := inv.promise.AsPromise(); err == nil {
+				switch p.State() {
+				case v8.Fulfilled:
+					m.finish(inv, p.Result())
+					continue
+				case v8.Rejected:
+					r := p.Result()
+					msg := describeThrown(r)
+					r.Release()
+					m.answer(inv, WireResponse{}, m.handlerFault(&jsThrow{message: msg}))
+					continue
+				}
+			}
+		}
+		keep = append(keep, inv)
+	}
+	m.busy.invs = keep
+	for _, inv := range m.busy.invs {
+		if !now.Before(inv.deadline) {
+			m.failBusy(m.timeoutFault(), inv)
+			return
+		}
+	}
+	wu := m.busy.waitUntil[:0]
+	for _, d := range m.busy.waitUntil {
+		if !now.Before(d) {
+			// waitUntil work past its invocation's bound: a bound hit.
+			m.failBusy(m.timeoutFault(), nil)
+			return
+		}
+		wu = append(wu, d)
+	}
+	m.busy.waitUntil = wu
+	if len(m.busy.waitUntil) > 0 {
+		n, err := m.call(m.pendingWork)
+		if err == nil {
+			if n.Int32() == 0 {
+				m.busy.waitUntil = nil
+			}
+			n.Release()
+		}
+	}
+	if len(m.busy.invs) == 0 && len(m.busy.waitUntil) == 0 {
+		m.endBusy()
+	}
+}
+
+// finish reads a settled invocation's answer and answers it.
+func (m *vm) finish(inv *invocation, v *v8.Value) {
+	s := v.String()
+	v.Release()
+	if s == "" || s[0] != 'R' && s[0] != 'W' {
+		m.answer(inv, WireResponse{}, fault.NotAResponse())
+		return
+	}
+	res, err := parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody)
+	if s[0] == 'W' && err == nil {
+		m.busy.waitUntil = append(m.busy.waitUntil, inv.deadline)
+	}
+	m.answer(inv, res, err)
+}
+
+func (m *vm) answer(inv *invocation, res WireResponse, err error) {
+	if inv.answered {
+		return
+	}
+	inv.answered = true
+	if inv.promise != nil {
+		inv.promise.Release()
+		inv.promise = nil
+	}
+	inv.respond(res, inv.logs.logEntries(), err)
+}
+
+// failBusy disposes the isolate after a bound hit: cause answers the
+// bound's error; the other invocations in progress answer it as
+// collateral (no strike at the gateway).
+func (m *vm) failBusy(bound error, cause *invocation) {
+	m.dead = true
+	f := fault.As(bound)
+	for _, inv := range m.busy.invs {
+		if inv == cause {
+			m.answer(inv, WireResponse{}, bound)
+			continue
+		}
+		m.answer(inv, WireResponse{}, &fault.Fault{Code: f.Code, Message: f.Message, Cause: fault.ErrCollateral})
+	}
+	if cause == nil && m.handleID != "" && m.eng.cfg.OnLost != nil {
+		m.eng.cfg.OnLost(m.handleID, bound) // waitUntil work's own bound: the handle's strike
+	}
+	m.endBusy()
+}
+
+func (m *vm) beginBusy() {
+	m.mu.Lock()
+	m.runSeq++
+	m.hostActivity = m.runSeq
+	m.mu.Unlock()
+	m.busy = &busyPeriod{}
+	m.activityLogs = logBuffer{}
+	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
+}
+
+func (m *vm) endBusy() {
+	m.busy = nil
+	m.endHostScope()
+	m.noteDroppedLogs()
+	m.mu.Lock()
+	m.hostActivity = 0
+	m.mu.Unlock()
+}
+
+func (m *vm) earliestInvocation() *invocation {
+	var first *invocation
+	for _, inv := range m.busy.invs {
+		if first == nil || inv.deadline.Before(first.deadline) {
+			first = inv
+		}
+	}
+	return first
+}
+
+// earliestDeadline is the nearest deadline in progress (an invocation's,
+// or an answered one's waitUntil work).
+func (m *vm) earliestDeadline() time.Time {
+	d := time.Now().Add(m.timeout)
+	if m.busy == nil {
+		return d
+	}
+	for _, inv := range m.busy.invs {
+		if inv.deadline.Before(d) {
+			d = inv.deadline
+		}
+	}
+	for _, w := range m.busy.waitUntil {
+		if w.Before(d) {
+			d = w
+		}
+	}
+	return d
+}

@@ -1,0 +1,153 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// A handler that counts its own invocations in progress: it awaits a timer
+// of ?ms milliseconds, and answers the most it saw in progress and the
+// order it started in.
+const inProgressHandler = `async () => { let now = 0, most = 0, starts = []; return { async fetch(req) {
+	const u = new URL(req.url);
+	if (u.pathname === '/loop') { while (true) {} }
+	starts.push(u.searchParams.get('n'));
+	now++; most = Math.max(most, now);
+	await new Promise(r => setTimeout(r, Number(u.searchParams.get('ms') || 200)));
+	now--;
+	return Response.json({most, starts});
+} } }`
+
+func deployConcurrent(t *testing.T, e *Engine, id string, conc int, timeout time.Duration) {
+	t.Helper()
+	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Concurrency: conc, Timeout: timeout, Program: Program{Code: inProgressHandler}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(id) })
+}
+
+func invokeURL(e *Engine, id, url string) (string, error) {
+	res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", url, nil, nil))
+	return string(res.BodyBytes()), err
+}
+
+func TestDefaultHandlesServeOneAtATime(t *testing.T) {
+	e := engine(t)
+	deployConcurrent(t, e, "serial", 0, 5*time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var answers []string
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := invokeURL(e, "serial", "https://x.test/?ms=20")
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			answers = append(answers, body)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, a := range answers {
+		if !strings.HasPrefix(a, `{"most":1,`) {
+			t.Fatalf("a default handle had several invocations in progress: %s", a)
+		}
+	}
+}
+
+func TestConcurrentInvocationsInterleave(t *testing.T) {
+	e := engine(t)
+	deployConcurrent(t, e, "conc", 32, 5*time.Second)
+	var wg sync.WaitGroup
+	most := make(chan string, 32)
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			body, err := invokeURL(e, "conc", fmt.Sprintf("https://x.test/?ms=800&n=%d", i))
+			if err != nil {
+				t.Error(err)
+			}
+			most <- body
+		}(i)
+	}
+	wg.Wait()
+	close(most)
+	top := ""
+	for b := range most {
+		if strings.HasPrefix(b, `{"most":32,`) {
+			top = b
+		}
+	}
+	if top == "" {
+		t.Fatal("32 invocations awaiting 800 ms never were all in progress at once")
+	}
+	// Starts follow arrival: invocations sent one after another start in
+	// that order.
+	deployConcurrent(t, e, "order", 8, 5*time.Second)
+	results := make(chan string, 8)
+	for i := 0; i < 8; i++ {
+		go func(i int) {
+			body, _ := invokeURL(e, "order", fmt.Sprintf("https://x.test/?ms=300&n=%d", i))
+			results <- body
+		}(i)
+		time.Sleep(15 * time.Millisecond)
+	}
+	last := ""
+	for i := 0; i < 8; i++ {
+		if b := <-results; len(b) > len(last) {
+			last = b
+		}
+	}
+	if !strings.Contains(last, `"starts":["0","1","2","3","4","5","6","7"]`) {
+		t.Fatalf("starts out of arrival order: %s", last)
+	}
+}
+
+// A bound hit with 10 invocations in progress disposes the isolate: all
+// answer the bound's error, and one only is its cause.
+func TestBoundHitWithInvocationsInProgress(t *testing.T) {
+	e := engine(t)
+	deployConcurrent(t, e, "bound", 16, 300*time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, 11)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := invokeURL(e, "bound", "https://x.test/?ms=250")
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := invokeURL(e, "bound", "https://x.test/loop")
+		errs <- err
+	}()
+	wg.Wait()
+	close(errs)
+	causes, timeouts := 0, 0
+	for err := range errs {
+		if errors.Is(err, fault.ErrTimeout) {
+			timeouts++
+			if !errors.Is(err, fault.ErrCollateral) {
+				causes++
+			}
+		}
+	}
+	if timeouts != 11 || causes != 1 {
+		t.Fatalf("%d of 11 answered TIMEOUT, %d as the cause (want 11 and 1)", timeouts, causes)
+	}
+}
