@@ -201,6 +201,7 @@ type executionRequest struct {
 	Code          string             `json:"code"`
 	Modules       map[string]string  `json:"modules,omitempty"`
 	RetainHandles bool               `json:"retainHandles,omitempty"`
+	Concurrency   *int               `json:"concurrency,omitempty"`
 	TimeoutMs     *int64             `json:"timeoutMs,omitempty"`
 	MemoryLimitMb *int               `json:"memoryLimitMb,omitempty"`
 	Capabilities  []string           `json:"capabilities,omitempty"`
@@ -242,6 +243,9 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// maxConcurrency bounds a handle's invocations in progress (SPEC §5).
+const maxConcurrency = 1000
+
 var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
@@ -257,6 +261,12 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	if req.Code == "" {
 		return out, fault.New(fault.BadRequest, "code is required.")
+	}
+	if req.Concurrency != nil {
+		if *req.Concurrency < 1 || *req.Concurrency > maxConcurrency {
+			return out, fault.New(fault.BadRequest, "concurrency must be between 1 and %d.", maxConcurrency)
+		}
+		out.Concurrency = *req.Concurrency
 	}
 	if req.TimeoutMs != nil {
 		d := time.Duration(*req.TimeoutMs) * time.Millisecond

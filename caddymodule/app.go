@@ -62,6 +62,9 @@ type App struct {
 	MaxResponseBody int64 `json:"max_response_body,omitempty"`
 	// MaxHandlesPerTenant answers QUOTA_EXCEEDED past it. Default 100.
 	MaxHandlesPerTenant int `json:"max_handles_per_tenant,omitempty"`
+	// HandleConcurrency is a deploy's concurrency when it names none
+	// (invocations of one handle in progress at once). Default 1.
+	HandleConcurrency int `json:"handle_concurrency,omitempty"`
 	// BoundStrikes is how many bound hits in a row close a handle.
 	// Default 3.
 	BoundStrikes int `json:"bound_strikes,omitempty"`
@@ -184,6 +187,9 @@ func (a *App) Validate() error {
 	if a.MemoryMiB > a.MaxMemoryMiB {
 		return fmt.Errorf("retainer: memory %d MiB is over max_memory %d MiB", a.MemoryMiB, a.MaxMemoryMiB)
 	}
+	if a.HandleConcurrency < 0 || a.HandleConcurrency > 1000 {
+		return fmt.Errorf("retainer: handle_concurrency must be between 1 and 1000")
+	}
 	if a.MemoryMiB < 8 {
 		return fmt.Errorf("retainer: memory must be at least 8 MiB")
 	}
@@ -231,6 +237,7 @@ func (a *App) registryConfig() handles.RegistryConfig {
 	return handles.RegistryConfig{
 		IdleBound:           time.Duration(a.Idle),
 		BoundStrikes:        a.BoundStrikes,
+		HandleConcurrency:   a.HandleConcurrency,
 		MaxHandlesPerTenant: a.MaxHandlesPerTenant,
 	}
 }

@@ -29,6 +29,7 @@ func init() {
 //		store <path>
 //		workers <n>
 //		isolation tenant|shared
+//		handle_concurrency <n>
 //		isolates_per_worker <n>
 //		queue <n>
 //		prewarm <n>
@@ -120,6 +121,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxHandlesPerTenant, err = positive(d, val)
 		case "bound_strikes":
 			app.BoundStrikes, err = positive(d, val)
+		case "handle_concurrency":
+			app.HandleConcurrency, err = positive(d, val)
 		case "isolation":
 			if val != "tenant" && val != "shared" {
 				return nil, d.Errf("isolation: %q is not tenant or shared", val)

@@ -90,7 +90,7 @@ func NewKV(db *bolt.DB, quota int64) (*KV, error) {
 	kv := &KV{db: db, quota: quota,
 		pending: map[string]pendingWrite{}, usage: map[string]int64{}, owners: map[string]uint64{},
 		spaces: map[string]uint64{},
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake:   make(chan struct{}, 1), done: make(chan struct{})}
 	kv.changed = sync.NewCond(&kv.mu)
 	go kv.commitLoop()
 	return kv, nil

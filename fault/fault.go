@@ -119,7 +119,7 @@ var (
 	// ErrCollateral marks the bound fault of an invocation that was in
 	// progress on an isolate when another invocation's bound hit it (SPEC
 	// §5): it answers the bound's error but takes no strike.
-	ErrCollateral = errors.New("in progress when another invocation hit a bound")
+	ErrCollateral    = errors.New("in progress when another invocation hit a bound")
 	ErrNoSuchHandle  = &Fault{Code: NoSuchHandle}
 	ErrTooLarge      = &Fault{Code: TooLarge}
 	ErrSyntax        = &Fault{Code: Syntax}

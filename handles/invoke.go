@@ -64,7 +64,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 	// Invocations of a live isolate go straight to the executor, which runs
 	// them one at a time in arrival order; only a rebuild is exclusive, so
 	// the invocations behind it wait for it instead of rebuilding again.
-	if n := ls.inflight.Add(1); n > int64(cfg.HandleQueue) {
+	if n := ls.inflight.Add(1); n > int64(cfg.HandleQueue+max(rec.Concurrency, 1)-1) {
 		ls.inflight.Add(-1)
 		return sandbox.WireResponse{}, fault.Overload()
 	}
@@ -93,7 +93,11 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 			return res, err
 		case fault.Timeout, fault.Memory:
 			s.touch(rec.ID, false)
-			r.strike(rec.ID, "bound", errText(err))
+			// With concurrency, the invocations that were only in progress
+			// when another hit the bound take no strike (SPEC §5).
+			if !errors.Is(err, fault.ErrCollateral) {
+				r.strike(rec.ID, "bound", errText(err))
+			}
 			return res, err
 		case fault.HandlesClosed:
 			// The isolate vanished between the check and the call (a crash,

@@ -53,6 +53,14 @@ func (s *Store) liveFor(id string) *liveState {
 	return ls
 }
 
+// inProgress is a handle's invocations under way or waiting. s.mu is held.
+func (s *Store) inProgress(id string) int64 {
+	if ls := s.live[id]; ls != nil {
+		return ls.inflight.Load()
+	}
+	return 0
+}
+
 func (r *Registry) appendLog(id string, e sandbox.LogEntry) {
 	s := r.store
 	ls := s.liveFor(id)

@@ -10,20 +10,23 @@ import (
 // Record is a retained handle as persisted. Env holds the tenant's
 // configuration and secrets: it is never echoed by the API.
 type Record struct {
-	ID            string            `json:"id"`
-	Registry      string            `json:"registry"`
-	Tenant        string            `json:"tenant"`
-	Program       sandbox.Program   `json:"program"`
-	Env           map[string]string `json:"env,omitempty"`
-	Grants        Grants            `json:"grants"`
-	TimeoutMs     int64             `json:"timeoutMs"`
-	MemoryMiB     int               `json:"memoryMiB"`
-	CreatedAt     time.Time         `json:"createdAt"`
-	LastInvokedAt time.Time         `json:"lastInvokedAt"`
-	Invocations   int64             `json:"invocations"`
-	Strikes       int               `json:"strikes"`
-	Routes        []string          `json:"routes,omitempty"`
-	ToolAnswers   []ToolAnswer      `json:"toolAnswers,omitempty"`
+	ID        string            `json:"id"`
+	Registry  string            `json:"registry"`
+	Tenant    string            `json:"tenant"`
+	Program   sandbox.Program   `json:"program"`
+	Env       map[string]string `json:"env,omitempty"`
+	Grants    Grants            `json:"grants"`
+	TimeoutMs int64             `json:"timeoutMs"`
+	MemoryMiB int               `json:"memoryMiB"`
+	// Concurrency is how many invocations may be in progress at once
+	// (SPEC §5); 0 is 1. Kept across rebuilds.
+	Concurrency   int          `json:"concurrency,omitempty"`
+	CreatedAt     time.Time    `json:"createdAt"`
+	LastInvokedAt time.Time    `json:"lastInvokedAt"`
+	Invocations   int64        `json:"invocations"`
+	Strikes       int          `json:"strikes"`
+	Routes        []string     `json:"routes,omitempty"`
+	ToolAnswers   []ToolAnswer `json:"toolAnswers,omitempty"`
 }
 
 // Grants are the capabilities a program was given (SPEC §6).
@@ -58,6 +61,9 @@ type Info struct {
 	Invocations   int64     `json:"invocations"`
 	IdleBoundMs   int64     `json:"idleBoundMs"`
 	Routes        []string  `json:"routes"`
+	Concurrency   int       `json:"concurrency"`
+	// InProgress is the invocations under way or waiting now.
+	InProgress int64 `json:"inProgress"`
 }
 
 // Route is a bound route name.
@@ -73,6 +79,7 @@ func (r *Record) job() sandbox.Job {
 		RetainHandles: true,
 		Timeout:       time.Duration(r.TimeoutMs) * time.Millisecond,
 		MemoryMiB:     r.MemoryMiB,
+		Concurrency:   r.Concurrency,
 		Env:           r.Env,
 		Bindings:      bindings(r.Grants),
 	}

@@ -25,6 +25,9 @@ type RegistryConfig struct {
 	MaxHandlesPerTenant int
 	// HandleQueue is how many invocations may wait for one handle. Default 64.
 	HandleQueue int
+	// HandleConcurrency is a deploy's concurrency when it names none.
+	// Default 1 (one invocation at a time).
+	HandleConcurrency int
 	// Providers are the tools programs may be granted: provider → tool →
 	// upstream URL.
 	Providers map[string]map[string]string
@@ -91,6 +94,9 @@ type ExecRequest struct {
 	MemoryMiB     int
 	Env           map[string]string
 	Grants        Grants
+	// Concurrency is a retained handle's invocations in progress at once;
+	// 0 takes the registry's default.
+	Concurrency int
 	// Budget is the top-level run's spawn budget (nil: spawn refuses);
 	// Depth is 0 for a top-level run, more for a spawned child.
 	Budget *SpawnBudget
@@ -110,8 +116,11 @@ type ExecResult struct {
 // is returned. A computation leaves no record.
 func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) (ExecResult, error) {
 	s := r.store
-	job := sandbox.Job{Program: req.Program, Timeout: req.Timeout, MemoryMiB: req.MemoryMiB, Env: req.Env, Bindings: bindings(req.Grants)}
 	cfg := r.config()
+	if req.Concurrency <= 0 {
+		req.Concurrency = max(cfg.HandleConcurrency, 1)
+	}
+	job := sandbox.Job{Program: req.Program, Timeout: req.Timeout, MemoryMiB: req.MemoryMiB, Env: req.Env, Bindings: bindings(req.Grants), Concurrency: req.Concurrency}
 	job.RetainHandles = req.RetainHandles
 	job.ID = newRunID()
 	timeout := req.Timeout
@@ -153,7 +162,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	rec := &Record{
 		ID: job.ID, Registry: r.name, Tenant: tenant,
 		Program: req.Program, Env: req.Env, Grants: req.Grants,
-		TimeoutMs: req.Timeout.Milliseconds(), MemoryMiB: req.MemoryMiB,
+		TimeoutMs: req.Timeout.Milliseconds(), MemoryMiB: req.MemoryMiB, Concurrency: req.Concurrency,
 		CreatedAt: now, LastInvokedAt: now, ToolAnswers: recorded,
 	}
 	// The quota is checked and the slot taken under one lock, so concurrent
@@ -216,7 +225,8 @@ func (r *Registry) info(rec *Record) Info {
 		ExecutionID: rec.ID, Handles: []string{"fetch"},
 		CreatedAt: rec.CreatedAt, LastInvokedAt: rec.LastInvokedAt,
 		Invocations: rec.Invocations, IdleBoundMs: r.config().IdleBound.Milliseconds(),
-		Routes: routes,
+		Routes: routes, Concurrency: max(rec.Concurrency, 1),
+		InProgress: r.store.inProgress(rec.ID),
 	}
 }
 

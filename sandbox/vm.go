@@ -42,23 +42,23 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	activityLogs      logBuffer // a retained isolate's timer and waitUntil output, per bounded activity
+	activityLogs      logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
 	conc              int         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
 	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
-	dead              bool      // a bound was hit or the engine closed: dispose after this job
+	dead              bool        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
 
 	// mu guards the watchdog's view: which run is current, whether the
 	// watchdog terminated it, and whether the isolate is gone.
-	mu         sync.Mutex
-	runSeq     uint64
-	current    uint64
+	mu      sync.Mutex
+	runSeq  uint64
+	current uint64
 	// hostActivity tags host calls: answers of another activity are
 	// dropped (an activity is a bounded run, or a busy period).
 	hostActivity uint64
-	terminated bool
-	disposed   bool
+	terminated   bool
+	disposed     bool
 }
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the

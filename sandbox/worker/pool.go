@@ -278,7 +278,7 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 		p.mu.Lock()
 		dead := p.dead
 		if !dead {
-			p.retained[job.ID] = bound
+			p.retained[job.ID] = isolateInfo{bound: bound, concurrency: job.Concurrency}
 		}
 		p.mu.Unlock()
 		if dead {
@@ -305,10 +305,6 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	// order); ahead is how many of this handle's are in flight before this
 	// one, for the kill clock.
 	ahead := pool.inflight[id]
-	if ahead >= pool.cfg.Engine.HandleQueue {
-		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.Overload()
-	}
 	pool.inflight[id]++
 	limit := pool.callLimit()
 	pool.mu.Unlock()
@@ -320,17 +316,24 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		pool.mu.Unlock()
 	}()
 	p.mu.Lock()
-	bound, ok := p.retained[id]
+	info, ok := p.retained[id]
 	inflight := len(p.running)
 	p.mu.Unlock()
 	if !ok {
 		return sandbox.WireResponse{}, fault.Closed(id)
 	}
-	if inflight >= limit {
+	conc := max(info.concurrency, 1)
+	if ahead >= pool.cfg.Engine.HandleQueue+conc-1 || inflight >= limit {
 		return sandbox.WireResponse{}, fault.Overload()
 	}
+	// With concurrency N, the calls ahead run N at a time, and JavaScript
+	// of the others may hold this one for up to a bound more.
+	queued := ahead
+	if conc > 1 {
+		queued = ahead/conc + 1
+	}
 	var rep invokeReply
-	if err := p.callQueued(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, bound, ahead); err != nil {
+	if err := p.callQueued(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued); err != nil {
 		return sandbox.WireResponse{}, err
 	}
 	p.recordLogs(id, rep.Logs)

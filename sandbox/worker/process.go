@@ -29,16 +29,22 @@ type process struct {
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
 
-	mu         sync.Mutex               // guards everything below
-	tenant     string                   // cordoned: the tenant it hosts ("" while spare)
-	lastActive time.Time                // cordoned: the last call sent, for LRU recycling
-	retired    string                   // why the pool let it go (its isolates are lost without blame)
-	retained   map[string]time.Duration // live isolates here → their run bound
-	pending    map[string]bool          // slots reserved by runs that may retain
-	running    map[uint64]*callRecord   // in-flight calls
+	mu         sync.Mutex             // guards everything below
+	tenant     string                 // cordoned: the tenant it hosts ("" while spare)
+	lastActive time.Time              // cordoned: the last call sent, for LRU recycling
+	retired    string                 // why the pool let it go (its isolates are lost without blame)
+	retained   map[string]isolateInfo // live isolates here
+	pending    map[string]bool        // slots reserved by runs that may retain
+	running    map[uint64]*callRecord // in-flight calls
 	seq        uint64
 	dead       bool
 	overrunner uint64 // the call whose overrun made the gateway kill this worker
+}
+
+// isolateInfo is what the gateway keeps of a retained isolate.
+type isolateInfo struct {
+	bound       time.Duration // its run bound
+	concurrency int           // invocations in progress at once (≤ 1: one)
 }
 
 type callRecord struct {
@@ -101,7 +107,7 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		cmd:      cmd,
 		pid:      cmd.Process.Pid,
 		exited:   make(chan struct{}),
-		retained: map[string]time.Duration{},
+		retained: map[string]isolateInfo{},
 		pending:  map[string]bool{},
 		running:  map[uint64]*callRecord{},
 	}
@@ -185,7 +191,7 @@ func (p *process) reap() {
 		}
 		c.timer.Stop()
 	}
-	p.retained = map[string]time.Duration{}
+	p.retained = map[string]isolateInfo{}
 	p.mu.Unlock()
 	close(p.exited)
 	reason := "exited"
