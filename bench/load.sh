@@ -19,8 +19,12 @@ id=$(curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions \
 	-d '{"retainHandles": true, "code": "async () => { let served = 0; return { fetch() { return Response.json({served: ++served}) } } }"}' \
 	| sed -E 's/.*"executionId":"([^"]+)".*/\1/')
 echo "counter handle: $id"
+urlid=$(curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions \
+	-d '{"retainHandles": true, "code": "let served = 0; export default { fetch(request) { const id = new URL(request.url).searchParams.get(\"id\"); return Response.json({id, served: ++served}) } }"}' \
+	| sed -E 's/.*"executionId":"([^"]+)".*/\1/')
 "$work/loadgen" -label respond -url http://respond.localhost:8089/ -d "${secs}s" -c 32
 "$work/loadgen" -label counter -url "http://$id.apps.localhost:8089/" -d "${secs}s" -c 32
+"$work/loadgen" -label url-counter -url "http://$urlid.apps.localhost:8089/items?id=42&sort=asc" -d "${secs}s" -c 32
 token=$("$work/retainer" retainer-token --sub alice --iss "" --aud "" --secret-env BENCH_SECRET)
 "$work/loadgen" -label respond+jwt -url http://jwt.localhost:8089/ -auth "Bearer $token" -d "${secs}s" -c 32
 "$work/loadgen" -label executions -method POST -url http://api.localhost:8089/executions \

@@ -45,6 +45,25 @@ async () => {
 				for (const [f, v] of Object.entries(c.expected)) if (url[f] !== v) { failures.push(name(setter, c) + ': ' + f + ' ' + JSON.stringify(url[f])); break; }
 			}
 		}
+	} else if (data.kind === 'searchfast') {
+		// The urlencoded fast path against the full parser: a '%' anywhere
+		// sends a string through the full one.
+		for (const q of data.cases) {
+			const fast = JSON.stringify([...new URLSearchParams(q)]);
+			const full = JSON.stringify([...new URLSearchParams(q + '&%7A=1')].slice(0, -1));
+			if (fast !== full) failures.push('searchfast ' + JSON.stringify(q) + ': ' + fast + ' vs ' + full);
+		}
+	} else if (data.kind === 'fastpath') {
+		// The parser's fast path (js/url-fast.js) against the full state
+		// machine: a base URL forces the full parser, and does not change
+		// what an input of the form scheme://... means.
+		const inputs = data.cases.map(c => typeof c === 'string' ? c : c.input).filter(i => typeof i === 'string' && /^https?:\/\//i.test(i));
+		for (const input of inputs) {
+			let fast = null, full = null;
+			try { fast = new URL(input).href } catch (e) { fast = 'throws' }
+			try { full = new URL(input, 'http://base.invalid/base/path?q#f').href } catch (e) { full = 'throws' }
+			if (fast !== full) failures.push('fastpath ' + JSON.stringify(input) + ': ' + fast + ' vs ' + full);
+		}
 	} else {
 		for (const c of data.cases) {
 			if (typeof c === 'string') continue;
@@ -61,14 +80,18 @@ func runWPTFile(t *testing.T, file, kind string) []string {
 	if err != nil {
 		t.Fatalf("the WPT data must be beside the checkout (%v)", err)
 	}
-	module := "export default {kind: " + jsonString(kind) + ", cases: " + string(data) + "};"
+	return runWPTData(t, kind, string(data))
+}
+
+func runWPTData(t *testing.T, kind, data string) []string {
+	module := "export default {kind: " + jsonString(kind) + ", cases: " + data + "};"
 	out, err := engine(t).Run(context.Background(), Job{
 		Program:   Program{Code: wptHarness, Modules: map[string]string{"./data.js": module}},
 		Timeout:   60 * time.Second,
 		MemoryMiB: 256,
 	})
 	if err != nil {
-		t.Fatalf("%s: %v", file, err)
+		t.Fatalf("%s: %v", kind, err)
 	}
 	var failures []string
 	if err := json.Unmarshal(out.Result, &failures); err != nil {
@@ -114,6 +137,33 @@ func TestWPTURL(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d failures (%d unexpected)", c.file, len(failures), unexpected)
+	}
+	// The fast path against the full parser, on WPT's inputs and on inputs
+	// at the edges of what the fast path accepts.
+	edges := []string{"http://a/", "http://a", "https://example.com/a/b/?x=1&y=2", "http://example.com:80/", "http://example.com:0/",
+		"https://example.com:443/x", "http://example.com:65535/", "http://example.com:65536/", "http://example.com:08/",
+		"http://1.2.3.4/", "http://1.2.3/", "http://a.0x/", "http://a.0x1f/", "http://a.09/", "http://a.b1/", "http://xn--nxasmq6b.com/",
+		"http://xn--a.com/", "http://a..b/", "http://a./", "http://-a-.b-/", "http://a/./b", "http://a/../b", "http://a/b/..",
+		"http://a/%2e/b", "http://a/.%2E/b", "http://a/b%2f", "http://a/%zz", "http://a/b?c'd", "http://a/b'c", "http://a/b?c?d",
+		"http://a/b?", "http://a/b#c", "http://a/ b", "http://a/b\\c", "HTTP://a/", "http://A/", "http://a/b/c/d/e/f/g",
+		"http://a/@:!$&()*+,;=~-._", "http://a/?@:!$&()*+,;=~-._/?", "http://user@a/", "http://a:b@c/", "http://[::1]/"}
+	for _, c := range []struct{ file, kind string }{{"urltestdata.json", "fastpath"}} {
+		data, _ := os.ReadFile(filepath.Join(wptDir, c.file))
+		var cases []any
+		json.Unmarshal(data, &cases)
+		for _, e := range edges {
+			cases = append(cases, e)
+		}
+		all, _ := json.Marshal(cases)
+		for _, f := range runWPTData(t, c.kind, string(all)) {
+			t.Errorf("%s", f)
+		}
+	}
+	queries := []string{"", "a=b", "a=b&c=d", "a", "a=", "=b", "&&a=b&&", "a=b=c", "?a=b", "a b=c d", "a=b;c=d", "x=%41", "a+b=c+d",
+		"é=ü", "\u007f=1", "a=\u0000", "\U0001F600=1", "k='v'", "a=b&a=c", "~!@$^*()_-`{}|[]:;\"<>,./?=1"}
+	qs, _ := json.Marshal(queries)
+	for _, f := range runWPTData(t, "searchfast", string(qs)) {
+		t.Errorf("%s", f)
 	}
 	for name := range expected {
 		if !seen[name] {

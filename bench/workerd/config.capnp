@@ -1,0 +1,8 @@
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [ (name = "url", worker = .url), (name = "trivial", worker = .trivial) ],
+  sockets = [ ( name = "http", address = "127.0.0.1:8091", http = (), service = "url" ),
+              ( name = "http2", address = "127.0.0.1:8092", http = (), service = "trivial" ) ]
+);
+const url :Workerd.Worker = ( modules = [ (name = "worker", esModule = embed "worker.js") ], compatibilityDate = "2024-09-01" );
+const trivial :Workerd.Worker = ( modules = [ (name = "worker", esModule = embed "trivial.js") ], compatibilityDate = "2024-09-01" );

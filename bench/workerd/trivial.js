@@ -1,0 +1,2 @@
+let served = 0;
+export default { fetch() { return Response.json({served: ++served}) } }
