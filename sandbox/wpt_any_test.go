@@ -235,6 +235,19 @@ func TestWPTAny(t *testing.T) {
 		}
 	}
 	t.Logf("%d files, %d of %d subtests pass", len(files), totalPass, totalAll)
+	if dir := os.Getenv("RETAINER_WPT_DUMP"); dir != "" {
+		// For bench/wpt-table.sh: each program (to run in Node too) and
+		// the isolate's results.
+		isolate := map[string]map[string]bool{}
+		for i, f := range files {
+			isolate[f] = results[i].passed
+			code, _ := wptProgram(f)
+			name := filepath.Join(dir, strings.ReplaceAll(f, "/", "__"))
+			os.WriteFile(name, []byte(code), 0o644)
+		}
+		data, _ := json.Marshal(isolate)
+		os.WriteFile(filepath.Join(dir, "isolate.json"), data, 0o644)
+	}
 	if update {
 		if err := os.WriteFile("testdata/wpt-expectations.txt", []byte(out.String()), 0o644); err != nil {
 			t.Fatal(err)

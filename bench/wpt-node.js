@@ -1,0 +1,38 @@
+// Runs the WPT programs that sandbox/wpt_any_test.go dumped, in Node, and
+// prints a markdown table of passed/total per area for the isolate (from
+// isolate.json) and for Node. Usage: node bench/wpt-node.js <dump dir>
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { execFileSync } = require('child_process');
+const dir = process.argv[2];
+const isolate = JSON.parse(fs.readFileSync(path.join(dir, 'isolate.json'), 'utf8'));
+const area = (f) => { const p = f.split('/'); return p[0] === 'fetch' ? p.slice(0, 3).join('/') : p.slice(0, 2).join('/').replace(/\.any\.js$/, ''); };
+const rows = {};
+for (const file of Object.keys(isolate).sort()) {
+  const a = area(file).startsWith('encoding/') ? 'encoding' : area(file).startsWith('compression/') ? 'compression' : area(file);
+  rows[a] = rows[a] || { files: 0, iso: [0, 0], node: [0, 0] };
+  const r = rows[a];
+  r.files++;
+  const mine = isolate[file] || {};
+  let nodePassed = {};
+  const program = fs.readFileSync(path.join(dir, file.replace(/\//g, '__')), 'utf8');
+  const runner = path.join(dir, 'run.js');
+  fs.writeFileSync(runner, 'globalThis.self = globalThis;\n(' + program + ')().then(r => { const o = {}; for (const [n, s] of r.results) o[n] = s === 0; if (r.harness.status !== 0) o["(harness)"] = false; process.stdout.write(JSON.stringify(o)); process.exit(0); }, e => { process.stdout.write(JSON.stringify({"(file)": false})); process.exit(0); });\n');
+  try {
+    nodePassed = JSON.parse(execFileSync(process.execPath, [runner], { timeout: 60000, stdio: ['ignore', 'pipe', 'ignore'] }).toString() || '{}');
+  } catch (e) {
+    nodePassed = { '(file)': false };
+  }
+  // The union of subtest names: a subtest one side never ran counts as
+  // failed there.
+  const names = new Set([...Object.keys(mine), ...Object.keys(nodePassed)]);
+  for (const n of names) {
+    r.iso[1]++; r.node[1]++;
+    if (mine[n]) r.iso[0]++;
+    if (nodePassed[n]) r.node[0]++;
+  }
+}
+console.log('| area | files | Retainer | Node ' + process.versions.node + ' |');
+console.log('| --- | --- | --- | --- |');
+for (const [a, r] of Object.entries(rows)) console.log(`| ${a} | ${r.files} | ${r.iso[0]}/${r.iso[1]} | ${r.node[0]}/${r.node[1]} |`);
