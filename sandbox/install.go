@@ -35,6 +35,8 @@ func (m *vm) installRuntime() error {
 	m.hostFunc(host, "call", m.hostCallFn)
 	m.hostFunc(host, "importPublic", m.hostImportPublic)
 	m.hostFunc(host, "verifySig", m.hostVerify)
+	m.hostFunc(host, "encodingName", m.hostEncodingName)
+	m.hostFunc(host, "decodeLegacy", m.hostDecodeLegacy)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ type vm struct {
 	activityLogs      logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
 	conc              int         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
 	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
+	decoders          map[int32]*streamingDecoder // TextDecoders of other encodings mid-stream (encoding.go)
 	dead              bool        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration

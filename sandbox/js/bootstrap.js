@@ -368,16 +368,24 @@
     }
     encode(s = '') { return bytesFromLatin1(utf8Latin1(StringCtor(s))); }
   }
+  // UTF-8 is decoded here; every other encoding of the Encoding Standard
+  // by golang.org/x/text behind host.decodeLegacy (sandbox/encoding.go).
+  const hostEncodingName = host.encodingName, hostDecodeLegacy = host.decodeLegacy;
+  let nextDecoderId = 1;
+  const asciiWhitespace = /^[\t\n\f\r ]+|[\t\n\f\r ]+$/g;
   class TextDecoder {
     #fatal;
     #ignoreBOM;
+    #encoding;
+    #id = nextDecoderId++;
     constructor(label = 'utf-8', options = {}) {
-      label = StringCtor(label).trim().toLowerCase();
-      if (label !== 'utf-8' && label !== 'utf8' && label !== 'unicode-1-1-utf-8') throw new RangeError('The encoding "' + label + '" is not supported.');
+      const name = hostEncodingName(StringCtor(label).replace(asciiWhitespace, '').toLowerCase());
+      if (name === '' || name === 'replacement') throw new RangeError('The encoding "' + StringCtor(label) + '" is not supported.');
+      this.#encoding = name;
       this.#fatal = !!(options && options.fatal);
       this.#ignoreBOM = !!(options && options.ignoreBOM);
     }
-    get encoding() { return 'utf-8'; }
+    get encoding() { return this.#encoding; }
     get fatal() { return this.#fatal; }
     get ignoreBOM() { return this.#ignoreBOM; }
     #pending = new Uint8ArrayCtor(0);
@@ -385,6 +393,14 @@
     decode(data, options = {}) {
       const stream = !!(options && options.stream);
       let b = data === undefined ? new Uint8ArrayCtor(0) : toBytes(data);
+      const first = !this.#seenStart;
+      this.#seenStart = stream;
+      if (this.#encoding !== 'utf-8') {
+        let s = hostDecodeLegacy(this.#id, this.#encoding, latin1FromBytes(b), stream);
+        if (first && !this.#ignoreBOM && (this.#encoding === 'utf-16le' || this.#encoding === 'utf-16be') && s.charCodeAt(0) === 0xfeff) s = s.slice(1);
+        if (this.#fatal && s.indexOf('\ufffd') >= 0) throw new TypeErrorCtor('The encoded data was not valid for encoding ' + this.#encoding + '.');
+        return s;
+      }
       if (this.#pending.length) { const all = new Uint8ArrayCtor(this.#pending.length + b.length); all.set(this.#pending); all.set(b, this.#pending.length); b = all; this.#pending = new Uint8ArrayCtor(0); }
       if (stream) {
         // Keep an incomplete UTF-8 sequence at the end for the next call.
@@ -397,8 +413,6 @@
         this.#pending = b.slice(cut);
         b = b.subarray(0, cut);
       }
-      const first = !this.#seenStart;
-      this.#seenStart = stream;
       if (!first) return this.#decodeBody(b);
       if (!this.#ignoreBOM && b.length >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) b = b.subarray(3);
       return this.#decodeBody(b);

@@ -1,0 +1,111 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
+	"golang.org/x/text/transform"
+	v8 "rogchap.com/v8go"
+)
+
+// The Encoding Standard's encodings other than UTF-8 (which the runtime
+// decodes in JavaScript) come from golang.org/x/text behind two host
+// functions: encodingName resolves a label as the standard does, and
+// decodeLegacy decodes one chunk. A streaming decoder keeps its x/text
+// transformer (stateful encodings such as ISO-2022-JP need it) and its
+// unfinished bytes between calls, keyed by the JavaScript decoder's id; at
+// most maxStreamingDecoders live per isolate, the oldest going first.
+
+const maxStreamingDecoders = 64
+
+// streamingDecoder is one TextDecoder's state between stream: true calls.
+type streamingDecoder struct {
+	dec     transform.Transformer
+	pending []byte
+}
+
+// encodingFor resolves a label (ASCII whitespace already trimmed by the
+// runtime) to an encoding and its canonical name; "" for none.
+func encodingFor(label string) (encoding.Encoding, string) {
+	if label != strings.TrimSpace(label) {
+		return nil, "" // only ASCII whitespace is trimmed (x/text trims more)
+	}
+	enc, err := htmlindex.Get(label)
+	if err != nil {
+		return nil, ""
+	}
+	name, err := htmlindex.Name(enc)
+	if err != nil {
+		return nil, ""
+	}
+	return enc, name
+}
+
+// hostEncodingName is encodingName(label) → the canonical name or "".
+func (m *vm) hostEncodingName(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 1 {
+		return nil, errors.New("encodingName needs a label")
+	}
+	_, name := encodingFor(args[0].String())
+	return v8.NewValue(m.iso, name)
+}
+
+// hostDecodeLegacy is decodeLegacy(id, label, bytesLatin1, stream) → the
+// decoded text; the runtime checks fatal errors on it.
+func (m *vm) hostDecodeLegacy(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 4 {
+		return nil, errors.New("decodeLegacy needs an id, a label, bytes and stream")
+	}
+	id, label, stream := args[0].Int32(), args[1].String(), args[3].Boolean()
+	src := latin1Bytes(args[2].String())
+	enc, _ := encodingFor(label)
+	if enc == nil {
+		return nil, errors.New("unsupported encoding")
+	}
+	if m.decoders == nil {
+		m.decoders = map[int32]*streamingDecoder{}
+	}
+	sd := m.decoders[id]
+	if sd == nil {
+		sd = &streamingDecoder{dec: enc.NewDecoder()}
+		if stream {
+			if len(m.decoders) >= maxStreamingDecoders {
+				for k := range m.decoders { // any one: a program juggling 64 streams loses one's state
+					delete(m.decoders, k)
+					break
+				}
+			}
+			m.decoders[id] = sd
+		}
+	}
+	if len(sd.pending) > 0 {
+		src = append(sd.pending, src...)
+		sd.pending = nil
+	}
+	var out strings.Builder
+	dst := make([]byte, 4*len(src)+16)
+	for {
+		nDst, nSrc, err := sd.dec.Transform(dst, src, !stream)
+		out.Write(dst[:nDst])
+		src = src[nSrc:]
+		if err == transform.ErrShortDst {
+			continue
+		}
+		if err == transform.ErrShortSrc && stream {
+			sd.pending = append([]byte(nil), src...)
+		}
+		break
+	}
+	if !stream {
+		delete(m.decoders, id)
+		sd.dec.Reset()
+	}
+	s := out.String()
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return v8.NewValue(m.iso, s)
+}
