@@ -37,6 +37,8 @@ func (m *vm) installRuntime() error {
 	m.hostFunc(host, "verifySig", m.hostVerify)
 	m.hostFunc(host, "encodingName", m.hostEncodingName)
 	m.hostFunc(host, "decodeLegacy", m.hostDecodeLegacy)
+	m.hostFunc(host, "codecInit", m.hostCodecInit)
+	m.hostFunc(host, "codecChunk", m.hostCodecChunk)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
 		return err

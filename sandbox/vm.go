@@ -46,6 +46,7 @@ type vm struct {
 	conc              int         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
 	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
 	decoders          map[int32]*streamingDecoder // TextDecoders of other encodings mid-stream (encoding.go)
+	codecs            map[int32]*codec            // compression streams in progress (compression.go)
 	dead              bool        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
@@ -176,6 +177,7 @@ func (m *vm) kill() {
 }
 
 func (m *vm) dispose() {
+	m.closeCodecs()
 	m.mu.Lock()
 	m.disposed = true
 	m.mu.Unlock()

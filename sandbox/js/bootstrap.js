@@ -424,6 +424,44 @@
       return utf8Decode(b, this.#fatal);
     }
   }
+  // CompressionStream / DecompressionStream: TransformStreams whose chunks
+  // go through Go's compress packages (sandbox/compression.go).
+  const hostCodecInit = host.codecInit, hostCodecChunk = host.codecChunk;
+  const codecFormats = ['gzip', 'deflate', 'deflate-raw'];
+  let nextCodecId = 1;
+  function codecStream(self, format, compress) {
+    format = StringCtor(format);
+    if (!codecFormats.includes(format)) throw new TypeErrorCtor('Unsupported compression format: "' + format + '".');
+    const id = nextCodecId++;
+    hostCodecInit(id, format, compress);
+    const run = (bytes, last, controller) => {
+      let out;
+      try { out = hostCodecChunk(id, bytes, last); } catch (e) { throw new TypeErrorCtor(typeof e === 'string' ? e : e.message); }
+      if (out.length) controller.enqueue(bytesFromLatin1(out));
+    };
+    return new G.TransformStream({
+      transform(chunk, controller) {
+        if (!(chunk instanceof ArrayBuffer) && !ArrayBuffer.isView(chunk)) throw new TypeErrorCtor('A chunk must be an ArrayBuffer or a view of one.');
+        const b = toBytes(chunk);
+        if (b.length) run(latin1FromBytes(b), false, controller);
+      },
+      flush(controller) { run('', true, controller); },
+    });
+  }
+  class CompressionStream {
+    #ts;
+    constructor(format) { this.#ts = codecStream(this, format, true); }
+    get readable() { return this.#ts.readable; }
+    get writable() { return this.#ts.writable; }
+  }
+  class DecompressionStream {
+    #ts;
+    constructor(format) { this.#ts = codecStream(this, format, false); }
+    get readable() { return this.#ts.readable; }
+    get writable() { return this.#ts.writable; }
+  }
+  hidden(G, 'CompressionStream', CompressionStream);
+  hidden(G, 'DecompressionStream', DecompressionStream);
   hidden(G, 'TextEncoder', TextEncoder);
   hidden(G, 'TextDecoder', TextDecoder);
 
