@@ -20,7 +20,7 @@ for (const file of Object.keys(isolate).sort()) {
   const runner = path.join(dir, 'run.js');
   fs.writeFileSync(runner, 'globalThis.self = globalThis;\n(' + program + ')().then(r => { const o = {}; for (const [n, s] of r.results) o[n] = s === 0; if (r.harness.status !== 0) o["(harness)"] = false; process.stdout.write(JSON.stringify(o)); process.exit(0); }, e => { process.stdout.write(JSON.stringify({"(file)": false})); process.exit(0); });\n');
   try {
-    nodePassed = JSON.parse(execFileSync(process.execPath, [runner], { timeout: 60000, stdio: ['ignore', 'pipe', 'ignore'] }).toString() || '{}');
+    nodePassed = JSON.parse(execFileSync(process.execPath, [runner], { timeout: 300000, stdio: ['ignore', 'pipe', 'ignore'] }).toString() || '{}');
   } catch (e) {
     nodePassed = { '(file)': false };
   }
