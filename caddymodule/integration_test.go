@@ -433,7 +433,7 @@ func TestGateway(t *testing.T) {
 	metrics, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	for _, want := range []string{`retainer_invocations_total{outcome="ok"}`, `retainer_handle_ends_total{reason="closed"}`,
-		"retainer_invocation_duration_seconds_bucket", "retainer_worker_restarts_total", "retainer_rebuilds_total", "retainer_handles_live", "retainer_handles_parked", "retainer_queue_depth"} {
+		"retainer_invocation_duration_seconds_bucket", "retainer_worker_restarts_total", "retainer_rebuilds_total", "retainer_handles_live", "retainer_handles_parked", "retainer_queue_depth", "retainer_invocations_in_progress"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("metrics lack %s", want)
 		}

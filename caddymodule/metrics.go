@@ -82,6 +82,18 @@ var (
 		}
 		return float64(max(rt.store.Count()-workerSum(liveIsolates), 0))
 	})
+	// Per handle, GET /handles shows inProgress: a metric label per handle
+	// would grow without bound.
+	metricInProgress = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "invocations_in_progress",
+		Help: "Handle invocations under way or waiting, across all handles.",
+	}, func() float64 {
+		rt := current()
+		if rt == nil {
+			return 0
+		}
+		return float64(rt.store.InProgress())
+	})
 	metricQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "queue_depth",
 		Help: "Calls in flight or waiting across all workers.",
@@ -96,7 +108,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricQueue} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -53,6 +53,17 @@ func (s *Store) liveFor(id string) *liveState {
 	return ls
 }
 
+// InProgress is every handle's invocations under way or waiting.
+func (s *Store) InProgress() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, ls := range s.live {
+		n += ls.inflight.Load()
+	}
+	return n
+}
+
 // inProgress is a handle's invocations under way or waiting. s.mu is held.
 func (s *Store) inProgress(id string) int64 {
 	if ls := s.live[id]; ls != nil {
