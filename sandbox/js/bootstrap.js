@@ -662,11 +662,21 @@
   domException = (message, name) => new DOMException(message, name);
 
   const eventState = new WeakMap();
+  // Event and EventTarget as the DOM Standard has them for targets outside
+  // a tree: flags, initEvent, cancelBubble/returnValue, passive and once
+  // listeners, capture listeners first, the signal option.
+  function eventInit(init) {
+    if (init === undefined || init === null) return {};
+    if (typeof init !== 'object' && typeof init !== 'function') throw new TypeErrorCtor('The event init must be an object.');
+    return init;
+  }
   class Event {
-    constructor(type, init = {}) {
+    constructor(type, init = undefined) {
       if (arguments.length === 0) throw new TypeErrorCtor('The event type is required.');
+      init = eventInit(init);
       eventState.set(this, { type: StringCtor(type), bubbles: !!init.bubbles, cancelable: !!init.cancelable,
         composed: !!init.composed, defaultPrevented: false, target: null, currentTarget: null, stop: false,
+        stopImmediate: false, dispatching: false, initialized: true, inPassive: false, phase: 0,
         timeStamp: Date.now() - timeOrigin, trusted: false });
     }
     get type() { return eventState.get(this).type; }
@@ -678,57 +688,106 @@
     get currentTarget() { return eventState.get(this).currentTarget; }
     get srcElement() { return eventState.get(this).target; }
     get timeStamp() { return eventState.get(this).timeStamp; }
-    get isTrusted() { return eventState.get(this).trusted; }
-    get eventPhase() { return eventState.get(this).currentTarget ? 2 : 0; }
+    get eventPhase() { return eventState.get(this).phase; }
     get returnValue() { return !eventState.get(this).defaultPrevented; }
+    set returnValue(v) { if (!v) this.preventDefault(); }
+    get cancelBubble() { return eventState.get(this).stop; }
+    set cancelBubble(v) { if (v) eventState.get(this).stop = true; }
     composedPath() { const t = eventState.get(this).currentTarget; return t ? [t] : []; }
-    preventDefault() { const s = eventState.get(this); if (s.cancelable) s.defaultPrevented = true; }
-    stopPropagation() { }
-    stopImmediatePropagation() { eventState.get(this).stop = true; }
+    preventDefault() { const s = eventState.get(this); if (s.cancelable && !s.inPassive) s.defaultPrevented = true; }
+    stopPropagation() { eventState.get(this).stop = true; }
+    stopImmediatePropagation() { const s = eventState.get(this); s.stop = true; s.stopImmediate = true; }
+    initEvent(type, bubbles = false, cancelable = false) {
+      if (arguments.length === 0) throw new TypeErrorCtor('initEvent needs a type.');
+      const s = eventState.get(this);
+      if (s.dispatching) return;
+      s.initialized = true; s.stop = false; s.stopImmediate = false; s.defaultPrevented = false; s.trusted = false; s.target = null;
+      s.type = StringCtor(type); s.bubbles = !!bubbles; s.cancelable = !!cancelable;
+    }
   }
+  // isTrusted is an own, unforgeable property of each event (the DOM's
+  // [LegacyUnforgeable]); a getter on the prototype keeps it cheap here.
+  defineProperty(Event.prototype, 'isTrusted', { get() { return eventState.get(this).trusted; }, enumerable: true, configurable: false });
   for (const [k, v] of [['NONE', 0], ['CAPTURING_PHASE', 1], ['AT_TARGET', 2], ['BUBBLING_PHASE', 3]]) {
-    defineProperty(Event, k, { value: v }); defineProperty(Event.prototype, k, { value: v });
+    defineProperty(Event, k, { value: v, enumerable: true }); defineProperty(Event.prototype, k, { value: v, enumerable: true });
   }
   hidden(G, 'Event', Event);
+  const customDetail = new WeakMap();
+  class CustomEvent extends Event {
+    constructor(type, init = undefined) {
+      if (arguments.length === 0) throw new TypeErrorCtor('The event type is required.');
+      super(type, init);
+      init = eventInit(init);
+      customDetail.set(this, init.detail === undefined ? null : init.detail);
+    }
+    get detail() { return customDetail.get(this); }
+    initCustomEvent(type, bubbles = false, cancelable = false, detail = null) {
+      if (arguments.length === 0) throw new TypeErrorCtor('initCustomEvent needs a type.');
+      if (eventState.get(this).dispatching) return;
+      this.initEvent(type, bubbles, cancelable);
+      customDetail.set(this, detail);
+    }
+  }
+  hidden(G, 'CustomEvent', CustomEvent);
   const listenersOf = new WeakMap();
+  function flattenOptions(options) {
+    if (typeof options === 'boolean') return { capture: options };
+    if (options === undefined || options === null) return {};
+    return options;
+  }
+  function listenersFor(target) {
+    let all = listenersOf.get(target);
+    if (!all) { all = new MapCtor(); listenersOf.set(target, all); }
+    return all;
+  }
   class EventTarget {
     constructor() { listenersOf.set(this, new MapCtor()); }
     addEventListener(type, listener, options = {}) {
-      if (listener == null) return;
-      if (typeof options === 'boolean') options = { capture: options };
+      options = flattenOptions(options);
+      const capture = !!options.capture;
       const signal = options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeErrorCtor('The signal option must be an AbortSignal.');
+      if (listener == null) return;
       if (signal && signal.aborted) return;
-      const all = listenersOf.get(this);
+      const all = listenersFor(this);
       type = StringCtor(type);
       if (!all.has(type)) all.set(type, []);
       const list = all.get(type);
-      if (list.some((l) => l.listener === listener && l.capture === !!options.capture)) return;
-      const entry = { listener, capture: !!options.capture, once: !!options.once, removed: false };
-      list.push(entry);
-      if (signal) signal.addEventListener('abort', () => this.removeEventListener(type, listener, options));
+      if (list.some((l) => l.listener === listener && l.capture === capture)) return;
+      list.push({ listener, capture, once: !!options.once, passive: !!options.passive, removed: false });
+      if (signal) signal.addEventListener('abort', () => this.removeEventListener(type, listener, { capture }));
     }
     removeEventListener(type, listener, options = {}) {
-      if (typeof options === 'boolean') options = { capture: options };
-      const list = listenersOf.get(this).get(StringCtor(type));
+      options = flattenOptions(options);
+      const list = listenersFor(this).get(StringCtor(type));
       if (!list) return;
-      const i = list.findIndex((l) => l.listener === listener && l.capture === !!(options && options.capture));
+      const i = list.findIndex((l) => l.listener === listener && l.capture === !!options.capture);
       if (i >= 0) { list[i].removed = true; list.splice(i, 1); }
     }
     dispatchEvent(event) {
       if (!(event instanceof Event)) throw new TypeErrorCtor('The argument is not an Event.');
       const s = eventState.get(event);
-      s.target = this; s.currentTarget = this;
-      const list = (listenersOf.get(this).get(s.type) || []).slice();
-      for (const l of list) {
-        if (l.removed) continue;
-        if (l.once) this.removeEventListener(s.type, l.listener, { capture: l.capture });
-        try {
-          if (typeof l.listener === 'function') l.listener.call(this, event);
-          else if (l.listener && typeof l.listener.handleEvent === 'function') l.listener.handleEvent(event);
-        } catch (e) { reportError(e); }
-        if (s.stop) break;
+      if (s.dispatching || !s.initialized) throw new DOMException('The event is already being dispatched.', 'InvalidStateError');
+      s.trusted = false;
+      s.dispatching = true;
+      s.target = this; s.currentTarget = this; s.phase = 2;
+      const list = (listenersFor(this).get(s.type) || []).slice();
+      // At the target, capture listeners run first (DOM Standard).
+      for (const capturePass of [true, false]) {
+        for (const l of list) {
+          if (s.stopImmediate) break;
+          if (l.removed || l.capture !== capturePass) continue;
+          if (l.once) this.removeEventListener(s.type, l.listener, { capture: l.capture });
+          s.inPassive = l.passive;
+          try {
+            if (typeof l.listener === 'function') l.listener.call(this, event);
+            else if (l.listener && typeof l.listener.handleEvent === 'function') l.listener.handleEvent(event);
+          } catch (e) { reportError(e); }
+          s.inPassive = false;
+        }
       }
-      s.currentTarget = null;
+      s.dispatching = false; s.currentTarget = null; s.phase = 0;
+      s.stop = false; s.stopImmediate = false;
       return !s.defaultPrevented;
     }
   }
