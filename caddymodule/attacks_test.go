@@ -98,26 +98,26 @@ func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
 
 	// 3 MB of '<' is 18 MB once HTML-escaped; unescaped it is a result
 	// well within the 8 MiB bound.
-	a := execute(t, mallory, map[string]any{"code": `async () => '<'.repeat(3e6)`})
+	a := execute(t, mallory, map[string]any{"code": `async () => '<'.repeat(3e6)`, "timeoutMs": 10000})
 	if a.status != 200 || len(a.body) < 3e6 {
 		t.Fatalf("3 MB of '<': %d %.200s", a.status, a.body)
 	}
 	bob.check("a 3 MB result of '<'")
 
-	a = execute(t, mallory, map[string]any{"code": `async () => 'x'.repeat(9e6)`, "memoryLimitMb": 128})
+	a = execute(t, mallory, map[string]any{"code": `async () => 'x'.repeat(9e6)`, "memoryLimitMb": 128, "timeoutMs": 10000})
 	if a.status != 422 || a.code() != "RUNTIME" || !strings.Contains(string(a.body), "The result is larger than its 8 MiB bound.") {
 		t.Fatalf("9 MB result: %d %.300s", a.status, a.body)
 	}
 	bob.check("a 9 MB result")
 
-	a = execute(t, mallory, map[string]any{"code": `async () => { throw new Error('<'.repeat(3e6)) }`})
+	a = execute(t, mallory, map[string]any{"code": `async () => { throw new Error('<'.repeat(3e6)) }`, "timeoutMs": 10000})
 	msg, _ := a.json(t)["error"].(map[string]any)["message"].(string)
 	if a.status != 422 || a.code() != "RUNTIME" || len(msg) > 64<<10 || !strings.Contains(msg, "cut at the 64 KiB bound") {
 		t.Fatalf("3 MB thrown text: %d, a message of %d bytes", a.status, len(msg))
 	}
 	bob.check("a 3 MB thrown text")
 
-	a = execute(t, mallory, map[string]any{"code": `async () => { console.log('<'.repeat(5e6)); console.log('\x01'.repeat(1e6)); return 1 }`})
+	a = execute(t, mallory, map[string]any{"code": `async () => { console.log('<'.repeat(5e6)); console.log('\x01'.repeat(1e6)); return 1 }`, "timeoutMs": 10000})
 	total := 0
 	for _, l := range a.json(t)["logs"].([]any) {
 		total += len(l.(string))
@@ -132,7 +132,7 @@ func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
 	id := deploy(t, mallory, `async () => ({ fetch() {
 		setTimeout(() => { for (let i = 0; i < 40; i++) console.log('\x01'.repeat(1e5)) }, 10);
 		return new Response('armed');
-	} })`, nil)
+	} })`, map[string]any{"timeoutMs": 10000})
 	if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 {
 		t.Fatalf("timer handler: %d %s", a.status, a.body)
 	}
@@ -164,7 +164,7 @@ func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
 	bob.check("1 MiB host-call arguments")
 
 	// Response heads: a 7 MB header answers 502.
-	id = deploy(t, mallory, `async () => ({ fetch() { return new Response('x', {headers: {'x-big': 'a'.repeat(7e6)}}) } })`, nil)
+	id = deploy(t, mallory, `async () => ({ fetch() { return new Response('x', {headers: {'x-big': 'a'.repeat(7e6)}}) } })`, map[string]any{"timeoutMs": 10000})
 	if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 502 || a.code() != "BAD_RESPONSE" {
 		t.Fatalf("7 MB header: %d %.200s", a.status, a.body)
 	}

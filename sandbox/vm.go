@@ -42,12 +42,12 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	activityLogs      logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
-	conc              int         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
-	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
+	activityLogs      logBuffer                   // a retained isolate's timer and waitUntil output, per bounded activity
+	conc              int                         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
+	busy              *busyPeriod                 // concurrent invocations in progress (concurrent.go)
 	decoders          map[int32]*streamingDecoder // TextDecoders of other encodings mid-stream (encoding.go)
 	codecs            map[int32]*codec            // compression streams in progress (compression.go)
-	dead              bool        // a bound was hit or the engine closed: dispose after this job
+	dead              bool                        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
 
