@@ -18,9 +18,11 @@ for (const file of Object.keys(isolate).sort()) {
   let nodePassed = {};
   const program = fs.readFileSync(path.join(dir, file.replace(/\//g, '__')), 'utf8');
   const runner = path.join(dir, 'run.js');
-  fs.writeFileSync(runner, 'globalThis.self = globalThis;\n(' + program + ')().then(r => { const o = {}; for (const [n, s] of r.results) o[n] = s === 0; if (r.harness.status !== 0) o["(harness)"] = false; process.stdout.write(JSON.stringify(o)); process.exit(0); }, e => { process.stdout.write(JSON.stringify({"(file)": false})); process.exit(0); });\n');
+    // fs.writeSync: process.exit after an asynchronous write to a pipe
+  // would cut a large answer short.
+  fs.writeFileSync(runner, 'globalThis.self = globalThis;\nconst __fs = require("fs");\n(' + program + ')().then(r => { const o = {}; for (const [n, s] of r.results) o[n] = s === 0; if (r.harness.status !== 0) o["(harness)"] = false; __fs.writeSync(1, JSON.stringify(o)); process.exit(0); }, e => { __fs.writeSync(1, JSON.stringify({"(file)": false})); process.exit(0); });\n');
   try {
-    nodePassed = JSON.parse(execFileSync(process.execPath, [runner], { timeout: 300000, stdio: ['ignore', 'pipe', 'ignore'] }).toString() || '{}');
+    nodePassed = JSON.parse(execFileSync(process.execPath, [runner], { timeout: 300000, maxBuffer: 256 << 20, stdio: ['ignore', 'pipe', 'ignore'] }).toString() || '{}');
   } catch (e) {
     nodePassed = { '(file)': false };
   }
