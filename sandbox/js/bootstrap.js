@@ -539,8 +539,27 @@
   }
   function normValue(v) {
     v = StringCtor(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
-    if (/[\0\r\n]/.test(v)) throw new TypeErrorCtor('Invalid header value.');
+    // A ByteString (no code unit above 0xFF) without NUL, CR or LF.
+    if (/[\0\r\n]|[^\x00-\xff]/.test(v)) throw new TypeErrorCtor('Invalid header value.');
     return v;
+  }
+  // The pair iterator of WebIDL: a live view (each step reads the sorted,
+  // combined list anew), whose prototype says "Headers Iterator".
+  const headersIteratorProto = Object.create(Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]())));
+  const headersIterState = new WeakMap();
+  defineProperty(headersIteratorProto, 'next', { value: function next() {
+    const st = headersIterState.get(this);
+    if (!st) throw new TypeErrorCtor('next called on an object that is not a Headers iterator.');
+    const pairs = headerPairs(st.headers);
+    if (st.index >= pairs.length) return { value: undefined, done: true };
+    const [k, v] = pairs[st.index++];
+    return { value: st.kind === 'key' ? k : st.kind === 'value' ? v : [k, v], done: false };
+  }, writable: true, configurable: true, enumerable: true });
+  defineProperty(headersIteratorProto, Symbol.toStringTag, { value: 'Headers Iterator', configurable: true });
+  function headersIterator(headers, kind) {
+    const it = Object.create(headersIteratorProto);
+    headersIterState.set(it, { headers, kind, index: 0 });
+    return it;
   }
   // Fast paths the engine uses on every invocation, with the class's
   // private access (set in its static block): headers from the gateway's
@@ -560,23 +579,32 @@
       headerPairs = (h) => {
         const list = h.#list;
         if (list.length === 1) return [[list[0][0], list[0][1]]];
-        const out = [];
-        for (const pair of h.entries()) out.push(pair);
-        return out;
+        return h.#sortedPairs();
       };
     }
     constructor(init) {
-      if (init == null) return;
+      if (init === undefined) return;
       if (init instanceof Headers) { for (const [k, v] of init.#list) this.#list.push([k, v]); return; }
-      if (typeof init !== 'object') throw new TypeErrorCtor('Headers init must be an object or a sequence of pairs.');
-      if (typeof init[Symbol.iterator] === 'function') {
-        for (const pair of init) {
+      if (init === null || (typeof init !== 'object' && typeof init !== 'function')) throw new TypeErrorCtor('Headers init must be an object or a sequence of pairs.');
+      const iter = init[Symbol.iterator];
+      if (iter !== undefined && iter !== null) {
+        if (typeof iter !== 'function') throw new TypeErrorCtor('Headers init has a non-callable Symbol.iterator.');
+        for (const pair of iter.call(init)) {
+          if (pair === null || typeof pair !== 'object' || typeof pair[Symbol.iterator] !== 'function') throw new TypeErrorCtor('Each header pair must be a sequence.');
           const p = [...pair];
           if (p.length !== 2) throw new TypeErrorCtor('Each header pair must have exactly two items.');
           this.append(p[0], p[1]);
         }
       } else {
-        for (const k of objectKeys(init)) this.append(k, init[k]);
+        // A WebIDL record: own keys in order, enumerable ones only.
+        const pairs = [];
+        for (const key of Reflect.ownKeys(init)) {
+          const desc = Reflect.getOwnPropertyDescriptor(init, key);
+          if (desc === undefined || !desc.enumerable) continue;
+          if (typeof key === 'symbol') throw new TypeErrorCtor('A header name cannot be a Symbol.');
+          pairs.push([normName(key), normValue(init[key])]);
+        }
+        for (const [k, v] of pairs) this.#list.push([k, v]);
       }
     }
     append(name, value) { this.#list.push([normName(name), normValue(value)]); }
@@ -595,16 +623,23 @@
       this.#list[i] = [name, value];
       this.#list = this.#list.filter(([k], j) => k !== name || j === i);
     }
-    *entries() {
+    #sortedPairs() {
       const names = [...new SetCtor(this.#list.map(([k]) => k))].sort();
+      const out = [];
       for (const n of names) {
-        if (n === 'set-cookie') { for (const v of this.getSetCookie()) yield [n, v]; }
-        else yield [n, this.get(n)];
+        if (n === 'set-cookie') { for (const v of this.getSetCookie()) out.push([n, v]); }
+        else out.push([n, this.get(n)]);
       }
+      return out;
     }
-    keys() { return (function* (it) { for (const [k] of it) yield k; })(this.entries()); }
-    values() { return (function* (it) { for (const [, v] of it) yield v; })(this.entries()); }
-    forEach(cb, thisArg) { for (const [k, v] of this.entries()) cb.call(thisArg, v, k, this); }
+    entries() { return headersIterator(this, 'key+value'); }
+    keys() { return headersIterator(this, 'key'); }
+    values() { return headersIterator(this, 'value'); }
+    forEach(cb, thisArg) {
+      if (typeof cb !== 'function') throw new TypeErrorCtor('forEach needs a function.');
+      const pairs = this.#sortedPairs();
+      for (let i = 0; i < pairs.length; i++) cb.call(thisArg, pairs[i][1], pairs[i][0], this);
+    }
     [Symbol.iterator]() { return this.entries(); }
   }
   hidden(G, 'Headers', Headers);
