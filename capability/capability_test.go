@@ -163,3 +163,16 @@ func TestKVIsolationAndQuota(t *testing.T) {
 		t.Fatalf("ungranted fetch: %v", err)
 	}
 }
+
+// Port blocking (Fetch Standard): refused before any dial, and on redirects.
+func TestBadPortsRefused(t *testing.T) {
+	f := &Fetcher{}
+	for _, u := range []string{"http://example.com:25/", "https://example.com:6667/x"} {
+		if _, err := f.FetchAllowingPrivate(context.Background(), []string{"example.com:25", "example.com:6667"}, fetchArgsJSON(u)); err == nil || !strings.Contains(err.Error(), "blocked") {
+			t.Fatalf("%s: %v", u, err)
+		}
+	}
+	if BadPort("") || BadPort("8080") || !BadPort("10080") {
+		t.Fatal("BadPort")
+	}
+}

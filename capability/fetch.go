@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +82,21 @@ func Blocked(ip netip.Addr) bool {
 	}
 	return false
 }
+
+// badPorts are the Fetch Standard's blocked ports.
+var badPorts = map[string]bool{}
+
+func init() {
+	for _, p := range []int{0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115,
+		117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587,
+		601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669,
+		6679, 6697, 10080} {
+		badPorts[strconv.Itoa(p)] = true
+	}
+}
+
+// BadPort reports a port the Fetch Standard blocks ("" is the default).
+func BadPort(port string) bool { return badPorts[port] }
 
 // Allowed reports whether host:port matches an allow-list pattern: a host
 // name, optionally "*." for any subdomain, optionally ":port". A pattern
@@ -159,6 +175,9 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, bad("fetch: only absolute http and https URLs can be fetched.")
 	}
+	if BadPort(u.Port()) {
+		return nil, bad("fetch: port %s is blocked (Fetch Standard port blocking).", u.Port())
+	}
 	if strings.Contains(u.Hostname(), "%") {
 		return nil, fault.New(fault.Forbidden, "fetch to %s was refused: an IPv6 address with a zone is never reachable.", u.Host)
 	}
@@ -213,6 +232,9 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 			}
 			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 				return errors.New("redirected to a scheme other than http(s)")
+			}
+			if BadPort(req.URL.Port()) {
+				return fmt.Errorf("redirected to the blocked port %s", req.URL.Port())
 			}
 			if !Allowed(allow, req.URL.Scheme, req.URL.Hostname(), req.URL.Port()) {
 				return fmt.Errorf("redirected to %s, which is not in the outbound allow list", req.URL.Host)

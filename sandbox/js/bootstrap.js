@@ -1400,6 +1400,10 @@
     if (capabilities !== undefined && capabilities !== null) for (const c of capabilities) caps.push(StringCtor(c));
     return call('spawn', { body: StringCtor(body), capabilities: caps });
   });
+  const badPorts = [0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115,
+    117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587,
+    601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669,
+    6679, 6697, 10080];
   hidden(G, 'fetch', async function fetch(input, init) {
     if (!isRealRequest(input) && input instanceof Request) throw new TypeErrorCtor('fetch: the input is not a Request (an object made from Request.prototype is not one).');
     const req = isRealRequest(input) && init === undefined ? input : new Request(input, init);
@@ -1407,6 +1411,9 @@
     const taken = hasBody(bodyOf.get(req)) ? await take(req) : null;
     const body = taken ? (taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes)) : null;
     const parts = requestParts(req);
+    // Port blocking (Fetch Standard): a network error, whatever is granted.
+    const portMatch = /^https?:\/\/(?:[^@\/?#]*@)?(?:\[[^\]]*\]|[^:\/?#]*):(\d+)/i.exec(parts.url);
+    if (portMatch && badPorts.includes(+portMatch[1])) throw new TypeErrorCtor('fetch: port ' + portMatch[1] + ' is blocked (Fetch Standard port blocking).');
     const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, redirect: parts.redirect });
     const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
     bodyOf.get(res).latin1 = r.body;
