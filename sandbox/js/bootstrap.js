@@ -840,7 +840,16 @@
     get aborted() { return signalState.get(this).aborted; }
     get reason() { return signalState.get(this).reason; }
     get onabort() { return signalState.get(this).onabort; }
-    set onabort(f) { signalState.get(this).onabort = typeof f === 'function' ? f : null; }
+    set onabort(f) {
+      // An event handler attribute: one listener, registered when first
+      // set, so it runs in order with addEventListener's (HTML Standard).
+      const s = signalState.get(this);
+      if (!s.handlerAdded) {
+        s.handlerAdded = true;
+        this.addEventListener('abort', (ev) => { if (s.onabort) return s.onabort.call(this, ev); });
+      }
+      s.onabort = typeof f === 'function' ? f : null;
+    }
     throwIfAborted() { const s = signalState.get(this); if (s.aborted) throw s.reason; }
     static abort(reason) { const s = newSignal(); abortSignal(s, reason); return s; }
     static timeout(ms) {
@@ -863,9 +872,7 @@
     if (s.aborted) return;
     s.aborted = true;
     s.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
-    const ev = new Event('abort');
-    if (s.onabort) { try { s.onabort.call(signal, ev); } catch (e) { reportError(e); } }
-    signal.dispatchEvent(ev);
+    signal.dispatchEvent(new Event('abort'));
   }
   class AbortController {
     #signal = newSignal();
