@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/transform"
 	v8 "rogchap.com/v8go"
@@ -44,6 +45,23 @@ func encodingFor(label string) (encoding.Encoding, string) {
 	return enc, name
 }
 
+// decodeSingleByte decodes a single-byte encoding byte by byte. The
+// Encoding Standard's indexes map the bytes 0x80–0x9F that a code page
+// leaves undefined to the C1 controls U+0080–U+009F, where x/text's tables
+// answer U+FFFD; elsewhere an undefined byte is an error (U+FFFD).
+func decodeSingleByte(cm *charmap.Charmap, src []byte) string {
+	var b strings.Builder
+	b.Grow(len(src))
+	for _, c := range src {
+		r := cm.DecodeByte(c)
+		if r == utf8.RuneError && c >= 0x80 && c <= 0x9f {
+			r = rune(c)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // hostEncodingName is encodingName(label) → the canonical name or "".
 func (m *vm) hostEncodingName(args []*v8.Value) (*v8.Value, error) {
 	if len(args) < 1 {
@@ -64,6 +82,9 @@ func (m *vm) hostDecodeLegacy(args []*v8.Value) (*v8.Value, error) {
 	enc, _ := encodingFor(label)
 	if enc == nil {
 		return nil, errors.New("unsupported encoding")
+	}
+	if cm, ok := enc.(*charmap.Charmap); ok {
+		return v8.NewValue(m.iso, decodeSingleByte(cm, src))
 	}
 	if m.decoders == nil {
 		m.decoders = map[int32]*streamingDecoder{}
