@@ -566,9 +566,13 @@
   // wire request, which the gateway has already checked, and a Headers'
   // pairs as iteration yields them, without the generator.
   let trustedHeaders, headerPairs;
+  let immutableHeaders;
   class Headers {
     #list = []; // [name, value] in insertion order, names lower-case
+    #immutable = false; // the "immutable" guard (Response.error())
+    #check() { if (this.#immutable) throw new TypeErrorCtor('These headers are immutable.'); }
     static {
+      immutableHeaders = (h) => { h.#immutable = true; };
       trustedHeaders = (pairs) => {
         const h = new Headers();
         for (let i = 0; i < pairs.length; i++) {
@@ -607,8 +611,8 @@
         for (const [k, v] of pairs) this.#list.push([k, v]);
       }
     }
-    append(name, value) { this.#list.push([normName(name), normValue(value)]); }
-    delete(name) { name = normName(name); this.#list = this.#list.filter(([k]) => k !== name); }
+    append(name, value) { name = normName(name); value = normValue(value); this.#check(); this.#list.push([name, value]); }
+    delete(name) { name = normName(name); this.#check(); this.#list = this.#list.filter(([k]) => k !== name); }
     get(name) {
       name = normName(name);
       const vs = this.#list.filter(([k]) => k === name).map(([, v]) => v);
@@ -618,6 +622,7 @@
     has(name) { name = normName(name); return this.#list.some(([k]) => k === name); }
     set(name, value) {
       name = normName(name); value = normValue(value);
+      this.#check();
       const i = this.#list.findIndex(([k]) => k === name);
       if (i < 0) { this.#list.push([name, value]); return; }
       this.#list[i] = [name, value];
@@ -801,21 +806,27 @@
     }
     dispatchEvent(event) {
       if (!(event instanceof Event)) throw new TypeErrorCtor('The argument is not an Event.');
+      return dispatchTo(this, event, false);
+    }
+  }
+  // dispatchTo dispatches an event; trusted for the runtime's own (an abort).
+  function dispatchTo(target, event, trusted) {
+    {
       const s = eventState.get(event);
       if (s.dispatching || !s.initialized) throw new DOMException('The event is already being dispatched.', 'InvalidStateError');
-      s.trusted = false;
+      s.trusted = trusted;
       s.dispatching = true;
-      s.target = this; s.currentTarget = this; s.phase = 2;
-      const list = (listenersFor(this).get(s.type) || []).slice();
+      s.target = target; s.currentTarget = target; s.phase = 2;
+      const list = (listenersFor(target).get(s.type) || []).slice();
       // At the target, capture listeners run first (DOM Standard).
       for (const capturePass of [true, false]) {
         for (const l of list) {
           if (s.stopImmediate) break;
           if (l.removed || l.capture !== capturePass) continue;
-          if (l.once) this.removeEventListener(s.type, l.listener, { capture: l.capture });
+          if (l.once) EventTarget.prototype.removeEventListener.call(target, s.type, l.listener, { capture: l.capture });
           s.inPassive = l.passive;
           try {
-            if (typeof l.listener === 'function') l.listener.call(this, event);
+            if (typeof l.listener === 'function') l.listener.call(target, event);
             else if (l.listener && typeof l.listener.handleEvent === 'function') l.listener.handleEvent(event);
           } catch (e) { reportError(e); }
           s.inPassive = false;
@@ -872,7 +883,7 @@
     if (s.aborted) return;
     s.aborted = true;
     s.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
-    signal.dispatchEvent(new Event('abort'));
+    dispatchTo(signal, new Event('abort'), true);
   }
   class AbortController {
     #signal = newSignal();
@@ -1215,6 +1226,7 @@
     static json(data, init = {}) {
       const text = JSONstringify(data);
       if (text === undefined) throw new TypeErrorCtor('The data is not JSON-serializable.');
+      if (init && init.status !== undefined && nullBodyStatus.includes(+init.status)) throw new TypeErrorCtor('Response with null body status cannot have body');
       const headers = new Headers(init && init.headers);
       if (!headers.has('content-type')) headers.set('content-type', 'application/json');
       const r = new Response(null, { status: init && init.status, statusText: init && init.statusText, headers });
@@ -1226,7 +1238,7 @@
       const r = new Response(null, { status, headers: { location: normalizeURL(StringCtor(url)) } });
       return r;
     }
-    static error() { const r = new Response(null, { status: 200 }); r.#type = 'error'; r.#status = 0; return r; }
+    static error() { const r = new Response(null, { status: 200 }); r.#type = 'error'; r.#status = 0; immutableHeaders(r.#headers); return r; }
     get status() { return this.#status; }
     get statusText() { return this.#statusText; }
     get ok() { return this.#status >= 200 && this.#status <= 299; }
