@@ -199,7 +199,7 @@ func TestCapabilities(t *testing.T) {
 			t.Fatalf("fetch %s without outbound_allow_private: %q", u, got)
 		}
 	}
-	if got := fetchIt("private.localhost", "http://localhost:1/", []string{"fetch"}); !strings.Contains(got, "allow list") {
+	if got := fetchIt("private.localhost", "http://localhost:2/", []string{"fetch"}); !strings.Contains(got, "allow list") {
 		t.Fatalf("fetch off the allow list: %q", got)
 	}
 }
