@@ -168,8 +168,12 @@ func (m *vm) checkInvocations() {
 	wu := m.busy.waitUntil[:0]
 	for _, d := range m.busy.waitUntil {
 		if !now.Before(d) {
-			// waitUntil work past its invocation's bound: a bound hit.
+			// waitUntil work past its invocation's bound: a bound hit,
+			// the handle's own (no invocation is its cause).
 			m.failBusy(m.timeoutFault(), nil)
+			if m.handleID != "" && m.eng.cfg.OnLost != nil {
+				m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
+			}
 			return
 		}
 		wu = append(wu, d)
@@ -216,9 +220,9 @@ func (m *vm) answer(inv *invocation, res WireResponse, err error) {
 	inv.respond(res, inv.logs.logEntries(), err)
 }
 
-// failBusy disposes the isolate after a bound hit: cause answers the
-// bound's error; the other invocations in progress answer it as
-// collateral (no strike at the gateway).
+// failBusy disposes the isolate after a bound hit (or its end): cause
+// answers the bound's error; the other invocations in progress answer it
+// as collateral (no strike at the gateway).
 func (m *vm) failBusy(bound error, cause *invocation) {
 	m.dead = true
 	f := fault.As(bound)
@@ -228,9 +232,6 @@ func (m *vm) failBusy(bound error, cause *invocation) {
 			continue
 		}
 		m.answer(inv, WireResponse{}, &fault.Fault{Code: f.Code, Message: f.Message, Cause: fault.ErrCollateral})
-	}
-	if cause == nil && m.handleID != "" && m.eng.cfg.OnLost != nil {
-		m.eng.cfg.OnLost(m.handleID, bound) // waitUntil work's own bound: the handle's strike
 	}
 	m.endBusy()
 }
