@@ -1073,11 +1073,15 @@
     return concatBytes(chunks);
   }
   function hasBody(b) { return !!(b && (b.bytes || b.latin1 !== null && b.latin1 !== undefined || b.stream)); }
-  function bodyUsed(b) { return !!(b && (b.used || (b.stream && b.stream.locked))); }
+  // bodyUsed: the body can no longer be read (used, read from, or locked);
+  // bodyDisturbed is what the bodyUsed getter answers (Fetch: disturbed).
+  function bodyUsed(b) { return !!(b && (b.used || (b.stream && (b.stream.locked || b.stream._disturbed)))); }
+  function bodyDisturbed(b) { return !!(b && (b.used || (b.stream && b.stream._disturbed))); }
   // take marks the body used and answers {bytes} or {latin1}.
   async function take(r) {
     const b = bodyOf.get(r);
     if (bodyUsed(b)) throw new TypeErrorCtor('Body has already been used.');
+    if (!hasBody(b)) return { bytes: new Uint8ArrayCtor(0) }; // a null body stays unused
     b.used = true;
     if (b.stream) return { bytes: await readAll(b.stream) };
     if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1 };
@@ -1097,7 +1101,7 @@
       }
       return b.stream;
     },
-    get bodyUsed() { return bodyUsed(bodyOf.get(this)); },
+    get bodyUsed() { return bodyDisturbed(bodyOf.get(this)); },
     async arrayBuffer() { const b = await consume(this); return b.byteLength === b.buffer.byteLength ? b.buffer : b.slice().buffer; },
     async bytes() { return consume(this); },
     async text() { return asText(await take(this)); },
