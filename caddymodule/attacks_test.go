@@ -181,19 +181,19 @@ func TestQueuedInvocationsAreNotOverruns(t *testing.T) {
 	mallory := token(t, "mallory", allScopes)
 	id := deploy(t, mallory, `async () => ({ fetch() { const t = Date.now(); while (Date.now() - t < 300); return new Response('slow') } })`, nil)
 	var wg sync.WaitGroup
-	codes := make(chan int, 10)
+	answers := make(chan answer, 10)
 	for i := 0; i < 10; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes <- do(t, "GET", site(id+".apps.localhost", "/"), "", nil).status
+			answers <- do(t, "GET", site(id+".apps.localhost", "/"), "", nil)
 		}()
 	}
 	wg.Wait()
-	close(codes)
-	for c := range codes {
-		if c != 200 {
-			t.Fatalf("a queued invocation of a 300 ms handler answered %d", c)
+	close(answers)
+	for a := range answers {
+		if a.status != 200 {
+			t.Fatalf("a queued invocation of a 300 ms handler answered %d %s", a.status, a.body)
 		}
 	}
 	bob.check("10 queued 300 ms invocations")
