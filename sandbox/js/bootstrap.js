@@ -537,6 +537,12 @@
     if (!tokenRe.test(n)) throw new TypeErrorCtor('Invalid header name: "' + n + '"');
     return n.toLowerCase();
   }
+  function toByteString(v) {
+    if (typeof v === 'symbol') throw new TypeErrorCtor('A Symbol is not a ByteString.');
+    v = StringCtor(v);
+    if (/[^\x00-\xff]/.test(v)) throw new TypeErrorCtor('The value is not a ByteString.');
+    return v;
+  }
   function normValue(v) {
     v = StringCtor(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
     // A ByteString (no code unit above 0xFF) without NUL, CR or LF.
@@ -588,7 +594,8 @@
     }
     constructor(init) {
       if (init === undefined) return;
-      if (init instanceof Headers) { for (const [k, v] of init.#list) this.#list.push([k, v]); return; }
+      // A brand check, not instanceof (which a Proxy would see as a trap).
+      if (typeof init === 'object' && init !== null && #list in init && init[Symbol.iterator] === headersIterate) { for (const [k, v] of init.#list) this.#list.push([k, v]); return; }
       if (init === null || (typeof init !== 'object' && typeof init !== 'function')) throw new TypeErrorCtor('Headers init must be an object or a sequence of pairs.');
       const iter = init[Symbol.iterator];
       if (iter !== undefined && iter !== null) {
@@ -600,15 +607,16 @@
           this.append(p[0], p[1]);
         }
       } else {
-        // A WebIDL record: own keys in order, enumerable ones only.
+        // A WebIDL record<ByteString, ByteString>: own keys in order,
+        // enumerable ones only, every key and value converted before any
+        // pair is appended (and validated).
         const pairs = [];
         for (const key of Reflect.ownKeys(init)) {
           const desc = Reflect.getOwnPropertyDescriptor(init, key);
           if (desc === undefined || !desc.enumerable) continue;
-          if (typeof key === 'symbol') throw new TypeErrorCtor('A header name cannot be a Symbol.');
-          pairs.push([normName(key), normValue(init[key])]);
+          pairs.push([toByteString(key), toByteString(init[key])]);
         }
-        for (const [k, v] of pairs) this.#list.push([k, v]);
+        for (const [k, v] of pairs) this.append(k, v);
       }
     }
     append(name, value) { name = normName(name); value = normValue(value); this.#check(); this.#list.push([name, value]); }
@@ -647,6 +655,7 @@
     }
     [Symbol.iterator]() { return this.entries(); }
   }
+  const headersIterate = Headers.prototype[Symbol.iterator];
   hidden(G, 'Headers', Headers);
 
   // ------------------------------------------------------------ lazy modules
