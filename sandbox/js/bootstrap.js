@@ -1138,7 +1138,10 @@
     if (b.stream) {
       const [one, two] = b.stream.tee();
       b.stream = one;
-      return { bytes: null, latin1: null, stream: two, used: false };
+      // The Fetch Standard tees with cloneForBranch2: the clone's chunks are
+      // structured clones, so neither side can change the other's buffers.
+      const cloned = two.pipeThrough(new G.TransformStream({ transform(chunk, controller) { controller.enqueue(structuredClone(chunk)); } }));
+      return { bytes: null, latin1: null, stream: cloned, used: false };
     }
     return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, stream: null, used: false };
   }
