@@ -41,3 +41,25 @@ func TestThrowingInvocationsRetainNoValues(t *testing.T) {
 		e.Close(id)
 	}
 }
+
+// TextEncoderStream and TextDecoderStream carry text across chunk
+// boundaries (a UTF-8 sequence, a surrogate pair split in two).
+func TestTextStreams(t *testing.T) {
+	out := mustRun(t, `async () => {
+		const enc = new TextEncoderStream();
+		const w = enc.writable.getWriter();
+		w.write('a\ud83d'); w.write('\ude00b'); w.close();
+		const bytes = [];
+		for (const r = enc.readable.getReader();;) { const {value, done} = await r.read(); if (done) break; bytes.push(...value); }
+		const dec = new TextDecoderStream();
+		const dw = dec.writable.getWriter();
+		for (const b of bytes) dw.write(new Uint8Array([b]));
+		dw.close();
+		let text = '';
+		for (const r = dec.readable.getReader();;) { const {value, done} = await r.read(); if (done) break; text += value; }
+		return [bytes.length, text === 'a\ud83d\ude00b'];
+	}`)
+	if string(out.Result) != "[6,true]" {
+		t.Fatalf("text streams: %s", out.Result)
+	}
+}

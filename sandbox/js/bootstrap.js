@@ -460,6 +460,49 @@
     get readable() { return this.#ts.readable; }
     get writable() { return this.#ts.writable; }
   }
+  // TextDecoderStream / TextEncoderStream (Encoding Standard): a decoder or
+  // encoder over a TransformStream.
+  class TextDecoderStream {
+    #dec; #ts;
+    constructor(label = 'utf-8', options = {}) {
+      const dec = this.#dec = new TextDecoder(label, options);
+      this.#ts = new G.TransformStream({
+        transform(chunk, controller) {
+          if (!(chunk instanceof ArrayBuffer) && !ArrayBuffer.isView(chunk)) throw new TypeErrorCtor('A chunk must be an ArrayBuffer or a view of one.');
+          const text = dec.decode(chunk, { stream: true });
+          if (text) controller.enqueue(text);
+        },
+        flush(controller) { const text = dec.decode(); if (text) controller.enqueue(text); },
+      });
+    }
+    get encoding() { return this.#dec.encoding; }
+    get fatal() { return this.#dec.fatal; }
+    get ignoreBOM() { return this.#dec.ignoreBOM; }
+    get readable() { return this.#ts.readable; }
+    get writable() { return this.#ts.writable; }
+  }
+  class TextEncoderStream {
+    #ts;
+    constructor() {
+      const enc = new TextEncoder();
+      let high = ''; // a lead surrogate waiting for its trail in the next chunk
+      this.#ts = new G.TransformStream({
+        transform(chunk, controller) {
+          let text = high + StringCtor(chunk);
+          high = '';
+          const last = text.charCodeAt(text.length - 1);
+          if (last >= 0xd800 && last <= 0xdbff) { high = text.slice(-1); text = text.slice(0, -1); }
+          if (text) controller.enqueue(enc.encode(text));
+        },
+        flush(controller) { if (high) controller.enqueue(enc.encode('\ufffd')); },
+      });
+    }
+    get encoding() { return 'utf-8'; }
+    get readable() { return this.#ts.readable; }
+    get writable() { return this.#ts.writable; }
+  }
+  hidden(G, 'TextDecoderStream', TextDecoderStream);
+  hidden(G, 'TextEncoderStream', TextEncoderStream);
   hidden(G, 'CompressionStream', CompressionStream);
   hidden(G, 'DecompressionStream', DecompressionStream);
   hidden(G, 'TextEncoder', TextEncoder);
