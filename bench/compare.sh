@@ -8,21 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-8}
 rounds=${2:-2}
-work=$(mktemp -d)
-trap 'kill $gw $wd 2>/dev/null || true; wait $gw $wd 2>/dev/null || true; rm -rf "$work"' EXIT
-CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
-go build -o "$work/loadgen" ./bench/loadgen
+source bench/lib.sh
 (cd bench/workerd && npm install --no-audit --no-fund --silent >/dev/null)
-export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
-BENCH_STORE="$work/registry.db" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" \
-	"$work/retainer" run --config bench/Caddyfile.bench > "$work/gateway.log" 2>&1 &
-gw=$!
+start_gateway
 (cd bench/workerd && exec ./node_modules/.bin/workerd serve config.capnp) > "$work/workerd.log" 2>&1 &
 wd=$!
-for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8089/ -H 'Host: respond.localhost' && curl -sf -o /dev/null http://127.0.0.1:8092/ && break; sleep 0.2; done
-deploy() {
-	curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions -d "$1" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'
-}
+for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8092/ && break; sleep 0.2; done
 json_code() { python3 -c 'import json,sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$1"; }
 trivial=$(deploy "$(json_code bench/workerd/trivial.js)")
 url=$(deploy "$(json_code bench/workerd/worker.js)")

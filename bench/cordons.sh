@@ -4,15 +4,9 @@
 # on, at the default prewarm. Loopback only. Usage: bash bench/cordons.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=$(mktemp -d)
-trap 'kill $gw 2>/dev/null || true; wait $gw 2>/dev/null || true; rm -rf "$work"' EXIT
-CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
-go build -o "$work/loadgen" ./bench/loadgen
-export BENCH_SECRET="bench-secret-bench-secret-bench-secret" BENCH_WORKERS=8 BENCH_PREWARM=2
-BENCH_STORE="$work/registry.db" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" \
-	"$work/retainer" run --config bench/Caddyfile.bench > "$work/gateway.log" 2>&1 &
-gw=$!
-for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8089/ -H 'Host: respond.localhost' && break; sleep 0.2; done
+source bench/lib.sh
+export BENCH_WORKERS=8 BENCH_PREWARM=2
+start_gateway
 sleep 1
 echo "spare worker, idle (prewarm 2):"
 curl -s http://localhost:2089/retainer/workers | python3 -c '

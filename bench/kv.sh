@@ -6,18 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
-work=$(mktemp -d)
-trap 'kill $gw 2>/dev/null || true; wait $gw 2>/dev/null || true; rm -rf "$work"' EXIT
-CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
-go build -o "$work/loadgen" ./bench/loadgen
-export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
-BENCH_STORE="$work/registry.db" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" \
-	"$work/retainer" run --config bench/Caddyfile.bench > "$work/gateway.log" 2>&1 &
-gw=$!
-for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8089/ -H 'Host: respond.localhost' && break; sleep 0.2; done
-deploy() {
-	curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions -d "$1" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'
-}
+source bench/lib.sh
+start_gateway
 trivial=$(deploy '{"retainHandles": true, "code": "let s = 0; export default { fetch() { return Response.json({served: ++s}) } }"}')
 get=$(deploy '{"retainHandles": true, "capabilities": ["kvRead"], "code": "export default { async fetch(r, env) { return Response.json({c: await env.kv.get(\"c\")}) } }"}')
 counter='{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": "export default { async fetch(r, env) { const n = Number(await env.kv.get(\"c\") || 0) + 1; await env.kv.put(\"c\", String(n)); return Response.json({n}) } }"}'

@@ -344,11 +344,7 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
 	res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
 	ended := time.Now()
-	outcome := "ok"
-	if err != nil {
-		outcome = string(fault.CodeOf(err))
-	}
-	metricExecutions.WithLabelValues(outcome).Inc()
+	metricExecutions.WithLabelValues(outcomeLabel(err)).Inc()
 	resultID := h.saveReceipt(c.tenant, req, ereq, res, err, received, started, ended)
 	if err != nil {
 		writeFault(w, err, resultID)

@@ -1,0 +1,26 @@
+# Shared by the bench scripts (source it from the repository's root): builds
+# the binary and the load generator into $work, and start_gateway starts the
+# gateway on bench/Caddyfile.bench (settings from BENCH_* variables) as $gw.
+# deploy <json> answers the executionId of a POST /executions.
+work=$(mktemp -d)
+trap 'kill ${gw:-} ${wd:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
+go build -o "$work/loadgen" ./bench/loadgen
+export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
+
+start_gateway() {
+	BENCH_STORE="$work/registry.db" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" \
+		"$work/retainer" run --config bench/Caddyfile.bench > "$work/gateway.log" 2>&1 &
+	gw=$!
+	for _ in $(seq 100); do
+		curl -sf -o /dev/null http://127.0.0.1:8089/ -H 'Host: respond.localhost' && return 0
+		sleep 0.2
+	done
+	echo "the gateway did not start:" >&2
+	cat "$work/gateway.log" >&2
+	exit 1
+}
+
+deploy() {
+	curl -s -H 'Host: api.localhost' http://127.0.0.1:8089/executions -d "$1" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'
+}
