@@ -27,9 +27,10 @@ import (
 // fault.ErrCollateral so the gateway charges no strike for them.
 //
 // Console output of the JavaScript that starts an invocation is that
-// invocation's; output of continuations (after an await) cannot be told
-// apart without async context tracking, which V8 10.9 lacks: it goes to the
-// handle's log as the isolate's.
+// invocation's, and so is the output of its continuations while it is the
+// only one in progress; with several in progress, a continuation's output
+// cannot be told apart without async context tracking, which V8 10.9 lacks:
+// it goes to the handle's log as the isolate's.
 
 // invocation is one invocation in progress; loop-owned.
 type invocation struct {
@@ -85,6 +86,13 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 // pumpBusy runs what is due (host call answers, timers, microtasks), then
 // answers the invocations that settled and enforces the deadlines.
 func (m *vm) pumpBusy() {
+	// With one invocation in progress, the output of its continuations is
+	// its own; with several, whose it is cannot be told (see above).
+	if len(m.busy.invs) == 1 {
+		inv, saved := m.busy.invs[0], m.sink
+		m.sink = func(level, msg string) { inv.logs.add(level, msg) }
+		defer func() { m.sink = saved }()
+	}
 	bound := m.entry(func() {
 		if _, err := m.settleHostCalls(); err != nil && m.boundHit() == nil {
 			m.sink("error", "Uncaught "+jsErrorMessage(err))

@@ -151,3 +151,29 @@ func TestBoundHitWithInvocationsInProgress(t *testing.T) {
 		t.Fatalf("%d of 11 answered TIMEOUT, %d as the cause (want 11 and 1)", timeouts, causes)
 	}
 }
+
+// The output of an invocation's continuations is its own while it is the
+// only one in progress.
+func TestConcurrentInvocationLogs(t *testing.T) {
+	e := engine(t)
+	if _, err := e.Run(context.Background(), Job{ID: "conc-logs", RetainHandles: true, Concurrency: 4, Program: Program{Code: `async () => ({ async fetch() {
+		console.log('before');
+		await new Promise(r => setTimeout(r, 10));
+		console.log('after');
+		return new Response('ok');
+	} })`}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close("conc-logs")
+	_, logs, err := e.InvokeWithLogs(context.Background(), "conc-logs", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range logs {
+		got = append(got, l.Message)
+	}
+	if strings.Join(got, ",") != "before,after" {
+		t.Fatalf("the invocation's logs: %q", got)
+	}
+}
