@@ -32,6 +32,7 @@ func (m *vm) installRuntime() error {
 	m.hostFunc(host, "load", m.hostLoad)
 	m.hostFunc(host, "digest", m.hostDigest)
 	m.hostFunc(host, "hmac", m.hostHMAC)
+	m.hostFunc(host, "aes", m.hostAES)
 	m.hostFunc(host, "call", m.hostCallFn)
 	m.hostFunc(host, "importPublic", m.hostImportPublic)
 	m.hostFunc(host, "verifySig", m.hostVerify)

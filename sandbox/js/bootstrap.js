@@ -1369,8 +1369,50 @@
     keyData.set(k, { type: 'public', extractable: !!extractable, usages: [...usages], algorithm: freeze(Object.assign({ name }, params)), spki });
     return k;
   }
+  // AES (GCM, CBC, CTR): secret keys whose bytes the host ciphers use.
+  const aesNames = { 'AES-GCM': 'AES-GCM', 'AES-CBC': 'AES-CBC', 'AES-CTR': 'AES-CTR' };
+  const aesUsages = ['encrypt', 'decrypt', 'wrapKey', 'unwrapKey'];
+  function newAESKey(name, raw, extractable, usages) {
+    if (![16, 24, 32].includes(raw.length)) throw new DOMException('An AES key is 128, 192 or 256 bits.', 'DataError');
+    for (const u of usages) if (!aesUsages.includes(u)) throw new DOMException('Invalid usage ' + u + ' for ' + name, 'SyntaxError');
+    makingKey = true;
+    const k = new CryptoKey();
+    makingKey = false;
+    keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages], algorithm: freeze({ name, length: raw.length * 8 }), raw: latin1Of(raw) });
+    return k;
+  }
+  const hostAES = host.aes;
+  function aesCall(op, algorithm, key, data) {
+    const name = aesNames[algName(algorithm)];
+    const d = key instanceof CryptoKey ? keyData.get(key) : null;
+    if (!name || !d || d.algorithm.name !== name) throw new DOMException('The key does not fit the algorithm.', 'InvalidAccessError');
+    if (!d.usages.includes(op)) throw new DOMException('The key does not allow ' + op + '.', 'InvalidAccessError');
+    const iv = name === 'AES-CTR' ? algorithm.counter : algorithm.iv;
+    if (iv === undefined) throw new TypeErrorCtor(name === 'AES-CTR' ? 'AES-CTR needs a counter.' : name + ' needs an iv.');
+    const additional = algorithm.additionalData === undefined ? '' : latin1FromBytes(bufferSource(algorithm.additionalData));
+    const tag = algorithm.tagLength === undefined ? 128 : +algorithm.tagLength;
+    if (name === 'AES-GCM' && ![32, 64, 96, 104, 112, 120, 128].includes(tag)) throw new DOMException('Invalid tagLength.', 'OperationError');
+    try {
+      return bytesFromLatin1(hostAES(name, op, d.raw, latin1FromBytes(bufferSource(iv)), latin1FromBytes(bufferSource(data)), additional, tag)).buffer;
+    } catch (e) {
+      const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
+      throw m ? new DOMException(m[2], m[1]) : e;
+    }
+  }
+  hidden(subtle, 'encrypt', async function encrypt(algorithm, key, data) { return aesCall('encrypt', algorithm, key, data); });
+  hidden(subtle, 'decrypt', async function decrypt(algorithm, key, data) { return aesCall('decrypt', algorithm, key, data); });
   hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
     const name = algName(algorithm);
+    if (aesNames[name]) {
+      let raw;
+      if (format === 'raw') raw = new Uint8ArrayCtor(bufferSource(key));
+      else if (format === 'jwk') {
+        if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw new DOMException('A JWK AES key needs kty "oct" and k.', 'DataError');
+        raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
+        if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
+      } else throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
+      return newAESKey(aesNames[name], raw, extractable, usages);
+    }
     if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
       const canonical = name === 'ECDSA' ? 'ECDSA' : 'RSASSA-PKCS1-v1_5';
       const curve = name === 'ECDSA' ? StringCtor(algorithm.namedCurve || '') : '';
@@ -1396,7 +1438,13 @@
     return newHMACKey(raw, hash, extractable, usages);
   });
   hidden(subtle, 'generateKey', async function generateKey(algorithm, extractable, usages) {
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC keys can be generated here.', 'NotSupportedError');
+    const aesName = aesNames[algName(algorithm)];
+    if (aesName) {
+      const bits = +algorithm.length;
+      if (![128, 192, 256].includes(bits)) throw new DOMException('An AES key is 128, 192 or 256 bits.', 'OperationError');
+      return newAESKey(aesName, randomBytes(bits / 8), extractable, usages);
+    }
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC and AES keys can be generated here.', 'NotSupportedError');
     const hash = hashName(algorithm.hash);
     const bits = algorithm.length || (hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512);
     return newHMACKey(randomBytes(Math.ceil(bits / 8)), hash, extractable, usages);
@@ -1407,7 +1455,9 @@
     if (!d.extractable) throw new DOMException('The key is not extractable.', 'InvalidAccessError');
     const raw = bytesFromLatin1(d.raw);
     if (format === 'raw') return raw.buffer;
-    if (format === 'jwk') return { kty: 'oct', k: bytesToBase64(raw).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''), alg: 'HS' + d.algorithm.hash.name.slice(4), ext: true, key_ops: d.usages.slice() };
+    const k = bytesToBase64(raw).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    if (format === 'jwk' && d.algorithm.name.startsWith('AES-')) return { kty: 'oct', k, alg: 'A' + d.algorithm.length + d.algorithm.name.slice(4), ext: true, key_ops: d.usages.slice() };
+    if (format === 'jwk') return { kty: 'oct', k, alg: 'HS' + d.algorithm.hash.name.slice(4), ext: true, key_ops: d.usages.slice() };
     throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
   });
   hidden(subtle, 'sign', async function sign(algorithm, key, data) {
