@@ -112,3 +112,37 @@ func TestAES(t *testing.T) {
 		t.Fatalf("AES: %s", out.Result)
 	}
 }
+
+// ECDSA: a generated pair signs and verifies, a tampered message does not
+// verify, a pkcs8 export imports back, and a JWK private key signs what its
+// public half verifies.
+func TestECDSASign(t *testing.T) {
+	out := mustRun(t, `async () => {
+		const data = new TextEncoder().encode('header.payload');
+		const out = [];
+		for (const [curve, hash] of [['P-256', 'SHA-256'], ['P-384', 'SHA-384']]) {
+			const { privateKey, publicKey } = await crypto.subtle.generateKey({name: 'ECDSA', namedCurve: curve}, true, ['sign', 'verify']);
+			const sig = await crypto.subtle.sign({name: 'ECDSA', hash}, privateKey, data);
+			const ok = await crypto.subtle.verify({name: 'ECDSA', hash}, publicKey, sig, data);
+			const bad = await crypto.subtle.verify({name: 'ECDSA', hash}, publicKey, sig, new TextEncoder().encode('header.payl0ad'));
+			const pkcs8 = await crypto.subtle.exportKey('pkcs8', privateKey);
+			const again = await crypto.subtle.importKey('pkcs8', pkcs8, {name: 'ECDSA', namedCurve: curve}, false, ['sign']);
+			const sig2 = await crypto.subtle.sign({name: 'ECDSA', hash}, again, data);
+			out.push([sig.byteLength, ok, bad, await crypto.subtle.verify({name: 'ECDSA', hash}, publicKey, sig2, data)]);
+		}
+		// A fixed P-256 key (x and y computed from d), and the same d with
+		// another key's public point, which must be refused.
+		const jwk = {kty: 'EC', crv: 'P-256', x: 'JO1DC_VbUT1nO96yqVNb8YibogMWt8ssj9zTc8QtvNU', y: 'Nqz6H2GrKVNp_sY1jkLGoIgX0PuU3Wq4x13I4s20H6c', d: 'jpsQnnGQmL-YBIffH1136cLSG8ymFxcNkFCVcOUYRDI'};
+		let mismatch = 'accepted';
+		try { await crypto.subtle.importKey('jwk', {...jwk, x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0'}, {name: 'ECDSA', namedCurve: 'P-256'}, false, ['sign']) } catch (e) { mismatch = e.name }
+		out.push(mismatch);
+		const priv = await crypto.subtle.importKey('jwk', jwk, {name: 'ECDSA', namedCurve: 'P-256'}, false, ['sign']);
+		const pub = await crypto.subtle.importKey('jwk', {kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y}, {name: 'ECDSA', namedCurve: 'P-256'}, false, ['verify']);
+		const s = await crypto.subtle.sign({name: 'ECDSA', hash: 'SHA-256'}, priv, data);
+		out.push(await crypto.subtle.verify({name: 'ECDSA', hash: 'SHA-256'}, pub, s, data));
+		return out;
+	}`)
+	if string(out.Result) != `[[64,true,false,true],[96,true,false,true],"DataError",true]` {
+		t.Fatalf("ECDSA: %s", out.Result)
+	}
+}

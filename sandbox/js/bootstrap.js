@@ -1399,6 +1399,26 @@
       throw m ? new DOMException(m[2], m[1]) : e;
     }
   }
+  // ECDSA private keys: the host holds nothing; the key's PKCS #8 bytes
+  // travel with each call (sandbox/ecdsa.go).
+  const hostECGenerate = host.ecGenerate, hostECImportPrivate = host.ecImportPrivate, hostECSign = host.ecSign;
+  function hostCrypto(f, ...args) {
+    try { return f(...args); } catch (e) {
+      const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
+      throw m ? new DOMException(m[2], m[1]) : e;
+    }
+  }
+  function ecPair(json, curve, extractable, usages) {
+    const pair = JSONparse(json);
+    const pkcs8 = latin1FromBytes(base64ToBytes(pair.pkcs8)), spki = latin1FromBytes(base64ToBytes(pair.spki));
+    const algorithm = freeze({ name: 'ECDSA', namedCurve: curve });
+    makingKey = true;
+    const priv = new CryptoKey(), pub = new CryptoKey();
+    makingKey = false;
+    keyData.set(priv, { type: 'private', extractable: !!extractable, usages: usages.filter(u => u === 'sign'), algorithm, pkcs8 });
+    keyData.set(pub, { type: 'public', extractable: true, usages: usages.filter(u => u === 'verify'), algorithm, spki });
+    return { privateKey: priv, publicKey: pub };
+  }
   hidden(subtle, 'encrypt', async function encrypt(algorithm, key, data) { return aesCall('encrypt', algorithm, key, data); });
   hidden(subtle, 'decrypt', async function decrypt(algorithm, key, data) { return aesCall('decrypt', algorithm, key, data); });
   hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
@@ -1412,6 +1432,12 @@
         if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
       } else throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
       return newAESKey(aesNames[name], raw, extractable, usages);
+    }
+    if (name === 'ECDSA' && (format === 'pkcs8' || (format === 'jwk' && key && key.d !== undefined))) {
+      for (const u of usages) if (u !== 'sign') throw new DOMException('A private key can only sign.', 'SyntaxError');
+      const curve = StringCtor(algorithm.namedCurve || '');
+      const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
+      return ecPair(hostCrypto(hostECImportPrivate, format, data, curve), curve, extractable, [...usages]).privateKey;
     }
     if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
       const canonical = name === 'ECDSA' ? 'ECDSA' : 'RSASSA-PKCS1-v1_5';
@@ -1438,6 +1464,12 @@
     return newHMACKey(raw, hash, extractable, usages);
   });
   hidden(subtle, 'generateKey', async function generateKey(algorithm, extractable, usages) {
+    if (algName(algorithm) === 'ECDSA') {
+      for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for ECDSA', 'SyntaxError');
+      if (!usages.includes('sign')) throw new DOMException('An ECDSA key pair needs the sign usage.', 'SyntaxError');
+      const curve = StringCtor(algorithm.namedCurve || '');
+      return ecPair(hostCrypto(hostECGenerate, curve), curve, extractable, [...usages]);
+    }
     const aesName = aesNames[algName(algorithm)];
     if (aesName) {
       const bits = +algorithm.length;
@@ -1453,6 +1485,9 @@
     const d = key instanceof CryptoKey ? keyData.get(key) : null;
     if (!d) throw new TypeErrorCtor('Not a CryptoKey.');
     if (!d.extractable) throw new DOMException('The key is not extractable.', 'InvalidAccessError');
+    if (d.type === 'public' && format === 'spki') return bytesFromLatin1(d.spki).buffer;
+    if (d.type === 'private' && format === 'pkcs8') return bytesFromLatin1(d.pkcs8).buffer;
+    if (d.type !== 'secret') throw new DOMException('Unsupported key format ' + format + ' for a ' + d.type + ' key', 'NotSupportedError');
     const raw = bytesFromLatin1(d.raw);
     if (format === 'raw') return raw.buffer;
     const k = bytesToBase64(raw).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
@@ -1461,7 +1496,13 @@
     throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
   });
   hidden(subtle, 'sign', async function sign(algorithm, key, data) {
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC signing is available here.', 'NotSupportedError');
+    if (algName(algorithm) === 'ECDSA') {
+      const d = key instanceof CryptoKey ? keyData.get(key) : null;
+      if (!d || d.type !== 'private' || d.algorithm.name !== 'ECDSA') throw new DOMException('The key is not an ECDSA private key.', 'InvalidAccessError');
+      if (!d.usages.includes('sign')) throw new DOMException('The key does not allow sign.', 'InvalidAccessError');
+      return bytesFromLatin1(hostCrypto(hostECSign, hashName(algorithm.hash), d.pkcs8, latin1FromBytes(bufferSource(data)))).buffer;
+    }
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC and ECDSA signing are available here.', 'NotSupportedError');
     const d = hmacKey(key, 'sign');
     return bytesFromLatin1(hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)))).buffer;
   });
