@@ -63,3 +63,16 @@ func TestTextStreams(t *testing.T) {
 		t.Fatalf("text streams: %s", out.Result)
 	}
 }
+
+// structuredClone copies Blobs and Files (their bytes, type, name) and
+// boxed BigInts.
+func TestStructuredCloneBlobs(t *testing.T) {
+	out := mustRun(t, `async () => {
+		const f = new File(['hello'], 'a.txt', {type: 'text/plain', lastModified: 42});
+		const [b2, f2, big] = structuredClone([new Blob(['xy'], {type: 'a/b'}), f, Object(5n)]);
+		return [b2 instanceof Blob, await b2.text(), b2.type, f2 instanceof File, f2.name, f2.lastModified, await f2.text(), typeof big, big.valueOf() === 5n];
+	}`)
+	if string(out.Result) != `[true,"xy","a/b",true,"a.txt",42,"hello","object",true]` {
+		t.Fatalf("structuredClone: %s", out.Result)
+	}
+}

@@ -556,7 +556,9 @@
       return out;
     } else if (v instanceof ErrorCtor) {
       out = new ErrorCtor(v.message); out.name = v.name; out.stack = v.stack;
-    } else if (v instanceof Boolean || v instanceof Number || v instanceof String) out = Object(v.valueOf());
+    } else if (v instanceof Boolean || v instanceof Number || v instanceof String || v instanceof BigInt) out = Object(v.valueOf());
+    else if (v instanceof File) out = new File([v], v.name, { type: v.type, lastModified: v.lastModified });
+    else if (v instanceof Blob) out = new Blob([v], { type: v.type });
     else if (ArrayIsArray(v)) {
       out = new Array(v.length); memo.set(v, out);
       for (const k of objectKeys(v)) out[k] = clone(v[k], memo);
