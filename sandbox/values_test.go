@@ -76,3 +76,10 @@ func TestStructuredCloneBlobs(t *testing.T) {
 		t.Fatalf("structuredClone: %s", out.Result)
 	}
 }
+
+func TestDOMExceptionCodes(t *testing.T) {
+	out := mustRun(t, `async () => [DOMException.ABORT_ERR, new DOMException('x', 'AbortError').code, new DOMException('x', 'AbortError').ABORT_ERR, new DOMException('x', 'HierarchyRequestError').code, new DOMException('x', 'EncodingError').code]`)
+	if string(out.Result) != `[20,20,20,3,0]` {
+		t.Fatalf("codes: %s", out.Result)
+	}
+}
