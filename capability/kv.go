@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -335,12 +336,7 @@ func (kv *KV) commitLoop() {
 }
 
 // commitOnce commits what is pending now; false when nothing was.
-func (kv *KV) commitOnce() (more bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			more = false
-		}
-	}()
+func (kv *KV) commitOnce() bool {
 	kv.mu.Lock()
 	if len(kv.pending) == 0 {
 		kv.mu.Unlock()
@@ -357,34 +353,7 @@ func (kv *KV) commitOnce() (more bool) {
 	upTo, from := kv.seq, kv.committed+1
 	kv.mu.Unlock()
 
-	var err error
-	if kv.beforeCommit != nil {
-		err = kv.beforeCommit()
-	}
-	if err == nil {
-		err = kv.db.Update(func(tx *bolt.Tx) error {
-			b, ub := tx.Bucket(bucketKV), tx.Bucket(bucketUsage)
-			for k, p := range batch {
-				var err error
-				if p.value != nil {
-					err = b.Put([]byte(k), []byte(*p.value))
-				} else {
-					err = b.Delete([]byte(k))
-				}
-				if err != nil {
-					return err
-				}
-			}
-			for ns, u := range usage {
-				var v [8]byte
-				binary.BigEndian.PutUint64(v[:], uint64(u))
-				if err := ub.Put([]byte(ns), v[:]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	err := kv.commit(batch, usage)
 
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
@@ -411,6 +380,43 @@ func (kv *KV) commitOnce() (more bool) {
 	}
 	kv.changed.Broadcast()
 	return true
+}
+
+// commit writes one batch in one transaction; a panic (a closed file) is
+// an error like any other, so that no waiter is left waiting.
+func (kv *KV) commit(batch map[string]pendingWrite, usage map[string]int64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("commit failed: %v", r)
+		}
+	}()
+	if kv.beforeCommit != nil {
+		if err := kv.beforeCommit(); err != nil {
+			return err
+		}
+	}
+	return kv.db.Update(func(tx *bolt.Tx) error {
+		b, ub := tx.Bucket(bucketKV), tx.Bucket(bucketUsage)
+		for k, p := range batch {
+			var err error
+			if p.value != nil {
+				err = b.Put([]byte(k), []byte(*p.value))
+			} else {
+				err = b.Delete([]byte(k))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for ns, u := range usage {
+			var v [8]byte
+			binary.BigEndian.PutUint64(v[:], uint64(u))
+			if err := ub.Put([]byte(ns), v[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // list answers keys of the tenant's space with the prefix, after the
