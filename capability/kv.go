@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -199,8 +198,6 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 	}
 	return nil, bad("Unknown kv operation.")
 }
-
-var errQuota = errors.New("quota")
 
 // accept checks a put (value non-nil) or delete against the quota and
 // takes it into the pending set.

@@ -43,9 +43,9 @@ const (
 // protocol anyway from costing the gateway memory, and such a worker is
 // killed (a crash no call explains, SPEC §4).
 const (
-	maxWorkerPost   = 256 << 10 // a worker's own request (a log line, a lost isolate)
-	maxLogMessage   = 64 << 10  // one log line, encoded (sandbox.MaxLogBytes)
-	fdConn          = 3         // the worker's end of the socketpair
+	maxWorkerPost   = 256 << 10           // a worker's own request (a log line, a lost isolate)
+	maxLogMessage   = sandbox.MaxLogBytes // one log line, encoded
+	fdConn          = 3                   // the worker's end of the socketpair
 	handshakeTimout = 30 * time.Second
 	// maxGatewayFrame is what a worker reads from the gateway (trusted; a
 	// fetch answer of 8 MiB of control bytes encodes to 48 MiB).
