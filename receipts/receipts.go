@@ -101,6 +101,11 @@ type Timing struct {
 }
 
 // Store keeps receipts in a bbolt file it does not own.
+//
+// Put does not wait for the disk: a receipt is readable at once (from
+// memory) and a writer goroutine commits every receipt waiting in one
+// transaction, so a run's answer does not pay an fsync of its own and
+// concurrent runs share one. Listings first commit what is waiting.
 type Store struct {
 	db        *bolt.DB
 	now       func() time.Time
@@ -108,6 +113,13 @@ type Store struct {
 	retention time.Duration
 	stop      chan struct{}
 	done      chan struct{}
+
+	pmu        sync.Mutex        // guards pending, committing
+	pending    map[string][]byte // key → receipt JSON, not yet written
+	committing map[string][]byte // the batch being written now
+	cmu        sync.Mutex        // serializes commits
+	wake       chan struct{}
+	written    chan struct{} // closed when the writer has stopped
 }
 
 // Open prepares the bucket, sweeps once, and starts the hourly retention
@@ -127,10 +139,69 @@ func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, e
 	}); err != nil {
 		return nil, fmt.Errorf("receipts: %w", err)
 	}
-	s := &Store{db: db, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{db: db, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{}),
+		pending: map[string][]byte{}, wake: make(chan struct{}, 1), written: make(chan struct{})}
 	s.Sweep()
 	go s.sweepLoop()
+	go s.writeLoop()
 	return s, nil
+}
+
+// writeLoop commits waiting receipts as they come, and what is left when
+// the store closes.
+func (s *Store) writeLoop() {
+	defer close(s.written)
+	for {
+		select {
+		case <-s.stop:
+			s.flush()
+			return
+		case <-s.wake:
+			s.flush()
+		}
+	}
+}
+
+// flush writes every waiting receipt in one transaction. On failure they
+// wait for the next one (a newer Put of the same key wins).
+func (s *Store) flush() error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.pmu.Lock()
+	batch := s.pending
+	if len(batch) == 0 {
+		s.pmu.Unlock()
+		return nil
+	}
+	s.pending, s.committing = map[string][]byte{}, batch
+	s.pmu.Unlock()
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("receipts: commit failed: %v", r)
+			}
+		}()
+		return s.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucket)
+			for k, v := range batch {
+				if err := b.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	s.pmu.Lock()
+	if err != nil {
+		for k, v := range batch {
+			if _, newer := s.pending[k]; !newer {
+				s.pending[k] = v
+			}
+		}
+	}
+	s.committing = nil
+	s.pmu.Unlock()
+	return err
 }
 
 // SetRetention changes the retention (a config reload).
@@ -140,7 +211,7 @@ func (s *Store) SetRetention(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// Close stops the sweep.
+// Close stops the sweep and writes what is waiting.
 func (s *Store) Close() {
 	select {
 	case <-s.stop:
@@ -148,6 +219,7 @@ func (s *Store) Close() {
 		close(s.stop)
 	}
 	<-s.done
+	<-s.written
 }
 
 func (s *Store) sweepLoop() {
@@ -179,15 +251,32 @@ func tenantPrefix(tenant string) []byte {
 
 func key(tenant, id string) []byte { return append(tenantPrefix(tenant), id...) }
 
-// Put stores a receipt, cutting what does not fit the size bound.
+// Put stores a receipt, cutting what does not fit the size bound. It is
+// readable at once; the disk write follows (see Store).
 func (s *Store) Put(r Receipt) error {
 	data, err := fit(&r)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).Put(key(r.Tenant, r.ID), data)
-	})
+	s.pmu.Lock()
+	s.pending[string(key(r.Tenant, r.ID))] = data
+	s.pmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// waiting is a receipt not yet on disk, if any.
+func (s *Store) waiting(k []byte) ([]byte, bool) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if v, ok := s.pending[string(k)]; ok {
+		return v, true
+	}
+	v, ok := s.committing[string(k)]
+	return v, ok
 }
 
 // fit marshals r within MaxBytes, cutting logs, result, modules and code in
@@ -243,6 +332,9 @@ var ErrNotFound = errors.New("no such receipt")
 // Get answers the tenant's receipt id.
 func (s *Store) Get(tenant, id string) (Receipt, error) {
 	var r Receipt
+	if v, ok := s.waiting(key(tenant, id)); ok {
+		return r, json.Unmarshal(v, &r)
+	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucket).Get(key(tenant, id))
 		if v == nil {
@@ -269,6 +361,10 @@ type Summary struct {
 func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string, error) {
 	if limit <= 0 || limit > 100 {
 		limit = 20
+	}
+	// A listing reads the file: what waits is written first.
+	if err := s.flush(); err != nil {
+		return nil, "", err
 	}
 	prefix := tenantPrefix(tenant)
 	out := []Summary{}
@@ -316,6 +412,7 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 
 // Sweep deletes receipts older than the retention.
 func (s *Store) Sweep() int {
+	s.flush() // what waits is swept like the rest
 	s.mu.Lock()
 	retention := s.retention
 	s.mu.Unlock()

@@ -157,3 +157,40 @@ func TestTenantIDsThatShareAPrefix(t *testing.T) {
 		t.Fatalf("bob lists %+v, want only its own receipt", list)
 	}
 }
+
+// A receipt is readable right after Put, and on disk once the store closes
+// (or sooner): nothing waiting is lost.
+func TestWaitingReceiptsAreWritten(t *testing.T) {
+	now := time.Now()
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(db, 24*time.Hour, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 50; i++ {
+		r := receipt("alice", now)
+		ids = append(ids, r.ID)
+		if err := s.Put(r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get("alice", r.ID); err != nil {
+			t.Fatalf("a receipt is not readable right after Put: %v", err)
+		}
+	}
+	s.Close()
+	db.Close()
+	db, _ = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	defer db.Close()
+	s, _ = Open(db, 24*time.Hour, func() time.Time { return now })
+	defer s.Close()
+	for _, id := range ids {
+		if _, err := s.Get("alice", id); err != nil {
+			t.Fatalf("receipt %s was lost: %v", id, err)
+		}
+	}
+}
