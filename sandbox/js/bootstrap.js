@@ -1383,6 +1383,23 @@
     keyData.set(k, { type: 'public', extractable: !!extractable, usages: [...usages], algorithm: freeze(Object.assign({ name }, params)), spki });
     return k;
   }
+  // hostCrypto calls a crypto host function; its errors ("DataError: ...")
+  // become the DOMExceptions WebCrypto throws.
+  function hostCrypto(f, ...args) {
+    try { return f(...args); } catch (e) {
+      const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
+      throw m ? new DOMException(m[2], m[1]) : e;
+    }
+  }
+  // secretKeyBytes reads a secret key in the raw or jwk ("oct") format.
+  function secretKeyBytes(format, key, what) {
+    if (format === 'raw') return new Uint8ArrayCtor(bufferSource(key));
+    if (format !== 'jwk') throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
+    if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw new DOMException('A JWK ' + what + ' key needs kty "oct" and k.', 'DataError');
+    const raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
+    if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
+    return raw;
+  }
   // AES (GCM, CBC, CTR): secret keys whose bytes the host ciphers use.
   const aesNames = { 'AES-GCM': 'AES-GCM', 'AES-CBC': 'AES-CBC', 'AES-CTR': 'AES-CTR' };
   const aesUsages = ['encrypt', 'decrypt', 'wrapKey', 'unwrapKey'];
@@ -1406,22 +1423,11 @@
     const additional = algorithm.additionalData === undefined ? '' : latin1FromBytes(bufferSource(algorithm.additionalData));
     const tag = algorithm.tagLength === undefined ? 128 : +algorithm.tagLength;
     if (name === 'AES-GCM' && ![32, 64, 96, 104, 112, 120, 128].includes(tag)) throw new DOMException('Invalid tagLength.', 'OperationError');
-    try {
-      return bytesFromLatin1(hostAES(name, op, d.raw, latin1FromBytes(bufferSource(iv)), latin1FromBytes(bufferSource(data)), additional, tag)).buffer;
-    } catch (e) {
-      const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
-      throw m ? new DOMException(m[2], m[1]) : e;
-    }
+    return bytesFromLatin1(hostCrypto(hostAES, name, op, d.raw, latin1FromBytes(bufferSource(iv)), latin1FromBytes(bufferSource(data)), additional, tag)).buffer;
   }
   // ECDSA private keys: the host holds nothing; the key's PKCS #8 bytes
   // travel with each call (sandbox/ecdsa.go).
   const hostECGenerate = host.ecGenerate, hostECImportPrivate = host.ecImportPrivate, hostECSign = host.ecSign;
-  function hostCrypto(f, ...args) {
-    try { return f(...args); } catch (e) {
-      const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
-      throw m ? new DOMException(m[2], m[1]) : e;
-    }
-  }
   function ecPair(json, curve, extractable, usages) {
     const pair = JSONparse(json);
     const pkcs8 = latin1FromBytes(base64ToBytes(pair.pkcs8)), spki = latin1FromBytes(base64ToBytes(pair.spki));
@@ -1437,16 +1443,7 @@
   hidden(subtle, 'decrypt', async function decrypt(algorithm, key, data) { return aesCall('decrypt', algorithm, key, data); });
   hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
     const name = algName(algorithm);
-    if (aesNames[name]) {
-      let raw;
-      if (format === 'raw') raw = new Uint8ArrayCtor(bufferSource(key));
-      else if (format === 'jwk') {
-        if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw new DOMException('A JWK AES key needs kty "oct" and k.', 'DataError');
-        raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
-        if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
-      } else throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
-      return newAESKey(aesNames[name], raw, extractable, usages);
-    }
+    if (aesNames[name]) return newAESKey(aesNames[name], secretKeyBytes(format, key, 'AES'), extractable, usages);
     if (name === 'ECDSA' && (format === 'pkcs8' || (format === 'jwk' && key && key.d !== undefined))) {
       for (const u of usages) if (u !== 'sign') throw new DOMException('A private key can only sign.', 'SyntaxError');
       const curve = StringCtor(algorithm.namedCurve || '');
@@ -1457,23 +1454,13 @@
       const canonical = name === 'ECDSA' ? 'ECDSA' : 'RSASSA-PKCS1-v1_5';
       const curve = name === 'ECDSA' ? StringCtor(algorithm.namedCurve || '') : '';
       const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
-      let spki;
-      try { spki = hostImportPublic(name, format, data, curve); } catch (e) {
-        const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
-        throw m ? new DOMException(m[2], m[1]) : e;
-      }
+      const spki = hostCrypto(hostImportPublic, name, format, data, curve);
       const params = name === 'ECDSA' ? { namedCurve: curve } : { hash: freeze({ name: hashName(algorithm.hash) }) };
       return newPublicKey(canonical, params, spki, extractable, usages);
     }
     if (name !== 'HMAC') throw new DOMException('Unsupported algorithm ' + name, 'NotSupportedError');
     const hash = hashName(algorithm.hash);
-    let raw;
-    if (format === 'raw') raw = new Uint8ArrayCtor(bufferSource(key));
-    else if (format === 'jwk') {
-      if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw new DOMException('A JWK HMAC key needs kty "oct" and k.', 'DataError');
-      raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
-      if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
-    } else throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
+    const raw = secretKeyBytes(format, key, 'HMAC');
     if (raw.length === 0) throw new DOMException('An HMAC key cannot be empty.', 'DataError');
     return newHMACKey(raw, hash, extractable, usages);
   });
