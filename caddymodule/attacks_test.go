@@ -179,7 +179,10 @@ func TestQueuedInvocationsAreNotOverruns(t *testing.T) {
 	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
 	bob := newBystander(t)
 	mallory := token(t, "mallory", allScopes)
-	id := deploy(t, mallory, `async () => ({ fetch() { const t = Date.now(); while (Date.now() - t < 300); return new Response('slow') } })`, nil)
+	// 300 ms each, awaited rather than spun: ten of them queue for 3 s (past
+	// the old kill clock of bound + grace = 2.5 s from the send) without a
+	// busy worker that a loaded CI machine could starve past its bound.
+	id := deploy(t, mallory, `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 300)); return new Response('slow') } })`, nil)
 	var wg sync.WaitGroup
 	answers := make(chan answer, 10)
 	for i := 0; i < 10; i++ {

@@ -249,7 +249,8 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 	id := p.seq
 	p.lastActive = time.Now()
 	rec := &callRecord{handleID: handleID}
-	rec.timer = time.AfterFunc(time.Duration(ahead+1)*bound+p.pool.cfg.Grace, func() {
+	allowed := time.Duration(ahead+1) * bound
+	rec.timer = time.AfterFunc(allowed+p.pool.cfg.Grace, func() {
 		p.mu.Lock()
 		_, still := p.running[id]
 		if still && p.overrunner == 0 {
@@ -257,7 +258,7 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 		}
 		p.mu.Unlock()
 		if still {
-			p.kill(fmt.Sprintf("a call overran its %v bound by the %v grace period", bound, p.pool.cfg.Grace))
+			p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
 		}
 	})
 	p.running[id] = rec
