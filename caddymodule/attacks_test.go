@@ -213,7 +213,7 @@ func TestRebuildOutlivesTheVisitor(t *testing.T) {
 	alice := token(t, "alice", allScopes)
 	eve := token(t, "eve", allScopes)
 	// The program takes 300 ms to start, so a rebuild is easy to abandon.
-	id := deploy(t, alice, `async () => { const t = Date.now(); while (Date.now() - t < 300); let n = 0; return { fetch() { return Response.json({served: ++n}) } } }`, nil)
+	id := deploy(t, alice, `async () => { const t = Date.now(); while (Date.now() - t < 300); let n = 0; return { fetch() { return Response.json({served: ++n}) } } }`, map[string]any{"timeoutMs": 5000})
 	if a := do(t, "PUT", api("/routes/shop"), alice, mustJSON(map[string]any{"executionId": id})); a.status != 200 {
 		t.Fatalf("route: %d %s", a.status, a.body)
 	}
