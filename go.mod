@@ -19,6 +19,8 @@ require (
 	rogchap.com/v8go v0.9.0
 )
 
+require github.com/coder/websocket v1.8.15 // indirect
+
 require (
 	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect

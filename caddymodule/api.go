@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,10 +55,11 @@ type API struct {
 	// BAD_REQUEST.
 	Generate *GenerateConfig `json:"generate,omitempty"`
 
-	app    *App
-	live   *started // the runtime and registry, once the app has started
-	logger *zap.Logger
-	mux    *http.ServeMux
+	app     *App
+	sockets *socketSet // open executor sockets (SPEC §12)
+	live    *started   // the runtime and registry, once the app has started
+	logger  *zap.Logger
+	mux     *http.ServeMux
 }
 
 // CaddyModule returns the Caddy module information.
@@ -82,6 +84,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 		}
 	}
 	h.live = new(started)
+	h.sockets = new(socketSet)
 	h.app.whenStarted(func(rt *runtime) {
 		reg := h.app.registry(rt, h.Registry)
 		reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
@@ -99,6 +102,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
 	mux.HandleFunc("DELETE /routes/{name}", h.unbindRoute)
 	mux.HandleFunc("GET /health", h.health)
+	mux.HandleFunc("GET /executor", h.executorSocket)
 	mux.HandleFunc("POST /run", h.run)
 	mux.HandleFunc("POST /run/chain", h.runChain)
 	mux.HandleFunc("POST /run/generate", h.runGenerate)
@@ -288,6 +292,9 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	out.Grants.Capabilities = req.Capabilities
 	for _, p := range req.Providers {
+		if p.Caller {
+			continue // checked by checkCallerProviders
+		}
 		tools, ok := h.Providers[p.Name]
 		if !ok {
 			return out, fault.New(fault.BadRequest, "Unknown provider %q.", p.Name)
@@ -327,28 +334,43 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, err, "")
 		return
 	}
+	resp, err := h.runExecution(r.Context(), c, req, nil, received)
+	if err != nil {
+		writeFault(w, err, resp.ResultID)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// runExecution runs one execution request for caller c, over HTTP or the
+// executor socket (whose callerTools answer its caller providers), and
+// keeps its receipt. On failure the response carries only the resultId
+// (empty when the program never ran).
+func (h *API) runExecution(ctx context.Context, c caller, req executionRequest, callerTools handles.CallerTools, received time.Time) (executionResponse, error) {
+	var err error
 	if req.RetainHandles {
 		err = h.need(c, authz.ScopeDeploy)
 	} else {
 		err = h.need(c, authz.ScopeExecute)
 	}
 	if err != nil {
-		writeFault(w, err, "")
-		return
+		return executionResponse{}, err
 	}
 	ereq, err := h.toRequest(req)
 	if err != nil {
-		writeFault(w, err, "")
-		return
+		return executionResponse{}, err
 	}
+	if err := checkCallerProviders(req.Providers, callerTools != nil); err != nil {
+		return executionResponse{}, err
+	}
+	ereq.Caller = callerTools
 	started := time.Now()
-	res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
+	res, err := h.registry().Execute(ctx, c.tenant, ereq)
 	ended := time.Now()
 	metricExecutions.WithLabelValues(outcomeLabel(err)).Inc()
 	resultID := h.saveReceipt(c.tenant, req, ereq, res, err, received, started, ended)
 	if err != nil {
-		writeFault(w, err, resultID)
-		return
+		return executionResponse{ResultID: resultID}, err
 	}
 	resp := executionResponse{Result: res.Outcome.Result, Logs: res.Outcome.Logs, ResultID: resultID}
 	if resp.Logs == nil {
@@ -358,7 +380,7 @@ func (h *API) execute(w http.ResponseWriter, r *http.Request) {
 		resp.ExecutionID = res.ExecutionID
 		resp.Handles = []string{"fetch"}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
 // saveReceipt records the run; a failure to store it is logged, never the

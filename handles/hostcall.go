@@ -23,6 +23,7 @@ type runState struct {
 	// For spawn (nil budget: not a top-level run's family, e.g. a rebuild).
 	budget    *SpawnBudget
 	depth     int
+	caller    CallerTools // the run's caller providers' tools (SPEC §12)
 	deadline  time.Time
 	timeout   time.Duration
 	memoryMiB int
@@ -140,10 +141,26 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	return res, err
 }
 
+// toolArgs is a program's tool call: its first argument, and, for the
+// calls that pass several, the count and the rest.
 type toolArgs struct {
-	Provider string          `json:"provider"`
-	Tool     string          `json:"tool"`
-	Args     json.RawMessage `json:"args"`
+	Provider string            `json:"provider"`
+	Tool     string            `json:"tool"`
+	Args     json.RawMessage   `json:"args"`
+	Argc     int               `json:"argc"`
+	More     []json.RawMessage `json:"more"`
+}
+
+// list is the call's arguments as a caller tool receives them.
+func (a toolArgs) list() []json.RawMessage {
+	if a.Argc == 0 {
+		return []json.RawMessage{}
+	}
+	out := []json.RawMessage{compact(a.Args)}
+	for _, m := range a.More {
+		out = append(out, compact(m))
+	}
+	return out
 }
 
 // toolCall answers a provider tool: from the recording during a rebuild,
@@ -153,18 +170,22 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, fault.New(fault.BadRequest, "Malformed tool arguments.")
 	}
-	granted := false
+	granted, caller := false, false
 	for _, p := range rs.grants.Providers {
 		if p.Name == a.Provider {
 			for _, t := range p.Tools {
 				granted = granted || t == a.Tool
 			}
+			caller = p.Caller
 		}
 	}
 	if !granted {
 		return nil, capability.Denied(a.Provider+"."+a.Tool, "The tool "+a.Provider+"."+a.Tool)
 	}
 	args := compact(a.Args)
+	if caller {
+		args, _ = json.Marshal(a.list())
+	}
 	s.mu.Lock()
 	if rs.replay != nil {
 		defer s.mu.Unlock()
@@ -184,11 +205,17 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 		return want.Answer, nil
 	}
 	s.mu.Unlock()
-	upstream := cfg.Providers[a.Provider][a.Tool]
-	if upstream == "" {
-		return nil, fault.New(fault.BadRequest, "The tool %s.%s is not declared in this site's configuration.", a.Provider, a.Tool)
+	var res json.RawMessage
+	var err error
+	if caller {
+		res, err = callerTool(ctx, rs.caller, a)
+	} else {
+		upstream := cfg.Providers[a.Provider][a.Tool]
+		if upstream == "" {
+			return nil, fault.New(fault.BadRequest, "The tool %s.%s is not declared in this site's configuration.", a.Provider, a.Tool)
+		}
+		res, err = host.Tools.Call(ctx, upstream, id, rs.tenant, args)
 	}
-	res, err := host.Tools.Call(ctx, upstream, id, rs.tenant, args)
 	ans := ToolAnswer{Provider: a.Provider, Tool: a.Tool, Args: args, Answer: res}
 	if err != nil {
 		ans.Error = fault.As(err).Message
@@ -197,6 +224,26 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	rs.recorded = append(rs.recorded, ans)
 	s.mu.Unlock()
 	return res, err
+}
+
+// callerTool asks the run's caller for a caller tool's answer. A caller that
+// is gone, or an answer that is not JSON, throws in the program; the run
+// goes on.
+func callerTool(ctx context.Context, caller CallerTools, a toolArgs) (json.RawMessage, error) {
+	if caller == nil {
+		return nil, fault.New(fault.BadRequest, "The caller that provides %s.%s is not connected.", a.Provider, a.Tool)
+	}
+	res, err := caller(ctx, a.Provider, a.Tool, a.list())
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	if !json.Valid(res) {
+		return nil, fault.New(fault.BadRequest, "The caller's answer to %s.%s is not JSON.", a.Provider, a.Tool)
+	}
+	return res, nil
 }
 
 func compact(raw json.RawMessage) json.RawMessage {

@@ -36,14 +36,19 @@ type Grants struct {
 	Outbound     []string   `json:"outbound,omitempty"`
 }
 
-// Provider is a granted provider and its tools.
+// Provider is a granted provider and its tools. A caller provider's tools
+// run in the process of the host that started the run, answered over its
+// executor connection (SPEC §12); the others are upstreams declared in the
+// Caddyfile.
 type Provider struct {
-	Name  string   `json:"name"`
-	Tools []string `json:"tools"`
+	Name   string   `json:"name"`
+	Tools  []string `json:"tools"`
+	Caller bool     `json:"caller,omitempty"`
 }
 
 // ToolAnswer is one provider tool call made while the handle was deployed,
-// replayed in order when it is rebuilt.
+// replayed in order when it is rebuilt. Args is the call's first argument
+// for an upstream tool and the list of its arguments for a caller tool.
 type ToolAnswer struct {
 	Provider string          `json:"provider"`
 	Tool     string          `json:"tool"`

@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sort"
 	"sync"
@@ -101,7 +102,15 @@ type ExecRequest struct {
 	// Depth is 0 for a top-level run, more for a spawned child.
 	Budget *SpawnBudget
 	Depth  int
+	// Caller answers the tools of the run's caller providers (nil: the run
+	// has none, or its caller is not connected).
+	Caller CallerTools
 }
+
+// CallerTools answers a caller provider's tool (SPEC §12): it runs in the
+// process of the host that started the run, on the other side of its
+// executor connection. args are the call's arguments, each JSON.
+type CallerTools func(ctx context.Context, provider, tool string, args []json.RawMessage) (json.RawMessage, error)
 
 // ExecResult is a run's answer; ExecutionID is set when a handle was kept.
 type ExecResult struct {
@@ -128,7 +137,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		timeout = 500 * time.Millisecond
 	}
 	rs := &runState{registry: r, tenant: tenant, grants: req.Grants,
-		budget: req.Budget, depth: req.Depth, timeout: timeout, deadline: time.Now().Add(timeout), memoryMiB: req.MemoryMiB}
+		budget: req.Budget, depth: req.Depth, caller: req.Caller, timeout: timeout, deadline: time.Now().Add(timeout), memoryMiB: req.MemoryMiB}
 	s.beginRun(job.ID, rs)
 	runCtx := ctx
 	if job.RetainHandles {

@@ -84,12 +84,19 @@ func call(t *testing.T, method, url, token string, body string) (int, string) {
 }
 
 // workerCount counts the worker processes on the machine (/proc).
+// workerCount counts the worker processes of this binary (other packages'
+// tests run their own gateways at the same time).
 func workerCount(t *testing.T) int {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	entries, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte("\x00"+worker.Subcommand)) {
+		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && exe == self && bytes.Contains(cmdline, []byte("\x00"+worker.Subcommand)) {
 			n++
 		}
 	}

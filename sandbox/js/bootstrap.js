@@ -1599,8 +1599,13 @@
     for (const [name, tools] of Object.entries(b.providers || {})) {
       const obj = {};
       for (const tool of tools) {
-        hidden(obj, tool, async function (args) {
-          return call('tool', { provider: name, tool, args: args === undefined ? null : args });
+        hidden(obj, tool, async function (args, ...more) {
+          // The first argument is what an upstream tool is POSTed; a caller
+          // tool (SPEC §12) gets every argument.
+          const argc = arguments.length;
+          const m = [];
+          for (const x of more) m.push(x === undefined ? null : x);
+          return call('tool', { provider: name, tool, args: args === undefined ? null : args, argc, more: m });
         });
       }
       defineProperty(G, name, { value: freeze(obj), writable: false, configurable: true, enumerable: false });

@@ -71,6 +71,17 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 			}
 		}
 	}
+	if wait := pool.startingFor[tenant]; best == nil && wait != nil {
+		// A worker is being started for this tenant: a burst of its
+		// first requests waits for that one start.
+		pool.mu.Unlock()
+		select {
+		case <-wait:
+			return pool.pickFor(ctx, tenant, retaining)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	switch {
 	case best != nil:
 		pool.mu.Unlock()
@@ -90,7 +101,7 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 		spare.tenant = tenant
 		spare.mu.Unlock()
 		pool.mu.Unlock()
-		pool.logf("worker %d (pid %d) now hosts a tenant", spare.index, spare.pid)
+		pool.logf("worker %d (pid %d) now hosts tenant %q (held %d, recycled %v)", spare.index, spare.pid, tenant, held, lru != nil && held >= pool.cfg.Workers)
 		pool.ensureSpare()
 		return spare, nil
 	}
@@ -115,6 +126,14 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 		return nil, fault.Overload()
 	}
 	pool.starting[slot] = true
+	started := make(chan struct{})
+	pool.startingFor[tenant] = started
+	defer func() {
+		pool.mu.Lock()
+		delete(pool.startingFor, tenant)
+		pool.mu.Unlock()
+		close(started)
+	}()
 	pool.mu.Unlock()
 	if lru != nil && lru.index == slot {
 		lru.kill("recycled for another tenant")
@@ -136,6 +155,7 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 	p.tenant = tenant
 	pool.workers[slot] = p
 	pool.restarts++
+	pool.logf("worker %d (pid %d) started for tenant %q", slot, p.pid, tenant)
 	pool.mu.Unlock()
 	pool.ensureSpare()
 	return p, nil

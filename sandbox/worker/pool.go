@@ -121,6 +121,10 @@ type Pool struct {
 	mu            sync.Mutex   // guards workers, starting, where, inflight, closed
 	workers       []*process   // by index; nil while a replacement starts (or, cordoned, while empty)
 	starting      map[int]bool // cordoned slots whose process is being started
+	// startingFor holds, per tenant, a start under way for it; closed when
+	// it ends. The tenant's other requests wait for it instead of each
+	// recycling another tenant's worker.
+	startingFor map[string]chan struct{}
 	spareStarting bool         // cordoned: a spare is being started
 	where         map[string]*process
 	inflight      map[string]int // per retained isolate: its invocations in flight
@@ -141,7 +145,7 @@ func Start(cfg Config) (*Pool, error) {
 		workers:  make([]*process, cfg.slots()),
 		where:    map[string]*process{},
 		inflight: map[string]int{},
-		starting: map[int]bool{},
+		starting: map[int]bool{}, startingFor: map[string]chan struct{}{},
 		stop:     make(chan struct{}),
 	}
 	if pool.cordoned() {

@@ -492,3 +492,43 @@ func TestResize(t *testing.T) {
 	}
 	t.Fatalf("workers after growing to 3: %+v", pool.Status())
 }
+
+// A new tenant's burst, arriving while no spare is ready, starts one worker
+// and waits for it: it recycles one other tenant's worker, not one per
+// request, and none of its requests is refused.
+func TestNewTenantBurstRecyclesOneWorker(t *testing.T) {
+	pool := startPool(t, Config{Workers: 2, Isolation: IsolationTenant, IsolatesPerWorker: 8, Queue: 64})
+	ctx := context.Background()
+	for _, tenant := range []string{"a", "b", "c"} {
+		if _, err := pool.RunFor(ctx, tenant, job("async () => 1")); err != nil {
+			t.Fatal(tenant, err)
+		}
+	}
+	// c took the spare (recycling a); its replacement may still be
+	// starting. d's burst comes now.
+	var pidC int
+	for _, s := range pool.Status() {
+		if s.Tenant == "c" {
+			pidC = s.PID
+		}
+	}
+	errs := make(chan error, 12)
+	for i := 0; i < 12; i++ {
+		go func() {
+			_, err := pool.RunFor(ctx, "d", job("async () => new Promise(r => setTimeout(r, 50))"))
+			errs <- err
+		}()
+	}
+	for i := 0; i < 12; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("a request of the burst failed: %v", err)
+		}
+	}
+	alive := false
+	for _, s := range pool.Status() {
+		alive = alive || s.Tenant == "c" && s.PID == pidC
+	}
+	if !alive {
+		t.Fatalf("the burst recycled more than one worker: %+v", pool.Status())
+	}
+}
