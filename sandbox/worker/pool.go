@@ -118,14 +118,14 @@ func (c *Config) defaults() {
 type Pool struct {
 	cfg Config
 
-	mu            sync.Mutex   // guards workers, starting, where, inflight, closed
-	workers       []*process   // by index; nil while a replacement starts (or, cordoned, while empty)
-	starting      map[int]bool // cordoned slots whose process is being started
+	mu       sync.Mutex   // guards workers, starting, where, inflight, closed
+	workers  []*process   // by index; nil while a replacement starts (or, cordoned, while empty)
+	starting map[int]bool // cordoned slots whose process is being started
 	// startingFor holds, per tenant, a start under way for it; closed when
 	// it ends. The tenant's other requests wait for it instead of each
 	// recycling another tenant's worker.
-	startingFor map[string]chan struct{}
-	spareStarting bool         // cordoned: a spare is being started
+	startingFor   map[string]chan struct{}
+	spareStarting bool // cordoned: a spare is being started
 	where         map[string]*process
 	inflight      map[string]int // per retained isolate: its invocations in flight
 	closed        bool
@@ -146,7 +146,7 @@ func Start(cfg Config) (*Pool, error) {
 		where:    map[string]*process{},
 		inflight: map[string]int{},
 		starting: map[int]bool{}, startingFor: map[string]chan struct{}{},
-		stop:     make(chan struct{}),
+		stop: make(chan struct{}),
 	}
 	if pool.cordoned() {
 		// Workers start when tenants need them; one spare is started
