@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 	cfg := fmt.Sprintf(`{
 	admin off
 	grace_period 1s
+	log {
+		output discard
+	}
 	retainer {
 		store %s/registry.db
 		workers 3
