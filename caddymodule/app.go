@@ -60,6 +60,10 @@ type App struct {
 	// MaxResponseBody bounds a handler's response body, in bytes.
 	// Default 8 MiB.
 	MaxResponseBody int64 `json:"max_response_body,omitempty"`
+	// StreamTimeout bounds a whole streamed response (SPEC §8): past it
+	// the stream is cancelled and the visitor's connection ends.
+	// Default 5m.
+	StreamTimeout caddy.Duration `json:"stream_timeout,omitempty"`
 	// MaxHandlesPerTenant answers QUOTA_EXCEEDED past it. Default 100.
 	MaxHandlesPerTenant int `json:"max_handles_per_tenant,omitempty"`
 	// HandleConcurrency is a deploy's concurrency when it names none
@@ -130,6 +134,9 @@ func (a *App) setDefaults() {
 	}
 	if a.MaxRequestBody <= 0 {
 		a.MaxRequestBody = 1 << 20
+	}
+	if a.StreamTimeout <= 0 {
+		a.StreamTimeout = caddy.Duration(5 * time.Minute)
 	}
 	if a.MaxResponseBody <= 0 {
 		a.MaxResponseBody = 8 << 20
@@ -239,6 +246,8 @@ func (a *App) registryConfig() handles.RegistryConfig {
 		BoundStrikes:        a.BoundStrikes,
 		HandleConcurrency:   a.HandleConcurrency,
 		MaxHandlesPerTenant: a.MaxHandlesPerTenant,
+		MaxResponseBody:     int(a.MaxResponseBody),
+		StreamTimeout:       time.Duration(a.StreamTimeout),
 	}
 }
 

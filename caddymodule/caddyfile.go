@@ -40,6 +40,7 @@ func init() {
 //		idle <duration>
 //		max_request_body <size>
 //		max_response_body <size>
+//		stream_timeout <duration>
 //		max_handles_per_tenant <n>
 //		bound_strikes <n>
 //		receipt_retention <duration>
@@ -99,6 +100,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxTimeout, err = duration(d, val)
 		case "idle":
 			app.Idle, err = duration(d, val)
+		case "stream_timeout":
+			app.StreamTimeout, err = duration(d, val)
 		case "receipt_retention":
 			app.ReceiptRetention, err = duration(d, val)
 		case "memory", "max_memory":

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
@@ -38,6 +40,7 @@ type Retainer struct {
 	app     *App
 	live    *started // the registry, once the app has started
 	resolve handles.Resolve
+	logger  *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -47,6 +50,7 @@ func (Retainer) CaddyModule() caddy.ModuleInfo {
 
 // Provision finds the app and registry.
 func (h *Retainer) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
 	appIface, err := ctx.App("retainer")
 	if err != nil {
 		return fmt.Errorf("retainer: %w", err)
@@ -114,14 +118,73 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		}
 	}
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r), body)
-	res, err := reg.Serve(r.Context(), key, h.resolve, req)
+	res, stream, err := reg.ServeStream(r.Context(), key, h.resolve, req)
 	observeInvocation("data", start, err)
 	if err != nil {
 		writeFault(w, err, "")
 		return nil
 	}
+	if stream != nil {
+		h.writeStream(w, r, res, stream)
+		return nil
+	}
 	writeResponse(w, res)
 	return nil
+}
+
+// writeStream sends a streamed response (SPEC §8): the head at once, then
+// each chunk as the handler's stream yields it, flushed through Caddy. The
+// visitor's pace sets the producer's (one chunk is read after the last is
+// written). The response bound counts bytes sent and stream_timeout bounds
+// the whole; passing either, a visitor leaving or the stream failing
+// cancels the stream and ends the connection without a clean end of body,
+// so the visitor can tell it was cut.
+func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandbox.WireResponse, stream *handles.Stream) {
+	metricStreamsOpen.Inc()
+	defer metricStreamsOpen.Dec()
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.app.StreamTimeout))
+	defer cancel()
+	writeHead(w, res)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		stream.Close(true)
+		return
+	}
+	sent := int64(0)
+	for {
+		chunk, done, err := stream.Next(ctx)
+		if err != nil {
+			stream.Close(true)
+			reason := "the stream failed: " + fault.As(err).Message
+			switch {
+			case r.Context().Err() != nil:
+				reason = "the visitor went away"
+			case ctx.Err() != nil:
+				reason = fmt.Sprintf("it passed stream_timeout (%v)", time.Duration(h.app.StreamTimeout))
+			}
+			h.logger.Debug("response stream cut", zap.String("reason", reason))
+			panic(http.ErrAbortHandler)
+		}
+		if done {
+			stream.Close(false)
+			return
+		}
+		sent += int64(len(chunk))
+		if sent > h.app.MaxResponseBody {
+			stream.Close(true)
+			h.logger.Debug("response stream cut", zap.String("reason", "it passed max_response_body"))
+			panic(http.ErrAbortHandler)
+		}
+		metricStreamBytes.Add(float64(len(chunk)))
+		if _, err := w.Write(chunk); err != nil {
+			stream.Close(true)
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			stream.Close(true)
+			return
+		}
+	}
 }
 
 // requestURL is the full URL the visitor asked for, without the query
@@ -195,6 +258,17 @@ func withoutCookie(header, name string) string {
 // that other handles or the API share. The sandbox has already bounded the
 // head (64 KiB) and the body.
 func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
+	body := res.BodyBytes()
+	writeHead(w, res)
+	if len(body) > 0 {
+		w.Write(body)
+	}
+}
+
+// writeHead writes the handler's status and headers, minus the hop-by-hop
+// ones, those its Connection header names, and Content-Length (the gateway
+// frames the body itself); cookies become host-only.
+func writeHead(w http.ResponseWriter, res sandbox.WireResponse) {
 	named := map[string]bool{}
 	for _, kv := range res.Headers {
 		if strings.EqualFold(kv[0], "connection") {
@@ -215,11 +289,7 @@ func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
 		}
 		h.Add(textproto.CanonicalMIMEHeaderKey(kv[0]), value)
 	}
-	body := res.BodyBytes()
 	w.WriteHeader(res.Status)
-	if len(body) > 0 {
-		w.Write(body)
-	}
 }
 
 // hostOnlyCookie drops every Domain attribute of a Set-Cookie value.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,7 +143,25 @@ func do(t testing.TB, method, url, tok string, body []byte, headers ...string) a
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
+	// A kept-alive connection may belong to the previous test's server,
+	// stopped since: a request that failed on a reused connection is sent
+	// once more on a new one (the stopped server never served it).
+	reused := false
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+	}))
 	res, err := client.Do(req)
+	if err != nil && reused {
+		client.CloseIdleConnections()
+		req, _ = http.NewRequest(method, url, bytes.NewReader(body))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err = client.Do(req)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

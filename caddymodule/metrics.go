@@ -94,6 +94,14 @@ var (
 		}
 		return float64(rt.store.InProgress())
 	})
+	metricStreamsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "response_streams_open",
+		Help: "Streamed handler responses being sent to visitors.",
+	})
+	metricStreamBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "response_stream_bytes_total",
+		Help: "Bytes of streamed handler responses sent to visitors.",
+	})
 	metricQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "queue_depth",
 		Help: "Calls in flight or waiting across all workers.",
@@ -108,7 +116,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -17,7 +18,31 @@ func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sand
 	if name != "fetch" {
 		return sandbox.WireResponse{}, fault.UnknownHandle(id, name)
 	}
-	return r.invoke(ctx, rec, req)
+	res, err := r.invoke(ctx, rec, req)
+	if err != nil || res.Stream == 0 {
+		return res, err
+	}
+	// The API's answer is one document: a streamed body is read whole.
+	return r.readStreamed(ctx, r.OpenStream(id, res), res)
+}
+
+// readStreamed reads a streamed body whole, within the response bound and
+// the stream timeout.
+func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, error) {
+	cfg := r.config()
+	sctx, cancel := context.WithTimeout(ctx, cfg.StreamTimeout)
+	defer cancel()
+	body, err := st.readWhole(sctx, cfg.MaxResponseBody)
+	if err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return sandbox.WireResponse{}, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
+		}
+		return sandbox.WireResponse{}, err
+	}
+	res.Stream = 0
+	enc := base64.StdEncoding.EncodeToString(body)
+	res.Body = &enc
+	return res, nil
 }
 
 // Resolve says which keys the data plane accepts.
@@ -30,8 +55,20 @@ const (
 )
 
 // Serve routes data-plane traffic to the handle whose route name or
-// executionId is key. Anyone who reaches the route may send it traffic.
+// executionId is key, reading a streamed body whole.
 func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+	res, st, err := r.ServeStream(ctx, key, resolve, req)
+	if err != nil || st == nil {
+		return res, err
+	}
+	return r.readStreamed(ctx, st, res)
+}
+
+// ServeStream routes data-plane traffic to the handle whose route name or
+// executionId is key. Anyone who reaches the route may send it traffic. A
+// streamed response comes with its Stream, which the caller reads and
+// closes.
+func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, *Stream, error) {
 	s := r.store
 	s.mu.Lock()
 	var rec *Record
@@ -47,9 +84,13 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 	}
 	s.mu.Unlock()
 	if rec == nil {
-		return sandbox.WireResponse{}, fault.New(fault.NotFound, "No handler is deployed here.")
+		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}
-	return r.invoke(ctx, rec, req)
+	res, err := r.invoke(ctx, rec, req)
+	if err != nil || res.Stream == 0 {
+		return res, nil, err
+	}
+	return res, r.OpenStream(rec.ID, res), nil
 }
 
 // invoke serves one invocation: in arrival order per handle, rebuilding the

@@ -18,6 +18,7 @@ const maxHandleLogBytes = 1 << 20
 // its one rebuild in flight, and the handle's log.
 type liveState struct {
 	inflight atomic.Int64 // invocations under way or waiting
+	streams  atomic.Int64 // streamed responses being read (stream.go)
 
 	mu         sync.Mutex // guards rebuilding, logs, logBytes
 	rebuilding *rebuildFlight
@@ -35,7 +36,7 @@ type rebuildFlight struct {
 func (ls *liveState) idle() bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.inflight.Load() == 0 && ls.rebuilding == nil
+	return ls.inflight.Load() == 0 && ls.streams.Load() == 0 && ls.rebuilding == nil
 }
 
 // liveFor returns id's live state, creating it; nil once the handle ended.

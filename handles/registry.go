@@ -34,6 +34,11 @@ type RegistryConfig struct {
 	Providers map[string]map[string]string
 	// OutboundAllowPrivate lets granted fetch reach internal addresses.
 	OutboundAllowPrivate bool
+	// MaxResponseBody bounds a streamed body the API reads whole (the data
+	// plane counts what it sends itself). 0: no bound here.
+	MaxResponseBody int
+	// StreamTimeout bounds a whole streamed response. Default 5m.
+	StreamTimeout time.Duration
 }
 
 func (c *RegistryConfig) defaults() {
@@ -48,6 +53,9 @@ func (c *RegistryConfig) defaults() {
 	}
 	if c.HandleQueue <= 0 {
 		c.HandleQueue = 64
+	}
+	if c.StreamTimeout <= 0 {
+		c.StreamTimeout = 5 * time.Minute
 	}
 }
 

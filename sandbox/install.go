@@ -43,6 +43,9 @@ func (m *vm) installRuntime() error {
 	m.hostFunc(host, "decodeLegacy", m.hostDecodeLegacy)
 	m.hostFunc(host, "codecInit", m.hostCodecInit)
 	m.hostFunc(host, "codecChunk", m.hostCodecChunk)
+	m.hostFunc(host, "streamOpen", m.hostStreamOpen)
+	m.hostFunc(host, "streamWrite", m.hostStreamWrite)
+	m.hostFunc(host, "streamEnd", m.hostStreamEnd)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
 		return err
@@ -71,6 +74,7 @@ func (m *vm) installRuntime() error {
 		"runProgram": &m.runProgram, "invoke": &m.invoke, "setEnv": &m.setEnv,
 		"fireTimer": &m.fireTimer, "pendingWork": &m.pendingWork,
 		"settleHost": &m.settleHost, "setGrants": &m.setGrants,
+		"streamDrained": &m.streamDrained, "cancelStream": &m.cancelStream,
 	} {
 		v, err := obj.Get(name)
 		if err != nil {

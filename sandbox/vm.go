@@ -28,6 +28,9 @@ type vm struct {
 	memoryMiB int
 
 	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants *v8.Function
+	streamDrained, cancelStream                                                *v8.Function
+
+	streamSet streamSet // streamed responses in flight (stream.go)
 
 	host  hostCalls // loop-owned, but for host.mu
 	runID string    // whose grants host calls use: the job's id or the handle's
@@ -75,6 +78,7 @@ func newVM(e *Engine, memoryMiB int) (*vm, error) {
 		timers:    map[int32]time.Time{},
 		uncached:  map[string]*v8.UnboundScript{},
 	}
+	m.streamSet.wake = make(chan struct{}, 1)
 	ready := make(chan error, 1)
 	go m.loop(ready)
 	if err := <-ready; err != nil {
@@ -131,6 +135,8 @@ func (m *vm) loop(ready chan<- error) {
 			f()
 		case <-wake:
 			m.pumpBusy()
+		case <-m.streamSet.wake:
+			m.runStreamWork()
 		case <-timerC:
 			if m.busy != nil {
 				m.pumpBusy()
@@ -178,6 +184,7 @@ func (m *vm) kill() {
 
 func (m *vm) dispose() {
 	m.closeCodecs()
+	m.endStreams()
 	m.mu.Lock()
 	m.disposed = true
 	m.mu.Unlock()

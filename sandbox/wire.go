@@ -23,6 +23,9 @@ type WireResponse struct {
 	StatusText string      `json:"statusText"`
 	Headers    [][2]string `json:"headers"`
 	Body       *string     `json:"body"`
+	// Stream, when not 0, names the streamed body that follows the head
+	// (SPEC §8): read it with ReadStream; Body is then nil.
+	Stream int64 `json:"stream,omitempty"`
 }
 
 // BodyBytes decodes the base64 body (nil for none).
@@ -88,6 +91,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		StatusText string      `json:"statusText"`
 		Headers    [][2]string `json:"headers"`
 		HasBody    bool        `json:"hasBody"`
+		Stream     int64       `json:"stream"`
 	}
 	dec := json.NewDecoder(strings.NewReader(head))
 	dec.DisallowUnknownFields()
@@ -97,7 +101,10 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	if w.Status < 200 || w.Status > 599 || !validHeaderValue(w.StatusText) {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
-	res := WireResponse{Status: w.Status, StatusText: w.StatusText, Headers: w.Headers}
+	res := WireResponse{Status: w.Status, StatusText: w.StatusText, Headers: w.Headers, Stream: w.Stream}
+	if w.Stream < 0 || w.Stream > 0 && (body != "" || w.Status == 204 || w.Status == 304) {
+		return WireResponse{}, fault.OutsideWireShape()
+	}
 	if res.Headers == nil {
 		res.Headers = [][2]string{}
 	}
@@ -125,7 +132,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	if maxBody > 0 && len(bytes) > maxBody {
 		return WireResponse{}, bodyTooLarge(maxBody)
 	}
-	if w.HasBody || len(bytes) > 0 {
+	if w.Stream == 0 && (w.HasBody || len(bytes) > 0) {
 		enc := base64.StdEncoding.EncodeToString(bytes)
 		res.Body = &enc
 	}

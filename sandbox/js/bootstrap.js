@@ -1102,12 +1102,17 @@
   }
 
   // ------------------------------------------------------------ bodies
+  // Streams made from bytes a body already held: a response with one is
+  // sent whole, not pumped chunk by chunk.
+  const fromBytes = new WeakMap();
   function bytesStream(bytes) {
     const RS = loadModule('streams').ReadableStream;
-    return new RS({
+    const st = new RS({
       type: 'bytes',
       start(c) { if (bytes.length) c.enqueue(bytes); c.close(); },
     });
+    fromBytes.set(st, true);
+    return st;
   }
   // extractBody returns the body as {bytes}, {latin1} or {stream}, and sets
   // the content type the body implies when the headers have none.
@@ -1663,6 +1668,17 @@
     if (!(res instanceof Response)) return 'N';
     const b = bodyOf.get(res);
     if (bodyUsed(b)) return 'N';
+    if (b && b.stream && !fromBytes.has(b.stream)) {
+      // A streamed body (SPEC §8): the head is the answer; the pump sends
+      // the chunks as the stream yields them.
+      const id = nextStream++;
+      hostStreamOpen(id);
+      b.used = true;
+      pumpStream(id, b.stream.getReader());
+      const headers = [];
+      for (const pair of headerPairs(res.headers)) headers.push(pair);
+      return (waiting ? 'W' : 'R') + JSONstringify({ status: res.status, statusText: res.statusText, headers, hasBody: true, stream: id }) + '\n';
+    }
     const taken = await take(res);
     const body = taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes);
     const headers = [];
@@ -1676,5 +1692,50 @@
   }
   function pendingWork() { return waiting; }
 
-  return { runProgram, setEnv, invoke, fireTimer, pendingWork, reportError, settleHost, setGrants };
+  // ------------------------------------------------------------ streamed responses
+  // The host's buffer holds a window of bytes; past it streamWrite answers
+  // false and the pump waits for streamDrained (a read made room) or
+  // cancelStream (the visitor went away, or a bound ended the stream).
+  const hostStreamOpen = host.streamOpen;
+  const hostStreamWrite = host.streamWrite;
+  const hostStreamEnd = host.streamEnd;
+  let nextStream = 1;
+  const pumping = new MapCtor(); // id -> {reader, resume}
+  async function pumpStream(id, reader) {
+    const state = { reader, resume: null, cancelled: false };
+    pumping.set(id, state);
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (state.cancelled) return;
+        if (done) break;
+        if (!(value instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('A body stream must yield Uint8Array chunks.');
+        if (!hostStreamWrite(id, latin1FromBytes(value))) {
+          await new PromiseCtor((resolve) => { state.resume = resolve; });
+          if (state.cancelled) return;
+        }
+      }
+      hostStreamEnd(id, '');
+    } catch (e) {
+      if (!state.cancelled) hostStreamEnd(id, inspect(e, 0, new SetCtor()) || 'error');
+    } finally {
+      pumping.delete(id);
+    }
+  }
+  function streamDrained(id) {
+    const st = pumping.get(id);
+    if (st && st.resume) { const r = st.resume; st.resume = null; r(); }
+  }
+  function cancelStream(id) {
+    const st = pumping.get(id);
+    if (!st) return;
+    st.cancelled = true;
+    pumping.delete(id);
+    if (st.resume) { const r = st.resume; st.resume = null; r(); }
+    try {
+      promiseThen.call(promiseResolve(st.reader.cancel(new TypeErrorCtor('The response stream was cancelled: the visitor went away or a bound ended it.'))), undefined, reportError);
+    } catch (e) { reportError(e); }
+  }
+
+  return { runProgram, setEnv, invoke, fireTimer, pendingWork, reportError, settleHost, setGrants, streamDrained, cancelStream };
 })

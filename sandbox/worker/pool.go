@@ -295,6 +295,47 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 	return rep.Outcome, rep.Fault.err()
 }
 
+// ReadStream takes the next chunk of a streamed response of handle id
+// (SPEC §8): the chunk (empty when none came within the worker's wait),
+// whether the stream ended, and its fault. A read is not a call on the
+// kill clock: the worker answers within its wait whatever the isolate does.
+func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]byte, bool, error) {
+	pool.mu.Lock()
+	p := pool.where[id]
+	pool.mu.Unlock()
+	if p == nil {
+		return nil, true, fault.New(fault.HandlesClosed, "The handle's isolate ended during its response stream.")
+	}
+	ctx, cancel := context.WithTimeout(ctx, streamWait+pool.cfg.Grace+5*time.Second)
+	defer cancel()
+	var rep streamReply
+	if err := p.post(ctx, pathStreamRead, streamRequest{ID: id, Stream: stream, WaitMs: streamWait.Milliseconds()}, &rep); err != nil {
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		return nil, true, fault.CrashedWorker()
+	}
+	if len(rep.Data) > sandbox.StreamWindow {
+		p.kill("sent a stream chunk over the window")
+		return nil, true, fault.CrashedWorker()
+	}
+	return rep.Data, rep.Done, rep.Fault.err()
+}
+
+// CancelStream gives a streamed response up; its source's cancel runs.
+func (pool *Pool) CancelStream(id string, stream int64) {
+	pool.mu.Lock()
+	p := pool.where[id]
+	pool.mu.Unlock()
+	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var rep streamReply
+	p.post(ctx, pathStreamCancel, streamRequest{ID: id, Stream: stream}, &rep)
+}
+
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
 // served in arrival order by the worker; past the per-isolate queue they
 // fail at once with OVERLOADED.

@@ -23,6 +23,10 @@ const (
 	pathRun    = "/run"
 	pathInvoke = "/invoke"
 	pathClose  = "/close"
+	// pathStreamRead takes the next chunk of a streamed response, waiting
+	// up to streamWait for one; pathStreamCancel gives a stream up.
+	pathStreamRead   = "/stream-read"
+	pathStreamCancel = "/stream-cancel"
 	pathProbe  = "/probe"
 	// pathProbeForeign makes one system call through a foreign entry
 	// (body: "i386" or "x32"); a hardened worker dies of it.
@@ -151,6 +155,22 @@ type invokeReply struct {
 	// Logs are the invocation's console lines, recorded before it answers.
 	Logs  []sandbox.LogEntry `json:"logs,omitempty"`
 	Fault *wireFault         `json:"fault,omitempty"`
+}
+
+// streamWait is the longest a stream read waits in the worker for a chunk;
+// the gateway then asks again (so a read is never a call without an end).
+const streamWait = 15 * time.Second
+
+type streamRequest struct {
+	ID     string `json:"id"`
+	Stream int64  `json:"stream"`
+	WaitMs int64  `json:"waitMs,omitempty"`
+}
+
+type streamReply struct {
+	Data  []byte     `json:"data,omitempty"` // at most sandbox.StreamWindow bytes
+	Done  bool       `json:"done,omitempty"`
+	Fault *wireFault `json:"fault,omitempty"`
 }
 
 type closeRequest struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"net"
 	"os"
 	"sync"
@@ -60,7 +61,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 	switch path {
 	case pathHello:
 		reply = w.hello(body)
-	case pathRun, pathInvoke, pathClose:
+	case pathRun, pathInvoke, pathClose, pathStreamRead, pathStreamCancel:
 		e := w.ready()
 		if e == nil {
 			return nil, fmt.Errorf("%s before hello", path)
@@ -86,6 +87,19 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 				return nil, err
 			}
 			reply = closeReply{Fault: toWire(e.Close(req.ID))}
+		case pathStreamRead, pathStreamCancel:
+			var req streamRequest
+			if err := json.Unmarshal(body, &req); err != nil {
+				return nil, err
+			}
+			if path == pathStreamCancel {
+				e.CancelStream(req.ID, req.Stream)
+				reply = streamReply{Done: true}
+				break
+			}
+			wait := min(time.Duration(req.WaitMs)*time.Millisecond, streamWait)
+			data, done, err := e.ReadStream(ctx, req.ID, req.Stream, wait)
+			reply = streamReply{Data: data, Done: done, Fault: toWire(err)}
 		}
 	case pathProbe:
 		w.mu.Lock()

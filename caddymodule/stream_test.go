@@ -1,0 +1,192 @@
+package caddymodule
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// Streamed responses through a real gateway (SPEC §8).
+
+const sseHandler = `async () => {
+	let cancelled = 0;
+	return { async fetch(request) {
+		const url = new URL(request.url);
+		if (url.pathname === '/cancelled') return Response.json({ cancelled });
+		if (url.pathname === '/quick') return new Response('quick');
+		const every = +(url.searchParams.get('every') || 100);
+		const count = +(url.searchParams.get('count') || 5);
+		const size = +(url.searchParams.get('size') || 0);
+		let timer, n = 0;
+		const text = new ReadableStream({
+			start(c) {
+				timer = setInterval(() => {
+					if (url.pathname === '/spin' && n === 2) { while (true) {} }
+					c.enqueue(size ? 'x'.repeat(size) : 'data: event ' + (n++) + '\n\n');
+					if (count > 0 && n >= count) { clearInterval(timer); c.close(); }
+				}, every);
+			},
+			cancel() { clearInterval(timer); cancelled++; },
+		});
+		return new Response(text.pipeThrough(new TextEncoderStream()), { headers: { 'content-type': 'text/event-stream' } });
+	} };
+}`
+
+func streamClientGet(t *testing.T, ctx context.Context, url string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestStreamedResponses(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, "stream_timeout 2s\n\t\tmax_response_body 1MiB"), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": sseHandler, "retainHandles": true}))
+	if a.status != 200 {
+		t.Fatalf("deploy: %d %s", a.status, a.body)
+	}
+	id, _ := a.json(t)["executionId"].(string)
+	handle := func(path string) string { return site(id+".apps.localhost", path) }
+
+	// Events arrive spaced as the handler sends them, not all at the end:
+	// the first is read while the handler has not yet sent the last.
+	res := streamClientGet(t, context.Background(), handle("/sse?every=150&count=5"))
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("head: %d %v", res.StatusCode, res.Header)
+	}
+	// A second request to the same handle is served while the stream is open.
+	if q := do(t, "GET", handle("/quick"), "", nil); q.status != 200 || string(q.body) != "quick" {
+		t.Fatalf("a request during the stream: %d %s", q.status, q.body)
+	}
+	sc := bufio.NewScanner(res.Body)
+	var arrivals []time.Time
+	var events []string
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			events = append(events, line)
+			arrivals = append(arrivals, time.Now())
+		}
+	}
+	res.Body.Close()
+	if len(events) != 5 || events[4] != "data: event 4" {
+		t.Fatalf("events: %q (%v)", events, sc.Err())
+	}
+	if spread := arrivals[4].Sub(arrivals[0]); spread < 300*time.Millisecond {
+		t.Fatalf("the 5 events, sent 150 ms apart, arrived within %v: buffered", spread)
+	}
+
+	// A visitor who disconnects cancels the stream: its cancel runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	res = streamClientGet(t, ctx, handle("/sse?every=50&count=0"))
+	br := bufio.NewReader(res.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	res.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if c := do(t, "GET", handle("/cancelled"), "", nil); strings.Contains(string(c.body), `"cancelled":1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stream's cancel did not run after the visitor left")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Past the response bound (1 MiB here) the stream ends, cut.
+	res = streamClientGet(t, context.Background(), handle("/big?every=1&count=0&size=65536"))
+	n, err := io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err == nil || n > 1<<20 {
+		t.Fatalf("a stream past the bound: %d bytes, err %v", n, err)
+	}
+
+	// Past stream_timeout (2 s here) the stream ends, cut.
+	start := time.Now()
+	res = streamClientGet(t, context.Background(), handle("/sse?every=100&count=0"))
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err == nil || time.Since(start) > 15*time.Second {
+		t.Fatalf("a stream past stream_timeout: err %v after %v", err, time.Since(start))
+	}
+
+	// A stream callback that loops forever is the program's bound hit: the
+	// stream ends, the handle's log says why, and its worker survives.
+	before := workerPIDs(t)
+	res = streamClientGet(t, context.Background(), handle("/spin?every=50&count=0"))
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err == nil {
+		t.Fatal("a stream whose callback spins ended cleanly")
+	}
+	logs := do(t, "GET", api("/handles/"+id+"/logs"), alice, nil)
+	t.Logf("logs: %.600s", logs.body)
+	if !strings.Contains(string(logs.body), "TIMEOUT") && !strings.Contains(string(logs.body), "timed out") && !strings.Contains(string(logs.body), "500 ms") {
+		t.Fatalf("the handle's log after a spinning stream callback: %s", logs.body)
+	}
+	if after := workerPIDs(t); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("workers changed: %v → %v", before, after)
+	}
+	// The handle is rebuilt and serves again.
+	if q := do(t, "GET", handle("/quick"), "", nil); q.status != 200 {
+		t.Fatalf("after the spin: %d %s", q.status, q.body)
+	}
+
+	// The API's invoke reads a streamed body whole.
+	inv := do(t, "POST", api("/handles/"+id+"/fetch"), alice, []byte(`{"method":"GET","url":"https://x/sse?every=10&count=3","headers":[],"body":null}`))
+	if inv.status != 200 || !strings.Contains(string(inv.body), `"body":"`) {
+		t.Fatalf("API invoke of a stream: %d %s", inv.status, inv.body)
+	}
+}
+
+// Many streams at once on one handle each get their own events.
+func TestConcurrentStreams(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	for _, concurrency := range []int{1, 8} {
+		a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": sseHandler, "retainHandles": true, "concurrency": concurrency}))
+		id, _ := a.json(t)["executionId"].(string)
+		twentyStreams(t, id)
+	}
+}
+
+func twentyStreams(t *testing.T, id string) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := streamClientGet(t, context.Background(), site(id+".apps.localhost", "/sse?every=20&count=10"))
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || strings.Count(string(body), "data: event") != 10 {
+				errs <- fmt.Errorf("%v: %q", err, body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

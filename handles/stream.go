@@ -1,0 +1,95 @@
+package handles
+
+import (
+	"context"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// Stream is the streamed body of a handle's response (SPEC §8): the
+// invocation was answered with its head, and the chunks come as the
+// handler's stream yields them. The reader pulls; nothing is read ahead of
+// it beyond the worker's window, so a slow visitor slows the producer.
+type Stream struct {
+	registry *Registry
+	id       string
+	stream   int64
+	started  time.Time
+}
+
+// OpenStream is the stream a response names (res.Stream != 0).
+func (r *Registry) OpenStream(id string, res sandbox.WireResponse) *Stream {
+	s := r.store
+	s.mu.Lock()
+	ls := s.live[id]
+	s.mu.Unlock()
+	if ls != nil {
+		ls.streams.Add(1)
+	}
+	return &Stream{registry: r, id: id, stream: res.Stream, started: time.Now()}
+}
+
+// Next answers the next chunk, or done at the stream's end. A chunk is
+// answered only once the kv writes the handle made before it are durable
+// (the output gate holds stream chunks as it holds responses).
+func (st *Stream) Next(ctx context.Context) ([]byte, bool, error) {
+	s := st.registry.store
+	for {
+		data, done, err := s.opts.Executor.ReadStream(ctx, st.id, st.stream)
+		if err != nil {
+			return nil, true, err
+		}
+		if len(data) > 0 {
+			if err := s.kvBarrier(ctx, st.id); err != nil {
+				return nil, true, err
+			}
+			s.touch(st.id, true)
+			return data, false, nil
+		}
+		if done {
+			return nil, true, nil
+		}
+		if ctx.Err() != nil {
+			return nil, true, ctx.Err()
+		}
+	}
+}
+
+// Close ends the reader's part: a stream not read to its end is cancelled
+// (its source's cancel runs in the isolate).
+func (st *Stream) Close(cancel bool) {
+	s := st.registry.store
+	if cancel {
+		s.opts.Executor.CancelStream(st.id, st.stream)
+	}
+	s.mu.Lock()
+	ls := s.live[st.id]
+	s.mu.Unlock()
+	if ls != nil {
+		ls.streams.Add(-1)
+	}
+}
+
+// readWhole reads a stream to its end within max bytes, for the API's
+// invoke, whose answer is one JSON document.
+func (st *Stream) readWhole(ctx context.Context, max int) ([]byte, error) {
+	var body []byte
+	for {
+		chunk, done, err := st.Next(ctx)
+		if err != nil {
+			st.Close(true)
+			return nil, err
+		}
+		if done {
+			st.Close(false)
+			return body, nil
+		}
+		body = append(body, chunk...)
+		if max > 0 && len(body) > max {
+			st.Close(true)
+			return nil, fault.New(fault.BadResponse, "The fetch handle streamed a body over the %d byte response bound.", max)
+		}
+	}
+}

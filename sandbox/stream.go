@@ -1,0 +1,327 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Streamed responses (SPEC §8). A handler that answers a Response whose
+// body is a ReadableStream is answered with the head at once (its
+// WireResponse.Stream names the stream); the runtime then pumps the stream
+// into a buffer here, chunk by chunk, as the handler's callbacks enqueue
+// them, and the reader (the gateway, over the worker protocol) takes the
+// chunks out with ReadStream.
+//
+// Flow control is pull-based and bounded end to end: the buffer holds at
+// most StreamWindow bytes; past it the runtime's pump awaits until a read
+// has drained it, so a slow visitor slows the producer (its stream's
+// desiredSize falls) and nothing buffers without bound outside the
+// program's own heap. Every callback that produces chunks runs on the
+// isolate's loop under the invocation timeout, like a timer callback.
+
+// StreamWindow is what a stream's buffer holds before its pump waits.
+const StreamWindow = 64 << 10
+
+// maxStreams bounds one isolate's open streams.
+const maxStreams = 1024
+
+// ErrStreamGone is the error of a read from a stream the engine does not
+// hold (ended and read to its end, cancelled, or its isolate gone).
+var ErrStreamGone = errors.New("the stream is gone")
+
+// outStream is one streamed body in flight. The loop writes it; readers
+// on other goroutines take from it.
+type outStream struct {
+	mu        sync.Mutex
+	buf       []byte
+	ended     bool
+	err       string // the stream errored (or its isolate ended)
+	waiting   bool   // the pump awaits a drain
+	notify    chan struct{}
+	cancelled bool
+}
+
+func (s *outStream) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// streamSet is a vm's streams and the loop work readers ask for.
+type streamSet struct {
+	mu      sync.Mutex
+	open    map[int64]*outStream
+	drained []int64 // streams whose pump may go on (loop work)
+	cancels []int64 // streams the reader gave up (loop work)
+	wake    chan struct{}
+}
+
+func (m *vm) streams() *streamSet {
+	return &m.streamSet
+}
+
+// hostStreamOpen registers a stream the runtime is about to pump.
+func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
+	ss := m.streams()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.open) >= maxStreams {
+		return nil, errors.New("too many open response streams")
+	}
+	if ss.open == nil {
+		ss.open = map[int64]*outStream{}
+	}
+	ss.open[int64(args[0].Integer())] = &outStream{notify: make(chan struct{}, 1)}
+	return nil, nil
+}
+
+// hostStreamWrite appends a chunk (a Latin-1 string); it answers false when
+// the buffer is past the window: the pump then awaits a drain.
+func (m *vm) hostStreamWrite(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 2 {
+		return nil, errors.New("streamWrite needs an id and a chunk")
+	}
+	ss := m.streams()
+	ss.mu.Lock()
+	s := ss.open[int64(args[0].Integer())]
+	ss.mu.Unlock()
+	if s == nil {
+		return v8.NewValue(m.iso, false)
+	}
+	chunk, ok := bytesOfLatin1(args[1].String())
+	if !ok {
+		return nil, errors.New("a stream chunk must be bytes")
+	}
+	s.mu.Lock()
+	more := !s.cancelled
+	if more {
+		s.buf = append(s.buf, chunk...)
+		more = len(s.buf) < StreamWindow
+		s.waiting = !more
+	}
+	s.mu.Unlock()
+	s.signal()
+	return v8.NewValue(m.iso, more)
+}
+
+// hostStreamEnd ends a stream: at its end (no text) or with an error.
+func (m *vm) hostStreamEnd(args []*v8.Value) (*v8.Value, error) {
+	ss := m.streams()
+	ss.mu.Lock()
+	s := ss.open[int64(args[0].Integer())]
+	ss.mu.Unlock()
+	if s == nil {
+		return nil, nil
+	}
+	msg := ""
+	if len(args) > 1 {
+		msg = args[1].String()
+	}
+	s.mu.Lock()
+	s.ended = true
+	s.err = msg
+	s.mu.Unlock()
+	s.signal()
+	if msg != "" && m.eng.cfg.OnLog != nil && m.handleID != "" {
+		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: "error", Message: "Response stream: " + msg})
+	}
+	return nil, nil
+}
+
+// ReadStream takes the next chunk of a streamed response of handle id,
+// waiting up to wait for one. It answers the chunk (empty when none came in
+// time), whether the stream ended, and the stream's error if it failed.
+func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait time.Duration) ([]byte, bool, error) {
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if m == nil {
+		return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
+	}
+	ss := m.streams()
+	ss.mu.Lock()
+	s := ss.open[stream]
+	ss.mu.Unlock()
+	if s == nil {
+		return nil, true, fault.Wrap(fault.BadResponse, ErrStreamGone, "No such response stream.")
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		if len(s.buf) > 0 {
+			n := min(len(s.buf), StreamWindow)
+			chunk := append([]byte(nil), s.buf[:n]...)
+			s.buf = s.buf[n:]
+			resume := s.waiting && len(s.buf) < StreamWindow
+			if resume {
+				s.waiting = false
+			}
+			s.mu.Unlock()
+			if resume {
+				m.streamWork(stream, false)
+			}
+			return chunk, false, nil
+		}
+		if s.ended {
+			msg := s.err
+			s.mu.Unlock()
+			ss.mu.Lock()
+			delete(ss.open, stream)
+			ss.mu.Unlock()
+			if msg != "" {
+				return nil, true, fault.New(fault.HandlerError, "The response stream failed: %s", msg)
+			}
+			return nil, true, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-timer.C:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-m.done:
+			s.mu.Lock()
+			gone := len(s.buf) == 0 && !s.ended
+			s.mu.Unlock()
+			if gone {
+				return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
+			}
+		}
+	}
+}
+
+// CancelStream gives a streamed response up (the visitor went away, or a
+// bound ended it): the stream's cancel runs in the isolate.
+func (e *Engine) CancelStream(id string, stream int64) {
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if m == nil {
+		return
+	}
+	ss := m.streams()
+	ss.mu.Lock()
+	s := ss.open[stream]
+	delete(ss.open, stream)
+	ss.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.cancelled = true
+	s.buf = nil
+	s.mu.Unlock()
+	m.streamWork(stream, true)
+}
+
+// streamWork asks the loop to resume a stream's pump or to cancel it.
+func (m *vm) streamWork(stream int64, cancel bool) {
+	ss := m.streams()
+	ss.mu.Lock()
+	if cancel {
+		ss.cancels = append(ss.cancels, stream)
+	} else {
+		ss.drained = append(ss.drained, stream)
+	}
+	ss.mu.Unlock()
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runStreamWork resumes and cancels, on the loop, what readers asked for;
+// each entry into JavaScript is bounded like a timer callback.
+func (m *vm) runStreamWork() {
+	ss := m.streams()
+	ss.mu.Lock()
+	drained, cancels := ss.drained, ss.cancels
+	ss.drained, ss.cancels = nil, nil
+	ss.mu.Unlock()
+	callback := func(fn *v8.Function, id int64) {
+		m.callback(func() {
+			if _, err := m.call(fn, float64(id)); err != nil && m.boundHit() == nil {
+				m.sink("error", "Uncaught "+jsErrorMessage(err))
+			}
+		})
+	}
+	for _, id := range cancels {
+		callback(m.cancelStream, id)
+	}
+	for _, id := range drained {
+		callback(m.streamDrained, id)
+	}
+}
+
+// callback runs f (an entry into JavaScript outside an invocation's own
+// settle) under the invocation timeout: within a busy period under its
+// watchdog, else as a bounded activity of its own, like timers between
+// invocations. A bound hit disposes the isolate.
+func (m *vm) callback(f func()) {
+	if m.dead {
+		return
+	}
+	if m.busy != nil {
+		bound := m.entry(func() {
+			f()
+			m.ctx.PerformMicrotaskCheckpoint()
+			m.releaseReturned()
+		})
+		if bound != nil {
+			m.failBusy(bound, nil)
+			return
+		}
+		m.checkInvocations()
+		return
+	}
+	if err := m.bounded(m.timeout, func(time.Time) error {
+		f()
+		m.ctx.PerformMicrotaskCheckpoint()
+		m.releaseReturned()
+		return nil
+	}); err != nil {
+		m.kill()
+		if m.handleID != "" && m.eng.cfg.OnLost != nil {
+			m.eng.cfg.OnLost(m.handleID, err)
+		}
+	}
+}
+
+// endStreams fails every open stream when the isolate ends.
+func (m *vm) endStreams() {
+	ss := m.streams()
+	ss.mu.Lock()
+	open := ss.open
+	ss.open = nil
+	ss.mu.Unlock()
+	for _, s := range open {
+		s.mu.Lock()
+		if !s.ended {
+			s.ended = true
+			s.err = "the isolate ended"
+		}
+		s.mu.Unlock()
+		s.signal()
+	}
+}
+
+// bytesOfLatin1 turns a Latin-1 string from the isolate into bytes.
+func bytesOfLatin1(s string) ([]byte, bool) {
+	out := make([]byte, 0, len(s))
+	for _, r := range s {
+		if r > 0xff {
+			return nil, false
+		}
+		out = append(out, byte(r))
+	}
+	return out, true
+}
