@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,5 +189,51 @@ func twentyStreams(t *testing.T, id string) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// A worker crash ends its open streams: the visitor's connection closes
+// instead of hanging, and the handle serves again after its rebuild.
+func TestWorkerCrashEndsOpenStreams(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": sseHandler, "retainHandles": true}))
+	id, _ := a.json(t)["executionId"].(string)
+	res := streamClientGet(t, context.Background(), site(id+".apps.localhost", "/sse?every=50&count=0"))
+	br := bufio.NewReader(res.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range workerPIDs(t) {
+		if pid != 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, br)
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the stream of a killed worker ended as if complete")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream of a killed worker hangs")
+	}
+	res.Body.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		q := do(t, "GET", site(id+".apps.localhost", "/quick"), "", nil)
+		if q.status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handle after its worker was killed: %d %s", q.status, q.body)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
