@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -109,16 +110,28 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		writeFault(w, fault.New(fault.NotFound, "No handler is deployed here."), "")
 		return nil
 	}
+	// A small body of known length is read at once and crosses with the
+	// request; any other streams into request.body as it arrives (SPEC §8),
+	// still bounded by max_request_body.
 	var body []byte
-	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		var err error
-		if body, err = readBody(w, r, h.app.MaxRequestBody); err != nil {
-			writeFault(w, err, "")
+	var streamed io.Reader
+	if r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		switch {
+		case r.ContentLength > h.app.MaxRequestBody:
+			writeFault(w, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", h.app.MaxRequestBody), "")
 			return nil
+		case r.ContentLength >= 0 && r.ContentLength <= bufferedBody:
+			var err error
+			if body, err = readBody(w, r, h.app.MaxRequestBody); err != nil {
+				writeFault(w, err, "")
+				return nil
+			}
+		default:
+			streamed = http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody)
 		}
 	}
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r), body)
-	res, stream, err := reg.ServeStream(r.Context(), key, h.resolve, req)
+	res, stream, err := reg.ServeStream(r.Context(), key, h.resolve, req, streamed)
 	observeInvocation("data", start, err)
 	if err != nil {
 		writeFault(w, err, "")
@@ -131,6 +144,10 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	writeResponse(w, res)
 	return nil
 }
+
+// bufferedBody is the largest request body of known length that is read
+// before the handler runs; larger and chunked ones stream.
+const bufferedBody = 64 << 10
 
 // writeStream sends a streamed response (SPEC §8): the head at once, then
 // each chunk as the handler's stream yields it, flushed through Caddy. The

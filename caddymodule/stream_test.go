@@ -237,3 +237,102 @@ func TestWorkerCrashEndsOpenStreams(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A chunked upload streams into request.body while the visitor sends it:
+// the handler has read the first part before the second is sent; a body
+// past max_request_body fails the handler's read.
+func TestStreamedUpload(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	code := `async () => { let seen = 0; return { async fetch(request) {
+		const path = new URL(request.url).pathname;
+		if (path === '/progress') return Response.json({ seen });
+		if (path === '/upload') {
+			seen = 0;
+			const reader = request.body.getReader();
+			let total = 0;
+			for (;;) { const { value, done } = await reader.read(); if (done) break; total += value.length; seen = total; }
+			return Response.json({ total });
+		}
+		return new Response((await request.text()).toUpperCase());
+	} } }`
+	a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": code, "retainHandles": true, "concurrency": 4, "timeoutMs": 10000}))
+	id, _ := a.json(t)["executionId"].(string)
+	handle := func(path string) string { return site(id+".apps.localhost", path) }
+
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", handle("/upload"), pr)
+	done := make(chan answer, 1)
+	go func() {
+		res, err := client.Do(req)
+		if err != nil {
+			done <- answer{status: -1, body: []byte(err.Error())}
+			return
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		done <- answer{status: res.StatusCode, body: body}
+	}()
+	pw.Write([]byte("hello "))
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		p := do(t, "GET", handle("/progress"), "", nil)
+		if strings.Contains(string(p.body), `"seen":6`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler did not see the first part while the upload went on: %s", p.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pw.Write([]byte("world"))
+	pw.Close()
+	if got := <-done; got.status != 200 || string(got.body) != `{"total":11}` {
+		t.Fatalf("upload: %d %s", got.status, got.body)
+	}
+
+	// request.text() of a chunked body keeps working.
+	pr, pw = io.Pipe()
+	go func() {
+		for i := 0; i < 5; i++ {
+			pw.Write([]byte(strings.Repeat("ab", 40000)))
+		}
+		pw.Close()
+	}()
+	req, _ = http.NewRequest("POST", handle("/text"), pr)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != strings.Repeat("AB", 200000) {
+		t.Fatalf("text of a chunked body: %d %.100s (%d bytes)", res.StatusCode, body, len(body))
+	}
+
+	// Past max_request_body (1 MiB here) the handler's read fails.
+	pr, pw = io.Pipe()
+	go func() {
+		for i := 0; i < 40; i++ {
+			if _, err := pw.Write(make([]byte, 64<<10)); err != nil {
+				break
+			}
+		}
+		pw.Close()
+	}()
+	req, _ = http.NewRequest("POST", handle("/text"), pr)
+	res, err = client.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 500 {
+			t.Fatalf("a body past the bound: %d", res.StatusCode)
+		}
+	}
+	logs := do(t, "GET", api("/handles/"+id+"/logs"), alice, nil)
+	if !strings.Contains(string(logs.body), "over the 1048576 byte bound") {
+		t.Fatalf("the handle's log after a body past the bound: %s", logs.body)
+	}
+}

@@ -97,6 +97,14 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		reg, tenant, grants = s.registries[rec.Registry], rec.Tenant, rec.Grants
 	}
 	s.mu.Unlock()
+	if op == "body.read" {
+		// The handle's own request body: no capability, only the handle
+		// it was sent to (readBody checks the id).
+		if rec == nil || workerTenant != "" && workerTenant != tenant {
+			return nil, fault.New(fault.Forbidden, "No invocation holds this id.")
+		}
+		return s.readBody(ctx, id, args)
+	}
 	if host == nil {
 		return nil, fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"io"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -57,7 +58,7 @@ const (
 // Serve routes data-plane traffic to the handle whose route name or
 // executionId is key, reading a streamed body whole.
 func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, error) {
-	res, st, err := r.ServeStream(ctx, key, resolve, req)
+	res, st, err := r.ServeStream(ctx, key, resolve, req, nil)
 	if err != nil || st == nil {
 		return res, err
 	}
@@ -68,7 +69,10 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 // executionId is key. Anyone who reaches the route may send it traffic. A
 // streamed response comes with its Stream, which the caller reads and
 // closes.
-func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, *Stream, error) {
+//
+// body, when not nil, is a request body the visitor is still sending: it
+// streams into the handler's request.body (req.Body must be nil).
+func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body io.Reader) (sandbox.WireResponse, *Stream, error) {
 	s := r.store
 	s.mu.Lock()
 	var rec *Record
@@ -86,11 +90,18 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 	if rec == nil {
 		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}
+	detach := func() {}
+	if body != nil {
+		req.BodyStream, detach = s.attachBody(rec.ID, body)
+	}
 	res, err := r.invoke(ctx, rec, req)
 	if err != nil || res.Stream == 0 {
+		detach()
 		return res, nil, err
 	}
-	return res, r.OpenStream(rec.ID, res), nil
+	st := r.OpenStream(rec.ID, res)
+	st.detach = detach
+	return res, st, nil
 }
 
 // invoke serves one invocation: in arrival order per handle, rebuilding the

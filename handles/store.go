@@ -104,6 +104,7 @@ type Store struct {
 	live       map[string]*liveState        // by id: the runtime side of a record
 	runs       map[string]*runState         // runs in progress, by run id
 	dirty      map[string]bool              // ids whose counters await a flush
+	bodies     bodySet                      // request bodies streaming into invocations (body.go)
 
 	stop chan struct{}
 	done chan struct{}

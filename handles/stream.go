@@ -17,6 +17,7 @@ type Stream struct {
 	id       string
 	stream   int64
 	started  time.Time
+	detach   func() // ends the request body's attachment, if any
 }
 
 // OpenStream is the stream a response names (res.Stream != 0).
@@ -63,6 +64,9 @@ func (st *Stream) Close(cancel bool) {
 	s := st.registry.store
 	if cancel {
 		s.opts.Executor.CancelStream(st.id, st.stream)
+	}
+	if st.detach != nil {
+		st.detach()
 	}
 	s.mu.Lock()
 	ls := s.live[st.id]

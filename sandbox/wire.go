@@ -15,6 +15,10 @@ type WireRequest struct {
 	URL     string      `json:"url"`
 	Headers [][2]string `json:"headers"`
 	Body    *string     `json:"body"`
+	// BodyStream, when set (and Body is null), names a request body the
+	// visitor is still sending (SPEC §8): the handler's request.body reads
+	// it with the host call body.read as it arrives.
+	BodyStream string `json:"bodyStream,omitempty"`
 }
 
 // WireResponse is a handler's answer as it leaves an isolate.
@@ -63,6 +67,9 @@ func (r WireRequest) validate() ([]byte, error) {
 		if !isToken(h[0]) || !validHeaderValue(h[1]) {
 			return nil, fault.New(fault.BadRequest, "The request has an invalid header.")
 		}
+	}
+	if len(r.BodyStream) > 64 || r.BodyStream != "" && r.Body != nil {
+		return nil, fault.New(fault.BadRequest, "The request's body stream is not valid.")
 	}
 	if r.Body == nil {
 		return nil, nil

@@ -1656,6 +1656,7 @@
     let request;
     try { request = new Request(w.url, init); } finally { trustedURL = false; }
     if (bodyLatin1 !== null && w.method !== 'GET' && w.method !== 'HEAD') bodyOf.get(request).latin1 = bodyLatin1;
+    else if (w.bodyStream && w.method !== 'GET' && w.method !== 'HEAD') bodyOf.get(request).stream = requestBodyStream(w.bodyStream);
     const ctx = {
       waitUntil(p) {
         waiting++;
@@ -1691,6 +1692,19 @@
     }) + '\n' + body;
   }
   function pendingWork() { return waiting; }
+
+  // A request body the visitor is still sending: each pull asks the host
+  // for what has arrived (a Latin-1 string, at most 64 KiB).
+  function requestBodyStream(token) {
+    const RS = loadModule('streams').ReadableStream;
+    return new RS({
+      async pull(c) {
+        const r = await call('body.read', { stream: token });
+        if (r.data) c.enqueue(bytesFromLatin1(r.data));
+        if (r.done) c.close();
+      },
+    }, { highWaterMark: 0 });
+  }
 
   // ------------------------------------------------------------ streamed responses
   // The host's buffer holds a window of bytes; past it streamWrite answers

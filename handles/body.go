@@ -1,0 +1,126 @@
+package handles
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
+)
+
+// Request bodies that stream into a handler (SPEC §8): the data plane
+// attaches the visitor's body to the invocation under a random token, the
+// handler's request.body pulls it through the host call body.read as the
+// visitor sends it, and the attachment ends with the invocation (or with
+// its streamed response). Only the handle the body was sent to may read it.
+
+// bodyChunk is the most one body.read answers.
+const bodyChunk = 64 << 10
+
+// bodyStream is one attached request body.
+type bodyStream struct {
+	handle string
+	mu     sync.Mutex // one read at a time
+	r      io.Reader
+	done   bool
+}
+
+type bodySet struct {
+	mu   sync.Mutex
+	open map[string]*bodyStream
+}
+
+// attachBody registers r for handle and answers its token and the detach.
+func (s *Store) attachBody(handle string, r io.Reader) (string, func()) {
+	var b [16]byte
+	rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	s.bodies.mu.Lock()
+	if s.bodies.open == nil {
+		s.bodies.open = map[string]*bodyStream{}
+	}
+	s.bodies.open[token] = &bodyStream{handle: handle, r: r}
+	s.bodies.mu.Unlock()
+	return token, func() {
+		s.bodies.mu.Lock()
+		delete(s.bodies.open, token)
+		s.bodies.mu.Unlock()
+	}
+}
+
+// readBody answers body.read for the handle id: what has arrived of the
+// body, up to 64 KiB, as a Latin-1 string, and whether it ended.
+func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (json.RawMessage, error) {
+	var a struct {
+		Stream string `json:"stream"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fault.New(fault.BadRequest, "body.read: malformed arguments.")
+	}
+	s.bodies.mu.Lock()
+	b := s.bodies.open[a.Stream]
+	s.bodies.mu.Unlock()
+	if b == nil || b.handle != id {
+		return nil, fault.New(fault.BadRequest, "The request body is no longer readable (its invocation has ended).")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return json.RawMessage(`{"done":true}`), nil
+	}
+	buf := make([]byte, bodyChunk)
+	n, err := readSome(ctx, b.r, buf)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		b.done = true
+		return nil, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", tooBig.Limit)
+	case err == io.EOF:
+		b.done = true
+	case err != nil:
+		b.done = true
+		return nil, fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
+	}
+	var sb strings.Builder
+	for _, c := range buf[:n] {
+		sb.WriteRune(rune(c))
+	}
+	return wirejson.Marshal(struct {
+		Data string `json:"data,omitempty"`
+		Done bool   `json:"done,omitempty"`
+	}{sb.String(), b.done})
+}
+
+// readSome reads at least one byte (or the end) into buf; a context that
+// ends first answers its error (the read goes on and is dropped).
+func readSome(ctx context.Context, r io.Reader, buf []byte) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		n, err := r.Read(buf)
+		for n == 0 && err == nil {
+			n, err = r.Read(buf)
+		}
+		ch <- result{n, err}
+	}()
+	select {
+	case res := <-ch:
+		if res.n > 0 && res.err == io.EOF {
+			// The bytes now; the end on the next read.
+			return res.n, nil
+		}
+		return res.n, res.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
