@@ -28,7 +28,7 @@ type vm struct {
 	memoryMiB int
 
 	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants *v8.Function
-	streamDrained, cancelStream                                                *v8.Function
+	streamDrained, cancelStream                                               *v8.Function
 
 	streamSet streamSet // streamed responses in flight (stream.go)
 

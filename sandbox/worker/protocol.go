@@ -27,7 +27,7 @@ const (
 	// up to streamWait for one; pathStreamCancel gives a stream up.
 	pathStreamRead   = "/stream-read"
 	pathStreamCancel = "/stream-cancel"
-	pathProbe  = "/probe"
+	pathProbe        = "/probe"
 	// pathProbeForeign makes one system call through a foreign entry
 	// (body: "i386" or "x32"); a hardened worker dies of it.
 	pathProbeForeign = "/probe-foreign"
