@@ -141,7 +141,7 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody}, Tools: &capability.Tools{}})
+	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		kv.Close()

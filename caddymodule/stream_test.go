@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -334,5 +335,92 @@ func TestStreamedUpload(t *testing.T) {
 	logs := do(t, "GET", api("/handles/"+id+"/logs"), alice, nil)
 	if !strings.Contains(string(logs.body), "over the 1048576 byte bound") {
 		t.Fatalf("the handle's log after a body past the bound: %s", logs.body)
+	}
+}
+
+// An upstream's SSE is relayed through a handle with the fetch capability
+// as it arrives (the handler returns the fetch answer unread); a handler
+// that reads a long chunked answer itself gets it whole.
+func TestRelayedUpstreamStream(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			for i := 0; i < 40; i++ {
+				w.Write([]byte(strings.Repeat("0123456789abcdef", 4096))) // 64 KiB
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 5; i++ {
+			fmt.Fprintf(w, "data: upstream %d\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+	}))
+	defer upstream.Close()
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	admin localhost:2999
+	http_port %d
+	https_port 9443
+	grace_period 1s
+	retainer {
+		store %s
+		workers 1
+		timeout 2s
+	}
+}
+
+http://anon.localhost:%d {
+	retainer_api apps {
+		allow_anonymous
+		outbound_allow_private
+	}
+}
+
+http://*.apps.localhost:%d {
+	retainer apps {
+		key {labels.2}
+	}
+}
+`, httpPort, store, httpPort, httpPort), "caddyfile")
+	host := strings.TrimPrefix(upstream.URL, "http://")
+	code := fmt.Sprintf(`async () => ({ async fetch(request) {
+		const path = new URL(request.url).pathname;
+		if (path === '/relay') return fetch('%[1]s/sse');
+		if (path === '/wrapped') { const up = await fetch('%[1]s/sse'); return new Response(up.body, { headers: { 'content-type': 'text/event-stream', 'x-relayed': 'yes' } }); }
+		const text = await (await fetch('%[1]s/big')).text();
+		return Response.json({ length: text.length });
+	} })`, upstream.URL)
+	a := do(t, "POST", site("anon.localhost", "/executions"), "", mustJSON(map[string]any{"code": code, "retainHandles": true,
+		"capabilities": []string{"fetch"}, "outbound": map[string]any{"allow": []string{host}}}))
+	id, _ := a.json(t)["executionId"].(string)
+	if id == "" {
+		t.Fatalf("deploy: %d %s", a.status, a.body)
+	}
+	for _, path := range []string{"/relay", "/wrapped"} {
+		res := streamClientGet(t, context.Background(), site(id+".apps.localhost", path))
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%s head: %d %v", path, res.StatusCode, res.Header)
+		}
+		sc := bufio.NewScanner(res.Body)
+		var arrivals []time.Time
+		var events []string
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+				events = append(events, line)
+				arrivals = append(arrivals, time.Now())
+			}
+		}
+		res.Body.Close()
+		if len(events) != 5 || events[4] != "data: upstream 4" {
+			t.Fatalf("%s events: %q (%v)", path, events, sc.Err())
+		}
+		if spread := arrivals[4].Sub(arrivals[0]); spread < 300*time.Millisecond {
+			t.Fatalf("%s: the upstream's events, 150 ms apart, arrived within %v: buffered", path, spread)
+		}
+	}
+	if b := do(t, "GET", site(id+".apps.localhost", "/big"), "", nil); b.status != 200 || string(b.body) != `{"length":2621440}` {
+		t.Fatalf("a long chunked answer read by the handler: %d %s", b.status, b.body)
 	}
 }

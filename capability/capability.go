@@ -72,10 +72,12 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		if !c.Grants.Has("fetch") {
 			return nil, Denied("fetch", "fetch")
 		}
-		if c.Grants.AllowPrivate {
-			return h.Fetcher.FetchAllowingPrivate(ctx, c.Grants.Outbound, c.Args)
+		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args)
+	case "fetch.read":
+		if !c.Grants.Has("fetch") || h.Fetcher.Streams == nil {
+			return nil, Denied("fetch", "fetch")
 		}
-		return h.Fetcher.Fetch(ctx, c.Grants.Outbound, c.Args)
+		return h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
 	default:
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,6 +35,12 @@ type Fetcher struct {
 	// Timeout bounds one fetch. Default 30s (the run's bound usually ends
 	// it sooner).
 	Timeout time.Duration
+	// Streams holds streamed answers (fetchstream.go); nil reads every
+	// answer whole.
+	Streams *FetchStreams
+	// StreamTimeout bounds a streamed answer from its head to its end.
+	// Default 5m.
+	StreamTimeout time.Duration
 }
 
 // blockedPrefixes are never dialed unless private addresses are allowed:
@@ -150,6 +157,8 @@ type fetchAnswer struct {
 	StatusText string      `json:"statusText"`
 	Headers    [][2]string `json:"headers"`
 	Body       string      `json:"body"`
+	// Stream names a body that was not read ahead (fetchstream.go).
+	Stream string `json:"stream,omitempty"`
 }
 
 var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true, "proxy-authorization": true,
@@ -158,15 +167,19 @@ var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "proxy-co
 // Fetch makes one request within the allow list. allowPrivate lifts the
 // address check (never the allow list), for local testing.
 func (f *Fetcher) Fetch(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
-	return f.fetch(ctx, allow, false, raw)
+	return f.fetch(ctx, "", allow, false, raw)
 }
 
 // FetchAllowingPrivate is Fetch with outbound_allow_private.
 func (f *Fetcher) FetchAllowingPrivate(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
-	return f.fetch(ctx, allow, true, raw)
+	return f.fetch(ctx, "", allow, true, raw)
 }
 
-func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, raw json.RawMessage) (json.RawMessage, error) {
+// fetch makes the request for owner (a run's or handle's id; "" reads the
+// answer whole). An answer of unknown length, or over streamedAnswer, is
+// streamed when the fetcher holds streams: its body is left for fetch.read
+// or a relay, detached from ctx (the run may end before it is read).
+func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allowPrivate bool, raw json.RawMessage) (json.RawMessage, error) {
 	var a fetchArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, bad("Malformed fetch arguments.")
@@ -210,8 +223,28 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 		}
 		return nil
 	}}
+	// The request lives past ctx only once its body is handed to the
+	// stream table; until then ctx, or the fetch's own timeout, ends it.
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	var detached atomic.Bool
+	stopParent := context.AfterFunc(ctx, func() {
+		if !detached.Load() {
+			cancelReq()
+		}
+	})
+	defer stopParent()
+	whole := time.AfterFunc(timeout, func() {
+		if !detached.Load() {
+			cancelReq()
+		}
+	})
+	defer func() {
+		whole.Stop()
+		if !detached.Load() {
+			cancelReq()
+		}
+	}()
 	client := &http.Client{
-		Timeout: timeout,
 		Transport: &http.Transport{
 			Proxy:                  nil, // proxy environment variables are ignored
 			DialContext:            dialer.DialContext,
@@ -258,7 +291,7 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	if method == "" {
 		method = http.MethodGet
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	req, err := http.NewRequestWithContext(reqCtx, method, u.String(), body)
 	if err != nil {
 		return nil, bad("fetch: %v", err)
 	}
@@ -274,6 +307,9 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 		}
 		return nil, fault.New(fault.BadRequest, "fetch to %s failed: %s", u.Host, cleanErr(err))
 	}
+	if ans, ok, err := f.streamAnswer(owner, u.Host, res, method, cancelReq, &detached); ok {
+		return ans, err
+	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
 	if err != nil {
@@ -282,6 +318,16 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 	if int64(len(data)) > maxBody {
 		return nil, fault.New(fault.TooLarge, "fetch to %s answered more than %d bytes.", u.Host, maxBody)
 	}
+	ans, err := answerHead(u.Host, res)
+	if err != nil {
+		return nil, err
+	}
+	ans.Body = latin1String(data)
+	return wirejson.Marshal(ans)
+}
+
+// answerHead is an answer's status and headers, as the program sees them.
+func answerHead(host string, res *http.Response) (fetchAnswer, error) {
 	ans := fetchAnswer{Status: res.StatusCode, StatusText: http.StatusText(res.StatusCode), Headers: [][2]string{}}
 	for k, vs := range res.Header {
 		if hopByHop[strings.ToLower(k)] {
@@ -291,11 +337,41 @@ func (f *Fetcher) fetch(ctx context.Context, allow []string, allowPrivate bool, 
 			ans.Headers = append(ans.Headers, [2]string{strings.ToLower(k), v})
 		}
 	}
-	ans.Body = latin1String(data)
 	if ans.Status < 200 || ans.Status > 599 {
-		return nil, fault.New(fault.BadRequest, "fetch to %s answered status %d.", u.Host, ans.Status)
+		return ans, fault.New(fault.BadRequest, "fetch to %s answered status %d.", host, ans.Status)
 	}
-	return wirejson.Marshal(ans)
+	return ans, nil
+}
+
+// streamAnswer leaves a long or open-ended answer's body in the stream
+// table and answers its head with the token; ok is false when the answer is
+// to be read whole.
+func (f *Fetcher) streamAnswer(owner, host string, res *http.Response, method string, cancel context.CancelFunc, detached *atomic.Bool) (json.RawMessage, bool, error) {
+	if owner == "" || f.Streams == nil || method == http.MethodHead ||
+		res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified ||
+		res.ContentLength >= 0 && res.ContentLength <= streamedAnswer {
+		return nil, false, nil
+	}
+	ans, err := answerHead(host, res)
+	if err != nil {
+		res.Body.Close()
+		return nil, true, err
+	}
+	streamTimeout := f.StreamTimeout
+	if streamTimeout <= 0 {
+		streamTimeout = 5 * time.Minute
+	}
+	detached.Store(true)
+	end := time.AfterFunc(streamTimeout, cancel)
+	token, err := f.Streams.put(owner, res.Body, func() { end.Stop(); cancel() })
+	if err != nil {
+		res.Body.Close()
+		cancel()
+		return nil, true, err
+	}
+	ans.Stream = token
+	out, err := wirejson.Marshal(ans)
+	return out, true, err
 }
 
 var errBlocked = errors.New("address refused")

@@ -20,7 +20,7 @@ func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sand
 		return sandbox.WireResponse{}, fault.UnknownHandle(id, name)
 	}
 	res, err := r.invoke(ctx, rec, req)
-	if err != nil || res.Stream == 0 {
+	if err != nil || res.Stream == 0 && res.Relay == "" {
 		return res, err
 	}
 	// The API's answer is one document: a streamed body is read whole.
@@ -40,7 +40,7 @@ func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.Wir
 		}
 		return sandbox.WireResponse{}, err
 	}
-	res.Stream = 0
+	res.Stream, res.Relay = 0, ""
 	enc := base64.StdEncoding.EncodeToString(body)
 	res.Body = &enc
 	return res, nil
@@ -95,7 +95,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		req.BodyStream, detach = s.attachBody(rec.ID, body)
 	}
 	res, err := r.invoke(ctx, rec, req)
-	if err != nil || res.Stream == 0 {
+	if err != nil || res.Stream == 0 && res.Relay == "" {
 		detach()
 		return res, nil, err
 	}

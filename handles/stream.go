@@ -2,6 +2,8 @@ package handles
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -17,7 +19,9 @@ type Stream struct {
 	id       string
 	stream   int64
 	started  time.Time
-	detach   func() // ends the request body's attachment, if any
+	detach   func()        // ends the request body's attachment, if any
+	relay    io.ReadCloser // a fetch answer relayed as it is (res.Relay)
+	relayErr error
 }
 
 // OpenStream is the stream a response names (res.Stream != 0).
@@ -29,7 +33,51 @@ func (r *Registry) OpenStream(id string, res sandbox.WireResponse) *Stream {
 	if ls != nil {
 		ls.streams.Add(1)
 	}
-	return &Stream{registry: r, id: id, stream: res.Stream, started: time.Now()}
+	st := &Stream{registry: r, id: id, stream: res.Stream, started: time.Now()}
+	if res.Relay != "" {
+		// An upstream answer the handler returned unread: the gateway
+		// sends it on itself; the isolate is not involved any more.
+		host := s.opts.Host
+		if host == nil || host.Fetcher == nil || host.Fetcher.Streams == nil {
+			st.relayErr = fault.New(fault.BadResponse, "The handler answered a fetch body this gateway does not hold.")
+		} else {
+			st.relay, st.relayErr = host.Fetcher.Streams.Take(res.Relay, id)
+		}
+	}
+	return st
+}
+
+// nextRelayed reads what has arrived of a relayed answer.
+func (st *Stream) nextRelayed(ctx context.Context) ([]byte, bool, error) {
+	if st.relayErr != nil {
+		return nil, true, st.relayErr
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	buf := make([]byte, 64<<10)
+	ch := make(chan result, 1)
+	go func() {
+		n, err := st.relay.Read(buf)
+		ch <- result{n, err}
+	}()
+	select {
+	case res := <-ch:
+		if res.n > 0 {
+			return buf[:res.n], false, nil
+		}
+		if errors.Is(res.err, io.EOF) {
+			return nil, true, nil
+		}
+		if res.err != nil {
+			return nil, true, fault.New(fault.BadResponse, "The relayed upstream answer failed: %v.", res.err)
+		}
+		return nil, false, nil
+	case <-ctx.Done():
+		st.relay.Close() // ends the read above
+		return nil, true, ctx.Err()
+	}
 }
 
 // Next answers the next chunk, or done at the stream's end. A chunk is
@@ -38,7 +86,14 @@ func (r *Registry) OpenStream(id string, res sandbox.WireResponse) *Stream {
 func (st *Stream) Next(ctx context.Context) ([]byte, bool, error) {
 	s := st.registry.store
 	for {
-		data, done, err := s.opts.Executor.ReadStream(ctx, st.id, st.stream)
+		var data []byte
+		var done bool
+		var err error
+		if st.relay != nil || st.relayErr != nil {
+			data, done, err = st.nextRelayed(ctx)
+		} else {
+			data, done, err = s.opts.Executor.ReadStream(ctx, st.id, st.stream)
+		}
 		if err != nil {
 			return nil, true, err
 		}
@@ -62,7 +117,9 @@ func (st *Stream) Next(ctx context.Context) ([]byte, bool, error) {
 // (its source's cancel runs in the isolate).
 func (st *Stream) Close(cancel bool) {
 	s := st.registry.store
-	if cancel {
+	if st.relay != nil {
+		st.relay.Close()
+	} else if cancel && st.stream != 0 {
 		s.opts.Executor.CancelStream(st.id, st.stream)
 	}
 	if st.detach != nil {

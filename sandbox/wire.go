@@ -30,6 +30,9 @@ type WireResponse struct {
 	// Stream, when not 0, names the streamed body that follows the head
 	// (SPEC §8): read it with ReadStream; Body is then nil.
 	Stream int64 `json:"stream,omitempty"`
+	// Relay, when set, names a streamed fetch answer the handler returned
+	// as its body unread: the gateway sends it to the visitor itself.
+	Relay string `json:"relay,omitempty"`
 }
 
 // BodyBytes decodes the base64 body (nil for none).
@@ -99,6 +102,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		Headers    [][2]string `json:"headers"`
 		HasBody    bool        `json:"hasBody"`
 		Stream     int64       `json:"stream"`
+		Relay      string      `json:"relay"`
 	}
 	dec := json.NewDecoder(strings.NewReader(head))
 	dec.DisallowUnknownFields()
@@ -108,8 +112,9 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	if w.Status < 200 || w.Status > 599 || !validHeaderValue(w.StatusText) {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
-	res := WireResponse{Status: w.Status, StatusText: w.StatusText, Headers: w.Headers, Stream: w.Stream}
-	if w.Stream < 0 || w.Stream > 0 && (body != "" || w.Status == 204 || w.Status == 304) {
+	res := WireResponse{Status: w.Status, StatusText: w.StatusText, Headers: w.Headers, Stream: w.Stream, Relay: w.Relay}
+	streamed := w.Stream != 0 || w.Relay != ""
+	if w.Stream < 0 || len(w.Relay) > 64 || w.Stream != 0 && w.Relay != "" || streamed && (body != "" || w.Status == 204 || w.Status == 304) {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
 	if res.Headers == nil {
@@ -139,7 +144,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	if maxBody > 0 && len(bytes) > maxBody {
 		return WireResponse{}, bodyTooLarge(maxBody)
 	}
-	if w.Stream == 0 && (w.HasBody || len(bytes) > 0) {
+	if !streamed && (w.HasBody || len(bytes) > 0) {
 		enc := base64.StdEncoding.EncodeToString(bytes)
 		res.Body = &enc
 	}

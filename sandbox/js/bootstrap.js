@@ -1591,7 +1591,8 @@
     if (portMatch && badPorts.includes(+portMatch[1])) throw new TypeErrorCtor('fetch: port ' + portMatch[1] + ' is blocked (Fetch Standard port blocking).');
     const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, redirect: parts.redirect });
     const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
-    bodyOf.get(res).latin1 = r.body;
+    if (r.stream) bodyOf.get(res).stream = fetchBodyStream(r.stream);
+    else bodyOf.get(res).latin1 = r.body;
     return res;
   });
   let providerNames = [];
@@ -1669,6 +1670,13 @@
     if (!(res instanceof Response)) return 'N';
     const b = bodyOf.get(res);
     if (bodyUsed(b)) return 'N';
+    if (b && b.stream && relayOf.has(b.stream) && !b.stream.locked && !b.stream._disturbed) {
+      // An upstream's body returned unread: the gateway relays it.
+      b.used = true;
+      const headers = [];
+      for (const pair of headerPairs(res.headers)) headers.push(pair);
+      return (waiting ? 'W' : 'R') + JSONstringify({ status: res.status, statusText: res.statusText, headers, hasBody: true, relay: relayOf.get(b.stream) }) + '\n';
+    }
     if (b && b.stream && !fromBytes.has(b.stream)) {
       // A streamed body (SPEC §8): the head is the answer; the pump sends
       // the chunks as the stream yields them.
@@ -1692,6 +1700,23 @@
     }) + '\n' + body;
   }
   function pendingWork() { return waiting; }
+
+  // A fetch answer the gateway did not read ahead: pulled with fetch.read
+  // while the run or invocation lasts, or, returned unread as a Response's
+  // body, relayed by the gateway itself (relayOf).
+  const relayOf = new WeakMap(); // stream -> token
+  function fetchBodyStream(token) {
+    const RS = loadModule('streams').ReadableStream;
+    const st = new RS({
+      async pull(c) {
+        const r = await call('fetch.read', { stream: token });
+        if (r.data) c.enqueue(bytesFromLatin1(r.data));
+        if (r.done) c.close();
+      },
+    }, { highWaterMark: 0 });
+    relayOf.set(st, token);
+    return st;
+  }
 
   // A request body the visitor is still sending: each pull asks the host
   // for what has arrived (a Latin-1 string, at most 64 KiB).

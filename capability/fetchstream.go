@@ -1,0 +1,172 @@
+package capability
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
+)
+
+// Streamed fetch answers (SPEC §8): an upstream answer whose length is
+// unknown or over streamedAnswer is not read ahead. Its body waits here
+// under a random token, owned by the run or handle that fetched it, and is
+// either read by the program (fetch.read, during its run or invocation) or
+// relayed whole to a visitor by the data plane, which takes it from here
+// when the handler answers `new Response(upstream.body)`.
+
+// streamedAnswer is the largest answer of known length read at once.
+const streamedAnswer = 1 << 20
+
+// fetchChunk is the most one fetch.read answers.
+const fetchChunk = 64 << 10
+
+// unreadStreamTimeout closes a stream nobody reads or takes for this long.
+const unreadStreamTimeout = 30 * time.Second
+
+// maxFetchStreams bounds the streams waiting in one gateway.
+const maxFetchStreams = 10000
+
+type fetchStream struct {
+	owner  string
+	body   io.ReadCloser
+	cancel context.CancelFunc // ends the upstream request
+	mu     sync.Mutex         // one read at a time
+	idle   *time.Timer
+	done   bool
+}
+
+// FetchStreams holds the streamed answers not yet read to their end.
+type FetchStreams struct {
+	mu   sync.Mutex
+	open map[string]*fetchStream
+}
+
+// put registers a body for owner and answers its token.
+func (fs *FetchStreams) put(owner string, body io.ReadCloser, cancel context.CancelFunc) (string, error) {
+	var b [16]byte
+	rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.open) >= maxFetchStreams {
+		return "", fault.New(fault.Overloaded, "Too many streamed fetch answers are open on this gateway.")
+	}
+	if fs.open == nil {
+		fs.open = map[string]*fetchStream{}
+	}
+	st := &fetchStream{owner: owner, body: body, cancel: cancel}
+	st.idle = time.AfterFunc(unreadStreamTimeout, func() { fs.drop(token) })
+	fs.open[token] = st
+	return token, nil
+}
+
+func (fs *FetchStreams) drop(token string) {
+	fs.mu.Lock()
+	st := fs.open[token]
+	delete(fs.open, token)
+	fs.mu.Unlock()
+	if st != nil {
+		st.idle.Stop()
+		st.cancel()
+		st.body.Close()
+	}
+}
+
+// Take hands a stream to the data plane, which relays it to a visitor and
+// must close it. owner must be the one that fetched it.
+func (fs *FetchStreams) Take(token, owner string) (io.ReadCloser, error) {
+	fs.mu.Lock()
+	st := fs.open[token]
+	if st == nil || st.owner != owner {
+		fs.mu.Unlock()
+		return nil, fault.New(fault.BadResponse, "The handler answered a fetch body that is gone (read, or never its own).")
+	}
+	delete(fs.open, token)
+	fs.mu.Unlock()
+	st.idle.Stop()
+	return &takenBody{ReadCloser: st.body, cancel: st.cancel}, nil
+}
+
+type takenBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *takenBody) Close() error {
+	b.cancel()
+	return b.ReadCloser.Close()
+}
+
+// read answers fetch.read: what has arrived, up to 64 KiB, as a Latin-1
+// string, and whether the body ended.
+func (fs *FetchStreams) read(ctx context.Context, owner string, raw json.RawMessage) (json.RawMessage, error) {
+	var a struct {
+		Stream string `json:"stream"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, bad("fetch.read: malformed arguments.")
+	}
+	fs.mu.Lock()
+	st := fs.open[a.Stream]
+	fs.mu.Unlock()
+	if st == nil || st.owner != owner {
+		return nil, bad("The fetch body is no longer readable (read to its end, relayed, or unread for %v).", unreadStreamTimeout)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.idle.Reset(unreadStreamTimeout)
+	buf := make([]byte, fetchChunk)
+	n, err := readAvailable(ctx, st.body, buf)
+	done := false
+	switch {
+	case errors.Is(err, io.EOF):
+		done = true
+	case err != nil:
+		fs.drop(a.Stream)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, bad("fetch: the upstream's body failed: %v.", err)
+	}
+	if done {
+		fs.drop(a.Stream)
+	}
+	return wirejson.Marshal(struct {
+		Data string `json:"data,omitempty"`
+		Done bool   `json:"done,omitempty"`
+	}{latin1String(buf[:n]), done})
+}
+
+// readAvailable reads at least one byte (or the end) into buf; a context
+// that ends first answers its error (the stream is then dropped).
+func readAvailable(ctx context.Context, r io.Reader, buf []byte) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		n, err := r.Read(buf)
+		for n == 0 && err == nil {
+			n, err = r.Read(buf)
+		}
+		ch <- result{n, err}
+	}()
+	select {
+	case res := <-ch:
+		if res.n > 0 && errors.Is(res.err, io.EOF) {
+			// The bytes now, the end on the next read.
+			return res.n, nil
+		}
+		return res.n, res.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
