@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/readsome"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
@@ -123,7 +124,7 @@ func (fs *FetchStreams) read(ctx context.Context, owner string, raw json.RawMess
 	defer st.mu.Unlock()
 	st.idle.Reset(unreadStreamTimeout)
 	buf := make([]byte, fetchChunk)
-	n, err := readAvailable(ctx, st.body, buf)
+	n, err := readsome.Read(ctx, st.body, buf)
 	done := false
 	switch {
 	case errors.Is(err, io.EOF):
@@ -142,31 +143,4 @@ func (fs *FetchStreams) read(ctx context.Context, owner string, raw json.RawMess
 		Data string `json:"data,omitempty"`
 		Done bool   `json:"done,omitempty"`
 	}{latin1String(buf[:n]), done})
-}
-
-// readAvailable reads at least one byte (or the end) into buf; a context
-// that ends first answers its error (the stream is then dropped).
-func readAvailable(ctx context.Context, r io.Reader, buf []byte) (int, error) {
-	type result struct {
-		n   int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		n, err := r.Read(buf)
-		for n == 0 && err == nil {
-			n, err = r.Read(buf)
-		}
-		ch <- result{n, err}
-	}()
-	select {
-	case res := <-ch:
-		if res.n > 0 && errors.Is(res.err, io.EOF) {
-			// The bytes now, the end on the next read.
-			return res.n, nil
-		}
-		return res.n, res.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/readsome"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
@@ -76,7 +77,7 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 		return json.RawMessage(`{"done":true}`), nil
 	}
 	buf := make([]byte, bodyChunk)
-	n, err := readSome(ctx, b.r, buf)
+	n, err := readsome.Read(ctx, b.r, buf)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -96,31 +97,4 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 		Data string `json:"data,omitempty"`
 		Done bool   `json:"done,omitempty"`
 	}{sb.String(), b.done})
-}
-
-// readSome reads at least one byte (or the end) into buf; a context that
-// ends first answers its error (the read goes on and is dropped).
-func readSome(ctx context.Context, r io.Reader, buf []byte) (int, error) {
-	type result struct {
-		n   int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		n, err := r.Read(buf)
-		for n == 0 && err == nil {
-			n, err = r.Read(buf)
-		}
-		ch <- result{n, err}
-	}()
-	select {
-	case res := <-ch:
-		if res.n > 0 && res.err == io.EOF {
-			// The bytes now; the end on the next read.
-			return res.n, nil
-		}
-		return res.n, res.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/readsome"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -52,32 +53,20 @@ func (st *Stream) nextRelayed(ctx context.Context) ([]byte, bool, error) {
 	if st.relayErr != nil {
 		return nil, true, st.relayErr
 	}
-	type result struct {
-		n   int
-		err error
-	}
 	buf := make([]byte, 64<<10)
-	ch := make(chan result, 1)
-	go func() {
-		n, err := st.relay.Read(buf)
-		ch <- result{n, err}
-	}()
-	select {
-	case res := <-ch:
-		if res.n > 0 {
-			return buf[:res.n], false, nil
-		}
-		if errors.Is(res.err, io.EOF) {
-			return nil, true, nil
-		}
-		if res.err != nil {
-			return nil, true, fault.New(fault.BadResponse, "The relayed upstream answer failed: %v.", res.err)
-		}
-		return nil, false, nil
-	case <-ctx.Done():
-		st.relay.Close() // ends the read above
+	n, err := readsome.Read(ctx, st.relay, buf)
+	switch {
+	case n > 0:
+		return buf[:n], false, nil
+	case errors.Is(err, io.EOF):
+		return nil, true, nil
+	case ctx.Err() != nil:
+		st.relay.Close() // ends the read still under way
 		return nil, true, ctx.Err()
+	case err != nil:
+		return nil, true, fault.New(fault.BadResponse, "The relayed upstream answer failed: %v.", err)
 	}
+	return nil, false, nil
 }
 
 // Next answers the next chunk, or done at the stream's end. A chunk is

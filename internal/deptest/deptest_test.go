@@ -19,11 +19,14 @@ var allowed = map[string][]string{
 	"authz":             {},
 	"receipts":          {},
 	"internal/wirejson": {},
-	"capability":        {"fault", "internal/wirejson"},
+	"internal/readsome": {},
+	"capability":        {"fault", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "internal/wirejson"},
 	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson"},
-	"handles":           {"fault", "sandbox", "sandbox/worker", "capability", "internal/wirejson"},
+	"handles":           {"fault", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
 	"caddymodule":       {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability", "internal/wirejson"},
+	// The Go client is a host's library: nothing of the gateway.
+	"client": {},
 }
 
 // only lists third-party import prefixes that only some packages may use.
