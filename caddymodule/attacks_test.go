@@ -179,13 +179,14 @@ func TestQueuedInvocationsAreNotOverruns(t *testing.T) {
 	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
 	bob := newBystander(t)
 	mallory := token(t, "mallory", allScopes)
-	// 300 ms each, awaited rather than spun: ten of them queue for 3 s (past
-	// the old kill clock of bound + grace = 2.5 s from the send) without a
-	// busy worker that a loaded CI machine could starve past its bound.
-	id := deploy(t, mallory, `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 300)); return new Response('slow') } })`, nil)
+	// 300 ms each, awaited rather than spun, under a 2 s bound: sixteen of
+	// them queue for 4.8 s (past the old kill clock of bound + grace = 4 s
+	// from the send) without a busy worker, and the first has 4 s, so a
+	// loaded CI machine cannot starve one past its own clock.
+	id := deploy(t, mallory, `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 300)); return new Response('slow') } })`, map[string]any{"timeoutMs": 2000})
 	var wg sync.WaitGroup
-	answers := make(chan answer, 10)
-	for i := 0; i < 10; i++ {
+	answers := make(chan answer, 16)
+	for i := 0; i < 16; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -199,7 +200,7 @@ func TestQueuedInvocationsAreNotOverruns(t *testing.T) {
 			t.Fatalf("a queued invocation of a 300 ms handler answered %d %s", a.status, a.body)
 		}
 	}
-	bob.check("10 queued 300 ms invocations")
+	bob.check("16 queued 300 ms invocations")
 }
 
 // A visitor who resets the connection during a lazy rebuild ends nothing:

@@ -144,14 +144,15 @@ func do(t testing.TB, method, url, tok string, body []byte, headers ...string) a
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	// A kept-alive connection may belong to the previous test's server,
-	// stopped since: a request that failed on a reused connection is sent
-	// once more on a new one (the stopped server never served it).
+	// stopped since, and a new one may reach it while it shuts down: a
+	// request that failed on a reused connection, or a GET, is sent once
+	// more on a new one (the stopped server never served it).
 	reused := false
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 	}))
 	res, err := client.Do(req)
-	if err != nil && reused {
+	if err != nil && (reused || method == "GET" || method == "HEAD") {
 		client.CloseIdleConnections()
 		req, _ = http.NewRequest(method, url, bytes.NewReader(body))
 		for i := 0; i+1 < len(headers); i += 2 {

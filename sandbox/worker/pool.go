@@ -128,6 +128,9 @@ type Pool struct {
 	spareStarting bool // cordoned: a spare is being started
 	where         map[string]*process
 	inflight      map[string]int // per retained isolate: its invocations in flight
+	// answered counts, per retained isolate, its invocations answered:
+	// the kill clock's evidence that the calls queued ahead progress.
+	answered map[string]uint64
 	closed        bool
 	restarts      int
 
@@ -145,6 +148,7 @@ func Start(cfg Config) (*Pool, error) {
 		workers:  make([]*process, cfg.slots()),
 		where:    map[string]*process{},
 		inflight: map[string]int{},
+		answered: map[string]uint64{},
 		starting: map[int]bool{}, startingFor: map[string]chan struct{}{},
 		stop: make(chan struct{}),
 	}
@@ -336,6 +340,14 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	p.post(ctx, pathStreamCancel, streamRequest{ID: id, Stream: stream}, &rep)
 }
 
+// progress answers how many invocations of handle id were answered while
+// others were in flight, and whether any other is in flight now.
+func (pool *Pool) progress(id string) (uint64, bool) {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.answered[id], pool.inflight[id] > 1
+}
+
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
 // served in arrival order by the worker; past the per-isolate queue they
 // fail at once with OVERLOADED.
@@ -357,6 +369,9 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		pool.mu.Lock()
 		if pool.inflight[id]--; pool.inflight[id] <= 0 {
 			delete(pool.inflight, id)
+			delete(pool.answered, id)
+		} else {
+			pool.answered[id]++
 		}
 		pool.mu.Unlock()
 	}()

@@ -240,6 +240,10 @@ func (p *process) call(ctx context.Context, path string, body, out any, handleID
 // call ahead that overruns without end meets its own, earlier kill clock
 // and takes the blame.
 func (p *process) callQueued(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int) error {
+	var seen uint64 // the handle's answered calls when the clock was set
+	if handleID != "" {
+		seen, _ = p.pool.progress(handleID)
+	}
 	p.mu.Lock()
 	if p.dead {
 		p.mu.Unlock()
@@ -250,21 +254,45 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 	p.lastActive = time.Now()
 	rec := &callRecord{handleID: handleID}
 	allowed := time.Duration(ahead+1) * bound
-	rec.timer = time.AfterFunc(allowed+p.pool.cfg.Grace, func() {
+	// Calls of one handle can reach the worker in another order than they
+	// were counted (they are sent, and served in the worker, from separate
+	// goroutines), so a call may wait behind more than its ahead. While
+	// other calls of its handle are in flight and answered since the clock
+	// was last set, the clock is set again for one more bound: the call is
+	// queued behind work that progresses. A stuck call answers nothing
+	// more, and the next firing kills.
+	var fire func()
+	fire = func() {
 		p.mu.Lock()
 		_, still := p.running[id]
-		if still && p.overrunner == 0 {
+		p.mu.Unlock()
+		if !still {
+			return
+		}
+		if handleID != "" {
+			if n, others := p.pool.progress(handleID); others && n != seen {
+				seen = n
+				allowed += bound
+				p.mu.Lock()
+				rec.timer = time.AfterFunc(bound, fire)
+				p.mu.Unlock()
+				return
+			}
+		}
+		p.mu.Lock()
+		if p.overrunner == 0 {
 			p.overrunner = id
 		}
 		p.mu.Unlock()
-		if still {
-			p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
-		}
-	})
+		p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
+	}
+	rec.timer = time.AfterFunc(allowed+p.pool.cfg.Grace, fire)
 	p.running[id] = rec
 	p.mu.Unlock()
 	err := p.post(ctx, path, body, out)
+	p.mu.Lock()
 	rec.timer.Stop()
+	p.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		// A broken connection usually means the process is dying: keep this
 		// call on record until it is reaped, so the crash report names the
