@@ -131,8 +131,8 @@ type Pool struct {
 	// answered counts, per retained isolate, its invocations answered:
 	// the kill clock's evidence that the calls queued ahead progress.
 	answered map[string]uint64
-	closed        bool
-	restarts      int
+	closed   bool
+	restarts int
 
 	noNetns atomic.Bool // workers could not get a network namespace
 
