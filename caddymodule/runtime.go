@@ -105,6 +105,12 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},
+		KVSpace: func(id string) (string, bool) {
+			if s := rt.store; s != nil {
+				return s.KVSpace(id)
+			}
+			return "", false
+		},
 		OnCrash: func(c worker.Crash) {
 			metricWorkerRestarts.Inc()
 			if s := rt.store; s != nil {
@@ -141,6 +147,8 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
+	// Values read from writes a failed commit lost leave every cache.
+	kv.OnCommitFailed = pool.InvalidateAllKV
 	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
 	if err != nil {

@@ -57,6 +57,9 @@ type KV struct {
 	// beforeCommit, when set (tests), runs before each commit; an error
 	// fails the commit.
 	beforeCommit func() error
+	// OnCommitFailed, when set, runs after a commit failed: values read
+	// from the lost writes (the workers' read caches) must be dropped.
+	OnCommitFailed func()
 }
 
 // failedBatch is a commit that failed: writes from..to are lost.
@@ -367,6 +370,9 @@ func (kv *KV) commitOnce() bool {
 			err: fault.New(fault.Overloaded, "A write could not be saved (%v); nothing that depended on it was sent.", err)})
 		if len(kv.failed) > 64 { // waiters read a failure at once; old ones go
 			kv.failed = kv.failed[len(kv.failed)-64:]
+		}
+		if f := kv.OnCommitFailed; f != nil {
+			go f()
 		}
 	}
 	kv.committed = upTo

@@ -3,6 +3,8 @@ package handles
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 
@@ -263,4 +265,25 @@ func compact(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return b.Bytes()
+}
+
+// KVSpace names, opaquely, the kv key space of run or handle id ("" for
+// an id that holds none) and whether it may read it: workers cache kv
+// reads under that name (sandbox/worker/kvcache.go) for ids that may read,
+// and every write drops the key from the caches.
+func (s *Store) KVSpace(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var registry, tenant string
+	var grants Grants
+	switch rs, rec := s.runs[id], s.records[id]; {
+	case rs != nil:
+		registry, tenant, grants = rs.registry.name, rs.tenant, rs.grants
+	case rec != nil:
+		registry, tenant, grants = rec.Registry, rec.Tenant, rec.Grants
+	default:
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
+	return hex.EncodeToString(sum[:16]), hasCapability(grants.Capabilities, "kvRead")
 }

@@ -58,6 +58,11 @@ type Config struct {
 	// that worker hosts ("" when shared): a call for another tenant's id
 	// must be refused.
 	OnHostCall func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)
+	// KVSpace names the kv key space of run or handle id ("" for none)
+	// and whether the id may read it: with it, workers cache kv reads of
+	// ids that may read (kvcache.go) and the pool keeps their caches
+	// coherent. Without it nothing is cached.
+	KVSpace func(id string) (space string, readable bool)
 }
 
 // Crash describes a worker's death for the handles layer: Lost are the
@@ -339,6 +344,37 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	var rep streamReply
 	p.post(ctx, pathStreamCancel, streamRequest{ID: id, Stream: stream}, &rep)
 }
+
+// invalidateKV drops key of space from every worker's cache but except's,
+// and waits until each has done it; a worker that does not answer is
+// killed (its cache would stay stale). all drops every cache.
+func (pool *Pool) invalidateKV(except *process, space, key string, all bool) {
+	pool.mu.Lock()
+	var targets []*process
+	for _, p := range pool.workers {
+		if p != nil && p != except && p.alive() && (all || p.knowsSpace(space)) {
+			targets = append(targets, p)
+		}
+	}
+	pool.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var rep struct{}
+			if err := p.post(ctx, pathKVInvalidate, kvInvalidate{Space: space, Key: key, All: all}, &rep); err != nil {
+				p.kill("did not drop a changed kv value from its cache")
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// InvalidateAllKV drops every worker's kv cache (a commit failed).
+func (pool *Pool) InvalidateAllKV() { pool.invalidateKV(nil, "", "", true) }
 
 // progress answers how many invocations of handle id were answered while
 // others were in flight, and whether any other is in flight now.

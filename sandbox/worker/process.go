@@ -23,9 +23,12 @@ import (
 type process struct {
 	pool  *Pool
 	index int
-	cmd   *exec.Cmd
-	pid   int
-	rpc   *rpcConn
+	// kvSpaces are the kv key spaces this worker was told of (its cache
+	// may hold their values); guarded by mu.
+	kvSpaces map[string]bool
+	cmd      *exec.Cmd
+	pid      int
+	rpc      *rpcConn
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
 
@@ -382,10 +385,55 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			// answers only for that tenant's runs and handles.
 			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
 			rep = hostReply{Result: res, Fault: toWire(err)}
+			if err == nil {
+				rep.KV = p.kvHint(m)
+			}
 		}
 		return wirejson.Marshal(rep)
 	}
 	return nil, fmt.Errorf("an unknown request %q", path)
+}
+
+// kvHint tells the worker the key space of a kv call that succeeded, and
+// for a write, first drops the key from every other worker's cache.
+func (p *process) kvHint(m hostPost) *kvHint {
+	spaceOf := p.pool.cfg.KVSpace
+	if spaceOf == nil || m.Op != "kv.get" && m.Op != "kv.put" && m.Op != "kv.delete" {
+		return nil
+	}
+	space, readable := spaceOf(m.ID)
+	if space == "" {
+		return nil
+	}
+	if m.Op != "kv.get" {
+		var a kvArgs
+		if json.Unmarshal(m.Args, &a) != nil || a.Key == nil {
+			return nil
+		}
+		// The writer's own worker updates its cache from the hint; a
+		// writer that may not read gets none, so its worker is told too.
+		except := p
+		if !readable {
+			except = nil
+		}
+		p.pool.invalidateKV(except, space, *a.Key, false)
+	}
+	if !readable {
+		return nil
+	}
+	p.mu.Lock()
+	if p.kvSpaces == nil {
+		p.kvSpaces = map[string]bool{}
+	}
+	p.kvSpaces[space] = true
+	p.mu.Unlock()
+	return &kvHint{Space: space}
+}
+
+func (p *process) knowsSpace(space string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kvSpaces[space]
 }
 
 // recordLogs hands an invocation's console lines to OnLog, capped and

@@ -27,6 +27,9 @@ const (
 	// up to streamWait for one; pathStreamCancel gives a stream up.
 	pathStreamRead   = "/stream-read"
 	pathStreamCancel = "/stream-cancel"
+	// pathKVInvalidate drops cached kv values another worker's write
+	// changed (kvcache.go).
+	pathKVInvalidate = "/kv-invalidate"
 	pathProbe        = "/probe"
 	// pathProbeForeign makes one system call through a foreign entry
 	// (body: "i386" or "x32"); a hardened worker dies of it.
@@ -196,6 +199,8 @@ type hostPost struct {
 type hostReply struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Fault  *wireFault      `json:"fault,omitempty"`
+	// KV names the key space a kv call reached, for the read cache.
+	KV *kvHint `json:"kv,omitempty"`
 }
 
 type lostPost struct {

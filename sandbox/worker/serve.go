@@ -24,7 +24,7 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "retainer worker: not started by a gateway:", err)
 		os.Exit(2)
 	}
-	w := &workerServer{}
+	w := &workerServer{kv: newKVCache()}
 	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
@@ -50,6 +50,7 @@ func fileConn(fd uintptr, name string) (net.Conn, error) {
 type workerServer struct {
 	conn *rpcConn
 	logs chan logPost
+	kv   *kvCache // kv reads answered without a round trip (kvcache.go)
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -101,6 +102,13 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			data, done, err := e.ReadStream(ctx, req.ID, req.Stream, wait)
 			reply = streamReply{Data: data, Done: done, Fault: toWire(err)}
 		}
+	case pathKVInvalidate:
+		var m kvInvalidate
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, err
+		}
+		w.kv.invalidate(m)
+		reply = struct{}{}
 	case pathProbe:
 		w.mu.Lock()
 		enabled := w.cfg.Probe
@@ -211,23 +219,35 @@ func (w *workerServer) post(path string, v any) {
 	w.conn.Call(context.Background(), path, body)
 }
 
-// hostCall asks the gateway for a host service on behalf of run id.
+// hostCall asks the gateway for a host service on behalf of run id; kv
+// calls go through the read cache.
 func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
+	switch op {
+	case "kv.get", "kv.put", "kv.delete":
+		return w.kv.call(ctx, id, op, args, func() (json.RawMessage, *kvHint, error) {
+			return w.roundTrip(ctx, id, op, args)
+		})
+	}
+	res, _, err := w.roundTrip(ctx, id, op, args)
+	return res, err
+}
+
+func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, *kvHint, error) {
 	body, _ := wirejson.Marshal(hostPost{ID: id, Op: op, Args: args})
 	res, err := w.conn.Call(ctx, pathHost, body)
 	if errors.Is(err, errFrameTooLarge) {
 		// The sandbox bounds arguments before they get here (HostArgsCap).
-		return nil, fault.New(fault.TooLarge, "The %s call's arguments are larger than the worker boundary allows.", op)
+		return nil, nil, fault.New(fault.TooLarge, "The %s call's arguments are larger than the worker boundary allows.", op)
 	}
 	if err != nil {
-		return nil, fault.New(fault.Internal, "The gateway did not answer.")
+		return nil, nil, fault.New(fault.Internal, "The gateway did not answer.")
 	}
 	var rep hostReply
 	if err := json.NewDecoder(bytes.NewReader(res)).Decode(&rep); err != nil {
-		return nil, fault.New(fault.Internal, "The gateway's answer was malformed.")
+		return nil, nil, fault.New(fault.Internal, "The gateway's answer was malformed.")
 	}
 	if rep.Fault != nil {
-		return nil, rep.Fault.err()
+		return nil, nil, rep.Fault.err()
 	}
-	return rep.Result, nil
+	return rep.Result, rep.KV, nil
 }

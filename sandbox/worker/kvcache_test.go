@@ -1,0 +1,135 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// kvHost is a gateway's kv in memory for the cache tests, counting what
+// reaches it.
+type kvHost struct {
+	mu     sync.Mutex
+	values map[string]string
+	gets   int
+}
+
+func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage) (json.RawMessage, error) {
+	var a struct{ Key, Value string }
+	json.Unmarshal(args, &a)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch op {
+	case "kv.get":
+		h.gets++
+		if v, ok := h.values[a.Key]; ok {
+			return json.Marshal(v)
+		}
+		return json.RawMessage("null"), nil
+	case "kv.put":
+		h.values[a.Key] = a.Value
+	case "kv.delete":
+		delete(h.values, a.Key)
+	}
+	return json.RawMessage("null"), nil
+}
+
+func (h *kvHost) getCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gets
+}
+
+// A worker answers repeated kv reads from its cache, and a write from
+// another worker is visible to it at once: the gateway drops the key from
+// its cache before the write is acknowledged.
+func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
+	host := &kvHost{values: map[string]string{}}
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool) { return "space", true }})
+	code := `async () => ({ async fetch(req) {
+		const url = new URL(req.url);
+		if (url.pathname === '/put') { await kv.put('k', url.searchParams.get('v')); return new Response('ok'); }
+		return new Response(String(await kv.get('k')));
+	} })`
+	var ids []string
+	for i := 0; len(ids) < 2 && i < 20; i++ {
+		id := "kv" + string(rune('a'+i))
+		if _, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 0 || pool.WorkerOf(id) != pool.WorkerOf(ids[0]) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < 2 {
+		t.Fatal("no two handles in two workers")
+	}
+	a, b := ids[0], ids[1]
+	read := func(id string) string {
+		t.Helper()
+		res, err := get(pool, id, "https://x/get")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.BodyBytes())
+	}
+	write := func(id, v string) {
+		t.Helper()
+		if _, err := get(pool, id, "https://x/put?v="+v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first read learns the space, the second fills the cache.
+	for i := 0; i < 2; i++ {
+		if got := read(a); got != "null" {
+			t.Fatalf("first reads: %s", got)
+		}
+	}
+	before := host.getCount()
+	for i := 0; i < 5; i++ {
+		if got := read(a); got != "null" {
+			t.Fatalf("cached read: %s", got)
+		}
+	}
+	if host.getCount() != before {
+		t.Fatalf("5 repeated reads reached the gateway %d times", host.getCount()-before)
+	}
+	for i, v := range []string{"one", "two", "three"} {
+		writer, reader := b, a
+		if i%2 == 1 {
+			writer, reader = a, b
+		}
+		write(writer, v)
+		if got := read(reader); got != v {
+			t.Fatalf("after %s wrote %q, %s read %q", writer, v, reader, got)
+		}
+		if got := read(writer); got != v {
+			t.Fatalf("the writer %s read %q after writing %q", writer, got, v)
+		}
+	}
+}
+
+// A run's first kv call may be a write, before its worker knows the run's
+// space: the write still drops the key other runs of the worker cached.
+func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
+	host := &kvHost{values: map[string]string{}}
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool) { return "space", true }})
+	code := `async () => ({ async fetch() { return new Response(String(await kv.get('k'))); } })`
+	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "reader", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if res, err := get(pool, "reader", "https://x/"); err != nil || string(res.BodyBytes()) != "null" {
+			t.Fatalf("read: %v %s", err, res.BodyBytes())
+		}
+	}
+	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "writer", Program: sandbox.Program{Code: `async () => { await kv.put('k', 'new') }`}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := get(pool, "reader", "https://x/"); err != nil || string(res.BodyBytes()) != "new" {
+		t.Fatalf("after another run's first call wrote the key: %v %s", err, res.BodyBytes())
+	}
+}
