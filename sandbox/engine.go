@@ -42,6 +42,10 @@ type Config struct {
 	// HostCall serves the program's requests for kv, fetch and provider
 	// tools. Without it, those requests fail.
 	HostCall HostCall
+	// HostCallNow, when set, may answer a host call at once, on the
+	// isolate's goroutine (a worker's kv read cache): ok false sends the
+	// call to HostCall as usual. It must not block.
+	HostCallNow func(runID, op string, args json.RawMessage) (res json.RawMessage, ok bool)
 }
 
 func (c *Config) defaults() {

@@ -67,6 +67,25 @@ type kvArgs struct {
 	Value *string `json:"value"`
 }
 
+// lookup answers a kv.get from the cache, if it can, without waiting.
+func (c *kvCache) lookup(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+	if op != "kv.get" {
+		return nil, false
+	}
+	var a kvArgs
+	if json.Unmarshal(args, &a) != nil || a.Key == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	space, known := c.spaceOf[id]
+	if !known {
+		return nil, false
+	}
+	v, ok := c.values[cacheKey{space, *a.Key}]
+	return v, ok
+}
+
 // call serves kv.get from the cache when it can, and otherwise asks the
 // gateway through rt, caching what the rule allows.
 func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage, rt func() (json.RawMessage, *kvHint, error)) (json.RawMessage, error) {

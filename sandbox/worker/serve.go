@@ -175,7 +175,8 @@ func (w *workerServer) hello(body []byte) helloReply {
 		JIT: c.JIT, Wasm: c.Wasm,
 		OnLog:    w.log,
 		OnLost:   w.lost,
-		HostCall: w.hostCall,
+		HostCall:    w.hostCall,
+		HostCallNow: w.kv.lookup,
 	})
 	// Start V8 (its platform threads) before the filters close the doors.
 	if _, err := engine.Run(context.Background(), sandbox.Job{Program: sandbox.Program{Code: "() => 0"}}); err != nil {
