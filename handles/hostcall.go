@@ -137,7 +137,13 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		Tenant: tenant, Registry: reg.name, ExecutionID: id, Op: op, Args: args,
 		Grants: capability.Grants{Capabilities: grants.Capabilities, Outbound: grants.Outbound, AllowPrivate: cfg.OutboundAllowPrivate},
 	}
-	res, err := host.Serve(ctx, call)
+	var res json.RawMessage
+	var err error
+	if op == "kv.batch" {
+		res, err = kvBatch(ctx, host, call)
+	} else {
+		res, err = host.Serve(ctx, call)
+	}
 	if err != nil && capability.IsDenial(err) {
 		msg := fault.As(err).Message
 		if rs != nil {
@@ -286,4 +292,39 @@ func (s *Store) KVSpace(id string) (string, bool) {
 	}
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
 	return hex.EncodeToString(sum[:16]), hasCapability(grants.Capabilities, "kvRead")
+}
+
+// KVWrite is one write of a kv.batch: a worker's writes, sent in the order
+// its programs made them (sandbox/worker/kvcache.go).
+type KVWrite struct {
+	Op    string  `json:"op"` // kv.put or kv.delete
+	Key   string  `json:"key"`
+	Value *string `json:"value,omitempty"`
+}
+
+// kvBatch applies a worker's writes in order, each checked as a kv.put or
+// kv.delete of its own; the first that fails ends the batch with its
+// error (the worker fails the invocations that made it and the rest).
+func kvBatch(ctx context.Context, host *capability.Host, call capability.Call) (json.RawMessage, error) {
+	var b struct {
+		Writes []KVWrite `json:"writes"`
+	}
+	if err := json.Unmarshal(call.Args, &b); err != nil || len(b.Writes) > 10000 {
+		return nil, fault.New(fault.BadRequest, "Malformed kv writes.")
+	}
+	for _, w := range b.Writes {
+		if w.Op != "kv.put" && w.Op != "kv.delete" {
+			return nil, fault.New(fault.BadRequest, "Malformed kv writes.")
+		}
+		args, _ := json.Marshal(struct {
+			Key   string  `json:"key"`
+			Value *string `json:"value,omitempty"`
+		}{w.Key, w.Value})
+		c := call
+		c.Op, c.Args = w.Op, args
+		if _, err := host.Serve(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return json.RawMessage("null"), nil
 }

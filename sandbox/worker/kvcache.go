@@ -48,6 +48,10 @@ const maxCacheRuns = 10000
 type cacheKey struct{ space, key string }
 
 type kvCache struct {
+	// send delivers a batch of writes of run id to the gateway (set by the
+	// worker): it answers the gateway's error, if any.
+	send func(id string, writes []kvWrite) error
+
 	mu       sync.Mutex
 	spaceOf  map[string]string // run or handle id → its kv space
 	values   map[cacheKey]json.RawMessage
@@ -55,11 +59,157 @@ type kvCache struct {
 	gen      uint64              // invalidations received
 	writes   map[cacheKey]uint64 // writes sent, per key
 	inflight map[cacheKey]int    // writes in flight, per key
+
+	// Writes answered at once (writeNow) wait here, in order, for the
+	// flusher; owed counts, per id, those not yet applied, and failed
+	// holds the error of one that the gateway refused.
+	queue    []queuedWrite
+	owed     map[string]int
+	failed   map[string]error
+	flushing bool
+	applied  *sync.Cond
 }
 
+type kvWrite struct {
+	Op    string  `json:"op"`
+	Key   string  `json:"key"`
+	Value *string `json:"value,omitempty"`
+}
+
+type queuedWrite struct {
+	id string
+	w  kvWrite
+	k  cacheKey
+}
+
+// maxBatchBytes bounds one batch of writes sent to the gateway.
+const maxBatchBytes = 4 << 20
+
 func newKVCache() *kvCache {
-	return &kvCache{spaceOf: map[string]string{}, values: map[cacheKey]json.RawMessage{},
-		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{}}
+	c := &kvCache{spaceOf: map[string]string{}, values: map[cacheKey]json.RawMessage{},
+		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{},
+		owed: map[string]int{}, failed: map[string]error{}}
+	c.applied = sync.NewCond(&c.mu)
+	return c
+}
+
+// Writes that do not wait (issue 19). A kv.put or kv.delete of a run whose
+// space the worker knows is answered at once: the value goes into the
+// cache (so the run, and this worker's other runs, read it) and into an
+// ordered queue that one flusher sends to the gateway in batches. Nothing
+// leaves the worker on the run's behalf before its writes are applied
+// (settle): not its answer, not a fetch or tool call; a write the gateway
+// refuses (quota, a bound) fails the invocation or run that made it, as an
+// acknowledged response must never hold a lost write. A kv.get that misses
+// the cache, and kv.list, wait for the queue first (read your writes).
+
+// maxKeyBytes and maxValueBytes are the gateway's kv bounds, checked here
+// too so that a write the gateway would refuse is refused at once.
+const (
+	maxKeyBytes   = 512
+	maxValueBytes = 1 << 20
+)
+
+// writeNow answers a kv write at once when it can (ok false: send it).
+func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+	if c.send == nil || op != "kv.put" && op != "kv.delete" {
+		return nil, false
+	}
+	var a kvArgs
+	if json.Unmarshal(args, &a) != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > maxKeyBytes ||
+		op == "kv.put" && (a.Value == nil || len(*a.Value) > maxValueBytes) {
+		return nil, false // the gateway answers the error
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	space, known := c.spaceOf[id]
+	if !known {
+		return nil, false
+	}
+	k := cacheKey{space, *a.Key}
+	c.writes[k]++
+	c.inflight[k]++
+	v := json.RawMessage("null")
+	w := kvWrite{Op: op, Key: *a.Key}
+	if op == "kv.put" {
+		v, _ = wirejson.Marshal(*a.Value)
+		w.Value = a.Value
+	}
+	c.store(k, v)
+	c.queue = append(c.queue, queuedWrite{id: id, w: w, k: k})
+	c.owed[id]++
+	if !c.flushing {
+		c.flushing = true
+		go c.flush()
+	}
+	return json.RawMessage("null"), true
+}
+
+// flush sends the queue in order, one batch of one id's writes at a time.
+func (c *kvCache) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queue) > 0 {
+		id := c.queue[0].id
+		n, size := 0, 0
+		var batch []kvWrite
+		for n < len(c.queue) && c.queue[n].id == id && (n == 0 || size < maxBatchBytes) {
+			w := c.queue[n].w
+			batch = append(batch, w)
+			size += len(w.Key)
+			if w.Value != nil {
+				size += len(*w.Value)
+			}
+			n++
+		}
+		sent := c.queue[:n]
+		c.mu.Unlock()
+		err := c.send(id, batch)
+		c.mu.Lock()
+		c.queue = c.queue[n:]
+		for _, q := range sent {
+			if c.inflight[q.k]--; c.inflight[q.k] <= 0 {
+				delete(c.inflight, q.k)
+			}
+			if err != nil {
+				c.drop(q.k) // the cache may hold what was refused
+			}
+		}
+		if err != nil {
+			c.gen++
+			if c.failed[id] == nil {
+				c.failed[id] = err
+			}
+		}
+		if c.owed[id] -= n; c.owed[id] <= 0 {
+			delete(c.owed, id)
+		}
+		c.applied.Broadcast()
+	}
+	c.flushing = false
+}
+
+// settle waits until every write run id made so far is applied, and
+// answers the gateway's refusal of one of them, if any (once).
+func (c *kvCache) settle(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.owed[id] > 0 {
+		c.applied.Wait()
+	}
+	err := c.failed[id]
+	delete(c.failed, id)
+	return err
+}
+
+// drain waits until the whole queue is applied (a read that goes to the
+// gateway must see this worker's writes).
+func (c *kvCache) drain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queue) > 0 {
+		c.applied.Wait()
+	}
 }
 
 type kvArgs struct {
@@ -67,11 +217,17 @@ type kvArgs struct {
 	Value *string `json:"value"`
 }
 
-// lookup answers a kv.get from the cache, if it can, without waiting.
-func (c *kvCache) lookup(id, op string, args json.RawMessage) (json.RawMessage, bool) {
-	if op != "kv.get" {
-		return nil, false
+// now answers a kv call at once when it can: a read from the cache, a
+// write into the queue. It never waits.
+func (c *kvCache) now(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+	if op == "kv.get" {
+		return c.lookup(id, args)
 	}
+	return c.writeNow(id, op, args)
+}
+
+// lookup answers a kv.get from the cache, if it can.
+func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool) {
 	var a kvArgs
 	if json.Unmarshal(args, &a) != nil || a.Key == nil {
 		return nil, false
@@ -103,6 +259,9 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 			return v, nil
 		}
 	}
+	c.mu.Unlock()
+	c.drain() // what goes to the gateway comes after this worker's writes
+	c.mu.Lock()
 	gen := c.gen
 	var seq uint64
 	alone := false

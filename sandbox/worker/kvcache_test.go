@@ -6,15 +6,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
 // kvHost is a gateway's kv in memory for the cache tests, counting what
 // reaches it.
 type kvHost struct {
-	mu     sync.Mutex
-	values map[string]string
-	gets   int
+	mu      sync.Mutex
+	values  map[string]string
+	gets    int
+	batches int
 }
 
 func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage) (json.RawMessage, error) {
@@ -33,6 +35,20 @@ func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage)
 		h.values[a.Key] = a.Value
 	case "kv.delete":
 		delete(h.values, a.Key)
+	case "kv.batch": // the gateway's handles.kvBatch, in memory
+		var b struct{ Writes []kvWrite }
+		json.Unmarshal(args, &b)
+		for _, w := range b.Writes {
+			if w.Key == "refused" {
+				return nil, fault.New(fault.QuotaExceeded, "over the quota")
+			}
+			if w.Op == "kv.put" {
+				h.values[w.Key] = *w.Value
+			} else {
+				delete(h.values, w.Key)
+			}
+		}
+		h.batches++
 	}
 	return json.RawMessage("null"), nil
 }
@@ -131,5 +147,35 @@ func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 	}
 	if res, err := get(pool, "reader", "https://x/"); err != nil || string(res.BodyBytes()) != "new" {
 		t.Fatalf("after another run's first call wrote the key: %v %s", err, res.BodyBytes())
+	}
+}
+
+// A write answered at once but refused by the gateway fails the invocation
+// that made it: its response never leaves. The handle serves on.
+func TestKVQueuedWriteRefusedFailsItsInvocation(t *testing.T) {
+	host := &kvHost{values: map[string]string{}}
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool) { return "space", true }})
+	code := `async () => ({ async fetch(req) {
+		const key = new URL(req.url).pathname.slice(1);
+		await kv.get(key);
+		await kv.put(key, 'v');
+		return new Response('wrote ' + key);
+	} })`
+	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "w", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := get(pool, "w", "https://x/ok"); err != nil || string(res.BodyBytes()) != "wrote ok" {
+		t.Fatalf("a write: %v %s", err, res.BodyBytes())
+	}
+	if res, err := get(pool, "w", "https://x/refused"); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("a refused queued write answered %v %s", err, res.BodyBytes())
+	}
+	if res, err := get(pool, "w", "https://x/again"); err != nil || string(res.BodyBytes()) != "wrote again" {
+		t.Fatalf("after a refused write: %v %s", err, res.BodyBytes())
+	}
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if host.values["ok"] != "v" || host.values["again"] != "v" || host.batches == 0 {
+		t.Fatalf("the gateway holds %v after %d batches", host.values, host.batches)
 	}
 }

@@ -398,7 +398,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 // for a write, first drops the key from every other worker's cache.
 func (p *process) kvHint(m hostPost) *kvHint {
 	spaceOf := p.pool.cfg.KVSpace
-	if spaceOf == nil || m.Op != "kv.get" && m.Op != "kv.put" && m.Op != "kv.delete" {
+	if spaceOf == nil || m.Op != "kv.get" && m.Op != "kv.put" && m.Op != "kv.delete" && m.Op != "kv.batch" {
 		return nil
 	}
 	space, readable := spaceOf(m.ID)
@@ -406,17 +406,31 @@ func (p *process) kvHint(m hostPost) *kvHint {
 		return nil
 	}
 	if m.Op != "kv.get" {
-		var a kvArgs
-		if json.Unmarshal(m.Args, &a) != nil || a.Key == nil {
-			return nil
+		var keys []string
+		if m.Op == "kv.batch" {
+			var b struct {
+				Writes []kvWrite `json:"writes"`
+			}
+			json.Unmarshal(m.Args, &b)
+			for _, w := range b.Writes {
+				keys = append(keys, w.Key)
+			}
+		} else {
+			var a kvArgs
+			if json.Unmarshal(m.Args, &a) != nil || a.Key == nil {
+				return nil
+			}
+			keys = append(keys, *a.Key)
 		}
-		// The writer's own worker updates its cache from the hint; a
-		// writer that may not read gets none, so its worker is told too.
+		// The writer's own worker updates its cache itself; a writer that
+		// may not read keeps nothing, so its worker is told too.
 		except := p
 		if !readable {
 			except = nil
 		}
-		p.pool.invalidateKV(except, space, *a.Key, false)
+		for _, k := range keys {
+			p.pool.invalidateKV(except, space, k, false)
+		}
 	}
 	if !readable {
 		return nil

@@ -25,6 +25,7 @@ func Main() {
 		os.Exit(2)
 	}
 	w := &workerServer{kv: newKVCache()}
+	w.kv.send = w.sendWrites
 	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
@@ -74,6 +75,12 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 				return nil, err
 			}
 			out, err := e.Run(ctx, job)
+			if werr := w.kv.settle(job.ID); werr != nil && err == nil {
+				if out.Retained {
+					e.Close(job.ID)
+				}
+				out, err = sandbox.Outcome{Logs: out.Logs}, werr
+			}
 			reply = runReply{Outcome: out, Fault: toWire(err)}
 		case pathInvoke:
 			var req invokeRequest
@@ -81,6 +88,14 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 				return nil, err
 			}
 			res, logs, err := e.InvokeWithLogs(ctx, req.ID, req.Name, req.Request)
+			// The answer leaves only once the invocation's kv writes are
+			// applied; a refused one fails it.
+			if werr := w.kv.settle(req.ID); werr != nil && err == nil {
+				if res.Stream != 0 {
+					e.CancelStream(req.ID, res.Stream)
+				}
+				res, err = sandbox.WireResponse{}, werr
+			}
 			reply = invokeReply{Response: res, Logs: logs, Fault: toWire(err)}
 		case pathClose:
 			var req closeRequest
@@ -100,6 +115,10 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			}
 			wait := min(time.Duration(req.WaitMs)*time.Millisecond, streamWait)
 			data, done, err := e.ReadStream(ctx, req.ID, req.Stream, wait)
+			if werr := w.kv.settle(req.ID); werr != nil && err == nil {
+				e.CancelStream(req.ID, req.Stream)
+				data, done, err = nil, true, werr
+			}
 			reply = streamReply{Data: data, Done: done, Fault: toWire(err)}
 		}
 	case pathKVInvalidate:
@@ -173,10 +192,10 @@ func (w *workerServer) hello(body []byte) helloReply {
 		Prewarm: c.Prewarm, Timeout: c.Timeout, MemoryMiB: c.MemoryMiB,
 		MaxResponseBody: c.MaxResponseBody, MaxRequestBody: c.MaxRequestBody, HandleQueue: c.HandleQueue,
 		JIT: c.JIT, Wasm: c.Wasm,
-		OnLog:    w.log,
-		OnLost:   w.lost,
+		OnLog:       w.log,
+		OnLost:      w.lost,
 		HostCall:    w.hostCall,
-		HostCallNow: w.kv.lookup,
+		HostCallNow: w.kv.now,
 	})
 	// Start V8 (its platform threads) before the filters close the doors.
 	if _, err := engine.Run(context.Background(), sandbox.Job{Program: sandbox.Program{Code: "() => 0"}}); err != nil {
@@ -229,8 +248,24 @@ func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.Ra
 			return w.roundTrip(ctx, id, op, args)
 		})
 	}
+	// Nothing leaves on the run's behalf before its writes are applied.
+	if op == "kv.list" {
+		w.kv.drain()
+	}
+	if err := w.kv.settle(id); err != nil {
+		return nil, err
+	}
 	res, _, err := w.roundTrip(ctx, id, op, args)
 	return res, err
+}
+
+// sendWrites applies a batch of run id's queued kv writes at the gateway.
+func (w *workerServer) sendWrites(id string, writes []kvWrite) error {
+	args, _ := wirejson.Marshal(struct {
+		Writes []kvWrite `json:"writes"`
+	}{writes})
+	_, _, err := w.roundTrip(context.Background(), id, "kv.batch", args)
+	return err
 }
 
 func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, *kvHint, error) {
