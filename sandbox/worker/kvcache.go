@@ -48,9 +48,10 @@ const maxCacheRuns = 10000
 type cacheKey struct{ space, key string }
 
 type kvCache struct {
-	// send delivers a batch of writes of run id to the gateway (set by the
-	// worker): it answers the gateway's error, if any.
-	send func(id string, writes []kvWrite) error
+	// send delivers a batch of writes, each of its run, to the gateway in
+	// order (set by the worker): it answers how many were applied and the
+	// error of the one after them, if any.
+	send func(writes []kvWrite) (int, error)
 
 	mu       sync.Mutex
 	spaceOf  map[string]string // run or handle id → its kv space
@@ -71,6 +72,7 @@ type kvCache struct {
 }
 
 type kvWrite struct {
+	ID    string  `json:"id"` // the run or handle that wrote
 	Op    string  `json:"op"`
 	Key   string  `json:"key"`
 	Value *string `json:"value,omitempty"`
@@ -130,7 +132,7 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	c.writes[k]++
 	c.inflight[k]++
 	v := json.RawMessage("null")
-	w := kvWrite{Op: op, Key: *a.Key}
+	w := kvWrite{ID: id, Op: op, Key: *a.Key}
 	if op == "kv.put" {
 		v, _ = wirejson.Marshal(*a.Value)
 		w.Value = a.Value
@@ -145,15 +147,16 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	return json.RawMessage("null"), true
 }
 
-// flush sends the queue in order, one batch of one id's writes at a time.
+// flush sends the queue in order, in batches of writes of any runs: one
+// round trip carries what every run of the worker wrote meanwhile. A write
+// the gateway refuses fails its run; the writes after it are sent again.
 func (c *kvCache) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
-		id := c.queue[0].id
 		n, size := 0, 0
 		var batch []kvWrite
-		for n < len(c.queue) && c.queue[n].id == id && (n == 0 || size < maxBatchBytes) {
+		for n < len(c.queue) && (n == 0 || size < maxBatchBytes) {
 			w := c.queue[n].w
 			batch = append(batch, w)
 			size += len(w.Key)
@@ -162,28 +165,32 @@ func (c *kvCache) flush() {
 			}
 			n++
 		}
-		sent := c.queue[:n]
 		c.mu.Unlock()
-		err := c.send(id, batch)
+		applied, err := c.send(batch)
 		c.mu.Lock()
-		c.queue = c.queue[n:]
-		for _, q := range sent {
+		done := applied
+		if err != nil && done < n {
+			done++ // the refused write is over too
+		}
+		if done == 0 {
+			done = n // nothing could be sent: the whole batch fails
+		}
+		for i, q := range c.queue[:done] {
 			if c.inflight[q.k]--; c.inflight[q.k] <= 0 {
 				delete(c.inflight, q.k)
 			}
-			if err != nil {
+			if i >= applied {
 				c.drop(q.k) // the cache may hold what was refused
+				c.gen++
+				if c.failed[q.id] == nil {
+					c.failed[q.id] = err
+				}
+			}
+			if c.owed[q.id]--; c.owed[q.id] <= 0 {
+				delete(c.owed, q.id)
 			}
 		}
-		if err != nil {
-			c.gen++
-			if c.failed[id] == nil {
-				c.failed[id] = err
-			}
-		}
-		if c.owed[id] -= n; c.owed[id] <= 0 {
-			delete(c.owed, id)
-		}
+		c.queue = c.queue[done:]
 		c.applied.Broadcast()
 	}
 	c.flushing = false

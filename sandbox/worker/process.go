@@ -376,6 +376,8 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		var rep hostReply
 		f := p.pool.cfg.OnHostCall
 		switch {
+		case m.Op == "kv.batch" && m.ID == "" && f != nil:
+			rep = p.serveBatch(ctx, m, f)
 		case m.ID == "" || !p.holdsOrRuns(m.ID):
 			rep.Fault = toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))
 		case f == nil:
@@ -392,6 +394,44 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		return wirejson.Marshal(rep)
 	}
 	return nil, fmt.Errorf("an unknown request %q", path)
+}
+
+// serveBatch applies a worker's queued kv writes in order, each run's
+// consecutive writes as one kv.batch of that run (checked like any of its
+// host calls), and answers how many were applied before a refusal.
+func (p *process) serveBatch(ctx context.Context, m hostPost, f func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)) hostReply {
+	var b struct {
+		Writes []kvWrite `json:"writes"`
+	}
+	if err := json.Unmarshal(m.Args, &b); err != nil {
+		return hostReply{Fault: toWire(fault.New(fault.BadRequest, "Malformed kv writes."))}
+	}
+	applied := 0
+	for applied < len(b.Writes) {
+		id := b.Writes[applied].ID
+		end := applied
+		for end < len(b.Writes) && b.Writes[end].ID == id {
+			end++
+		}
+		if id == "" || !p.holdsOrRuns(id) {
+			return hostReply{Applied: applied, Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
+		}
+		seg := hostPost{ID: id, Op: "kv.batch"}
+		seg.Args, _ = wirejson.Marshal(struct {
+			Writes []kvWrite `json:"writes"`
+		}{b.Writes[applied:end]})
+		if _, err := f(ctx, p.owner(), id, "kv.batch", seg.Args); err != nil {
+			// The gateway applies a run's writes in order and stops at
+			// the first it refuses; which one is not said, so the run's
+			// writes of this batch count as not applied (they are sent
+			// again or fail their run; a write applied twice is the same
+			// write).
+			return hostReply{Applied: applied, Fault: toWire(err)}
+		}
+		p.kvHint(seg)
+		applied = end
+	}
+	return hostReply{Applied: applied}
 }
 
 // kvHint tells the worker the key space of a kv call that succeeded, and

@@ -201,6 +201,9 @@ type hostReply struct {
 	Fault  *wireFault      `json:"fault,omitempty"`
 	// KV names the key space a kv call reached, for the read cache.
 	KV *kvHint `json:"kv,omitempty"`
+	// Applied is, for a kv.batch, how many writes were applied before
+	// the one the fault refused.
+	Applied int `json:"applied,omitempty"`
 }
 
 type lostPost struct {

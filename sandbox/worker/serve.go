@@ -259,13 +259,25 @@ func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.Ra
 	return res, err
 }
 
-// sendWrites applies a batch of run id's queued kv writes at the gateway.
-func (w *workerServer) sendWrites(id string, writes []kvWrite) error {
+// sendWrites applies a batch of queued kv writes at the gateway, in order;
+// it answers how many were applied and why the next was not.
+func (w *workerServer) sendWrites(writes []kvWrite) (int, error) {
 	args, _ := wirejson.Marshal(struct {
 		Writes []kvWrite `json:"writes"`
 	}{writes})
-	_, _, err := w.roundTrip(context.Background(), id, "kv.batch", args)
-	return err
+	body, _ := wirejson.Marshal(hostPost{Op: "kv.batch", Args: args})
+	res, err := w.conn.Call(context.Background(), pathHost, body)
+	if err != nil {
+		return 0, fault.New(fault.Internal, "The gateway did not answer.")
+	}
+	var rep hostReply
+	if err := json.Unmarshal(res, &rep); err != nil {
+		return 0, fault.New(fault.Internal, "The gateway's answer was malformed.")
+	}
+	if rep.Fault != nil {
+		return rep.Applied, rep.Fault.err()
+	}
+	return len(writes), nil
 }
 
 func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, *kvHint, error) {
