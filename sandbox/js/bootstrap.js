@@ -298,27 +298,43 @@
     }
     return new Uint8ArrayCtor(out);
   }
+  // utf8Decode is the Encoding Standard's UTF-8 decoder (the slow path:
+  // valid text goes through V8's own URI decoding). An invalid or cut
+  // sequence gives one U+FFFD for its maximal valid prefix.
   function utf8Decode(b, fatal) {
     let out = '';
     const parts = [];
+    let needed = 0, seen = 0, cp = 0, lower = 0x80, upper = 0xbf;
+    const bad = () => {
+      if (fatal) throw new TypeErrorCtor('The encoded data was not valid for encoding utf-8');
+      parts.push(0xfffd);
+    };
     for (let i = 0; i < b.length;) {
       const c = b[i];
-      let cp = 0xfffd, n = 1;
-      if (c < 0x80) { cp = c; }
-      else if (c >= 0xc2 && c <= 0xdf && i + 1 < b.length && (b[i + 1] & 0xc0) === 0x80) { cp = ((c & 31) << 6) | (b[i + 1] & 63); n = 2; }
-      else if (c >= 0xe0 && c <= 0xef && i + 2 < b.length && (b[i + 1] & 0xc0) === 0x80 && (b[i + 2] & 0xc0) === 0x80) {
-        const v = ((c & 15) << 12) | ((b[i + 1] & 63) << 6) | (b[i + 2] & 63);
-        if (v >= 0x800 && (v < 0xd800 || v > 0xdfff)) { cp = v; n = 3; }
-      } else if (c >= 0xf0 && c <= 0xf4 && i + 3 < b.length && (b[i + 1] & 0xc0) === 0x80 && (b[i + 2] & 0xc0) === 0x80 && (b[i + 3] & 0xc0) === 0x80) {
-        const v = ((c & 7) << 18) | ((b[i + 1] & 63) << 12) | ((b[i + 2] & 63) << 6) | (b[i + 3] & 63);
-        if (v >= 0x10000 && v <= 0x10ffff) { cp = v; n = 4; }
+      if (needed === 0) {
+        i++;
+        if (c < 0x80) parts.push(c);
+        else if (c >= 0xc2 && c <= 0xdf) { needed = 1; cp = c & 31; }
+        else if (c >= 0xe0 && c <= 0xef) { if (c === 0xe0) lower = 0xa0; if (c === 0xed) upper = 0x9f; needed = 2; cp = c & 15; }
+        else if (c >= 0xf0 && c <= 0xf4) { if (c === 0xf0) lower = 0x90; if (c === 0xf4) upper = 0x8f; needed = 3; cp = c & 7; }
+        else bad();
+      } else if (c < lower || c > upper) {
+        // The byte is not consumed: it starts over.
+        needed = seen = cp = 0; lower = 0x80; upper = 0xbf;
+        bad();
+      } else {
+        i++;
+        lower = 0x80; upper = 0xbf;
+        cp = (cp << 6) | (c & 63);
+        if (++seen === needed) {
+          if (cp >= 0x10000) { cp -= 0x10000; parts.push(0xd800 + (cp >> 10), 0xdc00 + (cp & 1023)); }
+          else parts.push(cp);
+          needed = seen = cp = 0;
+        }
       }
-      if (cp === 0xfffd && n === 1 && fatal) throw new TypeErrorCtor('The encoded data was not valid for encoding utf-8');
-      if (cp >= 0x10000) { cp -= 0x10000; parts.push(0xd800 + (cp >> 10), 0xdc00 + (cp & 1023)); }
-      else parts.push(cp);
-      i += n;
       if (parts.length >= 8192) { out += fromCharCode.apply(null, parts); parts.length = 0; }
     }
+    if (needed !== 0) bad();
     return out + fromCharCode.apply(null, parts);
   }
   function toBytes(data) {
