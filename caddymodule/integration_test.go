@@ -192,7 +192,9 @@ const counter = `async () => { let served = 0; return { async fetch(request, env
 
 func deployCounter(t *testing.T, tok string) string {
 	t.Helper()
-	a := do(t, "POST", api("/executions"), tok, mustJSON(map[string]any{"code": counter, "retainHandles": true}))
+	// A 5 s bound: the 9 MiB body of /huge must meet the response bound,
+	// not a loaded CI machine's clock.
+	a := do(t, "POST", api("/executions"), tok, mustJSON(map[string]any{"code": counter, "retainHandles": true, "timeoutMs": 5000}))
 	if a.status != 200 {
 		t.Fatalf("deploy: %d %s", a.status, a.body)
 	}
