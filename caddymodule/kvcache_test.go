@@ -24,11 +24,21 @@ func TestKVCacheKeepsGrantsAndCoherence(t *testing.T) {
 	if a := do(t, "GET", site(writer+".apps.localhost", "/"), "", nil); !strings.Contains(string(a.body), "denied") || !strings.Contains(string(a.body), "kvRead") {
 		t.Fatalf("a kvWrite-only handle read kv: %s", a.body)
 	}
-	reader := deploy(t, alice, `async () => ({ async fetch() { return new Response(String(await kv.get('k'))); } })`, map[string]any{"capabilities": []string{"kvRead"}})
+	reader := deploy(t, alice, `async () => ({ async fetch(req) {
+		if (req.url.endsWith('/write')) {
+			try { await kv.put('k', 'sneaky'); return new Response('wrote'); } catch (e) { return new Response('denied: ' + e.message); }
+		}
+		return new Response(String(await kv.get('k')));
+	} })`, map[string]any{"capabilities": []string{"kvRead"}})
 	for i := 0; i < 3; i++ {
 		if a := do(t, "GET", site(reader+".apps.localhost", "/"), "", nil); string(a.body) != "secret2" {
 			t.Fatalf("read %d: %s", i, a.body)
 		}
+	}
+	// A kvRead-only handle whose space the worker knows still has its
+	// write refused in the program (never answered from the worker).
+	if a := do(t, "GET", site(reader+".apps.localhost", "/write"), "", nil); !strings.Contains(string(a.body), "denied") || !strings.Contains(string(a.body), "kvWrite") {
+		t.Fatalf("a kvRead-only handle's write: %s", a.body)
 	}
 	for _, v := range []string{"a", "b", "c"} {
 		a := execute(t, alice, map[string]any{"code": "async () => { await kv.put('k', '" + v + "') }", "capabilities": []string{"kvWrite"}})

@@ -105,11 +105,11 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},
-		KVSpace: func(id string) (string, bool) {
+		KVSpace: func(id string) (string, bool, bool) {
 			if s := rt.store; s != nil {
 				return s.KVSpace(id)
 			}
-			return "", false
+			return "", false, false
 		},
 		OnCrash: func(c worker.Crash) {
 			metricWorkerRestarts.Inc()

@@ -274,10 +274,11 @@ func compact(raw json.RawMessage) json.RawMessage {
 }
 
 // KVSpace names, opaquely, the kv key space of run or handle id ("" for
-// an id that holds none) and whether it may read it: workers cache kv
-// reads under that name (sandbox/worker/kvcache.go) for ids that may read,
-// and every write drops the key from the caches.
-func (s *Store) KVSpace(id string) (string, bool) {
+// an id that holds none) and whether it may read and write it: workers
+// cache kv reads under that name (sandbox/worker/kvcache.go) for ids that
+// may read, answer writes at once only for ids that may write, and every
+// write drops the key from the caches.
+func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var registry, tenant string
@@ -288,10 +289,10 @@ func (s *Store) KVSpace(id string) (string, bool) {
 	case rec != nil:
 		registry, tenant, grants = rec.Registry, rec.Tenant, rec.Grants
 	default:
-		return "", false
+		return "", false, false
 	}
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
-	return hex.EncodeToString(sum[:16]), hasCapability(grants.Capabilities, "kvRead")
+	return hex.EncodeToString(sum[:16]), hasCapability(grants.Capabilities, "kvRead"), hasCapability(grants.Capabilities, "kvWrite")
 }
 
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order

@@ -30,6 +30,9 @@ import (
 // kvHint is the gateway's word, with a kv answer, on the space it reached.
 type kvHint struct {
 	Space string `json:"space"`
+	// Write: the run may write the space too (its writes may be answered
+	// at once).
+	Write bool `json:"write,omitempty"`
 }
 
 type kvInvalidate struct {
@@ -55,6 +58,7 @@ type kvCache struct {
 
 	mu       sync.Mutex
 	spaceOf  map[string]string // run or handle id → its kv space
+	writable map[string]bool   // run or handle id → it holds kvWrite
 	values   map[cacheKey]json.RawMessage
 	bytes    int
 	gen      uint64              // invalidations received
@@ -88,7 +92,7 @@ type queuedWrite struct {
 const maxBatchBytes = 4 << 20
 
 func newKVCache() *kvCache {
-	c := &kvCache{spaceOf: map[string]string{}, values: map[cacheKey]json.RawMessage{},
+	c := &kvCache{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{},
 		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{},
 		owed: map[string]int{}, failed: map[string]error{}}
 	c.applied = sync.NewCond(&c.mu)
@@ -125,8 +129,8 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	space, known := c.spaceOf[id]
-	if !known {
-		return nil, false
+	if !known || !c.writable[id] {
+		return nil, false // the gateway answers, and refuses what is not granted
 	}
 	k := cacheKey{space, *a.Key}
 	c.writes[k]++
@@ -298,8 +302,10 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	}
 	if len(c.spaceOf) >= maxCacheRuns {
 		c.spaceOf = map[string]string{}
+		c.writable = map[string]bool{}
 	}
 	c.spaceOf[id] = hint.Space
+	c.writable[id] = hint.Write
 	if !known || hint.Space != space {
 		// Nothing was sequenced against this key: a write drops it (and
 		// keeps gets in flight from caching what came before it).

@@ -64,7 +64,7 @@ func (h *kvHost) getCount() int {
 // its cache before the write is acknowledged.
 func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool) { return "space", true }})
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch(req) {
 		const url = new URL(req.url);
 		if (url.pathname === '/put') { await kv.put('k', url.searchParams.get('v')); return new Response('ok'); }
@@ -132,7 +132,7 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 // space: the write still drops the key other runs of the worker cached.
 func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool) { return "space", true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch() { return new Response(String(await kv.get('k'))); } })`
 	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "reader", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 // that made it: its response never leaves. The handle serves on.
 func TestKVQueuedWriteRefusedFailsItsInvocation(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool) { return "space", true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch(req) {
 		const key = new URL(req.url).pathname.slice(1);
 		await kv.get(key);

@@ -59,10 +59,10 @@ type Config struct {
 	// must be refused.
 	OnHostCall func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)
 	// KVSpace names the kv key space of run or handle id ("" for none)
-	// and whether the id may read it: with it, workers cache kv reads of
+	// and whether the id may read and write it: with it, workers cache kv reads of
 	// ids that may read (kvcache.go) and the pool keeps their caches
 	// coherent. Without it nothing is cached.
-	KVSpace func(id string) (space string, readable bool)
+	KVSpace func(id string) (space string, readable, writable bool)
 }
 
 // Crash describes a worker's death for the handles layer: Lost are the

@@ -441,7 +441,7 @@ func (p *process) kvHint(m hostPost) *kvHint {
 	if spaceOf == nil || m.Op != "kv.get" && m.Op != "kv.put" && m.Op != "kv.delete" && m.Op != "kv.batch" {
 		return nil
 	}
-	space, readable := spaceOf(m.ID)
+	space, readable, writable := spaceOf(m.ID)
 	if space == "" {
 		return nil
 	}
@@ -481,7 +481,7 @@ func (p *process) kvHint(m hostPost) *kvHint {
 	}
 	p.kvSpaces[space] = true
 	p.mu.Unlock()
-	return &kvHint{Space: space}
+	return &kvHint{Space: space, Write: writable}
 }
 
 func (p *process) knowsSpace(space string) bool {
