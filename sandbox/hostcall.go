@@ -42,6 +42,26 @@ type hostCalls struct {
 	ctx     context.Context
 }
 
+// hostNowFn is host.now(op, argsJSON): the answer of a host call that can
+// be answered at once (HostCallNow: a worker's kv cache), as JSON text, or
+// undefined when the call must go to the host. The program's await then
+// needs no trip through the event loop's host-call machinery.
+func (m *vm) hostNowFn(args []*v8.Value) (*v8.Value, error) {
+	now := m.eng.cfg.HostCallNow
+	if now == nil || len(args) < 2 {
+		return nil, nil
+	}
+	op, raw := args[0].String(), json.RawMessage(args[1].String())
+	if limit, _ := hostArgsBound(op, m.eng.cfg.MaxRequestBody); len(raw) > limit {
+		return nil, nil // host.call refuses it with its message
+	}
+	res, ok := now(m.runID, op, raw)
+	if !ok {
+		return nil, nil
+	}
+	return v8.NewValue(m.iso, string(res))
+}
+
 // hostCallFn is host.call(op, argsJSON, id): it starts the call and
 // returns at once.
 func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {

@@ -37,6 +37,7 @@ func (m *vm) installRuntime() error {
 	m.hostFunc(host, "ecImportPrivate", m.hostECImportPrivate)
 	m.hostFunc(host, "ecSign", m.hostECSign)
 	m.hostFunc(host, "call", m.hostCallFn)
+	m.hostFunc(host, "now", m.hostNowFn)
 	m.hostFunc(host, "importPublic", m.hostImportPublic)
 	m.hostFunc(host, "verifySig", m.hostVerify)
 	m.hostFunc(host, "encodingName", m.hostEncodingName)
