@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -422,5 +423,39 @@ http://*.apps.localhost:%d {
 	}
 	if b := do(t, "GET", site(id+".apps.localhost", "/big"), "", nil); b.status != 200 || string(b.body) != `{"length":2621440}` {
 		t.Fatalf("a long chunked answer read by the handler: %d %s", b.status, b.body)
+	}
+}
+
+// A browser's EventSource reads a handler's server-sent events.
+func TestEventSourceInABrowser(t *testing.T) {
+	browser := chromium(t)
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	code := `async () => ({ async fetch(request) {
+		if (new URL(request.url).pathname === '/') return new Response('<!doctype html><body>waiting<script>' +
+			'const es = new EventSource("/sse"); const got = [];' +
+			'es.onmessage = (e) => { got.push(e.data); if (got.length === 3) { es.close(); document.body.textContent = "got:" + got.join(","); } };' +
+			'</script></body>', { headers: { 'content-type': 'text/html' } });
+		let n = 0, timer;
+		const body = new ReadableStream({
+			start(c) { timer = setInterval(() => { c.enqueue('data: event ' + (n++) + '\n\n'); if (n === 3) { clearInterval(timer); c.close(); } }, 100); },
+			cancel() { clearInterval(timer); },
+		});
+		return new Response(body.pipeThrough(new TextEncoderStream()), { headers: { 'content-type': 'text/event-stream' } });
+	} })`
+	id := deploy(t, alice, code, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom",
+		site(id+".apps.localhost", "/")).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	if !strings.Contains(string(out), "got:event 0,event 1,event 2") {
+		t.Fatalf("the page's EventSource did not get the events:\n%s", out)
 	}
 }
