@@ -54,6 +54,22 @@ func streamClientGet(t *testing.T, ctx context.Context, url string) *http.Respon
 	return res
 }
 
+// readEvents reads a response's server-sent events to its end, with the
+// time each arrived, and closes it.
+func readEvents(res *http.Response) ([]string, []time.Time, error) {
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	var events []string
+	var arrivals []time.Time
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			events = append(events, line)
+			arrivals = append(arrivals, time.Now())
+		}
+	}
+	return events, arrivals, sc.Err()
+}
+
 func TestStreamedResponses(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
@@ -76,18 +92,9 @@ func TestStreamedResponses(t *testing.T) {
 	if q := do(t, "GET", handle("/quick"), "", nil); q.status != 200 || string(q.body) != "quick" {
 		t.Fatalf("a request during the stream: %d %s", q.status, q.body)
 	}
-	sc := bufio.NewScanner(res.Body)
-	var arrivals []time.Time
-	var events []string
-	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
-			events = append(events, line)
-			arrivals = append(arrivals, time.Now())
-		}
-	}
-	res.Body.Close()
+	events, arrivals, err := readEvents(res)
 	if len(events) != 5 || events[4] != "data: event 4" {
-		t.Fatalf("events: %q (%v)", events, sc.Err())
+		t.Fatalf("events: %q (%v)", events, err)
 	}
 	if spread := arrivals[4].Sub(arrivals[0]); spread < 300*time.Millisecond {
 		t.Fatalf("the 5 events, sent 150 ms apart, arrived within %v: buffered", spread)
@@ -404,18 +411,9 @@ http://*.apps.localhost:%d {
 		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
 			t.Fatalf("%s head: %d %v", path, res.StatusCode, res.Header)
 		}
-		sc := bufio.NewScanner(res.Body)
-		var arrivals []time.Time
-		var events []string
-		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, "data: ") {
-				events = append(events, line)
-				arrivals = append(arrivals, time.Now())
-			}
-		}
-		res.Body.Close()
+		events, arrivals, err := readEvents(res)
 		if len(events) != 5 || events[4] != "data: upstream 4" {
-			t.Fatalf("%s events: %q (%v)", path, events, sc.Err())
+			t.Fatalf("%s events: %q (%v)", path, events, err)
 		}
 		if spread := arrivals[4].Sub(arrivals[0]); spread < 300*time.Millisecond {
 			t.Fatalf("%s: the upstream's events, 150 ms apart, arrived within %v: buffered", path, spread)
