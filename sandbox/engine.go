@@ -347,12 +347,26 @@ func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (
 // process boundary can record it before it answers (a log read right after
 // a response then holds that response's lines).
 func (e *Engine) InvokeWithLogs(ctx context.Context, id, name string, req WireRequest) (WireResponse, []LogEntry, error) {
+	return e.InvokeOrdered(ctx, id, name, req, nil)
+}
+
+// InvokeOrdered is InvokeWithLogs that calls queued once the invocation
+// is in its isolate's queue (or has failed before it): the caller keeps a
+// handle's invocations in arrival order by starting the next one then.
+func (e *Engine) InvokeOrdered(ctx context.Context, id, name string, req WireRequest, queued func()) (WireResponse, []LogEntry, error) {
 	var logs []LogEntry
-	res, err := e.invoke(ctx, id, name, req, &logs)
+	res, err := e.invoke(ctx, id, name, req, &logs, queued)
 	return res, logs, err
 }
 
-func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, logs *[]LogEntry) (WireResponse, error) {
+func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, logs *[]LogEntry, queued func()) (WireResponse, error) {
+	inQueue := func() {
+		if queued != nil {
+			queued()
+			queued = nil
+		}
+	}
+	defer inQueue() // the paths that end before the queue
 	e.mu.Lock()
 	m := e.handles[id]
 	e.mu.Unlock()
@@ -383,11 +397,13 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 	}
 	ch := make(chan reply, 1)
 	if m.conc > 1 {
-		if err := m.submit(func() {
+		err := m.submit(func() {
 			m.startConcurrent(string(raw), body, func(res WireResponse, logs []LogEntry, err error) {
 				ch <- reply{res, logs, err}
 			})
-		}); err != nil {
+		})
+		inQueue()
+		if err != nil {
 			return WireResponse{}, err
 		}
 	} else if err := m.submit(func() {
@@ -410,6 +426,7 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 	}); err != nil {
 		return WireResponse{}, err
 	}
+	inQueue()
 	select {
 	case r := <-ch:
 		*logs = r.logs

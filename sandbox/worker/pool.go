@@ -133,6 +133,9 @@ type Pool struct {
 	spareStarting bool // cordoned: a spare is being started
 	where         map[string]*process
 	inflight      map[string]int // per retained isolate: its invocations in flight
+	sendTurns     *turns         // each handle's invocation frames in arrival order
+	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
+	onTicket func(req sandbox.WireRequest, ticket uint64)
 	// answered counts, per retained isolate, its invocations answered:
 	// the kill clock's evidence that the calls queued ahead progress.
 	answered map[string]uint64
@@ -149,12 +152,13 @@ type Pool struct {
 func Start(cfg Config) (*Pool, error) {
 	cfg.defaults()
 	pool := &Pool{
-		cfg:      cfg,
-		workers:  make([]*process, cfg.slots()),
-		where:    map[string]*process{},
-		inflight: map[string]int{},
-		answered: map[string]uint64{},
-		starting: map[int]bool{}, startingFor: map[string]chan struct{}{},
+		cfg:       cfg,
+		workers:   make([]*process, cfg.slots()),
+		where:     map[string]*process{},
+		inflight:  map[string]int{},
+		sendTurns: newTurns(),
+		answered:  map[string]uint64{},
+		starting:  map[int]bool{}, startingFor: map[string]chan struct{}{},
 		stop: make(chan struct{}),
 	}
 	if pool.cordoned() {
@@ -399,6 +403,12 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	// one, for the kill clock.
 	ahead := pool.inflight[id]
 	pool.inflight[id]++
+	// The frame is written in the order ahead was counted (turns.go).
+	ticket := pool.sendTurns.take(id)
+	if pool.onTicket != nil {
+		pool.onTicket(req, ticket)
+	}
+	defer pool.sendTurns.done(id, ticket) // the paths that never send
 	limit := pool.callLimit()
 	pool.mu.Unlock()
 	defer func() {
@@ -429,7 +439,8 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		queued = ahead/conc + 1
 	}
 	var rep invokeReply
-	if err := p.callQueued(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued); err != nil {
+	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
+	if err := p.callOrdered(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}
 	p.recordLogs(id, rep.Logs)

@@ -243,6 +243,14 @@ func (p *process) call(ctx context.Context, path string, body, out any, handleID
 // call ahead that overruns without end meets its own, earlier kill clock
 // and takes the blame.
 func (p *process) callQueued(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int) error {
+	return p.callOrdered(ctx, path, body, out, handleID, bound, ahead, nil)
+}
+
+// sendOrder puts a turn around a call's write (turns.go).
+type sendOrder struct{ before, after func() }
+
+// callOrdered is callQueued whose frame is written in order's turn.
+func (p *process) callOrdered(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int, order *sendOrder) error {
 	var seen uint64 // the handle's answered calls when the clock was set
 	if handleID != "" {
 		seen, _ = p.pool.progress(handleID)
@@ -292,7 +300,7 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 	rec.timer = time.AfterFunc(allowed+p.pool.cfg.Grace, fire)
 	p.running[id] = rec
 	p.mu.Unlock()
-	err := p.post(ctx, path, body, out)
+	err := p.postOrdered(ctx, path, body, out, order)
 	p.mu.Lock()
 	rec.timer.Stop()
 	p.mu.Unlock()
@@ -328,11 +336,19 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 
 // post is one call to the worker. A malformed answer kills the worker.
 func (p *process) post(ctx context.Context, path string, body, out any) error {
+	return p.postOrdered(ctx, path, body, out, nil)
+}
+
+func (p *process) postOrdered(ctx context.Context, path string, body, out any, order *sendOrder) error {
 	data, err := wirejson.Marshal(body)
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "Internal error.")
 	}
-	res, err := p.rpc.Call(ctx, path, data)
+	var before, after func()
+	if order != nil {
+		before, after = order.before, order.after
+	}
+	res, err := p.rpc.CallOrdered(ctx, path, data, before, after)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,14 @@ type rpcConn struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// onRequest, when set, sees each request in arrival order on the read
+	// loop (it must not block); what it answers reaches the handler in
+	// its context (requestTag).
+	onRequest func(path string, payload []byte) any
 }
+
+// requestTag is the context key of what onRequest answered.
+type requestTag struct{}
 
 // maxServing bounds the requests one side handles at once for its peer.
 const maxServing = 4096
@@ -148,7 +155,11 @@ func (c *rpcConn) read() error {
 				c.bad(fmt.Sprintf("more than %d requests at once", maxServing))
 				return errors.New("request flood")
 			}
-			go c.serve(id, path, payload)
+			var tag any
+			if c.onRequest != nil {
+				tag = c.onRequest(path, payload)
+			}
+			go c.serve(id, path, payload, tag)
 		default:
 			c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
 			return errors.New("bad frame kind")
@@ -162,7 +173,7 @@ func (c *rpcConn) bad(reason string) {
 	}
 }
 
-func (c *rpcConn) serve(id uint64, path string, payload []byte) {
+func (c *rpcConn) serve(id uint64, path string, payload []byte, tag any) {
 	defer c.serving.Add(-1)
 	defer func() {
 		if r := recover(); r != nil {
@@ -170,7 +181,11 @@ func (c *rpcConn) serve(id uint64, path string, payload []byte) {
 			c.conn.Close()
 		}
 	}()
-	res, err := c.handle(c.ctx, path, payload)
+	ctx := c.ctx
+	if tag != nil {
+		ctx = context.WithValue(ctx, requestTag{}, tag)
+	}
+	res, err := c.handle(ctx, path, payload)
 	if err != nil {
 		c.bad(fmt.Sprintf("a request for %s: %v", path, err))
 		c.conn.Close()
@@ -204,6 +219,17 @@ func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte) error
 
 // Call sends a request and waits for its response.
 func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte, error) {
+	return c.CallOrdered(ctx, path, payload, nil, nil)
+}
+
+// CallOrdered is Call with a turn around the write: before returns when
+// the frame may be written, after runs once it is (or could not be).
+func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, before, after func()) ([]byte, error) {
+	defer func() { // on the paths that end before the write
+		if after != nil {
+			after()
+		}
+	}()
 	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
 		return nil, errFrameTooLarge
 	}
@@ -217,7 +243,15 @@ func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte
 	id := c.next
 	c.waits[id] = ch
 	c.mu.Unlock()
-	if err := c.write(id, kindRequest, path, payload); err != nil {
+	if before != nil {
+		before()
+	}
+	err := c.write(id, kindRequest, path, payload)
+	if after != nil {
+		after()
+		after = nil
+	}
+	if err != nil {
 		c.forget(id)
 		if errors.Is(err, errFrameTooLarge) {
 			return nil, err

@@ -24,12 +24,13 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "retainer worker: not started by a gateway:", err)
 		os.Exit(2)
 	}
-	w := &workerServer{kv: newKVCache()}
+	w := &workerServer{kv: newKVCache(), turns: newTurns()}
 	w.kv.send = w.sendWrites
 	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
 	w.conn.tooLarge = tooLargeReply
+	w.conn.onRequest = w.ticket
 	w.logs = make(chan logPost, 4096)
 	go w.sendLogs()
 	w.conn.start()
@@ -52,6 +53,9 @@ type workerServer struct {
 	conn *rpcConn
 	logs chan logPost
 	kv   *kvCache // kv reads answered without a round trip (kvcache.go)
+	// turns keeps each handle's invocations in the order their frames
+	// arrived (turns.go).
+	turns *turns
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -87,7 +91,12 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			if err := json.Unmarshal(body, &req); err != nil {
 				return nil, err
 			}
-			res, logs, err := e.InvokeWithLogs(ctx, req.ID, req.Name, req.Request)
+			queued := func() {}
+			if tk, ok := ctx.Value(requestTag{}).(invokeTicket); ok && tk.id == req.ID {
+				w.turns.wait(tk.id, tk.n)
+				queued = func() { w.turns.done(tk.id, tk.n) }
+			}
+			res, logs, err := e.InvokeOrdered(ctx, req.ID, req.Name, req.Request, queued)
 			// The answer leaves only once the invocation's kv writes are
 			// applied; a refused one fails it.
 			if werr := w.kv.settle(req.ID); werr != nil && err == nil {
@@ -237,6 +246,30 @@ func (w *workerServer) lost(id string, err error) {
 func (w *workerServer) post(path string, v any) {
 	body, _ := wirejson.Marshal(v)
 	w.conn.Call(context.Background(), path, body)
+}
+
+// invokeTicket is an invocation frame's place among its handle's, taken on
+// the read loop in arrival order.
+type invokeTicket struct {
+	id string
+	n  uint64
+}
+
+// ticket takes an invocation frame's ticket. The handle id is read from
+// the frame's start (the gateway encodes it first); anything else goes
+// untagged.
+func (w *workerServer) ticket(path string, payload []byte) any {
+	const prefix = `{"id":"`
+	if path != pathInvoke || !bytes.HasPrefix(payload, []byte(prefix)) {
+		return nil
+	}
+	rest := payload[len(prefix):]
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || end > 256 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return nil
+	}
+	id := string(rest[:end])
+	return invokeTicket{id: id, n: w.turns.take(id)}
 }
 
 // hostCall asks the gateway for a host service on behalf of run id; kv
