@@ -63,6 +63,11 @@ type workerServer struct {
 }
 
 func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]byte, error) {
+	// An invocation's ticket is given back on every path (done is
+	// idempotent), so a frame that fails early holds no one.
+	if tk, ok := ctx.Value(requestTag{}).(invokeTicket); ok {
+		defer w.turns.done(tk.id, tk.n)
+	}
 	var reply any
 	switch path {
 	case pathHello:

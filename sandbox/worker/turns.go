@@ -14,7 +14,9 @@ import (
 // the frame; queuing the invocation on its isolate) waits for its turn.
 //
 // A turn is waited for at most turnWait: a ticket whose holder never
-// arrives (it gave up before its step) must not hold the others.
+// arrives must not hold the others for ever. Every path gives its ticket
+// back at once, so the wait only runs out for a holder the scheduler has
+// not run for that long.
 type turns struct {
 	mu      sync.Mutex
 	issued  map[string]uint64
@@ -22,7 +24,7 @@ type turns struct {
 	changed chan struct{}
 }
 
-const turnWait = 100 * time.Millisecond
+const turnWait = time.Second
 
 func newTurns() *turns {
 	return &turns{issued: map[string]uint64{}, next: map[string]uint64{}, changed: make(chan struct{})}
