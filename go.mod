@@ -19,7 +19,7 @@ require (
 	rogchap.com/v8go v0.9.0
 )
 
-require github.com/coder/websocket v1.8.15 // indirect
+require github.com/coder/websocket v1.8.15
 
 require (
 	cel.dev/cel-go v0.32.0 // indirect
