@@ -277,7 +277,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allow
 	}
 	var body io.Reader
 	if a.Body != nil {
-		b := latin1Bytes(*a.Body)
+		b := wirejson.Latin1Bytes(*a.Body)
 		maxReq := f.MaxRequestBody
 		if maxReq <= 0 {
 			maxReq = 1 << 20
@@ -322,7 +322,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allow
 	if err != nil {
 		return nil, err
 	}
-	ans.Body = latin1String(data)
+	ans.Body = wirejson.Latin1(data)
 	return wirejson.Marshal(ans)
 }
 
@@ -375,24 +375,6 @@ func (f *Fetcher) streamAnswer(owner, host string, res *http.Response, method st
 }
 
 var errBlocked = errors.New("address refused")
-
-// Bodies cross to and from the isolate as Latin-1 strings, one char per
-// byte (see sandbox/crypto.go for why).
-func latin1Bytes(s string) []byte {
-	b := make([]byte, 0, len(s))
-	for _, r := range s {
-		b = append(b, byte(r))
-	}
-	return b
-}
-
-func latin1String(b []byte) string {
-	r := make([]rune, len(b))
-	for i, c := range b {
-		r[i] = rune(c)
-	}
-	return string(r)
-}
 
 // cleanErr drops the URL from net/http's error text (it is in the message
 // already).

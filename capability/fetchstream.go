@@ -142,5 +142,5 @@ func (fs *FetchStreams) read(ctx context.Context, owner string, raw json.RawMess
 	return wirejson.Marshal(struct {
 		Data string `json:"data,omitempty"`
 		Done bool   `json:"done,omitempty"`
-	}{latin1String(buf[:n]), done})
+	}{wirejson.Latin1(buf[:n]), done})
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -89,12 +88,8 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 		b.done = true
 		return nil, fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
 	}
-	var sb strings.Builder
-	for _, c := range buf[:n] {
-		sb.WriteRune(rune(c))
-	}
 	return wirejson.Marshal(struct {
 		Data string `json:"data,omitempty"`
 		Done bool   `json:"done,omitempty"`
-	}{sb.String(), b.done})
+	}{wirejson.Latin1(buf[:n]), b.done})
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // hostAES is aes(mode, op, key, iv, data, additional, tagBits) for
@@ -18,13 +20,13 @@ func (m *vm) hostAES(args []*v8.Value) (*v8.Value, error) {
 		return nil, errors.New("aes needs mode, op, key, iv, data, additional data and a tag length")
 	}
 	mode, op := args[0].String(), args[1].String()
-	key, iv, data := latin1Bytes(args[2].String()), latin1Bytes(args[3].String()), latin1Bytes(args[4].String())
-	additional, tagBits := latin1Bytes(args[5].String()), int(args[6].Int32())
+	key, iv, data := wirejson.Latin1Bytes(args[2].String()), wirejson.Latin1Bytes(args[3].String()), wirejson.Latin1Bytes(args[4].String())
+	additional, tagBits := wirejson.Latin1Bytes(args[5].String()), int(args[6].Int32())
 	out, err := aesCrypt(mode, op == "encrypt", key, iv, data, additional, tagBits)
 	if err != nil {
 		return nil, err
 	}
-	return v8.NewValue(m.iso, latin1String(out))
+	return v8.NewValue(m.iso, wirejson.Latin1(out))
 }
 
 func aesCrypt(mode string, encrypt bool, key, iv, data, additional []byte, tagBits int) ([]byte, error) {

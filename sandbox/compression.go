@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // CompressionStream and DecompressionStream (gzip, deflate, deflate-raw)
@@ -223,7 +225,7 @@ func (m *vm) hostCodecChunk(args []*v8.Value) (*v8.Value, error) {
 	if c == nil {
 		return nil, errors.New("the stream is closed")
 	}
-	in := latin1Bytes(args[1].String())
+	in := wirejson.Latin1Bytes(args[1].String())
 	var out []byte
 	var err error
 	if c.w != nil {
@@ -259,7 +261,7 @@ func (m *vm) hostCodecChunk(args []*v8.Value) (*v8.Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the data is not valid: %v", err)
 	}
-	return v8.NewValue(m.iso, latin1String(out))
+	return v8.NewValue(m.iso, wirejson.Latin1(out))
 }
 
 // closeCodecs ends every stream of the isolate (it is being disposed).

@@ -18,27 +18,9 @@ import (
 	"strings"
 
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
-
-// Bytes cross between Go and the isolate as Latin-1 strings (one char per
-// byte): v8go 0.9 cannot make an ArrayBuffer from Go bytes, and a string
-// is one copy each way.
-
-func latin1Bytes(s string) []byte {
-	b := make([]byte, 0, len(s))
-	for _, r := range s {
-		b = append(b, byte(r))
-	}
-	return b
-}
-
-func latin1String(b []byte) string {
-	r := make([]rune, len(b))
-	for i, c := range b {
-		r[i] = rune(c)
-	}
-	return string(r)
-}
 
 func hashFor(name string) (func() hash.Hash, error) {
 	switch name {
@@ -64,8 +46,8 @@ func (m *vm) hostDigest(args []*v8.Value) (*v8.Value, error) {
 		return nil, err
 	}
 	h := newHash()
-	h.Write(latin1Bytes(args[1].String()))
-	return v8.NewValue(m.iso, latin1String(h.Sum(nil)))
+	h.Write(wirejson.Latin1Bytes(args[1].String()))
+	return v8.NewValue(m.iso, wirejson.Latin1(h.Sum(nil)))
 }
 
 // hostHMAC(hash, key, data) → MAC, for crypto.subtle.sign/verify with HMAC.
@@ -77,9 +59,9 @@ func (m *vm) hostHMAC(args []*v8.Value) (*v8.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	mac := hmac.New(newHash, latin1Bytes(args[1].String()))
-	mac.Write(latin1Bytes(args[2].String()))
-	return v8.NewValue(m.iso, latin1String(mac.Sum(nil)))
+	mac := hmac.New(newHash, wirejson.Latin1Bytes(args[1].String()))
+	mac.Write(wirejson.Latin1Bytes(args[2].String()))
+	return v8.NewValue(m.iso, wirejson.Latin1(mac.Sum(nil)))
 }
 
 // hostImportPublic(algorithm, format, data, namedCurve) → SPKI DER: checks
@@ -93,7 +75,7 @@ func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
 	var pub any
 	switch format {
 	case "spki":
-		k, err := x509.ParsePKIXPublicKey(latin1Bytes(data))
+		k, err := x509.ParsePKIXPublicKey(wirejson.Latin1Bytes(data))
 		if err != nil {
 			return nil, errors.New("DataError: the key is not SPKI")
 		}
@@ -134,7 +116,7 @@ func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
 		if c == nil {
 			return nil, errors.New("NotSupportedError: raw keys are EC points of P-256 or P-384")
 		}
-		k, err := ecdsa.ParseUncompressedPublicKey(c, latin1Bytes(data))
+		k, err := ecdsa.ParseUncompressedPublicKey(c, wirejson.Latin1Bytes(data))
 		if err != nil {
 			return nil, errors.New("DataError: the raw key is not an uncompressed point of the curve")
 		}
@@ -158,7 +140,7 @@ func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
 	if err != nil {
 		return nil, errors.New("DataError: the key cannot be used")
 	}
-	return v8.NewValue(m.iso, latin1String(der))
+	return v8.NewValue(m.iso, wirejson.Latin1(der))
 }
 
 func curveByName(name string) elliptic.Curve {
@@ -181,14 +163,14 @@ func (m *vm) hostVerify(args []*v8.Value) (*v8.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, err := x509.ParsePKIXPublicKey(latin1Bytes(args[2].String()))
+	pub, err := x509.ParsePKIXPublicKey(wirejson.Latin1Bytes(args[2].String()))
 	if err != nil {
 		return nil, errors.New("InvalidAccessError: bad key")
 	}
 	h := newHash()
-	h.Write(latin1Bytes(args[4].String()))
+	h.Write(wirejson.Latin1Bytes(args[4].String()))
 	digest := h.Sum(nil)
-	sig := latin1Bytes(args[3].String())
+	sig := wirejson.Latin1Bytes(args[3].String())
 	ok := false
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:

@@ -10,6 +10,8 @@ import (
 	"math/big"
 
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // ECDSA private keys for crypto.subtle: generateKey, importKey (pkcs8,
@@ -64,7 +66,7 @@ func (m *vm) hostECImportPrivate(args []*v8.Value) (*v8.Value, error) {
 	var k *ecdsa.PrivateKey
 	switch format {
 	case "pkcs8":
-		parsed, err := x509.ParsePKCS8PrivateKey(latin1Bytes(data))
+		parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(data))
 		ek, ok := parsed.(*ecdsa.PrivateKey)
 		if err != nil || !ok {
 			return nil, errors.New("DataError: not a PKCS #8 EC private key")
@@ -111,13 +113,13 @@ func (m *vm) hostECSign(args []*v8.Value) (*v8.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	parsed, err := x509.ParsePKCS8PrivateKey(latin1Bytes(args[1].String()))
+	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(args[1].String()))
 	k, ok := parsed.(*ecdsa.PrivateKey)
 	if err != nil || !ok {
 		return nil, errors.New("InvalidAccessError: bad key")
 	}
 	h := newHash()
-	h.Write(latin1Bytes(args[2].String()))
+	h.Write(wirejson.Latin1Bytes(args[2].String()))
 	r, s, err := ecdsa.Sign(rand.Reader, k, h.Sum(nil))
 	if err != nil {
 		return nil, errors.New("OperationError: signing failed")
@@ -126,5 +128,5 @@ func (m *vm) hostECSign(args []*v8.Value) (*v8.Value, error) {
 	sig := make([]byte, 2*size)
 	r.FillBytes(sig[:size])
 	s.FillBytes(sig[size:])
-	return v8.NewValue(m.iso, latin1String(sig))
+	return v8.NewValue(m.iso, wirejson.Latin1(sig))
 }

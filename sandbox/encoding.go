@@ -10,6 +10,8 @@ import (
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/transform"
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // The Encoding Standard's encodings other than UTF-8 (which the runtime
@@ -78,7 +80,7 @@ func (m *vm) hostDecodeLegacy(args []*v8.Value) (*v8.Value, error) {
 		return nil, errors.New("decodeLegacy needs an id, a label, bytes and stream")
 	}
 	id, label, stream := args[0].Int32(), args[1].String(), args[3].Boolean()
-	src := latin1Bytes(args[2].String())
+	src := wirejson.Latin1Bytes(args[2].String())
 	enc, _ := encodingFor(label)
 	if enc == nil {
 		return nil, errors.New("unsupported encoding")

@@ -11,6 +11,7 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // Config sets an Engine's defaults and hooks. Zero values take the defaults
@@ -383,7 +384,7 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 	// The body crosses separately, as a Latin-1 string (see bootstrap.js).
 	var body any // nil: no body
 	if req.Body != nil {
-		body = latin1String(decoded)
+		body = wirejson.Latin1(decoded)
 	}
 	req.Body = nil
 	raw, err := json.Marshal(req)

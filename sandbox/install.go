@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 //go:embed js/bootstrap.js
@@ -180,5 +182,5 @@ func (m *vm) hostRandom(args []*v8.Value) (*v8.Value, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	return v8.NewValue(m.iso, latin1String(b))
+	return v8.NewValue(m.iso, wirejson.Latin1(b))
 }

@@ -9,6 +9,7 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // Streamed responses (SPEC §8). A handler that answers a Response whose
@@ -95,7 +96,7 @@ func (m *vm) hostStreamWrite(args []*v8.Value) (*v8.Value, error) {
 	if s == nil {
 		return v8.NewValue(m.iso, false)
 	}
-	chunk, ok := bytesOfLatin1(args[1].String())
+	chunk, ok := wirejson.Latin1BytesChecked(args[1].String())
 	if !ok {
 		return nil, errors.New("a stream chunk must be bytes")
 	}
@@ -312,16 +313,4 @@ func (m *vm) endStreams() {
 		s.mu.Unlock()
 		s.signal()
 	}
-}
-
-// bytesOfLatin1 turns a Latin-1 string from the isolate into bytes.
-func bytesOfLatin1(s string) ([]byte, bool) {
-	out := make([]byte, 0, len(s))
-	for _, r := range s {
-		if r > 0xff {
-			return nil, false
-		}
-		out = append(out, byte(r))
-	}
-	return out, true
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // WireRequest is a request as it crosses into an isolate (SPEC §7): headers
@@ -134,12 +135,9 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		// Each byte is at most two bytes of UTF-8: far over the bound.
 		return WireResponse{}, bodyTooLarge(maxBody)
 	}
-	bytes := make([]byte, 0, len(body))
-	for _, r := range body {
-		if r > 0xff {
-			return WireResponse{}, fault.OutsideWireShape()
-		}
-		bytes = append(bytes, byte(r))
+	bytes, ok := wirejson.Latin1BytesChecked(body)
+	if !ok {
+		return WireResponse{}, fault.OutsideWireShape()
 	}
 	if maxBody > 0 && len(bytes) > maxBody {
 		return WireResponse{}, bodyTooLarge(maxBody)

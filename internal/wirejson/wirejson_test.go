@@ -39,3 +39,17 @@ func TestCutFitsTheBound(t *testing.T) {
 		t.Fatal("cut a string that fits")
 	}
 }
+
+func TestLatin1RoundTrip(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	b, ok := Latin1BytesChecked(Latin1(all))
+	if !ok || string(b) != string(all) {
+		t.Fatalf("round trip: %v %v", ok, b)
+	}
+	if _, ok := Latin1BytesChecked("a\u0100"); ok {
+		t.Fatal("a character past U+00FF passed as Latin-1")
+	}
+}

@@ -135,7 +135,7 @@ type Pool struct {
 	inflight      map[string]int // per retained isolate: its invocations in flight
 	sendTurns     *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
-	onTicket func(req sandbox.WireRequest, ticket uint64)
+	onTicket func(req sandbox.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
 	// the kill clock's evidence that the calls queued ahead progress.
 	answered map[string]uint64

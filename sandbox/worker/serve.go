@@ -66,7 +66,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 	// An invocation's ticket is given back on every path (done is
 	// idempotent), so a frame that fails early holds no one.
 	if tk, ok := ctx.Value(requestTag{}).(invokeTicket); ok {
-		defer w.turns.done(tk.id, tk.n)
+		defer w.turns.done(tk.id, tk.tk)
 	}
 	var reply any
 	switch path {
@@ -98,8 +98,8 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			}
 			queued := func() {}
 			if tk, ok := ctx.Value(requestTag{}).(invokeTicket); ok && tk.id == req.ID {
-				w.turns.wait(tk.id, tk.n)
-				queued = func() { w.turns.done(tk.id, tk.n) }
+				w.turns.wait(tk.id, tk.tk)
+				queued = func() { w.turns.done(tk.id, tk.tk) }
 			}
 			res, logs, err := e.InvokeOrdered(ctx, req.ID, req.Name, req.Request, queued)
 			// The answer leaves only once the invocation's kv writes are
@@ -257,7 +257,7 @@ func (w *workerServer) post(path string, v any) {
 // the read loop in arrival order.
 type invokeTicket struct {
 	id string
-	n  uint64
+	tk ticket
 }
 
 // ticket takes an invocation frame's ticket. The handle id is read from
@@ -274,7 +274,7 @@ func (w *workerServer) ticket(path string, payload []byte) any {
 		return nil
 	}
 	id := string(rest[:end])
-	return invokeTicket{id: id, n: w.turns.take(id)}
+	return invokeTicket{id: id, tk: w.turns.take(id)}
 }
 
 // hostCall asks the gateway for a host service on behalf of run id; kv

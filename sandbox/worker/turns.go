@@ -16,31 +16,48 @@ import (
 // A turn is waited for at most turnWait: a ticket whose holder never
 // arrives must not hold the others for ever. Every path gives its ticket
 // back at once, so the wait only runs out for a holder the scheduler has
-// not run for that long.
+// not run for that long. When every ticket of a handle is back, its count
+// starts over in a new epoch; a ticket of an old epoch changes nothing.
 type turns struct {
 	mu      sync.Mutex
-	issued  map[string]uint64
-	next    map[string]uint64
+	line    map[string]*line
+	epoch   uint64
 	changed chan struct{}
+}
+
+// line is one handle's tickets: issued so far and the next whose turn it is.
+type line struct {
+	epoch        uint64
+	issued, next uint64
+}
+
+// ticket is a place in a handle's line.
+type ticket struct {
+	epoch, n uint64
 }
 
 const turnWait = time.Second
 
 func newTurns() *turns {
-	return &turns{issued: map[string]uint64{}, next: map[string]uint64{}, changed: make(chan struct{})}
+	return &turns{line: map[string]*line{}, changed: make(chan struct{})}
 }
 
 // take hands out id's next ticket.
-func (t *turns) take(id string) uint64 {
+func (t *turns) take(id string) ticket {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := t.issued[id]
-	t.issued[id] = n + 1
-	return n
+	l := t.line[id]
+	if l == nil {
+		t.epoch++
+		l = &line{epoch: t.epoch}
+		t.line[id] = l
+	}
+	l.issued++
+	return ticket{l.epoch, l.issued - 1}
 }
 
-// wait returns when ticket is id's turn (or after turnWait).
-func (t *turns) wait(id string, ticket uint64) {
+// wait returns when tk is id's turn (or after turnWait).
+func (t *turns) wait(id string, tk ticket) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -49,7 +66,8 @@ func (t *turns) wait(id string, ticket uint64) {
 	}()
 	for {
 		t.mu.Lock()
-		if t.next[id] >= ticket {
+		l := t.line[id]
+		if l == nil || l.epoch != tk.epoch || l.next >= tk.n {
 			t.mu.Unlock()
 			return
 		}
@@ -66,17 +84,20 @@ func (t *turns) wait(id string, ticket uint64) {
 	}
 }
 
-// done ends ticket's step: the next ticket's turn. It may be called more
-// than once.
-func (t *turns) done(id string, ticket uint64) {
+// done ends tk's step: the next ticket's turn. It may be called more than
+// once, and late.
+func (t *turns) done(id string, tk ticket) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.next[id] < ticket+1 {
-		t.next[id] = ticket + 1
+	l := t.line[id]
+	if l == nil || l.epoch != tk.epoch {
+		return
 	}
-	if t.next[id] >= t.issued[id] {
-		delete(t.next, id)
-		delete(t.issued, id)
+	if l.next < tk.n+1 {
+		l.next = tk.n + 1
+	}
+	if l.next >= l.issued {
+		delete(t.line, id)
 	}
 	close(t.changed)
 	t.changed = make(chan struct{})

@@ -1,0 +1,35 @@
+package wirejson
+
+// Bytes cross between Go and an isolate as Latin-1 strings, one character
+// per byte (v8go 0.9 cannot make an ArrayBuffer from Go bytes, and a string
+// is one copy each way), inside frames and host-call answers alike.
+
+// Latin1 is b as a Latin-1 string: byte c becomes the character U+00cc.
+func Latin1(b []byte) string {
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return string(r)
+}
+
+// Latin1Bytes turns a Latin-1 string back into bytes; a character past
+// U+00FF (the string was not made by Latin1) gives its low byte.
+func Latin1Bytes(s string) []byte {
+	b, _ := Latin1BytesChecked(s)
+	return b
+}
+
+// Latin1BytesChecked is Latin1Bytes that reports, with ok false, a
+// character past U+00FF: for strings an isolate made, which are hostile.
+func Latin1BytesChecked(s string) (b []byte, ok bool) {
+	b = make([]byte, 0, len(s))
+	ok = true
+	for _, r := range s {
+		if r > 0xff {
+			ok = false
+		}
+		b = append(b, byte(r))
+	}
+	return b, ok
+}
