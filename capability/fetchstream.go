@@ -139,8 +139,5 @@ func (fs *FetchStreams) read(ctx context.Context, owner string, raw json.RawMess
 	if done {
 		fs.drop(a.Stream)
 	}
-	return wirejson.Marshal(struct {
-		Data string `json:"data,omitempty"`
-		Done bool   `json:"done,omitempty"`
-	}{wirejson.Latin1(buf[:n]), done})
+	return wirejson.Chunk(buf[:n], done)
 }

@@ -88,8 +88,5 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 		b.done = true
 		return nil, fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
 	}
-	return wirejson.Marshal(struct {
-		Data string `json:"data,omitempty"`
-		Done bool   `json:"done,omitempty"`
-	}{wirejson.Latin1(buf[:n]), b.done})
+	return wirejson.Chunk(buf[:n], b.done)
 }

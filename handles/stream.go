@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/readsome"
@@ -19,7 +18,6 @@ type Stream struct {
 	registry *Registry
 	id       string
 	stream   int64
-	started  time.Time
 	detach   func()        // ends the request body's attachment, if any
 	relay    io.ReadCloser // a fetch answer relayed as it is (res.Relay)
 	relayErr error
@@ -34,7 +32,7 @@ func (r *Registry) OpenStream(id string, res sandbox.WireResponse) *Stream {
 	if ls != nil {
 		ls.streams.Add(1)
 	}
-	st := &Stream{registry: r, id: id, stream: res.Stream, started: time.Now()}
+	st := &Stream{registry: r, id: id, stream: res.Stream}
 	if res.Relay != "" {
 		// An upstream answer the handler returned unread: the gateway
 		// sends it on itself; the isolate is not involved any more.

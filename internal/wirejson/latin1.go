@@ -33,3 +33,13 @@ func Latin1BytesChecked(s string) (b []byte, ok bool) {
 	}
 	return b, ok
 }
+
+// Chunk is a host's answer to a program's read of a body it holds
+// (body.read, fetch.read): what has arrived, as Latin-1, and whether the
+// body ended.
+func Chunk(data []byte, done bool) ([]byte, error) {
+	return Marshal(struct {
+		Data string `json:"data,omitempty"`
+		Done bool   `json:"done,omitempty"`
+	}{Latin1(data), done})
+}

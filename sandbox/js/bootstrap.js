@@ -1729,25 +1729,23 @@
   // body, relayed by the gateway itself (relayOf).
   const relayOf = new WeakMap(); // stream -> token
   function fetchBodyStream(token) {
-    const RS = loadModule('streams').ReadableStream;
-    const st = new RS({
-      async pull(c) {
-        const r = await call('fetch.read', { stream: token });
-        if (r.data) c.enqueue(bytesFromLatin1(r.data));
-        if (r.done) c.close();
-      },
-    }, { highWaterMark: 0 });
+    const st = hostBodyStream('fetch.read', token);
     relayOf.set(st, token);
     return st;
   }
 
   // A request body the visitor is still sending: each pull asks the host
   // for what has arrived (a Latin-1 string, at most 64 KiB).
-  function requestBodyStream(token) {
+  function requestBodyStream(token) { return hostBodyStream('body.read', token); }
+
+  // hostBodyStream is a body the host holds under token: each pull asks it
+  // (op) for what has arrived, {data: Latin-1 string, done}; nothing is
+  // asked before the program reads (highWaterMark 0).
+  function hostBodyStream(op, token) {
     const RS = loadModule('streams').ReadableStream;
     return new RS({
       async pull(c) {
-        const r = await call('body.read', { stream: token });
+        const r = await call(op, { stream: token });
         if (r.data) c.enqueue(bytesFromLatin1(r.data));
         if (r.done) c.close();
       },
