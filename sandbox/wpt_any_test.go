@@ -46,7 +46,9 @@ func wptProgram(file string) (string, error) {
 	b.WriteString("async () => {\nglobalThis.self = globalThis;\nglobalThis.location = { search: '', href: 'https://wpt.test/" + file + "' };\n")
 	b.WriteString("const __results = [];\nlet __finish;\nconst __done = new Promise(r => { __finish = r; });\n")
 	b.Write(harness)
-	b.WriteString("\nadd_result_callback(t => __results.push([t.name, t.status, String(t.message || '').slice(0, 300)]));\n")
+	// WPT's generated wrapper for an .any.js file defines self.GLOBAL; an
+	// isolate is a worker-like global (no window, no document).
+	b.WriteString("\nself.GLOBAL = { isWindow() { return false; }, isWorker() { return true; }, isShadowRealm() { return false; } };\nadd_result_callback(t => __results.push([t.name, t.status, String(t.message || '').slice(0, 300)]));\n")
 	b.WriteString("add_completion_callback((tests, s) => __finish({status: s.status, message: String(s.message || '')}));\n")
 	for _, m := range metaScript.FindAllStringSubmatch(string(src), -1) {
 		p := m[1]
@@ -173,6 +175,19 @@ func unescapeName(s string) string {
 func TestWPTAny(t *testing.T) {
 	e := engine(t)
 	files := wptFiles(t)
+	// RETAINER_WPT_ONLY=<substring> runs only the matching files (and does
+	// not check the others' expectations); RETAINER_WPT_WHY=1 logs every
+	// failing subtest's message. Both are for working on the runtime.
+	if only := os.Getenv("RETAINER_WPT_ONLY"); only != "" {
+		var some []string
+		for _, f := range files {
+			if strings.Contains(f, only) {
+				some = append(some, f)
+			}
+		}
+		files = some
+	}
+	verbose := os.Getenv("RETAINER_WPT_WHY") != ""
 	reasons, failing := expectations(t)
 	type fileResult struct {
 		passed map[string]bool
@@ -219,6 +234,9 @@ func TestWPTAny(t *testing.T) {
 				continue
 			}
 			fails = append(fails, n)
+			if verbose {
+				t.Logf("FAIL %s %q: %s", f, n, r.why[n])
+			}
 			if !failing[f][n] && !update {
 				t.Errorf("unexpected failure: %s %q: %s", f, n, r.why[n])
 			}
@@ -248,7 +266,7 @@ func TestWPTAny(t *testing.T) {
 		data, _ := json.Marshal(isolate)
 		os.WriteFile(filepath.Join(dir, "isolate.json"), data, 0o644)
 	}
-	if update {
+	if update && os.Getenv("RETAINER_WPT_ONLY") == "" {
 		if err := os.WriteFile("testdata/wpt-expectations.txt", []byte(out.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}

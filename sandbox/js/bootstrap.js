@@ -633,13 +633,35 @@
   // wire request, which the gateway has already checked, and a Headers'
   // pairs as iteration yields them, without the generator.
   let trustedHeaders, headerPairs;
-  let immutableHeaders;
+  let immutableHeaders, noCorsHeaders, copyHeaders;
+  // The Fetch Standard's CORS-safelisted request-header, for the
+  // "request-no-cors" guard of a Request made with mode "no-cors".
+  const corsUnsafeByte = /[\x00-\x08\x0a-\x1f"():<>?@[\\\]{}\x7f]/;
+  function corsSafelisted(name, value) {
+    if (value.length > 128) return false;
+    switch (name) {
+      case 'accept': return !corsUnsafeByte.test(value);
+      case 'accept-language': case 'content-language': return /^[0-9A-Za-z *,\-.;=]*$/.test(value);
+      case 'content-type': {
+        if (corsUnsafeByte.test(value)) return false;
+        const essence = value.split(';')[0].trim().toLowerCase();
+        return essence === 'application/x-www-form-urlencoded' || essence === 'multipart/form-data' || essence === 'text/plain';
+      }
+      default: return false;
+    }
+  }
   class Headers {
     #list = []; // [name, value] in insertion order, names lower-case
-    #immutable = false; // the "immutable" guard (Response.error())
-    #check() { if (this.#immutable) throw new TypeErrorCtor('These headers are immutable.'); }
+    // The guard: 'none', 'immutable' (Response.error()) or
+    // 'request-no-cors' (a Request with mode "no-cors"). The "request" and
+    // "response" guards' forbidden names are not applied: a server runtime
+    // sends Cookie and answers Set-Cookie (as workerd, Deno and Node do).
+    #guard = 'none';
+    #check() { if (this.#guard === 'immutable') throw new TypeErrorCtor('These headers are immutable.'); }
     static {
-      immutableHeaders = (h) => { h.#immutable = true; };
+      immutableHeaders = (h) => { h.#guard = 'immutable'; };
+      noCorsHeaders = () => { const h = new Headers(); h.#guard = 'request-no-cors'; return h; };
+      copyHeaders = (src) => { const h = new Headers(); h.#guard = src.#guard; for (const [k, v] of src.#list) h.#list.push([k, v]); return h; };
       trustedHeaders = (pairs) => {
         const h = new Headers();
         for (let i = 0; i < pairs.length; i++) {
@@ -680,8 +702,19 @@
         for (const [k, v] of pairs) this.append(k, v);
       }
     }
-    append(name, value) { name = normName(name); value = normValue(value); this.#check(); this.#list.push([name, value]); }
-    delete(name) { name = normName(name); this.#check(); this.#list = this.#list.filter(([k]) => k !== name); }
+    append(name, value) {
+      name = normName(name); value = normValue(value); this.#check();
+      if (this.#guard === 'request-no-cors') {
+        const had = this.get(name);
+        if (!corsSafelisted(name, had === null ? value : had + ', ' + value)) return;
+      }
+      this.#list.push([name, value]);
+    }
+    delete(name) {
+      name = normName(name); this.#check();
+      if (this.#guard === 'request-no-cors' && !['accept', 'accept-language', 'content-language', 'content-type'].includes(name)) return;
+      this.#list = this.#list.filter(([k]) => k !== name);
+    }
     get(name) {
       name = normName(name);
       const vs = this.#list.filter(([k]) => k === name).map(([, v]) => v);
@@ -692,6 +725,7 @@
     set(name, value) {
       name = normName(name); value = normValue(value);
       this.#check();
+      if (this.#guard === 'request-no-cors' && !corsSafelisted(name, value)) return;
       const i = this.#list.findIndex(([k]) => k === name);
       if (i < 0) { this.#list.push([name, value]); return; }
       this.#list[i] = [name, value];
@@ -749,7 +783,16 @@
   // Instance checks that must not load a module just to answer "no".
   function isURLSearchParams(v) { return !!modules.url && v instanceof modules.url.URLSearchParams; }
   function isReadableStream(v) { return !!modules.streams && v instanceof modules.streams.ReadableStream; }
-  function normalizeURL(u, base) {
+  // A relative URL resolves against `location.href` when the program
+  // defines a `location` (as Deno's --location); otherwise it is a TypeError,
+  // as in workerd (docs/decisions.md).
+  function baseURL() {
+    const loc = G.location;
+    if (loc === null || (typeof loc !== 'object' && typeof loc !== 'string')) return undefined;
+    const href = typeof loc === 'string' ? loc : loc.href;
+    return typeof href === 'string' ? href : undefined;
+  }
+  function normalizeURL(u, base = baseURL()) {
     try { return base === undefined ? new (loadModule('url').URL)(u).href : new (loadModule('url').URL)(u, base).href; }
     catch (e) { throw new TypeErrorCtor('Invalid URL: ' + StringCtor(u)); }
   }
@@ -800,6 +843,7 @@
         composed: !!init.composed, defaultPrevented: false, target: null, currentTarget: null, stop: false,
         stopImmediate: false, dispatching: false, initialized: true, inPassive: false, phase: 0,
         timeStamp: Date.now() - timeOrigin, trusted: false });
+      defineProperty(this, 'isTrusted', isTrustedDesc);
     }
     get type() { return eventState.get(this).type; }
     get bubbles() { return eventState.get(this).bubbles; }
@@ -828,8 +872,9 @@
     }
   }
   // isTrusted is an own, unforgeable property of each event (the DOM's
-  // [LegacyUnforgeable]); a getter on the prototype keeps it cheap here.
-  defineProperty(Event.prototype, 'isTrusted', { get() { return eventState.get(this).trusted; }, enumerable: true, configurable: false });
+  // [LegacyUnforgeable]): every event's shares one getter.
+  const isTrustedGetter = { get isTrusted() { return eventState.get(this).trusted; } };
+  const isTrustedDesc = { get: Object.getOwnPropertyDescriptor(isTrustedGetter, 'isTrusted').get, enumerable: true, configurable: false };
   for (const [k, v] of [['NONE', 0], ['CAPTURING_PHASE', 1], ['AT_TARGET', 2], ['BUBBLING_PHASE', 3]]) {
     defineProperty(Event, k, { value: v, enumerable: true }); defineProperty(Event.prototype, k, { value: v, enumerable: true });
   }
@@ -867,6 +912,7 @@
     addEventListener(type, listener, options = {}) {
       options = flattenOptions(options);
       const capture = !!options.capture;
+      const once = !!options.once, passive = !!options.passive;
       const signal = options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeErrorCtor('The signal option must be an AbortSignal.');
       if (listener == null) return;
@@ -876,7 +922,7 @@
       if (!all.has(type)) all.set(type, []);
       const list = all.get(type);
       if (list.some((l) => l.listener === listener && l.capture === capture)) return;
-      list.push({ listener, capture, once: !!options.once, passive: !!options.passive, removed: false });
+      list.push({ listener, capture, once, passive, removed: false });
       if (signal) signal.addEventListener('abort', () => this.removeEventListener(type, listener, { capture }));
     }
     removeEventListener(type, listener, options = {}) {
@@ -920,6 +966,13 @@
     }
   }
   hidden(G, 'EventTarget', EventTarget);
+  // The global object is an EventTarget too (as a worker's global scope):
+  // listeners added to it run with it as `this`; the runtime itself
+  // dispatches no events there.
+  for (const name of ['addEventListener', 'removeEventListener', 'dispatchEvent']) {
+    const method = EventTarget.prototype[name];
+    hidden(G, name, { [name](...args) { return method.apply(G, args); } }[name]);
+  }
 
   // ------------------------------------------------------------ AbortController, AbortSignal
   const signalState = new WeakMap();
@@ -1032,6 +1085,100 @@
   hidden(G, 'Blob', Blob);
   hidden(G, 'File', File);
 
+  // ------------------------------------------------------------ FileReader
+  // The File API's reader: the read happens in a later task, its events
+  // (loadstart, progress, load or error, loadend) as the spec orders them.
+  class ProgressEvent extends Event {
+    #lengthComputable; #loaded; #total;
+    constructor(type, init = {}) {
+      super(type, init);
+      init = init || {};
+      this.#lengthComputable = !!init.lengthComputable; this.#loaded = +init.loaded || 0; this.#total = +init.total || 0;
+    }
+    get lengthComputable() { return this.#lengthComputable; }
+    get loaded() { return this.#loaded; }
+    get total() { return this.#total; }
+  }
+  hidden(G, 'ProgressEvent', ProgressEvent);
+  // eventHandlerAttributes defines `on<type>` attributes: one listener per
+  // type, registered when first set, so it runs in order with
+  // addEventListener's (HTML Standard).
+  function eventHandlerAttributes(cls, types) {
+    const handlers = new WeakMap();
+    for (const type of types) {
+      defineProperty(cls.prototype, 'on' + type, {
+        configurable: true, enumerable: true,
+        get() { const h = handlers.get(this); return h && h[type] ? h[type].fn : null; },
+        set(f) {
+          let h = handlers.get(this);
+          if (!h) { h = {}; handlers.set(this, h); }
+          if (!h[type]) {
+            h[type] = { fn: null };
+            const slot = h[type];
+            this.addEventListener(type, (ev) => { if (slot.fn) return slot.fn.call(this, ev); });
+          }
+          h[type].fn = typeof f === 'function' || (f !== null && typeof f === 'object') ? f : null;
+        },
+      });
+    }
+  }
+  const runtimeBtoa = G.btoa;
+  class FileReader extends EventTarget {
+    #state = 0; #result = null; #error = null; #read = 0;
+    get readyState() { return this.#state; }
+    get result() { return this.#result; }
+    get error() { return this.#error; }
+    #start(blob, as) {
+      if (!(blob instanceof Blob)) throw new TypeErrorCtor('FileReader reads a Blob.');
+      if (this.#state === 1) throw new DOMException('The reader is already reading.', 'InvalidStateError');
+      this.#state = 1; this.#result = null; this.#error = null;
+      const id = ++this.#read;
+      const bytes = blobBytes.get(blob).slice();
+      const fire = (type) => dispatchTo(this, new ProgressEvent(type, { lengthComputable: true, loaded: type === 'loadstart' ? 0 : bytes.length, total: bytes.length }), true);
+      setTimeout(() => {
+        if (id !== this.#read) return; // aborted or restarted
+        fire('loadstart');
+        setTimeout(() => {
+          if (id !== this.#read) return;
+          try { this.#result = as(bytes); }
+          catch (e) {
+            this.#state = 2; this.#error = e; fire('error');
+            if (this.#state !== 1) fire('loadend');
+            return;
+          }
+          this.#state = 2;
+          fire('progress');
+          fire('load');
+          if (this.#state !== 1) fire('loadend');
+        }, 0);
+      }, 0);
+    }
+    readAsArrayBuffer(blob) { this.#start(blob, (b) => b.buffer); }
+    readAsBinaryString(blob) { this.#start(blob, (b) => latin1FromBytes(b)); }
+    readAsText(blob, encoding = undefined) {
+      this.#start(blob, (b) => {
+        let d;
+        try { d = new TextDecoder(encoding === undefined ? 'utf-8' : encoding); } catch { d = new TextDecoder('utf-8'); }
+        return d.decode(b);
+      });
+    }
+    readAsDataURL(blob) {
+      const type = blob instanceof Blob && blob.type ? blob.type : 'application/octet-stream';
+      this.#start(blob, (b) => 'data:' + type + ';base64,' + runtimeBtoa(latin1FromBytes(b)));
+    }
+    abort() {
+      if (this.#state === 0 || this.#state === 2) { this.#result = null; return; }
+      this.#read++; this.#state = 2; this.#result = null;
+      dispatchTo(this, new ProgressEvent('abort'), true);
+      if (this.#state !== 1) dispatchTo(this, new ProgressEvent('loadend'), true);
+    }
+  }
+  for (const [k, v] of [['EMPTY', 0], ['LOADING', 1], ['DONE', 2]]) {
+    defineProperty(FileReader, k, { value: v, enumerable: true }); defineProperty(FileReader.prototype, k, { value: v, enumerable: true });
+  }
+  eventHandlerAttributes(FileReader, ['loadstart', 'progress', 'load', 'abort', 'error', 'loadend']);
+  hidden(G, 'FileReader', FileReader);
+
   // ------------------------------------------------------------ FormData
   function formValue(value, filename) {
     if (value instanceof Blob) {
@@ -1080,7 +1227,9 @@
         chunks.push(utf8Encode(head + '\r\n\r\n' + value.replace(/\r?\n|\r/g, '\r\n') + '\r\n'));
       }
     }
-    chunks.push(utf8Encode('--' + boundary + '--\r\n'));
+    // An empty form is an empty body (as browsers send it), not a lone
+    // closing delimiter.
+    if (chunks.length) chunks.push(utf8Encode('--' + boundary + '--\r\n'));
     return { bytes: concatBytes(chunks), type: 'multipart/form-data; boundary=' + boundary };
   }
   function indexOfBytes(hay, needle, from) {
@@ -1095,6 +1244,7 @@
     if (!m) throw new TypeErrorCtor('The multipart body has no boundary.');
     const delim = utf8Encode('--' + (m[1] || m[2]).trim());
     const form = new FormData();
+    if (bytes.length === 0) return form;
     let pos = indexOfBytes(bytes, delim, 0);
     if (pos < 0) throw new TypeErrorCtor('The multipart body is malformed.');
     for (;;) {
@@ -1141,7 +1291,7 @@
     else if (body instanceof FormData) { const e = multipartEncode(body); bytes = e.bytes; type = e.type; }
     else if (isURLSearchParams(body)) { latin1 = utf8Latin1(body.toString()); type = 'application/x-www-form-urlencoded;charset=UTF-8'; }
     else if (isReadableStream(body)) {
-      if (body.locked) throw new TypeErrorCtor('The ReadableStream is locked.');
+      if (body.locked || body._disturbed) throw new TypeErrorCtor('The ReadableStream is ' + (body.locked ? 'locked.' : 'disturbed (read from).'));
       return { bytes: null, latin1: null, stream: body };
     } else { latin1 = utf8Latin1(StringCtor(body)); type = 'text/plain;charset=UTF-8'; }
     if (type && !headers.has('content-type')) headers.set('content-type', type);
@@ -1182,6 +1332,7 @@
     get body() {
       const b = bodyOf.get(this);
       if (!hasBody(b)) return null;
+      if (b.proxy) { b.stream = b.stream.pipeThrough(new G.TransformStream()); b.proxy = false; }
       if (!b.stream) {
         const bytes = b.used ? new Uint8ArrayCtor(0) : (b.bytes || bytesFromLatin1(b.latin1));
         b.stream = bytesStream(bytes); b.bytes = null; b.latin1 = null;
@@ -1196,8 +1347,14 @@
     async blob() { const b = await consume(this); return new Blob([b], { type: contentTypeOf(this) }); },
     async formData() {
       const t = contentTypeOf(this);
+      const had = hasBody(bodyOf.get(this));
       const taken = await take(this);
-      if (/^multipart\/form-data/i.test(t)) return multipartDecode(asBytes(taken), t);
+      if (/^multipart\/form-data/i.test(t)) {
+        // An empty FormData is sent as an empty body; no body at all is not
+        // a multipart body.
+        if (!had) throw new TypeErrorCtor('There is no multipart body.');
+        return multipartDecode(asBytes(taken), t);
+      }
       if (/^application\/x-www-form-urlencoded/i.test(t)) {
         const form = new FormData();
         for (const [k, v] of new (loadModule('url').URLSearchParams)(asText(taken))) form.append(k, v);
@@ -1232,8 +1389,30 @@
   // by hand passes instanceof but holds none of the private fields, and
   // its url never went through the URL check.
   let isRealRequest, requestParts;
+  // RequestInit's enumerations (WebIDL: any other string is a TypeError).
+  const requestEnums = {
+    mode: ['same-origin', 'no-cors', 'cors', 'navigate'],
+    credentials: ['omit', 'same-origin', 'include'],
+    cache: ['default', 'no-store', 'reload', 'no-cache', 'force-cache', 'only-if-cached'],
+    redirect: ['follow', 'error', 'manual'],
+    referrerPolicy: ['', 'no-referrer', 'no-referrer-when-downgrade', 'same-origin', 'origin', 'strict-origin',
+      'origin-when-cross-origin', 'strict-origin-when-cross-origin', 'unsafe-url'],
+    duplex: ['half'],
+    priority: ['high', 'low', 'auto'],
+  };
+  function requestEnum(init, name, fallback) {
+    const v = init[name];
+    if (v === undefined) return fallback;
+    const str = StringCtor(v);
+    if (!requestEnums[name].includes(str)) throw new TypeErrorCtor('Invalid RequestInit ' + name + ': "' + str + '".');
+    return str;
+  }
   class Request {
     #url; #method; #headers; #signal; #redirect;
+    // Attributes a server runtime keeps only to answer them (the gateway's
+    // fetch has no cache, credentials or referrer of its own).
+    #mode = 'cors'; #credentials = 'same-origin'; #cache = 'default'; #referrer = 'about:client';
+    #referrerPolicy = ''; #integrity = ''; #keepalive = false; #priority = 'auto';
     static {
       isRealRequest = (x) => x !== null && typeof x === 'object' && #url in x;
       // fetch reads the fields themselves: a program may redefine the getters.
@@ -1245,27 +1424,61 @@
       if (isRealRequest(input)) { src = input; this.#url = input.#url; }
       else if (input instanceof Request) throw new TypeErrorCtor('The input is not a Request (an object made from Request.prototype is not one).');
       else this.#url = trustedURL ? StringCtor(input) : normalizeURL(StringCtor(input));
-      let method = init.method !== undefined ? StringCtor(init.method) : src ? src.method : 'GET';
+      if (src) {
+        this.#mode = src.#mode === 'navigate' ? 'same-origin' : src.#mode;
+        this.#credentials = src.#credentials; this.#cache = src.#cache; this.#referrer = src.#referrer;
+        this.#referrerPolicy = src.#referrerPolicy; this.#integrity = src.#integrity;
+        this.#keepalive = src.#keepalive; this.#priority = src.#priority;
+      }
+      if (init.referrer !== undefined) {
+        const r = StringCtor(init.referrer);
+        this.#referrer = r === '' ? '' : normalizeURL(r);
+      }
+      this.#referrerPolicy = requestEnum(init, 'referrerPolicy', this.#referrerPolicy);
+      const mode = requestEnum(init, 'mode', undefined);
+      if (mode === 'navigate') throw new TypeErrorCtor('A Request cannot be made with mode "navigate".');
+      if (mode !== undefined) this.#mode = mode;
+      this.#credentials = requestEnum(init, 'credentials', this.#credentials);
+      this.#cache = requestEnum(init, 'cache', this.#cache);
+      if (this.#cache === 'only-if-cached' && this.#mode !== 'same-origin') throw new TypeErrorCtor('cache "only-if-cached" needs mode "same-origin".');
+      this.#redirect = requestEnum(init, 'redirect', src ? src.#redirect : 'follow');
+      if (init.integrity !== undefined) this.#integrity = StringCtor(init.integrity);
+      if (init.keepalive !== undefined) this.#keepalive = !!init.keepalive;
+      const duplex = requestEnum(init, 'duplex', undefined);
+      this.#priority = requestEnum(init, 'priority', this.#priority);
+      let method = init.method !== undefined ? StringCtor(init.method) : src ? src.#method : 'GET';
       if (!tokenRe.test(method)) throw new TypeErrorCtor('Invalid method "' + method + '".');
       if (methods.includes(method.toUpperCase()) && method.toUpperCase() !== 'PATCH') method = method.toUpperCase();
       if (forbiddenMethods.includes(method.toUpperCase())) throw new TypeErrorCtor('Forbidden method "' + method + '".');
+      if (this.#mode === 'no-cors' && !['GET', 'HEAD', 'POST'].includes(method)) throw new TypeErrorCtor('Method "' + method + '" is not allowed with mode "no-cors".');
       this.#method = method;
-      this.#headers = new Headers(init.headers !== undefined ? init.headers : src ? src.headers : undefined);
-      this.#redirect = init.redirect !== undefined ? StringCtor(init.redirect) : src ? src.redirect : 'follow';
-      if (!['follow', 'error', 'manual'].includes(this.#redirect)) throw new TypeErrorCtor('Invalid redirect mode.');
+      const headersInit = init.headers !== undefined ? init.headers : src ? src.#headers : undefined;
+      if (this.#mode === 'no-cors') {
+        // The "request-no-cors" guard: only CORS-safelisted headers stay.
+        this.#headers = noCorsHeaders();
+        if (headersInit !== undefined) for (const [k, v] of new Headers(headersInit)) this.#headers.append(k, v);
+      } else {
+        this.#headers = new Headers(headersInit);
+      }
       let b = { bytes: null, latin1: null, stream: null, used: false };
+      const sb = src ? bodyOf.get(src) : null;
       if (init.body !== undefined && init.body !== null) {
         if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
         b = extractBody(init.body, this.#headers);
         b.used = false;
-      } else if (src) {
-        const sb = bodyOf.get(src);
+        if (b.stream && this.#keepalive) throw new TypeErrorCtor('A keepalive request cannot have a stream body.');
+        // duplex is not required for a stream body, unlike the Fetch
+        // Standard: Workers code sends request.body on without it.
+        void duplex;
+        if (hasBody(sb)) sb.used = true; // the input's body is disturbed all the same
+      } else if (hasBody(sb)) {
         if (bodyUsed(sb)) throw new TypeErrorCtor('Body has already been used.');
-        if (hasBody(sb)) {
-          if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
-          b = { bytes: sb.bytes, latin1: sb.latin1, stream: sb.stream, used: false };
-          sb.used = true; // the body moves to the new request
-        }
+        if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
+        // The body moves to the new request behind a proxy: the input keeps
+        // its (now disturbed) stream, the new request has a stream of its
+        // own, made when first asked for.
+        b = { bytes: sb.bytes, latin1: sb.latin1, stream: sb.stream, used: false, proxy: !!sb.stream };
+        sb.used = true;
       }
       bodyOf.set(this, b);
       // Made on first read: most handlers never look at it.
@@ -1279,16 +1492,28 @@
       return this.#signal;
     }
     get redirect() { return this.#redirect; }
-    get cache() { return 'default'; }
-    get credentials() { return 'same-origin'; }
-    get mode() { return 'cors'; }
+    get cache() { return this.#cache; }
+    get credentials() { return this.#credentials; }
+    get mode() { return this.#mode; }
     get destination() { return ''; }
-    get referrer() { return 'about:client'; }
-    get integrity() { return ''; }
-    get keepalive() { return false; }
+    get referrer() {
+      if (this.#referrer === '') return '';
+      return this.#referrer === 'about:client' ? 'about:client' : this.#referrer;
+    }
+    get referrerPolicy() { return this.#referrerPolicy; }
+    get integrity() { return this.#integrity; }
+    get keepalive() { return this.#keepalive; }
+    get isReloadNavigation() { return false; }
+    get isHistoryNavigation() { return false; }
+    get duplex() { return 'half'; }
     clone() {
-      const r = new Request(this.#url, { method: this.#method, headers: this.#headers, signal: this.#signal, redirect: this.#redirect });
-      bodyOf.set(r, cloneBody(bodyOf.get(this)));
+      const body = cloneBody(bodyOf.get(this));
+      const r = new Request(this.#url, { method: this.#method, signal: this.#signal });
+      r.#headers = copyHeaders(this.#headers);
+      r.#redirect = this.#redirect; r.#mode = this.#mode; r.#credentials = this.#credentials; r.#cache = this.#cache;
+      r.#referrer = this.#referrer; r.#referrerPolicy = this.#referrerPolicy; r.#integrity = this.#integrity;
+      r.#keepalive = this.#keepalive; r.#priority = this.#priority;
+      bodyOf.set(r, body);
       return r;
     }
   }
