@@ -130,7 +130,7 @@ func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
 			return nil, errors.New("DataError: the key does not fit the algorithm")
 		}
 	case *rsa.PublicKey:
-		if alg != "RSASSA-PKCS1-V1_5" || k.N.BitLen() < 1024 {
+		if (alg != "RSASSA-PKCS1-V1_5" && alg != "RSA-PSS") || k.N.BitLen() < 1024 {
 			return nil, errors.New("DataError: the key does not fit the algorithm")
 		}
 	default:
@@ -153,8 +153,9 @@ func curveByName(name string) elliptic.Curve {
 	return nil
 }
 
-// hostVerify(algorithm, hash, spki, signature, data) → "1" or "0", for
-// ECDSA (signature as r||s, as WebCrypto has it) and RSASSA-PKCS1-v1_5.
+// hostVerify(algorithm, hash, spki, signature, data[, saltLength]) → "1"
+// or "0", for ECDSA (signature as r||s, as WebCrypto has it),
+// RSASSA-PKCS1-v1_5 and RSA-PSS.
 func (m *vm) hostVerify(args []*v8.Value) (*v8.Value, error) {
 	if len(args) < 5 {
 		return nil, errors.New("verify needs an algorithm, a hash, a key, a signature and data")
@@ -179,7 +180,18 @@ func (m *vm) hostVerify(args []*v8.Value) (*v8.Value, error) {
 			ok = ecdsa.Verify(k, digest, new(big.Int).SetBytes(sig[:size]), new(big.Int).SetBytes(sig[size:]))
 		}
 	case *rsa.PublicKey:
-		ok = rsa.VerifyPKCS1v15(k, cryptoHash(args[1].String()), digest, sig) == nil
+		ch := cryptoHash(args[1].String())
+		if args[0].String() == "RSA-PSS" {
+			// saltLength 0 is Go's "any length" (PSSSaltLengthAuto): a
+			// zero-salt signature still verifies, and so would a longer one.
+			salt := 0
+			if len(args) > 5 {
+				salt = int(args[5].Integer())
+			}
+			ok = rsa.VerifyPSS(k, ch, digest, sig, &rsa.PSSOptions{SaltLength: salt, Hash: ch}) == nil
+		} else {
+			ok = rsa.VerifyPKCS1v15(k, ch, digest, sig) == nil
+		}
 	}
 	res := "0"
 	if ok {

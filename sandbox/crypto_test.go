@@ -10,8 +10,10 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestSubtleVerify checks ECDSA P-256 and RSASSA-PKCS1-v1_5 signatures
@@ -144,5 +146,92 @@ func TestECDSASign(t *testing.T) {
 	}`)
 	if string(out.Result) != `[[64,true,false,true],[96,true,false,true],"DataError",true]` {
 		t.Fatalf("ECDSA: %s", out.Result)
+	}
+}
+
+// TestRSASign: RSA keys made in the isolate sign what Go verifies
+// (RSASSA-PKCS1-v1_5 and RSA-PSS), keys made in Go import as pkcs8 and jwk
+// and sign the same way, a PSS signature made in Go verifies in the
+// isolate, and an exported JWK is the Go key's own numbers.
+func TestRSASign(t *testing.T) {
+	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
+	pkcs8, _ := x509.MarshalPKCS8PrivateKey(rk)
+	b64 := base64.StdEncoding.EncodeToString
+	u := func(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+	msg := []byte("sign me")
+	digest := sha256.Sum256(msg)
+	pssSig, _ := rsa.SignPSS(rand.Reader, rk, crypto.SHA256, digest[:], &rsa.PSSOptions{SaltLength: 32, Hash: crypto.SHA256})
+	rk.Precompute()
+	jwk := fmt.Sprintf(`{kty: 'RSA', n: %q, e: 'AQAB', d: %q, p: %q, q: %q, dp: %q, dq: %q, qi: %q}`,
+		u(rk.N.Bytes()), u(rk.D.Bytes()), u(rk.Primes[0].Bytes()), u(rk.Primes[1].Bytes()),
+		u(rk.Precomputed.Dp.Bytes()), u(rk.Precomputed.Dq.Bytes()), u(rk.Precomputed.Qinv.Bytes()))
+	code := fmt.Sprintf(`async () => {
+		const bytes = (s) => Uint8Array.from(atob(s), c => c.charCodeAt(0));
+		const b64 = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf)));
+		const msg = new TextEncoder().encode('sign me');
+		const pkcs1 = {name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256'}, pss = {name: 'RSA-PSS', hash: 'SHA-256'};
+		const made = await crypto.subtle.generateKey({...pkcs1, modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1])}, true, ['sign', 'verify']);
+		const madeSig = await crypto.subtle.sign('RSASSA-PKCS1-v1_5', made.privateKey, msg);
+		const pssMade = await crypto.subtle.generateKey({...pss, modulusLength: 1024, publicExponent: new Uint8Array([1, 0, 1])}, false, ['sign', 'verify']);
+		const pssMadeSig = await crypto.subtle.sign({name: 'RSA-PSS', saltLength: 32}, pssMade.privateKey, msg);
+		const fromPKCS8 = await crypto.subtle.importKey('pkcs8', bytes(%q), pss, false, ['sign']);
+		const fromJWK = await crypto.subtle.importKey('jwk', %s, pkcs1, true, ['sign']);
+		const pub = await crypto.subtle.importKey('spki', await crypto.subtle.exportKey('spki', made.publicKey), pss, false, ['verify']);
+		const goPub = await crypto.subtle.importKey('jwk', {kty: 'RSA', n: %q, e: 'AQAB'}, pss, false, ['verify']);
+		let badUsage;
+		try { await crypto.subtle.sign('RSASSA-PKCS1-v1_5', made.publicKey, msg); } catch (e) { badUsage = e.name; }
+		return {
+			madeSPKI: b64(await crypto.subtle.exportKey('spki', made.publicKey)),
+			madeSig: b64(madeSig),
+			madeVerifies: await crypto.subtle.verify('RSASSA-PKCS1-v1_5', made.publicKey, madeSig, msg),
+			pssMadeVerifies: await crypto.subtle.verify({name: 'RSA-PSS', saltLength: 32}, pssMade.publicKey, pssMadeSig, msg),
+			pssSig: b64(await crypto.subtle.sign({name: 'RSA-PSS', saltLength: 32}, fromPKCS8, msg)),
+			jwkSig: b64(await crypto.subtle.sign('RSASSA-PKCS1-v1_5', fromJWK, msg)),
+			goPSSVerifies: await crypto.subtle.verify({name: 'RSA-PSS', saltLength: 32}, goPub, bytes(%q), msg),
+			goPSSOther: await crypto.subtle.verify({name: 'RSA-PSS', saltLength: 32}, goPub, bytes(%q), new TextEncoder().encode('other')),
+			jwkD: (await crypto.subtle.exportKey('jwk', fromJWK)).d,
+			alg: [made.privateKey.algorithm.name, made.privateKey.algorithm.modulusLength, [...made.privateKey.algorithm.publicExponent], made.publicKey.type, pub.algorithm.name],
+			badUsage,
+		};
+	}`, b64(pkcs8), jwk, u(rk.N.Bytes()), b64(pssSig), b64(pssSig))
+	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		MadeSPKI, MadeSig, PSSSig, JWKSig, JWKD string
+		MadeVerifies, PSSMadeVerifies              bool
+		GoPSSVerifies, GoPSSOther                  bool
+		Alg                                        []any
+		BadUsage                                   string
+	}
+	if err := json.Unmarshal(out.Result, &r); err != nil {
+		t.Fatalf("%v: %s", err, out.Result)
+	}
+	dec := func(s string) []byte { b, _ := base64.StdEncoding.DecodeString(s); return b }
+	spki, err := x509.ParsePKIXPublicKey(dec(r.MadeSPKI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rsa.VerifyPKCS1v15(spki.(*rsa.PublicKey), crypto.SHA256, digest[:], dec(r.MadeSig)); err != nil {
+		t.Errorf("a generated key's PKCS #1 v1.5 signature does not verify in Go: %v", err)
+	}
+	if err := rsa.VerifyPSS(&rk.PublicKey, crypto.SHA256, digest[:], dec(r.PSSSig), &rsa.PSSOptions{SaltLength: 32, Hash: crypto.SHA256}); err != nil {
+		t.Errorf("the imported pkcs8 key's PSS signature does not verify in Go: %v", err)
+	}
+	if err := rsa.VerifyPKCS1v15(&rk.PublicKey, crypto.SHA256, digest[:], dec(r.JWKSig)); err != nil {
+		t.Errorf("the imported JWK's signature does not verify in Go: %v", err)
+	}
+	if !r.MadeVerifies || !r.PSSMadeVerifies || !r.GoPSSVerifies || r.GoPSSOther {
+		t.Errorf("verify answers: %+v", r)
+	}
+	if r.JWKD != u(rk.D.Bytes()) {
+		t.Errorf("exported d differs")
+	}
+	if got := fmt.Sprint(r.Alg); got != "[RSASSA-PKCS1-v1_5 2048 [1 0 1] public RSA-PSS]" {
+		t.Errorf("algorithm: %s", got)
+	}
+	if r.BadUsage != "InvalidAccessError" {
+		t.Errorf("signing with a public key: %q", r.BadUsage)
 	}
 }

@@ -589,7 +589,27 @@
     memo.set(v, out);
     return out;
   }
-  hidden(G, 'structuredClone', function structuredClone(v) { return clone(v, new MapCtor()); });
+  // The transfer option: each listed ArrayBuffer is cloned once and its
+  // clone shared by every view of it in the result. V8 10.9 cannot detach a
+  // buffer from JavaScript without its staging resizable-buffer flag (which
+  // a sandbox for hostile code does not turn on), so the sources stay
+  // usable: a program sees the right result, not the detachment.
+  hidden(G, 'structuredClone', function structuredClone(v, options = undefined) {
+    const memo = new MapCtor();
+    if (options !== undefined && options !== null) {
+      if (typeof options !== 'object') throw new TypeErrorCtor('structuredClone options must be an object.');
+      const transfer = options.transfer;
+      if (transfer !== undefined) {
+        if (transfer === null || typeof transfer[Symbol.iterator] !== 'function') throw new TypeErrorCtor('transfer must be a sequence.');
+        for (const t of [...transfer]) {
+          if (!(t instanceof ArrayBuffer)) throw domException('Only ArrayBuffers can be transferred here.', 'DataCloneError');
+          if (memo.has(t)) throw domException('An ArrayBuffer is listed twice in transfer.', 'DataCloneError');
+          memo.set(t, t.slice(0));
+        }
+      }
+    }
+    return clone(v, memo);
+  });
 
   // ------------------------------------------------------------ Headers
   const tokenRe = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -1685,11 +1705,49 @@
     keyData.set(pub, { type: 'public', extractable: true, usages: usages.filter(u => u === 'verify'), algorithm, spki });
     return { privateKey: priv, publicKey: pub };
   }
+  // RSA key pairs (RSASSA-PKCS1-v1_5, RSA-PSS): like EC keys, DER bytes
+  // that travel with each call (sandbox/rsa.go).
+  const rsaNames = { 'RSASSA-PKCS1-V1_5': 'RSASSA-PKCS1-v1_5', 'RSA-PSS': 'RSA-PSS' };
+  const hostRSAGenerate = host.rsaGenerate, hostRSAImport = host.rsaImport, hostRSASign = host.rsaSign, hostRSAJWK = host.rsaJWK;
+  function rsaKeys(json, name, hash, extractable, usages, publicExtractable) {
+    const k = JSONparse(json);
+    const algorithm = freeze({ name, modulusLength: k.bits, publicExponent: base64ToBytes(k.e), hash: freeze({ name: hash }) });
+    const spki = latin1FromBytes(base64ToBytes(k.spki));
+    makingKey = true;
+    const priv = k.pkcs8 ? new CryptoKey() : null, pub = new CryptoKey();
+    makingKey = false;
+    if (priv) keyData.set(priv, { type: 'private', extractable: !!extractable, usages: usages.filter(u => u === 'sign'), algorithm, pkcs8: latin1FromBytes(base64ToBytes(k.pkcs8)) });
+    keyData.set(pub, { type: 'public', extractable: publicExtractable, usages: usages.filter(u => u === 'verify'), algorithm, spki });
+    return { privateKey: priv, publicKey: pub };
+  }
+  function rsaKeyOf(key, name, type, usage) {
+    const d = key instanceof CryptoKey ? keyData.get(key) : null;
+    if (!d || d.type !== type || d.algorithm.name !== name) throw new DOMException('The key is not an ' + name + ' ' + type + ' key.', 'InvalidAccessError');
+    if (!d.usages.includes(usage)) throw new DOMException('The key does not allow ' + usage + '.', 'InvalidAccessError');
+    return d;
+  }
+  function pssSalt(algorithm) {
+    if (algorithm === null || typeof algorithm !== 'object' || algorithm.saltLength === undefined) throw new TypeErrorCtor('RSA-PSS needs a saltLength.');
+    return +algorithm.saltLength >>> 0;
+  }
   hidden(subtle, 'encrypt', async function encrypt(algorithm, key, data) { return aesCall('encrypt', algorithm, key, data); });
   hidden(subtle, 'decrypt', async function decrypt(algorithm, key, data) { return aesCall('decrypt', algorithm, key, data); });
   hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
     const name = algName(algorithm);
     if (aesNames[name]) return newAESKey(aesNames[name], secretKeyBytes(format, key, 'AES'), extractable, usages);
+    if (rsaNames[name]) {
+      const hash = hashName(algorithm.hash);
+      let data;
+      if (format === 'jwk') {
+        if (key === null || typeof key !== 'object') throw new DOMException('A JWK is an object.', 'DataError');
+        data = JSONstringify(key);
+      } else if (format === 'pkcs8' || format === 'spki') data = latin1FromBytes(bufferSource(key));
+      else throw new DOMException('RSA keys import as pkcs8, spki or jwk.', 'NotSupportedError');
+      const isPrivate = format === 'pkcs8' || (format === 'jwk' && key.d !== undefined);
+      for (const u of usages) if (u !== (isPrivate ? 'sign' : 'verify')) throw new DOMException('Invalid usage ' + u + ' for an RSA ' + (isPrivate ? 'private' : 'public') + ' key', 'SyntaxError');
+      const pair = rsaKeys(hostCrypto(hostRSAImport, format, data), rsaNames[name], hash, extractable, [...usages], !!extractable);
+      return isPrivate ? pair.privateKey : pair.publicKey;
+    }
     if (name === 'ECDSA' && (format === 'pkcs8' || (format === 'jwk' && key && key.d !== undefined))) {
       for (const u of usages) if (u !== 'sign') throw new DOMException('A private key can only sign.', 'SyntaxError');
       const curve = StringCtor(algorithm.namedCurve || '');
@@ -1711,6 +1769,14 @@
     return newHMACKey(raw, hash, extractable, usages);
   });
   hidden(subtle, 'generateKey', async function generateKey(algorithm, extractable, usages) {
+    const rsaName = rsaNames[algName(algorithm)];
+    if (rsaName) {
+      for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for ' + rsaName, 'SyntaxError');
+      if (!usages.includes('sign')) throw new DOMException('An RSA key pair needs the sign usage.', 'SyntaxError');
+      const hash = hashName(algorithm.hash);
+      const exponent = algorithm.publicExponent === undefined ? new Uint8ArrayCtor([1, 0, 1]) : bufferSource(algorithm.publicExponent);
+      return rsaKeys(hostCrypto(hostRSAGenerate, +algorithm.modulusLength || 0, latin1FromBytes(exponent)), rsaName, hash, extractable, [...usages], true);
+    }
     if (algName(algorithm) === 'ECDSA') {
       for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for ECDSA', 'SyntaxError');
       if (!usages.includes('sign')) throw new DOMException('An ECDSA key pair needs the sign usage.', 'SyntaxError');
@@ -1723,7 +1789,7 @@
       if (![128, 192, 256].includes(bits)) throw new DOMException('An AES key is 128, 192 or 256 bits.', 'OperationError');
       return newAESKey(aesName, randomBytes(bits / 8), extractable, usages);
     }
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC and AES keys can be generated here.', 'NotSupportedError');
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('generateKey makes HMAC, AES, ECDSA and RSA (RSASSA-PKCS1-v1_5, RSA-PSS) keys here.', 'NotSupportedError');
     const hash = hashName(algorithm.hash);
     const bits = algorithm.length || (hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512);
     return newHMACKey(randomBytes(Math.ceil(bits / 8)), hash, extractable, usages);
@@ -1732,6 +1798,12 @@
     const d = key instanceof CryptoKey ? keyData.get(key) : null;
     if (!d) throw new TypeErrorCtor('Not a CryptoKey.');
     if (!d.extractable) throw new DOMException('The key is not extractable.', 'InvalidAccessError');
+    if (format === 'jwk' && (d.algorithm.name === 'RSASSA-PKCS1-v1_5' || d.algorithm.name === 'RSA-PSS')) {
+      const j = JSONparse(hostCrypto(hostRSAJWK, d.type === 'private' ? d.pkcs8 : d.spki, d.type === 'private'));
+      j.alg = (d.algorithm.name === 'RSA-PSS' ? 'PS' : 'RS') + d.algorithm.hash.name.slice(4);
+      j.ext = true; j.key_ops = d.usages.slice();
+      return j;
+    }
     if (d.type === 'public' && format === 'spki') return bytesFromLatin1(d.spki).buffer;
     if (d.type === 'private' && format === 'pkcs8') return bytesFromLatin1(d.pkcs8).buffer;
     if (d.type !== 'secret') throw new DOMException('Unsupported key format ' + format + ' for a ' + d.type + ' key', 'NotSupportedError');
@@ -1743,24 +1815,31 @@
     throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
   });
   hidden(subtle, 'sign', async function sign(algorithm, key, data) {
+    const rsaName = rsaNames[algName(algorithm)];
+    if (rsaName) {
+      const d = rsaKeyOf(key, rsaName, 'private', 'sign');
+      const salt = rsaName === 'RSA-PSS' ? pssSalt(algorithm) : 0;
+      return bytesFromLatin1(hostCrypto(hostRSASign, algName(algorithm), d.algorithm.hash.name, d.pkcs8, latin1FromBytes(bufferSource(data)), salt)).buffer;
+    }
     if (algName(algorithm) === 'ECDSA') {
       const d = key instanceof CryptoKey ? keyData.get(key) : null;
       if (!d || d.type !== 'private' || d.algorithm.name !== 'ECDSA') throw new DOMException('The key is not an ECDSA private key.', 'InvalidAccessError');
       if (!d.usages.includes('sign')) throw new DOMException('The key does not allow sign.', 'InvalidAccessError');
       return bytesFromLatin1(hostCrypto(hostECSign, hashName(algorithm.hash), d.pkcs8, latin1FromBytes(bufferSource(data)))).buffer;
     }
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Only HMAC and ECDSA signing are available here.', 'NotSupportedError');
+    if (algName(algorithm) !== 'HMAC') throw new DOMException('Signing is HMAC, ECDSA, RSASSA-PKCS1-v1_5 or RSA-PSS here.', 'NotSupportedError');
     const d = hmacKey(key, 'sign');
     return bytesFromLatin1(hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)))).buffer;
   });
   hidden(subtle, 'verify', async function verify(algorithm, key, signature, data) {
     const name = algName(algorithm);
-    if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
+    if (name === 'ECDSA' || rsaNames[name]) {
       const d = key instanceof CryptoKey ? keyData.get(key) : null;
       if (!d || d.type !== 'public' || d.algorithm.name.toUpperCase() !== name) throw new DOMException('The key does not fit the algorithm.', 'InvalidAccessError');
       if (!d.usages.includes('verify')) throw new DOMException('The key does not allow verify.', 'InvalidAccessError');
       const hash = name === 'ECDSA' ? hashName(algorithm.hash) : d.algorithm.hash.name;
-      return hostVerifySig(name, hash, d.spki, latin1FromBytes(bufferSource(signature)), latin1FromBytes(bufferSource(data))) === '1';
+      const salt = name === 'RSA-PSS' ? pssSalt(algorithm) : 0;
+      return hostVerifySig(name, hash, d.spki, latin1FromBytes(bufferSource(signature)), latin1FromBytes(bufferSource(data)), salt) === '1';
     }
     if (name !== 'HMAC') throw new DOMException('Unsupported algorithm ' + name, 'NotSupportedError');
     const d = hmacKey(key, 'verify');
