@@ -3,6 +3,7 @@ package sandbox
 import (
 	_ "embed"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type vm struct {
 	iso       *v8.Isolate
 	ctx       *v8.Context
 	guard     heapGuard
+	hold      threadHold // the loop thread's outer Locker (threadhold.cc)
 	memoryMiB int
 
 	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants *v8.Function
@@ -88,11 +90,14 @@ func newVM(e *Engine, memoryMiB int) (*vm, error) {
 }
 
 func (m *vm) loop(ready chan<- error) {
-	// Not pinned with runtime.LockOSThread: measured, a pinned loop made a
-	// trivial invocation's p50 113 µs instead of 39 µs (every hand-off then
-	// wakes a specific OS thread). v8go's Locker makes thread moves safe.
+	// Pinned: the loop's thread holds the isolate's outer Locker for the
+	// isolate's whole life (threadhold.go), so every v8go call's own Locker
+	// is a cheap nested one. Measured both ways in docs/performance.md.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer close(m.done)
 	if err := m.create(); err != nil {
+		m.hold.release()
 		ready <- err
 		return
 	}
@@ -172,6 +177,7 @@ func (m *vm) create() (err error) {
 	m.iso = v8.NewIsolate()
 	flagsMu.Unlock()
 	m.guard = installHeapGuard(m.iso)
+	m.hold = holdIsolate(m.iso)
 	m.ctx = v8.NewContext(m.iso)
 	return m.installRuntime()
 }
@@ -190,6 +196,7 @@ func (m *vm) dispose() {
 	m.mu.Unlock()
 	m.releaseReturned()
 	m.ctx.Close()
+	m.hold.release()
 	m.iso.Dispose()
 	m.guard.free()
 	// Fail whatever was still queued.
