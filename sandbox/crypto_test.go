@@ -200,10 +200,10 @@ func TestRSASign(t *testing.T) {
 	}
 	var r struct {
 		MadeSPKI, MadeSig, PSSSig, JWKSig, JWKD string
-		MadeVerifies, PSSMadeVerifies              bool
-		GoPSSVerifies, GoPSSOther                  bool
-		Alg                                        []any
-		BadUsage                                   string
+		MadeVerifies, PSSMadeVerifies           bool
+		GoPSSVerifies, GoPSSOther               bool
+		Alg                                     []any
+		BadUsage                                string
 	}
 	if err := json.Unmarshal(out.Result, &r); err != nil {
 		t.Fatalf("%v: %s", err, out.Result)

@@ -118,10 +118,12 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	}
 	if d := time.Until(due); d > 0 {
 		t := time.NewTimer(d)
+		m.hold.drop() // a wait: leave the thread free (threadhold.go)
 		select {
 		case <-t.C:
 		case <-m.wake:
 		}
+		m.hold.take()
 		t.Stop()
 	}
 	if !time.Now().Before(deadline) {

@@ -3,7 +3,6 @@ package sandbox
 import (
 	_ "embed"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -90,17 +89,15 @@ func newVM(e *Engine, memoryMiB int) (*vm, error) {
 }
 
 func (m *vm) loop(ready chan<- error) {
-	// Pinned: the loop's thread holds the isolate's outer Locker for the
-	// isolate's whole life (threadhold.go), so every v8go call's own Locker
-	// is a cheap nested one. Measured both ways in docs/performance.md.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer close(m.done)
 	if err := m.create(); err != nil {
-		m.hold.release()
+		m.hold.drop()
 		ready <- err
 		return
 	}
+	// Each turn of work below runs under the isolate's outer Locker
+	// (threadhold.go); the wait for work does not.
+	m.hold.drop()
 	ready <- nil
 	defer func() {
 		if m.handleID != "" {
@@ -132,37 +129,46 @@ func (m *vm) loop(ready chan<- error) {
 				jobs = nil
 			}
 		}
+		m.hold.drop()
+		var work func()
 		select {
 		case f, ok := <-jobs:
 			if !ok {
 				return
 			}
-			f()
+			work = f
 		case <-wake:
-			m.pumpBusy()
+			work = m.pumpBusy
 		case <-m.streamSet.wake:
-			m.runStreamWork()
+			work = m.runStreamWork
 		case <-timerC:
-			if m.busy != nil {
-				m.pumpBusy()
-				continue
-			}
-			// A retained isolate's timers run between invocations, each
-			// batch under a fresh bound.
-			if err := m.bounded(m.timeout, func(deadline time.Time) error {
-				return m.fireDue(deadline)
-			}); err != nil {
-				m.kill()
-				if m.handleID != "" && m.eng.cfg.OnLost != nil {
-					m.eng.cfg.OnLost(m.handleID, err)
-				}
-			}
+			work = m.timerTurn
 		case <-m.eng.closing:
-			m.kill()
+			work = m.kill
 		}
+		m.hold.take()
+		work()
 	}
 	if m.busy != nil {
 		m.failBusy(fault.New(fault.HandlesClosed, "The isolate ended."), nil)
+	}
+}
+
+// timerTurn is the loop's turn when its timer fires: a concurrent handle's
+// invocations move on (or meet their deadlines); a retained isolate's timers
+// run between invocations, each batch under a fresh bound.
+func (m *vm) timerTurn() {
+	if m.busy != nil {
+		m.pumpBusy()
+		return
+	}
+	if err := m.bounded(m.timeout, func(deadline time.Time) error {
+		return m.fireDue(deadline)
+	}); err != nil {
+		m.kill()
+		if m.handleID != "" && m.eng.cfg.OnLost != nil {
+			m.eng.cfg.OnLost(m.handleID, err)
+		}
 	}
 }
 
@@ -177,7 +183,8 @@ func (m *vm) create() (err error) {
 	m.iso = v8.NewIsolate()
 	flagsMu.Unlock()
 	m.guard = installHeapGuard(m.iso)
-	m.hold = holdIsolate(m.iso)
+	m.hold = newThreadHold(m.iso)
+	m.hold.take()
 	m.ctx = v8.NewContext(m.iso)
 	return m.installRuntime()
 }
@@ -196,7 +203,7 @@ func (m *vm) dispose() {
 	m.mu.Unlock()
 	m.releaseReturned()
 	m.ctx.Close()
-	m.hold.release()
+	m.hold.drop()
 	m.iso.Dispose()
 	m.guard.free()
 	// Fail whatever was still queued.
