@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Side by side on one machine, in one run (issue 13): Caddy `respond`, the
-# trivial counter handle, the URL-parsing counter handle, and workerd
-# (pinned in bench/workerd/package.json, installed from npm) serving the
-# same two handlers; interleaved rounds, ratios at the end.
+# trivial counter handle and the URL-parsing counter handle in one gateway,
+# and workerd and Deno serving the same two handler files
+# (bench/workerd/trivial.js, bench/workerd/worker.js; both pinned in
+# bench/workerd/package.json and installed from npm). Interleaved rounds;
+# req/s, p50 and p99 averaged over the rounds, and the ratios, at the end.
 # Usage: bash bench/compare.sh [seconds per target, default 8] [rounds, default 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,27 +15,50 @@ source bench/lib.sh
 start_gateway
 (cd bench/workerd && exec ./node_modules/.bin/workerd serve config.capnp) > "$work/workerd.log" 2>&1 &
 wd=$!
-for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8092/ && break; sleep 0.2; done
+# Deno runs the same module files with `deno serve` (one thread, as each
+# workerd worker and each Retainer handle).
+deno=bench/workerd/node_modules/.bin/deno
+DENO_DIR="$work/deno" DENO_NO_UPDATE_CHECK=1 "$deno" serve --quiet --port 8093 bench/workerd/trivial.js > "$work/deno-trivial.log" 2>&1 &
+dt=$!
+DENO_DIR="$work/deno" DENO_NO_UPDATE_CHECK=1 "$deno" serve --quiet --port 8094 bench/workerd/worker.js > "$work/deno-url.log" 2>&1 &
+du=$!
+trap 'kill ${gw:-} ${wd:-} ${dt:-} ${du:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} ${dt:-} ${du:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+for port in 8092 8091 8093 8094; do
+	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
+done
 json_code() { python3 -c 'import json,sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$1"; }
 trivial=$(deploy "$(json_code bench/workerd/trivial.js)")
 url=$(deploy "$(json_code bench/workerd/worker.js)")
 results="$work/results"
+q='items?id=42&sort=asc'
 for r in $(seq "$rounds"); do
 	"$work/loadgen" -label respond -url http://respond.localhost:8089/ -d "${secs}s" -c 32 | tee -a "$results"
 	"$work/loadgen" -label retainer-trivial -url "http://$trivial.apps.localhost:8089/" -d "${secs}s" -c 32 | tee -a "$results"
 	"$work/loadgen" -label workerd-trivial -addr 127.0.0.1:8092 -url "http://127.0.0.1:8092/" -d "${secs}s" -c 32 | tee -a "$results"
-	"$work/loadgen" -label retainer-url -url "http://$url.apps.localhost:8089/items?id=42&sort=asc" -d "${secs}s" -c 32 | tee -a "$results"
-	"$work/loadgen" -label workerd-url -addr 127.0.0.1:8091 -url "http://127.0.0.1:8091/items?id=42&sort=asc" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label deno-trivial -addr 127.0.0.1:8093 -url "http://127.0.0.1:8093/" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label retainer-url -url "http://$url.apps.localhost:8089/$q" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label workerd-url -addr 127.0.0.1:8091 -url "http://127.0.0.1:8091/$q" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label deno-url -addr 127.0.0.1:8094 -url "http://127.0.0.1:8094/$q" -d "${secs}s" -c 32 | tee -a "$results"
 done
 python3 - "$results" <<'PY'
-import sys, collections
-rates = collections.defaultdict(list)
+import re, sys, collections
+def ms(s):
+    m = re.match(r"([0-9.]+)(ns|µs|us|ms|s)$", s)
+    return float(m.group(1)) * {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
+runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     f = line.split()
-    rates[f[0]].append(float(f[1]))
-avg = {k: sum(v) / len(v) for k, v in rates.items()}
-print("averages: " + ", ".join("%s %.0f" % kv for kv in avg.items()))
-print("retainer-trivial / respond: %.2f" % (avg["retainer-trivial"] / avg["respond"]))
-print("retainer-url / workerd-url: %.2f" % (avg["retainer-url"] / avg["workerd-url"]))
-print("retainer-trivial / workerd-trivial: %.2f" % (avg["retainer-trivial"] / avg["workerd-trivial"]))
+    runs[f[0]].append((float(f[1]), ms(f[4]), ms(f[6])))
+avg = {k: [sum(x[i] for x in v) / len(v) for i in range(3)] for k, v in runs.items()}
+print()
+print("| target | req/s | p50 | p99 |")
+print("| --- | --- | --- | --- |")
+for k, (rate, p50, p99) in avg.items():
+    print("| %s | %.0f | %.2f ms | %.2f ms |" % (k, rate, p50, p99))
+r = lambda a, b: avg[a][0] / avg[b][0]
+print()
+print("retainer-trivial / respond: %.2f" % r("retainer-trivial", "respond"))
+print("retainer-trivial / workerd-trivial: %.2f" % r("retainer-trivial", "workerd-trivial"))
+print("retainer-url / workerd-url: %.2f" % r("retainer-url", "workerd-url"))
+print("retainer-url / deno-url: %.2f" % r("retainer-url", "deno-url"))
 PY
