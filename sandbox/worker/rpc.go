@@ -43,8 +43,15 @@ type rpcConn struct {
 	peerMax  atomic.Int64
 	tooLarge func(path string, size int) []byte
 
-	wmu sync.Mutex // guards w
-	w   *bufio.Writer
+	// Writes are grouped (write): whoever finds no write in progress
+	// writes everything pending, again and again until nothing is, and
+	// the others only append. Under load one system call carries many
+	// frames, and the peer's read loop wakes once for them.
+	wmu     sync.Mutex // guards pend, spare, writing, werr
+	pend    []byte     // frames appended and not yet written
+	spare   []byte     // the last written buffer, reused
+	writing bool
+	werr    error
 
 	mu    sync.Mutex // guards next, waits, err
 	next  uint64
@@ -82,7 +89,7 @@ var errConnClosed = errors.New("connection closed")
 func newRPC(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, string, []byte) ([]byte, error), onBad func(string)) *rpcConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &rpcConn{
-		conn: conn, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriterSize(conn, 64<<10),
+		conn: conn, r: bufio.NewReaderSize(conn, 64<<10),
 		maxFrame: maxFrame, waits: map[uint64]chan []byte{}, handle: handle, onBad: onBad,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
@@ -194,13 +201,28 @@ func (c *rpcConn) serve(id uint64, path string, payload []byte, tag any) {
 	if size := 4 + frameHeader + len(res); size > int(c.peerMax.Load()) && c.tooLarge != nil {
 		res = c.tooLarge(path, size)
 	}
-	c.write(id, kindResponse, "", res)
+	c.write(id, kindResponse, "", res, nil)
 }
 
 // errFrameTooLarge is a frame the peer would refuse; it is never written.
 var errFrameTooLarge = errors.New("frame over the peer's cap")
 
-func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte) error {
+// write sends a frame. It returns once the frame is queued behind every
+// frame written before it: written by this call, or by the call already
+// writing, which writes what was appended during its system call too.
+// Frames therefore leave in the order write was called, with no added
+// delay; queued, when set, runs as soon as the frame's place is taken
+// (before the system call), so the next frame of an ordered line can join
+// the same write. A write that fails closes the connection (the read loop
+// then fails every waiting call); later writes fail at once.
+func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte, queued func()) error {
+	if queued != nil {
+		defer func() {
+			if queued != nil {
+				queued()
+			}
+		}()
+	}
 	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
 		return errFrameTooLarge
 	}
@@ -210,12 +232,49 @@ func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte) error
 	head[12] = kind
 	binary.BigEndian.PutUint16(head[13:15], uint16(len(path)))
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.w.Write(head[:])
-	c.w.WriteString(path)
-	c.w.Write(payload)
-	return c.w.Flush()
+	if c.werr != nil {
+		c.wmu.Unlock()
+		return c.werr
+	}
+	c.pend = append(append(append(c.pend, head[:]...), path...), payload...)
+	if c.writing {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.writing = true
+	if queued != nil {
+		c.wmu.Unlock()
+		queued()
+		queued = nil
+		c.wmu.Lock()
+	}
+	for len(c.pend) > 0 && c.werr == nil {
+		buf := c.pend
+		c.pend = c.spare[:0]
+		c.wmu.Unlock()
+		_, err := c.conn.Write(buf)
+		c.wmu.Lock()
+		if cap(buf) <= maxSpare { // a large answer's buffer is not kept
+			c.spare = buf[:0]
+		} else {
+			c.spare = nil
+		}
+		if err != nil {
+			c.werr = err
+			c.pend = nil
+		}
+	}
+	c.writing = false
+	err := c.werr
+	c.wmu.Unlock()
+	if err != nil {
+		c.conn.Close()
+	}
+	return err
 }
+
+// maxSpare is the largest write buffer kept for reuse.
+const maxSpare = 256 << 10
 
 // Call sends a request and waits for its response.
 func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte, error) {
@@ -223,7 +282,8 @@ func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte
 }
 
 // CallOrdered is Call with a turn around the write: before returns when
-// the frame may be written, after runs once it is (or could not be).
+// the frame may be written, after runs once its place in the stream is
+// taken (or it could not be written).
 func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, before, after func()) ([]byte, error) {
 	defer func() { // on the paths that end before the write
 		if after != nil {
@@ -246,11 +306,8 @@ func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, 
 	if before != nil {
 		before()
 	}
-	err := c.write(id, kindRequest, path, payload)
-	if after != nil {
-		after()
-		after = nil
-	}
+	err := c.write(id, kindRequest, path, payload, after)
+	after = nil
 	if err != nil {
 		c.forget(id)
 		if errors.Is(err, errFrameTooLarge) {

@@ -18,17 +18,22 @@ import (
 // back at once, so the wait only runs out for a holder the scheduler has
 // not run for that long. When every ticket of a handle is back, its count
 // starts over in a new epoch; a ticket of an old epoch changes nothing.
+//
+// Only the ticket whose turn comes is woken (its own channel), never every
+// waiter: under load a handle has tens of frames in line, and waking them
+// all at each step cost a context switch apiece for nothing.
 type turns struct {
-	mu      sync.Mutex
-	line    map[string]*line
-	epoch   uint64
-	changed chan struct{}
+	mu    sync.Mutex
+	line  map[string]*line
+	epoch uint64
 }
 
-// line is one handle's tickets: issued so far and the next whose turn it is.
+// line is one handle's tickets: issued so far, the next whose turn it is,
+// and the tickets parked in wait.
 type line struct {
 	epoch        uint64
 	issued, next uint64
+	waiting      map[uint64]chan struct{}
 }
 
 // ticket is a place in a handle's line.
@@ -39,7 +44,7 @@ type ticket struct {
 const turnWait = time.Second
 
 func newTurns() *turns {
-	return &turns{line: map[string]*line{}, changed: make(chan struct{})}
+	return &turns{line: map[string]*line{}}
 }
 
 // take hands out id's next ticket.
@@ -58,29 +63,28 @@ func (t *turns) take(id string) ticket {
 
 // wait returns when tk is id's turn (or after turnWait).
 func (t *turns) wait(id string, tk ticket) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		t.mu.Lock()
-		l := t.line[id]
-		if l == nil || l.epoch != tk.epoch || l.next >= tk.n {
-			t.mu.Unlock()
-			return
-		}
-		ch := t.changed
+	t.mu.Lock()
+	l := t.line[id]
+	if l == nil || l.epoch != tk.epoch || l.next >= tk.n {
 		t.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(turnWait)
+		return
+	}
+	ch := make(chan struct{})
+	if l.waiting == nil {
+		l.waiting = map[uint64]chan struct{}{}
+	}
+	l.waiting[tk.n] = ch
+	t.mu.Unlock()
+	timer := time.NewTimer(turnWait)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		t.mu.Lock()
+		if l.waiting[tk.n] == ch {
+			delete(l.waiting, tk.n)
 		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return
-		}
+		t.mu.Unlock()
 	}
 }
 
@@ -96,9 +100,13 @@ func (t *turns) done(id string, tk ticket) {
 	if l.next < tk.n+1 {
 		l.next = tk.n + 1
 	}
+	for n, ch := range l.waiting {
+		if n <= l.next {
+			close(ch)
+			delete(l.waiting, n)
+		}
+	}
 	if l.next >= l.issued {
 		delete(t.line, id)
 	}
-	close(t.changed)
-	t.changed = make(chan struct{})
 }
