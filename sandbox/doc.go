@@ -18,9 +18,7 @@
 // process. A bound hit disposes the isolate.
 //
 // Ownership: each isolate is owned by one goroutine, its loop (vm.go);
-// every V8 call, Value.Release included, happens there, except that a
-// prewarmed isolate's creation and a computation's disposal run on the
-// low-priority background lane (background.go) while the loop waits.
+// every V8 call, Value.Release included, happens there.
 //
 // Caveats: V8 can still abort the process on allocations far past the
 // bound, and some builtins ignore termination; the worker process around

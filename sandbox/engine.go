@@ -144,7 +144,6 @@ func New(cfg Config) *Engine {
 		handles: map[string]*vm{},
 		warm:    make(chan *vm, cfg.Prewarm),
 	}
-	startBackground()
 	if cfg.Prewarm > 0 {
 		go e.prewarm()
 	}
@@ -155,7 +154,7 @@ func New(cfg Config) *Engine {
 // run, so no state passes from one run to the next.
 func (e *Engine) prewarm() {
 	for {
-		m, err := newVM(e, e.cfg.MemoryMiB, true)
+		m, err := newVM(e, e.cfg.MemoryMiB)
 		if err != nil {
 			select {
 			case <-e.closing:
@@ -181,7 +180,7 @@ func (e *Engine) isolateFor(memoryMiB int) (*vm, error) {
 		default:
 		}
 	}
-	return newVM(e, memoryMiB, false)
+	return newVM(e, memoryMiB)
 }
 
 // Run runs a program once in a fresh isolate. A program that answers a

@@ -54,9 +54,6 @@ type vm struct {
 	dead              bool                        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
-	// warm: created ahead of any caller (prewarm), so on the background
-	// lane (background.go).
-	warm bool
 
 	// mu guards the watchdog's view: which run is current, whether the
 	// watchdog terminated it, and whether the isolate is gone.
@@ -71,13 +68,11 @@ type vm struct {
 }
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the
-// runtime, and starts its loop. A warm vm (prewarm) is created on the
-// background lane.
-func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
+// runtime, and starts its loop.
+func newVM(e *Engine, memoryMiB int) (*vm, error) {
 	m := &vm{
 		eng:       e,
 		memoryMiB: memoryMiB,
-		warm:      warm,
 		jobs:      make(chan func(), e.cfg.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
@@ -95,17 +90,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 
 func (m *vm) loop(ready chan<- error) {
 	defer close(m.done)
-	create := m.create
-	if m.warm {
-		create = func() (err error) {
-			inBackground(func() {
-				err = m.create()
-				m.hold.drop() // on the thread that took it
-			})
-			return err
-		}
-	}
-	if err := create(); err != nil {
+	if err := m.create(); err != nil {
 		m.hold.drop()
 		ready <- err
 		return
@@ -117,13 +102,8 @@ func (m *vm) loop(ready chan<- error) {
 	defer func() {
 		if m.handleID != "" {
 			m.eng.forget(m.handleID, m)
-			m.dispose()
-			return
 		}
-		// A computation's isolate: its answer has left, nobody waits
-		// for the disposal.
-		m.hold.drop()
-		inBackground(m.dispose)
+		m.dispose()
 	}()
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
