@@ -183,7 +183,7 @@ func flatInvocations(b *testing.B, id, code string, throws bool) {
 func BenchmarkContextInstall(b *testing.B) {
 	e := engine(b)
 	for i := 0; i < b.N; i++ {
-		m, err := newVM(e, 64)
+		m, err := newVM(e, 64, false)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -154,7 +154,7 @@ func New(cfg Config) *Engine {
 // run, so no state passes from one run to the next.
 func (e *Engine) prewarm() {
 	for {
-		m, err := newVM(e, e.cfg.MemoryMiB)
+		m, err := newVM(e, e.cfg.MemoryMiB, true)
 		if err != nil {
 			select {
 			case <-e.closing:
@@ -180,7 +180,7 @@ func (e *Engine) isolateFor(memoryMiB int) (*vm, error) {
 		default:
 		}
 	}
-	return newVM(e, memoryMiB)
+	return newVM(e, memoryMiB, false)
 }
 
 // Run runs a program once in a fresh isolate. A program that answers a
