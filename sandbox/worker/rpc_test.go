@@ -1,0 +1,161 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// socketPair is the two ends of a Unix socketpair, as between a gateway
+// and its worker.
+func socketPair(t testing.TB) (net.Conn, net.Conn) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int, name string) net.Conn {
+		f := os.NewFile(uintptr(fd), name)
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return conn(fds[0], "a"), conn(fds[1], "b")
+}
+
+// echoPair is a caller and a peer that answers each request with its
+// payload, behind the payload's path.
+func echoPair(t testing.TB) (*rpcConn, *rpcConn) {
+	a, b := socketPair(t)
+	const max = 16 << 20
+	peer := newRPC(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
+		return append([]byte(path+":"), body...), nil
+	}, nil).start()
+	caller := newRPC(a, max, max, nil, nil).start()
+	t.Cleanup(func() { caller.Close(); peer.Close() })
+	return caller, peer
+}
+
+// Many goroutines calling at once (their frames written in groups, large
+// ones among them): every answer is its own call's, intact.
+func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
+	caller, _ := echoPair(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				size := 10 + (g*50+i)%7*40000 // up to ~240 KB: some pass maxSpare's buffer
+				body := bytes.Repeat([]byte{byte('a' + g%26)}, size)
+				path := fmt.Sprintf("/p/%d/%d", g, i)
+				res, err := caller.Call(context.Background(), path, body)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := append([]byte(path+":"), body...); !bytes.Equal(res, want) {
+					errs <- fmt.Errorf("call %s: answer of %d bytes is not its own", path, len(res))
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// Frames written one after another by an ordered line arrive in that order,
+// and the turn passes once a frame's place is taken.
+func TestOrderedWritesArriveInOrder(t *testing.T) {
+	a, b := socketPair(t)
+	var mu sync.Mutex
+	var got []string
+	peer := newRPC(b, 1<<20, 1<<20, func(_ context.Context, path string, _ []byte) ([]byte, error) {
+		return []byte("ok"), nil
+	}, nil)
+	peer.onRequest = func(path string, _ []byte) any {
+		mu.Lock()
+		got = append(got, path)
+		mu.Unlock()
+		return nil
+	}
+	peer.start()
+	caller := newRPC(a, 1<<20, 1<<20, nil, nil).start()
+	defer caller.Close()
+	defer peer.Close()
+	ts := newTurns()
+	const n = 200
+	tickets := make([]ticket, n)
+	for i := range tickets {
+		tickets[i] = ts.take("h")
+	}
+	var wg sync.WaitGroup
+	for i := n - 1; i >= 0; i-- {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tk := tickets[i]
+			if _, err := caller.CallOrdered(context.Background(), fmt.Sprint(i), nil,
+				func() { ts.wait("h", tk) }, func() { ts.done("h", tk) }); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, p := range got {
+		if p != fmt.Sprint(i) {
+			t.Fatalf("frame %d arrived as %s-th: %v", i, p, got)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d frames arrived, want %d", len(got), n)
+	}
+}
+
+// A write that fails closes the connection: calls waiting for answers
+// fail instead of waiting for ever, and later calls fail at once.
+func TestFailedWriteFailsTheCalls(t *testing.T) {
+	a, b := socketPair(t)
+	caller := newRPC(a, 1<<20, 1<<20, nil, nil).start()
+	defer caller.Close()
+	// The peer reads nothing and goes away.
+	b.Close()
+	_, err := caller.Call(context.Background(), "/x", []byte("y"))
+	if err == nil {
+		t.Fatal("a call to a closed peer succeeded")
+	}
+	if _, err := caller.Call(context.Background(), "/x", nil); !errors.Is(err, errConnClosed) {
+		t.Fatalf("a later call: %v, want errConnClosed", err)
+	}
+}
+
+// go test ./sandbox/worker -run '^$' -bench GroupedCalls: 32 goroutines
+// calling at once through one connection.
+func BenchmarkGroupedCalls(b *testing.B) {
+	caller, _ := echoPair(b)
+	body := []byte(`{"id":"h","name":"fetch","request":{"method":"GET","url":"http://x/"}}`)
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := caller.Call(context.Background(), "/invoke", body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
