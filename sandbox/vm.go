@@ -54,7 +54,6 @@ type vm struct {
 	dead              bool                        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
-	warm              bool // created ahead of its run (prewarm)
 
 	// mu guards the watchdog's view: which run is current, whether the
 	// watchdog terminated it, and whether the isolate is gone.
@@ -75,7 +74,6 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m := &vm{
 		eng:       e,
 		memoryMiB: memoryMiB,
-		warm:      warm,
 		jobs:      make(chan func(), e.cfg.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
@@ -84,31 +82,27 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	}
 	m.streamSet.wake = make(chan struct{}, 1)
 	ready := make(chan error, 1)
-	go m.loop(ready)
+	go m.loop(ready, warm)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *vm) loop(ready chan<- error) {
+func (m *vm) loop(ready chan<- error, warm bool) {
 	defer close(m.done)
 	if err := m.create(); err != nil {
 		m.hold.drop()
 		ready <- err
 		return
 	}
-	if m.warm {
+	if warm {
 		if err := m.warmUp(); err != nil {
-			m.hold.drop()
 			m.dispose()
 			ready <- err
 			return
 		}
 	}
-	// Each turn of work below runs under the isolate's outer Locker
-	// (threadhold.go); the wait for work does not.
-	m.hold.drop()
 	ready <- nil
 	defer func() {
 		if m.handleID != "" {
@@ -140,6 +134,8 @@ func (m *vm) loop(ready chan<- error) {
 				jobs = nil
 			}
 		}
+		// Each turn of work runs under the isolate's outer Locker
+		// (threadhold.go); the wait for work does not.
 		m.hold.drop()
 		var work func()
 		select {

@@ -216,14 +216,11 @@ var errFrameTooLarge = errors.New("frame over the peer's cap")
 // the same write. A write that fails closes the connection (the read loop
 // then fails every waiting call); later writes fail at once.
 func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte, queued func()) error {
-	if queued != nil {
-		defer func() {
-			if queued != nil {
-				queued()
-			}
-		}()
+	if queued == nil {
+		queued = func() {}
 	}
 	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
+		queued()
 		return errFrameTooLarge
 	}
 	var head [4 + frameHeader]byte
@@ -232,22 +229,26 @@ func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte, queue
 	head[12] = kind
 	binary.BigEndian.PutUint16(head[13:15], uint16(len(path)))
 	c.wmu.Lock()
-	if c.werr != nil {
-		c.wmu.Unlock()
-		return c.werr
-	}
-	c.pend = append(append(append(c.pend, head[:]...), path...), payload...)
-	if c.writing {
-		c.wmu.Unlock()
-		return nil
-	}
-	c.writing = true
-	if queued != nil {
+	if err := c.werr; err != nil {
 		c.wmu.Unlock()
 		queued()
-		queued = nil
-		c.wmu.Lock()
+		return err
 	}
+	c.pend = append(append(append(c.pend, head[:]...), path...), payload...)
+	lead := !c.writing
+	c.writing = true
+	c.wmu.Unlock()
+	queued()
+	if !lead {
+		return nil // the call already writing writes this frame too
+	}
+	return c.writePending()
+}
+
+// writePending writes what is pending until nothing is; only the call that
+// set c.writing runs it.
+func (c *rpcConn) writePending() error {
+	c.wmu.Lock()
 	for len(c.pend) > 0 && c.werr == nil {
 		buf := c.pend
 		c.pend = c.spare[:0]

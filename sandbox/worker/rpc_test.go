@@ -98,10 +98,7 @@ func TestOrderedWritesArriveInOrder(t *testing.T) {
 	defer peer.Close()
 	ts := newTurns()
 	const n = 200
-	tickets := make([]ticket, n)
-	for i := range tickets {
-		tickets[i] = ts.take("h")
-	}
+	tickets := takeTickets(ts, "h", n)
 	var wg sync.WaitGroup
 	for i := n - 1; i >= 0; i-- {
 		wg.Add(1)

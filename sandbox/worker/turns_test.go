@@ -11,15 +11,21 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
+// takeTickets takes n of id's tickets, in order.
+func takeTickets(ts *turns, id string, n int) []ticket {
+	tickets := make([]ticket, n)
+	for i := range tickets {
+		tickets[i] = ts.take(id)
+	}
+	return tickets
+}
+
 // Steps run in ticket order whatever order their goroutines start in, and
 // a ticket whose holder never comes holds the others only turnWait.
 func TestTurnsKeepTicketOrder(t *testing.T) {
 	ts := newTurns()
 	const n = 50
-	tickets := make([]ticket, n)
-	for i := range tickets {
-		tickets[i] = ts.take("h")
-	}
+	tickets := takeTickets(ts, "h", n)
 	var mu sync.Mutex
 	var order []uint64
 	var wg sync.WaitGroup
