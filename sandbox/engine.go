@@ -361,25 +361,47 @@ func (e *Engine) InvokeOrdered(ctx context.Context, id, name string, req WireReq
 }
 
 func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, logs *[]LogEntry, queued func()) (WireResponse, error) {
-	inQueue := func() {
-		if queued != nil {
-			queued()
-			queued = nil
-		}
+	type reply struct {
+		res  WireResponse
+		logs []LogEntry
+		err  error
 	}
-	defer inQueue() // the paths that end before the queue
+	ch := make(chan reply, 1)
+	e.InvokeAsync(id, name, req, func(res WireResponse, l []LogEntry, err error) {
+		ch <- reply{res, l, err}
+	})
+	if queued != nil {
+		queued()
+	}
+	r := <-ch
+	*logs = r.logs
+	return r.res, r.err
+}
+
+// InvokeAsync queues one invocation of the retained handler id and returns
+// at once. done is called exactly once with the answer and the
+// invocation's console output: on the isolate's loop (so it must not
+// block), or, for a call that fails before it is queued, on the caller's
+// goroutine before InvokeAsync returns. Calls made one after another from
+// one goroutine run in that order: the worker's read loop queues each
+// frame as it arrives, which keeps a handle's arrival order (SPEC §5)
+// without a goroutine, or a turn, per invocation.
+func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireResponse, []LogEntry, error)) {
 	e.mu.Lock()
 	m := e.handles[id]
 	e.mu.Unlock()
 	if m == nil {
-		return WireResponse{}, fault.Closed(id)
+		done(WireResponse{}, nil, fault.Closed(id))
+		return
 	}
 	if name != "fetch" {
-		return WireResponse{}, fault.UnknownHandle(id, name)
+		done(WireResponse{}, nil, fault.UnknownHandle(id, name))
+		return
 	}
 	decoded, err := req.validate()
 	if err != nil {
-		return WireResponse{}, err
+		done(WireResponse{}, nil, err)
+		return
 	}
 	// The body crosses separately, as a Latin-1 string (see bootstrap.js).
 	var body any // nil: no body
@@ -387,59 +409,36 @@ func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, l
 		body = wirejson.Latin1(decoded)
 	}
 	req.Body = nil
-	raw, err := json.Marshal(req)
+	raw, err := wirejson.Marshal(req)
 	if err != nil {
-		return WireResponse{}, fault.Wrap(fault.BadRequest, err, "The request could not be encoded.")
+		done(WireResponse{}, nil, fault.Wrap(fault.BadRequest, err, "The request could not be encoded."))
+		return
 	}
-	type reply struct {
-		res  WireResponse
-		logs []LogEntry
-		err  error
-	}
-	ch := make(chan reply, 1)
+	var job func()
 	if m.conc > 1 {
-		err := m.submit(func() {
-			m.startConcurrent(string(raw), body, func(res WireResponse, logs []LogEntry, err error) {
-				ch <- reply{res, logs, err}
-			})
-		})
-		inQueue()
-		if err != nil {
-			return WireResponse{}, err
-		}
-	} else if err := m.submit(func() {
-		collected := &logBuffer{}
-		saved := m.sink
-		replied := false
-		m.sink = func(level, msg string) {
-			if replied {
-				// waitUntil work after the answer logs the usual way.
-				saved(level, msg)
-			} else {
-				collected.add(level, msg)
+		job = func() { m.startConcurrent(string(raw), body, done) }
+	} else {
+		job = func() {
+			collected := &logBuffer{}
+			saved := m.sink
+			replied := false
+			m.sink = func(level, msg string) {
+				if replied {
+					// waitUntil work after the answer logs the usual way.
+					saved(level, msg)
+				} else {
+					collected.add(level, msg)
+				}
 			}
+			m.serve(string(raw), body, func(res WireResponse, err error) {
+				replied = true
+				done(res, collected.logEntries(), err)
+			})
+			m.sink = saved
 		}
-		m.serve(string(raw), body, func(res WireResponse, err error) {
-			replied = true
-			ch <- reply{res, collected.logEntries(), err}
-		})
-		m.sink = saved
-	}); err != nil {
-		return WireResponse{}, err
 	}
-	inQueue()
-	select {
-	case r := <-ch:
-		*logs = r.logs
-		return r.res, r.err
-	case <-m.done:
-		select {
-		case r := <-ch:
-			*logs = r.logs
-			return r.res, r.err
-		default:
-			return WireResponse{}, m.goneErr()
-		}
+	if err := m.submit(job); err != nil {
+		done(WireResponse{}, nil, err)
 	}
 }
 

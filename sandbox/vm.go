@@ -37,6 +37,11 @@ type vm struct {
 	runID string    // whose grants host calls use: the job's id or the handle's
 
 	jobs chan func()   // closures run on the loop, in arrival order
+	// qmu and qclosed make a queued job and the final drain exclusive:
+	// once dispose has drained the queue, submit refuses, so every job
+	// submit accepted runs (an answer callback is never lost).
+	qmu     sync.Mutex
+	qclosed bool
 	wake chan struct{} // a host event is ready (capabilities use it)
 	done chan struct{} // closed once the isolate is disposed
 
@@ -239,7 +244,12 @@ func (m *vm) dispose() {
 	m.hold.drop()
 	m.iso.Dispose()
 	m.guard.free()
-	// Fail whatever was still queued.
+	// Fail whatever was still queued (each job sees m.dead), and refuse
+	// what comes later.
+	m.dead = true
+	m.qmu.Lock()
+	m.qclosed = true
+	m.qmu.Unlock()
 	for {
 		select {
 		case f := <-m.jobs:
@@ -253,16 +263,14 @@ func (m *vm) dispose() {
 // submit queues f on the loop. It fails at once when the isolate's queue is
 // full (OVERLOADED) or the isolate is gone.
 func (m *vm) submit(f func()) error {
-	select {
-	case <-m.done:
+	m.qmu.Lock()
+	defer m.qmu.Unlock()
+	if m.qclosed {
 		return m.goneErr()
-	default:
 	}
 	select {
 	case m.jobs <- f:
 		return nil
-	case <-m.done:
-		return m.goneErr()
 	default:
 		return fault.Overload()
 	}

@@ -213,6 +213,14 @@ func (c *kvCache) settle(id string) error {
 	return err
 }
 
+// owesNothing reports that run id has no write on its way and no refusal
+// to answer: settle would answer nil at once.
+func (c *kvCache) owesNothing(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owed[id] == 0 && c.failed[id] == nil
+}
+
 // drain waits until the whole queue is applied (a read that goes to the
 // gateway must see this worker's writes).
 func (c *kvCache) drain() {

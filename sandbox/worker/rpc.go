@@ -66,14 +66,13 @@ type rpcConn struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
-	// onRequest, when set, sees each request in arrival order on the read
-	// loop (it must not block); what it answers reaches the handler in
-	// its context (requestTag).
-	onRequest func(path string, payload []byte) any
+	// take, when set, may take a request on the read loop, in arrival
+	// order, instead of a goroutine of its own (it must not block): it
+	// answers true when it did, and the request is then answered with
+	// reply, from wherever its answer is ready. The worker takes its
+	// invocations this way (serve.go).
+	take func(id uint64, path string, payload []byte) bool
 }
-
-// requestTag is the context key of what onRequest answered.
-type requestTag struct{}
 
 // maxServing bounds the requests one side handles at once for its peer.
 const maxServing = 4096
@@ -162,11 +161,10 @@ func (c *rpcConn) read() error {
 				c.bad(fmt.Sprintf("more than %d requests at once", maxServing))
 				return errors.New("request flood")
 			}
-			var tag any
-			if c.onRequest != nil {
-				tag = c.onRequest(path, payload)
+			if c.take != nil && c.take(id, path, payload) {
+				continue
 			}
-			go c.serve(id, path, payload, tag)
+			go c.serve(id, path, payload)
 		default:
 			c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
 			return errors.New("bad frame kind")
@@ -180,24 +178,28 @@ func (c *rpcConn) bad(reason string) {
 	}
 }
 
-func (c *rpcConn) serve(id uint64, path string, payload []byte, tag any) {
-	defer c.serving.Add(-1)
+func (c *rpcConn) serve(id uint64, path string, payload []byte) {
 	defer func() {
 		if r := recover(); r != nil {
+			c.serving.Add(-1)
 			c.bad(fmt.Sprintf("a request for %s that failed: %v", path, r))
 			c.conn.Close()
 		}
 	}()
-	ctx := c.ctx
-	if tag != nil {
-		ctx = context.WithValue(ctx, requestTag{}, tag)
-	}
-	res, err := c.handle(ctx, path, payload)
+	res, err := c.handle(c.ctx, path, payload)
 	if err != nil {
+		c.serving.Add(-1)
 		c.bad(fmt.Sprintf("a request for %s: %v", path, err))
 		c.conn.Close()
 		return
 	}
+	c.reply(id, path, res)
+}
+
+// reply answers request id (of path) with res: a request served on its own
+// goroutine, or one that take took.
+func (c *rpcConn) reply(id uint64, path string, res []byte) {
+	defer c.serving.Add(-1)
 	if size := 4 + frameHeader + len(res); size > int(c.peerMax.Load()) && c.tooLarge != nil {
 		res = c.tooLarge(path, size)
 	}

@@ -86,11 +86,11 @@ func TestOrderedWritesArriveInOrder(t *testing.T) {
 	peer := newRPC(b, 1<<20, 1<<20, func(_ context.Context, path string, _ []byte) ([]byte, error) {
 		return []byte("ok"), nil
 	}, nil)
-	peer.onRequest = func(path string, _ []byte) any {
+	peer.take = func(_ uint64, path string, _ []byte) bool {
 		mu.Lock()
 		got = append(got, path)
 		mu.Unlock()
-		return nil
+		return false // served on its own goroutine as usual
 	}
 	peer.start()
 	caller := newRPC(a, 1<<20, 1<<20, nil, nil).start()

@@ -24,13 +24,13 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "retainer worker: not started by a gateway:", err)
 		os.Exit(2)
 	}
-	w := &workerServer{kv: newKVCache(), turns: newTurns()}
+	w := &workerServer{kv: newKVCache()}
 	w.kv.send = w.sendWrites
 	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
 	w.conn.tooLarge = tooLargeReply
-	w.conn.onRequest = w.ticket
+	w.conn.take = w.takeInvoke
 	w.logs = make(chan logPost, 4096)
 	go w.sendLogs()
 	w.conn.start()
@@ -53,9 +53,6 @@ type workerServer struct {
 	conn *rpcConn
 	logs chan logPost
 	kv   *kvCache // kv reads answered without a round trip (kvcache.go)
-	// turns keeps each handle's invocations in the order their frames
-	// arrived (turns.go).
-	turns *turns
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -63,11 +60,6 @@ type workerServer struct {
 }
 
 func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]byte, error) {
-	// An invocation's ticket is given back on every path (done is
-	// idempotent), so a frame that fails early holds no one.
-	if tk, ok := ctx.Value(requestTag{}).(invokeTicket); ok {
-		defer w.turns.done(tk.id, tk.tk)
-	}
 	var reply any
 	switch path {
 	case pathHello:
@@ -92,25 +84,8 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			}
 			reply = runReply{Outcome: out, Fault: toWire(err)}
 		case pathInvoke:
-			var req invokeRequest
-			if err := json.Unmarshal(body, &req); err != nil {
-				return nil, err
-			}
-			queued := func() {}
-			if tk, ok := ctx.Value(requestTag{}).(invokeTicket); ok && tk.id == req.ID {
-				w.turns.wait(tk.id, tk.tk)
-				queued = func() { w.turns.done(tk.id, tk.tk) }
-			}
-			res, logs, err := e.InvokeOrdered(ctx, req.ID, req.Name, req.Request, queued)
-			// The answer leaves only once the invocation's kv writes are
-			// applied; a refused one fails it.
-			if werr := w.kv.settle(req.ID); werr != nil && err == nil {
-				if res.Stream != 0 {
-					e.CancelStream(req.ID, res.Stream)
-				}
-				res, err = sandbox.WireResponse{}, werr
-			}
-			reply = invokeReply{Response: res, Logs: logs, Fault: toWire(err)}
+			// takeInvoke takes every well-formed invocation on the read loop.
+			return nil, errors.New("a malformed invoke frame")
 		case pathClose:
 			var req closeRequest
 			if err := json.Unmarshal(body, &req); err != nil {
@@ -253,28 +228,52 @@ func (w *workerServer) post(path string, v any) {
 	w.conn.Call(context.Background(), path, body)
 }
 
-// invokeTicket is an invocation frame's place among its handle's, taken on
-// the read loop in arrival order.
-type invokeTicket struct {
-	id string
-	tk ticket
+// takeInvoke takes an invocation frame on the read loop, as it arrives:
+// queuing it on its isolate there keeps a handle's invocations in arrival
+// order (SPEC §5), and no goroutine is started or woken for it. The answer
+// is written by the isolate's loop as soon as it is ready, unless the
+// invocation's kv writes are still on their way: it leaves only once they
+// are applied (the output gate), from a goroutine that waits for them.
+// A frame it cannot take (before hello, malformed) goes the usual way,
+// which reports it.
+func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) bool {
+	if path != pathInvoke {
+		return false
+	}
+	e := w.ready()
+	if e == nil {
+		return false
+	}
+	var req invokeRequest
+	if json.Unmarshal(payload, &req) != nil {
+		return false
+	}
+	e.InvokeAsync(req.ID, req.Name, req.Request, func(res sandbox.WireResponse, logs []sandbox.LogEntry, err error) {
+		if w.kv.owesNothing(req.ID) {
+			w.answerInvoke(frame, e, req.ID, res, logs, err, nil)
+			return
+		}
+		go func() {
+			w.answerInvoke(frame, e, req.ID, res, logs, err, w.kv.settle(req.ID))
+		}()
+	})
+	return true
 }
 
-// ticket takes an invocation frame's ticket. The handle id is read from
-// the frame's start (the gateway encodes it first); anything else goes
-// untagged.
-func (w *workerServer) ticket(path string, payload []byte) any {
-	const prefix = `{"id":"`
-	if path != pathInvoke || !bytes.HasPrefix(payload, []byte(prefix)) {
-		return nil
+// answerInvoke writes an invocation's answer; werr is the refusal of one
+// of its kv writes, which fails it.
+func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, res sandbox.WireResponse, logs []sandbox.LogEntry, err, werr error) {
+	if werr != nil && err == nil {
+		if res.Stream != 0 {
+			e.CancelStream(id, res.Stream)
+		}
+		res, err = sandbox.WireResponse{}, werr
 	}
-	rest := payload[len(prefix):]
-	end := bytes.IndexByte(rest, '"')
-	if end <= 0 || end > 256 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return nil
+	b, merr := wirejson.Marshal(invokeReply{Response: res, Logs: logs, Fault: toWire(err)})
+	if merr != nil {
+		b, _ = wirejson.Marshal(invokeReply{Fault: toWire(fault.New(fault.Internal, "Internal error."))})
 	}
-	id := string(rest[:end])
-	return invokeTicket{id: id, tk: w.turns.take(id)}
+	w.conn.reply(frame, pathInvoke, b)
 }
 
 // hostCall asks the gateway for a host service on behalf of run id; kv
