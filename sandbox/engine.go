@@ -408,15 +408,10 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 	if req.Body != nil {
 		body = wirejson.Latin1(decoded)
 	}
-	req.Body = nil
-	raw, err := wirejson.Marshal(req)
-	if err != nil {
-		done(WireResponse{}, nil, fault.Wrap(fault.BadRequest, err, "The request could not be encoded."))
-		return
-	}
+	raw := req.requestLines()
 	var job func()
 	if m.conc > 1 {
-		job = func() { m.startConcurrent(string(raw), body, done) }
+		job = func() { m.startConcurrent(raw, body, done) }
 	} else {
 		job = func() {
 			collected := &logBuffer{}
@@ -430,7 +425,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 					collected.add(level, msg)
 				}
 			}
-			m.serve(string(raw), body, func(res WireResponse, err error) {
+			m.serve(raw, body, func(res WireResponse, err error) {
 				replied = true
 				done(res, collected.logEntries(), err)
 			})

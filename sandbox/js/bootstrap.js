@@ -653,6 +653,7 @@
   // wire request, which the gateway has already checked, and a Headers'
   // pairs as iteration yields them, without the generator.
   let trustedHeaders, headerPairs;
+  const headerWS = (c) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
   let immutableHeaders, noCorsHeaders, copyHeaders;
   // The Fetch Standard's CORS-safelisted request-header, for the
   // "request-no-cors" guard of a Request made with mode "no-cors".
@@ -685,7 +686,12 @@
       trustedHeaders = (pairs) => {
         const h = new Headers();
         for (let i = 0; i < pairs.length; i++) {
-          h.#list.push([StringCtor(pairs[i][0]).toLowerCase(), StringCtor(pairs[i][1]).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '')]);
+          // Values from the gateway come trimmed; the regular expression
+          // (slow in the jitless interpreter) runs only when an end is
+          // whitespace.
+          let v = StringCtor(pairs[i][1]);
+          if (v.length > 0 && (headerWS(v.charCodeAt(0)) || headerWS(v.charCodeAt(v.length - 1)))) v = v.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
+          h.#list.push([StringCtor(pairs[i][0]).toLowerCase(), v]);
         }
         return h;
       };
@@ -1973,18 +1979,26 @@
     for (const name of providerNames) env[name] = G[name];
   }
 
-  // invoke calls the retained handler with a wire request (JSON) and answers
-  // a wire response (JSON). The host validates the answer again.
-  // The request body arrives as a latin1 string (null for none) and the
-  // response body leaves as one, after a newline that ends the JSON head.
-  async function invoke(wireJSON, bodyLatin1) {
-    const w = JSONparse(wireJSON);
-    const init = { method: w.method, headers: trustedHeaders(w.headers) };
+  // invoke calls the retained handler with a wire request and answers a
+  // wire response, both as lines (sandbox/wire.go has the layout and why).
+  // The request: method, url, bodyStream, the header count, then each
+  // header's name and value; its body arrives apart as a Latin-1 string
+  // (null for none). The answer: a letter, the head's lines (status,
+  // statusText, hasBody, stream, relay, header count, names and values,
+  // each line ending in a newline), then the body as a Latin-1 string.
+  // The host checks the answer again.
+  async function invoke(wire, bodyLatin1) {
+    const f = stringSplit.call(wire, '\n');
+    const method = f[0];
+    const n = +f[3];
+    const pairs = [];
+    for (let i = 0; i < n; i++) pairs.push([f[4 + 2 * i], f[5 + 2 * i]]);
+    const init = { method, headers: trustedHeaders(pairs) };
     trustedURL = true;
     let request;
-    try { request = new Request(w.url, init); } finally { trustedURL = false; }
-    if (bodyLatin1 !== null && w.method !== 'GET' && w.method !== 'HEAD') bodyOf.get(request).latin1 = bodyLatin1;
-    else if (w.bodyStream && w.method !== 'GET' && w.method !== 'HEAD') bodyOf.get(request).stream = requestBodyStream(w.bodyStream);
+    try { request = new Request(f[1], init); } finally { trustedURL = false; }
+    if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') bodyOf.get(request).latin1 = bodyLatin1;
+    else if (f[2] && method !== 'GET' && method !== 'HEAD') bodyOf.get(request).stream = requestBodyStream(f[2]);
     const ctx = {
       waitUntil(p) {
         waiting++;
@@ -2000,9 +2014,7 @@
     if (b && b.stream && relayOf.has(b.stream) && !b.stream.locked && !b.stream._disturbed) {
       // An upstream's body returned unread: the gateway relays it.
       b.used = true;
-      const headers = [];
-      for (const pair of headerPairs(res.headers)) headers.push(pair);
-      return (waiting ? 'W' : 'R') + JSONstringify({ status: res.status, statusText: res.statusText, headers, hasBody: true, relay: relayOf.get(b.stream) }) + '\n';
+      return wireHead(res, true, 0, relayOf.get(b.stream));
     }
     if (b && b.stream && !fromBytes.has(b.stream)) {
       // A streamed body (SPEC §8): the head is the answer; the pump sends
@@ -2011,20 +2023,19 @@
       hostStreamOpen(id);
       b.used = true;
       pumpStream(id, b.stream.getReader());
-      const headers = [];
-      for (const pair of headerPairs(res.headers)) headers.push(pair);
-      return (waiting ? 'W' : 'R') + JSONstringify({ status: res.status, statusText: res.statusText, headers, hasBody: true, stream: id }) + '\n';
+      return wireHead(res, true, id, '');
     }
     const taken = await take(res);
     const body = taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes);
-    const headers = [];
-    for (const pair of headerPairs(res.headers)) headers.push(pair);
-    return (waiting ? 'W' : 'R') + JSONstringify({
-      status: res.status,
-      statusText: res.statusText,
-      headers,
-      hasBody: hasBody(b),
-    }) + '\n' + body;
+    return wireHead(res, hasBody(b), 0, '') + body;
+  }
+  const stringSplit = String.prototype.split;
+  // wireHead is the answer's letter and head, every line ending in a newline.
+  function wireHead(res, withBody, stream, relay) {
+    const pairs = headerPairs(res.headers);
+    let head = (waiting ? 'W' : 'R') + res.status + '\n' + res.statusText + '\n' + (withBody ? '1' : '0') + '\n' + stream + '\n' + relay + '\n' + pairs.length + '\n';
+    for (let i = 0; i < pairs.length; i++) head += pairs[i][0] + '\n' + pairs[i][1] + '\n';
+    return head;
   }
   function pendingWork() { return waiting; }
 

@@ -340,9 +340,14 @@ func (p *process) post(ctx context.Context, path string, body, out any) error {
 }
 
 func (p *process) postOrdered(ctx context.Context, path string, body, out any, order *sendOrder) error {
-	data, err := wirejson.Marshal(body)
-	if err != nil {
-		return fault.Wrap(fault.Internal, err, "Internal error.")
+	var data []byte
+	if enc, ok := body.(frameEncoder); ok {
+		data = enc.encodeFrame()
+	} else {
+		var err error
+		if data, err = wirejson.Marshal(body); err != nil {
+			return fault.Wrap(fault.Internal, err, "Internal error.")
+		}
 	}
 	var before, after func()
 	if order != nil {
@@ -352,7 +357,12 @@ func (p *process) postOrdered(ctx context.Context, path string, body, out any, o
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(res, out); err != nil {
+	if dec, ok := out.(frameDecoder); ok {
+		err = dec.decodeFrame(res)
+	} else {
+		err = json.Unmarshal(res, out)
+	}
+	if err != nil {
 		p.kill(fmt.Sprintf("answered %s with garbage: %v", path, err))
 		return fault.CrashedWorker()
 	}

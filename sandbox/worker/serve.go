@@ -149,7 +149,7 @@ func tooLargeReply(path string, size int) []byte {
 	var reply any
 	switch path {
 	case pathInvoke:
-		reply = invokeReply{Fault: toWire(fault.New(fault.BadResponse, "%s", msg))}
+		return invokeReply{Fault: toWire(fault.New(fault.BadResponse, "%s", msg))}.encodeFrame()
 	case pathRun:
 		reply = runReply{Outcome: sandbox.Outcome{Logs: []string{}}, Fault: toWire(fault.New(fault.Runtime, "%s", msg))}
 	default:
@@ -245,7 +245,7 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 		return false
 	}
 	var req invokeRequest
-	if json.Unmarshal(payload, &req) != nil {
+	if req.decodeFrame(payload) != nil {
 		return false
 	}
 	e.InvokeAsync(req.ID, req.Name, req.Request, func(res sandbox.WireResponse, logs []sandbox.LogEntry, err error) {
@@ -269,11 +269,7 @@ func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, 
 		}
 		res, err = sandbox.WireResponse{}, werr
 	}
-	b, merr := wirejson.Marshal(invokeReply{Response: res, Logs: logs, Fault: toWire(err)})
-	if merr != nil {
-		b, _ = wirejson.Marshal(invokeReply{Fault: toWire(fault.New(fault.Internal, "Internal error."))})
-	}
-	w.conn.reply(frame, pathInvoke, b)
+	w.conn.reply(frame, pathInvoke, invokeReply{Response: res, Logs: logs, Fault: toWire(err)}.encodeFrame())
 }
 
 // hostCall asks the gateway for a host service on behalf of run id; kv

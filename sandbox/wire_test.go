@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// The answer's head as lines (wire.go): a good one parses; every cut of it,
+// and every field a hostile program could bend, is refused with the wire
+// shape's fault, never taken as something else.
+func TestParseWireResponseLines(t *testing.T) {
+	good := "201\nCreated\n1\n0\n\n2\ncontent-type\ntext/plain\nx-empty\n\nhello"
+	res, err := parseWireResponse(good, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != 201 || res.StatusText != "Created" || len(res.Headers) != 2 || res.Headers[1] != [2]string{"x-empty", ""} || string(res.BodyBytes()) != "hello" {
+		t.Fatalf("parsed %+v", res)
+	}
+	// The body may hold newlines: it is everything after the head.
+	res, err = parseWireResponse("200\n\n1\n0\n\n0\na\nb\n", 0)
+	if err != nil || string(res.BodyBytes()) != "a\nb\n" || len(res.Headers) != 0 {
+		t.Fatalf("a body with newlines: %+v, %v", res, err)
+	}
+	// A streamed head.
+	res, err = parseWireResponse("200\nOK\n1\n3\n\n0\n", 0)
+	if err != nil || res.Stream != 3 || res.Body != nil {
+		t.Fatalf("a streamed head: %+v, %v", res, err)
+	}
+	headEnd := strings.Index(good, "hello")
+	for i := 0; i < headEnd; i++ {
+		if _, err := parseWireResponse(good[:i], 0); !errors.Is(err, fault.ErrBadResponse) {
+			t.Fatalf("a head cut at %d (%q) answered %v", i, good[:i], err)
+		}
+	}
+	for name, raw := range map[string]string{
+		"status not a number":         "2O0\nOK\n0\n0\n\n0\n",
+		"status out of range":         "199\nOK\n0\n0\n\n0\n",
+		"hasBody not a flag":          "200\nOK\n2\n0\n\n0\n",
+		"negative count":              "200\nOK\n0\n0\n\n-1\n",
+		"count past the frame":        "200\nOK\n0\n0\n\n99999999\na\nb\n",
+		"a header name not a token":   "200\nOK\n0\n0\n\n1\nbad name\nv\n",
+		"a newline in statusText":     "200\nO\nK\n0\n0\n\n0\n",
+		"a stream and a relay":        "200\nOK\n1\n3\nr\n0\n",
+		"a negative stream":           "200\nOK\n1\n-3\n\n0\n",
+		"a streamed head with a body": "200\nOK\n1\n3\n\n0\nbody",
+		"a body outside Latin-1":      "200\nOK\n1\n0\n\n0\n\u0100",
+	} {
+		if _, err := parseWireResponse(raw, 0); !errors.Is(err, fault.ErrBadResponse) {
+			t.Errorf("%s: answered %v", name, err)
+		}
+	}
+	// The response bounds still hold.
+	big := "200\nOK\n1\n0\n\n1\nx\n" + strings.Repeat("v", MaxResponseHeadBytes) + "\n"
+	if _, err := parseWireResponse(big, 0); err == nil || !strings.Contains(err.Error(), "headers over") {
+		t.Fatalf("a head over its bound answered %v", err)
+	}
+	if _, err := parseWireResponse("200\nOK\n1\n0\n\n0\n"+strings.Repeat("b", 11), 10); err == nil || !strings.Contains(err.Error(), "response bound") {
+		t.Fatalf("a body over its bound answered %v", err)
+	}
+}
+
+// A request's fields become lines; a url or body stream holding a newline
+// could end its line early, so validate refuses it.
+func TestRequestLines(t *testing.T) {
+	r := NewWireRequest("GET", "http://x.localhost/a?b=1", [][2]string{{"accept", "*/*"}, {"x-empty", ""}}, nil)
+	if _, err := r.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.requestLines(), "GET\nhttp://x.localhost/a?b=1\n\n2\naccept\n*/*\nx-empty\n"; got != want {
+		t.Fatalf("lines %q, want %q", got, want)
+	}
+	for _, bad := range []WireRequest{
+		NewWireRequest("GET", "http://x.localhost/\nGET", nil, nil),
+		{Method: "GET", URL: "http://x.localhost/", Headers: [][2]string{}, BodyStream: "s\n1"},
+		NewWireRequest("GET", "http://x.localhost/", [][2]string{{"a", "b\nc"}}, nil),
+	} {
+		if _, err := bad.validate(); fault.CodeOf(err) != fault.BadRequest {
+			t.Errorf("%+v answered %v", bad, err)
+		}
+	}
+}

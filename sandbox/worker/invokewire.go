@@ -1,0 +1,233 @@
+package worker
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// The invocation frames (/invoke and its answer) are the data plane's hot
+// path, so they are not JSON: each is a version byte and then its fields
+// in a fixed order, every string as a uvarint length and its bytes, every
+// number a varint, every optional part a presence byte, every list its
+// count first. Measured with perf on a worker under load, encoding/json
+// took ~20% of the worker's CPU per invocation (decoding the request,
+// encoding the reply) and ~10% of the gateway's (decoding the reply);
+// these frames are encoded and decoded with no reflection and one
+// allocation per string.
+//
+// The gateway decodes what a worker sends, and a worker is hostile: every
+// length is checked against what is left of the frame (so a count can never
+// make the decoder allocate more than the frame's own size), and a frame
+// with bytes left over, or too few, is malformed, which kills the worker
+// (postOrdered).
+const invokeWireVersion = 1
+
+// frameEncoder and frameDecoder are payloads with their own encoding;
+// postOrdered and the worker's read loop use them instead of JSON.
+type frameEncoder interface{ encodeFrame() []byte }
+type frameDecoder interface{ decodeFrame([]byte) error }
+
+var errMalformedFrame = errors.New("a malformed binary frame")
+
+type wireWriter struct{ b []byte }
+
+func (w *wireWriter) str(s string) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+
+func (w *wireWriter) num(v int64) { w.b = binary.AppendVarint(w.b, v) }
+
+func (w *wireWriter) flag(v bool) {
+	if v {
+		w.b = append(w.b, 1)
+	} else {
+		w.b = append(w.b, 0)
+	}
+}
+
+func (w *wireWriter) pairs(h [][2]string) {
+	w.num(int64(len(h)))
+	for _, p := range h {
+		w.str(p[0])
+		w.str(p[1])
+	}
+}
+
+// wireReader reads what wireWriter wrote; the first malformed field sets
+// bad, and every later read answers a zero value.
+type wireReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *wireReader) str() string {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)-k) {
+		r.bad = true
+		r.b = nil
+		return ""
+	}
+	s := string(r.b[k : k+int(n)])
+	r.b = r.b[k+int(n):]
+	return s
+}
+
+func (r *wireReader) num() int64 {
+	v, k := binary.Varint(r.b)
+	if k <= 0 {
+		r.bad = true
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+func (r *wireReader) flag() bool {
+	if len(r.b) == 0 || r.b[0] > 1 {
+		r.bad = true
+		r.b = nil
+		return false
+	}
+	v := r.b[0] == 1
+	r.b = r.b[1:]
+	return v
+}
+
+// count reads a list's length: each element takes at least min bytes, so
+// a count larger than what is left is malformed before anything is made.
+func (r *wireReader) count(min int) int {
+	n := r.num()
+	if n < 0 || n > int64(len(r.b)/min) {
+		r.bad = true
+		r.b = nil
+		return 0
+	}
+	return int(n)
+}
+
+func (r *wireReader) pairs() [][2]string {
+	n := r.count(2)
+	h := make([][2]string, 0, n)
+	for i := 0; i < n && !r.bad; i++ {
+		h = append(h, [2]string{r.str(), r.str()})
+	}
+	return h
+}
+
+func (r *wireReader) version() {
+	if len(r.b) == 0 || r.b[0] != invokeWireVersion {
+		r.bad = true
+		r.b = nil
+		return
+	}
+	r.b = r.b[1:]
+}
+
+// end reports whether the frame was read whole and well formed.
+func (r *wireReader) end() error {
+	if r.bad || len(r.b) != 0 {
+		return errMalformedFrame
+	}
+	return nil
+}
+
+func (q invokeRequest) encodeFrame() []byte {
+	w := wireWriter{b: make([]byte, 0, 128+len(q.Request.URL))}
+	w.b = append(w.b, invokeWireVersion)
+	w.str(q.ID)
+	w.str(q.Name)
+	w.str(q.Request.Method)
+	w.str(q.Request.URL)
+	w.str(q.Request.BodyStream)
+	w.flag(q.Request.Body != nil)
+	if q.Request.Body != nil {
+		w.str(*q.Request.Body)
+	}
+	w.pairs(q.Request.Headers)
+	return w.b
+}
+
+func (q *invokeRequest) decodeFrame(b []byte) error {
+	r := wireReader{b: b}
+	r.version()
+	q.ID = r.str()
+	q.Name = r.str()
+	q.Request.Method = r.str()
+	q.Request.URL = r.str()
+	q.Request.BodyStream = r.str()
+	if r.flag() {
+		body := r.str()
+		q.Request.Body = &body
+	}
+	q.Request.Headers = r.pairs()
+	return r.end()
+}
+
+func (a invokeReply) encodeFrame() []byte {
+	res := a.Response
+	size := 64 + len(res.StatusText) + len(res.Relay)
+	if res.Body != nil {
+		size += len(*res.Body)
+	}
+	for _, h := range res.Headers {
+		size += len(h[0]) + len(h[1]) + 4
+	}
+	for _, l := range a.Logs {
+		size += len(l.Level) + len(l.Message) + 16
+	}
+	w := wireWriter{b: make([]byte, 0, size)}
+	w.b = append(w.b, invokeWireVersion)
+	w.num(int64(res.Status))
+	w.str(res.StatusText)
+	w.pairs(res.Headers)
+	w.flag(res.Body != nil)
+	if res.Body != nil {
+		w.str(*res.Body)
+	}
+	w.num(res.Stream)
+	w.str(res.Relay)
+	w.num(int64(len(a.Logs)))
+	for _, l := range a.Logs {
+		w.num(l.Time.UnixNano())
+		w.str(l.Level)
+		w.str(l.Message)
+	}
+	w.flag(a.Fault != nil)
+	if a.Fault != nil {
+		w.str(string(a.Fault.Code))
+		w.str(a.Fault.Message)
+		w.flag(a.Fault.Collateral)
+	}
+	return w.b
+}
+
+func (a *invokeReply) decodeFrame(b []byte) error {
+	r := wireReader{b: b}
+	r.version()
+	res := &a.Response
+	res.Status = int(r.num())
+	res.StatusText = r.str()
+	res.Headers = r.pairs()
+	if r.flag() {
+		body := r.str()
+		res.Body = &body
+	}
+	res.Stream = r.num()
+	res.Relay = r.str()
+	if n := r.count(3); n > 0 {
+		a.Logs = make([]sandbox.LogEntry, 0, n)
+		for i := 0; i < n && !r.bad; i++ {
+			a.Logs = append(a.Logs, sandbox.LogEntry{Time: time.Unix(0, r.num()).UTC(), Level: r.str(), Message: r.str()})
+		}
+	}
+	if r.flag() {
+		a.Fault = &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag()}
+	}
+	return r.end()
+}

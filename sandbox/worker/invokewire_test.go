@@ -1,0 +1,122 @@
+package worker
+
+import (
+	"encoding/binary"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+func sampleReply() invokeReply {
+	body := "eyJzZXJ2ZWQiOjF9"
+	return invokeReply{
+		Response: sandbox.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: &body, Stream: 7, Relay: "r1"},
+		Logs:     []sandbox.LogEntry{{Time: time.Unix(1700000000, 123456789).UTC(), Level: "warn", Message: "line\nwith a newline \x00 and a NUL"}},
+		Fault:    &wireFault{Code: fault.Timeout, Message: "slow", Collateral: true},
+	}
+}
+
+// Both invocation frames come back as they were sent, strings with any
+// bytes in them included.
+func TestInvokeFramesRoundTrip(t *testing.T) {
+	body := "aGk="
+	req := invokeRequest{ID: "h-1", Name: "fetch", Request: sandbox.WireRequest{
+		Method: "POST", URL: "http://x.apps.localhost/a?b=c", Headers: [][2]string{{"a", "1"}, {"b", ""}}, Body: &body, BodyStream: "s"}}
+	var got invokeRequest
+	if err := got.decodeFrame(req.encodeFrame()); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, req) {
+		t.Fatalf("request: got %+v, want %+v", got, req)
+	}
+	rep := sampleReply()
+	var back invokeReply
+	if err := back.decodeFrame(rep.encodeFrame()); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, rep) {
+		t.Fatalf("reply: got %+v, want %+v", back, rep)
+	}
+	// No body and no fault stay absent (null body, no error).
+	empty := invokeReply{Response: sandbox.WireResponse{Status: 204, Headers: [][2]string{}}}
+	back = invokeReply{}
+	if err := back.decodeFrame(empty.encodeFrame()); err != nil || back.Response.Body != nil || back.Fault != nil || back.Response.Status != 204 {
+		t.Fatalf("empty reply: %+v, %v", back, err)
+	}
+}
+
+// A worker is hostile: every cut of a reply, bytes after it, another
+// version or a count larger than the frame is refused, and a count never
+// makes the decoder allocate past the frame's own size.
+func TestInvokeReplyFromAHostileWorker(t *testing.T) {
+	frame := sampleReply().encodeFrame()
+	for i := 0; i < len(frame); i++ {
+		var a invokeReply
+		if a.decodeFrame(frame[:i]) == nil {
+			t.Fatalf("a reply cut at %d of %d bytes was accepted", i, len(frame))
+		}
+	}
+	var a invokeReply
+	if a.decodeFrame(append(append([]byte{}, frame...), 0)) == nil {
+		t.Fatal("a reply with a byte left over was accepted")
+	}
+	other := append([]byte{}, frame...)
+	other[0] = invokeWireVersion + 1
+	if a.decodeFrame(other) == nil {
+		t.Fatal("a reply of another version was accepted")
+	}
+	// status, statusText "", then a header count of 2^40.
+	huge := []byte{invokeWireVersion}
+	huge = binary.AppendVarint(huge, 200)
+	huge = binary.AppendUvarint(huge, 0)
+	huge = binary.AppendVarint(huge, 1<<40)
+	allocs := testing.AllocsPerRun(10, func() {
+		var a invokeReply
+		if a.decodeFrame(huge) == nil {
+			t.Fatal("a header count past the frame was accepted")
+		}
+	})
+	if allocs > 2 {
+		t.Fatalf("a huge count cost %v allocations", allocs)
+	}
+	// A string length past the frame.
+	long := []byte{invokeWireVersion}
+	long = binary.AppendVarint(long, 200)
+	long = binary.AppendUvarint(long, 1<<62)
+	if a.decodeFrame(long) == nil {
+		t.Fatal("a string past the frame was accepted")
+	}
+}
+
+func FuzzInvokeReplyDecode(f *testing.F) {
+	f.Add(sampleReply().encodeFrame())
+	f.Add([]byte{invokeWireVersion})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var a invokeReply
+		if a.decodeFrame(b) != nil {
+			return
+		}
+		// What decodes encodes back to the same bytes.
+		var again invokeReply
+		if err := again.decodeFrame(a.encodeFrame()); err != nil || !reflect.DeepEqual(a, again) {
+			t.Fatalf("decoded %+v, re-encoded to %+v (%v)", a, again, err)
+		}
+	})
+}
+
+func BenchmarkInvokeReplyCodec(b *testing.B) {
+	rep := sampleReply()
+	rep.Logs, rep.Fault = nil, nil
+	b.Run("binary", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			var a invokeReply
+			if err := a.decodeFrame(rep.encodeFrame()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
