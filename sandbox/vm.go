@@ -36,14 +36,14 @@ type vm struct {
 	host  hostCalls // loop-owned, but for host.mu
 	runID string    // whose grants host calls use: the job's id or the handle's
 
-	jobs chan func()   // closures run on the loop, in arrival order
+	jobs chan func() // closures run on the loop, in arrival order
 	// qmu and qclosed make a queued job and the final drain exclusive:
 	// once dispose has drained the queue, submit refuses, so every job
 	// submit accepted runs (an answer callback is never lost).
 	qmu     sync.Mutex
 	qclosed bool
-	wake chan struct{} // a host event is ready (capabilities use it)
-	done chan struct{} // closed once the isolate is disposed
+	wake    chan struct{} // a host event is ready (capabilities use it)
+	done    chan struct{} // closed once the isolate is disposed
 
 	// Loop-owned state (no lock: only the loop goroutine touches it).
 	timers            map[int32]time.Time
