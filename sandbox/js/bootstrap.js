@@ -1410,7 +1410,11 @@
   // ------------------------------------------------------------ Request
   const forbiddenMethods = ['CONNECT', 'TRACE', 'TRACK'];
   const methods = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
-  let trustedURL = false; // set by invoke: the gateway's URL is already absolute and normalized
+  const gatewayToken = {}; // reachable only here: no program can pass it
+  // gatewayRequest makes the Request of an invocation (invoke): its url
+  // (absolute and normalized), method and headers come from the gateway,
+  // already checked, so none of the constructor's option handling runs.
+  let gatewayRequest;
   // isRealRequest is the brand check: an object made from Request.prototype
   // by hand passes instanceof but holds none of the private fields, and
   // its url never went through the URL check.
@@ -1443,13 +1447,26 @@
       isRealRequest = (x) => x !== null && typeof x === 'object' && #url in x;
       // fetch reads the fields themselves: a program may redefine the getters.
       requestParts = (x) => ({ url: x.#url, method: x.#method, headers: x.#headers, redirect: x.#redirect });
+      gatewayRequest = (url, method, headers) => {
+        // A method the constructor would change or refuse goes through it.
+        if (!methods.includes(method)) return new Request(url, { method, headers });
+        const r = new Request(gatewayToken);
+        r.#url = url; r.#method = method; r.#headers = headers;
+        return r;
+      };
     }
     constructor(input, init = {}) {
+      if (input === gatewayToken) {
+        // gatewayRequest fills the fields in.
+        this.#redirect = 'follow';
+        bodyOf.set(this, { bytes: null, latin1: null, stream: null, used: false });
+        return;
+      }
       if (init === null || typeof init !== 'object') init = {};
       let src = null;
       if (isRealRequest(input)) { src = input; this.#url = input.#url; }
       else if (input instanceof Request) throw new TypeErrorCtor('The input is not a Request (an object made from Request.prototype is not one).');
-      else this.#url = trustedURL ? StringCtor(input) : normalizeURL(StringCtor(input));
+      else this.#url = normalizeURL(StringCtor(input));
       if (src) {
         this.#mode = src.#mode === 'navigate' ? 'same-origin' : src.#mode;
         this.#credentials = src.#credentials; this.#cache = src.#cache; this.#referrer = src.#referrer;
@@ -1993,10 +2010,7 @@
     const n = +f[3];
     const pairs = [];
     for (let i = 0; i < n; i++) pairs.push([f[4 + 2 * i], f[5 + 2 * i]]);
-    const init = { method, headers: trustedHeaders(pairs) };
-    trustedURL = true;
-    let request;
-    try { request = new Request(f[1], init); } finally { trustedURL = false; }
+    const request = gatewayRequest(f[1], method, trustedHeaders(pairs));
     if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') bodyOf.get(request).latin1 = bodyLatin1;
     else if (f[2] && method !== 'GET' && method !== 'HEAD') bodyOf.get(request).stream = requestBodyStream(f[2]);
     const ctx = {
