@@ -140,8 +140,10 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			}
 		}
 		// Each turn of work runs under the isolate's outer Locker
-		// (threadhold.go); the wait for work does not.
-		m.hold.drop()
+		// (threadhold.go); the wait for work does not. Work that is
+		// already waiting runs under the hold the last turn took: under
+		// load a handle's invocations follow one another without the
+		// thread being unpinned and the Locker set up again between them.
 		var work func()
 		select {
 		case f, ok := <-jobs:
@@ -157,6 +159,23 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.timerTurn
 		case <-m.eng.closing:
 			work = m.kill
+		default:
+			m.hold.drop()
+			select {
+			case f, ok := <-jobs:
+				if !ok {
+					return
+				}
+				work = f
+			case <-wake:
+				work = m.pumpBusy
+			case <-m.streamSet.wake:
+				work = m.runStreamWork
+			case <-timerC:
+				work = m.timerTurn
+			case <-m.eng.closing:
+				work = m.kill
+			}
 		}
 		m.hold.take()
 		work()
