@@ -47,8 +47,14 @@
   function method(obj, name, fn) {
     if (!(name in obj)) defineProperty(obj, name, { value: fn, writable: true, configurable: true, enumerable: false });
   }
+  // A string with no surrogate at all (nearly every string) is answered by
+  // one native scan; the loops below are slow in the jitless interpreter,
+  // and webidl-conversions calls toWellFormed on every USVString (each URL
+  // and URLSearchParams argument).
+  const anySurrogate = /[\ud800-\udfff]/;
   method(String.prototype, 'isWellFormed', function isWellFormed() {
     const s = StringCtor(this);
+    if (!anySurrogate.test(s)) return true;
     for (let i = 0; i < s.length; i++) {
       const c = s.charCodeAt(i);
       if (c >= 0xd800 && c <= 0xdbff) { const d = s.charCodeAt(i + 1); if (d >= 0xdc00 && d <= 0xdfff) { i++; continue; } return false; }
@@ -58,6 +64,7 @@
   });
   method(String.prototype, 'toWellFormed', function toWellFormed() {
     const s = StringCtor(this);
+    if (!anySurrogate.test(s)) return s;
     let out = '';
     let last = 0;
     for (let i = 0; i < s.length; i++) {
