@@ -73,6 +73,14 @@ type kvCache struct {
 	failed   map[string]error
 	flushing bool
 	applied  *sync.Cond
+	// settled are the answers waiting for their run's writes (whenSettled),
+	// run by the flusher once those are applied.
+	settled []settleWaiter
+}
+
+type settleWaiter struct {
+	id string
+	f  func(error)
 }
 
 type kvWrite struct {
@@ -196,6 +204,13 @@ func (c *kvCache) flush() {
 		}
 		c.queue = c.queue[done:]
 		c.applied.Broadcast()
+		if ready := c.takeSettled(); len(ready) > 0 {
+			c.mu.Unlock()
+			for _, r := range ready {
+				r()
+			}
+			c.mu.Lock()
+		}
 	}
 	c.flushing = false
 }
@@ -213,12 +228,48 @@ func (c *kvCache) settle(id string) error {
 	return err
 }
 
-// owesNothing reports that run id has no write on its way and no refusal
-// to answer: settle would answer nil at once.
-func (c *kvCache) owesNothing(id string) bool {
+// whenSettled calls f with what settle would answer, once every write run
+// id made so far is applied: at once, on the caller's goroutine, when none
+// is on its way and none was refused; otherwise from the flusher (or a
+// goroutine of its own for a refusal), so an invocation's answer waits for
+// its writes with no goroutine parked for it (the output gate).
+func (c *kvCache) whenSettled(id string, f func(error)) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.owed[id] == 0 && c.failed[id] == nil
+	if c.owed[id] > 0 {
+		c.settled = append(c.settled, settleWaiter{id, f})
+		c.mu.Unlock()
+		return
+	}
+	err := c.failed[id]
+	delete(c.failed, id)
+	c.mu.Unlock()
+	if err != nil {
+		go f(err)
+		return
+	}
+	f(nil)
+}
+
+// takeSettled removes the waiters whose writes are all applied and answers
+// their calls, to be made without c.mu.
+func (c *kvCache) takeSettled() []func() {
+	var ready []func()
+	kept := c.settled[:0]
+	for _, w := range c.settled {
+		if c.owed[w.id] > 0 {
+			kept = append(kept, w)
+			continue
+		}
+		err := c.failed[w.id]
+		delete(c.failed, w.id)
+		f := w.f
+		ready = append(ready, func() { f(err) })
+	}
+	for i := len(kept); i < len(c.settled); i++ {
+		c.settled[i] = settleWaiter{}
+	}
+	c.settled = kept
+	return ready
 }
 
 // drain waits until the whole queue is applied (a read that goes to the

@@ -233,7 +233,7 @@ func (w *workerServer) post(path string, v any) {
 // order (SPEC §5), and no goroutine is started or woken for it. The answer
 // is written by the isolate's loop as soon as it is ready, unless the
 // invocation's kv writes are still on their way: it leaves only once they
-// are applied (the output gate), from a goroutine that waits for them.
+// are applied (the output gate), written by the flusher that applied them.
 // A frame it cannot take (before hello, malformed) goes the usual way,
 // which reports it.
 func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) bool {
@@ -249,13 +249,9 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 		return false
 	}
 	e.InvokeAsync(req.ID, req.Name, req.Request, func(res sandbox.WireResponse, logs []sandbox.LogEntry, err error) {
-		if w.kv.owesNothing(req.ID) {
-			w.answerInvoke(frame, e, req.ID, res, logs, err, nil)
-			return
-		}
-		go func() {
-			w.answerInvoke(frame, e, req.ID, res, logs, err, w.kv.settle(req.ID))
-		}()
+		w.kv.whenSettled(req.ID, func(werr error) {
+			w.answerInvoke(frame, e, req.ID, res, logs, err, werr)
+		})
 	})
 	return true
 }
