@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# CPU per request (issue 13): req/s of `respond`, the trivial counter handle
+# and the URL-parsing counter handle at 32 connections, each with the CPU
+# the gateway and its worker spent per request (utime+stime from
+# /proc/<pid>/stat around the run). On a machine whose speed moves from hour
+# to hour, CPU per request moves less than req/s. Loopback only.
+# Usage: bash bench/cpu.sh [seconds per target, default 5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-5}
+source bench/lib.sh
+start_gateway
+for _ in $(seq 50); do
+	curl -sf -o /dev/null -H 'Host: api.localhost' http://127.0.0.1:8089/health && break
+	sleep 0.2
+done
+trivial=$(deploy "$(python3 -c 'import json; print(json.dumps({"retainHandles": True, "code": open("bench/workerd/trivial.js").read()}))')")
+url=$(deploy "$(python3 -c 'import json; print(json.dumps({"retainHandles": True, "code": open("bench/workerd/worker.js").read()}))')")
+tick=$(getconf CLK_TCK)
+cpu() { # the utime+stime ticks of the gateway and of all its children
+	local g w=0 p
+	g=$(awk '{print $14+$15}' /proc/$gw/stat)
+	for p in $(pgrep -P "$gw"); do w=$((w + $(awk '{print $14+$15}' /proc/$p/stat))); done
+	echo "$g $w"
+}
+run() { # label url
+	local before after out n
+	before=$(cpu)
+	out=$("$work/loadgen" -label "$1" -url "$2" -d "${secs}s" -c 32)
+	after=$(cpu)
+	n=$(echo "$out" | awk '{print $2 * '"$secs"'}')
+	echo "$out" "$(echo "$before $after" | awk -v t="$tick" -v n="$n" '{printf "| gateway %.0f us, worker %.0f us of CPU a request", ($3-$1)/t*1e6/n, ($4-$2)/t*1e6/n}')"
+}
+run respond http://respond.localhost:8089/
+run trivial "http://$trivial.apps.localhost:8089/"
+run url "http://$url.apps.localhost:8089/items?id=42&sort=asc"
