@@ -96,3 +96,22 @@ func TestBootstrapIsASCII(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWireLines is the engine's side of one invocation's protocol with
+// the runtime: the request's lines out, the answer's head in (go test
+// ./sandbox -run '^$' -bench WireLines).
+func BenchmarkWireLines(b *testing.B) {
+	req := NewWireRequest("GET", "http://shop.apps.localhost:8089/items?id=42&sort=asc",
+		[][2]string{{"accept", "*/*"}, {"user-agent", "Go-http-client/1.1"}, {"x-forwarded-for", "127.0.0.1"}}, nil)
+	answer := "200\n\n1\n0\n\n1\ncontent-type\napplication/json\n{\"id\":\"42\",\"served\":1}"
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := req.validate(); err != nil {
+			b.Fatal(err)
+		}
+		_ = req.requestLines()
+		if _, err := parseWireResponse(answer, 8<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

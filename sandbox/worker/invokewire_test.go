@@ -2,11 +2,13 @@ package worker
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -115,6 +117,16 @@ func BenchmarkInvokeReplyCodec(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			var a invokeReply
 			if err := a.decodeFrame(rep.encodeFrame()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) { // what these frames were before
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			var a invokeReply
+			data, _ := wirejson.Marshal(rep)
+			if err := json.Unmarshal(data, &a); err != nil {
 				b.Fatal(err)
 			}
 		}
