@@ -144,6 +144,11 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		// already waiting runs under the hold the last turn took: under
 		// load a handle's invocations follow one another without the
 		// thread being unpinned and the Locker set up again between them.
+		// (Only this loop receives from these buffered channels, so what
+		// len sees waiting is still there for the select.)
+		if len(jobs) == 0 && len(wake) == 0 && len(m.streamSet.wake) == 0 {
+			m.hold.drop()
+		}
 		var work func()
 		select {
 		case f, ok := <-jobs:
@@ -159,23 +164,6 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.timerTurn
 		case <-m.eng.closing:
 			work = m.kill
-		default:
-			m.hold.drop()
-			select {
-			case f, ok := <-jobs:
-				if !ok {
-					return
-				}
-				work = f
-			case <-wake:
-				work = m.pumpBusy
-			case <-m.streamSet.wake:
-				work = m.runStreamWork
-			case <-timerC:
-				work = m.timerTurn
-			case <-m.eng.closing:
-				work = m.kill
-			}
 		}
 		m.hold.take()
 		work()
