@@ -364,35 +364,18 @@ func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (
 // invocation instead of sending it to OnLog, so that a caller across a
 // process boundary can record it before it answers (a log read right after
 // a response then holds that response's lines).
-func (e *Engine) InvokeWithLogs(ctx context.Context, id, name string, req WireRequest) (WireResponse, []LogEntry, error) {
-	return e.InvokeOrdered(ctx, id, name, req, nil)
-}
-
-// InvokeOrdered is InvokeWithLogs that calls queued once the invocation
-// is in its isolate's queue (or has failed before it): the caller keeps a
-// handle's invocations in arrival order by starting the next one then.
-func (e *Engine) InvokeOrdered(ctx context.Context, id, name string, req WireRequest, queued func()) (WireResponse, []LogEntry, error) {
-	var logs []LogEntry
-	res, err := e.invoke(ctx, id, name, req, &logs, queued)
-	return res, logs, err
-}
-
-func (e *Engine) invoke(ctx context.Context, id, name string, req WireRequest, logs *[]LogEntry, queued func()) (WireResponse, error) {
+func (e *Engine) InvokeWithLogs(_ context.Context, id, name string, req WireRequest) (WireResponse, []LogEntry, error) {
 	type reply struct {
 		res  WireResponse
 		logs []LogEntry
 		err  error
 	}
 	ch := make(chan reply, 1)
-	e.InvokeAsync(id, name, req, func(res WireResponse, l []LogEntry, err error) {
-		ch <- reply{res, l, err}
+	e.InvokeAsync(id, name, req, func(res WireResponse, logs []LogEntry, err error) {
+		ch <- reply{res, logs, err}
 	})
-	if queued != nil {
-		queued()
-	}
 	r := <-ch
-	*logs = r.logs
-	return r.res, r.err
+	return r.res, r.logs, r.err
 }
 
 // InvokeAsync queues one invocation of the retained handler id and returns
