@@ -55,6 +55,9 @@ type kvCache struct {
 	// order (set by the worker): it answers how many were applied and the
 	// error of the one after them, if any.
 	send func(writes []kvWrite) (int, error)
+	// answering, when set, runs the answers a batch settled (whenSettled)
+	// together: the worker writes them in one system call.
+	answering func(answers []func())
 
 	mu       sync.Mutex
 	spaceOf  map[string]string // run or handle id → its kv space
@@ -206,8 +209,12 @@ func (c *kvCache) flush() {
 		c.applied.Broadcast()
 		if ready := c.takeSettled(); len(ready) > 0 {
 			c.mu.Unlock()
-			for _, r := range ready {
-				r()
+			if c.answering != nil {
+				c.answering(ready)
+			} else {
+				for _, r := range ready {
+					r()
+				}
 			}
 			c.mu.Lock()
 		}

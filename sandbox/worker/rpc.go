@@ -47,11 +47,14 @@ type rpcConn struct {
 	// writes everything pending, again and again until nothing is, and
 	// the others only append. Under load one system call carries many
 	// frames, and the peer's read loop wakes once for them.
-	wmu     sync.Mutex // guards pend, spare, writing, werr
+	wmu     sync.Mutex // guards pend, spare, writing, corked, werr
 	pend    []byte     // frames appended and not yet written
 	spare   []byte     // the last written buffer, reused
 	writing bool
-	werr    error
+	// corked counts the callers holding writes back (cork): meanwhile
+	// frames are only appended, and the last uncork writes them at once.
+	corked int
+	werr   error
 
 	mu    sync.Mutex // guards next, waits, err
 	next  uint64
@@ -237,14 +240,40 @@ func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte, queue
 		return err
 	}
 	c.pend = append(append(append(c.pend, head[:]...), path...), payload...)
-	lead := !c.writing
-	c.writing = true
+	lead := !c.writing && c.corked == 0
+	if lead {
+		c.writing = true
+	}
 	c.wmu.Unlock()
 	queued()
 	if !lead {
 		return nil // the call already writing writes this frame too
 	}
 	return c.writePending()
+}
+
+// cork holds this side's writes back until the matching uncork: a caller
+// about to write several frames (the kv flusher answering the invocations
+// its batch settled) sends them in one system call, and the peer's read
+// loop wakes once for them.
+func (c *rpcConn) cork() {
+	c.wmu.Lock()
+	c.corked++
+	c.wmu.Unlock()
+}
+
+// uncork ends a cork; the last one writes what was held back.
+func (c *rpcConn) uncork() {
+	c.wmu.Lock()
+	c.corked--
+	lead := c.corked == 0 && !c.writing && len(c.pend) > 0
+	if lead {
+		c.writing = true
+	}
+	c.wmu.Unlock()
+	if lead {
+		c.writePending()
+	}
 }
 
 // writePending writes what is pending until nothing is; only the call that

@@ -1,15 +1,19 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // socketPair is the two ends of a Unix socketpair, as between a gateway
@@ -155,4 +159,37 @@ func BenchmarkGroupedCalls(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Frames written while the connection is corked are held back, then leave
+// together, in order, when it is uncorked.
+func TestCorkedWritesLeaveTogether(t *testing.T) {
+	a, b := socketPair(t)
+	defer a.Close()
+	defer b.Close()
+	c := newRPC(a, 1<<20, 1<<20, nil, nil)
+	c.cork()
+	for i := 0; i < 3; i++ {
+		c.reply(uint64(i+1), pathInvoke, []byte(fmt.Sprint("answer ", i)))
+	}
+	b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := b.Read(make([]byte, 1)); n > 0 || err == nil {
+		t.Fatal("a frame left while corked")
+	}
+	c.uncork()
+	b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(b)
+	for i := 0; i < 3; i++ {
+		var size [4]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(r, frame); err != nil {
+			t.Fatal(err)
+		}
+		if id := binary.BigEndian.Uint64(frame[:8]); id != uint64(i+1) || string(frame[frameHeader:]) != fmt.Sprint("answer ", i) {
+			t.Fatalf("frame %d: id %d, %q", i, id, frame[frameHeader:])
+		}
+	}
 }

@@ -26,6 +26,7 @@ func Main() {
 	}
 	w := &workerServer{kv: newKVCache()}
 	w.kv.send = w.sendWrites
+	w.kv.answering = w.answerTogether
 	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
@@ -254,6 +255,16 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 		})
 	})
 	return true
+}
+
+// answerTogether runs the answers of the invocations a kv batch settled,
+// their frames held back and written in one system call.
+func (w *workerServer) answerTogether(answers []func()) {
+	w.conn.cork()
+	defer w.conn.uncork()
+	for _, a := range answers {
+		a()
+	}
 }
 
 // answerInvoke writes an invocation's answer; werr is the refusal of one
