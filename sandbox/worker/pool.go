@@ -535,7 +535,16 @@ func (pool *Pool) died(p *process, c Crash) {
 		pool.ensureSpare()
 		return
 	}
+	// The replacement is counted under the lock that Shutdown sets closed
+	// under, so Shutdown's Wait can never start before this Add (the race
+	// detector caught a worker dying while the pool shut down).
+	pool.mu.Lock()
+	if pool.closed {
+		pool.mu.Unlock()
+		return
+	}
 	pool.wg.Add(1)
+	pool.mu.Unlock()
 	go pool.replace(p.index)
 }
 
