@@ -5,13 +5,12 @@ import (
 	"time"
 )
 
-// turns keeps one handle's invocations in arrival order across the two
-// places where goroutines could reorder them (SPEC §5): the gateway sends
-// each invocation from its caller's goroutine, and the worker serves each
-// frame on a goroutine of its own. A ticket is taken where the order is
-// known (the pool counting the calls ahead; the worker's read loop, one
-// frame after another), and the step that must keep that order (writing
-// the frame; queuing the invocation on its isolate) waits for its turn.
+// turns keeps one handle's invocations in arrival order where goroutines
+// could reorder them (SPEC §5): the gateway sends each invocation from its
+// caller's goroutine. A ticket is taken where the order is known (the pool
+// counting the calls ahead), and the frame's write waits for its turn. The
+// worker needs none: its read loop queues each invocation on its isolate
+// as the frame arrives (takeInvoke in serve.go).
 //
 // A turn is waited for at most turnWait: a ticket whose holder never
 // arrives must not hold the others for ever. Every path gives its ticket
