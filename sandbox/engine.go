@@ -215,7 +215,14 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 		err error
 	}
 	ch := make(chan reply, 1)
+	// Every job submit accepts runs, on the loop or in the final drain
+	// after disposal (vm.submit), so the answer always comes; a job that
+	// finds the isolate already dead (the engine closing) must not touch it.
 	if err := m.submit(func() {
+		if m.dead {
+			ch <- reply{out, m.goneErr()}
+			return
+		}
 		o, err := m.execute(job, c, string(envJSON))
 		ch <- reply{o, err}
 		if m.dead {
@@ -224,22 +231,13 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 	}); err != nil {
 		return out, err
 	}
-	select {
-	case r := <-ch:
-		if r.out.Retained {
-			e.mu.Lock()
-			e.handles[job.ID] = m
-			e.mu.Unlock()
-		}
-		return r.out, r.err
-	case <-m.done:
-		select {
-		case r := <-ch:
-			return r.out, r.err
-		default:
-			return out, m.goneErr()
-		}
+	r := <-ch
+	if r.out.Retained {
+		e.mu.Lock()
+		e.handles[job.ID] = m
+		e.mu.Unlock()
 	}
+	return r.out, r.err
 }
 
 // yieldBeforeDispose lets the goroutine an answer just woke run before the

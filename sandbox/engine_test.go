@@ -434,3 +434,28 @@ func TestRetainedValuesStayFlat(t *testing.T) {
 }
 
 var _ = errors.New
+
+// Runs racing the engine's shutdown each get an answer, and none runs in
+// an isolate the shutdown disposed (a job the final drain ran used to
+// execute on it).
+func TestRunsRacingShutdownAnswer(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		e := New(Config{Prewarm: 2})
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.Run(context.Background(), Job{Program: Program{Code: "async () => 1 + 1"}})
+			}()
+		}
+		e.Shutdown()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a run racing the shutdown never answered")
+		}
+	}
+}
