@@ -55,8 +55,9 @@ type kvCache struct {
 	// order (set by the worker): it answers how many were applied and the
 	// error of the one after them, if any.
 	send func(writes []kvWrite) (int, error)
-	// answering, when set, runs the answers a batch settled (whenSettled)
-	// together: the worker writes them in one system call.
+	// answering runs the answers a batch settled (whenSettled), together:
+	// the worker writes them in one system call (answerTogether); by
+	// default they run one after another.
 	answering func(answers []func())
 
 	mu       sync.Mutex
@@ -105,7 +106,12 @@ const maxBatchBytes = 4 << 20
 func newKVCache() *kvCache {
 	c := &kvCache{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{},
 		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{},
-		owed: map[string]int{}, failed: map[string]error{}}
+		owed: map[string]int{}, failed: map[string]error{},
+		answering: func(answers []func()) {
+			for _, a := range answers {
+				a()
+			}
+		}}
 	c.applied = sync.NewCond(&c.mu)
 	return c
 }
@@ -209,13 +215,7 @@ func (c *kvCache) flush() {
 		c.applied.Broadcast()
 		if ready := c.takeSettled(); len(ready) > 0 {
 			c.mu.Unlock()
-			if c.answering != nil {
-				c.answering(ready)
-			} else {
-				for _, r := range ready {
-					r()
-				}
-			}
+			c.answering(ready)
 			c.mu.Lock()
 		}
 	}
@@ -237,9 +237,8 @@ func (c *kvCache) settle(id string) error {
 
 // whenSettled calls f with what settle would answer, once every write run
 // id made so far is applied: at once, on the caller's goroutine, when none
-// is on its way and none was refused; otherwise from the flusher (or a
-// goroutine of its own for a refusal), so an invocation's answer waits for
-// its writes with no goroutine parked for it (the output gate).
+// is on its way; otherwise from the flusher, so an invocation's answer
+// waits for its writes with no goroutine parked for it (the output gate).
 func (c *kvCache) whenSettled(id string, f func(error)) {
 	c.mu.Lock()
 	if c.owed[id] > 0 {
@@ -250,11 +249,7 @@ func (c *kvCache) whenSettled(id string, f func(error)) {
 	err := c.failed[id]
 	delete(c.failed, id)
 	c.mu.Unlock()
-	if err != nil {
-		go f(err)
-		return
-	}
-	f(nil)
+	f(err)
 }
 
 // takeSettled removes the waiters whose writes are all applied and answers
