@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -113,5 +114,30 @@ func BenchmarkWireLines(b *testing.B) {
 		if _, err := parseWireResponse(answer, 8<<20); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// An invocation's Request takes the gateway's url as it is and normalizes
+// its method as the Request constructor does, whichever method it is: a
+// common one, one the constructor upper-cases, one it leaves alone, one it
+// refuses (the handler then fails).
+func TestGatewayRequestMethodAndURL(t *testing.T) {
+	e := engine(t)
+	if _, err := e.Run(context.Background(), Job{ID: "gateway-request", RetainHandles: true, Program: Program{Code: `async () => ({
+		fetch(req) { return Response.json({m: req.method, u: req.url}) } })`}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close("gateway-request")
+	for _, c := range []struct{ method, want string }{{"GET", "GET"}, {"get", "GET"}, {"patch", "patch"}, {"PROPFIND", "PROPFIND"}} {
+		res, err := e.Invoke(context.Background(), "gateway-request", "fetch", NewWireRequest(c.method, "https://x.test/a/../b?q=%7e", nil, nil))
+		if err != nil {
+			t.Fatalf("%s: %v", c.method, err)
+		}
+		if got, want := string(res.BodyBytes()), `{"m":"`+c.want+`","u":"https://x.test/a/../b?q=%7e"}`; got != want {
+			t.Errorf("%s: %s, want %s", c.method, got, want)
+		}
+	}
+	if _, err := e.Invoke(context.Background(), "gateway-request", "fetch", NewWireRequest("TRACE", "https://x.test/", nil, nil)); fault.CodeOf(err) != fault.HandlerError {
+		t.Fatalf("TRACE answered %v", err)
 	}
 }

@@ -1418,9 +1418,19 @@
   const forbiddenMethods = ['CONNECT', 'TRACE', 'TRACK'];
   const methods = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH'];
   const gatewayToken = {}; // reachable only here: no program can pass it
+  // requestMethod is a Request's method as the Fetch Standard normalizes
+  // it (the common ones are already normalized), or a TypeError.
+  function requestMethod(method) {
+    if (methods.includes(method)) return method;
+    if (!tokenRe.test(method)) throw new TypeErrorCtor('Invalid method "' + method + '".');
+    if (methods.includes(method.toUpperCase()) && method.toUpperCase() !== 'PATCH') method = method.toUpperCase();
+    if (forbiddenMethods.includes(method.toUpperCase())) throw new TypeErrorCtor('Forbidden method "' + method + '".');
+    return method;
+  }
   // gatewayRequest makes the Request of an invocation (invoke): its url
-  // (absolute and normalized), method and headers come from the gateway,
-  // already checked, so none of the constructor's option handling runs.
+  // (taken as the gateway gives it) and headers come from the gateway,
+  // already checked, and its method is normalized as the constructor
+  // would; none of the constructor's option handling runs.
   let gatewayRequest;
   // isRealRequest is the brand check: an object made from Request.prototype
   // by hand passes instanceof but holds none of the private fields, and
@@ -1455,10 +1465,8 @@
       // fetch reads the fields themselves: a program may redefine the getters.
       requestParts = (x) => ({ url: x.#url, method: x.#method, headers: x.#headers, redirect: x.#redirect });
       gatewayRequest = (url, method, headers) => {
-        // A method the constructor would change or refuse goes through it.
-        if (!methods.includes(method)) return new Request(url, { method, headers });
         const r = new Request(gatewayToken);
-        r.#url = url; r.#method = method; r.#headers = headers;
+        r.#url = url; r.#method = requestMethod(method); r.#headers = headers;
         return r;
       };
     }
@@ -1496,10 +1504,7 @@
       if (init.keepalive !== undefined) this.#keepalive = !!init.keepalive;
       const duplex = requestEnum(init, 'duplex', undefined);
       this.#priority = requestEnum(init, 'priority', this.#priority);
-      let method = init.method !== undefined ? StringCtor(init.method) : src ? src.#method : 'GET';
-      if (!tokenRe.test(method)) throw new TypeErrorCtor('Invalid method "' + method + '".');
-      if (methods.includes(method.toUpperCase()) && method.toUpperCase() !== 'PATCH') method = method.toUpperCase();
-      if (forbiddenMethods.includes(method.toUpperCase())) throw new TypeErrorCtor('Forbidden method "' + method + '".');
+      const method = requestMethod(init.method !== undefined ? StringCtor(init.method) : src ? src.#method : 'GET');
       if (this.#mode === 'no-cors' && !['GET', 'HEAD', 'POST'].includes(method)) throw new TypeErrorCtor('Method "' + method + '" is not allowed with mode "no-cors".');
       this.#method = method;
       const headersInit = init.headers !== undefined ? init.headers : src ? src.#headers : undefined;
