@@ -65,11 +65,16 @@ type wireReader struct {
 	bad bool
 }
 
+// fail marks the frame malformed and drops what is left of it.
+func (r *wireReader) fail() {
+	r.bad = true
+	r.b = nil
+}
+
 func (r *wireReader) str() string {
 	n, k := binary.Uvarint(r.b)
 	if k <= 0 || n > uint64(len(r.b)-k) {
-		r.bad = true
-		r.b = nil
+		r.fail()
 		return ""
 	}
 	s := string(r.b[k : k+int(n)])
@@ -80,8 +85,7 @@ func (r *wireReader) str() string {
 func (r *wireReader) num() int64 {
 	v, k := binary.Varint(r.b)
 	if k <= 0 {
-		r.bad = true
-		r.b = nil
+		r.fail()
 		return 0
 	}
 	r.b = r.b[k:]
@@ -90,8 +94,7 @@ func (r *wireReader) num() int64 {
 
 func (r *wireReader) flag() bool {
 	if len(r.b) == 0 || r.b[0] > 1 {
-		r.bad = true
-		r.b = nil
+		r.fail()
 		return false
 	}
 	v := r.b[0] == 1
@@ -104,8 +107,7 @@ func (r *wireReader) flag() bool {
 func (r *wireReader) count(min int) int {
 	n := r.num()
 	if n < 0 || n > int64(len(r.b)/min) {
-		r.bad = true
-		r.b = nil
+		r.fail()
 		return 0
 	}
 	return int(n)
@@ -122,8 +124,7 @@ func (r *wireReader) pairs() [][2]string {
 
 func (r *wireReader) version() {
 	if len(r.b) == 0 || r.b[0] != invokeWireVersion {
-		r.bad = true
-		r.b = nil
+		r.fail()
 		return
 	}
 	r.b = r.b[1:]
