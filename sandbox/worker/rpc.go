@@ -214,9 +214,10 @@ var errFrameTooLarge = errors.New("frame over the peer's cap")
 
 // write sends a frame. It returns once the frame is queued behind every
 // frame written before it: written by this call, or by the call already
-// writing, which writes what was appended during its system call too.
-// Frames therefore leave in the order write was called, with no added
-// delay; queued, when set, runs as soon as the frame's place is taken
+// writing, which writes what was appended during its system call too, or
+// by the uncork that ends a cork holding writes back. Frames therefore
+// leave in the order write was called, with no added delay but a cork's;
+// queued, when set, runs as soon as the frame's place is taken
 // (before the system call), so the next frame of an ordered line can join
 // the same write. A write that fails closes the connection (the read loop
 // then fails every waiting call); later writes fail at once.
