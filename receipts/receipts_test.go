@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,57 @@ func TestWaitingReceiptsAreWritten(t *testing.T) {
 		if _, err := s.Get("alice", id); err != nil {
 			t.Fatalf("receipt %s was lost: %v", id, err)
 		}
+	}
+}
+
+// A stream of receipts shares commits (commitEvery), and a lone receipt is
+// still written without waiting for another.
+func TestReceiptsShareCommits(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	var mu sync.Mutex
+	commits, written := 0, 0
+	s.onCommit = func(n int) {
+		mu.Lock()
+		commits++
+		written += n
+		mu.Unlock()
+	}
+	const puts = 100
+	for i := 0; i < puts; i++ {
+		if err := s.Put(receipt("alice", now)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // a run's length
+	}
+	lone := receipt("bob", now)
+	time.Sleep(2 * commitEvery)
+	if err := s.Put(lone); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var on bool
+		s.db.View(func(tx *bolt.Tx) error {
+			on = tx.Bucket(bucket).Get(key("bob", lone.ID)) != nil
+			return nil
+		})
+		if on {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a lone receipt was not written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if written != puts+1 {
+		t.Fatalf("%d receipts written, want %d", written, puts+1)
+	}
+	// Unpaced, the writer committed about once per receipt here; paced, at
+	// most once per commitEvery (fewer on a slower machine).
+	if commits > puts/3 {
+		t.Fatalf("%d commits for %d receipts over %v: receipts do not share commits", commits, puts+1, time.Duration(puts)*2*time.Millisecond)
 	}
 }
