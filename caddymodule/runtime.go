@@ -105,6 +105,17 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},
+		OnKVWrites: func(ctx context.Context, tenant, id string, writes []worker.KVWrite) error {
+			s := rt.store
+			if s == nil {
+				return fault.New(fault.Overloaded, "The gateway is starting.")
+			}
+			ws := make([]handles.KVWrite, len(writes))
+			for i, w := range writes {
+				ws[i] = handles.KVWrite(w)
+			}
+			return s.KVWrites(ctx, tenant, id, ws)
+		},
 		KVSpace: func(id string) (string, bool, bool) {
 			if s := rt.store; s != nil {
 				return s.KVSpace(id)

@@ -84,6 +84,15 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
 }
 
+// KVWrite is a kv.put (value non-nil) or kv.delete under c's grants, with
+// c.Op naming which: Serve's checks, without the arguments' JSON.
+func (h *Host) KVWrite(c Call, key string, value *string) error {
+	if !c.Grants.Has("kvWrite") {
+		return Denied("kvWrite", c.Op)
+	}
+	return h.KV.Write(c.Registry, c.Tenant, c.ExecutionID, key, value)
+}
+
 func bad(format string, args ...any) error {
 	return fault.New(fault.BadRequest, format, args...)
 }

@@ -177,18 +177,9 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 		})
 		return out, err
 	case "kv.put":
-		if err := checkKey(a.Key); err != nil {
-			return nil, err
-		}
-		if len(a.Value) > MaxValueBytes {
-			return nil, bad("A kv value is at most %d bytes.", MaxValueBytes)
-		}
-		return nil, kv.accept(ns, owner, a.Key, &a.Value)
+		return nil, kv.Write(registry, tenant, owner, a.Key, &a.Value)
 	case "kv.delete":
-		if err := checkKey(a.Key); err != nil {
-			return nil, err
-		}
-		return nil, kv.accept(ns, owner, a.Key, nil)
+		return nil, kv.Write(registry, tenant, owner, a.Key, nil)
 	case "kv.list":
 		// A listing sees the space's pending writes by waiting for them.
 		kv.mu.Lock()
@@ -200,6 +191,18 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 		return kv.list(ns, a)
 	}
 	return nil, bad("Unknown kv operation.")
+}
+
+// Write is a put (value non-nil) or a delete of one key, checked (key,
+// value, quota) and accepted behind the output gate.
+func (kv *KV) Write(registry, tenant, owner, key string, value *string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if value != nil && len(*value) > MaxValueBytes {
+		return bad("A kv value is at most %d bytes.", MaxValueBytes)
+	}
+	return kv.accept(space(registry, tenant), owner, key, value)
 }
 
 // accept checks a put (value non-nil) or delete against the quota and

@@ -137,24 +137,25 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		Tenant: tenant, Registry: reg.name, ExecutionID: id, Op: op, Args: args,
 		Grants: capability.Grants{Capabilities: grants.Capabilities, Outbound: grants.Outbound, AllowPrivate: cfg.OutboundAllowPrivate},
 	}
-	var res json.RawMessage
-	var err error
-	if op == "kv.batch" {
-		res, err = kvBatch(ctx, host, call)
-	} else {
-		res, err = host.Serve(ctx, call)
-	}
-	if err != nil && capability.IsDenial(err) {
-		msg := fault.As(err).Message
-		if rs != nil {
-			s.mu.Lock()
-			rs.denials = append(rs.denials, msg)
-			s.mu.Unlock()
-		} else {
-			reg.systemLog(id, "Denied: "+msg)
-		}
-	}
+	res, err := host.Serve(ctx, call)
+	s.noteDenial(err, reg, rs, id)
 	return res, err
+}
+
+// noteDenial records a refused capability: in the run's receipt, or in the
+// handle's log.
+func (s *Store) noteDenial(err error, reg *Registry, rs *runState, id string) {
+	if err == nil || !capability.IsDenial(err) {
+		return
+	}
+	msg := fault.As(err).Message
+	if rs != nil {
+		s.mu.Lock()
+		rs.denials = append(rs.denials, msg)
+		s.mu.Unlock()
+	} else {
+		reg.systemLog(id, "Denied: "+msg)
+	}
 }
 
 // toolArgs is a program's tool call: its first argument, and, for the
@@ -298,34 +299,60 @@ func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order
 // its programs made them (sandbox/worker/kvcache.go).
 type KVWrite struct {
-	Op    string  `json:"op"` // kv.put or kv.delete
-	Key   string  `json:"key"`
-	Value *string `json:"value,omitempty"`
+	Op    string  // kv.put or kv.delete
+	Key   string
+	Value *string // nil for a delete
 }
 
-// kvBatch applies a worker's writes in order, each checked as a kv.put or
-// kv.delete of its own; the first that fails ends the batch with its
-// error (the worker fails the invocations that made it and the rest).
-func kvBatch(ctx context.Context, host *capability.Host, call capability.Call) (json.RawMessage, error) {
-	var b struct {
-		Writes []KVWrite `json:"writes"`
+// KVWrites applies run or handle id's writes in order, each checked as the
+// kv.put or kv.delete host call it stands for (the same lookup, tenant and
+// grant checks as HostCall); the first that fails ends them with its error
+// (the worker fails the invocations that made it and the rest).
+func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []KVWrite) error {
+	s.mu.Lock()
+	host := s.opts.Host
+	rs := s.runs[id]
+	rec := s.records[id]
+	var reg *Registry
+	var tenant string
+	var grants Grants
+	switch {
+	case rs != nil:
+		reg, tenant, grants = rs.registry, rs.tenant, rs.grants
+	case rec != nil:
+		reg, tenant, grants = s.registries[rec.Registry], rec.Tenant, rec.Grants
 	}
-	if err := json.Unmarshal(call.Args, &b); err != nil || len(b.Writes) > 10000 {
-		return nil, fault.New(fault.BadRequest, "Malformed kv writes.")
+	s.mu.Unlock()
+	if host == nil || host.KV == nil {
+		return fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
-	for _, w := range b.Writes {
-		if w.Op != "kv.put" && w.Op != "kv.delete" {
-			return nil, fault.New(fault.BadRequest, "Malformed kv writes.")
+	if reg == nil || workerTenant != "" && workerTenant != tenant {
+		return fault.New(fault.Forbidden, "No run holds this id.")
+	}
+	if len(writes) > 10000 {
+		return fault.New(fault.BadRequest, "Malformed kv writes.")
+	}
+	call := capability.Call{
+		Tenant: tenant, Registry: reg.name, ExecutionID: id,
+		Grants: capability.Grants{Capabilities: grants.Capabilities},
+	}
+	for _, w := range writes {
+		value := w.Value
+		switch w.Op {
+		case "kv.put":
+			if value == nil {
+				value = new(string)
+			}
+		case "kv.delete":
+			value = nil
+		default:
+			return fault.New(fault.BadRequest, "Malformed kv writes.")
 		}
-		args, _ := json.Marshal(struct {
-			Key   string  `json:"key"`
-			Value *string `json:"value,omitempty"`
-		}{w.Key, w.Value})
-		c := call
-		c.Op, c.Args = w.Op, args
-		if _, err := host.Serve(ctx, c); err != nil {
-			return nil, err
+		call.Op = w.Op
+		if err := host.KVWrite(call, w.Key, value); err != nil {
+			s.noteDenial(err, reg, rs, id)
+			return err
 		}
 	}
-	return json.RawMessage("null"), nil
+	return nil
 }

@@ -94,6 +94,13 @@ type kvWrite struct {
 	Value *string `json:"value,omitempty"`
 }
 
+// KVWrite is one write of a kv.batch as the gateway applies it.
+type KVWrite struct {
+	Op    string  // kv.put or kv.delete
+	Key   string
+	Value *string // nil for a delete
+}
+
 type queuedWrite struct {
 	id string
 	w  kvWrite

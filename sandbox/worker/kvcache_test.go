@@ -35,22 +35,26 @@ func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage)
 		h.values[a.Key] = a.Value
 	case "kv.delete":
 		delete(h.values, a.Key)
-	case "kv.batch": // the gateway's handles.kvBatch, in memory
-		var b struct{ Writes []kvWrite }
-		json.Unmarshal(args, &b)
-		for _, w := range b.Writes {
-			if w.Key == "refused" {
-				return nil, fault.New(fault.QuotaExceeded, "over the quota")
-			}
-			if w.Op == "kv.put" {
-				h.values[w.Key] = *w.Value
-			} else {
-				delete(h.values, w.Key)
-			}
-		}
-		h.batches++
 	}
 	return json.RawMessage("null"), nil
+}
+
+// writes is the gateway's Store.KVWrites, in memory.
+func (h *kvHost) writes(_ context.Context, _, _ string, writes []KVWrite) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range writes {
+		if w.Key == "refused" {
+			return fault.New(fault.QuotaExceeded, "over the quota")
+		}
+		if w.Op == "kv.put" {
+			h.values[w.Key] = *w.Value
+		} else {
+			delete(h.values, w.Key)
+		}
+	}
+	h.batches++
+	return nil
 }
 
 func (h *kvHost) getCount() int {
@@ -64,7 +68,7 @@ func (h *kvHost) getCount() int {
 // its cache before the write is acknowledged.
 func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch(req) {
 		const url = new URL(req.url);
 		if (url.pathname === '/put') { await kv.put('k', url.searchParams.get('v')); return new Response('ok'); }
@@ -132,7 +136,7 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 // space: the write still drops the key other runs of the worker cached.
 func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch() { return new Response(String(await kv.get('k'))); } })`
 	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "reader", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
 		t.Fatal(err)
@@ -154,7 +158,7 @@ func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 // that made it: its response never leaves. The handle serves on.
 func TestKVQueuedWriteRefusedFailsItsInvocation(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch(req) {
 		const key = new URL(req.url).pathname.slice(1);
 		await kv.get(key);

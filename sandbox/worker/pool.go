@@ -58,6 +58,11 @@ type Config struct {
 	// that worker hosts ("" when shared): a call for another tenant's id
 	// must be refused.
 	OnHostCall func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)
+	// OnKVWrites applies kv writes of run or handle id, in order, each
+	// checked as a kv.put or kv.delete host call of its own; the first
+	// refused ends them with its error. It serves the workers' kv.batch
+	// (kvcache.go); without it a batch is refused.
+	OnKVWrites func(ctx context.Context, tenant, id string, writes []KVWrite) error
 	// KVSpace names the kv key space of run or handle id ("" for none)
 	// and whether the id may read and write it: with it, workers cache kv reads of
 	// ids that may read (kvcache.go) and the pool keeps their caches

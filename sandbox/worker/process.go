@@ -402,8 +402,8 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		var rep hostReply
 		f := p.pool.cfg.OnHostCall
 		switch {
-		case m.Op == "kv.batch" && m.ID == "" && f != nil:
-			rep = p.serveBatch(ctx, m, f)
+		case m.Op == "kv.batch" && m.ID == "" && p.pool.cfg.OnKVWrites != nil:
+			rep = p.serveBatch(ctx, m, p.pool.cfg.OnKVWrites)
 		case m.ID == "" || !p.holdsOrRuns(m.ID):
 			rep.Fault = toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))
 		case f == nil:
@@ -423,9 +423,10 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 }
 
 // serveBatch applies a worker's queued kv writes in order, each run's
-// consecutive writes as one kv.batch of that run (checked like any of its
-// host calls), and answers how many were applied before a refusal.
-func (p *process) serveBatch(ctx context.Context, m hostPost, f func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)) hostReply {
+// consecutive writes as one call of OnKVWrites for that run (checked like
+// any of its host calls), and answers how many were applied before a
+// refusal. The writes are decoded once, here.
+func (p *process) serveBatch(ctx context.Context, m hostPost, apply func(ctx context.Context, tenant, id string, writes []KVWrite) error) hostReply {
 	var b struct {
 		Writes []kvWrite `json:"writes"`
 	}
@@ -433,20 +434,22 @@ func (p *process) serveBatch(ctx context.Context, m hostPost, f func(ctx context
 		return hostReply{Fault: toWire(fault.New(fault.BadRequest, "Malformed kv writes."))}
 	}
 	applied := 0
+	var seg []KVWrite
+	var keys []string
 	for applied < len(b.Writes) {
 		id := b.Writes[applied].ID
 		end := applied
+		seg, keys = seg[:0], keys[:0]
 		for end < len(b.Writes) && b.Writes[end].ID == id {
+			w := b.Writes[end]
+			seg = append(seg, KVWrite{Op: w.Op, Key: w.Key, Value: w.Value})
+			keys = append(keys, w.Key)
 			end++
 		}
 		if id == "" || !p.holdsOrRuns(id) {
 			return hostReply{Applied: applied, Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
 		}
-		seg := hostPost{ID: id, Op: "kv.batch"}
-		seg.Args, _ = wirejson.Marshal(struct {
-			Writes []kvWrite `json:"writes"`
-		}{b.Writes[applied:end]})
-		if _, err := f(ctx, p.owner(), id, "kv.batch", seg.Args); err != nil {
+		if err := apply(ctx, p.owner(), id, seg); err != nil {
 			// The gateway applies a run's writes in order and stops at
 			// the first it refuses; which one is not said, so the run's
 			// writes of this batch count as not applied (they are sent
@@ -454,7 +457,7 @@ func (p *process) serveBatch(ctx context.Context, m hostPost, f func(ctx context
 			// write).
 			return hostReply{Applied: applied, Fault: toWire(err)}
 		}
-		p.kvHint(seg)
+		p.kvWritten(id, keys)
 		applied = end
 	}
 	return hostReply{Applied: applied}
@@ -463,40 +466,41 @@ func (p *process) serveBatch(ctx context.Context, m hostPost, f func(ctx context
 // kvHint tells the worker the key space of a kv call that succeeded, and
 // for a write, first drops the key from every other worker's cache.
 func (p *process) kvHint(m hostPost) *kvHint {
+	switch m.Op {
+	case "kv.get":
+		return p.kvSpaceHint(m.ID, nil)
+	case "kv.put", "kv.delete":
+		var a kvArgs
+		if json.Unmarshal(m.Args, &a) != nil || a.Key == nil {
+			return nil
+		}
+		return p.kvSpaceHint(m.ID, []string{*a.Key})
+	}
+	return nil
+}
+
+// kvWritten is kvHint for writes applied by a batch.
+func (p *process) kvWritten(id string, keys []string) { p.kvSpaceHint(id, keys) }
+
+// kvSpaceHint names id's key space, after dropping the keys it wrote from
+// every other worker's cache.
+func (p *process) kvSpaceHint(id string, written []string) *kvHint {
 	spaceOf := p.pool.cfg.KVSpace
-	if spaceOf == nil || m.Op != "kv.get" && m.Op != "kv.put" && m.Op != "kv.delete" && m.Op != "kv.batch" {
+	if spaceOf == nil {
 		return nil
 	}
-	space, readable, writable := spaceOf(m.ID)
+	space, readable, writable := spaceOf(id)
 	if space == "" {
 		return nil
 	}
-	if m.Op != "kv.get" {
-		var keys []string
-		if m.Op == "kv.batch" {
-			var b struct {
-				Writes []kvWrite `json:"writes"`
-			}
-			json.Unmarshal(m.Args, &b)
-			for _, w := range b.Writes {
-				keys = append(keys, w.Key)
-			}
-		} else {
-			var a kvArgs
-			if json.Unmarshal(m.Args, &a) != nil || a.Key == nil {
-				return nil
-			}
-			keys = append(keys, *a.Key)
-		}
-		// The writer's own worker updates its cache itself; a writer that
-		// may not read keeps nothing, so its worker is told too.
-		except := p
-		if !readable {
-			except = nil
-		}
-		for _, k := range keys {
-			p.pool.invalidateKV(except, space, k, false)
-		}
+	// The writer's own worker updates its cache itself; a writer that may
+	// not read keeps nothing, so its worker is told too.
+	except := p
+	if !readable {
+		except = nil
+	}
+	for _, k := range written {
+		p.pool.invalidateKV(except, space, k, false)
 	}
 	if !readable {
 		return nil
