@@ -44,6 +44,7 @@ type KV struct {
 	mu        sync.Mutex              // guards everything below
 	pending   map[string]pendingWrite // by full key (space + key)
 	usage     map[string]int64        // bytes per space, pending writes included
+	touched   map[string]bool         // spaces whose usage changed since the last commit began
 	owners    map[string]uint64       // owner → its last accepted write's seq
 	spaces    map[string]uint64       // space → its last accepted write's seq
 	seq       uint64                  // the last accepted write
@@ -91,7 +92,7 @@ func NewKV(db *bolt.DB, quota int64) (*KV, error) {
 		return nil, err
 	}
 	kv := &KV{db: db, quota: quota,
-		pending: map[string]pendingWrite{}, usage: map[string]int64{}, owners: map[string]uint64{},
+		pending: map[string]pendingWrite{}, usage: map[string]int64{}, touched: map[string]bool{}, owners: map[string]uint64{},
 		spaces: map[string]uint64{},
 		wake:   make(chan struct{}, 1), done: make(chan struct{})}
 	kv.changed = sync.NewCond(&kv.mu)
@@ -232,6 +233,7 @@ func (kv *KV) accept(ns []byte, owner, key string, value *string) error {
 		used = 0
 	}
 	kv.usage[string(ns)] = used
+	kv.touched[string(ns)] = true
 	kv.seq++
 	kv.pending[full] = pendingWrite{seq: kv.seq, value: value}
 	kv.owners[owner] = kv.seq
@@ -349,10 +351,15 @@ func (kv *KV) commitOnce() bool {
 	for k, p := range kv.pending {
 		batch[k] = p
 	}
-	usage := make(map[string]int64, len(kv.usage))
-	for ns, u := range kv.usage {
-		usage[ns] = u
+	// Only the usage of the spaces this batch wrote is written: kv.usage
+	// holds every space touched since the gateway started.
+	usage := make(map[string]int64, len(kv.touched))
+	for ns := range kv.touched {
+		if u, ok := kv.usage[ns]; ok {
+			usage[ns] = u
+		}
 	}
+	kv.touched = map[string]bool{}
 	upTo, from := kv.seq, kv.committed+1
 	kv.mu.Unlock()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -131,5 +132,52 @@ func TestQuotaAtAccept(t *testing.T) {
 	}
 	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "a", "value": "12345678"}); err != nil {
 		t.Fatalf("overwriting within the quota: %v", err)
+	}
+}
+
+// A commit writes the usage of the spaces its writes touched, not of every
+// space the gateway has seen: with a thousand tenants behind it, one
+// tenant's counter must not rewrite the others' usage each time.
+func TestCommitWritesOnlyTouchedUsage(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "kv.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	kv, err := NewKV(db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	for i := range 1000 {
+		if _, err := kv.Serve("r", fmt.Sprintf("tenant-%04d", i), "seed", "kv.put", json.RawMessage(`{"key":"k","value":"v"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Barrier(context.Background(), "seed"); err != nil {
+		t.Fatal(err)
+	}
+	var worst int64
+	for i := range 20 {
+		st := db.Stats()
+		before := st.TxStats.GetWrite()
+		if _, err := kv.Serve("r", "tenant-0000", "h", "kv.put", json.RawMessage(fmt.Sprintf(`{"key":"c","value":"%d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Barrier(context.Background(), "h"); err != nil {
+			t.Fatal(err)
+		}
+		st = db.Stats()
+		worst = max(worst, st.TxStats.GetWrite()-before)
+	}
+	// One key and one usage entry: their leaves, the branches above them,
+	// the buckets' roots (the meta page is not counted). Rewriting all
+	// 1000 usage entries dirtied every leaf of the usage bucket (~25).
+	if worst > 12 {
+		t.Fatalf("a commit of one write wrote %d pages", worst)
+	}
+	v, _ := kv.Serve("r", "tenant-0999", "x", "kv.get", json.RawMessage(`{"key":"k"}`))
+	if string(v) != `"v"` {
+		t.Fatalf("another tenant's value: %s", v)
 	}
 }
