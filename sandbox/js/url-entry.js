@@ -1,3 +1,8 @@
-// The URL Standard's reference implementation (whatwg-url), installed
-// lazily as globalThis.URL and URLSearchParams.
-export { URL, URLSearchParams } from "whatwg-url";
+// URL and URLSearchParams, installed lazily as globalThis.URL and
+// URLSearchParams: lean classes (url-lean.js) over the parser of the URL
+// Standard's reference implementation (whatwg-url). whatwg-url's own
+// classes ride along as the reference the differential test compares with
+// (sandbox/url_lean_test.go); the runtime installs only URL and
+// URLSearchParams, so programs never see them.
+export { URL, URLSearchParams } from "./url-lean.js";
+export { URL as ReferenceURL, URLSearchParams as ReferenceURLSearchParams } from "whatwg-url";

@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	v8 "rogchap.com/v8go"
+)
+
+// BenchmarkURLLeanVsReference times the runtime's URL (js/url-lean.js)
+// and whatwg-url's classes in one isolate, interleaved, in the same run
+// (go test ./sandbox -run '^$' -bench URLLeanVsReference -benchtime 1x).
+func BenchmarkURLLeanVsReference(b *testing.B) {
+	m, err := newVM(engine(b), 256, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := make(chan string, 1)
+	m.submit(func() {
+		defer m.kill()
+		script, _ := m.iso.CompileUnboundScript(urlModule, "runtime-url.js", v8.CompileOptions{})
+		factory, _ := script.Run(m.ctx)
+		fn, _ := factory.AsFunction()
+		exports, _ := fn.Call(v8.Undefined(m.iso))
+		m.ctx.Global().Set("__urlModule", exports)
+		res, err := m.ctx.RunScript(`(() => {
+const out = [];
+const u = 'https://shop.apps.example.com/items?id=42&sort=asc';
+for (let round = 0; round < 2; round++) for (const [name, C] of [['lean', {URL: __urlModule.URL}], ['ref', {URL: __urlModule.ReferenceURL}]]) {
+  const N = 5000;
+  let t = Date.now();
+  for (let i = 0; i < N; i++) new C.URL(u);
+  const a = (Date.now() - t) * 1000 / N;
+  t = Date.now();
+  for (let i = 0; i < N; i++) new C.URL(u).searchParams.get('id');
+  const b = (Date.now() - t) * 1000 / N;
+  const x = new C.URL(u);
+  t = Date.now();
+  for (let i = 0; i < N; i++) x.pathname;
+  const c = (Date.now() - t) * 1000 / N;
+  out.push([name, a, b, c].join(' '));
+}
+return out.join('\n');
+})()`, "speed.js")
+		if err != nil {
+			ch <- err.Error()
+			return
+		}
+		ch <- res.String()
+	})
+	sums := map[string][3]float64{}
+	for _, line := range strings.Split(<-ch, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			b.Fatalf("unexpected: %q", line)
+		}
+		s := sums[f[0]]
+		for i := range 3 {
+			v, _ := strconv.ParseFloat(f[i+1], 64)
+			s[i] += v / 2
+		}
+		sums[f[0]] = s
+	}
+	for _, who := range []string{"lean", "ref"} {
+		b.ReportMetric(sums[who][0], who+"-new-URL-µs")
+		b.ReportMetric(sums[who][1], who+"-with-get-µs")
+		b.ReportMetric(sums[who][2], who+"-pathname-µs")
+	}
+}
