@@ -77,6 +77,22 @@ func (s *Store) kvBarrier(ctx context.Context, owner string) error {
 	return host.KV.Barrier(ctx, owner)
 }
 
+// caller is what the store knows of a host call's id: the capability
+// host, the run in progress or the handle's record (one of them), and its
+// registry, tenant and grants (reg is nil for an unknown id).
+func (s *Store) caller(id string) (host *capability.Host, rs *runState, rec *Record, reg *Registry, tenant string, grants Grants) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	host, rs, rec = s.opts.Host, s.runs[id], s.records[id]
+	switch {
+	case rs != nil:
+		reg, tenant, grants = rs.registry, rs.tenant, rs.grants
+	case rec != nil:
+		reg, tenant, grants = s.registries[rec.Registry], rec.Tenant, rec.Grants
+	}
+	return
+}
+
 // HostCall serves a program's request for kv, fetch or a provider tool; id
 // is the run's id (a computation, a deploy, a rebuild) or a live handle's
 // (an invocation). The worker pool has checked that id runs or lives in
@@ -85,20 +101,7 @@ func (s *Store) kvBarrier(ctx context.Context, owner string) error {
 // workerTenant is the tenant the asking worker hosts ("" when workers are
 // shared): with tenant cordons, a worker is answered only for its tenant.
 func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args json.RawMessage) (json.RawMessage, error) {
-	s.mu.Lock()
-	host := s.opts.Host
-	rs := s.runs[id]
-	rec := s.records[id]
-	var reg *Registry
-	var tenant string
-	var grants Grants
-	switch {
-	case rs != nil:
-		reg, tenant, grants = rs.registry, rs.tenant, rs.grants
-	case rec != nil:
-		reg, tenant, grants = s.registries[rec.Registry], rec.Tenant, rec.Grants
-	}
-	s.mu.Unlock()
+	host, rs, rec, reg, tenant, grants := s.caller(id)
 	if op == "body.read" {
 		// The handle's own request body: no capability, only the handle
 		// it was sent to (readBody checks the id).
@@ -309,20 +312,7 @@ type KVWrite struct {
 // grant checks as HostCall); the first that fails ends them with its error
 // (the worker fails the invocations that made it and the rest).
 func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []KVWrite) error {
-	s.mu.Lock()
-	host := s.opts.Host
-	rs := s.runs[id]
-	rec := s.records[id]
-	var reg *Registry
-	var tenant string
-	var grants Grants
-	switch {
-	case rs != nil:
-		reg, tenant, grants = rs.registry, rs.tenant, rs.grants
-	case rec != nil:
-		reg, tenant, grants = s.registries[rec.Registry], rec.Tenant, rec.Grants
-	}
-	s.mu.Unlock()
+	host, rs, _, reg, tenant, grants := s.caller(id)
 	if host == nil || host.KV == nil {
 		return fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
