@@ -130,6 +130,12 @@ same('toStringTag', [Object.prototype.toString.call(new lean.URL('http://a/')), 
 // puts operations first).
 const members = C => [Object.keys(C.URL.prototype).sort(), Object.keys(C.URLSearchParams.prototype).sort()];
 same('enumerable', members(lean), members(ref));
+const iteratorShape = C => {
+  const proto = Object.getPrototypeOf(new C.URLSearchParams('a=1').entries());
+  return [Object.getOwnPropertyNames(proto).map(n => [n, Object.getOwnPropertyDescriptor(proto, n).enumerable]).sort(),
+    Object.getPrototypeOf(proto) === Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]())), proto.constructor === Object];
+};
+same('the iterator prototype', iteratorShape(lean), iteratorShape(ref));
 return JSON.stringify(failures.slice(0, 40));
 })()`
 

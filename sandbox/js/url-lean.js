@@ -402,4 +402,8 @@ class ParamsIterator {
   }
 }
 Object.setPrototypeOf(ParamsIterator.prototype, iteratorPrototype);
+// As WebIDL's iterator prototype: an enumerable next, and no constructor
+// of its own to reach.
+delete ParamsIterator.prototype.constructor;
+enumerable(ParamsIterator.prototype);
 Object.defineProperty(ParamsIterator.prototype, Symbol.toStringTag, { value: "URLSearchParams Iterator", configurable: true });
