@@ -128,7 +128,7 @@ same('toStringTag', [Object.prototype.toString.call(new lean.URL('http://a/')), 
   [Object.prototype.toString.call(new ref.URL('http://a/')), Object.prototype.toString.call(new ref.URLSearchParams()), Object.prototype.toString.call(new ref.URLSearchParams().keys())]);
 // The same enumerable members (in IDL order in the lean classes; webidl2js
 // puts operations first).
-const members = C => [Object.keys(C.URL.prototype).sort(), Object.keys(C.URLSearchParams.prototype).sort()];
+const members = C => [Object.keys(C.URL.prototype).sort(), Object.keys(C.URLSearchParams.prototype).sort(), Object.keys(C.URL).sort(), Object.keys(C.URLSearchParams).sort()];
 same('enumerable', members(lean), members(ref));
 const iteratorShape = C => {
   const proto = Object.getPrototypeOf(new C.URLSearchParams('a=1').entries());

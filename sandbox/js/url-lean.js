@@ -209,6 +209,7 @@ function enumerable(proto) {
   }
 }
 enumerable(URL.prototype);
+for (const name of ["parse", "canParse"]) Object.defineProperty(URL, name, { enumerable: true });
 Object.defineProperty(URL.prototype, Symbol.toStringTag, { value: "URL", configurable: true });
 
 const iteratorPrototype = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]()));
