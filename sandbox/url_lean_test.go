@@ -107,6 +107,12 @@ for (const href of ['http://h/p?x=1&y=%20#f', 'http://h/p', 'sc:opaque path?q', 
   u1.search = ''; u2.search = '';
   same('after empty search on ' + href, snapURL(u1), snapURL(u2));
 }
+// A name with a lone surrogate reads the entry its conversion names.
+for (const op of ['get', 'getAll', 'has']) {
+  for (const [init, name] of [['a%EF%BF%BD=1&b=2', 'a\uD800'], ['\uFFFD=x', '\uDC00'], ['a=1', 'a\uD800'], ['a=1', 'a']]) {
+    same(op + '(' + JSON.stringify(name) + ') on ' + init, new lean.URLSearchParams(init)[op](name), new ref.URLSearchParams(init)[op](name));
+  }
+}
 // The iterator is live, as WebIDL's is.
 for (const C of [lean, ref]) {
   const p = new C.URLSearchParams('a=1&b=2');

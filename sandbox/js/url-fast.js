@@ -31,6 +31,9 @@
       fragment: null
     };
   }
+  // url-lean.js calls it first for a string without a base: what it
+  // accepts is ASCII, so the USVString conversion would not change it.
+  module.exports.fastBasicURLParse = fastParse;
   module.exports.basicURLParse = function (input, options = {}) {
     if (options.url === undefined && options.stateOverride === undefined && (options.baseURL === undefined || options.baseURL === null)) {
       const fast = fastParse(input);

@@ -39,6 +39,14 @@ export class URL {
 
   constructor(url, base = undefined) {
     need(1, arguments.length, "Failed to construct 'URL'");
+    if (base === undefined && typeof url === "string") {
+      // The canonical absolute http(s) URL, request.url first of all.
+      const fast = usm.fastBasicURLParse(url);
+      if (fast !== null) {
+        this.#url = fast;
+        return;
+      }
+    }
     url = usv(url, "Failed to construct 'URL': parameter 1");
     let parsedBase = null;
     if (base !== undefined) {
@@ -301,8 +309,19 @@ export class URLSearchParams {
 
   get(name) {
     need(1, arguments.length, "Failed to execute 'get' on 'URLSearchParams'");
-    name = usv(name, "parameter 1");
     const list = this.#list;
+    // The names in the list are well-formed, so a string that equals one
+    // is too: its conversion is needed only when nothing matched.
+    if (typeof name === "string") {
+      for (let i = 0; i < list.length; i++) {
+        if (list[i][0] === name) return list[i][1];
+      }
+      const converted = usv(name, "parameter 1");
+      if (converted === name) return null;
+      name = converted;
+    } else {
+      name = usv(name, "parameter 1");
+    }
     for (let i = 0; i < list.length; i++) {
       if (list[i][0] === name) return list[i][1];
     }
