@@ -392,6 +392,8 @@ export class URLSearchParams {
     listOf = p => p.#list;
   }
 
+  // Reading this.#list is the brand check: a TypeError for anything but a
+  // URLSearchParams, before an iterator exists.
   entries() { this.#list; return iterate(this, "key+value"); }
   keys() { this.#list; return iterate(this, "key"); }
   values() { this.#list; return iterate(this, "value"); }
