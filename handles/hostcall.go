@@ -302,7 +302,7 @@ func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order
 // its programs made them (sandbox/worker/kvcache.go).
 type KVWrite struct {
-	Op    string  // kv.put or kv.delete
+	Op    string // kv.put or kv.delete
 	Key   string
 	Value *string // nil for a delete
 }

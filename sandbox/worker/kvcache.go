@@ -96,7 +96,7 @@ type kvWrite struct {
 
 // KVWrite is one write of a kv.batch as the gateway applies it.
 type KVWrite struct {
-	Op    string  // kv.put or kv.delete
+	Op    string // kv.put or kv.delete
 	Key   string
 	Value *string // nil for a delete
 }
