@@ -32,8 +32,11 @@
     };
   }
   // url-lean.js calls it first for a string without a base: what it
-  // accepts is ASCII, so the USVString conversion would not change it.
+  // accepts is ASCII, so the USVString conversion would not change it;
+  // and when it refused the string, it would refuse the converted one too
+  // (the conversion only puts U+FFFD in), so the full parser goes next.
   module.exports.fastBasicURLParse = fastParse;
+  module.exports.fullBasicURLParse = fullBasicURLParse;
   module.exports.basicURLParse = function (input, options = {}) {
     if (options.url === undefined && options.stateOverride === undefined && (options.baseURL === undefined || options.baseURL === null)) {
       const fast = fastParse(input);

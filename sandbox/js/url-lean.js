@@ -39,6 +39,7 @@ export class URL {
 
   constructor(url, base = undefined) {
     need(1, arguments.length, "Failed to construct 'URL'");
+    let parse = usm.basicURLParse;
     if (base === undefined && typeof url === "string") {
       // The canonical absolute http(s) URL, request.url first of all.
       const fast = usm.fastBasicURLParse(url);
@@ -46,6 +47,7 @@ export class URL {
         this.#url = fast;
         return;
       }
+      parse = usm.fullBasicURLParse; // the fast parse would refuse it again
     }
     url = usv(url, "Failed to construct 'URL': parameter 1");
     let parsedBase = null;
@@ -54,7 +56,7 @@ export class URL {
       parsedBase = usm.basicURLParse(base);
       if (parsedBase === null) throw new TypeError(`Invalid base URL: ${base}`);
     }
-    const parsed = usm.basicURLParse(url, { baseURL: parsedBase });
+    const parsed = parse(url, { baseURL: parsedBase });
     if (parsed === null) throw new TypeError(`Invalid URL: ${url}`);
     this.#url = parsed;
   }
