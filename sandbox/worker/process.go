@@ -457,7 +457,7 @@ func (p *process) serveBatch(ctx context.Context, m hostPost, apply func(ctx con
 			// write).
 			return hostReply{Applied: applied, Fault: toWire(err)}
 		}
-		p.kvWritten(id, keys)
+		p.kvSpaceHint(id, keys)
 		applied = end
 	}
 	return hostReply{Applied: applied}
@@ -478,9 +478,6 @@ func (p *process) kvHint(m hostPost) *kvHint {
 	}
 	return nil
 }
-
-// kvWritten is kvHint for writes applied by a batch.
-func (p *process) kvWritten(id string, keys []string) { p.kvSpaceHint(id, keys) }
 
 // kvSpaceHint names id's key space, after dropping the keys it wrote from
 // every other worker's cache.
