@@ -8,10 +8,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -99,12 +97,7 @@ func TestFetchGuards(t *testing.T) {
 }
 
 func TestKVIsolationAndQuota(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "kv.db"), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	kv, _ := NewKV(db, 64)
+	_, kv := openKV(t, bolt.Options{}, 64)
 	do := func(reg, tenant, op string, args map[string]any) (string, error) {
 		raw, _ := json.Marshal(args)
 		res, err := kv.Serve(reg, tenant, "owner", op, raw)
@@ -150,7 +143,7 @@ func TestKVIsolationAndQuota(t *testing.T) {
 	}
 	// Denials name the capability.
 	h := &Host{KV: kv, Fetcher: &Fetcher{}}
-	_, err = h.Serve(context.Background(), Call{Tenant: "alice", Registry: "apps", Op: "kv.get", Args: json.RawMessage(`{"key":"a"}`)})
+	_, err := h.Serve(context.Background(), Call{Tenant: "alice", Registry: "apps", Op: "kv.get", Args: json.RawMessage(`{"key":"a"}`)})
 	if err == nil || !strings.Contains(err.Error(), "kvRead") {
 		t.Fatalf("ungranted get: %v", err)
 	}

@@ -3,7 +3,6 @@ package capability
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -36,18 +35,7 @@ func BenchmarkKVGroupCommit(b *testing.B) {
 	} {
 		for _, writes := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/writes=%d", mode.name, writes), func(b *testing.B) {
-				opts := mode.opts
-				opts.Timeout = time.Second
-				db, err := bolt.Open(filepath.Join(b.TempDir(), "kv.db"), 0o600, &opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer db.Close()
-				kv, err := NewKV(db, 0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer kv.Close()
+				_, kv := openKV(b, mode.opts, 0)
 				// A store with some history: 32 tenants' counters and values.
 				for t := range 32 {
 					for k := range 50 {

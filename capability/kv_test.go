@@ -15,17 +15,30 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// gatedKV is a KV whose commits wait for the test: each commit takes a
-// token from release (or fails with the error sent there).
-func gatedKV(t *testing.T, quota int64) (*KV, chan error, *atomic.Int32) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "kv.db"), 0o600, &bolt.Options{Timeout: time.Second})
+// openKV is a KV on a fresh bbolt file opened with opts, both closed when
+// the test ends.
+func openKV(tb testing.TB, opts bolt.Options, quota int64) (*bolt.DB, *KV) {
+	opts.Timeout = time.Second
+	db, err := bolt.Open(filepath.Join(tb.TempDir(), "kv.db"), 0o600, &opts)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	kv, err := NewKV(db, quota)
 	if err != nil {
-		t.Fatal(err)
+		db.Close()
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() {
+		kv.Close()
+		db.Close()
+	})
+	return db, kv
+}
+
+// gatedKV is a KV whose commits wait for the test: each commit takes a
+// token from release (or fails with the error sent there).
+func gatedKV(t *testing.T, quota int64) (*KV, chan error, *atomic.Int32) {
+	_, kv := openKV(t, bolt.Options{}, quota)
 	release := make(chan error)
 	commits := &atomic.Int32{}
 	kv.beforeCommit = func() error {
@@ -42,8 +55,6 @@ func gatedKV(t *testing.T, quota int64) (*KV, chan error, *atomic.Int32) {
 				}
 			}
 		}()
-		kv.Close()
-		db.Close()
 	})
 	return kv, release, commits
 }
@@ -139,16 +150,7 @@ func TestQuotaAtAccept(t *testing.T) {
 // space the gateway has seen: with a thousand tenants behind it, one
 // tenant's counter must not rewrite the others' usage each time.
 func TestCommitWritesOnlyTouchedUsage(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "kv.db"), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	kv, err := NewKV(db, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
+	db, kv := openKV(t, bolt.Options{}, 0)
 	for i := range 1000 {
 		if _, err := kv.Serve("r", fmt.Sprintf("tenant-%04d", i), "seed", "kv.put", json.RawMessage(`{"key":"k","value":"v"}`)); err != nil {
 			t.Fatal(err)
