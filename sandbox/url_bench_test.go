@@ -4,27 +4,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	v8 "rogchap.com/v8go"
 )
 
 // BenchmarkURLLeanVsReference times the runtime's URL (js/url-lean.js)
 // and whatwg-url's classes in one isolate, interleaved, in the same run
 // (go test ./sandbox -run '^$' -bench URLLeanVsReference -benchtime 1x).
 func BenchmarkURLLeanVsReference(b *testing.B) {
-	m, err := newVM(engine(b), 256, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ch := make(chan string, 1)
-	m.submit(func() {
-		defer m.kill()
-		script, _ := m.iso.CompileUnboundScript(urlModule, "runtime-url.js", v8.CompileOptions{})
-		factory, _ := script.Run(m.ctx)
-		fn, _ := factory.AsFunction()
-		exports, _ := fn.Call(v8.Undefined(m.iso))
-		m.ctx.Global().Set("__urlModule", exports)
-		res, err := m.ctx.RunScript(`(() => {
+	out := runWithURLModule(b, `(() => {
 const out = [];
 const u = 'https://shop.apps.example.com/items?id=42&sort=asc';
 for (let round = 0; round < 2; round++) for (const [name, C] of [['lean', {URL: __urlModule.URL}], ['ref', {URL: __urlModule.ReferenceURL}]]) {
@@ -42,15 +28,9 @@ for (let round = 0; round < 2; round++) for (const [name, C] of [['lean', {URL: 
   out.push([name, a, b, c].join(' '));
 }
 return out.join('\n');
-})()`, "speed.js")
-		if err != nil {
-			ch <- err.Error()
-			return
-		}
-		ch <- res.String()
-	})
+})()`)
 	sums := map[string][3]float64{}
-	for _, line := range strings.Split(<-ch, "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		if len(f) != 4 {
 			b.Fatalf("unexpected: %q", line)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -154,9 +155,25 @@ func TestURLLeanMatchesWhatwgURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newVM(engine(t), 256, false)
+	out := runWithURLModule(t, "globalThis.__data = {urltestdata: "+string(urltestdata)+", setters: "+string(setters)+"}", urlDiffHarness)
+	var failures []string
+	if err := json.Unmarshal([]byte(out), &failures); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
+// runWithURLModule runs scripts one after another in a fresh isolate whose
+// global __urlModule holds the runtime's url module (loaded as the runtime
+// loads it, hostLoad): its URL and URLSearchParams, and whatwg-url's as
+// ReferenceURL and ReferenceURLSearchParams. It answers the last script's
+// value as a string.
+func runWithURLModule(tb testing.TB, scripts ...string) string {
+	m, err := newVM(engine(tb), 256, false)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	type answer struct {
 		out string
@@ -165,43 +182,38 @@ func TestURLLeanMatchesWhatwgURL(t *testing.T) {
 	ch := make(chan answer, 1)
 	m.submit(func() {
 		defer m.kill()
-		script, err := m.iso.CompileUnboundScript(urlModule, "runtime-url.js", v8.CompileOptions{})
-		if err != nil {
-			ch <- answer{err: err}
-			return
-		}
-		factory, err := script.Run(m.ctx)
-		if err != nil {
-			ch <- answer{err: err}
-			return
-		}
-		fn, _ := factory.AsFunction()
-		exports, err := fn.Call(v8.Undefined(m.iso))
-		if err != nil {
-			ch <- answer{err: err}
-			return
-		}
-		m.ctx.Global().Set("__urlModule", exports)
-		if _, err := m.ctx.RunScript("globalThis.__data = {urltestdata: "+string(urltestdata)+", setters: "+string(setters)+"}", "data.js"); err != nil {
-			ch <- answer{err: err}
-			return
-		}
-		res, err := m.ctx.RunScript(urlDiffHarness, "url-diff.js")
-		if err != nil {
-			ch <- answer{err: err}
-			return
-		}
-		ch <- answer{out: res.String()}
+		ch <- func() answer {
+			name, err := v8.NewValue(m.iso, "url")
+			if err != nil {
+				return answer{err: err}
+			}
+			factory, err := m.hostLoad([]*v8.Value{name})
+			if err != nil {
+				return answer{err: err}
+			}
+			fn, err := factory.AsFunction()
+			if err != nil {
+				return answer{err: err}
+			}
+			exports, err := fn.Call(v8.Undefined(m.iso))
+			if err != nil {
+				return answer{err: err}
+			}
+			if err := m.ctx.Global().Set("__urlModule", exports); err != nil {
+				return answer{err: err}
+			}
+			var last *v8.Value
+			for i, src := range scripts {
+				if last, err = m.ctx.RunScript(src, fmt.Sprintf("script-%d.js", i)); err != nil {
+					return answer{err: err}
+				}
+			}
+			return answer{out: last.String()}
+		}()
 	})
 	a := <-ch
 	if a.err != nil {
-		t.Fatal(a.err)
+		tb.Fatal(a.err)
 	}
-	var failures []string
-	if err := json.Unmarshal([]byte(a.out), &failures); err != nil {
-		t.Fatalf("%v: %s", err, a.out)
-	}
-	for _, f := range failures {
-		t.Error(f)
-	}
+	return a.out
 }
