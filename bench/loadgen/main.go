@@ -27,6 +27,7 @@ func main() {
 	dur := flag.Duration("d", 10*time.Second, "duration")
 	label := flag.String("label", "", "label for the output line")
 	auth := flag.String("auth", "", "Authorization header value")
+	pause := flag.Duration("pause", 0, "think time between one connection's requests (0: back to back)")
 	flag.Parse()
 	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "[::1]") && !strings.HasPrefix(*addr, "localhost") {
 		fmt.Fprintln(os.Stderr, "loadgen: only loopback targets")
@@ -71,6 +72,9 @@ func main() {
 					continue
 				}
 				mine = append(mine, time.Since(start))
+				if *pause > 0 {
+					time.Sleep(*pause)
+				}
 			}
 			mu.Lock()
 			lat = append(lat, mine...)
