@@ -232,8 +232,14 @@
 
   // ------------------------------------------------------------ base64
   const b64chars = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-  const b64index = new Uint8ArrayCtor(256).fill(255);
-  for (let i = 0; i < 64; i++) b64index[b64chars.charCodeAt(i)] = i;
+  let b64index; // made on first decode
+  function base64Index() {
+    if (b64index === undefined) {
+      b64index = new Uint8ArrayCtor(256).fill(255);
+      for (let i = 0; i < 64; i++) b64index[b64chars.charCodeAt(i)] = i;
+    }
+    return b64index;
+  }
   function bytesToBase64(b) {
     let out = '';
     let i = 0;
@@ -255,20 +261,15 @@
     if (s.length % 4 === 0) s = s.replace(/==?$/, '');
     if (s.length % 4 === 1 || /[^A-Za-z0-9+/]/.test(s)) return null;
     const out = new Uint8ArrayCtor((s.length * 3) >> 2);
+    const index = base64Index();
     let o = 0, acc = 0, bits = 0;
     for (let i = 0; i < s.length; i++) {
-      acc = (acc << 6) | b64index[s.charCodeAt(i)];
+      acc = (acc << 6) | index[s.charCodeAt(i)];
       bits += 6;
       if (bits >= 8) { bits -= 8; out[o++] = (acc >> bits) & 255; }
     }
     return out;
   }
-  // Replaced by the DOMException class below once it is defined.
-  let domException = function (message, name) {
-    const e = new ErrorCtor(message);
-    e.name = name;
-    return e;
-  };
   hidden(G, 'btoa', function btoa(s) {
     s = StringCtor(s);
     const b = new Uint8ArrayCtor(s.length);
@@ -447,87 +448,90 @@
       return utf8Decode(b, this.#fatal);
     }
   }
-  // CompressionStream / DecompressionStream: TransformStreams whose chunks
-  // go through Go's compress packages (sandbox/compression.go).
-  const hostCodecInit = host.codecInit, hostCodecChunk = host.codecChunk;
-  const codecFormats = ['gzip', 'deflate', 'deflate-raw'];
-  let nextCodecId = 1;
-  function codecStream(self, format, compress) {
-    format = StringCtor(format);
-    if (!codecFormats.includes(format)) throw new TypeErrorCtor('Unsupported compression format: "' + format + '".');
-    const id = nextCodecId++;
-    hostCodecInit(id, format, compress);
-    const run = (bytes, last, controller) => {
-      let out;
-      try { out = hostCodecChunk(id, bytes, last); } catch (e) { throw new TypeErrorCtor(typeof e === 'string' ? e : e.message); }
-      if (out.length) controller.enqueue(bytesFromLatin1(out));
-    };
-    return new G.TransformStream({
-      transform(chunk, controller) {
-        if (!(chunk instanceof ArrayBuffer) && !ArrayBuffer.isView(chunk)) throw new TypeErrorCtor('A chunk must be an ArrayBuffer or a view of one.');
-        const b = toBytes(chunk);
-        if (b.length) run(latin1FromBytes(b), false, controller);
-      },
-      flush(controller) { run('', true, controller); },
-    });
-  }
-  class CompressionStream {
-    #ts;
-    constructor(format) { this.#ts = codecStream(this, format, true); }
-    get readable() { return this.#ts.readable; }
-    get writable() { return this.#ts.writable; }
-  }
-  class DecompressionStream {
-    #ts;
-    constructor(format) { this.#ts = codecStream(this, format, false); }
-    get readable() { return this.#ts.readable; }
-    get writable() { return this.#ts.writable; }
-  }
-  // TextDecoderStream / TextEncoderStream (Encoding Standard): a decoder or
-  // encoder over a TransformStream.
-  class TextDecoderStream {
-    #dec; #ts;
-    constructor(label = 'utf-8', options = {}) {
-      const dec = this.#dec = new TextDecoder(label, options);
-      this.#ts = new G.TransformStream({
+  // The stream classes over TransformStream, made on first use.
+  const textStreamClasses = once(() => {
+    // CompressionStream / DecompressionStream: TransformStreams whose chunks
+    // go through Go's compress packages (sandbox/compression.go).
+    const hostCodecInit = host.codecInit, hostCodecChunk = host.codecChunk;
+    const codecFormats = ['gzip', 'deflate', 'deflate-raw'];
+    let nextCodecId = 1;
+    function codecStream(self, format, compress) {
+      format = StringCtor(format);
+      if (!codecFormats.includes(format)) throw new TypeErrorCtor('Unsupported compression format: "' + format + '".');
+      const id = nextCodecId++;
+      hostCodecInit(id, format, compress);
+      const run = (bytes, last, controller) => {
+        let out;
+        try { out = hostCodecChunk(id, bytes, last); } catch (e) { throw new TypeErrorCtor(typeof e === 'string' ? e : e.message); }
+        if (out.length) controller.enqueue(bytesFromLatin1(out));
+      };
+      return new G.TransformStream({
         transform(chunk, controller) {
           if (!(chunk instanceof ArrayBuffer) && !ArrayBuffer.isView(chunk)) throw new TypeErrorCtor('A chunk must be an ArrayBuffer or a view of one.');
-          const text = dec.decode(chunk, { stream: true });
-          if (text) controller.enqueue(text);
+          const b = toBytes(chunk);
+          if (b.length) run(latin1FromBytes(b), false, controller);
         },
-        flush(controller) { const text = dec.decode(); if (text) controller.enqueue(text); },
+        flush(controller) { run('', true, controller); },
       });
     }
-    get encoding() { return this.#dec.encoding; }
-    get fatal() { return this.#dec.fatal; }
-    get ignoreBOM() { return this.#dec.ignoreBOM; }
-    get readable() { return this.#ts.readable; }
-    get writable() { return this.#ts.writable; }
-  }
-  class TextEncoderStream {
-    #ts;
-    constructor() {
-      const enc = new TextEncoder();
-      let high = ''; // a lead surrogate waiting for its trail in the next chunk
-      this.#ts = new G.TransformStream({
-        transform(chunk, controller) {
-          let text = high + StringCtor(chunk);
-          high = '';
-          const last = text.charCodeAt(text.length - 1);
-          if (last >= 0xd800 && last <= 0xdbff) { high = text.slice(-1); text = text.slice(0, -1); }
-          if (text) controller.enqueue(enc.encode(text));
-        },
-        flush(controller) { if (high) controller.enqueue(enc.encode('\ufffd')); },
-      });
+    class CompressionStream {
+      #ts;
+      constructor(format) { this.#ts = codecStream(this, format, true); }
+      get readable() { return this.#ts.readable; }
+      get writable() { return this.#ts.writable; }
     }
-    get encoding() { return 'utf-8'; }
-    get readable() { return this.#ts.readable; }
-    get writable() { return this.#ts.writable; }
+    class DecompressionStream {
+      #ts;
+      constructor(format) { this.#ts = codecStream(this, format, false); }
+      get readable() { return this.#ts.readable; }
+      get writable() { return this.#ts.writable; }
+    }
+    // TextDecoderStream / TextEncoderStream (Encoding Standard): a decoder or
+    // encoder over a TransformStream.
+    class TextDecoderStream {
+      #dec; #ts;
+      constructor(label = 'utf-8', options = {}) {
+        const dec = this.#dec = new TextDecoder(label, options);
+        this.#ts = new G.TransformStream({
+          transform(chunk, controller) {
+            if (!(chunk instanceof ArrayBuffer) && !ArrayBuffer.isView(chunk)) throw new TypeErrorCtor('A chunk must be an ArrayBuffer or a view of one.');
+            const text = dec.decode(chunk, { stream: true });
+            if (text) controller.enqueue(text);
+          },
+          flush(controller) { const text = dec.decode(); if (text) controller.enqueue(text); },
+        });
+      }
+      get encoding() { return this.#dec.encoding; }
+      get fatal() { return this.#dec.fatal; }
+      get ignoreBOM() { return this.#dec.ignoreBOM; }
+      get readable() { return this.#ts.readable; }
+      get writable() { return this.#ts.writable; }
+    }
+    class TextEncoderStream {
+      #ts;
+      constructor() {
+        const enc = new TextEncoder();
+        let high = ''; // a lead surrogate waiting for its trail in the next chunk
+        this.#ts = new G.TransformStream({
+          transform(chunk, controller) {
+            let text = high + StringCtor(chunk);
+            high = '';
+            const last = text.charCodeAt(text.length - 1);
+            if (last >= 0xd800 && last <= 0xdbff) { high = text.slice(-1); text = text.slice(0, -1); }
+            if (text) controller.enqueue(enc.encode(text));
+          },
+          flush(controller) { if (high) controller.enqueue(enc.encode('\ufffd')); },
+        });
+      }
+      get encoding() { return 'utf-8'; }
+      get readable() { return this.#ts.readable; }
+      get writable() { return this.#ts.writable; }
+    }
+    return { TextDecoderStream, TextEncoderStream, CompressionStream, DecompressionStream };
+  });
+  for (const n of ['TextDecoderStream', 'TextEncoderStream', 'CompressionStream', 'DecompressionStream']) {
+    lazyGlobal(n, () => textStreamClasses()[n]);
   }
-  hidden(G, 'TextDecoderStream', TextDecoderStream);
-  hidden(G, 'TextEncoderStream', TextEncoderStream);
-  hidden(G, 'CompressionStream', CompressionStream);
-  hidden(G, 'DecompressionStream', DecompressionStream);
   hidden(G, 'TextEncoder', TextEncoder);
   hidden(G, 'TextDecoder', TextDecoder);
 
@@ -794,25 +798,37 @@
     if (!modules[name]) modules[name] = hostLoad(name)();
     return modules[name];
   }
-  function lazyGlobal(name, moduleName) {
-    defineProperty(G, name, {
+  // lazyGlobal defines G[name] as made on first touch by make(): an accessor
+  // until then, a data property like hidden()'s after (assigning it first
+  // replaces it unmade). The runtime modules and the globals a computation
+  // seldom touches are made this way, so that an isolate starts without
+  // them (docs/performance.md).
+  function lazyGlobal(name, make) { lazyProperty(G, name, make); }
+  function lazyProperty(obj, name, make) {
+    defineProperty(obj, name, {
       configurable: true, enumerable: false,
       get() {
-        const value = loadModule(moduleName)[name];
-        defineProperty(G, name, { value, writable: true, configurable: true, enumerable: false });
+        const value = make();
+        try { hidden(obj, name, value); } catch (e) { /* a frozen object keeps the accessor */ }
         return value;
       },
-      set(value) {
-        defineProperty(G, name, { value, writable: true, configurable: true, enumerable: false });
-      },
+      set(value) { hidden(obj, name, value); },
     });
   }
-  for (const n of ['URL', 'URLSearchParams']) lazyGlobal(n, 'url');
+  // once(make) answers make()'s value, made on the first call.
+  function once(make) {
+    let made = false, value;
+    return () => {
+      if (!made) { value = make(); made = true; }
+      return value;
+    };
+  }
+  for (const n of ['URL', 'URLSearchParams']) lazyGlobal(n, () => loadModule('url')[n]);
   const streamNames = ['ReadableStream', 'ReadableStreamDefaultReader', 'ReadableStreamBYOBReader',
     'ReadableStreamDefaultController', 'ReadableByteStreamController', 'ReadableStreamBYOBRequest',
     'WritableStream', 'WritableStreamDefaultWriter', 'WritableStreamDefaultController',
     'TransformStream', 'TransformStreamDefaultController', 'ByteLengthQueuingStrategy', 'CountQueuingStrategy'];
-  for (const n of streamNames) lazyGlobal(n, 'streams');
+  for (const n of streamNames) lazyGlobal(n, () => loadModule('streams')[n]);
   // Instance checks that must not load a module just to answer "no".
   function isURLSearchParams(v) { return !!modules.url && v instanceof modules.url.URLSearchParams; }
   function isReadableStream(v) { return !!modules.streams && v instanceof modules.streams.ReadableStream; }
@@ -831,33 +847,41 @@
   }
 
   // ------------------------------------------------------------ DOMException, Event, EventTarget
-  const domCodes = { IndexSizeError: 1, HierarchyRequestError: 3, WrongDocumentError: 4, InvalidCharacterError: 5,
-    NoModificationAllowedError: 7, NotFoundError: 8, NotSupportedError: 9, InUseAttributeError: 10, InvalidStateError: 11,
-    SyntaxError: 12, InvalidModificationError: 13, NamespaceError: 14, InvalidAccessError: 15, TypeMismatchError: 17,
-    SecurityError: 18, NetworkError: 19, AbortError: 20, URLMismatchError: 21, QuotaExceededError: 22, TimeoutError: 23,
-    InvalidNodeTypeError: 24, DataCloneError: 25 };
-  class DOMException extends ErrorCtor {
-    #name; #code;
-    constructor(message = '', name = 'Error') {
-      super(message);
-      this.#name = StringCtor(name);
-      this.#code = domCodes[this.#name] || 0;
+  // DOMException is made on first use: its 25 legacy constants, defined on
+  // the class and its prototype, cost ~0.2 ms an isolate.
+  const domExceptionClass = once(() => {
+    const domCodes = { IndexSizeError: 1, HierarchyRequestError: 3, WrongDocumentError: 4, InvalidCharacterError: 5,
+      NoModificationAllowedError: 7, NotFoundError: 8, NotSupportedError: 9, InUseAttributeError: 10, InvalidStateError: 11,
+      SyntaxError: 12, InvalidModificationError: 13, NamespaceError: 14, InvalidAccessError: 15, TypeMismatchError: 17,
+      SecurityError: 18, NetworkError: 19, AbortError: 20, URLMismatchError: 21, QuotaExceededError: 22, TimeoutError: 23,
+      InvalidNodeTypeError: 24, DataCloneError: 25 };
+    class DOMException extends ErrorCtor {
+      #name; #code;
+      constructor(message = '', name = 'Error') {
+        super(message);
+        this.#name = StringCtor(name);
+        this.#code = domCodes[this.#name] || 0;
+      }
+      get name() { return this.#name; }
+      get code() { return this.#code; }
     }
-    get name() { return this.#name; }
-    get code() { return this.#code; }
+    // The legacy code constants, on the constructor and its prototype.
+    for (const [k, v] of [['INDEX_SIZE_ERR', 1], ['DOMSTRING_SIZE_ERR', 2], ['HIERARCHY_REQUEST_ERR', 3], ['WRONG_DOCUMENT_ERR', 4],
+      ['INVALID_CHARACTER_ERR', 5], ['NO_DATA_ALLOWED_ERR', 6], ['NO_MODIFICATION_ALLOWED_ERR', 7], ['NOT_FOUND_ERR', 8],
+      ['NOT_SUPPORTED_ERR', 9], ['INUSE_ATTRIBUTE_ERR', 10], ['INVALID_STATE_ERR', 11], ['SYNTAX_ERR', 12],
+      ['INVALID_MODIFICATION_ERR', 13], ['NAMESPACE_ERR', 14], ['INVALID_ACCESS_ERR', 15], ['VALIDATION_ERR', 16],
+      ['TYPE_MISMATCH_ERR', 17], ['SECURITY_ERR', 18], ['NETWORK_ERR', 19], ['ABORT_ERR', 20], ['URL_MISMATCH_ERR', 21],
+      ['QUOTA_EXCEEDED_ERR', 22], ['TIMEOUT_ERR', 23], ['INVALID_NODE_TYPE_ERR', 24], ['DATA_CLONE_ERR', 25]]) {
+      defineProperty(DOMException, k, { value: v, enumerable: true });
+      defineProperty(DOMException.prototype, k, { value: v, enumerable: true });
+    }
+    return DOMException;
+  });
+  lazyGlobal('DOMException', domExceptionClass);
+  function domException(message, name) {
+    const DOMException = domExceptionClass();
+    return new DOMException(message, name);
   }
-  // The legacy code constants, on the constructor and its prototype.
-  for (const [k, v] of [['INDEX_SIZE_ERR', 1], ['DOMSTRING_SIZE_ERR', 2], ['HIERARCHY_REQUEST_ERR', 3], ['WRONG_DOCUMENT_ERR', 4],
-    ['INVALID_CHARACTER_ERR', 5], ['NO_DATA_ALLOWED_ERR', 6], ['NO_MODIFICATION_ALLOWED_ERR', 7], ['NOT_FOUND_ERR', 8],
-    ['NOT_SUPPORTED_ERR', 9], ['INUSE_ATTRIBUTE_ERR', 10], ['INVALID_STATE_ERR', 11], ['SYNTAX_ERR', 12],
-    ['INVALID_MODIFICATION_ERR', 13], ['NAMESPACE_ERR', 14], ['INVALID_ACCESS_ERR', 15], ['VALIDATION_ERR', 16],
-    ['TYPE_MISMATCH_ERR', 17], ['SECURITY_ERR', 18], ['NETWORK_ERR', 19], ['ABORT_ERR', 20], ['URL_MISMATCH_ERR', 21],
-    ['QUOTA_EXCEEDED_ERR', 22], ['TIMEOUT_ERR', 23], ['INVALID_NODE_TYPE_ERR', 24], ['DATA_CLONE_ERR', 25]]) {
-    defineProperty(DOMException, k, { value: v, enumerable: true });
-    defineProperty(DOMException.prototype, k, { value: v, enumerable: true });
-  }
-  hidden(G, 'DOMException', DOMException);
-  domException = (message, name) => new DOMException(message, name);
 
   const eventState = new WeakMap();
   // Event and EventTarget as the DOM Standard has them for targets outside
@@ -974,7 +998,7 @@
   function dispatchTo(target, event, trusted) {
     {
       const s = eventState.get(event);
-      if (s.dispatching || !s.initialized) throw new DOMException('The event is already being dispatched.', 'InvalidStateError');
+      if (s.dispatching || !s.initialized) throw domException('The event is already being dispatched.', 'InvalidStateError');
       s.trusted = trusted;
       s.dispatching = true;
       s.target = target; s.currentTarget = target; s.phase = 2;
@@ -1033,7 +1057,7 @@
     static abort(reason) { const s = newSignal(); abortSignal(s, reason); return s; }
     static timeout(ms) {
       const s = newSignal();
-      setTimeout(() => abortSignal(s, new DOMException('The operation timed out.', 'TimeoutError')), ms);
+      setTimeout(() => abortSignal(s, domException('The operation timed out.', 'TimeoutError')), ms);
       return s;
     }
     static any(signals) {
@@ -1050,7 +1074,7 @@
     const s = signalState.get(signal);
     if (s.aborted) return;
     s.aborted = true;
-    s.reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
+    s.reason = reason === undefined ? domException('This operation was aborted', 'AbortError') : reason;
     dispatchTo(signal, new Event('abort'), true);
   }
   class AbortController {
@@ -1121,96 +1145,100 @@
   // ------------------------------------------------------------ FileReader
   // The File API's reader: the read happens in a later task, its events
   // (loadstart, progress, load or error, loadend) as the spec orders them.
-  class ProgressEvent extends Event {
-    #lengthComputable; #loaded; #total;
-    constructor(type, init = {}) {
-      super(type, init);
-      init = init || {};
-      this.#lengthComputable = !!init.lengthComputable; this.#loaded = +init.loaded || 0; this.#total = +init.total || 0;
+  const runtimeBtoa = G.btoa; // as the runtime installed it
+  // FileReader and its ProgressEvent are made on first use.
+  const fileReaderClasses = once(() => {
+    class ProgressEvent extends Event {
+      #lengthComputable; #loaded; #total;
+      constructor(type, init = {}) {
+        super(type, init);
+        init = init || {};
+        this.#lengthComputable = !!init.lengthComputable; this.#loaded = +init.loaded || 0; this.#total = +init.total || 0;
+      }
+      get lengthComputable() { return this.#lengthComputable; }
+      get loaded() { return this.#loaded; }
+      get total() { return this.#total; }
     }
-    get lengthComputable() { return this.#lengthComputable; }
-    get loaded() { return this.#loaded; }
-    get total() { return this.#total; }
-  }
-  hidden(G, 'ProgressEvent', ProgressEvent);
-  // eventHandlerAttributes defines `on<type>` attributes: one listener per
-  // type, registered when first set, so it runs in order with
-  // addEventListener's (HTML Standard).
-  function eventHandlerAttributes(cls, types) {
-    const handlers = new WeakMap();
-    for (const type of types) {
-      defineProperty(cls.prototype, 'on' + type, {
-        configurable: true, enumerable: true,
-        get() { const h = handlers.get(this); return h && h[type] ? h[type].fn : null; },
-        set(f) {
-          let h = handlers.get(this);
-          if (!h) { h = {}; handlers.set(this, h); }
-          if (!h[type]) {
-            h[type] = { fn: null };
-            const slot = h[type];
-            this.addEventListener(type, (ev) => { if (slot.fn) return slot.fn.call(this, ev); });
-          }
-          h[type].fn = typeof f === 'function' || (f !== null && typeof f === 'object') ? f : null;
-        },
-      });
+    // eventHandlerAttributes defines `on<type>` attributes: one listener per
+    // type, registered when first set, so it runs in order with
+    // addEventListener's (HTML Standard).
+    function eventHandlerAttributes(cls, types) {
+      const handlers = new WeakMap();
+      for (const type of types) {
+        defineProperty(cls.prototype, 'on' + type, {
+          configurable: true, enumerable: true,
+          get() { const h = handlers.get(this); return h && h[type] ? h[type].fn : null; },
+          set(f) {
+            let h = handlers.get(this);
+            if (!h) { h = {}; handlers.set(this, h); }
+            if (!h[type]) {
+              h[type] = { fn: null };
+              const slot = h[type];
+              this.addEventListener(type, (ev) => { if (slot.fn) return slot.fn.call(this, ev); });
+            }
+            h[type].fn = typeof f === 'function' || (f !== null && typeof f === 'object') ? f : null;
+          },
+        });
+      }
     }
-  }
-  const runtimeBtoa = G.btoa;
-  class FileReader extends EventTarget {
-    #state = 0; #result = null; #error = null; #read = 0;
-    get readyState() { return this.#state; }
-    get result() { return this.#result; }
-    get error() { return this.#error; }
-    #start(blob, as) {
-      if (!(blob instanceof Blob)) throw new TypeErrorCtor('FileReader reads a Blob.');
-      if (this.#state === 1) throw new DOMException('The reader is already reading.', 'InvalidStateError');
-      this.#state = 1; this.#result = null; this.#error = null;
-      const id = ++this.#read;
-      const bytes = blobBytes.get(blob).slice();
-      const fire = (type) => dispatchTo(this, new ProgressEvent(type, { lengthComputable: true, loaded: type === 'loadstart' ? 0 : bytes.length, total: bytes.length }), true);
-      setTimeout(() => {
-        if (id !== this.#read) return; // aborted or restarted
-        fire('loadstart');
+    class FileReader extends EventTarget {
+      #state = 0; #result = null; #error = null; #read = 0;
+      get readyState() { return this.#state; }
+      get result() { return this.#result; }
+      get error() { return this.#error; }
+      #start(blob, as) {
+        if (!(blob instanceof Blob)) throw new TypeErrorCtor('FileReader reads a Blob.');
+        if (this.#state === 1) throw domException('The reader is already reading.', 'InvalidStateError');
+        this.#state = 1; this.#result = null; this.#error = null;
+        const id = ++this.#read;
+        const bytes = blobBytes.get(blob).slice();
+        const fire = (type) => dispatchTo(this, new ProgressEvent(type, { lengthComputable: true, loaded: type === 'loadstart' ? 0 : bytes.length, total: bytes.length }), true);
         setTimeout(() => {
-          if (id !== this.#read) return;
-          try { this.#result = as(bytes); }
-          catch (e) {
-            this.#state = 2; this.#error = e; fire('error');
+          if (id !== this.#read) return; // aborted or restarted
+          fire('loadstart');
+          setTimeout(() => {
+            if (id !== this.#read) return;
+            try { this.#result = as(bytes); }
+            catch (e) {
+              this.#state = 2; this.#error = e; fire('error');
+              if (this.#state !== 1) fire('loadend');
+              return;
+            }
+            this.#state = 2;
+            fire('progress');
+            fire('load');
             if (this.#state !== 1) fire('loadend');
-            return;
-          }
-          this.#state = 2;
-          fire('progress');
-          fire('load');
-          if (this.#state !== 1) fire('loadend');
+          }, 0);
         }, 0);
-      }, 0);
+      }
+      readAsArrayBuffer(blob) { this.#start(blob, (b) => b.buffer); }
+      readAsBinaryString(blob) { this.#start(blob, (b) => latin1FromBytes(b)); }
+      readAsText(blob, encoding = undefined) {
+        this.#start(blob, (b) => {
+          let d;
+          try { d = new TextDecoder(encoding === undefined ? 'utf-8' : encoding); } catch { d = new TextDecoder('utf-8'); }
+          return d.decode(b);
+        });
+      }
+      readAsDataURL(blob) {
+        const type = blob instanceof Blob && blob.type ? blob.type : 'application/octet-stream';
+        this.#start(blob, (b) => 'data:' + type + ';base64,' + runtimeBtoa(latin1FromBytes(b)));
+      }
+      abort() {
+        if (this.#state === 0 || this.#state === 2) { this.#result = null; return; }
+        this.#read++; this.#state = 2; this.#result = null;
+        dispatchTo(this, new ProgressEvent('abort'), true);
+        if (this.#state !== 1) dispatchTo(this, new ProgressEvent('loadend'), true);
+      }
     }
-    readAsArrayBuffer(blob) { this.#start(blob, (b) => b.buffer); }
-    readAsBinaryString(blob) { this.#start(blob, (b) => latin1FromBytes(b)); }
-    readAsText(blob, encoding = undefined) {
-      this.#start(blob, (b) => {
-        let d;
-        try { d = new TextDecoder(encoding === undefined ? 'utf-8' : encoding); } catch { d = new TextDecoder('utf-8'); }
-        return d.decode(b);
-      });
+    for (const [k, v] of [['EMPTY', 0], ['LOADING', 1], ['DONE', 2]]) {
+      defineProperty(FileReader, k, { value: v, enumerable: true }); defineProperty(FileReader.prototype, k, { value: v, enumerable: true });
     }
-    readAsDataURL(blob) {
-      const type = blob instanceof Blob && blob.type ? blob.type : 'application/octet-stream';
-      this.#start(blob, (b) => 'data:' + type + ';base64,' + runtimeBtoa(latin1FromBytes(b)));
-    }
-    abort() {
-      if (this.#state === 0 || this.#state === 2) { this.#result = null; return; }
-      this.#read++; this.#state = 2; this.#result = null;
-      dispatchTo(this, new ProgressEvent('abort'), true);
-      if (this.#state !== 1) dispatchTo(this, new ProgressEvent('loadend'), true);
-    }
-  }
-  for (const [k, v] of [['EMPTY', 0], ['LOADING', 1], ['DONE', 2]]) {
-    defineProperty(FileReader, k, { value: v, enumerable: true }); defineProperty(FileReader.prototype, k, { value: v, enumerable: true });
-  }
-  eventHandlerAttributes(FileReader, ['loadstart', 'progress', 'load', 'abort', 'error', 'loadend']);
-  hidden(G, 'FileReader', FileReader);
+    eventHandlerAttributes(FileReader, ['loadstart', 'progress', 'load', 'abort', 'error', 'loadend']);
+    return { ProgressEvent, FileReader };
+  });
+  lazyGlobal('ProgressEvent', () => fileReaderClasses().ProgressEvent);
+  lazyGlobal('FileReader', () => fileReaderClasses().FileReader);
 
   // ------------------------------------------------------------ FormData
   function formValue(value, filename) {
@@ -1631,261 +1659,265 @@
   hidden(G, 'Response', Response);
 
   // ------------------------------------------------------------ crypto.subtle
-  const hostDigest = host.digest;
-  const hostHMAC = host.hmac;
-  function bufferSource(data) {
-    if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return toBytes(data);
-    throw new TypeErrorCtor('The data must be an ArrayBuffer or a view of one.');
-  }
-  function hashName(h) {
-    const n = StringCtor(typeof h === 'object' && h !== null ? h.name : h).toUpperCase();
-    if (!['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'].includes(n)) throw new DOMException('Unsupported hash ' + n, 'NotSupportedError');
-    return n;
-  }
-  const keyData = new WeakMap();
-  let makingKey = false;
-  class CryptoKey {
-    constructor() { if (!makingKey) throw new TypeErrorCtor('Illegal constructor'); }
-    get type() { return keyData.get(this).type; }
-    get extractable() { return keyData.get(this).extractable; }
-    get algorithm() { return keyData.get(this).algorithm; }
-    get usages() { return keyData.get(this).usages.slice(); }
-  }
-  hidden(G, 'CryptoKey', CryptoKey);
-  function newHMACKey(raw, hash, extractable, usages) {
-    for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for HMAC', 'SyntaxError');
-    makingKey = true;
-    const k = new CryptoKey();
-    makingKey = false;
-    keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages],
-      algorithm: freeze({ name: 'HMAC', hash: freeze({ name: hash }), length: raw.length * 8 }), raw: latin1Of(raw) });
-    return k;
-  }
-  function latin1Of(bytes) { return latin1FromBytes(bytes); }
-  function hmacKey(key, usage) {
-    const d = key instanceof CryptoKey ? keyData.get(key) : null;
-    if (!d || d.algorithm.name !== 'HMAC') throw new DOMException('The key is not an HMAC key.', 'InvalidAccessError');
-    if (!d.usages.includes(usage)) throw new DOMException('The key does not allow ' + usage + '.', 'InvalidAccessError');
-    return d;
-  }
-  function algName(a) { return StringCtor(typeof a === 'object' && a !== null ? a.name : a).toUpperCase(); }
-  const subtle = {};
-  hidden(subtle, 'digest', async function digest(algorithm, data) {
-    const d = bytesFromLatin1(hostDigest(hashName(algorithm), latin1FromBytes(bufferSource(data))));
-    return d.buffer;
-  });
-  const hostImportPublic = host.importPublic;
-  const hostVerifySig = host.verifySig;
-  function newPublicKey(name, params, spki, extractable, usages) {
-    for (const u of usages) if (u !== 'verify') throw new DOMException('A public key can only verify.', 'SyntaxError');
-    makingKey = true;
-    const k = new CryptoKey();
-    makingKey = false;
-    keyData.set(k, { type: 'public', extractable: !!extractable, usages: [...usages], algorithm: freeze(Object.assign({ name }, params)), spki });
-    return k;
-  }
-  // hostCrypto calls a crypto host function; its errors ("DataError: ...")
-  // become the DOMExceptions WebCrypto throws.
-  function hostCrypto(f, ...args) {
-    try { return f(...args); } catch (e) {
-      const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
-      throw m ? new DOMException(m[2], m[1]) : e;
+  // crypto.subtle and CryptoKey are made on first use.
+  const subtleParts = once(() => {
+    const hostDigest = host.digest;
+    const hostHMAC = host.hmac;
+    function bufferSource(data) {
+      if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return toBytes(data);
+      throw new TypeErrorCtor('The data must be an ArrayBuffer or a view of one.');
     }
-  }
-  // secretKeyBytes reads a secret key in the raw or jwk ("oct") format.
-  function secretKeyBytes(format, key, what) {
-    if (format === 'raw') return new Uint8ArrayCtor(bufferSource(key));
-    if (format !== 'jwk') throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
-    if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw new DOMException('A JWK ' + what + ' key needs kty "oct" and k.', 'DataError');
-    const raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
-    if (raw === null) throw new DOMException('The JWK k is not base64url.', 'DataError');
-    return raw;
-  }
-  // AES (GCM, CBC, CTR): secret keys whose bytes the host ciphers use.
-  const aesNames = { 'AES-GCM': 'AES-GCM', 'AES-CBC': 'AES-CBC', 'AES-CTR': 'AES-CTR' };
-  const aesUsages = ['encrypt', 'decrypt', 'wrapKey', 'unwrapKey'];
-  function newAESKey(name, raw, extractable, usages) {
-    if (![16, 24, 32].includes(raw.length)) throw new DOMException('An AES key is 128, 192 or 256 bits.', 'DataError');
-    for (const u of usages) if (!aesUsages.includes(u)) throw new DOMException('Invalid usage ' + u + ' for ' + name, 'SyntaxError');
-    makingKey = true;
-    const k = new CryptoKey();
-    makingKey = false;
-    keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages], algorithm: freeze({ name, length: raw.length * 8 }), raw: latin1Of(raw) });
-    return k;
-  }
-  const hostAES = host.aes;
-  function aesCall(op, algorithm, key, data) {
-    const name = aesNames[algName(algorithm)];
-    const d = key instanceof CryptoKey ? keyData.get(key) : null;
-    if (!name || !d || d.algorithm.name !== name) throw new DOMException('The key does not fit the algorithm.', 'InvalidAccessError');
-    if (!d.usages.includes(op)) throw new DOMException('The key does not allow ' + op + '.', 'InvalidAccessError');
-    const iv = name === 'AES-CTR' ? algorithm.counter : algorithm.iv;
-    if (iv === undefined) throw new TypeErrorCtor(name === 'AES-CTR' ? 'AES-CTR needs a counter.' : name + ' needs an iv.');
-    const additional = algorithm.additionalData === undefined ? '' : latin1FromBytes(bufferSource(algorithm.additionalData));
-    const tag = algorithm.tagLength === undefined ? 128 : +algorithm.tagLength;
-    if (name === 'AES-GCM' && ![32, 64, 96, 104, 112, 120, 128].includes(tag)) throw new DOMException('Invalid tagLength.', 'OperationError');
-    return bytesFromLatin1(hostCrypto(hostAES, name, op, d.raw, latin1FromBytes(bufferSource(iv)), latin1FromBytes(bufferSource(data)), additional, tag)).buffer;
-  }
-  // ECDSA private keys: the host holds nothing; the key's PKCS #8 bytes
-  // travel with each call (sandbox/ecdsa.go).
-  const hostECGenerate = host.ecGenerate, hostECImportPrivate = host.ecImportPrivate, hostECSign = host.ecSign;
-  function ecPair(json, curve, extractable, usages) {
-    const pair = JSONparse(json);
-    const pkcs8 = latin1FromBytes(base64ToBytes(pair.pkcs8)), spki = latin1FromBytes(base64ToBytes(pair.spki));
-    const algorithm = freeze({ name: 'ECDSA', namedCurve: curve });
-    makingKey = true;
-    const priv = new CryptoKey(), pub = new CryptoKey();
-    makingKey = false;
-    keyData.set(priv, { type: 'private', extractable: !!extractable, usages: usages.filter(u => u === 'sign'), algorithm, pkcs8 });
-    keyData.set(pub, { type: 'public', extractable: true, usages: usages.filter(u => u === 'verify'), algorithm, spki });
-    return { privateKey: priv, publicKey: pub };
-  }
-  // RSA key pairs (RSASSA-PKCS1-v1_5, RSA-PSS): like EC keys, DER bytes
-  // that travel with each call (sandbox/rsa.go).
-  const rsaNames = { 'RSASSA-PKCS1-V1_5': 'RSASSA-PKCS1-v1_5', 'RSA-PSS': 'RSA-PSS' };
-  const hostRSAGenerate = host.rsaGenerate, hostRSAImport = host.rsaImport, hostRSASign = host.rsaSign, hostRSAJWK = host.rsaJWK;
-  function rsaKeys(json, name, hash, extractable, usages, publicExtractable) {
-    const k = JSONparse(json);
-    const algorithm = freeze({ name, modulusLength: k.bits, publicExponent: base64ToBytes(k.e), hash: freeze({ name: hash }) });
-    const spki = latin1FromBytes(base64ToBytes(k.spki));
-    makingKey = true;
-    const priv = k.pkcs8 ? new CryptoKey() : null, pub = new CryptoKey();
-    makingKey = false;
-    if (priv) keyData.set(priv, { type: 'private', extractable: !!extractable, usages: usages.filter(u => u === 'sign'), algorithm, pkcs8: latin1FromBytes(base64ToBytes(k.pkcs8)) });
-    keyData.set(pub, { type: 'public', extractable: publicExtractable, usages: usages.filter(u => u === 'verify'), algorithm, spki });
-    return { privateKey: priv, publicKey: pub };
-  }
-  function rsaKeyOf(key, name, type, usage) {
-    const d = key instanceof CryptoKey ? keyData.get(key) : null;
-    if (!d || d.type !== type || d.algorithm.name !== name) throw new DOMException('The key is not an ' + name + ' ' + type + ' key.', 'InvalidAccessError');
-    if (!d.usages.includes(usage)) throw new DOMException('The key does not allow ' + usage + '.', 'InvalidAccessError');
-    return d;
-  }
-  function pssSalt(algorithm) {
-    if (algorithm === null || typeof algorithm !== 'object' || algorithm.saltLength === undefined) throw new TypeErrorCtor('RSA-PSS needs a saltLength.');
-    return +algorithm.saltLength >>> 0;
-  }
-  hidden(subtle, 'encrypt', async function encrypt(algorithm, key, data) { return aesCall('encrypt', algorithm, key, data); });
-  hidden(subtle, 'decrypt', async function decrypt(algorithm, key, data) { return aesCall('decrypt', algorithm, key, data); });
-  hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
-    const name = algName(algorithm);
-    if (aesNames[name]) return newAESKey(aesNames[name], secretKeyBytes(format, key, 'AES'), extractable, usages);
-    if (rsaNames[name]) {
-      const hash = hashName(algorithm.hash);
-      let data;
-      if (format === 'jwk') {
-        if (key === null || typeof key !== 'object') throw new DOMException('A JWK is an object.', 'DataError');
-        data = JSONstringify(key);
-      } else if (format === 'pkcs8' || format === 'spki') data = latin1FromBytes(bufferSource(key));
-      else throw new DOMException('RSA keys import as pkcs8, spki or jwk.', 'NotSupportedError');
-      const isPrivate = format === 'pkcs8' || (format === 'jwk' && key.d !== undefined);
-      for (const u of usages) if (u !== (isPrivate ? 'sign' : 'verify')) throw new DOMException('Invalid usage ' + u + ' for an RSA ' + (isPrivate ? 'private' : 'public') + ' key', 'SyntaxError');
-      const pair = rsaKeys(hostCrypto(hostRSAImport, format, data), rsaNames[name], hash, extractable, [...usages], !!extractable);
-      return isPrivate ? pair.privateKey : pair.publicKey;
+    function hashName(h) {
+      const n = StringCtor(typeof h === 'object' && h !== null ? h.name : h).toUpperCase();
+      if (!['SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'].includes(n)) throw domException('Unsupported hash ' + n, 'NotSupportedError');
+      return n;
     }
-    if (name === 'ECDSA' && (format === 'pkcs8' || (format === 'jwk' && key && key.d !== undefined))) {
-      for (const u of usages) if (u !== 'sign') throw new DOMException('A private key can only sign.', 'SyntaxError');
-      const curve = StringCtor(algorithm.namedCurve || '');
-      const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
-      return ecPair(hostCrypto(hostECImportPrivate, format, data, curve), curve, extractable, [...usages]).privateKey;
+    const keyData = new WeakMap();
+    let makingKey = false;
+    class CryptoKey {
+      constructor() { if (!makingKey) throw new TypeErrorCtor('Illegal constructor'); }
+      get type() { return keyData.get(this).type; }
+      get extractable() { return keyData.get(this).extractable; }
+      get algorithm() { return keyData.get(this).algorithm; }
+      get usages() { return keyData.get(this).usages.slice(); }
     }
-    if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
-      const canonical = name === 'ECDSA' ? 'ECDSA' : 'RSASSA-PKCS1-v1_5';
-      const curve = name === 'ECDSA' ? StringCtor(algorithm.namedCurve || '') : '';
-      const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
-      const spki = hostCrypto(hostImportPublic, name, format, data, curve);
-      const params = name === 'ECDSA' ? { namedCurve: curve } : { hash: freeze({ name: hashName(algorithm.hash) }) };
-      return newPublicKey(canonical, params, spki, extractable, usages);
+    function newHMACKey(raw, hash, extractable, usages) {
+      for (const u of usages) if (u !== 'sign' && u !== 'verify') throw domException('Invalid usage ' + u + ' for HMAC', 'SyntaxError');
+      makingKey = true;
+      const k = new CryptoKey();
+      makingKey = false;
+      keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages],
+        algorithm: freeze({ name: 'HMAC', hash: freeze({ name: hash }), length: raw.length * 8 }), raw: latin1Of(raw) });
+      return k;
     }
-    if (name !== 'HMAC') throw new DOMException('Unsupported algorithm ' + name, 'NotSupportedError');
-    const hash = hashName(algorithm.hash);
-    const raw = secretKeyBytes(format, key, 'HMAC');
-    if (raw.length === 0) throw new DOMException('An HMAC key cannot be empty.', 'DataError');
-    return newHMACKey(raw, hash, extractable, usages);
-  });
-  hidden(subtle, 'generateKey', async function generateKey(algorithm, extractable, usages) {
-    const rsaName = rsaNames[algName(algorithm)];
-    if (rsaName) {
-      for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for ' + rsaName, 'SyntaxError');
-      if (!usages.includes('sign')) throw new DOMException('An RSA key pair needs the sign usage.', 'SyntaxError');
-      const hash = hashName(algorithm.hash);
-      const exponent = algorithm.publicExponent === undefined ? new Uint8ArrayCtor([1, 0, 1]) : bufferSource(algorithm.publicExponent);
-      return rsaKeys(hostCrypto(hostRSAGenerate, +algorithm.modulusLength || 0, latin1FromBytes(exponent)), rsaName, hash, extractable, [...usages], true);
-    }
-    if (algName(algorithm) === 'ECDSA') {
-      for (const u of usages) if (u !== 'sign' && u !== 'verify') throw new DOMException('Invalid usage ' + u + ' for ECDSA', 'SyntaxError');
-      if (!usages.includes('sign')) throw new DOMException('An ECDSA key pair needs the sign usage.', 'SyntaxError');
-      const curve = StringCtor(algorithm.namedCurve || '');
-      return ecPair(hostCrypto(hostECGenerate, curve), curve, extractable, [...usages]);
-    }
-    const aesName = aesNames[algName(algorithm)];
-    if (aesName) {
-      const bits = +algorithm.length;
-      if (![128, 192, 256].includes(bits)) throw new DOMException('An AES key is 128, 192 or 256 bits.', 'OperationError');
-      return newAESKey(aesName, randomBytes(bits / 8), extractable, usages);
-    }
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('generateKey makes HMAC, AES, ECDSA and RSA (RSASSA-PKCS1-v1_5, RSA-PSS) keys here.', 'NotSupportedError');
-    const hash = hashName(algorithm.hash);
-    const bits = algorithm.length || (hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512);
-    return newHMACKey(randomBytes(Math.ceil(bits / 8)), hash, extractable, usages);
-  });
-  hidden(subtle, 'exportKey', async function exportKey(format, key) {
-    const d = key instanceof CryptoKey ? keyData.get(key) : null;
-    if (!d) throw new TypeErrorCtor('Not a CryptoKey.');
-    if (!d.extractable) throw new DOMException('The key is not extractable.', 'InvalidAccessError');
-    if (format === 'jwk' && (d.algorithm.name === 'RSASSA-PKCS1-v1_5' || d.algorithm.name === 'RSA-PSS')) {
-      const j = JSONparse(hostCrypto(hostRSAJWK, d.type === 'private' ? d.pkcs8 : d.spki, d.type === 'private'));
-      j.alg = (d.algorithm.name === 'RSA-PSS' ? 'PS' : 'RS') + d.algorithm.hash.name.slice(4);
-      j.ext = true; j.key_ops = d.usages.slice();
-      return j;
-    }
-    if (d.type === 'public' && format === 'spki') return bytesFromLatin1(d.spki).buffer;
-    if (d.type === 'private' && format === 'pkcs8') return bytesFromLatin1(d.pkcs8).buffer;
-    if (d.type !== 'secret') throw new DOMException('Unsupported key format ' + format + ' for a ' + d.type + ' key', 'NotSupportedError');
-    const raw = bytesFromLatin1(d.raw);
-    if (format === 'raw') return raw.buffer;
-    const k = bytesToBase64(raw).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-    if (format === 'jwk' && d.algorithm.name.startsWith('AES-')) return { kty: 'oct', k, alg: 'A' + d.algorithm.length + d.algorithm.name.slice(4), ext: true, key_ops: d.usages.slice() };
-    if (format === 'jwk') return { kty: 'oct', k, alg: 'HS' + d.algorithm.hash.name.slice(4), ext: true, key_ops: d.usages.slice() };
-    throw new DOMException('Unsupported key format ' + format, 'NotSupportedError');
-  });
-  hidden(subtle, 'sign', async function sign(algorithm, key, data) {
-    const rsaName = rsaNames[algName(algorithm)];
-    if (rsaName) {
-      const d = rsaKeyOf(key, rsaName, 'private', 'sign');
-      const salt = rsaName === 'RSA-PSS' ? pssSalt(algorithm) : 0;
-      return bytesFromLatin1(hostCrypto(hostRSASign, algName(algorithm), d.algorithm.hash.name, d.pkcs8, latin1FromBytes(bufferSource(data)), salt)).buffer;
-    }
-    if (algName(algorithm) === 'ECDSA') {
+    function latin1Of(bytes) { return latin1FromBytes(bytes); }
+    function hmacKey(key, usage) {
       const d = key instanceof CryptoKey ? keyData.get(key) : null;
-      if (!d || d.type !== 'private' || d.algorithm.name !== 'ECDSA') throw new DOMException('The key is not an ECDSA private key.', 'InvalidAccessError');
-      if (!d.usages.includes('sign')) throw new DOMException('The key does not allow sign.', 'InvalidAccessError');
-      return bytesFromLatin1(hostCrypto(hostECSign, hashName(algorithm.hash), d.pkcs8, latin1FromBytes(bufferSource(data)))).buffer;
+      if (!d || d.algorithm.name !== 'HMAC') throw domException('The key is not an HMAC key.', 'InvalidAccessError');
+      if (!d.usages.includes(usage)) throw domException('The key does not allow ' + usage + '.', 'InvalidAccessError');
+      return d;
     }
-    if (algName(algorithm) !== 'HMAC') throw new DOMException('Signing is HMAC, ECDSA, RSASSA-PKCS1-v1_5 or RSA-PSS here.', 'NotSupportedError');
-    const d = hmacKey(key, 'sign');
-    return bytesFromLatin1(hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)))).buffer;
-  });
-  hidden(subtle, 'verify', async function verify(algorithm, key, signature, data) {
-    const name = algName(algorithm);
-    if (name === 'ECDSA' || rsaNames[name]) {
+    function algName(a) { return StringCtor(typeof a === 'object' && a !== null ? a.name : a).toUpperCase(); }
+    const subtle = {};
+    hidden(subtle, 'digest', async function digest(algorithm, data) {
+      const d = bytesFromLatin1(hostDigest(hashName(algorithm), latin1FromBytes(bufferSource(data))));
+      return d.buffer;
+    });
+    const hostImportPublic = host.importPublic;
+    const hostVerifySig = host.verifySig;
+    function newPublicKey(name, params, spki, extractable, usages) {
+      for (const u of usages) if (u !== 'verify') throw domException('A public key can only verify.', 'SyntaxError');
+      makingKey = true;
+      const k = new CryptoKey();
+      makingKey = false;
+      keyData.set(k, { type: 'public', extractable: !!extractable, usages: [...usages], algorithm: freeze(Object.assign({ name }, params)), spki });
+      return k;
+    }
+    // hostCrypto calls a crypto host function; its errors ("DataError: ...")
+    // become the DOMExceptions WebCrypto throws.
+    function hostCrypto(f, ...args) {
+      try { return f(...args); } catch (e) {
+        const m = /^(\w+Error): (.*)$/.exec(StringCtor(e && e.message || e));
+        throw m ? domException(m[2], m[1]) : e;
+      }
+    }
+    // secretKeyBytes reads a secret key in the raw or jwk ("oct") format.
+    function secretKeyBytes(format, key, what) {
+      if (format === 'raw') return new Uint8ArrayCtor(bufferSource(key));
+      if (format !== 'jwk') throw domException('Unsupported key format ' + format, 'NotSupportedError');
+      if (!key || key.kty !== 'oct' || typeof key.k !== 'string') throw domException('A JWK ' + what + ' key needs kty "oct" and k.', 'DataError');
+      const raw = base64ToBytes(key.k.replace(/-/g, '+').replace(/_/g, '/'));
+      if (raw === null) throw domException('The JWK k is not base64url.', 'DataError');
+      return raw;
+    }
+    // AES (GCM, CBC, CTR): secret keys whose bytes the host ciphers use.
+    const aesNames = { 'AES-GCM': 'AES-GCM', 'AES-CBC': 'AES-CBC', 'AES-CTR': 'AES-CTR' };
+    const aesUsages = ['encrypt', 'decrypt', 'wrapKey', 'unwrapKey'];
+    function newAESKey(name, raw, extractable, usages) {
+      if (![16, 24, 32].includes(raw.length)) throw domException('An AES key is 128, 192 or 256 bits.', 'DataError');
+      for (const u of usages) if (!aesUsages.includes(u)) throw domException('Invalid usage ' + u + ' for ' + name, 'SyntaxError');
+      makingKey = true;
+      const k = new CryptoKey();
+      makingKey = false;
+      keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages], algorithm: freeze({ name, length: raw.length * 8 }), raw: latin1Of(raw) });
+      return k;
+    }
+    const hostAES = host.aes;
+    function aesCall(op, algorithm, key, data) {
+      const name = aesNames[algName(algorithm)];
       const d = key instanceof CryptoKey ? keyData.get(key) : null;
-      if (!d || d.type !== 'public' || d.algorithm.name.toUpperCase() !== name) throw new DOMException('The key does not fit the algorithm.', 'InvalidAccessError');
-      if (!d.usages.includes('verify')) throw new DOMException('The key does not allow verify.', 'InvalidAccessError');
-      const hash = name === 'ECDSA' ? hashName(algorithm.hash) : d.algorithm.hash.name;
-      const salt = name === 'RSA-PSS' ? pssSalt(algorithm) : 0;
-      return hostVerifySig(name, hash, d.spki, latin1FromBytes(bufferSource(signature)), latin1FromBytes(bufferSource(data)), salt) === '1';
+      if (!name || !d || d.algorithm.name !== name) throw domException('The key does not fit the algorithm.', 'InvalidAccessError');
+      if (!d.usages.includes(op)) throw domException('The key does not allow ' + op + '.', 'InvalidAccessError');
+      const iv = name === 'AES-CTR' ? algorithm.counter : algorithm.iv;
+      if (iv === undefined) throw new TypeErrorCtor(name === 'AES-CTR' ? 'AES-CTR needs a counter.' : name + ' needs an iv.');
+      const additional = algorithm.additionalData === undefined ? '' : latin1FromBytes(bufferSource(algorithm.additionalData));
+      const tag = algorithm.tagLength === undefined ? 128 : +algorithm.tagLength;
+      if (name === 'AES-GCM' && ![32, 64, 96, 104, 112, 120, 128].includes(tag)) throw domException('Invalid tagLength.', 'OperationError');
+      return bytesFromLatin1(hostCrypto(hostAES, name, op, d.raw, latin1FromBytes(bufferSource(iv)), latin1FromBytes(bufferSource(data)), additional, tag)).buffer;
     }
-    if (name !== 'HMAC') throw new DOMException('Unsupported algorithm ' + name, 'NotSupportedError');
-    const d = hmacKey(key, 'verify');
-    const mac = hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)));
-    const sig = latin1FromBytes(bufferSource(signature));
-    if (mac.length !== sig.length) return false;
-    let diff = 0;
-    for (let i = 0; i < mac.length; i++) diff |= mac.charCodeAt(i) ^ sig.charCodeAt(i);
-    return diff === 0;
+    // ECDSA private keys: the host holds nothing; the key's PKCS #8 bytes
+    // travel with each call (sandbox/ecdsa.go).
+    const hostECGenerate = host.ecGenerate, hostECImportPrivate = host.ecImportPrivate, hostECSign = host.ecSign;
+    function ecPair(json, curve, extractable, usages) {
+      const pair = JSONparse(json);
+      const pkcs8 = latin1FromBytes(base64ToBytes(pair.pkcs8)), spki = latin1FromBytes(base64ToBytes(pair.spki));
+      const algorithm = freeze({ name: 'ECDSA', namedCurve: curve });
+      makingKey = true;
+      const priv = new CryptoKey(), pub = new CryptoKey();
+      makingKey = false;
+      keyData.set(priv, { type: 'private', extractable: !!extractable, usages: usages.filter(u => u === 'sign'), algorithm, pkcs8 });
+      keyData.set(pub, { type: 'public', extractable: true, usages: usages.filter(u => u === 'verify'), algorithm, spki });
+      return { privateKey: priv, publicKey: pub };
+    }
+    // RSA key pairs (RSASSA-PKCS1-v1_5, RSA-PSS): like EC keys, DER bytes
+    // that travel with each call (sandbox/rsa.go).
+    const rsaNames = { 'RSASSA-PKCS1-V1_5': 'RSASSA-PKCS1-v1_5', 'RSA-PSS': 'RSA-PSS' };
+    const hostRSAGenerate = host.rsaGenerate, hostRSAImport = host.rsaImport, hostRSASign = host.rsaSign, hostRSAJWK = host.rsaJWK;
+    function rsaKeys(json, name, hash, extractable, usages, publicExtractable) {
+      const k = JSONparse(json);
+      const algorithm = freeze({ name, modulusLength: k.bits, publicExponent: base64ToBytes(k.e), hash: freeze({ name: hash }) });
+      const spki = latin1FromBytes(base64ToBytes(k.spki));
+      makingKey = true;
+      const priv = k.pkcs8 ? new CryptoKey() : null, pub = new CryptoKey();
+      makingKey = false;
+      if (priv) keyData.set(priv, { type: 'private', extractable: !!extractable, usages: usages.filter(u => u === 'sign'), algorithm, pkcs8: latin1FromBytes(base64ToBytes(k.pkcs8)) });
+      keyData.set(pub, { type: 'public', extractable: publicExtractable, usages: usages.filter(u => u === 'verify'), algorithm, spki });
+      return { privateKey: priv, publicKey: pub };
+    }
+    function rsaKeyOf(key, name, type, usage) {
+      const d = key instanceof CryptoKey ? keyData.get(key) : null;
+      if (!d || d.type !== type || d.algorithm.name !== name) throw domException('The key is not an ' + name + ' ' + type + ' key.', 'InvalidAccessError');
+      if (!d.usages.includes(usage)) throw domException('The key does not allow ' + usage + '.', 'InvalidAccessError');
+      return d;
+    }
+    function pssSalt(algorithm) {
+      if (algorithm === null || typeof algorithm !== 'object' || algorithm.saltLength === undefined) throw new TypeErrorCtor('RSA-PSS needs a saltLength.');
+      return +algorithm.saltLength >>> 0;
+    }
+    hidden(subtle, 'encrypt', async function encrypt(algorithm, key, data) { return aesCall('encrypt', algorithm, key, data); });
+    hidden(subtle, 'decrypt', async function decrypt(algorithm, key, data) { return aesCall('decrypt', algorithm, key, data); });
+    hidden(subtle, 'importKey', async function importKey(format, key, algorithm, extractable, usages) {
+      const name = algName(algorithm);
+      if (aesNames[name]) return newAESKey(aesNames[name], secretKeyBytes(format, key, 'AES'), extractable, usages);
+      if (rsaNames[name]) {
+        const hash = hashName(algorithm.hash);
+        let data;
+        if (format === 'jwk') {
+          if (key === null || typeof key !== 'object') throw domException('A JWK is an object.', 'DataError');
+          data = JSONstringify(key);
+        } else if (format === 'pkcs8' || format === 'spki') data = latin1FromBytes(bufferSource(key));
+        else throw domException('RSA keys import as pkcs8, spki or jwk.', 'NotSupportedError');
+        const isPrivate = format === 'pkcs8' || (format === 'jwk' && key.d !== undefined);
+        for (const u of usages) if (u !== (isPrivate ? 'sign' : 'verify')) throw domException('Invalid usage ' + u + ' for an RSA ' + (isPrivate ? 'private' : 'public') + ' key', 'SyntaxError');
+        const pair = rsaKeys(hostCrypto(hostRSAImport, format, data), rsaNames[name], hash, extractable, [...usages], !!extractable);
+        return isPrivate ? pair.privateKey : pair.publicKey;
+      }
+      if (name === 'ECDSA' && (format === 'pkcs8' || (format === 'jwk' && key && key.d !== undefined))) {
+        for (const u of usages) if (u !== 'sign') throw domException('A private key can only sign.', 'SyntaxError');
+        const curve = StringCtor(algorithm.namedCurve || '');
+        const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
+        return ecPair(hostCrypto(hostECImportPrivate, format, data, curve), curve, extractable, [...usages]).privateKey;
+      }
+      if (name === 'ECDSA' || name === 'RSASSA-PKCS1-V1_5') {
+        const canonical = name === 'ECDSA' ? 'ECDSA' : 'RSASSA-PKCS1-v1_5';
+        const curve = name === 'ECDSA' ? StringCtor(algorithm.namedCurve || '') : '';
+        const data = format === 'jwk' ? JSONstringify(key) : latin1FromBytes(bufferSource(key));
+        const spki = hostCrypto(hostImportPublic, name, format, data, curve);
+        const params = name === 'ECDSA' ? { namedCurve: curve } : { hash: freeze({ name: hashName(algorithm.hash) }) };
+        return newPublicKey(canonical, params, spki, extractable, usages);
+      }
+      if (name !== 'HMAC') throw domException('Unsupported algorithm ' + name, 'NotSupportedError');
+      const hash = hashName(algorithm.hash);
+      const raw = secretKeyBytes(format, key, 'HMAC');
+      if (raw.length === 0) throw domException('An HMAC key cannot be empty.', 'DataError');
+      return newHMACKey(raw, hash, extractable, usages);
+    });
+    hidden(subtle, 'generateKey', async function generateKey(algorithm, extractable, usages) {
+      const rsaName = rsaNames[algName(algorithm)];
+      if (rsaName) {
+        for (const u of usages) if (u !== 'sign' && u !== 'verify') throw domException('Invalid usage ' + u + ' for ' + rsaName, 'SyntaxError');
+        if (!usages.includes('sign')) throw domException('An RSA key pair needs the sign usage.', 'SyntaxError');
+        const hash = hashName(algorithm.hash);
+        const exponent = algorithm.publicExponent === undefined ? new Uint8ArrayCtor([1, 0, 1]) : bufferSource(algorithm.publicExponent);
+        return rsaKeys(hostCrypto(hostRSAGenerate, +algorithm.modulusLength || 0, latin1FromBytes(exponent)), rsaName, hash, extractable, [...usages], true);
+      }
+      if (algName(algorithm) === 'ECDSA') {
+        for (const u of usages) if (u !== 'sign' && u !== 'verify') throw domException('Invalid usage ' + u + ' for ECDSA', 'SyntaxError');
+        if (!usages.includes('sign')) throw domException('An ECDSA key pair needs the sign usage.', 'SyntaxError');
+        const curve = StringCtor(algorithm.namedCurve || '');
+        return ecPair(hostCrypto(hostECGenerate, curve), curve, extractable, [...usages]);
+      }
+      const aesName = aesNames[algName(algorithm)];
+      if (aesName) {
+        const bits = +algorithm.length;
+        if (![128, 192, 256].includes(bits)) throw domException('An AES key is 128, 192 or 256 bits.', 'OperationError');
+        return newAESKey(aesName, randomBytes(bits / 8), extractable, usages);
+      }
+      if (algName(algorithm) !== 'HMAC') throw domException('generateKey makes HMAC, AES, ECDSA and RSA (RSASSA-PKCS1-v1_5, RSA-PSS) keys here.', 'NotSupportedError');
+      const hash = hashName(algorithm.hash);
+      const bits = algorithm.length || (hash === 'SHA-384' || hash === 'SHA-512' ? 1024 : 512);
+      return newHMACKey(randomBytes(Math.ceil(bits / 8)), hash, extractable, usages);
+    });
+    hidden(subtle, 'exportKey', async function exportKey(format, key) {
+      const d = key instanceof CryptoKey ? keyData.get(key) : null;
+      if (!d) throw new TypeErrorCtor('Not a CryptoKey.');
+      if (!d.extractable) throw domException('The key is not extractable.', 'InvalidAccessError');
+      if (format === 'jwk' && (d.algorithm.name === 'RSASSA-PKCS1-v1_5' || d.algorithm.name === 'RSA-PSS')) {
+        const j = JSONparse(hostCrypto(hostRSAJWK, d.type === 'private' ? d.pkcs8 : d.spki, d.type === 'private'));
+        j.alg = (d.algorithm.name === 'RSA-PSS' ? 'PS' : 'RS') + d.algorithm.hash.name.slice(4);
+        j.ext = true; j.key_ops = d.usages.slice();
+        return j;
+      }
+      if (d.type === 'public' && format === 'spki') return bytesFromLatin1(d.spki).buffer;
+      if (d.type === 'private' && format === 'pkcs8') return bytesFromLatin1(d.pkcs8).buffer;
+      if (d.type !== 'secret') throw domException('Unsupported key format ' + format + ' for a ' + d.type + ' key', 'NotSupportedError');
+      const raw = bytesFromLatin1(d.raw);
+      if (format === 'raw') return raw.buffer;
+      const k = bytesToBase64(raw).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+      if (format === 'jwk' && d.algorithm.name.startsWith('AES-')) return { kty: 'oct', k, alg: 'A' + d.algorithm.length + d.algorithm.name.slice(4), ext: true, key_ops: d.usages.slice() };
+      if (format === 'jwk') return { kty: 'oct', k, alg: 'HS' + d.algorithm.hash.name.slice(4), ext: true, key_ops: d.usages.slice() };
+      throw domException('Unsupported key format ' + format, 'NotSupportedError');
+    });
+    hidden(subtle, 'sign', async function sign(algorithm, key, data) {
+      const rsaName = rsaNames[algName(algorithm)];
+      if (rsaName) {
+        const d = rsaKeyOf(key, rsaName, 'private', 'sign');
+        const salt = rsaName === 'RSA-PSS' ? pssSalt(algorithm) : 0;
+        return bytesFromLatin1(hostCrypto(hostRSASign, algName(algorithm), d.algorithm.hash.name, d.pkcs8, latin1FromBytes(bufferSource(data)), salt)).buffer;
+      }
+      if (algName(algorithm) === 'ECDSA') {
+        const d = key instanceof CryptoKey ? keyData.get(key) : null;
+        if (!d || d.type !== 'private' || d.algorithm.name !== 'ECDSA') throw domException('The key is not an ECDSA private key.', 'InvalidAccessError');
+        if (!d.usages.includes('sign')) throw domException('The key does not allow sign.', 'InvalidAccessError');
+        return bytesFromLatin1(hostCrypto(hostECSign, hashName(algorithm.hash), d.pkcs8, latin1FromBytes(bufferSource(data)))).buffer;
+      }
+      if (algName(algorithm) !== 'HMAC') throw domException('Signing is HMAC, ECDSA, RSASSA-PKCS1-v1_5 or RSA-PSS here.', 'NotSupportedError');
+      const d = hmacKey(key, 'sign');
+      return bytesFromLatin1(hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)))).buffer;
+    });
+    hidden(subtle, 'verify', async function verify(algorithm, key, signature, data) {
+      const name = algName(algorithm);
+      if (name === 'ECDSA' || rsaNames[name]) {
+        const d = key instanceof CryptoKey ? keyData.get(key) : null;
+        if (!d || d.type !== 'public' || d.algorithm.name.toUpperCase() !== name) throw domException('The key does not fit the algorithm.', 'InvalidAccessError');
+        if (!d.usages.includes('verify')) throw domException('The key does not allow verify.', 'InvalidAccessError');
+        const hash = name === 'ECDSA' ? hashName(algorithm.hash) : d.algorithm.hash.name;
+        const salt = name === 'RSA-PSS' ? pssSalt(algorithm) : 0;
+        return hostVerifySig(name, hash, d.spki, latin1FromBytes(bufferSource(signature)), latin1FromBytes(bufferSource(data)), salt) === '1';
+      }
+      if (name !== 'HMAC') throw domException('Unsupported algorithm ' + name, 'NotSupportedError');
+      const d = hmacKey(key, 'verify');
+      const mac = hostHMAC(d.algorithm.hash.name, d.raw, latin1FromBytes(bufferSource(data)));
+      const sig = latin1FromBytes(bufferSource(signature));
+      if (mac.length !== sig.length) return false;
+      let diff = 0;
+      for (let i = 0; i < mac.length; i++) diff |= mac.charCodeAt(i) ^ sig.charCodeAt(i);
+      return diff === 0;
+    });
+    return { subtle, CryptoKey };
   });
-  hidden(cryptoObj, 'subtle', subtle);
+  lazyProperty(cryptoObj, 'subtle', () => subtleParts().subtle);
+  lazyGlobal('CryptoKey', () => subtleParts().CryptoKey);
 
   // ------------------------------------------------------------ host calls: kv, fetch, providers
   // Every call goes to the host, which checks it against the run's grants;

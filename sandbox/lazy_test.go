@@ -1,0 +1,34 @@
+package sandbox
+
+import "testing"
+
+// TestLazyGlobals: the globals the runtime makes on first touch (lazy.go,
+// bootstrap's lazyGlobal) start as accessors, become plain data properties
+// when touched, keep their identity, can be replaced before they are made,
+// and are the classes the runtime's own errors and objects use.
+func TestLazyGlobals(t *testing.T) {
+	cases := []struct{ name, code, want string }{
+		{"not made at start", `() => ['DOMException', 'FileReader', 'ProgressEvent', 'CryptoKey', 'CompressionStream', 'DecompressionStream', 'TextDecoderStream', 'TextEncoderStream', 'URL', 'ReadableStream'].filter(n => typeof Object.getOwnPropertyDescriptor(globalThis, n).get !== 'function')`, `[]`},
+		{"crypto.subtle not made at start", `() => typeof Object.getOwnPropertyDescriptor(crypto, 'subtle').get`, `"function"`},
+		{"a data property once touched", `() => { const C = DOMException; const d = Object.getOwnPropertyDescriptor(globalThis, 'DOMException'); return [d.value === C, d.writable, d.enumerable, d.configurable, DOMException === C] }`, `[true,true,false,true,true]`},
+		{"not enumerable", `() => Object.keys(globalThis).filter(k => ['DOMException', 'FileReader', 'CryptoKey', 'CompressionStream'].includes(k))`, `[]`},
+		{"replaced before it is made", `() => { globalThis.FileReader = 1; return [FileReader, typeof ProgressEvent] }`, `[1,"function"]`},
+		{"the runtime's errors are the global DOMException", `() => { try { atob('*') } catch (e) { return [e instanceof DOMException, e.name, e.code, DOMException.INVALID_CHARACTER_ERR, Object.getOwnPropertyDescriptor(DOMException, 'ABORT_ERR').writable] } }`, `[true,"InvalidCharacterError",5,5,false]`},
+		{"an abort reason made before the global is touched", `() => { const c = new AbortController(); c.abort(); const r = c.signal.reason; return [r.name, r instanceof DOMException] }`, `["AbortError",true]`},
+		{"crypto.subtle keeps its identity", `() => [crypto.subtle === crypto.subtle, typeof crypto.subtle.digest, Object.getOwnPropertyDescriptor(crypto, 'subtle').value === crypto.subtle]`, `[true,"function",true]`},
+		{"CryptoKey is the class of subtle's keys", `async () => { const k = await crypto.subtle.importKey('raw', new Uint8Array(16), {name: 'HMAC', hash: 'SHA-256'}, false, ['sign']); return [k instanceof CryptoKey, k.type] }`, `[true,"secret"]`},
+		{"FileReader reads with its ProgressEvent", `() => new Promise(resolve => { const r = new FileReader(); r.onload = (e) => resolve([r.result, e instanceof ProgressEvent, FileReader.DONE, r.readyState]); r.readAsText(new Blob(['hi'])) })`, `["hi",true,2,2]`},
+		{"compression round trip", `async () => { const s = new Blob(['hello hello hello']).stream().pipeThrough(new CompressionStream('gzip')).pipeThrough(new DecompressionStream('gzip')).pipeThrough(new TextDecoderStream()); let out = ''; for await (const c of s) out += c; return out }`, `"hello hello hello"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(t, c.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out.Result) != c.want {
+				t.Fatalf("got %s, want %s", out.Result, c.want)
+			}
+		})
+	}
+}
