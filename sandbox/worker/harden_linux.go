@@ -151,6 +151,15 @@ func filter() seccomp.Filter {
 						// only (pid 0 or its own).
 						{Name: "prlimit64", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
 						{Name: "sched_setaffinity", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+						// Scheduling policy of the calling thread only (pid 0):
+						// with the gateway's uid a worker could otherwise put
+						// the gateway, or another tenant's worker, in SCHED_IDLE.
+						{Name: "sched_setscheduler", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}}},
+						{Name: "sched_setparam", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}}},
+						{Name: "sched_setattr", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}}},
+						// Page placement of this process only.
+						{Name: "migrate_pages", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
+						{Name: "move_pages", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
 						// No signal-driven I/O aimed at another process.
 						{Name: "fcntl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: unix.F_SETOWN}}},
 						{Name: "fcntl", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: unix.F_SETOWN_EX}}},
@@ -211,6 +220,14 @@ func runProbe() ProbeReport {
 	var set unix.CPUSet
 	set.Set(0)
 	record("sched_setaffinity gateway", unix.SchedSetaffinity(gateway, &set))
+	// The gateway's own policy (SCHED_OTHER, priority 0) asked for again: a
+	// no-op where it is allowed, so a failing probe changes nothing.
+	var param [1]int32
+	_, _, errno = unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, uintptr(gateway), 0 /* SCHED_OTHER */, uintptr(unsafe.Pointer(&param[0])))
+	record("sched_setscheduler gateway", errnoOrNil(errno))
+	_, _, errno = unix.RawSyscall(unix.SYS_SCHED_SETPARAM, uintptr(gateway), uintptr(unsafe.Pointer(&param[0])), 0)
+	record("sched_setparam gateway", errnoOrNil(errno))
+	record("sched_setattr gateway", unix.SchedSetAttr(gateway, &unix.SchedAttr{Size: unix.SizeofSchedAttr}, 0))
 	_, _, errno = unix.RawSyscall(unix.SYS_IOPRIO_SET, 1 /* IOPRIO_WHO_PROCESS */, uintptr(gateway), 0)
 	record("ioprio_set gateway", errnoOrNil(errno))
 	p, q, err := os.Pipe()
