@@ -101,12 +101,15 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		ready <- err
 		return
 	}
-	if warm {
+	if warm || m.uncachedBootstrap != nil {
 		if err := m.warmUp(); err != nil {
 			m.dispose()
 			ready <- err
 			return
 		}
+	}
+	if m.uncachedBootstrap != nil {
+		m.cacheBootstrap()
 	}
 	ready <- nil
 	defer func() {

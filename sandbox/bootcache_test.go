@@ -1,0 +1,98 @@
+package sandbox
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	v8 "rogchap.com/v8go"
+)
+
+// TestBootstrapCacheHoldsTheFirstCalls: the process's bootstrap code cache
+// is made after the warm-up calls (cacheBootstrap), so it holds the
+// functions every run calls first; a cache made right after installation
+// is smaller, and a fresh isolate then compiles those functions itself.
+// The first calls' times are logged, not asserted.
+func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
+	e := engine(t)
+	mustRun(t, "() => 0")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	bootstrapCacheMu.Lock()
+	process := bootstrapCache
+	bootstrapCacheMu.Unlock()
+	if process == nil {
+		t.Fatal("no bootstrap cache after a run")
+	}
+
+	// A cache made right after installation, from an isolate that
+	// compiled the bootstrap afresh.
+	bootstrapCacheMu.Lock()
+	bootstrapCache = nil
+	bootstrapCacheMu.Unlock()
+	m := bareVM(t, e)
+	if m.uncachedBootstrap == nil {
+		t.Fatal("the bootstrap was compiled from a cache")
+	}
+	early := m.uncachedBootstrap.CreateCodeCache()
+	m.uncachedBootstrap = nil
+	freeBareVM(m)
+	bootstrapCacheMu.Lock()
+	bootstrapCache = process
+	bootstrapCacheMu.Unlock()
+
+	if len(process.Bytes) <= len(early.Bytes) {
+		t.Fatalf("the process's cache (%d bytes) holds no more than one made right after installation (%d bytes)", len(process.Bytes), len(early.Bytes))
+	}
+	for _, c := range []struct {
+		name  string
+		cache *v8.CompilerCachedData
+	}{{"right after installation", early}, {"after the warm-up (the process's)", process}} {
+		var grants, program time.Duration
+		const n = 50
+		for i := 0; i < n; i++ {
+			bootstrapCacheMu.Lock()
+			bootstrapCache = c.cache
+			bootstrapCacheMu.Unlock()
+			m := bareVM(t, e)
+			t0 := time.Now()
+			if v, err := m.call(m.setGrants, "{}"); err == nil {
+				v.Release()
+			}
+			t1 := time.Now()
+			if p, err := m.call(m.runProgram, int32(0), true); err == nil {
+				p.Release()
+			}
+			grants += t1.Sub(t0)
+			program += time.Since(t1)
+			freeBareVM(m)
+		}
+		t.Logf("cache made %s (%d bytes): first setGrants %v, first runProgram %v", c.name, len(c.cache.Bytes), grants/n, program/n)
+	}
+	bootstrapCacheMu.Lock()
+	bootstrapCache = process
+	bootstrapCacheMu.Unlock()
+}
+
+// bareVM is an isolate with the runtime installed on this (pinned) thread,
+// without a loop.
+func bareVM(t *testing.T, e *Engine) *vm {
+	m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+	m.iso = v8.NewIsolate()
+	m.guard = installHeapGuard(m.iso)
+	m.hold = newThreadHold(m.iso)
+	m.hold.take()
+	m.ctx = v8.NewContext(m.iso)
+	if err := m.installRuntime(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func freeBareVM(m *vm) {
+	m.releaseReturned()
+	m.ctx.Close()
+	m.hold.drop()
+	m.iso.Dispose()
+	m.guard.free()
+}
