@@ -98,14 +98,14 @@ func (m *vm) installRuntime() error {
 
 // cacheBootstrap makes the bootstrap's code cache from the isolate that
 // compiled it (the process's first), once that isolate has made the calls
-// every run makes first (warmUp): V8 compiles a function on its first
+// runs make first (trainBootstrap): V8 compiles a function on its first
 // call, and the cache holds what was compiled when it is made. Made right
-// after installation, it left setGrants and runProgram to be compiled again
-// in every isolate: their first calls took 214 and 157 µs, against 23 and
-// 24 µs from a cache made after the warm-up (`go test ./sandbox -run
-// TestBootstrapCacheHoldsTheFirstCalls -v` logs both). The cache is never
-// made after a program's run: what a program touched must not decide what
-// every later isolate deserializes.
+// after installation, it left setGrants, runProgram and console's
+// formatting to be compiled again in every isolate: their first calls took
+// 160, 85 and ~500 µs, against 11, 8 and ~80 µs from the trained cache
+// (`go test ./sandbox -run TestBootstrapCacheHoldsTheFirstCalls -v` logs
+// them). The cache is never made after a program's run: what a program
+// touched must not decide what every later isolate deserializes.
 func (m *vm) cacheBootstrap() {
 	bootstrapCacheMu.Lock()
 	if bootstrapCache == nil {
