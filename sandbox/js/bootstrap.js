@@ -6,8 +6,15 @@
 // engine calls (runProgram, invoke, fireTimer, ...). Those stay in the
 // engine's hands only: nothing here is reachable from a program, and the
 // built-ins it relies on are captured before a program can replace them.
-(function bootstrap(host) {
+(function bootstrap(host, coldNames) {
   'use strict';
+  // The host's rarely called functions share one native entry: host.op(i,
+  // ...args) calls the i-th of coldNames (install.go says why).
+  {
+    const op = host.op;
+    const names = coldNames.split(',');
+    for (let i = 0; i < names.length; i++) host[names[i]] = (...args) => op(i, ...args);
+  }
   const G = globalThis;
   const { defineProperty, freeze, getPrototypeOf, keys: objectKeys } = Object;
   const JSONstringify = JSON.stringify;
