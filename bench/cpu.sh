@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU per request (issue 13): req/s of `respond`, the trivial counter handle
 # and the URL-parsing counter handle at 32 connections, and of computations
-# (`async () => 1 + 1`) on one connection back to back, each with the CPU
+# (`async () => 1 + 1`) on one connection back to back and 20 ms apart, each with the CPU
 # the gateway and its worker spent per request (utime+stime from
 # /proc/<pid>/stat around the run). On a machine whose speed moves from hour
 # to hour, CPU per request moves less than req/s. Loopback only.
@@ -37,3 +37,4 @@ run respond http://respond.localhost:8089/
 run trivial "http://$trivial.apps.localhost:8089/"
 run url "http://$url.apps.localhost:8089/items?id=42&sort=asc"
 run computation http://api.localhost:8089/executions -c 1 -method POST -body '{"code": "async () => 1 + 1"}'
+run "comp. 20ms apart" http://api.localhost:8089/executions -c 1 -pause 20ms -method POST -body '{"code": "async () => 1 + 1"}'
