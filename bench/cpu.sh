@@ -37,4 +37,4 @@ run respond http://respond.localhost:8089/
 run trivial "http://$trivial.apps.localhost:8089/"
 run url "http://$url.apps.localhost:8089/items?id=42&sort=asc"
 run computation http://api.localhost:8089/executions -c 1 -method POST -body '{"code": "async () => 1 + 1"}'
-run "comp. 20ms apart" http://api.localhost:8089/executions -c 1 -pause 20ms -method POST -body '{"code": "async () => 1 + 1"}'
+run computation-20ms-apart http://api.localhost:8089/executions -c 1 -pause 20ms -method POST -body '{"code": "async () => 1 + 1"}'
