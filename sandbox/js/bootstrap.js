@@ -9,11 +9,15 @@
 (function bootstrap(host, coldNames) {
   'use strict';
   // The host's rarely called functions share one native entry: host.op(i,
-  // ...args) calls the i-th of coldNames (install.go says why).
-  {
-    const op = host.op;
-    const names = coldNames.split(',');
-    for (let i = 0; i < names.length; i++) host[names[i]] = (...args) => op(i, ...args);
+  // ...args) calls the i-th of coldNames (install.go says why). coldHost
+  // answers one of them by name; most are asked for inside what is made on
+  // first touch, so an isolate makes few of these wrappers.
+  const hostOp = host.op;
+  const coldIndex = coldNames.split(',');
+  function coldHost(name) {
+    const i = coldIndex.indexOf(name);
+    if (i < 0) throw new TypeError('No host function ' + name + '.');
+    return (...args) => hostOp(i, ...args);
   }
   const G = globalThis;
   const { defineProperty, freeze, getPrototypeOf, keys: objectKeys } = Object;
@@ -401,7 +405,7 @@
   }
   // UTF-8 is decoded here; every other encoding of the Encoding Standard
   // by golang.org/x/text behind host.decodeLegacy (sandbox/encoding.go).
-  const hostEncodingName = host.encodingName, hostDecodeLegacy = host.decodeLegacy;
+  const hostEncodingName = coldHost('encodingName'), hostDecodeLegacy = coldHost('decodeLegacy');
   let nextDecoderId = 1;
   const asciiWhitespace = /^[\t\n\f\r ]+|[\t\n\f\r ]+$/g;
   class TextDecoder {
@@ -459,7 +463,7 @@
   const textStreamClasses = once(() => {
     // CompressionStream / DecompressionStream: TransformStreams whose chunks
     // go through Go's compress packages (sandbox/compression.go).
-    const hostCodecInit = host.codecInit, hostCodecChunk = host.codecChunk;
+    const hostCodecInit = coldHost('codecInit'), hostCodecChunk = coldHost('codecChunk');
     const codecFormats = ['gzip', 'deflate', 'deflate-raw'];
     let nextCodecId = 1;
     function codecStream(self, format, compress) {
@@ -799,7 +803,7 @@
 
   // ------------------------------------------------------------ lazy modules
   // npm-bundled parts are compiled on first touch of one of their globals.
-  const hostLoad = host.load;
+  const hostLoad = coldHost('load');
   const modules = {};
   function loadModule(name) {
     if (!modules[name]) modules[name] = hostLoad(name)();
@@ -1668,8 +1672,8 @@
   // ------------------------------------------------------------ crypto.subtle
   // crypto.subtle and CryptoKey are made on first use.
   const subtleParts = once(() => {
-    const hostDigest = host.digest;
-    const hostHMAC = host.hmac;
+    const hostDigest = coldHost('digest');
+    const hostHMAC = coldHost('hmac');
     function bufferSource(data) {
       if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return toBytes(data);
       throw new TypeErrorCtor('The data must be an ArrayBuffer or a view of one.');
@@ -1710,8 +1714,8 @@
       const d = bytesFromLatin1(hostDigest(hashName(algorithm), latin1FromBytes(bufferSource(data))));
       return d.buffer;
     });
-    const hostImportPublic = host.importPublic;
-    const hostVerifySig = host.verifySig;
+    const hostImportPublic = coldHost('importPublic');
+    const hostVerifySig = coldHost('verifySig');
     function newPublicKey(name, params, spki, extractable, usages) {
       for (const u of usages) if (u !== 'verify') throw domException('A public key can only verify.', 'SyntaxError');
       makingKey = true;
@@ -1749,7 +1753,7 @@
       keyData.set(k, { type: 'secret', extractable: !!extractable, usages: [...usages], algorithm: freeze({ name, length: raw.length * 8 }), raw: latin1Of(raw) });
       return k;
     }
-    const hostAES = host.aes;
+    const hostAES = coldHost('aes');
     function aesCall(op, algorithm, key, data) {
       const name = aesNames[algName(algorithm)];
       const d = key instanceof CryptoKey ? keyData.get(key) : null;
@@ -1764,7 +1768,7 @@
     }
     // ECDSA private keys: the host holds nothing; the key's PKCS #8 bytes
     // travel with each call (sandbox/ecdsa.go).
-    const hostECGenerate = host.ecGenerate, hostECImportPrivate = host.ecImportPrivate, hostECSign = host.ecSign;
+    const hostECGenerate = coldHost('ecGenerate'), hostECImportPrivate = coldHost('ecImportPrivate'), hostECSign = coldHost('ecSign');
     function ecPair(json, curve, extractable, usages) {
       const pair = JSONparse(json);
       const pkcs8 = latin1FromBytes(base64ToBytes(pair.pkcs8)), spki = latin1FromBytes(base64ToBytes(pair.spki));
@@ -1779,7 +1783,7 @@
     // RSA key pairs (RSASSA-PKCS1-v1_5, RSA-PSS): like EC keys, DER bytes
     // that travel with each call (sandbox/rsa.go).
     const rsaNames = { 'RSASSA-PKCS1-V1_5': 'RSASSA-PKCS1-v1_5', 'RSA-PSS': 'RSA-PSS' };
-    const hostRSAGenerate = host.rsaGenerate, hostRSAImport = host.rsaImport, hostRSASign = host.rsaSign, hostRSAJWK = host.rsaJWK;
+    const hostRSAGenerate = coldHost('rsaGenerate'), hostRSAImport = coldHost('rsaImport'), hostRSASign = coldHost('rsaSign'), hostRSAJWK = coldHost('rsaJWK');
     function rsaKeys(json, name, hash, extractable, usages, publicExtractable) {
       const k = JSONparse(json);
       const algorithm = freeze({ name, modulusLength: k.bits, publicExponent: base64ToBytes(k.e), hash: freeze({ name: hash }) });
@@ -2136,9 +2140,9 @@
   // The host's buffer holds a window of bytes; past it streamWrite answers
   // false and the pump waits for streamDrained (a read made room) or
   // cancelStream (the visitor went away, or a bound ended the stream).
-  const hostStreamOpen = host.streamOpen;
+  const hostStreamOpen = coldHost('streamOpen');
   const hostStreamWrite = host.streamWrite;
-  const hostStreamEnd = host.streamEnd;
+  const hostStreamEnd = coldHost('streamEnd');
   let nextStream = 1;
   const pumping = new MapCtor(); // id -> {reader, resume}
   async function pumpStream(id, reader) {
