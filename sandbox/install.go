@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	v8 "rogchap.com/v8go"
@@ -29,9 +30,9 @@ func (m *vm) installRuntime() error {
 	host := v8.NewObjectTemplate(m.iso)
 	// The functions called per request or per log line each have a native
 	// function of their own; the rarely called ones share one, host.op,
-	// which the bootstrap wraps under their names: each native function is
-	// a template every isolate makes: 26 of them took 157 µs an isolate,
-	// the 8 now 64 µs (measured side by side in one process).
+	// which the bootstrap wraps by name where it needs one (coldHost). Each
+	// native function is a template every isolate makes: 26 of them took
+	// 157 µs an isolate, the 8 now 64 µs (side by side in one process).
 	m.hostFunc(host, "log", m.hostLog)
 	m.hostFunc(host, "setTimer", m.hostSetTimer)
 	m.hostFunc(host, "clearTimer", m.hostClearTimer)
@@ -39,13 +40,21 @@ func (m *vm) installRuntime() error {
 	m.hostFunc(host, "call", m.hostCallFn)
 	m.hostFunc(host, "now", m.hostNowFn)
 	m.hostFunc(host, "streamWrite", m.hostStreamWrite)
-	cold := []func([]*v8.Value) (*v8.Value, error){
-		m.hostLoad, m.hostDigest, m.hostHMAC, m.hostAES,
-		m.hostECGenerate, m.hostECImportPrivate, m.hostECSign,
-		m.hostRSAGenerate, m.hostRSAImport, m.hostRSASign, m.hostRSAJWK,
-		m.hostImportPublic, m.hostVerify,
-		m.hostEncodingName, m.hostDecodeLegacy, m.hostCodecInit, m.hostCodecChunk,
-		m.hostStreamOpen, m.hostStreamEnd,
+	cold := []struct {
+		name string
+		f    func([]*v8.Value) (*v8.Value, error)
+	}{
+		{"load", m.hostLoad}, {"digest", m.hostDigest}, {"hmac", m.hostHMAC}, {"aes", m.hostAES},
+		{"ecGenerate", m.hostECGenerate}, {"ecImportPrivate", m.hostECImportPrivate}, {"ecSign", m.hostECSign},
+		{"rsaGenerate", m.hostRSAGenerate}, {"rsaImport", m.hostRSAImport}, {"rsaSign", m.hostRSASign}, {"rsaJWK", m.hostRSAJWK},
+		{"importPublic", m.hostImportPublic}, {"verifySig", m.hostVerify},
+		{"encodingName", m.hostEncodingName}, {"decodeLegacy", m.hostDecodeLegacy},
+		{"codecInit", m.hostCodecInit}, {"codecChunk", m.hostCodecChunk},
+		{"streamOpen", m.hostStreamOpen}, {"streamEnd", m.hostStreamEnd},
+	}
+	coldNames := make([]string, len(cold))
+	for i, c := range cold {
+		coldNames[i] = c.name
 	}
 	m.hostFunc(host, "op", func(args []*v8.Value) (*v8.Value, error) {
 		if len(args) < 1 || !args[0].IsInt32() {
@@ -55,7 +64,7 @@ func (m *vm) installRuntime() error {
 		if i < 0 || i >= len(cold) {
 			return nil, errors.New("no such host operation")
 		}
-		return cold[i](args[1:])
+		return cold[i].f(args[1:])
 	})
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
@@ -73,13 +82,12 @@ func (m *vm) installRuntime() error {
 	if err != nil {
 		return err
 	}
-	// The names of cold's functions, in its order.
-	coldNames, err := v8.NewValue(m.iso, "load,digest,hmac,aes,ecGenerate,ecImportPrivate,ecSign,rsaGenerate,rsaImport,rsaSign,rsaJWK,importPublic,verifySig,encodingName,decodeLegacy,codecInit,codecChunk,streamOpen,streamEnd")
+	names, err := v8.NewValue(m.iso, strings.Join(coldNames, ","))
 	if err != nil {
 		return err
 	}
-	internals, err := bootFn.Call(v8.Undefined(m.iso), hostObj, coldNames)
-	coldNames.Release()
+	internals, err := bootFn.Call(v8.Undefined(m.iso), hostObj, names)
+	names.Release()
 	if err != nil {
 		return fmt.Errorf("installing the runtime: %w", err)
 	}
@@ -112,7 +120,7 @@ func (m *vm) installRuntime() error {
 // call, and the cache holds what was compiled when it is made. Made right
 // after installation, it left setGrants, runProgram and console's
 // formatting to be compiled again in every isolate: their first calls took
-// 160, 85 and ~500 µs, against 11, 8 and ~80 µs from the trained cache
+// 160, 85 and ~530 µs, against 11, 8 and ~210 µs from the trained cache
 // (`go test ./sandbox -run TestBootstrapCacheHoldsTheFirstCalls -v` logs
 // them). The cache is never made after a program's run: what a program
 // touched must not decide what every later isolate deserializes.
