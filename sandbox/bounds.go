@@ -50,7 +50,6 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	})
 	err := f(deadline)
 	watchdog.Stop()
-	m.flushCodeCaches()
 	m.mu.Lock()
 	m.current = 0
 	m.mu.Unlock()

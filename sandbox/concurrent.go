@@ -129,7 +129,6 @@ func (m *vm) entry(f func()) error {
 	})
 	f()
 	watchdog.Stop()
-	m.flushCodeCaches()
 	m.mu.Lock()
 	m.current = 0
 	m.mu.Unlock()

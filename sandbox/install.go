@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	v8 "rogchap.com/v8go"
 
@@ -15,14 +14,6 @@ import (
 
 //go:embed js/bootstrap.js
 var bootstrapSource string
-
-// bootstrapCache is the V8 code cache of the runtime bootstrap, made by the
-// first isolate and reused by every later one so the runtime is not parsed
-// again per isolate.
-var (
-	bootstrapCacheMu sync.Mutex
-	bootstrapCache   *v8.CompilerCachedData
-)
 
 // installRuntime gives a fresh context the host functions and the runtime
 // bootstrap (BenchmarkRuntimeInstall measures it alone).
@@ -112,44 +103,6 @@ func (m *vm) installRuntime() error {
 	bootVal.Release()
 	hostObj.Release()
 	return nil
-}
-
-// cacheBootstrap makes the bootstrap's code cache from the isolate that
-// compiled it (the process's first), once that isolate has made the calls
-// runs make first (trainBootstrap): V8 compiles a function on its first
-// call, and the cache holds what was compiled when it is made. Made right
-// after installation, it left setGrants, runProgram and console's
-// formatting to be compiled again in every isolate: their first calls took
-// 160, 85 and ~530 µs, against 11, 8 and ~210 µs from the trained cache
-// (`go test ./sandbox -run TestBootstrapCacheHoldsTheFirstCalls -v` logs
-// them). The cache is never made after a program's run: what a program
-// touched must not decide what every later isolate deserializes.
-func (m *vm) cacheBootstrap() {
-	bootstrapCacheMu.Lock()
-	if bootstrapCache == nil {
-		bootstrapCache = m.uncachedBootstrap.CreateCodeCache()
-	}
-	bootstrapCacheMu.Unlock()
-	m.uncachedBootstrap = nil
-}
-
-func (m *vm) compileBootstrap() (*v8.UnboundScript, error) {
-	bootstrapCacheMu.Lock()
-	cache := bootstrapCache
-	bootstrapCacheMu.Unlock()
-	opts := v8.CompileOptions{}
-	if cache != nil {
-		opts.CachedData = cache
-	}
-	s, err := m.iso.CompileUnboundScript(bootstrapSource, "runtime.js", opts)
-	if err != nil {
-		return nil, fmt.Errorf("compiling the runtime bootstrap: %w", err)
-	}
-	if cache == nil {
-		// Made once the isolate has warmed up (cacheBootstrap).
-		m.uncachedBootstrap = s
-	}
-	return s, nil
 }
 
 // hostFunc installs a Go function in the host object handed to the

@@ -3,7 +3,6 @@ package sandbox
 import (
 	_ "embed"
 	"errors"
-	"sync"
 
 	v8 "rogchap.com/v8go"
 )
@@ -21,9 +20,6 @@ var (
 	streamsModule string
 
 	lazyModules = map[string]string{"url": urlModule, "streams": streamsModule}
-
-	lazyCacheMu sync.Mutex
-	lazyCache   = map[string]*v8.CompilerCachedData{}
 )
 
 // hostLoad compiles and runs a runtime module; it answers the module's
@@ -49,26 +45,10 @@ func (m *vm) hostLoad(args []*v8.Value) (*v8.Value, error) {
 		return nil, err
 	}
 	if cache == nil {
-		// The cache is made after the module has run (see
-		// flushCodeCaches): it then holds the functions its set-up
-		// compiled, not only the top level.
+		// The cache is made after the training has used the module
+		// (codecache.go): it then holds the functions handlers call
+		// first, not only its top level.
 		m.uncached[name] = script
 	}
 	return script.Run(m.ctx)
-}
-
-// flushCodeCaches stores the code cache of modules this isolate loaded
-// first. Called on the loop after each activity.
-func (m *vm) flushCodeCaches() {
-	if len(m.uncached) == 0 {
-		return
-	}
-	for name, script := range m.uncached {
-		lazyCacheMu.Lock()
-		if lazyCache[name] == nil {
-			lazyCache[name] = script.CreateCodeCache()
-		}
-		lazyCacheMu.Unlock()
-		delete(m.uncached, name)
-	}
 }

@@ -104,11 +104,9 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 	var err error
 	switch {
 	case m.uncachedBootstrap != nil:
-		// The process's first isolate: its calls decide what the
-		// bootstrap's code cache holds (cacheBootstrap).
-		if err = m.trainBootstrap(); err == nil {
-			m.cacheBootstrap()
-		}
+		// The process's first isolate: its calls decide what the code
+		// caches hold (codecache.go).
+		err = m.trainBootstrap()
 	case warm:
 		err = m.warmUp()
 	}
@@ -189,23 +187,6 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 // calls for every program and leave nothing behind: empty grants (each run
 // sets its own), and runProgram on a value in module form (nothing is
 // called; its answer "J0" is settled and dropped).
-// trainBootstrap makes, in the process's first isolate, the calls whose
-// functions the bootstrap's code cache is to hold: the warm-up's, and a
-// console.log (its formatting compiled afresh cost a logging computation
-// ~0.5 ms: TestBootstrapCacheHoldsTheFirstCalls). The log goes nowhere (no
-// run has set a sink), and nothing else is left behind.
-func (m *vm) trainBootstrap() error {
-	if err := m.warmUp(); err != nil {
-		return err
-	}
-	v, err := m.ctx.RunScript("console.log('', {a: [1, 'x']})", "runtime-training.js")
-	if err != nil {
-		return err
-	}
-	v.Release()
-	return nil
-}
-
 func (m *vm) warmUp() error {
 	v, err := m.call(m.setGrants, "{}")
 	if err != nil {
