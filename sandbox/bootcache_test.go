@@ -102,14 +102,14 @@ func freeBareVM(m *vm) {
 	m.guard.free()
 }
 
-// TestModuleCachesComeFromTheTraining: the url and streams modules' code
-// caches exist once the process's first isolate is made, whatever the
-// programs run so far touched (none here touches either).
+// TestModuleCachesComeFromTheTraining: the runtime modules' code caches
+// exist once the process's first isolate is made, whatever the programs
+// run so far touched (none here touches any).
 func TestModuleCachesComeFromTheTraining(t *testing.T) {
 	mustRun(t, "() => 0")
 	lazyCacheMu.Lock()
 	defer lazyCacheMu.Unlock()
-	for _, name := range []string{"url", "streams"} {
+	for _, name := range []string{"url", "streams", "tr46"} {
 		if lazyCache[name] == nil {
 			t.Errorf("no code cache for the %s module", name)
 		}

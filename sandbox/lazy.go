@@ -18,8 +18,10 @@ var (
 	urlModule string
 	//go:embed js/gen/streams.js
 	streamsModule string
+	//go:embed js/gen/tr46.js
+	tr46Module string // loaded by the url module for a host that is not plain ASCII
 
-	lazyModules = map[string]string{"url": urlModule, "streams": streamsModule}
+	lazyModules = map[string]string{"url": urlModule, "streams": streamsModule, "tr46": tr46Module}
 )
 
 // hostLoad compiles and runs a runtime module; it answers the module's

@@ -18,6 +18,7 @@ func TestLazyGlobals(t *testing.T) {
 		{"crypto.subtle keeps its identity", `() => [crypto.subtle === crypto.subtle, typeof crypto.subtle.digest, Object.getOwnPropertyDescriptor(crypto, 'subtle').value === crypto.subtle]`, `[true,"function",true]`},
 		{"CryptoKey is the class of subtle's keys", `async () => { const k = await crypto.subtle.importKey('raw', new Uint8Array(16), {name: 'HMAC', hash: 'SHA-256'}, false, ['sign']); return [k instanceof CryptoKey, k.type] }`, `[true,"secret"]`},
 		{"FileReader reads with its ProgressEvent", `() => new Promise(resolve => { const r = new FileReader(); r.onload = (e) => resolve([r.result, e instanceof ProgressEvent, FileReader.DONE, r.readyState]); r.readAsText(new Blob(['hi'])) })`, `["hi",true,2,2]`},
+		{"a host that is not plain ASCII loads tr46 through the url module", `() => [new URL('https://münchen.de/').host, new URL('https://xn--mnchen-3ya.de/').host, new URL('https://EXAMPLE.com').host]`, `["xn--mnchen-3ya.de","xn--mnchen-3ya.de","example.com"]`},
 		{"compression round trip", `async () => { const s = new Blob(['hello hello hello']).stream().pipeThrough(new CompressionStream('gzip')).pipeThrough(new DecompressionStream('gzip')).pipeThrough(new TextDecoderStream()); let out = ''; for await (const c of s) out += c; return out }`, `"hello hello hello"`},
 	}
 	for _, c := range cases {

@@ -13,7 +13,7 @@ func BenchmarkURLLeanVsReference(b *testing.B) {
 	out := runWithURLModule(b, `(() => {
 const out = [];
 const u = 'https://shop.apps.example.com/items?id=42&sort=asc';
-for (let round = 0; round < 2; round++) for (const [name, C] of [['lean', {URL: __urlModule.URL}], ['ref', {URL: __urlModule.ReferenceURL}]]) {
+for (let round = 0; round < 2; round++) for (const [name, C] of [['lean', {URL: __urlModule.URL}], ['ref', {URL: __urlModule.reference().URL}]]) {
   const N = 5000;
   let t = Date.now();
   for (let i = 0; i < N; i++) new C.URL(u);

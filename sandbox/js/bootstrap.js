@@ -805,8 +805,10 @@
   // npm-bundled parts are compiled on first touch of one of their globals.
   const hostLoad = coldHost('load');
   const modules = {};
+  // A module's factory gets loadModule, for the modules it loads on first
+  // need (url loads tr46 for a host that is not plain ASCII).
   function loadModule(name) {
-    if (!modules[name]) modules[name] = hostLoad(name)();
+    if (!modules[name]) modules[name] = hostLoad(name)(loadModule);
     return modules[name];
   }
   // lazyGlobal defines G[name] as made on first touch by make(): an accessor

@@ -6,9 +6,13 @@
 // rules concern only non-ASCII labels). Anything else — a non-ASCII
 // character, an "xn--" label, strict options — goes to the real tr46,
 // loaded on first need. The WPT URL data (toascii.json included) checks it.
+// The real tr46 is a runtime module of its own (js/gen/tr46.js, ~220 KB of
+// Unicode tables): an isolate that touches URL compiles only the rest, and
+// __retainer_load (the loader the runtime hands each module's factory,
+// build/main.go) brings tr46 in when a host needs it.
 let real;
 function load() {
-  if (!real) real = require("tr46-real");
+  if (!real) real = __retainer_load("tr46");
   return real;
 }
 function asciiFast(domain, options) {
