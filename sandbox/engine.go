@@ -146,7 +146,15 @@ func New(cfg Config) *Engine {
 		warm:    make(chan *vm, cfg.Prewarm),
 	}
 	if cfg.Prewarm > 0 {
-		go e.prewarm()
+		// Two refillers when the pool holds two or more: making an
+		// isolate takes ~3.5 ms of CPU, so one refiller kept up with
+		// fewer than ~280 runs a second, and back to back on one
+		// connection the pool ran dry and runs made their isolates on
+		// their own path. With two, p50 fell in each of 11 interleaved
+		// rounds, and p99 rose (docs/performance.md, round 7).
+		for i := 0; i < min(cfg.Prewarm, 2); i++ {
+			go e.prewarm()
+		}
 	}
 	return e
 }
