@@ -18,28 +18,21 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 	mustRun(t, "() => 0")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	bootstrapCacheMu.Lock()
-	process := bootstrapCache
-	bootstrapCacheMu.Unlock()
+	process := processBootstrapCache()
 	if process == nil {
 		t.Fatal("no bootstrap cache after a run")
 	}
 
 	// A cache made right after installation, from an isolate that
-	// compiled the bootstrap afresh.
-	bootstrapCacheMu.Lock()
-	bootstrapCache = nil
-	bootstrapCacheMu.Unlock()
-	m := bareVM(t, e)
+	// compiled the bootstrap afresh (the process's cache is not touched:
+	// the engine's refillers make isolates meanwhile).
+	m := bareVM(t, e, nil)
 	if m.uncachedBootstrap == nil {
 		t.Fatal("the bootstrap was compiled from a cache")
 	}
 	early := m.uncachedBootstrap.CreateCodeCache()
 	m.uncachedBootstrap = nil
 	freeBareVM(m)
-	bootstrapCacheMu.Lock()
-	bootstrapCache = process
-	bootstrapCacheMu.Unlock()
 
 	if len(process.Bytes) <= len(early.Bytes) {
 		t.Fatalf("the process's cache (%d bytes) holds no more than one made right after installation (%d bytes)", len(process.Bytes), len(early.Bytes))
@@ -51,10 +44,7 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 		var grants, program, logged time.Duration
 		const n = 50
 		for i := 0; i < n; i++ {
-			bootstrapCacheMu.Lock()
-			bootstrapCache = c.cache
-			bootstrapCacheMu.Unlock()
-			m := bareVM(t, e)
+			m := bareVM(t, e, c.cache)
 			t0 := time.Now()
 			if v, err := m.call(m.setGrants, "{}"); err == nil {
 				v.Release()
@@ -74,21 +64,18 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 		}
 		t.Logf("cache made %s (%d bytes): first setGrants %v, first runProgram %v, first console.log %v", c.name, len(c.cache.Bytes), grants/n, program/n, logged/n)
 	}
-	bootstrapCacheMu.Lock()
-	bootstrapCache = process
-	bootstrapCacheMu.Unlock()
 }
 
-// bareVM is an isolate with the runtime installed on this (pinned) thread,
-// without a loop.
-func bareVM(t *testing.T, e *Engine) *vm {
+// bareVM is an isolate with the runtime installed from cache (nil: the
+// bootstrap compiled afresh) on this (pinned) thread, without a loop.
+func bareVM(t *testing.T, e *Engine, cache *v8.CompilerCachedData) *vm {
 	m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
 	m.iso = v8.NewIsolate()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
 	m.ctx = v8.NewContext(m.iso)
-	if err := m.installRuntime(); err != nil {
+	if err := m.installRuntimeFrom(cache); err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -17,7 +17,11 @@ var bootstrapSource string
 
 // installRuntime gives a fresh context the host functions and the runtime
 // bootstrap (BenchmarkRuntimeInstall measures it alone).
-func (m *vm) installRuntime() error {
+func (m *vm) installRuntime() error { return m.installRuntimeFrom(processBootstrapCache()) }
+
+// installRuntimeFrom installs the runtime with the bootstrap compiled from
+// cache (nil: compiled afresh, and this isolate then makes the cache).
+func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	host := v8.NewObjectTemplate(m.iso)
 	// The functions called per request or per log line each have a native
 	// function of their own; the rarely called ones share one, host.op,
@@ -61,7 +65,7 @@ func (m *vm) installRuntime() error {
 	if err != nil {
 		return err
 	}
-	boot, err := m.compileBootstrap()
+	boot, err := m.compileBootstrap(cache)
 	if err != nil {
 		return err
 	}
