@@ -101,27 +101,17 @@ func (m *vm) trainBootstrap() error {
 	}
 	v.Release()
 	m.releaseReturned()
-	m.flushCodeCaches()
 	// A module the training did not load (tr46: hosts are plain ASCII
 	// there) is cached compiled but not run: running tr46 builds its
 	// Unicode tables, ~25 ms.
-	for name, src := range lazyModules {
-		lazyCacheMu.Lock()
-		cached := lazyCache[name] != nil
-		lazyCacheMu.Unlock()
-		if cached {
-			continue
+	for name := range lazyModules {
+		if _, loaded := m.uncached[name]; !loaded && moduleCache(name) == nil {
+			if _, err := m.compileModule(name); err != nil {
+				return err
+			}
 		}
-		script, err := m.iso.CompileUnboundScript(src, "runtime-"+name+".js", v8.CompileOptions{})
-		if err != nil {
-			return err
-		}
-		lazyCacheMu.Lock()
-		if lazyCache[name] == nil {
-			lazyCache[name] = script.CreateCodeCache()
-		}
-		lazyCacheMu.Unlock()
 	}
+	m.flushCodeCaches()
 	return nil
 }
 
@@ -132,6 +122,14 @@ const moduleTraining = `{
 	const r = new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } }).getReader();
 	r.read().then(() => r.read());
 }`
+
+// moduleCache is the process's code cache of runtime module name (nil
+// until the training has made it).
+func moduleCache(name string) *v8.CompilerCachedData {
+	lazyCacheMu.Lock()
+	defer lazyCacheMu.Unlock()
+	return lazyCache[name]
+}
 
 // flushCodeCaches stores the code cache of the modules this isolate
 // compiled without one. Called by the training only: a module a program

@@ -30,27 +30,29 @@ func (m *vm) hostLoad(args []*v8.Value) (*v8.Value, error) {
 	if len(args) < 1 {
 		return nil, errors.New("load needs a module name")
 	}
-	name := args[0].String()
+	script, err := m.compileModule(args[0].String())
+	if err != nil {
+		return nil, err
+	}
+	return script.Run(m.ctx)
+}
+
+// compileModule compiles runtime module name from the process's code
+// cache; without one, the script waits in m.uncached for the training to
+// make it (codecache.go): it then holds the functions handlers call first,
+// not only the module's top level.
+func (m *vm) compileModule(name string) (*v8.UnboundScript, error) {
 	src, ok := lazyModules[name]
 	if !ok {
 		return nil, errors.New("no runtime module " + name)
 	}
-	lazyCacheMu.Lock()
-	cache := lazyCache[name]
-	lazyCacheMu.Unlock()
-	opts := v8.CompileOptions{}
-	if cache != nil {
-		opts.CachedData = cache
-	}
-	script, err := m.iso.CompileUnboundScript(src, "runtime-"+name+".js", opts)
+	cache := moduleCache(name)
+	script, err := m.iso.CompileUnboundScript(src, "runtime-"+name+".js", v8.CompileOptions{CachedData: cache})
 	if err != nil {
 		return nil, err
 	}
 	if cache == nil {
-		// The cache is made after the training has used the module
-		// (codecache.go): it then holds the functions handlers call
-		// first, not only its top level.
 		m.uncached[name] = script
 	}
-	return script.Run(m.ctx)
+	return script, nil
 }
