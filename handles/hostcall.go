@@ -113,8 +113,8 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	if host == nil {
 		return nil, fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
-	if reg == nil || workerTenant != "" && workerTenant != tenant {
-		return nil, fault.New(fault.Forbidden, "No run holds this id.")
+	if err := heldFor(reg, workerTenant, tenant); err != nil {
+		return nil, err
 	}
 	cfg := reg.config()
 	if op == "fetch" || op == "tool" || op == "spawn" {
@@ -143,6 +143,16 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)
 	return res, err
+}
+
+// heldFor refuses a capability call whose id is no run or handle the store
+// knows (reg nil), or, with tenant cordons, one of another tenant than the
+// asking worker hosts (workerTenant, "" when workers are shared).
+func heldFor(reg *Registry, workerTenant, tenant string) error {
+	if reg == nil || workerTenant != "" && workerTenant != tenant {
+		return fault.New(fault.Forbidden, "No run holds this id.")
+	}
+	return nil
 }
 
 // noteDenial records a refused capability: in the run's receipt, or in the
@@ -316,8 +326,8 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 	if host == nil || host.KV == nil {
 		return fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
-	if reg == nil || workerTenant != "" && workerTenant != tenant {
-		return fault.New(fault.Forbidden, "No run holds this id.")
+	if err := heldFor(reg, workerTenant, tenant); err != nil {
+		return err
 	}
 	if len(writes) > 10000 {
 		return fault.New(fault.BadRequest, "Malformed kv writes.")
