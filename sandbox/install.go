@@ -35,32 +35,7 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	m.hostFunc(host, "call", m.hostCallFn)
 	m.hostFunc(host, "now", m.hostNowFn)
 	m.hostFunc(host, "streamWrite", m.hostStreamWrite)
-	cold := []struct {
-		name string
-		f    func([]*v8.Value) (*v8.Value, error)
-	}{
-		{"load", m.hostLoad}, {"digest", m.hostDigest}, {"hmac", m.hostHMAC}, {"aes", m.hostAES},
-		{"ecGenerate", m.hostECGenerate}, {"ecImportPrivate", m.hostECImportPrivate}, {"ecSign", m.hostECSign},
-		{"rsaGenerate", m.hostRSAGenerate}, {"rsaImport", m.hostRSAImport}, {"rsaSign", m.hostRSASign}, {"rsaJWK", m.hostRSAJWK},
-		{"importPublic", m.hostImportPublic}, {"verifySig", m.hostVerify},
-		{"encodingName", m.hostEncodingName}, {"decodeLegacy", m.hostDecodeLegacy},
-		{"codecInit", m.hostCodecInit}, {"codecChunk", m.hostCodecChunk},
-		{"streamOpen", m.hostStreamOpen}, {"streamEnd", m.hostStreamEnd},
-	}
-	coldNames := make([]string, len(cold))
-	for i, c := range cold {
-		coldNames[i] = c.name
-	}
-	m.hostFunc(host, "op", func(args []*v8.Value) (*v8.Value, error) {
-		if len(args) < 1 || !args[0].IsInt32() {
-			return nil, errors.New("host.op needs an operation")
-		}
-		i := int(args[0].Int32())
-		if i < 0 || i >= len(cold) {
-			return nil, errors.New("no such host operation")
-		}
-		return cold[i].f(args[1:])
-	})
+	m.hostFunc(host, "op", m.hostOp)
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
 		return err
@@ -77,7 +52,7 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	if err != nil {
 		return err
 	}
-	names, err := v8.NewValue(m.iso, strings.Join(coldNames, ","))
+	names, err := v8.NewValue(m.iso, coldHostNames)
 	if err != nil {
 		return err
 	}
@@ -107,6 +82,42 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	bootVal.Release()
 	hostObj.Release()
 	return nil
+}
+
+// coldHost are the host functions that share host.op, in the order of
+// their index there; coldHostNames hands the bootstrap their names.
+var (
+	coldHost = []struct {
+		name string
+		f    func(*vm, []*v8.Value) (*v8.Value, error)
+	}{
+		{"load", (*vm).hostLoad}, {"digest", (*vm).hostDigest}, {"hmac", (*vm).hostHMAC}, {"aes", (*vm).hostAES},
+		{"ecGenerate", (*vm).hostECGenerate}, {"ecImportPrivate", (*vm).hostECImportPrivate}, {"ecSign", (*vm).hostECSign},
+		{"rsaGenerate", (*vm).hostRSAGenerate}, {"rsaImport", (*vm).hostRSAImport}, {"rsaSign", (*vm).hostRSASign}, {"rsaJWK", (*vm).hostRSAJWK},
+		{"importPublic", (*vm).hostImportPublic}, {"verifySig", (*vm).hostVerify},
+		{"encodingName", (*vm).hostEncodingName}, {"decodeLegacy", (*vm).hostDecodeLegacy},
+		{"codecInit", (*vm).hostCodecInit}, {"codecChunk", (*vm).hostCodecChunk},
+		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
+	}
+	coldHostNames = func() string {
+		names := make([]string, len(coldHost))
+		for i, c := range coldHost {
+			names[i] = c.name
+		}
+		return strings.Join(names, ",")
+	}()
+)
+
+// hostOp is host.op(i, ...args): the i-th of coldHost.
+func (m *vm) hostOp(args []*v8.Value) (*v8.Value, error) {
+	if len(args) < 1 || !args[0].IsInt32() {
+		return nil, errors.New("host.op needs an operation")
+	}
+	i := int(args[0].Int32())
+	if i < 0 || i >= len(coldHost) {
+		return nil, errors.New("no such host operation")
+	}
+	return coldHost[i].f(m, args[1:])
 }
 
 // hostFunc installs a Go function in the host object handed to the
