@@ -237,20 +237,13 @@ func BenchmarkRuntimeInstall(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
-		m.iso = v8.NewIsolate()
-		m.hold = newThreadHold(m.iso)
-		m.hold.take()
-		m.ctx = v8.NewContext(m.iso)
+		m := bareIsolate(e)
 		b.StartTimer()
 		if err := m.installRuntime(); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		m.releaseReturned()
-		m.ctx.Close()
-		m.hold.drop()
-		m.iso.Dispose()
+		freeBareVM(m)
 		b.StartTimer()
 	}
 }

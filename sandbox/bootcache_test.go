@@ -66,15 +66,22 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 	}
 }
 
-// bareVM is an isolate with the runtime installed from cache (nil: the
-// bootstrap compiled afresh) on this (pinned) thread, without a loop.
-func bareVM(t *testing.T, e *Engine, cache *v8.CompilerCachedData) *vm {
+// bareIsolate is an isolate and context held on this (pinned) thread, as
+// an isolate's loop holds them, without a loop or the runtime.
+func bareIsolate(e *Engine) *vm {
 	m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
 	m.iso = v8.NewIsolate()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
 	m.ctx = v8.NewContext(m.iso)
+	return m
+}
+
+// bareVM is a bareIsolate with the runtime installed from cache (nil: the
+// bootstrap compiled afresh).
+func bareVM(t *testing.T, e *Engine, cache *v8.CompilerCachedData) *vm {
+	m := bareIsolate(e)
 	if err := m.installRuntimeFrom(cache); err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +101,8 @@ func freeBareVM(m *vm) {
 // run so far touched (none here touches any).
 func TestModuleCachesComeFromTheTraining(t *testing.T) {
 	mustRun(t, "() => 0")
-	lazyCacheMu.Lock()
-	defer lazyCacheMu.Unlock()
 	for _, name := range []string{"url", "streams", "tr46"} {
-		if lazyCache[name] == nil {
+		if moduleCache(name) == nil {
 			t.Errorf("no code cache for the %s module", name)
 		}
 	}
