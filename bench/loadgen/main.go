@@ -45,6 +45,7 @@ func main() {
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := 0
+	firstErr := "" // what the first failed request saw, to say why
 	var wg sync.WaitGroup
 	urls := strings.Split(*url, ",")
 	for i := 0; i < *conns; i++ {
@@ -55,7 +56,11 @@ func main() {
 			var mine []time.Duration
 			bad := 0
 			for time.Now().Before(deadline) {
-				req, _ := http.NewRequest(*method, target, bytes.NewReader([]byte(*body)))
+				req, err := http.NewRequest(*method, target, bytes.NewReader([]byte(*body)))
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "%s: %v\n", *label, err)
+					os.Exit(2)
+				}
 				if *auth != "" {
 					req.Header.Set("Authorization", *auth)
 				}
@@ -63,12 +68,23 @@ func main() {
 				res, err := client.Do(req)
 				if err != nil {
 					bad++
+					mu.Lock()
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+					mu.Unlock()
 					continue
 				}
+				got, _ := io.ReadAll(io.LimitReader(res.Body, 300))
 				io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				if res.StatusCode != 200 {
 					bad++
+					mu.Lock()
+					if firstErr == "" {
+						firstErr = fmt.Sprintf("%d %s", res.StatusCode, got)
+					}
+					mu.Unlock()
 					continue
 				}
 				mine = append(mine, time.Since(start))
@@ -90,4 +106,7 @@ func main() {
 	}
 	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
 	fmt.Printf("%-12s %8.0f req/s  p50 %-10v p99 %-10v errors %d\n", *label, float64(len(lat))/dur.Seconds(), pct(0.5), pct(0.99), errs)
+	if firstErr != "" {
+		fmt.Fprintf(os.Stderr, "%s: the first error: %s\n", *label, firstErr)
+	}
 }
