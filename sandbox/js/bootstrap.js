@@ -635,10 +635,23 @@
 
   // ------------------------------------------------------------ Headers
   const tokenRe = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+  // Names and values already checked, so that the regular expressions
+  // (slow in the jitless interpreter, about half a microsecond each) run
+  // once per distinct string rather than on every call: a handler sets the
+  // same few headers on every response. Each is bounded: full, it starts
+  // over.
+  const checkedNames = new MapCtor(); // a name as given -> its lower case
+  const checkedValues = new SetCtor(); // values that are valid and trimmed
+  const checkedMax = 256;
   function normName(n) {
     n = StringCtor(n);
+    const known = checkedNames.get(n);
+    if (known !== undefined) return known;
     if (!tokenRe.test(n)) throw new TypeErrorCtor('Invalid header name: "' + n + '"');
-    return n.toLowerCase();
+    const lower = n.toLowerCase();
+    if (checkedNames.size >= checkedMax) checkedNames.clear();
+    checkedNames.set(n, lower);
+    return lower;
   }
   function toByteString(v) {
     if (typeof v === 'symbol') throw new TypeErrorCtor('A Symbol is not a ByteString.');
@@ -647,10 +660,16 @@
     return v;
   }
   function normValue(v) {
-    v = StringCtor(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
+    v = StringCtor(v);
+    if (checkedValues.has(v)) return v;
+    const trimmed = v.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
     // A ByteString (no code unit above 0xFF) without NUL, CR or LF.
-    if (/[\0\r\n]|[^\x00-\xff]/.test(v)) throw new TypeErrorCtor('Invalid header value.');
-    return v;
+    if (/[\0\r\n]|[^\x00-\xff]/.test(trimmed)) throw new TypeErrorCtor('Invalid header value.');
+    if (trimmed === v && v.length <= 1024) {
+      if (checkedValues.size >= checkedMax) checkedValues.clear();
+      checkedValues.add(v);
+    }
+    return trimmed;
   }
   // The pair iterator of WebIDL: a live view (each step reads the sorted,
   // combined list anew), whose prototype says "Headers Iterator".
@@ -765,19 +784,32 @@
     }
     get(name) {
       name = normName(name);
-      const vs = this.#list.filter(([k]) => k === name).map(([, v]) => v);
-      return vs.length ? vs.join(', ') : null;
+      const list = this.#list;
+      let out = null;
+      for (let i = 0; i < list.length; i++) {
+        if (list[i][0] === name) out = out === null ? list[i][1] : out + ', ' + list[i][1];
+      }
+      return out;
     }
     getSetCookie() { return this.#list.filter(([k]) => k === 'set-cookie').map(([, v]) => v); }
-    has(name) { name = normName(name); return this.#list.some(([k]) => k === name); }
+    has(name) {
+      name = normName(name);
+      const list = this.#list;
+      for (let i = 0; i < list.length; i++) if (list[i][0] === name) return true;
+      return false;
+    }
     set(name, value) {
       name = normName(name); value = normValue(value);
       this.#check();
       if (this.#guard === 'request-no-cors' && !corsSafelisted(name, value)) return;
-      const i = this.#list.findIndex(([k]) => k === name);
-      if (i < 0) { this.#list.push([name, value]); return; }
-      this.#list[i] = [name, value];
-      this.#list = this.#list.filter(([k], j) => k !== name || j === i);
+      const list = this.#list;
+      let i = 0;
+      while (i < list.length && list[i][0] !== name) i++;
+      if (i === list.length) { list.push([name, value]); return; }
+      list[i] = [name, value];
+      let j = i + 1;
+      while (j < list.length && list[j][0] !== name) j++;
+      if (j < list.length) this.#list = list.filter(([k], at) => k !== name || at === i);
     }
     #sortedPairs() {
       const names = [...new SetCtor(this.#list.map(([k]) => k))].sort();
@@ -1625,7 +1657,7 @@
       const status = init.status !== undefined ? +init.status : 200;
       if (!(status >= 200 && status <= 599) || (status | 0) !== status) throw new RangeError('The status provided (' + init.status + ') is outside the range [200, 599].');
       const statusText = init.statusText !== undefined ? StringCtor(init.statusText) : '';
-      if (/[^\t\x20-\x7e\x80-\xff]/.test(statusText)) throw new TypeErrorCtor('Invalid statusText.');
+      if (statusText !== '' && /[^\t\x20-\x7e\x80-\xff]/.test(statusText)) throw new TypeErrorCtor('Invalid statusText.');
       this.#status = status;
       this.#statusText = statusText;
       this.#headers = new Headers(init.headers);
