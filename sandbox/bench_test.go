@@ -287,3 +287,40 @@ func BenchmarkBesideRetained(b *testing.B) {
 		reportLatencies(b, lat)
 	})
 }
+
+// BenchmarkInvokeAcrossHandles invokes n trivial handles in turn, one call
+// at a time, so every call finds its isolate idle: what n adds over 1 is
+// what a handle pays when other isolates ran since its last call (caches
+// and TLB entries it must fetch again), the cost behind 32 handles of one
+// worker serving less than one (docs/performance.md, round 8).
+// go test ./sandbox -run '^$' -bench InvokeAcrossHandles -benchtime 3000x
+func BenchmarkInvokeAcrossHandles(b *testing.B) {
+	for _, n := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("handles=%d", n), func(b *testing.B) {
+			e := engine(b)
+			ids := make([]string, n)
+			req := NewWireRequest("GET", "https://x.test/", nil, nil)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("across-%d-%d", n, i)
+				code := `async () => { let s = 0; return { fetch() { return Response.json({served: ++s}) } } }`
+				if _, err := e.Run(context.Background(), Job{ID: ids[i], RetainHandles: true, Program: Program{Code: code}}); err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close(ids[i])
+				for j := 0; j < 50; j++ {
+					e.Invoke(context.Background(), ids[i], "fetch", req)
+				}
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				if _, err := e.Invoke(context.Background(), ids[i%n], "fetch", req); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			reportLatencies(b, lat)
+		})
+	}
+}
