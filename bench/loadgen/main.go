@@ -20,7 +20,7 @@ import (
 
 func main() {
 	url := flag.String("url", "", "target URL (host names are dialed at -addr); several, comma-separated, are spread over the connections")
-	addr := flag.String("addr", "127.0.0.1:8089", "loopback address to dial")
+	addr := flag.String("addr", "127.0.0.1:8089", "loopback address to dial (empty: each URL's own host and port, which must be loopback)")
 	method := flag.String("method", "GET", "method")
 	body := flag.String("body", "", "request body")
 	conns := flag.Int("c", 32, "concurrent connections")
@@ -29,15 +29,23 @@ func main() {
 	auth := flag.String("auth", "", "Authorization header value")
 	pause := flag.Duration("pause", 0, "think time between one connection's requests (0: back to back)")
 	flag.Parse()
-	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "[::1]") && !strings.HasPrefix(*addr, "localhost") {
+	loopback := func(a string) bool {
+		return strings.HasPrefix(a, "127.") || strings.HasPrefix(a, "[::1]") || strings.HasPrefix(a, "localhost")
+	}
+	if *addr != "" && !loopback(*addr) {
 		fmt.Fprintln(os.Stderr, "loadgen: only loopback targets")
 		os.Exit(2)
 	}
 	tr := &http.Transport{
 		MaxIdleConnsPerHost: *conns,
 		MaxConnsPerHost:     *conns,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, *addr)
+		DialContext: func(ctx context.Context, network, target string) (net.Conn, error) {
+			if *addr != "" {
+				target = *addr
+			} else if !loopback(target) {
+				return nil, fmt.Errorf("loadgen: %s is not a loopback address", target)
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, target)
 		},
 	}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -101,7 +109,7 @@ func main() {
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) == 0 {
-		fmt.Printf("%s: no successful requests (%d errors)\n", *label, errs)
+		fmt.Printf("%s: no successful requests (%d errors; the first: %s)\n", *label, errs, firstErr)
 		os.Exit(1)
 	}
 	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
