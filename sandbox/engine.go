@@ -443,6 +443,22 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 	}
 }
 
+// Queued answers how many calls wait in the queue of the retained handle
+// id, behind the one its isolate is running: called from an invocation's
+// done, a number above 0 means more answers of this handle are right
+// behind (the worker then lets this answer wait for theirs, rpc.go). A
+// handle that serves invocations concurrently answers 0: its next answer
+// may be an upstream's round trip away.
+func (e *Engine) Queued(id string) int {
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if m == nil || m.conc > 1 {
+		return 0
+	}
+	return len(m.jobs)
+}
+
 // forget drops id from the retained set if it still names m.
 func (e *Engine) forget(id string, m *vm) {
 	e.mu.Lock()

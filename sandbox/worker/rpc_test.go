@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -192,4 +193,71 @@ func TestCorkedWritesLeaveTogether(t *testing.T) {
 			t.Fatalf("frame %d: id %d, %q", i, id, frame[frameHeader:])
 		}
 	}
+}
+
+// countingConn counts the system calls that write.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int32
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// readAnswers reads n frames and checks they are answers first..first+n-1.
+func readAnswers(t *testing.T, r *bufio.Reader, first, n int) {
+	t.Helper()
+	for i := first; i < first+n; i++ {
+		var size [4]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(r, frame); err != nil {
+			t.Fatal(err)
+		}
+		if id := binary.BigEndian.Uint64(frame[:8]); id != uint64(i) || string(frame[frameHeader:]) != fmt.Sprint("answer ", i) {
+			t.Fatalf("frame %d: id %d, %q", i, id, frame[frameHeader:])
+		}
+	}
+}
+
+// An answer with more right behind it waits for the next one's write: the
+// answers leave together, in order, in one system call; never more than
+// maxHeld wait; and one that nothing follows leaves at holdFor.
+func TestHeldAnswersLeaveWithTheNext(t *testing.T) {
+	a, b := socketPair(t)
+	defer a.Close()
+	defer b.Close()
+	conn := &countingConn{Conn: a}
+	c := newRPC(conn, 1<<20, 1<<20, nil, nil)
+	c.holdFor = time.Hour // only a write lets them out, for the counts below
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(b)
+
+	c.replyLater(1, pathInvoke, []byte("answer 1"), true)
+	c.replyLater(2, pathInvoke, []byte("answer 2"), true)
+	if n := conn.writes.Load(); n != 0 {
+		t.Fatalf("%d writes before the last answer", n)
+	}
+	c.replyLater(3, pathInvoke, []byte("answer 3"), false)
+	if n := conn.writes.Load(); n != 1 {
+		t.Fatalf("three answers took %d writes, want 1", n)
+	}
+	readAnswers(t, r, 1, 3)
+
+	for i := 4; i < 4+maxHeld+1; i++ {
+		c.replyLater(uint64(i), pathInvoke, []byte(fmt.Sprint("answer ", i)), true)
+	}
+	if n := conn.writes.Load(); n != 2 {
+		t.Fatalf("%d answers, all with more behind, took %d writes in all, want 2 (at most %d wait)", maxHeld+1, n, maxHeld)
+	}
+	readAnswers(t, r, 4, maxHeld+1)
+
+	// Nothing follows: the timer lets it out.
+	c.holdFor = time.Millisecond
+	c.replyLater(100, pathInvoke, []byte("answer 100"), true)
+	readAnswers(t, r, 100, 1)
 }

@@ -250,8 +250,12 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 		return false
 	}
 	e.InvokeAsync(req.ID, req.Name, req.Request, func(res sandbox.WireResponse, logs []sandbox.LogEntry, err error) {
+		// On the isolate's loop: more invocations of the handle queued
+		// behind this one will answer in a moment, and this answer may
+		// leave with theirs.
+		more := e.Queued(req.ID) > 0
 		w.kv.whenSettled(req.ID, func(werr error) {
-			w.answerInvoke(frame, e, req.ID, res, logs, err, werr)
+			w.answerInvoke(frame, e, req.ID, res, logs, err, werr, more)
 		})
 	})
 	return true
@@ -269,14 +273,17 @@ func (w *workerServer) answerTogether(answers []func()) {
 
 // answerInvoke writes an invocation's answer; werr is the refusal of one
 // of its kv writes, which fails it.
-func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, res sandbox.WireResponse, logs []sandbox.LogEntry, err, werr error) {
+// more: answers of the same handle are right behind (replyLater).
+func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, res sandbox.WireResponse, logs []sandbox.LogEntry, err, werr error, more bool) {
 	if werr != nil && err == nil {
 		if res.Stream != 0 {
 			e.CancelStream(id, res.Stream)
 		}
 		res, err = sandbox.WireResponse{}, werr
 	}
-	w.conn.reply(frame, pathInvoke, invokeReply{Response: res, Logs: logs, Fault: toWire(err)}.encodeFrame())
+	// A streamed answer's head leaves at once: its chunks follow on their
+	// own calls.
+	w.conn.replyLater(frame, pathInvoke, invokeReply{Response: res, Logs: logs, Fault: toWire(err)}.encodeFrame(), more && res.Stream == 0)
 }
 
 // hostCall asks the gateway for a host service on behalf of run id; kv
