@@ -224,23 +224,30 @@ func (h *Retainer) requestURL(r *http.Request) string {
 // hop-by-hop headers, and none of the gateway's credentials unless
 // pass_credentials.
 func (h *Retainer) requestHeaders(r *http.Request) [][2]string {
-	drop := map[string]bool{}
+	var drop map[string]bool // what the Connection header names
 	for _, v := range r.Header.Values("Connection") {
 		for _, name := range strings.Split(v, ",") {
+			if drop == nil {
+				drop = map[string]bool{}
+			}
 			drop[strings.ToLower(strings.TrimSpace(name))] = true
 		}
 	}
+	dropCredentials := !h.PassCredentials
 	cookieName := ""
-	if !h.PassCredentials {
-		drop["authorization"] = true
+	if dropCredentials {
 		if v, ok := caddyhttp.GetVar(r.Context(), jwtCookieVar).(string); ok {
 			cookieName = v
 		}
 	}
-	out := [][2]string{{"host", r.Host}}
+	out := make([][2]string, 1, len(r.Header)+1)
+	out[0] = [2]string{"host", r.Host}
 	for name, values := range r.Header {
-		lower := strings.ToLower(name)
-		if hopByHop[lower] || drop[lower] || lower == "host" {
+		lower, common := lowerHeaderNames[name]
+		if !common {
+			lower = strings.ToLower(name)
+		}
+		if hopByHop[lower] || drop[lower] || lower == "host" || dropCredentials && lower == "authorization" {
 			continue
 		}
 		for _, v := range values {
@@ -255,6 +262,20 @@ func (h *Retainer) requestHeaders(r *http.Request) [][2]string {
 	}
 	return out
 }
+
+// lowerHeaderNames holds the lower case of header names most requests
+// carry, as net/http canonicalizes them: strings.ToLower would make a new
+// string for each on every request.
+var lowerHeaderNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
+		"Content-Length", "Content-Type", "Cookie", "Forwarded", "If-Modified-Since", "If-None-Match", "Origin",
+		"Pragma", "Referer", "Sec-Fetch-Dest", "Sec-Fetch-Mode", "Sec-Fetch-Site", "User-Agent",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id"} {
+		m[n] = strings.ToLower(n)
+	}
+	return m
+}()
 
 func withoutCookie(header, name string) string {
 	var keep []string

@@ -198,15 +198,14 @@ func (s *Store) touch(id string, ok bool) {
 	rec.LastInvokedAt = s.opts.Now()
 	rec.Invocations++
 	s.dirty[id] = true
-	reset := ok && rec.Strikes != 0
-	if reset {
-		rec.Strikes = 0
+	if !ok || rec.Strikes == 0 {
+		s.mu.Unlock()
+		return
 	}
-	copyRec := *rec
+	rec.Strikes = 0
+	copyRec := *rec // only a reset is written at once (the copy escapes)
 	s.mu.Unlock()
-	if reset {
-		s.updateRecord(&copyRec)
-	}
+	s.updateRecord(&copyRec)
 }
 
 func (s *Store) exists(id string) bool {

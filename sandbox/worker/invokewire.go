@@ -139,7 +139,14 @@ func (r *wireReader) end() error {
 }
 
 func (q invokeRequest) encodeFrame() []byte {
-	w := wireWriter{b: make([]byte, 0, 128+len(q.Request.URL))}
+	size := 128 + len(q.ID) + len(q.Request.URL) + len(q.Request.BodyStream)
+	if q.Request.Body != nil {
+		size += len(*q.Request.Body)
+	}
+	for _, h := range q.Request.Headers {
+		size += len(h[0]) + len(h[1]) + 4
+	}
+	w := wireWriter{b: make([]byte, 0, size)} // one allocation, not a growing few
 	w.b = append(w.b, invokeWireVersion)
 	w.str(q.ID)
 	w.str(q.Name)
