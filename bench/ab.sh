@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Two builds side by side (for a change's before and after): each binary
+# runs its own gateway (bench/Caddyfile.bench on port 8089, a copy on
+# 8189), both serve the same handler, and short slices of load alternate
+# between them (ABBA...), so the machine's drift from minute to minute
+# falls on both alike. Prints each slice, the medians, and in how many
+# pairs the second build spent less CPU (gateway + worker) a request.
+# Build the two first, e.g.:
+#   git stash; CGO_ENABLED=1 go build -o /tmp/old ./cmd/retainer; git stash pop
+#   CGO_ENABLED=1 go build -o /tmp/new ./cmd/retainer
+# Usage: bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
+#        [handler file, default bench/workerd/worker.js] [loadgen flags, default -c 32]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+old=$(realpath "$1")
+new=$(realpath "$2")
+secs=${3:-2}
+pairs=${4:-12}
+code=${5:-bench/workerd/worker.js}
+shift $(($# < 5 ? $# : 5))
+flags=("$@")
+[ ${#flags[@]} -eq 0 ] && flags=(-c 32)
+work=$(mktemp -d)
+trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/loadgen" ./bench/loadgen
+sed 's/8089/8189/g; s/2089/2189/g' bench/Caddyfile.bench > "$work/Caddyfile.b"
+export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
+start() { # binary config dir
+	mkdir -p "$3"
+	BENCH_STORE="$3/registry.db" XDG_DATA_HOME="$3" XDG_CONFIG_HOME="$3" "$1" run --config "$2" > "$3/gateway.log" 2>&1 &
+}
+start "$old" bench/Caddyfile.bench "$work/a"
+ga=$!
+start "$new" "$work/Caddyfile.b" "$work/b"
+gb=$!
+for port in 8089 8189; do
+	for _ in $(seq 100); do
+		curl -sf -o /dev/null -H 'Host: api.localhost' "http://127.0.0.1:$port/health" && break
+		sleep 0.2
+	done
+done
+json=$(python3 -c 'import json, sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$code")
+deploy() { curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d "$json" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'; }
+ha=$(deploy 8089)
+hb=$(deploy 8189)
+cpu() { # the utime+stime ticks of a gateway and its workers
+	local w=0 p
+	for p in $(pgrep -P "$1"); do w=$((w + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
+	echo "$(awk '{print $14+$15}' "/proc/$1/stat") $w"
+}
+slice() { # label gateway port handle
+	local before after out n
+	before=$(cpu "$2")
+	out=$("$work/loadgen" -label "$1" -addr "127.0.0.1:$3" -url "http://$4.apps.localhost:$3/items?id=42&sort=asc" -d "${secs}s" "${flags[@]}")
+	after=$(cpu "$2")
+	n=$(echo "$out" | awk '{print $2 * '"$secs"'}')
+	echo "$out $(echo "$before $after" | awk -v t="$(getconf CLK_TCK)" -v n="$n" '{printf "| gateway %.0f worker %.0f total %.0f us", ($3-$1)/t*1e6/n, ($4-$2)/t*1e6/n, ($3-$1+$4-$2)/t*1e6/n}')"
+}
+for r in $(seq "$pairs"); do
+	if [ $((r % 2)) = 1 ]; then
+		slice old "$ga" 8089 "$ha"
+		slice new "$gb" 8189 "$hb"
+	else
+		slice new "$gb" 8189 "$hb"
+		slice old "$ga" 8089 "$ha"
+	fi
+done | tee "$work/slices"
+python3 - "$work/slices" <<'PY'
+import re, statistics, sys
+rows = {"old": [], "new": []}
+for line in open(sys.argv[1]):
+    f = line.split()
+    m = re.search(r"gateway (\d+) worker (\d+) total (\d+)", line)
+    rows[f[0]].append((float(f[1]), int(m.group(1)), int(m.group(2)), int(m.group(3))))
+print()
+for k, v in rows.items():
+    print("%s: median %.0f req/s, gateway %.0f + worker %.0f = %.0f us of CPU a request" % ((k,) + tuple(statistics.median(x[i] for x in v) for i in range(4))))
+pairs = list(zip(rows["old"], rows["new"]))
+print("new spent less CPU a request in %d of %d pairs, served more in %d" % (
+    sum(1 for a, b in pairs if b[3] < a[3]), len(pairs), sum(1 for a, b in pairs if b[0] > a[0])))
+PY
