@@ -9,7 +9,8 @@
 #   git stash; CGO_ENABLED=1 go build -o /tmp/old ./cmd/retainer; git stash pop
 #   CGO_ENABLED=1 go build -o /tmp/new ./cmd/retainer
 # Usage: bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
-#        [handler file, default bench/workerd/worker.js] [loadgen flags, default -c 32]
+#        [handler file, default bench/workerd/worker.js; a .json file is the
+#        whole deploy body] [loadgen flags, default -c 32]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$(realpath "$1")
@@ -39,7 +40,12 @@ for port in 8089 8189; do
 		sleep 0.2
 	done
 done
-json=$(python3 -c 'import json, sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$code")
+# A .json file is the whole deploy body (capabilities and all).
+if [[ $code == *.json ]]; then
+	json=$(cat "$code")
+else
+	json=$(python3 -c 'import json, sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$code")
+fi
 deploy() { curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d "$json" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'; }
 ha=$(deploy 8089)
 hb=$(deploy 8189)
