@@ -33,6 +33,7 @@
   const TypeErrorCtor = TypeError;
   const MapCtor = Map;
   const SetCtor = Set;
+  const ObjectCreate = Object.create;
   const fromCharCode = String.fromCharCode;
   const hostLog = host.log;
   const hostSetTimer = host.setTimer;
@@ -639,18 +640,20 @@
   // (slow in the jitless interpreter, about half a microsecond each) run
   // once per distinct string rather than on every call: a handler sets the
   // same few headers on every response. Each is bounded: full, it starts
-  // over.
-  const checkedNames = new MapCtor(); // a name as given -> its lower case
-  const checkedValues = new SetCtor(); // values that are valid and trimmed
+  // over. Objects without a prototype, so that nothing a program changes
+  // (Map.prototype, Object.prototype) reaches what they answer.
   const checkedMax = 256;
+  let checkedNames = ObjectCreate(null), checkedNameCount = 0; // a name as given -> its lower case
+  let checkedValues = ObjectCreate(null), checkedValueCount = 0; // valid, trimmed values -> true
   function normName(n) {
     n = StringCtor(n);
-    const known = checkedNames.get(n);
+    const known = checkedNames[n];
     if (known !== undefined) return known;
     if (!tokenRe.test(n)) throw new TypeErrorCtor('Invalid header name: "' + n + '"');
     const lower = n.toLowerCase();
-    if (checkedNames.size >= checkedMax) checkedNames.clear();
-    checkedNames.set(n, lower);
+    if (checkedNameCount >= checkedMax) { checkedNames = ObjectCreate(null); checkedNameCount = 0; }
+    checkedNames[n] = lower;
+    checkedNameCount++;
     return lower;
   }
   function toByteString(v) {
@@ -661,13 +664,14 @@
   }
   function normValue(v) {
     v = StringCtor(v);
-    if (checkedValues.has(v)) return v;
+    if (checkedValues[v] === true) return v;
     const trimmed = v.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
     // A ByteString (no code unit above 0xFF) without NUL, CR or LF.
     if (/[\0\r\n]|[^\x00-\xff]/.test(trimmed)) throw new TypeErrorCtor('Invalid header value.');
     if (trimmed === v && v.length <= 1024) {
-      if (checkedValues.size >= checkedMax) checkedValues.clear();
-      checkedValues.add(v);
+      if (checkedValueCount >= checkedMax) { checkedValues = ObjectCreate(null); checkedValueCount = 0; }
+      checkedValues[v] = true;
+      checkedValueCount++;
     }
     return trimmed;
   }

@@ -208,11 +208,7 @@ func (c *rpcConn) serve(id uint64, path string, payload []byte) {
 // reply answers request id (of path) with res: a request served on its own
 // goroutine, or one that take took.
 func (c *rpcConn) reply(id uint64, path string, res []byte) {
-	defer c.serving.Add(-1)
-	if size := 4 + frameHeader + len(res); size > int(c.peerMax.Load()) && c.tooLarge != nil {
-		res = c.tooLarge(path, size)
-	}
-	c.write(id, kindResponse, "", res, nil, false)
+	c.replyLater(id, path, res, false)
 }
 
 // replyLater is reply for an answer that has more answers right behind it
@@ -223,15 +219,11 @@ func (c *rpcConn) reply(id uint64, path string, res []byte) {
 // (the next invocation may be slow). Measured in docs/performance.md
 // (round 8).
 func (c *rpcConn) replyLater(id uint64, path string, res []byte, more bool) {
-	if !more {
-		c.reply(id, path, res)
-		return
-	}
 	defer c.serving.Add(-1)
 	if size := 4 + frameHeader + len(res); size > int(c.peerMax.Load()) && c.tooLarge != nil {
 		res = c.tooLarge(path, size)
 	}
-	c.write(id, kindResponse, "", res, nil, true)
+	c.write(id, kindResponse, "", res, nil, more)
 }
 
 // maxHeld and holdFor bound what replyLater holds back.
