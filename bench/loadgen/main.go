@@ -54,6 +54,13 @@ func main() {
 	var lat []time.Duration
 	errs := 0
 	firstErr := "" // what the first failed request saw, to say why
+	noteErr := func(what string) {
+		mu.Lock()
+		if firstErr == "" {
+			firstErr = what
+		}
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	urls := strings.Split(*url, ",")
 	for i := 0; i < *conns; i++ {
@@ -76,23 +83,17 @@ func main() {
 				res, err := client.Do(req)
 				if err != nil {
 					bad++
-					mu.Lock()
-					if firstErr == "" {
-						firstErr = err.Error()
-					}
-					mu.Unlock()
+					noteErr(err.Error())
 					continue
 				}
-				got, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+				if res.StatusCode != 200 {
+					got, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+					noteErr(fmt.Sprintf("%d %s", res.StatusCode, got))
+				}
 				io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				if res.StatusCode != 200 {
 					bad++
-					mu.Lock()
-					if firstErr == "" {
-						firstErr = fmt.Sprintf("%d %s", res.StatusCode, got)
-					}
-					mu.Unlock()
 					continue
 				}
 				mine = append(mine, time.Since(start))
