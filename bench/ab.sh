@@ -8,7 +8,7 @@
 # Build the two first, e.g.:
 #   git stash; CGO_ENABLED=1 go build -o /tmp/old ./cmd/retainer; git stash pop
 #   CGO_ENABLED=1 go build -o /tmp/new ./cmd/retainer
-# Usage: bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
+# Usage: [AB_HANDLES=n] bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
 #        [handler file, default bench/workerd/worker.js; a .json file is the
 #        whole deploy body] [loadgen flags, default -c 32]
 set -euo pipefail
@@ -47,17 +47,26 @@ else
 	json=$(python3 -c 'import json, sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$code")
 fi
 deploy() { curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d "$json" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'; }
-ha=$(deploy 8089)
-hb=$(deploy 8189)
+# AB_HANDLES=n deploys n handles of the handler and spreads the
+# connections over them (default 1).
+urls() { # port
+	local u="" i
+	for i in $(seq "${AB_HANDLES:-1}"); do
+		u="$u${u:+,}http://$(deploy "$1").apps.localhost:$1/items?id=42&sort=asc"
+	done
+	echo "$u"
+}
+ha=$(urls 8089)
+hb=$(urls 8189)
 cpu() { # the utime+stime ticks of a gateway and its workers
 	local w=0 p
 	for p in $(pgrep -P "$1"); do w=$((w + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
 	echo "$(awk '{print $14+$15}' "/proc/$1/stat") $w"
 }
-slice() { # label gateway port handle
+slice() { # label gateway port urls
 	local before after out n
 	before=$(cpu "$2")
-	out=$("$work/loadgen" -label "$1" -addr "127.0.0.1:$3" -url "http://$4.apps.localhost:$3/items?id=42&sort=asc" -d "${secs}s" "${flags[@]}")
+	out=$("$work/loadgen" -label "$1" -addr "127.0.0.1:$3" -url "$4" -d "${secs}s" "${flags[@]}")
 	after=$(cpu "$2")
 	n=$(echo "$out" | awk '{print $2 * '"$secs"'}')
 	echo "$out $(echo "$before $after" | awk -v t="$(getconf CLK_TCK)" -v n="$n" '{printf "| gateway %.0f worker %.0f total %.0f us", ($3-$1)/t*1e6/n, ($4-$2)/t*1e6/n, ($3-$1+$4-$2)/t*1e6/n}')"
