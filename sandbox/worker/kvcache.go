@@ -145,8 +145,8 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	if c.send == nil || op != "kv.put" && op != "kv.delete" {
 		return nil, false
 	}
-	var a kvArgs
-	if json.Unmarshal(args, &a) != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > maxKeyBytes ||
+	a, err := decodeKVArgs(args)
+	if err != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > maxKeyBytes ||
 		op == "kv.put" && (a.Value == nil || len(*a.Value) > maxValueBytes) {
 		return nil, false // the gateway answers the error
 	}
@@ -291,11 +291,6 @@ func (c *kvCache) drain() {
 	}
 }
 
-type kvArgs struct {
-	Key   *string `json:"key"`
-	Value *string `json:"value"`
-}
-
 // now answers a kv call at once when it can: a read from the cache, a
 // write into the queue. It never waits.
 func (c *kvCache) now(id, op string, args json.RawMessage) (json.RawMessage, bool) {
@@ -307,8 +302,8 @@ func (c *kvCache) now(id, op string, args json.RawMessage) (json.RawMessage, boo
 
 // lookup answers a kv.get from the cache, if it can.
 func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool) {
-	var a kvArgs
-	if json.Unmarshal(args, &a) != nil || a.Key == nil {
+	a, err := decodeKVArgs(args)
+	if err != nil || a.Key == nil {
 		return nil, false
 	}
 	c.mu.Lock()
@@ -324,8 +319,8 @@ func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool
 // call serves kv.get from the cache when it can, and otherwise asks the
 // gateway through rt, caching what the rule allows.
 func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage, rt func() (json.RawMessage, *kvHint, error)) (json.RawMessage, error) {
-	var a kvArgs
-	if json.Unmarshal(args, &a) != nil || a.Key == nil {
+	a, err := decodeKVArgs(args)
+	if err != nil || a.Key == nil {
 		res, _, err := rt()
 		return res, err
 	}
