@@ -402,8 +402,6 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		var rep hostReply
 		f := p.pool.cfg.OnHostCall
 		switch {
-		case m.Op == "kv.batch" && m.ID == "" && p.pool.cfg.OnKVWrites != nil:
-			rep = p.serveBatch(ctx, m, p.pool.cfg.OnKVWrites)
 		case m.ID == "" || !p.holdsOrRuns(m.ID):
 			rep.Fault = toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))
 		case f == nil:
@@ -418,6 +416,18 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			}
 		}
 		return wirejson.Marshal(rep)
+	case pathKVBatch:
+		var b kvBatch
+		if len(body) > p.rpc.maxFrame || b.decodeFrame(body) != nil {
+			return nil, fmt.Errorf("a malformed kv batch")
+		}
+		var rep hostReply
+		if f := p.pool.cfg.OnKVWrites; f != nil {
+			rep = p.serveBatch(ctx, b.Writes, f)
+		} else {
+			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
+		}
+		return wirejson.Marshal(rep)
 	}
 	return nil, fmt.Errorf("an unknown request %q", path)
 }
@@ -425,23 +435,17 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 // serveBatch applies a worker's queued kv writes in order, each run's
 // consecutive writes as one call of OnKVWrites for that run (checked like
 // any of its host calls), and answers how many were applied before a
-// refusal. The writes are decoded once, here.
-func (p *process) serveBatch(ctx context.Context, m hostPost, apply func(ctx context.Context, tenant, id string, writes []KVWrite) error) hostReply {
-	var b struct {
-		Writes []kvWrite `json:"writes"`
-	}
-	if err := json.Unmarshal(m.Args, &b); err != nil {
-		return hostReply{Fault: toWire(fault.New(fault.BadRequest, "Malformed kv writes."))}
-	}
+// refusal.
+func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(ctx context.Context, tenant, id string, writes []KVWrite) error) hostReply {
 	applied := 0
 	var seg []KVWrite
 	var keys []string
-	for applied < len(b.Writes) {
-		id := b.Writes[applied].ID
+	for applied < len(writes) {
+		id := writes[applied].ID
 		end := applied
 		seg, keys = seg[:0], keys[:0]
-		for end < len(b.Writes) && b.Writes[end].ID == id {
-			w := b.Writes[end]
+		for end < len(writes) && writes[end].ID == id {
+			w := writes[end]
 			seg = append(seg, KVWrite{Op: w.Op, Key: w.Key, Value: w.Value})
 			keys = append(keys, w.Key)
 			end++

@@ -12,7 +12,7 @@ import (
 
 // ProtocolVersion is checked in the hello handshake: a worker from another
 // build is refused.
-const ProtocolVersion = "retainer-worker/1"
+const ProtocolVersion = "retainer-worker/2"
 
 // Subcommand is the first argument that puts the binary in worker mode.
 const Subcommand = "retainer-worker"
@@ -38,9 +38,10 @@ const (
 
 // Paths of the gateway's server (worker → gateway).
 const (
-	pathLog  = "/log"
-	pathLost = "/lost"
-	pathHost = "/host"
+	pathLog     = "/log"
+	pathLost    = "/lost"
+	pathHost    = "/host"
+	pathKVBatch = "/kv-batch" // a binary frame (kvwire.go)
 )
 
 // Size caps for what crosses the boundary. Every bound on what a program

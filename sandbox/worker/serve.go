@@ -309,11 +309,7 @@ func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.Ra
 // sendWrites applies a batch of queued kv writes at the gateway, in order;
 // it answers how many were applied and why the next was not.
 func (w *workerServer) sendWrites(writes []kvWrite) (int, error) {
-	args, _ := wirejson.Marshal(struct {
-		Writes []kvWrite `json:"writes"`
-	}{writes})
-	body, _ := wirejson.Marshal(hostPost{Op: "kv.batch", Args: args})
-	res, err := w.conn.Call(context.Background(), pathHost, body)
+	res, err := w.conn.Call(context.Background(), pathKVBatch, kvBatch{Writes: writes}.encodeFrame())
 	if err != nil {
 		return 0, fault.New(fault.Internal, "The gateway did not answer.")
 	}

@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"encoding/binary"
+	"reflect"
+	"testing"
+)
+
+func sampleBatch() kvBatch {
+	v, empty := "41", ""
+	return kvBatch{Writes: []kvWrite{
+		{ID: "run-1", Op: "kv.put", Key: "c", Value: &v},
+		{ID: "run-1", Op: "kv.delete", Key: "old"},
+		{ID: "handle-2", Op: "kv.put", Key: "naïve ☃", Value: &empty},
+	}}
+}
+
+// A kv batch crosses whole; a worker's malformed one (cut, a byte over,
+// another version, an unknown op, a count or length past the frame) is
+// refused without allocating for what the frame does not hold.
+func TestKVBatchFrame(t *testing.T) {
+	frame := sampleBatch().encodeFrame()
+	var got kvBatch
+	if err := got.decodeFrame(frame); err != nil || !reflect.DeepEqual(got, sampleBatch()) {
+		t.Fatalf("decoded %+v (%v)", got, err)
+	}
+	for i := 0; i < len(frame); i++ {
+		var b kvBatch
+		if b.decodeFrame(frame[:i]) == nil {
+			t.Fatalf("a batch cut at %d of %d bytes was accepted", i, len(frame))
+		}
+	}
+	var b kvBatch
+	if b.decodeFrame(append(append([]byte{}, frame...), 0)) == nil {
+		t.Fatal("a batch with a byte left over was accepted")
+	}
+	other := append([]byte{}, frame...)
+	other[0] = invokeWireVersion + 1
+	if b.decodeFrame(other) == nil {
+		t.Fatal("a batch of another version was accepted")
+	}
+	badOp := []byte{invokeWireVersion}
+	badOp = binary.AppendVarint(badOp, 1)
+	badOp = binary.AppendUvarint(badOp, 0)
+	badOp = append(badOp, 9)
+	badOp = binary.AppendUvarint(badOp, 0)
+	if b.decodeFrame(badOp) == nil {
+		t.Fatal("a write with an unknown op was accepted")
+	}
+	huge := binary.AppendVarint([]byte{invokeWireVersion}, 1<<40)
+	allocs := testing.AllocsPerRun(10, func() {
+		var b kvBatch
+		if b.decodeFrame(huge) == nil {
+			t.Fatal("a count past the frame was accepted")
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("a huge count cost %v allocations", allocs)
+	}
+	long := binary.AppendVarint([]byte{invokeWireVersion}, 1)
+	long = binary.AppendUvarint(long, 1<<62)
+	if b.decodeFrame(long) == nil {
+		t.Fatal("an id past the frame was accepted")
+	}
+}
+
+func FuzzKVBatchDecode(f *testing.F) {
+	f.Add(sampleBatch().encodeFrame())
+	f.Add([]byte{invokeWireVersion, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b kvBatch
+		if b.decodeFrame(data) != nil {
+			return
+		}
+		var again kvBatch
+		if err := again.decodeFrame(b.encodeFrame()); err != nil || !reflect.DeepEqual(b, again) {
+			t.Fatalf("decoded %+v, re-encoded to %+v (%v)", b, again, err)
+		}
+	})
+}
