@@ -170,8 +170,8 @@ func TestCorkedWritesLeaveTogether(t *testing.T) {
 	defer b.Close()
 	c := newRPC(a, 1<<20, 1<<20, nil, nil)
 	c.cork()
-	for i := 0; i < 3; i++ {
-		c.reply(uint64(i+1), pathInvoke, []byte(fmt.Sprint("answer ", i)))
+	for i := 1; i <= 3; i++ {
+		c.reply(uint64(i), pathInvoke, []byte(fmt.Sprint("answer ", i)))
 	}
 	b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if n, err := b.Read(make([]byte, 1)); n > 0 || err == nil {
@@ -179,20 +179,7 @@ func TestCorkedWritesLeaveTogether(t *testing.T) {
 	}
 	c.uncork()
 	b.SetReadDeadline(time.Now().Add(5 * time.Second))
-	r := bufio.NewReader(b)
-	for i := 0; i < 3; i++ {
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			t.Fatal(err)
-		}
-		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(r, frame); err != nil {
-			t.Fatal(err)
-		}
-		if id := binary.BigEndian.Uint64(frame[:8]); id != uint64(i+1) || string(frame[frameHeader:]) != fmt.Sprint("answer ", i) {
-			t.Fatalf("frame %d: id %d, %q", i, id, frame[frameHeader:])
-		}
-	}
+	readAnswers(t, bufio.NewReader(b), 1, 3)
 }
 
 // countingConn counts the system calls that write.
