@@ -54,22 +54,11 @@ func TestInvokeFramesRoundTrip(t *testing.T) {
 // version or a count larger than the frame is refused, and a count never
 // makes the decoder allocate past the frame's own size.
 func TestInvokeReplyFromAHostileWorker(t *testing.T) {
-	frame := sampleReply().encodeFrame()
-	for i := 0; i < len(frame); i++ {
+	refusesMangled(t, "a reply", sampleReply().encodeFrame(), func(b []byte) error {
 		var a invokeReply
-		if a.decodeFrame(frame[:i]) == nil {
-			t.Fatalf("a reply cut at %d of %d bytes was accepted", i, len(frame))
-		}
-	}
+		return a.decodeFrame(b)
+	})
 	var a invokeReply
-	if a.decodeFrame(append(append([]byte{}, frame...), 0)) == nil {
-		t.Fatal("a reply with a byte left over was accepted")
-	}
-	other := append([]byte{}, frame...)
-	other[0] = invokeWireVersion + 1
-	if a.decodeFrame(other) == nil {
-		t.Fatal("a reply of another version was accepted")
-	}
 	// status, statusText "", then a header count of 2^40.
 	huge := []byte{invokeWireVersion}
 	huge = binary.AppendVarint(huge, 200)
@@ -90,6 +79,26 @@ func TestInvokeReplyFromAHostileWorker(t *testing.T) {
 	long = binary.AppendUvarint(long, 1<<62)
 	if a.decodeFrame(long) == nil {
 		t.Fatal("a string past the frame was accepted")
+	}
+}
+
+// refusesMangled checks that decode refuses every cut of a well-formed
+// binary frame, the frame with a byte left over, and the frame of another
+// version (what, such as "a reply", names it in a failure).
+func refusesMangled(t *testing.T, what string, frame []byte, decode func([]byte) error) {
+	t.Helper()
+	for i := 0; i < len(frame); i++ {
+		if decode(frame[:i]) == nil {
+			t.Fatalf("%s cut at %d of %d bytes was accepted", what, i, len(frame))
+		}
+	}
+	if decode(append(append([]byte{}, frame...), 0)) == nil {
+		t.Fatalf("%s with a byte left over was accepted", what)
+	}
+	other := append([]byte{}, frame...)
+	other[0] = invokeWireVersion + 1
+	if decode(other) == nil {
+		t.Fatalf("%s of another version was accepted", what)
 	}
 }
 
