@@ -46,6 +46,25 @@ func run(t testing.TB, code string) (Outcome, error) {
 	return engine(t).Run(context.Background(), Job{Program: Program{Code: code}})
 }
 
+// jsCase is a computation and the JSON result it must answer.
+type jsCase struct{ name, code, want string }
+
+// runCases runs each case with run, as a subtest of its own.
+func runCases(t *testing.T, cases []jsCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := run(t, c.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out.Result) != c.want {
+				t.Fatalf("got %s, want %s", out.Result, c.want)
+			}
+		})
+	}
+}
+
 func mustRun(t testing.TB, code string) Outcome {
 	t.Helper()
 	out, err := run(t, code)
