@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-8}
 rounds=${2:-2}
 source bench/lib.sh
-(cd bench/workerd && npm install --no-audit --no-fund --silent >/dev/null)
+install_workerd
 start_gateway
 (cd bench/workerd && exec ./node_modules/.bin/workerd serve config.capnp) > "$work/workerd.log" 2>&1 &
 wd=$!
@@ -26,9 +26,8 @@ trap 'kill ${gw:-} ${wd:-} ${dt:-} ${du:-} 2>/dev/null || true; wait ${gw:-} ${w
 for port in 8092 8091 8093 8094; do
 	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
 done
-json_code() { python3 -c 'import json,sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$1"; }
-trivial=$(deploy "$(json_code bench/workerd/trivial.js)")
-url=$(deploy "$(json_code bench/workerd/worker.js)")
+trivial=$(deploy "$(handle_json bench/workerd/trivial.js)")
+url=$(deploy "$(handle_json bench/workerd/worker.js)")
 results="$work/results"
 q='items?id=42&sort=asc'
 for r in $(seq "$rounds"); do

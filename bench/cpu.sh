@@ -11,12 +11,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-5}
 source bench/lib.sh
 start_gateway
-for _ in $(seq 50); do
-	curl -sf -o /dev/null -H 'Host: api.localhost' http://127.0.0.1:8089/health && break
-	sleep 0.2
-done
-trivial=$(deploy "$(python3 -c 'import json; print(json.dumps({"retainHandles": True, "code": open("bench/workerd/trivial.js").read()}))')")
-url=$(deploy "$(python3 -c 'import json; print(json.dumps({"retainHandles": True, "code": open("bench/workerd/worker.js").read()}))')")
+trivial=$(deploy "$(handle_json bench/workerd/trivial.js)")
+url=$(deploy "$(handle_json bench/workerd/worker.js)")
 tick=$(getconf CLK_TCK)
 cpu() { # the utime+stime ticks of the gateway and of all its children
 	local g w=0 p

@@ -13,12 +13,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-6}
 rounds=${2:-2}
 source bench/lib.sh
-(cd bench/workerd && npm install --no-audit --no-fund --silent >/dev/null)
+install_workerd
 start_gateway
-for _ in $(seq 50); do
-	curl -sf -o /dev/null -H 'Host: api.localhost' http://127.0.0.1:8089/health && break
-	sleep 0.2
-done
 # workerd: 32 services running the same module, one socket each.
 cp bench/workerd/trivial.js "$work/trivial.js"
 python3 - "$work/isolates.capnp" <<'PY'
@@ -33,7 +29,7 @@ workerd=$PWD/bench/workerd/node_modules/.bin/workerd
 wd=$!
 trap 'kill ${gw:-} ${wd:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:8131/" && break; sleep 0.2; done
-code=$(python3 -c 'import json; print(json.dumps({"retainHandles": True, "code": open("bench/workerd/trivial.js").read()}))')
+code=$(handle_json bench/workerd/trivial.js)
 handles=""
 for i in $(seq 32); do
 	handles="$handles${handles:+,}http://$(deploy "$code").apps.localhost:8089/"
