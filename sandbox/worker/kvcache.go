@@ -87,11 +87,12 @@ type settleWaiter struct {
 	f  func(error)
 }
 
+// kvWrite is one queued write as the kv batch carries it (kvwire.go).
 type kvWrite struct {
-	ID    string  `json:"id"` // the run or handle that wrote
-	Op    string  `json:"op"`
-	Key   string  `json:"key"`
-	Value *string `json:"value,omitempty"`
+	ID    string // the run or handle that wrote
+	Op    string // kv.put or kv.delete
+	Key   string
+	Value *string // nil for a delete
 }
 
 // KVWrite is one write of a kv.batch as the gateway applies it.
