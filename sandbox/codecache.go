@@ -37,11 +37,7 @@ func processBootstrapCache() *v8.CompilerCachedData {
 }
 
 func (m *vm) compileBootstrap(cache *v8.CompilerCachedData) (*v8.UnboundScript, error) {
-	opts := v8.CompileOptions{}
-	if cache != nil {
-		opts.CachedData = cache
-	}
-	s, err := m.iso.CompileUnboundScript(bootstrapSource, "runtime.js", opts)
+	s, err := m.iso.CompileUnboundScript(bootstrapSource, "runtime.js", v8.CompileOptions{CachedData: cache})
 	if err != nil {
 		return nil, fmt.Errorf("compiling the runtime bootstrap: %w", err)
 	}
