@@ -10,7 +10,9 @@
 #   CGO_ENABLED=1 go build -o /tmp/new ./cmd/retainer
 # Usage: [AB_HANDLES=n] bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
 #        [handler file, default bench/workerd/worker.js; a .json file is the
-#        whole deploy body] [loadgen flags, default -c 32]
+#        whole deploy body; the word computation posts `async () => 1 + 1`
+#        to /executions instead, one connection back to back unless flags
+#        say otherwise] [loadgen flags, default -c 32]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$(realpath "$1")
@@ -20,6 +22,10 @@ pairs=${4:-12}
 code=${5:-bench/workerd/worker.js}
 shift $(($# < 5 ? $# : 5))
 flags=("$@")
+if [ "$code" = computation ]; then
+	[ ${#flags[@]} -eq 0 ] && flags=(-c 1)
+	flags+=(-method POST -body '{"code": "async () => 1 + 1"}')
+fi
 [ ${#flags[@]} -eq 0 ] && flags=(-c 32)
 work=$(mktemp -d)
 trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -41,7 +47,9 @@ for port in 8089 8189; do
 	done
 done
 # A .json file is the whole deploy body (capabilities and all).
-if [[ $code == *.json ]]; then
+if [ "$code" = computation ]; then
+	json=""
+elif [[ $code == *.json ]]; then
 	json=$(cat "$code")
 else
 	json=$(python3 -c 'import json, sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$code")
@@ -51,6 +59,10 @@ deploy() { curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d 
 # connections over them (default 1).
 urls() { # port
 	local u="" i
+	if [ "$code" = computation ]; then
+		echo "http://api.localhost:$1/executions"
+		return
+	fi
 	for i in $(seq "${AB_HANDLES:-1}"); do
 		u="$u${u:+,}http://$(deploy "$1").apps.localhost:$1/items?id=42&sort=asc"
 	done
@@ -86,11 +98,14 @@ rows = {"old": [], "new": []}
 for line in open(sys.argv[1]):
     f = line.split()
     m = re.search(r"gateway (\d+) worker (\d+) total (\d+)", line)
-    rows[f[0]].append((float(f[1]), int(m.group(1)), int(m.group(2)), int(m.group(3))))
+    p50 = re.search(r"p50 (\S+)", line).group(1)
+    ms = float(p50[:-2]) if p50.endswith("ms") else float(p50[:-2]) / 1000 if p50.endswith("µs") else float(p50[:-1]) * 1000
+    rows[f[0]].append((float(f[1]), int(m.group(1)), int(m.group(2)), int(m.group(3)), ms))
 print()
 for k, v in rows.items():
-    print("%s: median %.0f req/s, gateway %.0f + worker %.0f = %.0f us of CPU a request" % ((k,) + tuple(statistics.median(x[i] for x in v) for i in range(4))))
+    print("%s: median %.0f req/s, gateway %.0f + worker %.0f = %.0f us of CPU a request, p50 %.2f ms" % ((k,) + tuple(statistics.median(x[i] for x in v) for i in range(5))))
 pairs = list(zip(rows["old"], rows["new"]))
-print("new spent less CPU a request in %d of %d pairs, served more in %d" % (
-    sum(1 for a, b in pairs if b[3] < a[3]), len(pairs), sum(1 for a, b in pairs if b[0] > a[0])))
+print("new spent less CPU a request in %d of %d pairs, served more in %d, lower p50 in %d" % (
+    sum(1 for a, b in pairs if b[3] < a[3]), len(pairs), sum(1 for a, b in pairs if b[0] > a[0]),
+    sum(1 for a, b in pairs if b[4] < a[4])))
 PY

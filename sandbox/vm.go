@@ -74,7 +74,10 @@ type vm struct {
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the
 // runtime, and starts its loop. A warm vm (prewarm, made before any caller
-// waits for it) also makes its first call then (warmUp).
+// waits for it) is made on the calling goroutine, a refiller's on its
+// background thread (background.go), and also makes its first calls then
+// (warmUp); any other is made on its loop's goroutine, which goes on to
+// serve it.
 func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m := &vm{
 		eng:       e,
@@ -86,20 +89,36 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 		uncached:  map[string]*v8.UnboundScript{},
 	}
 	m.streamSet.wake = make(chan struct{}, 1)
+	if warm {
+		if err := m.prepare(true); err != nil {
+			return nil, err
+		}
+		// The loop takes the isolate's hold on its own thread.
+		m.hold.drop()
+		go m.loop()
+		return m, nil
+	}
 	ready := make(chan error, 1)
-	go m.loop(ready, warm)
+	go func() {
+		err := m.prepare(false)
+		ready <- err
+		if err == nil {
+			m.loop()
+		}
+	}()
 	if err := <-ready; err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *vm) loop(ready chan<- error, warm bool) {
-	defer close(m.done)
+// prepare makes the isolate and its runtime, with the isolate's hold taken
+// on the calling thread. When it fails, the isolate is gone (done closed).
+func (m *vm) prepare(warm bool) error {
 	if err := m.create(); err != nil {
 		m.hold.drop()
-		ready <- err
-		return
+		close(m.done)
+		return err
 	}
 	var err error
 	switch {
@@ -111,16 +130,22 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		err = m.warmUp()
 	}
 	if err != nil {
-		m.dispose()
-		ready <- err
-		return
+		m.end()
+		m.teardown()
+		return err
 	}
-	ready <- nil
+	return nil
+}
+
+// loop serves the isolate until it is dead, then ends it and hands its
+// teardown to the disposer (background.go).
+func (m *vm) loop() {
 	defer func() {
 		if m.handleID != "" {
 			m.eng.forget(m.handleID, m)
 		}
-		m.dispose()
+		m.end()
+		m.retire()
 	}()
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
@@ -247,19 +272,18 @@ func (m *vm) kill() {
 	m.dead = true
 }
 
-func (m *vm) dispose() {
+// end is the loop's last act on the isolate: streams and codecs end, the
+// watchdog stops reaching it (disposed), the loop's hold is dropped, and
+// whatever was still queued is failed (each job sees m.dead) while later
+// submits are refused. What is left, V8's own teardown, needs no thread in
+// particular (teardown).
+func (m *vm) end() {
 	m.closeCodecs()
 	m.endStreams()
 	m.mu.Lock()
 	m.disposed = true
 	m.mu.Unlock()
-	m.releaseReturned()
-	m.ctx.Close()
 	m.hold.drop()
-	m.iso.Dispose()
-	m.guard.free()
-	// Fail whatever was still queued (each job sees m.dead), and refuse
-	// what comes later.
 	m.dead = true
 	m.qmu.Lock()
 	m.qclosed = true
@@ -272,6 +296,17 @@ func (m *vm) dispose() {
 			return
 		}
 	}
+}
+
+// teardown disposes of the isolate once its loop has ended it, on the
+// disposer's thread or the loop's, and then closes done. Nothing else
+// touches the isolate by then, so its values are released here.
+func (m *vm) teardown() {
+	m.releaseReturned()
+	m.ctx.Close()
+	m.iso.Dispose()
+	m.guard.free()
+	close(m.done)
 }
 
 // submit queues f on the loop. It fails at once when the isolate's queue is
