@@ -36,9 +36,9 @@ type kvHint struct {
 }
 
 type kvInvalidate struct {
-	Space string `json:"space,omitempty"`
-	Key   string `json:"key,omitempty"`
-	All   bool   `json:"all,omitempty"` // every space (a failed commit)
+	Space string   `json:"space,omitempty"`
+	Keys  []string `json:"keys,omitempty"` // every key one write batch changed
+	All   bool     `json:"all,omitempty"`  // every space (a failed commit)
 }
 
 // maxCacheBytes bounds the cached values of one worker; past it the cache
@@ -425,5 +425,7 @@ func (c *kvCache) invalidate(m kvInvalidate) {
 		c.bytes = 0
 		return
 	}
-	c.drop(cacheKey{m.Space, m.Key})
+	for _, k := range m.Keys {
+		c.drop(cacheKey{m.Space, k})
+	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,7 +72,10 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
 	code := `async () => ({ async fetch(req) {
 		const url = new URL(req.url);
-		if (url.pathname === '/put') { await kv.put('k', url.searchParams.get('v')); return new Response('ok'); }
+		const v = url.searchParams.get('v');
+		if (url.pathname === '/put') { await kv.put('k', v); return new Response('ok'); }
+		if (url.pathname === '/many') { kv.put('k2', v + '2'); kv.put('k', v + '0'); await kv.put('k2', v); return new Response('ok'); }
+		if (url.pathname === '/both') return new Response(await kv.get('k') + ',' + await kv.get('k2'));
 		return new Response(String(await kv.get('k')));
 	} })`
 	var ids []string
@@ -128,6 +132,44 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 		}
 		if got := read(writer); got != v {
 			t.Fatalf("the writer %s read %q after writing %q", writer, got, v)
+		}
+	}
+	// Several keys, one written twice, in one invocation's writes: each
+	// leaves the other worker's cache.
+	both := func(id string) string {
+		t.Helper()
+		res, err := get(pool, id, "https://x/both")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.BodyBytes())
+	}
+	for i := 0; i < 3; i++ {
+		both(a)
+	}
+	if _, err := get(pool, b, "https://x/many?v=four"); err != nil {
+		t.Fatal(err)
+	}
+	if got := both(a); got != "four0,four" {
+		t.Fatalf("after %s wrote two keys, %s read %q", b, a, got)
+	}
+}
+
+// A batch's keys are told to the other workers once each, per space and
+// per worker whose own cache is current.
+func TestKVDropsGatherEachKeyOnce(t *testing.T) {
+	p, q := &process{}, &process{}
+	var d kvDrops
+	d.add(p, "s", []string{"a", "b", "a"})
+	d.add(p, "s", []string{"b", "c"})
+	d.add(q, "s", []string{"a"})
+	d.add(p, "t", []string{"a"})
+	if len(d.list) != 3 {
+		t.Fatalf("%d drops, want 3 (two spaces of p, one of q)", len(d.list))
+	}
+	for i, want := range []string{"a,b,c", "a", "a"} {
+		if got := strings.Join(d.list[i].keys, ","); got != want {
+			t.Fatalf("drop %d: keys %s, want %s", i, got, want)
 		}
 	}
 }

@@ -354,10 +354,11 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	p.post(ctx, pathStreamCancel, streamRequest{ID: id, Stream: stream}, &rep)
 }
 
-// invalidateKV drops key of space from every worker's cache but except's,
-// and waits until each has done it; a worker that does not answer is
-// killed (its cache would stay stale). all drops every cache.
-func (pool *Pool) invalidateKV(except *process, space, key string, all bool) {
+// invalidateKV drops keys of space from every worker's cache but except's,
+// one message to each, and waits until each has done it; a worker that
+// does not answer is killed (its cache would stay stale). all drops every
+// cache.
+func (pool *Pool) invalidateKV(except *process, space string, keys []string, all bool) {
 	pool.mu.Lock()
 	var targets []*process
 	for _, p := range pool.workers {
@@ -374,7 +375,7 @@ func (pool *Pool) invalidateKV(except *process, space, key string, all bool) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var rep struct{}
-			if err := p.post(ctx, pathKVInvalidate, kvInvalidate{Space: space, Key: key, All: all}, &rep); err != nil {
+			if err := p.post(ctx, pathKVInvalidate, kvInvalidate{Space: space, Keys: keys, All: all}, &rep); err != nil {
 				p.kill("did not drop a changed kv value from its cache")
 			}
 		}()
@@ -383,7 +384,7 @@ func (pool *Pool) invalidateKV(except *process, space, key string, all bool) {
 }
 
 // InvalidateAllKV drops every worker's kv cache (a commit failed).
-func (pool *Pool) InvalidateAllKV() { pool.invalidateKV(nil, "", "", true) }
+func (pool *Pool) InvalidateAllKV() { pool.invalidateKV(nil, "", nil, true) }
 
 // progress answers how many invocations of handle id were answered while
 // others were in flight, and whether any other is in flight now.
