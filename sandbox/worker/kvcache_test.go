@@ -92,14 +92,15 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 		t.Fatal("no two handles in two workers")
 	}
 	a, b := ids[0], ids[1]
-	read := func(id string) string {
+	body := func(id, path string) string {
 		t.Helper()
-		res, err := get(pool, id, "https://x/get")
+		res, err := get(pool, id, "https://x"+path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(res.BodyBytes())
 	}
+	read := func(id string) string { return body(id, "/get") }
 	write := func(id, v string) {
 		t.Helper()
 		if _, err := get(pool, id, "https://x/put?v="+v); err != nil {
@@ -136,14 +137,7 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	}
 	// Several keys, one written twice, in one invocation's writes: each
 	// leaves the other worker's cache.
-	both := func(id string) string {
-		t.Helper()
-		res, err := get(pool, id, "https://x/both")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(res.BodyBytes())
-	}
+	both := func(id string) string { return body(id, "/both") }
 	for i := 0; i < 3; i++ {
 		both(a)
 	}
