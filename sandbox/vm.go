@@ -11,10 +11,35 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// flagsMu serializes SetFlags with NewIsolate: V8 reads
-// --max-old-space-size when an isolate is created, so the flag and the
-// creation must not interleave with another isolate's.
-var flagsMu sync.Mutex
+// flagsMu keeps SetFlags apart from NewIsolate: V8 reads
+// --max-old-space-size when an isolate is created, so the flag must not
+// change while another isolate is being made with it. Creations that find
+// the flags already naming their heap share the read lock: the prewarm
+// refillers create on SCHED_IDLE threads (background.go), and one starved
+// there while holding an exclusive lock kept every run that made its own
+// isolate waiting behind it (computations under handle load: p99 14-26
+// ms). Only a creation with another heap size takes the write lock.
+var (
+	flagsMu        sync.RWMutex
+	flagsMemoryMiB int // the heap size the flags name now; 0 before any
+)
+
+// newIsolate makes an isolate whose old space is bounded for memoryMiB.
+func newIsolate(memoryMiB int) *v8.Isolate {
+	flagsMu.RLock()
+	if flagsMemoryMiB == memoryMiB {
+		defer flagsMu.RUnlock()
+		return v8.NewIsolate()
+	}
+	flagsMu.RUnlock()
+	flagsMu.Lock()
+	defer flagsMu.Unlock()
+	if flagsMemoryMiB != memoryMiB {
+		v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
+		flagsMemoryMiB = memoryMiB
+	}
+	return v8.NewIsolate()
+}
 
 // vm is one V8 isolate with its context and runtime. It is owned by exactly
 // one goroutine, its loop: every V8 call on it happens there, including
@@ -255,10 +280,7 @@ func (m *vm) create() (err error) {
 			err = fmt.Errorf("creating an isolate: %v", r)
 		}
 	}()
-	flagsMu.Lock()
-	v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(m.memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
-	m.iso = v8.NewIsolate()
-	flagsMu.Unlock()
+	m.iso = newIsolate(m.memoryMiB)
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
