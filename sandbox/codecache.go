@@ -36,8 +36,21 @@ func processBootstrapCache() *v8.CompilerCachedData {
 	return bootstrapCache
 }
 
+// consuming answers compile options that consume cache without sharing
+// it: v8go writes whether V8 rejected the data into the struct it is
+// given, and the process's caches are read by isolates on many threads at
+// once (go test -race caught two bootstrap compilations writing it
+// together). The bytes themselves are only read.
+func consuming(cache *v8.CompilerCachedData) v8.CompileOptions {
+	if cache == nil {
+		return v8.CompileOptions{}
+	}
+	c := *cache
+	return v8.CompileOptions{CachedData: &c}
+}
+
 func (m *vm) compileBootstrap(cache *v8.CompilerCachedData) (*v8.UnboundScript, error) {
-	s, err := m.iso.CompileUnboundScript(bootstrapSource, "runtime.js", v8.CompileOptions{CachedData: cache})
+	s, err := m.iso.CompileUnboundScript(bootstrapSource, "runtime.js", consuming(cache))
 	if err != nil {
 		return nil, fmt.Errorf("compiling the runtime bootstrap: %w", err)
 	}

@@ -47,7 +47,7 @@ func (m *vm) compileModule(name string) (*v8.UnboundScript, error) {
 		return nil, errors.New("no runtime module " + name)
 	}
 	cache := moduleCache(name)
-	script, err := m.iso.CompileUnboundScript(src, "runtime-"+name+".js", v8.CompileOptions{CachedData: cache})
+	script, err := m.iso.CompileUnboundScript(src, "runtime-"+name+".js", consuming(cache))
 	if err != nil {
 		return nil, err
 	}
