@@ -397,6 +397,10 @@ func (pool *Pool) progress(id string) (uint64, bool) {
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
 // served in arrival order by the worker; past the per-isolate queue they
 // fail at once with OVERLOADED.
+// holdAhead is how many invocations of a one-at-a-time handle must be in
+// flight ahead of one for its frame to be held (Invoke).
+const holdAhead = 8
+
 func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
 	pool.mu.Lock()
 	p := pool.where[id]
@@ -445,7 +449,10 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		queued = ahead/conc + 1
 	}
 	var rep invokeReply
-	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
+	// A handle that serves one invocation at a time with holdAhead or more
+	// of them ahead of this one has work queued for longer than a held
+	// frame waits: the frame may leave with the next write.
+	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }, hold: conc == 1 && ahead >= holdAhead}
 	if err := p.callOrdered(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}

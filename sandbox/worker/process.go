@@ -246,8 +246,12 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 	return p.callOrdered(ctx, path, body, out, handleID, bound, ahead, nil)
 }
 
-// sendOrder puts a turn around a call's write (turns.go).
-type sendOrder struct{ before, after func() }
+// sendOrder puts a turn around a call's write (turns.go); hold lets the
+// frame leave with the next write (rpcConn.CallOrdered).
+type sendOrder struct {
+	before, after func()
+	hold          bool
+}
 
 // callOrdered is callQueued whose frame is written in order's turn.
 func (p *process) callOrdered(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int, order *sendOrder) error {
@@ -350,10 +354,11 @@ func (p *process) postOrdered(ctx context.Context, path string, body, out any, o
 		}
 	}
 	var before, after func()
+	hold := false
 	if order != nil {
-		before, after = order.before, order.after
+		before, after, hold = order.before, order.after, order.hold
 	}
-	res, err := p.rpc.CallOrdered(ctx, path, data, before, after)
+	res, err := p.rpc.CallOrdered(ctx, path, data, before, after, hold)
 	if err != nil {
 		return err
 	}

@@ -362,13 +362,16 @@ const maxSpare = 256 << 10
 
 // Call sends a request and waits for its response.
 func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte, error) {
-	return c.CallOrdered(ctx, path, payload, nil, nil)
+	return c.CallOrdered(ctx, path, payload, nil, nil, false)
 }
 
 // CallOrdered is Call with a turn around the write: before returns when
 // the frame may be written, after runs once its place in the stream is
-// taken (or it could not be written).
-func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, before, after func()) ([]byte, error) {
+// taken (or it could not be written). hold lets the frame wait for the
+// next write, as replyLater's answers do (up to maxHeld frames, holdFor):
+// for a call whose peer has enough work ahead of it that the wait costs
+// it nothing.
+func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, before, after func(), hold bool) ([]byte, error) {
 	defer func() { // on the paths that end before the write
 		if after != nil {
 			after()
@@ -390,7 +393,7 @@ func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, 
 	if before != nil {
 		before()
 	}
-	err := c.write(id, kindRequest, path, payload, after, false)
+	err := c.write(id, kindRequest, path, payload, after, hold)
 	after = nil
 	if err != nil {
 		c.forget(id)

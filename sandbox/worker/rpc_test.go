@@ -111,7 +111,7 @@ func TestOrderedWritesArriveInOrder(t *testing.T) {
 			defer wg.Done()
 			tk := tickets[i]
 			if _, err := caller.CallOrdered(context.Background(), fmt.Sprint(i), nil,
-				func() { ts.wait("h", tk) }, func() { ts.done("h", tk) }); err != nil {
+				func() { ts.wait("h", tk) }, func() { ts.done("h", tk) }, false); err != nil {
 				t.Error(err)
 			}
 		}(i)
@@ -247,4 +247,51 @@ func TestHeldAnswersLeaveWithTheNext(t *testing.T) {
 	c.holdFor = time.Millisecond
 	c.replyLater(100, pathInvoke, []byte("answer 100"), true)
 	readAnswers(t, r, 100, 1)
+}
+
+// A held call's frame waits for the next write and leaves with it, in one
+// system call; one that nothing follows leaves at holdFor.
+func TestHeldCallsLeaveWithTheNext(t *testing.T) {
+	a, b := socketPair(t)
+	const max = 1 << 20
+	peer := newRPC(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
+		return []byte(path), nil
+	}, nil).start()
+	conn := &countingConn{Conn: a}
+	caller := newRPC(conn, max, max, nil, nil).start()
+	defer func() { caller.Close(); peer.Close() }()
+	caller.holdFor = time.Hour // only a write lets them out
+	call := func(path string, hold bool) {
+		res, err := caller.CallOrdered(context.Background(), path, nil, nil, nil, hold)
+		if err != nil || string(res) != path {
+			t.Errorf("call %s: %v %q", path, err, res)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); call(fmt.Sprint("held ", i), true) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		caller.wmu.Lock()
+		held := caller.held
+		caller.wmu.Unlock()
+		if held == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames held, want 3", held)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := conn.writes.Load(); n != 0 {
+		t.Fatalf("%d writes while the frames were held", n)
+	}
+	call("next", false)
+	wg.Wait()
+	if n := conn.writes.Load(); n != 1 {
+		t.Fatalf("four calls took %d writes, want 1", n)
+	}
+	caller.holdFor = time.Millisecond
+	call("alone", true)
 }

@@ -532,3 +532,36 @@ func TestNewTenantBurstRecyclesOneWorker(t *testing.T) {
 		t.Fatalf("the burst recycled more than one worker: %+v", pool.Status())
 	}
 }
+
+// Invocations with many of their handle's ahead of them are held for the
+// next write (Pool.Invoke, holdAhead): under a burst every one is still
+// served, once, and none waits on a frame left behind.
+func TestBurstOfHeldInvocations(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1})
+	deploy(t, pool, "burst", `async () => { let served = 0; return { fetch() {
+		const end = Date.now() + 1; while (Date.now() < end) {}
+		return new Response(String(++served));
+	} } }`)
+	const n = 4 * holdAhead
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := get(pool, "burst", "https://x/")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			seen[string(res.BodyBytes())] = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d distinct answers to %d invocations", len(seen), n)
+	}
+}
