@@ -7,7 +7,7 @@ import (
 )
 
 // Isolates made on many threads at once (no prewarmed pool: every run
-// makes its own, under the shared read lock of flagsMu) all run. Under
+// makes its own) all run. Under
 // -race this also caught the code caches' shared struct being written by
 // two compilations together (consuming).
 func TestIsolatesMadeConcurrently(t *testing.T) {

@@ -160,11 +160,8 @@ func New(cfg Config) *Engine {
 }
 
 // prewarm keeps the warm channel full. Each warm isolate serves exactly one
-// run, so no state passes from one run to the next. It makes them on a
-// background thread (background.go): the refill takes a core only when no
-// answer needs it, and its thread ends with it.
+// run, so no state passes from one run to the next.
 func (e *Engine) prewarm() {
-	backgroundThread()
 	for {
 		m, err := newVM(e, e.cfg.MemoryMiB, true)
 		if err != nil {
@@ -258,9 +255,7 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 // took the P back, up to 10 ms later (measured: the answer of a
 // computation reached its caller 0.3-3.2 ms after it was ready). Unpinned,
 // Gosched runs the woken goroutine on this thread at once, and the loop
-// goes on right after it. Disposal now happens on the background disposer
-// (background.go), but the loop still ends the isolate (end) and disposes
-// of it itself when the disposer is behind.
+// goes on right after it.
 func (m *vm) yieldBeforeDispose() {
 	m.hold.drop()
 	runtime.Gosched()

@@ -11,35 +11,10 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// flagsMu keeps SetFlags apart from NewIsolate: V8 reads
-// --max-old-space-size when an isolate is created, so the flag must not
-// change while another isolate is being made with it. Creations that find
-// the flags already naming their heap share the read lock: the prewarm
-// refillers create on SCHED_IDLE threads (background.go), and one starved
-// there while holding an exclusive lock kept every run that made its own
-// isolate waiting behind it (computations under handle load: p99 14-26
-// ms). Only a creation with another heap size takes the write lock.
-var (
-	flagsMu        sync.RWMutex
-	flagsMemoryMiB int // the heap size the flags name now; 0 before any
-)
-
-// newIsolate makes an isolate whose old space is bounded for memoryMiB.
-func newIsolate(memoryMiB int) *v8.Isolate {
-	flagsMu.RLock()
-	if flagsMemoryMiB == memoryMiB {
-		defer flagsMu.RUnlock()
-		return v8.NewIsolate()
-	}
-	flagsMu.RUnlock()
-	flagsMu.Lock()
-	defer flagsMu.Unlock()
-	if flagsMemoryMiB != memoryMiB {
-		v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
-		flagsMemoryMiB = memoryMiB
-	}
-	return v8.NewIsolate()
-}
+// flagsMu serializes SetFlags with NewIsolate: V8 reads
+// --max-old-space-size when an isolate is created, so the flag and the
+// creation must not interleave with another isolate's.
+var flagsMu sync.Mutex
 
 // vm is one V8 isolate with its context and runtime. It is owned by exactly
 // one goroutine, its loop: every V8 call on it happens there, including
@@ -99,10 +74,7 @@ type vm struct {
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the
 // runtime, and starts its loop. A warm vm (prewarm, made before any caller
-// waits for it) is made on the calling goroutine, a refiller's on its
-// background thread (background.go), and also makes its first calls then
-// (warmUp); any other is made on its loop's goroutine, which goes on to
-// serve it.
+// waits for it) also makes its first call then (warmUp).
 func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m := &vm{
 		eng:       e,
@@ -114,36 +86,20 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 		uncached:  map[string]*v8.UnboundScript{},
 	}
 	m.streamSet.wake = make(chan struct{}, 1)
-	if warm {
-		if err := m.prepare(true); err != nil {
-			return nil, err
-		}
-		// The loop takes the isolate's hold on its own thread.
-		m.hold.drop()
-		go m.loop()
-		return m, nil
-	}
 	ready := make(chan error, 1)
-	go func() {
-		err := m.prepare(false)
-		ready <- err
-		if err == nil {
-			m.loop()
-		}
-	}()
+	go m.loop(ready, warm)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// prepare makes the isolate and its runtime, with the isolate's hold taken
-// on the calling thread. When it fails, the isolate is gone (done closed).
-func (m *vm) prepare(warm bool) error {
+func (m *vm) loop(ready chan<- error, warm bool) {
+	defer close(m.done)
 	if err := m.create(); err != nil {
 		m.hold.drop()
-		close(m.done)
-		return err
+		ready <- err
+		return
 	}
 	var err error
 	switch {
@@ -155,22 +111,16 @@ func (m *vm) prepare(warm bool) error {
 		err = m.warmUp()
 	}
 	if err != nil {
-		m.end()
-		m.teardown()
-		return err
+		m.dispose()
+		ready <- err
+		return
 	}
-	return nil
-}
-
-// loop serves the isolate until it is dead, then ends it and hands its
-// teardown to the disposer (background.go).
-func (m *vm) loop() {
+	ready <- nil
 	defer func() {
 		if m.handleID != "" {
 			m.eng.forget(m.handleID, m)
 		}
-		m.end()
-		m.retire()
+		m.dispose()
 	}()
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
@@ -280,7 +230,10 @@ func (m *vm) create() (err error) {
 			err = fmt.Errorf("creating an isolate: %v", r)
 		}
 	}()
-	m.iso = newIsolate(m.memoryMiB)
+	flagsMu.Lock()
+	v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(m.memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
+	m.iso = v8.NewIsolate()
+	flagsMu.Unlock()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
@@ -294,18 +247,19 @@ func (m *vm) kill() {
 	m.dead = true
 }
 
-// end is the loop's last act on the isolate: streams and codecs end, the
-// watchdog stops reaching it (disposed), the loop's hold is dropped, and
-// whatever was still queued is failed (each job sees m.dead) while later
-// submits are refused. What is left, V8's own teardown, needs no thread in
-// particular (teardown).
-func (m *vm) end() {
+func (m *vm) dispose() {
 	m.closeCodecs()
 	m.endStreams()
 	m.mu.Lock()
 	m.disposed = true
 	m.mu.Unlock()
+	m.releaseReturned()
+	m.ctx.Close()
 	m.hold.drop()
+	m.iso.Dispose()
+	m.guard.free()
+	// Fail whatever was still queued (each job sees m.dead), and refuse
+	// what comes later.
 	m.dead = true
 	m.qmu.Lock()
 	m.qclosed = true
@@ -318,17 +272,6 @@ func (m *vm) end() {
 			return
 		}
 	}
-}
-
-// teardown disposes of the isolate once its loop has ended it, on the
-// disposer's thread or the loop's, and then closes done. Nothing else
-// touches the isolate by then, so its values are released here.
-func (m *vm) teardown() {
-	m.releaseReturned()
-	m.ctx.Close()
-	m.iso.Dispose()
-	m.guard.free()
-	close(m.done)
 }
 
 // submit queues f on the loop. It fails at once when the isolate's queue is
