@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Isolates made on many threads at once (no prewarmed pool: every run
@@ -28,4 +29,32 @@ func TestIsolatesMadeConcurrently(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// The prewarmed pool fills up again after each run took from it (the
+// refill of a full pool waits refillDelay, then goes on).
+func TestPoolRefillsAfterRuns(t *testing.T) {
+	e := New(Config{Prewarm: 2})
+	defer e.Shutdown()
+	full := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(e.warm) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool holds %d isolates after 10 s, want 2", len(e.warm))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		full()
+		// Both refillers finish the isolate each was making and wait to
+		// push it: the next take lets one of them through, and the
+		// delayed refill follows.
+		time.Sleep(50 * time.Millisecond)
+		if _, err := e.Run(context.Background(), Job{Program: Program{Code: "async () => 1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full()
 }
