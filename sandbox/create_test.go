@@ -58,3 +58,23 @@ func TestPoolRefillsAfterRuns(t *testing.T) {
 	}
 	full()
 }
+
+// An ended isolate is torn down a moment later, off its loop (done closes).
+func TestEndedIsolateIsTornDown(t *testing.T) {
+	e := engine(t)
+	const id = "torn-down"
+	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: "async () => ({ fetch() { return new Response('ok') } })"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if err := e.Close(id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closed handle's isolate was not disposed within 10 s")
+	}
+}

@@ -95,9 +95,9 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 }
 
 func (m *vm) loop(ready chan<- error, warm bool) {
-	defer close(m.done)
 	if err := m.create(); err != nil {
 		m.hold.drop()
+		close(m.done)
 		ready <- err
 		return
 	}
@@ -120,7 +120,12 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		if m.handleID != "" {
 			m.eng.forget(m.handleID, m)
 		}
-		m.dispose()
+		m.end()
+		// The loop's last job has usually just answered (a computation),
+		// and V8's teardown is ~0.6 ms of CPU: made later, it does not
+		// take a core from that answer's way out (docs/performance.md,
+		// round 9).
+		time.AfterFunc(teardownDelay, m.teardown)
 	}()
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
@@ -247,19 +252,27 @@ func (m *vm) kill() {
 	m.dead = true
 }
 
+// dispose ends the isolate and tears it down at once.
 func (m *vm) dispose() {
+	m.end()
+	m.teardown()
+}
+
+// teardownDelay is how long an ended isolate waits for its teardown.
+const teardownDelay = 1500 * time.Microsecond
+
+// end is the loop's last act on the isolate: streams and codecs end, the
+// watchdog stops reaching it (disposed), the loop's hold is dropped, and
+// whatever was still queued is failed (each job sees m.dead) while later
+// submits are refused. What is left, V8's own teardown, needs no thread in
+// particular.
+func (m *vm) end() {
 	m.closeCodecs()
 	m.endStreams()
 	m.mu.Lock()
 	m.disposed = true
 	m.mu.Unlock()
-	m.releaseReturned()
-	m.ctx.Close()
 	m.hold.drop()
-	m.iso.Dispose()
-	m.guard.free()
-	// Fail whatever was still queued (each job sees m.dead), and refuse
-	// what comes later.
 	m.dead = true
 	m.qmu.Lock()
 	m.qclosed = true
@@ -272,6 +285,16 @@ func (m *vm) dispose() {
 			return
 		}
 	}
+}
+
+// teardown disposes of an ended isolate and then closes done. Nothing else
+// touches the isolate by then, so its values are released here.
+func (m *vm) teardown() {
+	m.releaseReturned()
+	m.ctx.Close()
+	m.iso.Dispose()
+	m.guard.free()
+	close(m.done)
 }
 
 // submit queues f on the loop. It fails at once when the isolate's queue is
