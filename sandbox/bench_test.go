@@ -60,6 +60,12 @@ func BenchmarkInvokeTrivial(b *testing.B) {
 	benchInvoke(b, `async () => ({ fetch() { return new Response('ok') } })`, "https://x.test/")
 }
 
+// BenchmarkInvokeJSON answers Response.json, which most handlers do
+// (go test ./sandbox -run '^$' -bench 'InvokeTrivial|InvokeJSON').
+func BenchmarkInvokeJSON(b *testing.B) {
+	benchInvoke(b, `async () => { let served = 0; return { fetch() { return Response.json({id: '42', served: ++served}) } } }`, "https://x.test/")
+}
+
 // BenchmarkInvokeURLCounter is the handler of the performance issue: it
 // parses its URL and reads a query parameter (go test ./sandbox -run '^$'
 // -bench InvokeURLCounter -benchtime 3000x).
