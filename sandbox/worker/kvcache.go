@@ -87,19 +87,18 @@ type settleWaiter struct {
 	f  func(error)
 }
 
-// kvWrite is one queued write as the kv batch carries it (kvwire.go).
-type kvWrite struct {
-	ID    string // the run or handle that wrote
-	Op    string // kv.put or kv.delete
-	Key   string
-	Value *string // nil for a delete
-}
-
 // KVWrite is one write of a kv.batch as the gateway applies it.
 type KVWrite struct {
 	Op    string // kv.put or kv.delete
 	Key   string
 	Value *string // nil for a delete
+}
+
+// kvWrite is one queued write as the kv batch carries it (kvwire.go): the
+// write and whose it is.
+type kvWrite struct {
+	ID string // the run or handle that wrote
+	KVWrite
 }
 
 type queuedWrite struct {
@@ -161,7 +160,7 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	c.writes[k]++
 	c.inflight[k]++
 	v := json.RawMessage("null")
-	w := kvWrite{ID: id, Op: op, Key: *a.Key}
+	w := kvWrite{ID: id, KVWrite: KVWrite{Op: op, Key: *a.Key}}
 	if op == "kv.put" {
 		v, _ = wirejson.Marshal(*a.Value)
 		w.Value = a.Value

@@ -9,9 +9,9 @@ import (
 func sampleBatch() kvBatch {
 	v, empty := "41", ""
 	return kvBatch{Writes: []kvWrite{
-		{ID: "run-1", Op: "kv.put", Key: "c", Value: &v},
-		{ID: "run-1", Op: "kv.delete", Key: "old"},
-		{ID: "handle-2", Op: "kv.put", Key: "naïve ☃", Value: &empty},
+		{ID: "run-1", KVWrite: KVWrite{Op: "kv.put", Key: "c", Value: &v}},
+		{ID: "run-1", KVWrite: KVWrite{Op: "kv.delete", Key: "old"}},
+		{ID: "handle-2", KVWrite: KVWrite{Op: "kv.put", Key: "naïve ☃", Value: &empty}},
 	}}
 }
 

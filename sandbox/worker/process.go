@@ -458,7 +458,7 @@ func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(c
 		seg, keys = seg[:0], keys[:0]
 		for end < len(writes) && writes[end].ID == id {
 			w := writes[end]
-			seg = append(seg, KVWrite{Op: w.Op, Key: w.Key, Value: w.Value})
+			seg = append(seg, w.KVWrite)
 			keys = append(keys, w.Key)
 			end++
 		}
