@@ -423,7 +423,8 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		return wirejson.Marshal(rep)
 	case pathKVBatch:
 		var b kvBatch
-		if len(body) > p.rpc.maxFrame || b.decodeFrame(body) != nil {
+		// The body is part of a frame the read loop already held to maxFrame.
+		if b.decodeFrame(body) != nil {
 			return nil, fmt.Errorf("a malformed kv batch")
 		}
 		var rep hostReply
