@@ -98,6 +98,7 @@ var (
 		{"encodingName", (*vm).hostEncodingName}, {"decodeLegacy", (*vm).hostDecodeLegacy},
 		{"codecInit", (*vm).hostCodecInit}, {"codecChunk", (*vm).hostCodecChunk},
 		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
+		{"urlParse", (*vm).hostURLParse},
 	}
 	coldHostNames = func() string {
 		names := make([]string, len(coldHost))

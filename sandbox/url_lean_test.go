@@ -186,7 +186,24 @@ func runWithURLModule(tb testing.TB, scripts ...string) string {
 			// The runtime's loader for a module's factory (loadModule in
 			// the bootstrap): hostLoad, then the factory with the loader.
 			var loader *v8.Function
+			native, err := m.ctx.RunScript(`({ parse: (input, base) => __urlParse(input, base) })`, "native.js")
+			if err != nil {
+				return answer{err: err}
+			}
+			parse := v8.NewFunctionTemplate(m.iso, func(info *v8.FunctionCallbackInfo) *v8.Value {
+				v, err := m.hostURLParse(info.Args())
+				if err != nil {
+					return m.throw(err.Error())
+				}
+				return v
+			}).GetFunction(m.ctx)
+			if err := m.ctx.Global().Set("__urlParse", parse); err != nil {
+				return answer{err: err}
+			}
 			load := func(name *v8.Value) (*v8.Value, error) {
+				if name.String() == "url-native" { // the bootstrap's modules['url-native']
+					return native, nil
+				}
 				factory, err := m.hostLoad([]*v8.Value{name})
 				if err != nil {
 					return nil, err

@@ -5,8 +5,15 @@
 // (sandbox/url_lean_test.go): reference() loads them when first asked for,
 // so an isolate that touches URL does not initialize their WebIDL wrappers.
 // The runtime installs only URL and URLSearchParams, so programs never see
-// them.
+// them, nor parsers().
 export { URL, URLSearchParams } from "./url-lean.js";
+import * as usm from "whatwg-url/lib/url-state-machine.js";
+
+// parsers hands the differential test (sandbox/url_native_test.go) the
+// parse without the fast path (the Go parser) and whatwg-url's own.
+export function parsers() {
+  return { native: usm.fullBasicURLParse, js: usm.jsBasicURLParse, serializeHost: usm.serializeHost, serializeURL: usm.serializeURL };
+}
 
 let referenceClasses;
 export function reference() {

@@ -1,14 +1,16 @@
-// A fast path in front of whatwg-url's basicURLParse (appended to its
+// Two fast paths in front of whatwg-url's basicURLParse (appended to its
 // url-state-machine module by build/main.go). Under --jitless the full state
-// machine costs ~300 µs per URL; most URLs a handler parses — request.url
+// machine costs 30–300 µs per URL. Most URLs a handler parses — request.url
 // first of all — are absolute http(s) URLs already in the form the parser
-// would produce. For exactly those, the URL record is split out directly;
-// anything else (other schemes, a base URL, setters, IP addresses, IDNA,
-// upper case, dot segments, characters the parser would percent-encode, a
-// default port, a fragment) takes the full parser. The WPT URL data runs
-// through both paths in sandbox/wpt_test.go.
+// would produce: for exactly those, the URL record is split out directly
+// here. Anything else without a state override (other schemes, a base URL,
+// IP addresses, upper case, dot segments, characters the parser would
+// percent-encode, a default port, a fragment) goes to the Go parser
+// (internal/urlparse). The setters (a state override) keep the state
+// machine. The WPT URL data runs through every path in sandbox/wpt_test.go,
+// and sandbox/url_native_test.go holds the Go parser to this one.
 {
-  const fullBasicURLParse = module.exports.basicURLParse;
+  const stateMachineParse = module.exports.basicURLParse;
   const canonical = /^(https?):\/\/([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([1-9][0-9]{0,4}))?(\/[A-Za-z0-9\-._~!$&'()*+,;=:@%\/]*)?(?:\?([A-Za-z0-9\-._~!$&()*+,;=:@%\/?]*))?$/;
   const endsInANumber = /(?:^|\.)(?:[0-9]+|0x[0-9a-f]*)$/;
   const dotSegment = /(?:^|\/)\.{1,2}(?:\/|$)|%2[eE]/;
@@ -31,17 +33,47 @@
       fragment: null
     };
   }
-  // url-lean.js calls it first for a string without a base: what it
-  // accepts is ASCII, so the USVString conversion would not change it;
-  // and when it refused the string, it would refuse the converted one too
-  // (the conversion only puts U+FFFD in), so the full parser goes next.
+  // nativeParse is the parse without the fast path: the Go parser
+  // (internal/urlparse, ~5 µs where this state machine takes 30–110 µs
+  // under --jitless), and this state machine where the Go side defers (a
+  // special URL's host that needs IDNA). The record it builds is the one
+  // the state machine would: a host is kept as its serialization, which is
+  // all serializeHost and the setters read of it.
+  let nativeURLParse = null;
+  function nativeParse(input, baseURL) {
+    if (nativeURLParse === null) nativeURLParse = __retainer_load("url-native").parse;
+    const base = baseURL === undefined || baseURL === null ? "" : module.exports.serializeURL(baseURL);
+    const wire = nativeURLParse(input, base);
+    if (wire === "") return null;
+    if (wire === "?") return stateMachineParse(input, { baseURL });
+    const [scheme, username, password, host, port, path, query, fragment] = wire.split("\n");
+    return {
+      scheme, username, password,
+      host: host === "" ? null : host.substring(1),
+      port: port === "" ? null : Number(port),
+      path: path === "" ? [] : path[0] === "'" ? path.substring(1) : path.substring(1).split("/"),
+      query: query === "" ? null : query.substring(1),
+      fragment: fragment === "" ? null : fragment.substring(1)
+    };
+  }
+  // url-lean.js calls fastBasicURLParse first for a string without a base:
+  // what it accepts is ASCII, so the USVString conversion would not change
+  // it; and when it refused the string, it would refuse the converted one
+  // too (the conversion only puts U+FFFD in), so the parse without the fast
+  // path goes next. jsBasicURLParse is whatwg-url's own, the reference of
+  // the differential test (sandbox/url_native_test.go).
   module.exports.fastBasicURLParse = fastParse;
-  module.exports.fullBasicURLParse = fullBasicURLParse;
+  module.exports.fullBasicURLParse = (input, options = {}) => nativeParse(input, options.baseURL === undefined ? null : options.baseURL);
+  module.exports.jsBasicURLParse = stateMachineParse;
   module.exports.basicURLParse = function (input, options = {}) {
-    if (options.url === undefined && options.stateOverride === undefined && (options.baseURL === undefined || options.baseURL === null)) {
-      const fast = fastParse(input);
-      if (fast !== null) return fast;
+    if (options.url === undefined && options.stateOverride === undefined) {
+      const base = options.baseURL === undefined ? null : options.baseURL;
+      if (base === null) {
+        const fast = fastParse(input);
+        if (fast !== null) return fast;
+      }
+      return nativeParse(input, base);
     }
-    return fullBasicURLParse(input, options);
+    return stateMachineParse(input, options);
   };
 }

@@ -1,0 +1,172 @@
+package urlparse
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// getters computes the URL API's getters from Parse's fields, as
+// js/url-fast.js's record and url-lean.js's getters would.
+func getters(t *testing.T, wire string) map[string]string {
+	f := strings.Split(wire, "\n")
+	if len(f) != 8 {
+		t.Fatalf("%q has %d fields", wire, len(f))
+	}
+	scheme, username, password, host, port, path, query, fragment := f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]
+	g := map[string]string{"protocol": scheme + ":", "username": username, "password": password}
+	hostname := strings.TrimPrefix(host, "=")
+	g["hostname"], g["port"] = hostname, port
+	g["host"] = hostname
+	if port != "" {
+		g["host"] += ":" + port
+	}
+	pathname := strings.TrimPrefix(path, "'")
+	g["pathname"] = pathname
+	g["search"], g["hash"] = query, fragment
+	if query == "?" {
+		g["search"] = ""
+	}
+	if fragment == "#" {
+		g["hash"] = ""
+	}
+	href := scheme + ":"
+	if host != "" {
+		href += "//"
+		if username != "" || password != "" {
+			href += username
+			if password != "" {
+				href += ":" + password
+			}
+			href += "@"
+		}
+		href += g["host"]
+	} else if strings.HasPrefix(path, "//") {
+		href += "/."
+	}
+	g["href"] = href + pathname + query + fragment
+	return g
+}
+
+type wptCase struct {
+	Input                                                                            string
+	Base                                                                             *string
+	Href, Protocol, Username, Password, Host, Hostname, Port, Pathname, Search, Hash string
+	Failure                                                                          bool
+}
+
+func wptCases(t *testing.T) []wptCase {
+	raw, err := os.ReadFile("../../sandbox/testdata/wpt/url/resources/urltestdata.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		t.Fatal(err)
+	}
+	var cases []wptCase
+	for _, c := range all {
+		var tc wptCase
+		if json.Unmarshal(c, &tc) == nil { // the comments are strings
+			cases = append(cases, tc)
+		}
+	}
+	return cases
+}
+
+// Every WPT URL case: parsed with the expected getters, a failure where the
+// standard fails, or deferred to the JavaScript parser — and deferred only
+// for a special URL's host that needs IDNA.
+func TestWPTURLData(t *testing.T) {
+	cases := wptCases(t)
+	parsed, deferred := 0, 0
+	for _, c := range cases {
+		base := ""
+		if c.Base != nil {
+			base = *c.Base
+		}
+		wire, out := Parse(c.Input, base)
+		switch {
+		case out == Deferred:
+			deferred++
+		case c.Failure:
+			if out != Failure {
+				t.Errorf("%q (base %q) parsed as %q; the standard fails it", c.Input, base, wire)
+			}
+		case out == Failure:
+			t.Errorf("%q (base %q) failed; want %s", c.Input, base, c.Href)
+		default:
+			parsed++
+			want := map[string]string{"href": c.Href, "protocol": c.Protocol, "username": c.Username, "password": c.Password,
+				"host": c.Host, "hostname": c.Hostname, "port": c.Port, "pathname": c.Pathname, "search": c.Search, "hash": c.Hash}
+			got := getters(t, wire)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%q (base %q) %s: %q, want %q", c.Input, base, k, got[k], v)
+				}
+			}
+		}
+	}
+	t.Logf("%d cases: %d parsed here, %d failures, %d deferred", len(cases), parsed, len(cases)-parsed-deferred, deferred)
+	if deferred > len(cases)/4 {
+		t.Errorf("%d of %d cases deferred to the JavaScript parser", deferred, len(cases))
+	}
+}
+
+func TestDeferredOnlyForIDNAHosts(t *testing.T) {
+	for _, c := range []struct {
+		input string
+		want  Outcome
+	}{
+		{"https://example.com/a", Parsed},
+		{"https://EXAMPLE.com/a", Parsed},
+		{"https://bücher.example/", Deferred},
+		{"https://xn--bcher-kva.example/", Deferred},
+		{"https://a.XN--bcher-kva.example/", Deferred},
+		{"https://%41.example/", Deferred},
+		{"foo://bücher/", Parsed}, // an opaque host is percent-encoded, no IDNA
+		{"https://example.com/bücher?q=ü", Parsed},
+		{"https://exa mple.com/", Failure},
+		{"http://[::1", Failure},
+	} {
+		if _, got := Parse(c.input, ""); got != c.want {
+			t.Errorf("Parse(%q): %v, want %v", c.input, got, c.want)
+		}
+	}
+}
+
+func TestRecordFields(t *testing.T) {
+	for _, c := range []struct{ input, base, want string }{
+		{"https://u:p@h.test:8080/a/b?q#f", "", "https\nu\np\n=h.test\n8080\n/a/b\n?q\n#f"},
+		{"foo://h", "", "foo\n\n\n=h\n\n\n\n"},
+		{"foo:/", "", "foo\n\n\n\n\n/\n\n"},
+		{"foo:", "", "foo\n\n\n\n\n'\n\n"},
+		{"foo:/.//p", "", "foo\n\n\n\n\n//p\n\n"},
+		{"mailto:a@b?", "", "mailto\n\n\n\n\n'a@b\n?\n"},
+		{"http://[::1]:81/#", "", "http\n\n\n=[::1]\n81\n/\n\n#"},
+		{"../x?y", "http://h.test/a/b/c", "http\n\n\n=h.test\n\n/a/x\n?y\n"},
+		{"file:///C:/x", "", "file\n\n\n=\n\n/C:/x\n\n"},
+	} {
+		got, out := Parse(c.input, c.base)
+		if out != Parsed || got != c.want {
+			t.Errorf("Parse(%q, %q) = %q, %v; want %q", c.input, c.base, got, out, c.want)
+		}
+	}
+}
+
+// go test ./internal/urlparse -bench .
+func BenchmarkParse(b *testing.B) {
+	for _, c := range []struct{ name, input, base string }{
+		{"canonical", "https://shop.apps.example.com/items?id=42&sort=asc", ""},
+		{"relative", "/login?next=%2Fcart", "https://shop.apps.example.com/items?id=42&sort=asc"},
+		{"ip", "http://127.0.0.1:8080/items?id=42", ""},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				Parse(c.input, c.base)
+			}
+		})
+	}
+}
