@@ -76,6 +76,23 @@ func BenchmarkInvokeURLCounter(b *testing.B) {
 	} } }`, "https://shop.apps.example.com/items?id=42&sort=asc")
 }
 
+// BenchmarkInvokeURLShapes is a handler building the URLs the canonical
+// fast path refuses (js/url-fast.js): against request.url as its base, an
+// upper-case host, an IP address; json is the same handler building none
+// (go test ./sandbox -run '^$' -bench InvokeURLShapes -benchtime 5000x).
+func BenchmarkInvokeURLShapes(b *testing.B) {
+	for _, c := range []struct{ name, body string }{
+		{"json", `Response.json({id: '42', served: ++served})`},
+		{"relative", `Response.json({id: new URL('/login?x=1', request.url).href, served: ++served})`},
+		{"upper-case-host", `Response.json({id: new URL('https://Shop.example.com/items?id=42').href, served: ++served})`},
+		{"ip", `Response.json({id: new URL('http://127.0.0.1:8080/items?id=42').href, served: ++served})`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			benchInvoke(b, `async () => { let served = 0; return { fetch(request) { return `+c.body+` } } }`, "https://shop.apps.example.com/items?id=42&sort=asc")
+		})
+	}
+}
+
 func benchInvoke(b *testing.B, code, url string) {
 	e := engine(b)
 	id := fmt.Sprintf("bench-%d", time.Now().UnixNano())

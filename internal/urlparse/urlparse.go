@@ -48,6 +48,14 @@ var pathSet = wurl.PathPercentEncodeSet.Set(0x5e)
 //	query    "" for null, else "?" and the query
 //	fragment "" for null, else "#" and the fragment
 func Parse(input, base string) (string, Outcome) {
+	if wire, ok := fastParse(input, base); ok {
+		return wire, Parsed
+	}
+	return libraryParse(input, base)
+}
+
+// libraryParse is Parse without the fast path.
+func libraryParse(input, base string) (string, Outcome) {
 	deferred := false
 	p := wurl.NewParser(wurl.WithPathPercentEncodeSet(pathSet),
 		wurl.WithPreParseHostFunc(func(u *wurl.Url, host string) string {

@@ -170,3 +170,49 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// The fast path against the library on generated inputs shaped like the
+// ones it takes, with the bases it takes and others: wherever it answers,
+// the answer must be the library's.
+func TestFastPathAgreesWithTheLibrary(t *testing.T) {
+	schemes := []string{"http://", "HTTPS://", "ws://", "wss://", "ftp://", "file://", "foo://", "http:", "http:/", "", "Ht\ttp://"}
+	hosts := []string{"example.com", "EXAMPLE.com", "a..b", ".", "a.", "-x", "x-", "127.0.0.1", "1.2.3", "0x7f", "a.0x", "a.09", "xn--a", "a.XN--b", "h", "é", "a_b", ""}
+	ports := []string{"", ":", ":80", ":443", ":0080", ":8080", ":65535", ":65536", ":+1", ":-1", ": 1", ":1a"}
+	tails := []string{"", "/", "/a", "/a/b", "//", "/./", "/../", "/.", "/..", "/%2e/", "/a%2E", "/a b", "/a^b", "/é", "/a\\b", "/a|b", "/~!$&'()*+,;=:@%",
+		"?", "?a=b", "?a'b", "?a b", "?%zz", "?a?b", "#", "#f", "#a#b", "#a b", "#a`", "?q#f", "/p?q#f", "\t", " ", "/a\n"}
+	rels := []string{"", "/", "/x", "x", "x/y", "../x", "./x", "?", "?q", "#", "#f", "//h/x", "\\x", " x", "a:b", "1a:b", "x?y#z", "%2e", "y;p", "@x", "x@y"}
+	bases := []string{"", "http://h.test/a/b?q#f", "https://u:p@h.test:81/a/", "http://h.test/", "ws://h/", "file:///C:/x", "foo://h/a/b", "sc:opaque", "http://127.0.0.1/a"}
+	fast, checked := 0, 0
+	check := func(input, base string) {
+		checked++
+		want, wantOut := libraryParse(input, base)
+		got, ok := fastParse(input, base)
+		if !ok {
+			return
+		}
+		fast++
+		if wantOut != Parsed || got != want {
+			t.Errorf("Parse(%q, %q): fast path %q, library %q (%v)", input, base, got, want, wantOut)
+		}
+	}
+	for _, s := range schemes {
+		for _, h := range hosts {
+			for _, p := range ports {
+				for _, tl := range tails {
+					check(s+h+p+tl, "")
+				}
+			}
+		}
+	}
+	for _, b := range bases {
+		for _, r := range rels {
+			for _, tl := range tails {
+				check(r+tl, b)
+			}
+		}
+	}
+	t.Logf("%d inputs, %d answered by the fast path", checked, fast)
+	if fast < 3000 {
+		t.Errorf("the fast path answered only %d of %d", fast, checked)
+	}
+}

@@ -46,12 +46,15 @@
     const wire = nativeURLParse(input, base);
     if (wire === "") return null;
     if (wire === "?") return stateMachineParse(input, { baseURL });
-    const [scheme, username, password, host, port, path, query, fragment] = wire.split("\n");
+    // Indexed, not destructured: under --jitless destructuring runs the
+    // array iterator, a third of this function's time.
+    const f = wire.split("\n");
+    const host = f[3], port = f[4], path = f[5], query = f[6], fragment = f[7];
     return {
-      scheme, username, password,
+      scheme: f[0], username: f[1], password: f[2],
       host: host === "" ? null : host.substring(1),
-      port: port === "" ? null : Number(port),
-      path: path === "" ? [] : path[0] === "'" ? path.substring(1) : path.substring(1).split("/"),
+      port: port === "" ? null : +port,
+      path: path === "" ? [] : path.charCodeAt(0) === 0x27 ? path.substring(1) : path.substring(1).split("/"),
       query: query === "" ? null : query.substring(1),
       fragment: fragment === "" ? null : fragment.substring(1)
     };
