@@ -33,6 +33,13 @@ const (
 	Deferred
 )
 
+// MaxLength bounds what Parse takes (input and base together, in bytes);
+// a longer one is Deferred. The Go parse runs inside a host call, where
+// the isolate's CPU limit cannot stop it and its copies are not on the
+// isolate's heap; the JavaScript parser is held by both. URLs in use are
+// far shorter (browsers and CDNs cap them at 8–64 KiB).
+const MaxLength = 64 << 10
+
 // pathSet is the standard's path percent-encode set. The library's lacks
 // U+005E (^), added to the standard in 2024 (WPT: "foo://host/…^…").
 var pathSet = wurl.PathPercentEncodeSet.Set(0x5e)
@@ -48,6 +55,9 @@ var pathSet = wurl.PathPercentEncodeSet.Set(0x5e)
 //	query    "" for null, else "?" and the query
 //	fragment "" for null, else "#" and the fragment
 func Parse(input, base string) (string, Outcome) {
+	if len(input)+len(base) > MaxLength {
+		return "", Deferred
+	}
 	if wire, ok := fastParse(input, base); ok {
 		return wire, Parsed
 	}

@@ -129,6 +129,7 @@ func TestDeferredOnlyForIDNAHosts(t *testing.T) {
 		{"https://example.com/bücher?q=ü", Parsed},
 		{"https://exa mple.com/", Failure},
 		{"http://[::1", Failure},
+		{"https://example.com/" + strings.Repeat("a", MaxLength), Deferred}, // too long for a host call
 	} {
 		if _, got := Parse(c.input, ""); got != c.want {
 			t.Errorf("Parse(%q): %v, want %v", c.input, got, c.want)
