@@ -332,6 +332,30 @@ func TestTenantCordons(t *testing.T) {
 	bob.check("mallory came back")
 }
 
+// A tenant that deploys more handles than its worker holds parks its own
+// idle handles; it never takes a worker another tenant holds alone, whose
+// handles would lose their state (found by this test: mallory's third
+// handle recycled bob's worker).
+func TestTenantGrowthStaysInItsOwnWorker(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, "workers 2\nisolation tenant\nisolates_per_worker 2"), "caddyfile")
+	bob := newBystander(t)
+	mallory := token(t, "mallory", allScopes)
+	var hers []string
+	for i := 0; i < 5; i++ {
+		hers = append(hers, deploy(t, mallory, counter, nil))
+		bob.check(fmt.Sprintf("mallory's handle %d", i+1))
+	}
+	for i, id := range hers {
+		// Parked ones are rebuilt in her own worker, closure state afresh.
+		if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 {
+			t.Fatalf("mallory's handle %d: %d %s", i+1, a.status, a.body)
+		}
+		bob.check(fmt.Sprintf("mallory's handle %d answered", i+1))
+	}
+}
+
 // Concurrency (SPEC §5) through a real gateway: 32 visitors of a handle that
 // awaits 300 ms are in progress at once with `concurrency: 32`; the value
 // is checked, shown, and kept across a rebuild.

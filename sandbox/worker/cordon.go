@@ -36,18 +36,20 @@ func (c *Config) slots() int {
 }
 
 // pickFor chooses a worker that hosts tenant alone: one it already holds
-// with room, else the spare, else a new process in a free slot, else the
-// least recently active other tenant's worker, recycled. A retaining run
-// whose tenant holds every worker, all full, answers ErrNoCapacity (the
-// caller parks one of the tenant's idle handles and tries again).
+// with room, else the spare, else a new process in a free slot, else
+// another tenant's worker, recycled, as recyclable allows. A retaining run
+// that finds none answers ErrNoCapacity (the caller parks one of the
+// tenant's idle handles and tries again); another run, OVERLOADED.
 func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*process, error) {
 	pool.mu.Lock()
 	if pool.closed {
 		pool.mu.Unlock()
 		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
 	}
-	var best, spare, lru *process
-	bestScore, held := 0, 0
+	var best, spare *process
+	var others []*process
+	bestScore, held, mine := 0, 0, 0
+	holds := map[string]int{} // workers held, per other tenant
 	for _, p := range pool.workers {
 		if p == nil || !p.alive() {
 			continue
@@ -57,6 +59,7 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 			spare = p
 		case tenant:
 			held++
+			mine++
 			retained, inflight := p.load()
 			if retaining && retained >= pool.cfg.IsolatesPerWorker || inflight >= pool.callLimit() {
 				continue
@@ -66,11 +69,11 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 			}
 		default:
 			held++
-			if lru == nil || p.lastUsed() < lru.lastUsed() {
-				lru = p
-			}
+			holds[owner]++
+			others = append(others, p)
 		}
 	}
+	lru := recyclable(others, holds, mine)
 	if wait := pool.startingFor[tenant]; best == nil && wait != nil {
 		// A worker is being started for this tenant: a burst of its
 		// first requests waits for that one start.
@@ -159,6 +162,36 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 	pool.mu.Unlock()
 	pool.ensureSpare()
 	return p, nil
+}
+
+// recyclable is the other tenant's worker a tenant holding mine workers
+// may have recycled for it when every worker is held, or nil. A tenant
+// with no worker may take one: from a tenant holding more than one if
+// there is such a tenant, else the least recently active tenant's. A
+// tenant that holds one already grows only into a free slot, or at the
+// expense of a tenant holding at least two more than it: its own load (a
+// 65th handle, a full queue) must not cost a tenant with fewer workers
+// its isolates. pool.mu is held.
+func recyclable(others []*process, holds map[string]int, mine int) *process {
+	most := 0
+	for _, n := range holds {
+		most = max(most, n)
+	}
+	if mine > 0 && most <= mine+1 {
+		return nil
+	}
+	var lru *process
+	for _, p := range others {
+		if mine > 0 || most > 1 {
+			if holds[p.owner()] != most {
+				continue // the busiest tenant gives up a worker first
+			}
+		}
+		if lru == nil || p.lastUsed() < lru.lastUsed() {
+			lru = p
+		}
+	}
+	return lru
 }
 
 // freeSlot is an empty slot not being started, or -1. pool.mu is held.

@@ -565,3 +565,68 @@ func TestBurstOfHeldInvocations(t *testing.T) {
 		t.Fatalf("%d distinct answers to %d invocations", len(seen), n)
 	}
 }
+
+// A tenant whose worker is full does not take another tenant's worker: its
+// next handle answers ErrNoCapacity (the registry then parks one of its
+// own idle handles), and the other tenant's handle keeps its state. A
+// tenant holding two workers, on the other hand, gives one up to a new
+// tenant before a tenant holding one does, even if that one was the least
+// recently active.
+func TestGrowingTenantKeepsToItsOwnWorkers(t *testing.T) {
+	ctx := context.Background()
+	retain := func(t *testing.T, pool *Pool, tenant, id string) error {
+		t.Helper()
+		_, err := pool.RunFor(ctx, tenant, sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: counter}})
+		return err
+	}
+	count := func(t *testing.T, pool *Pool, id, want string) {
+		t.Helper()
+		res, err := get(pool, id, "https://x/")
+		if err != nil || string(res.BodyBytes()) != want {
+			t.Fatalf("%s answered %q, %v; want %q (its isolate survived)", id, res.BodyBytes(), err, want)
+		}
+	}
+	t.Run("one worker each", func(t *testing.T) {
+		pool := startPool(t, Config{Workers: 2, Isolation: IsolationTenant, IsolatesPerWorker: 2})
+		if err := retain(t, pool, "bob", "b1"); err != nil {
+			t.Fatal(err)
+		}
+		count(t, pool, "b1", "1")
+		for _, id := range []string{"m1", "m2"} {
+			if err := retain(t, pool, "mallory", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Mallory's worker is full and both are held: her third handle
+		// must not recycle bob's.
+		if err := retain(t, pool, "mallory", "m3"); !errors.Is(err, ErrNoCapacity) {
+			t.Fatalf("mallory's third handle: %v; want ErrNoCapacity", err)
+		}
+		count(t, pool, "b1", "2")
+		if _, err := pool.RunFor(ctx, "mallory", job("async () => 1")); err != nil {
+			t.Fatalf("mallory's computation in her own worker: %v", err)
+		}
+	})
+	t.Run("the busiest gives up one first", func(t *testing.T) {
+		pool := startPool(t, Config{Workers: 3, Isolation: IsolationTenant, IsolatesPerWorker: 1})
+		for _, h := range [][2]string{{"alice", "a1"}, {"bob", "b1"}, {"alice", "a2"}} {
+			if err := retain(t, pool, h[0], h[1]); err != nil {
+				t.Fatal(h, err)
+			}
+		}
+		count(t, pool, "b1", "1")
+		count(t, pool, "a1", "1")
+		count(t, pool, "a2", "1") // bob is now the least recently active
+		if _, err := pool.RunFor(ctx, "carol", job("async () => 1")); err != nil {
+			t.Fatal(err)
+		}
+		count(t, pool, "b1", "2")
+		held := map[string]int{}
+		for _, s := range pool.Status() {
+			held[s.Tenant]++
+		}
+		if held["alice"] != 1 || held["bob"] != 1 || held["carol"] != 1 {
+			t.Fatalf("workers held after carol's first run: %v", held)
+		}
+	})
+}
