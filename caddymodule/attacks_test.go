@@ -50,6 +50,15 @@ func newBystander(t *testing.T) *bystander {
 	return b
 }
 
+// attacked starts a gateway with the given options, bob's bystanding
+// counter on it, and answers him and the attacker mallory's token.
+func attacked(t *testing.T, options string) (*bystander, string) {
+	t.Helper()
+	store := filepath.Join(t.TempDir(), "registry.db")
+	caddytest.NewTester(t).InitServer(gatewayConfig(store, options), "caddyfile")
+	return newBystander(t), token(t, "mallory", allScopes)
+}
+
 // check asserts that bob's handle still counts on from where it was.
 func (b *bystander) check(after string) {
 	b.t.Helper()
@@ -90,11 +99,7 @@ func deploy(t *testing.T, tok, code string, extra map[string]any) string {
 // Every bound on what a program sends outward holds inside the worker: the
 // attacker's run gets its own fault, and nobody else's worker dies.
 func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
-	store := filepath.Join(t.TempDir(), "registry.db")
-	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
-	bob := newBystander(t)
-	mallory := token(t, "mallory", allScopes)
+	bob, mallory := attacked(t, "")
 
 	// 3 MB of '<' is 18 MB once HTML-escaped; unescaped it is a result
 	// well within the 8 MiB bound.
@@ -174,11 +179,7 @@ func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
 // A slow handle hit by many visitors at once is not killed: the kill clock
 // starts when its worker starts the call, not when the call was queued.
 func TestQueuedInvocationsAreNotOverruns(t *testing.T) {
-	store := filepath.Join(t.TempDir(), "registry.db")
-	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
-	bob := newBystander(t)
-	mallory := token(t, "mallory", allScopes)
+	bob, mallory := attacked(t, "")
 	// 300 ms each, awaited rather than spun, under a 2 s bound: sixteen of
 	// them queue for 4.8 s (past the old kill clock of bound + grace = 4 s
 	// from the send) without a busy worker, and the first has 4 s, so a
@@ -293,11 +294,7 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 // the least recently active tenant's worker is recycled and its handles
 // come back on their next request, without a strike.
 func TestTenantCordons(t *testing.T) {
-	store := filepath.Join(t.TempDir(), "registry.db")
-	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(store, "workers 2\nisolation tenant"), "caddyfile")
-	bob := newBystander(t)
-	mallory := token(t, "mallory", allScopes)
+	bob, mallory := attacked(t, "workers 2\nisolation tenant")
 	evil := deploy(t, mallory, `async () => ({ fetch(req) {
 		if (req.url.endsWith('/crash')) return new Response('x'.repeat(2**29 - 32).toLowerCase());
 		return new Response('ok');
@@ -337,11 +334,7 @@ func TestTenantCordons(t *testing.T) {
 // handles would lose their state (found by this test: mallory's third
 // handle recycled bob's worker).
 func TestTenantGrowthStaysInItsOwnWorker(t *testing.T) {
-	store := filepath.Join(t.TempDir(), "registry.db")
-	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(store, "workers 2\nisolation tenant\nisolates_per_worker 2"), "caddyfile")
-	bob := newBystander(t)
-	mallory := token(t, "mallory", allScopes)
+	bob, mallory := attacked(t, "workers 2\nisolation tenant\nisolates_per_worker 2")
 	var hers []string
 	for i := 0; i < 5; i++ {
 		hers = append(hers, deploy(t, mallory, counter, nil))
