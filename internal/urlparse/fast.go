@@ -10,10 +10,11 @@ import (
 // http(s) or ws(s) URL whose host needs only lower-casing, or a path, query
 // or fragment against such a base. fastParse answers exactly those, each
 // character checked against a set the parser would leave as it is, and
-// refuses anything else (the library goes next): userinfo, an IPv4 or IDNA
-// host, a backslash, a dot segment, a character the parser would
-// percent-encode or strip. Its answers are held to whatwg-url with the
-// library's by the same tests.
+// refuses anything else (the library goes next): userinfo, an IPv4 host
+// not written as four plain decimal parts, an IDNA host, a backslash, a
+// dot segment, a character the parser would percent-encode or strip. Its
+// answers are held to the library's by TestFastPathAgreesWithTheLibrary,
+// and to whatwg-url's by the sandbox's differential test.
 
 // Characters a special URL's path, query or fragment keeps as written
 // (outside the percent-encode sets, and neither a delimiter nor "\").
@@ -83,7 +84,7 @@ func fastAbsolute(input string) (string, bool) {
 		return "", false
 	}
 	host = strings.ToLower(host)
-	if endsInANumber(host) || strings.HasPrefix(host, "xn--") || strings.Contains(host, ".xn--") {
+	if endsInANumber(host) && !dottedQuad(host) || strings.HasPrefix(host, "xn--") || strings.Contains(host, ".xn--") {
 		return "", false
 	}
 	port := ""
@@ -156,6 +157,22 @@ func endsInANumber(host string) bool {
 		return allIn(last[2:], &hexDigit)
 	}
 	return allIn(last, &decDigit)
+}
+
+// dottedQuad reports whether an IPv4 host is already as the serializer
+// writes it: four decimal parts of 0–255, without leading zeros.
+func dottedQuad(host string) bool {
+	parts := strings.Split(host, ".")
+	if len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || p == "" || len(p) > 3 || !allIn(p, &decDigit) || n > 255 || len(p) > 1 && p[0] == '0' {
+			return false
+		}
+	}
+	return true
 }
 
 var decDigit, hexDigit [128]bool

@@ -177,7 +177,7 @@ func BenchmarkParse(b *testing.B) {
 // the answer must be the library's.
 func TestFastPathAgreesWithTheLibrary(t *testing.T) {
 	schemes := []string{"http://", "HTTPS://", "ws://", "wss://", "ftp://", "file://", "foo://", "http:", "http:/", "", "Ht\ttp://"}
-	hosts := []string{"example.com", "EXAMPLE.com", "a..b", ".", "a.", "-x", "x-", "127.0.0.1", "1.2.3", "0x7f", "a.0x", "a.09", "xn--a", "a.XN--b", "h", "é", "a_b", ""}
+	hosts := []string{"example.com", "EXAMPLE.com", "a..b", ".", "a.", "-x", "x-", "127.0.0.1", "10.0.0.255", "256.0.0.1", "01.2.3.4", "1.2.3.04", "1.2.3.4.", "1.2.3.4.5", "0.0.0.0", "1.2.3", "0x7f", "a.0x", "a.09", "xn--a", "a.XN--b", "h", "é", "a_b", ""}
 	ports := []string{"", ":", ":80", ":443", ":0080", ":8080", ":65535", ":65536", ":+1", ":-1", ": 1", ":1a"}
 	tails := []string{"", "/", "/a", "/a/b", "//", "/./", "/../", "/.", "/..", "/%2e/", "/a%2E", "/a b", "/a^b", "/é", "/a\\b", "/a|b", "/~!$&'()*+,;=:@%",
 		"?", "?a=b", "?a'b", "?a b", "?%zz", "?a?b", "#", "#f", "#a#b", "#a b", "#a`", "?q#f", "/p?q#f", "\t", " ", "/a\n"}
