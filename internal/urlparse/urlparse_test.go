@@ -109,12 +109,14 @@ func TestWPTURLData(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases: %d parsed here, %d failures, %d deferred", len(cases), parsed, len(cases)-parsed-deferred, deferred)
-	if deferred > len(cases)/4 {
+	// The WPT data is rich in what is deferred (file: URLs, userinfo, IDNA
+	// hosts: 300 of 891); at least half must be decided here.
+	if deferred > len(cases)/2 {
 		t.Errorf("%d of %d cases deferred to the JavaScript parser", deferred, len(cases))
 	}
 }
 
-func TestDeferredOnlyForIDNAHosts(t *testing.T) {
+func TestDeferred(t *testing.T) {
 	for _, c := range []struct {
 		input string
 		want  Outcome
@@ -129,7 +131,15 @@ func TestDeferredOnlyForIDNAHosts(t *testing.T) {
 		{"https://example.com/bücher?q=ü", Parsed},
 		{"https://exa mple.com/", Failure},
 		{"http://[::1", Failure},
-		{"https://example.com/" + strings.Repeat("a", MaxLength), Deferred}, // too long for a host call
+		// Too long for a host call, or of a shape the library takes in
+		// quadratic time.
+		{"https://example.com/" + strings.Repeat("a", MaxLength), Deferred},
+		{"https://" + strings.Repeat("@", 5) + "h/", Deferred},
+		{"https://u:p@h/", Deferred},
+		{"HTTPS://h/?a@b", Parsed},
+		{"file:///C:/x", Deferred},
+		{"FiLe:///x", Deferred},
+		{"fi\tle:/x", Deferred},
 	} {
 		if _, got := Parse(c.input, ""); got != c.want {
 			t.Errorf("Parse(%q): %v, want %v", c.input, got, c.want)
@@ -139,15 +149,14 @@ func TestDeferredOnlyForIDNAHosts(t *testing.T) {
 
 func TestRecordFields(t *testing.T) {
 	for _, c := range []struct{ input, base, want string }{
-		{"https://u:p@h.test:8080/a/b?q#f", "", "https\nu\np\n=h.test\n8080\n/a/b\n?q\n#f"},
+		{"https://h.test:8080/a/b?q#f", "", "https\n\n\n=h.test\n8080\n/a/b\n?q\n#f"},
 		{"foo://h", "", "foo\n\n\n=h\n\n\n\n"},
 		{"foo:/", "", "foo\n\n\n\n\n/\n\n"},
 		{"foo:", "", "foo\n\n\n\n\n'\n\n"},
 		{"foo:/.//p", "", "foo\n\n\n\n\n//p\n\n"},
-		{"mailto:a@b?", "", "mailto\n\n\n\n\n'a@b\n?\n"},
+		{"mailto:ab?", "", "mailto\n\n\n\n\n'ab\n?\n"},
 		{"http://[::1]:81/#", "", "http\n\n\n=[::1]\n81\n/\n\n#"},
 		{"../x?y", "http://h.test/a/b/c", "http\n\n\n=h.test\n\n/a/x\n?y\n"},
-		{"file:///C:/x", "", "file\n\n\n=\n\n/C:/x\n\n"},
 	} {
 		got, out := Parse(c.input, c.base)
 		if out != Parsed || got != c.want {
@@ -246,4 +255,20 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// record splits userinfo too, though Parse defers every input with one.
+func TestRecordSplitsUserinfo(t *testing.T) {
+	if got, want := record("https://u:p%40@h.test:81/a?q#f"), "https\nu\np%40\n=h.test\n81\n/a\n?q\n#f"; got != want {
+		t.Fatalf("record: %q, want %q", got, want)
+	}
+}
+
+func TestDeferredAgainstSomeBases(t *testing.T) {
+	if _, got := Parse("x", "file:///C:/a"); got != Deferred {
+		t.Fatalf("a path against a file: base: %v, want Deferred", got)
+	}
+	if _, got := Parse("x", "https://u:p@h/"); got != Deferred {
+		t.Fatalf("a path against a base with userinfo: %v, want Deferred", got)
+	}
 }

@@ -43,9 +43,10 @@
   function nativeParse(input, baseURL) {
     if (nativeURLParse === null) nativeURLParse = __retainer_load("url-native").parse;
     const base = baseURL === undefined || baseURL === null ? "" : module.exports.serializeURL(baseURL);
-    // A URL longer than the Go side takes (urlparse.MaxLength, in bytes:
-    // a UTF-16 unit is at most 3) stays here, under the isolate's limits.
-    if ((input.length + base.length) * 3 > 65536) return stateMachineParse(input, { baseURL });
+    // A URL longer than the Go side takes (urlparse.MaxLength, 8 KiB; it
+    // counts bytes and defers what is longer) stays here, under the
+    // isolate's limits, and is never copied out.
+    if (input.length + base.length > 8192) return stateMachineParse(input, { baseURL });
     const wire = nativeURLParse(input, base);
     if (wire === "") return null;
     if (wire === "?") return stateMachineParse(input, { baseURL });
