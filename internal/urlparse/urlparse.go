@@ -39,10 +39,20 @@ const (
 // MaxLength bounds what Parse takes (input and base together, in bytes);
 // a longer one is Deferred. The Go parse runs inside a host call, where
 // the isolate's CPU limit cannot stop it and its copies are not on the
-// isolate's heap; the JavaScript parser is held by both. The library is
-// linear on most shapes, ~130 ns a byte at worst (percent-encoding, IPv6,
-// dot segments): 8 KiB is ~1 ms at most. URLs in use are shorter.
-const MaxLength = 8 << 10
+// isolate's heap; the JavaScript parser is held by both. With the other
+// bounds below, every shape tried at this length parses in under ~1 ms
+// (BenchmarkSlowestShapes has the search). URLs in use are shorter.
+const MaxLength = 4 << 10
+
+// maxSegments bounds the path separators Parse takes: the library adds a
+// path's segments in quadratic time (8 KiB of "/" took 40 ms).
+const maxSegments = 256
+
+func segments(s string) int { return strings.Count(s, "/") + strings.Count(s, "\\") }
+
+// maxHost is the longest host Parse takes (DNS names are at most 253
+// bytes; IPv6 addresses 47).
+const maxHost = 255
 
 // userinfo reports whether s has an "@" before its query or fragment,
 // where it may end a userinfo: the library takes userinfo in quadratic
@@ -71,7 +81,8 @@ var pathSet = wurl.PathPercentEncodeSet.Set(0x5e)
 //	query    "" for null, else "?" and the query
 //	fragment "" for null, else "#" and the fragment
 func Parse(input, base string) (string, Outcome) {
-	if len(input)+len(base) > MaxLength || userinfo(input) || userinfo(base) || fileScheme(input) || fileScheme(base) {
+	if len(input)+len(base) > MaxLength || userinfo(input) || userinfo(base) || fileScheme(input) || fileScheme(base) ||
+		segments(input)+segments(base) > maxSegments {
 		return "", Deferred
 	}
 	if wire, ok := fastParse(input, base); ok {
@@ -85,8 +96,13 @@ func libraryParse(input, base string) (string, Outcome) {
 	deferred := false
 	p := wurl.NewParser(wurl.WithPathPercentEncodeSet(pathSet),
 		wurl.WithPreParseHostFunc(func(u *wurl.Url, host string) string {
-			if u.IsSpecialScheme() && needsIDNA(host) {
+			// A host longer than DNS allows is deferred too: the library
+			// percent-decodes an opaque host in quadratic time (8 KiB of
+			// "%" took 125 ms). The empty host answered then ends the
+			// library's work early; the answer is not used.
+			if len(host) > maxHost || u.IsSpecialScheme() && needsIDNA(host) {
 				deferred = true
+				return ""
 			}
 			return host
 		}))

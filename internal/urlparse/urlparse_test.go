@@ -2,9 +2,11 @@ package urlparse
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // getters computes the URL API's getters from Parse's fields, as
@@ -136,6 +138,10 @@ func TestDeferred(t *testing.T) {
 		{"https://example.com/" + strings.Repeat("a", MaxLength), Deferred},
 		{"https://" + strings.Repeat("@", 5) + "h/", Deferred},
 		{"https://u:p@h/", Deferred},
+		{"foo://" + strings.Repeat("%", 300) + "/", Deferred},
+		{"https://" + strings.Repeat("a", 256) + ":/", Deferred}, // the library's, not the fast path's
+		{"https://" + strings.Repeat("a", 255) + ":/", Parsed},
+		{"https://" + strings.Repeat("a", 256) + "/", Parsed}, // the fast path is linear
 		{"HTTPS://h/?a@b", Parsed},
 		{"file:///C:/x", Deferred},
 		{"FiLe:///x", Deferred},
@@ -271,4 +277,40 @@ func TestDeferredAgainstSomeBases(t *testing.T) {
 	if _, got := Parse("x", "https://u:p@h/"); got != Deferred {
 		t.Fatalf("a path against a base with userinfo: %v, want Deferred", got)
 	}
+}
+
+// BenchmarkSlowestShapes searches for inputs the Go side takes slowly: a
+// prefix, then two pieces repeated up to MaxLength, against no base and two
+// bases, each the fastest of three runs; it reports the slowest (go test ./internal/urlparse -run '^$'
+// -bench SlowestShapes -benchtime 1x -v). A shape found slow here gets a
+// bound in Parse: a host call cannot be stopped by the isolate's CPU limit.
+func BenchmarkSlowestShapes(b *testing.B) {
+	pieces := []string{"/", "\\", "?", "#", ":", "[", "]", ".", "..", "/./", "/../", "%2e", "%", "a", "A", "é", " ", "\t", "0", "1.", "0x",
+		"::", "[:", "|", "^", "%41", "C:", "//", "=", "&", "+", "ß", "\u00a0", "xn--", "@"}
+	prefixes := []string{"https://", "https://h/", "foo://", "foo://h/", "sc:", "https://h/?", "https://h/#", "https://[", "foo://[", "", "/",
+		"https://h:", "ws://a.", "foo:/"}
+	var slowest time.Duration
+	var which string
+	for i := 0; i < b.N; i++ {
+		for _, pre := range prefixes {
+			for _, x := range pieces {
+				for _, y := range pieces {
+					in := pre + strings.Repeat(x+y, (MaxLength-len(pre))/len(x+y))
+					for _, base := range []string{"", "https://h.test/a/b", "foo://h.test/a/b"} {
+						d := time.Hour
+						for range 3 { // the fastest of three: a GC pause is not the shape's
+							start := time.Now()
+							Parse(in, base)
+							d = min(d, time.Since(start))
+						}
+						if d > slowest {
+							slowest, which = d, fmt.Sprintf("%q + (%q)* against %q", pre, x+y, base)
+						}
+					}
+				}
+			}
+		}
+	}
+	b.Logf("slowest: %v for %s", slowest, which)
+	b.ReportMetric(float64(slowest.Microseconds()), "slowest-µs")
 }

@@ -43,10 +43,10 @@
   function nativeParse(input, baseURL) {
     if (nativeURLParse === null) nativeURLParse = __retainer_load("url-native").parse;
     const base = baseURL === undefined || baseURL === null ? "" : module.exports.serializeURL(baseURL);
-    // A URL longer than the Go side takes (urlparse.MaxLength, 8 KiB; it
+    // A URL longer than the Go side takes (urlparse.MaxLength, 4 KiB; it
     // counts bytes and defers what is longer) stays here, under the
     // isolate's limits, and is never copied out.
-    if (input.length + base.length > 8192) return stateMachineParse(input, { baseURL });
+    if (input.length + base.length > 4096) return stateMachineParse(input, { baseURL });
     const wire = nativeURLParse(input, base);
     if (wire === "") return null;
     if (wire === "?") return stateMachineParse(input, { baseURL });
