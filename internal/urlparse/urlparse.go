@@ -11,11 +11,12 @@
 // (non-ASCII, percent-encoded, or an "xn--" label), where the Go IDNA
 // tables are of an older Unicode version than the bundled tr46. Left to it
 // too, because a host call is outside the isolate's CPU limit: a URL over
-// MaxLength, and the two shapes the library takes in quadratic time
-// (userinfo, file: URLs). The library's two known departures from the
-// current standard are mended here (pathSet, record). The WPT URL
-// data and a differential test against whatwg-url in an isolate
-// (sandbox/url_native_test.go) hold both parsers to the same answers.
+// MaxLength, and the shapes the library takes in quadratic time (userinfo,
+// file: URLs, long hosts, many path segments). The library's two known
+// departures from the current standard are mended here (pathSet, record).
+// The WPT URL data and a differential test against whatwg-url in an
+// isolate (sandbox/url_native_test.go) hold both parsers to the same
+// answers.
 package urlparse
 
 import (
@@ -32,7 +33,8 @@ const (
 	Parsed Outcome = iota
 	// Failure: the input is not a URL (the standard's "failure").
 	Failure
-	// Deferred: the JavaScript parser must decide (a host that needs IDNA).
+	// Deferred: the JavaScript parser must decide (a host that needs
+	// IDNA, or a shape past the bounds below).
 	Deferred
 )
 
