@@ -18,7 +18,8 @@
     if (typeof input !== "string" || input.length > 2048) return null;
     const m = canonical.exec(input);
     if (m === null) return null;
-    const [, scheme, host, portText, pathText, query] = m;
+    // Indexed, not destructured (the array iterator is dear under --jitless).
+    const scheme = m[1], host = m[2], portText = m[3], pathText = m[4], query = m[5];
     if (endsInANumber.test(host) || host.includes("xn--")) return null;
     let port = null;
     if (portText !== undefined) {

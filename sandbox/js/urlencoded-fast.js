@@ -10,7 +10,9 @@
   module.exports.parseUrlencodedString = function (input) {
     if (typeof input !== "string" || !plain.test(input)) return fullParse(input);
     const output = [];
-    for (const pair of input.split("&")) {
+    const pairs = input.split("&");
+    for (let i = 0; i < pairs.length; i++) { // indexed: no array iterator
+      const pair = pairs[i];
       if (pair === "") continue;
       const eq = pair.indexOf("=");
       output.push(eq >= 0 ? [pair.substring(0, eq), pair.substring(eq + 1)] : [pair, ""]);
