@@ -84,7 +84,7 @@ func fastAbsolute(input string) (string, bool) {
 		return "", false
 	}
 	host = strings.ToLower(host)
-	if endsInANumber(host) && !dottedQuad(host) || strings.HasPrefix(host, "xn--") || strings.Contains(host, ".xn--") {
+	if endsInANumber(host) && !dottedQuad(host) || needsIDNA(host) {
 		return "", false
 	}
 	port := ""
