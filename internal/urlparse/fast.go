@@ -54,7 +54,11 @@ func fastParse(input, base string) (string, bool) {
 	if base == "" {
 		return fastAbsolute(input)
 	}
-	if colon := strings.IndexByte(input, ':'); colon >= 0 && colon < strings.IndexAny(input+"/", "/?#") {
+	end := strings.IndexAny(input, "/?#")
+	if end < 0 {
+		end = len(input)
+	}
+	if colon := strings.IndexByte(input, ':'); colon >= 0 && colon < end {
 		return fastAbsolute(input) // it has a scheme: the base plays no part
 	}
 	return fastRelative(input, base)
