@@ -207,6 +207,7 @@ func (a *App) Validate() error {
 // starting it if this is the first config to need it: a reload finds the
 // running one in the UsagePool and keeps every worker and isolate.
 func (a *App) Start() error {
+	tuneGC()
 	rt, err := loadRuntime(a)
 	if err != nil {
 		return fmt.Errorf("retainer: %w", err)

@@ -112,9 +112,10 @@ type gateway struct {
 	token string
 }
 
-func startGateway(t *testing.T, ctx context.Context, config string) *gateway {
+func startGateway(t *testing.T, ctx context.Context, config string, env ...string) *gateway {
 	t.Helper()
 	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", testPort)}
+	gw.cmd.Env = append(gw.cmd.Env, env...)
 	gw.cmd.Stdout, gw.cmd.Stderr = gw.log, gw.log
 	if err := gw.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -152,6 +153,34 @@ func (gw *gateway) stop() {
 	if gw.t.Failed() {
 		gw.t.Logf("gateway log:\n%s", gw.log.String())
 	}
+}
+
+// The gateway collects at its own GOGC default unless the operator set
+// GOGC, and its workers follow (sandbox/worker tests the hand-over).
+func TestGatewayGCTarget(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{{[]string{"GOGC="}, "400"}, {[]string{"GOGC=150"}, "150"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		gw := startGateway(t, ctx, exampleConfig(t, filepath.Join(t.TempDir(), "registry.db")), c.env...)
+		_, metrics := call(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", adminPort), "", "")
+		gw.stop()
+		cancel()
+		if !strings.Contains(metrics, "\ngo_gc_gogc_percent "+c.want+"\n") {
+			t.Errorf("%v: the gateway's metrics say %q, want go_gc_gogc_percent %s", c.env, grepLine(metrics, "go_gc_gogc_percent "), c.want)
+		}
+	}
+}
+
+// grepLine is the first line of s that starts with prefix.
+func grepLine(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
 
 // A response acknowledged to a visitor means its kv writes survive kill -9

@@ -238,7 +238,7 @@ func runProbe() ProbeReport {
 	}
 	record("fcntl F_SETOWN", err)
 
-	return ProbeReport{Environment: os.Environ(), Results: res}
+	return ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gcPercent()}
 }
 
 func errnoOrNil(e syscall.Errno) error {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,7 +198,24 @@ func (pool *Pool) workerConfig() WorkerConfig {
 		RlimitData: pool.cfg.RlimitData,
 		Probe:      pool.cfg.Probe,
 		FrameCap:   workerFrameCap(pool.cfg.Engine),
+		GCPercent:  gcPercent(),
 	}
+}
+
+// gcPercent is this process's Go collector target as GOGC would say it:
+// -1 for off (which the runtime reports as -1 converted to uint64), 0 when
+// it cannot be read.
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	v := s[0].Value.Uint64()
+	if v > math.MaxInt32 {
+		return -1
+	}
+	return int(v)
 }
 
 func (pool *Pool) logf(format string, args ...any) {

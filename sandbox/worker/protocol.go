@@ -89,6 +89,10 @@ type WorkerConfig struct {
 	Probe bool `json:"probe"`
 	// FrameCap is the largest frame the gateway reads from this worker.
 	FrameCap int `json:"frameCap"`
+	// GCPercent is the worker's Go collector target, the gateway's own
+	// (GOGC, which the worker's empty environment cannot carry); 0 keeps
+	// Go's default, a negative value turns the collector off as GOGC=off.
+	GCPercent int `json:"gcPercent,omitempty"`
 }
 
 // EngineConfig is the part of sandbox.Config that crosses the boundary.
@@ -216,6 +220,8 @@ type lostPost struct {
 type ProbeReport struct {
 	Environment []string          `json:"environment"`
 	Results     map[string]string `json:"results"` // action → "denied: <errno>" or "ALLOWED"
+	// GCPercent is the worker's Go collector target as it runs.
+	GCPercent int `json:"gcPercent"`
 }
 
 // decodeCapped reads one JSON value of at most max bytes; anything bigger

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -172,6 +173,11 @@ func (w *workerServer) hello(body []byte) helloReply {
 	defer w.mu.Unlock()
 	if w.engine != nil {
 		return helloReply{Error: "hello twice"}
+	}
+	// The worker collects as the gateway does: a gateway at Go's default
+	// leaves its workers there too.
+	if req.Config.GCPercent != 0 {
+		debug.SetGCPercent(req.Config.GCPercent)
 	}
 	c := req.Config.Engine
 	w.cfg = req.Config

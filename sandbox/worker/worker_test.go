@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,6 +102,24 @@ func waitReplaced(t *testing.T, pool *Pool, old int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("worker 0 was not replaced")
+}
+
+// A worker collects as its gateway does (the operator's GOGC, or the
+// gateway's own default), though its environment is empty.
+func TestWorkerFollowsTheGatewaysGCTarget(t *testing.T) {
+	old := debug.SetGCPercent(250)
+	defer debug.SetGCPercent(old)
+	pool := startPool(t, Config{Workers: 1, Probe: true})
+	var rep ProbeReport
+	if err := pool.workers[0].post(context.Background(), pathProbe, struct{}{}, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.GCPercent != 250 {
+		t.Errorf("the worker collects at GOGC=%d, the gateway at 250", rep.GCPercent)
+	}
+	if len(rep.Environment) != 0 {
+		t.Errorf("worker environment is not empty: %q", rep.Environment)
+	}
 }
 
 func TestWorkerRunsAndIsHardened(t *testing.T) {
