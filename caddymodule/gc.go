@@ -2,30 +2,29 @@ package caddymodule
 
 import (
 	"os"
-	"runtime/debug"
-	"sync"
+
+	"github.com/retainer-gw/retainer/internal/gctarget"
 )
 
-// gatewayGCPercent is the Go collector's target for a gateway that serves
-// handles, used unless the operator set GOGC. The gateway's live heap is
-// small (tens of MiB beside thousands of handles) and every request
-// allocates a few KiB, most of it Caddy's and net/http's; at Go's default
-// of 100 the collector's marking took ~9% of the gateway's CPU under load.
-// At 400: trivial handle, paired `bash bench/ab.sh`, 75 → 70 µs of gateway
-// CPU a request (docs/performance.md, round 11). What it costs is heap
-// that waits longer to be collected, up to five times the live heap
-// instead of two; GOMEMLIMIT (which Caddy sets from a container's memory
-// limit) still bounds it.
-const gatewayGCPercent = 400
+// The Go collector's target for a gateway that serves handles, unless the
+// operator set GOGC. The gateway's live heap is small (~10 MiB under load
+// beside a thousand handles) and every request allocates a few KiB, most
+// of it Caddy's and net/http's; at Go's default of 100 the collector
+// started a cycle every ~2 MiB. At 400, paired `bash bench/ab.sh`: 8–16%
+// less CPU a request, gateway and workers together (docs/performance.md,
+// round 11). The headroom above the live heap stays within gcHeadroom
+// (internal/gctarget): a gateway whose live heap is large, legitimately or
+// because a tenant holds big bodies in flight, collects at no less than
+// Go's default. The workers follow the same policy (their hello).
+const (
+	gatewayGCPercent = 400
+	gcHeadroom       = 256 << 20
+)
 
-var tuneGCOnce sync.Once
-
-// tuneGC sets the collector's target once per process, when the first
-// runtime starts (never at Provision: `caddy validate` changes nothing).
+// tuneGC sets the policy when a runtime starts (never at Provision:
+// `caddy validate` changes nothing).
 func tuneGC() {
-	tuneGCOnce.Do(func() {
-		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(gatewayGCPercent)
-		}
-	})
+	if os.Getenv("GOGC") == "" {
+		gctarget.Follow(gatewayGCPercent, gcHeadroom)
+	}
 }

@@ -21,11 +21,12 @@ var allowed = map[string][]string{
 	"internal/wirejson": {},
 	"internal/readsome": {},
 	"internal/urlparse": {},
+	"internal/gctarget": {},
 	"capability":        {"fault", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "internal/wirejson", "internal/urlparse"},
-	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson"},
+	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson", "internal/gctarget"},
 	"handles":           {"fault", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":       {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability", "internal/wirejson"},
+	"caddymodule":       {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }

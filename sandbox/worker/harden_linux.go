@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"github.com/retainer-gw/retainer/internal/gctarget"
 	"os"
 	"runtime"
 	"syscall"
@@ -238,7 +239,8 @@ func runProbe() ProbeReport {
 	}
 	record("fcntl F_SETOWN", err)
 
-	return ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gcPercent()}
+	_, headroom := gctarget.Policy()
+	return ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom}
 }
 
 func errnoOrNil(e syscall.Errno) error {

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -191,31 +190,16 @@ func Start(cfg Config) (*Pool, error) {
 }
 
 func (pool *Pool) workerConfig() WorkerConfig {
-	return WorkerConfig{
+	c := WorkerConfig{
 		Engine:     pool.cfg.Engine,
 		Landlock:   !pool.cfg.DisableLandlock,
 		Seccomp:    !pool.cfg.DisableSeccomp,
 		RlimitData: pool.cfg.RlimitData,
 		Probe:      pool.cfg.Probe,
 		FrameCap:   workerFrameCap(pool.cfg.Engine),
-		GCPercent:  gcPercent(),
 	}
-}
-
-// gcPercent is this process's Go collector target as GOGC would say it:
-// -1 for off (which the runtime reports as -1 converted to uint64), 0 when
-// it cannot be read.
-func gcPercent() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	v := s[0].Value.Uint64()
-	if v > math.MaxInt32 {
-		return -1
-	}
-	return int(v)
+	c.GCPercent, c.GCHeadroom = gctarget.Policy()
+	return c
 }
 
 func (pool *Pool) logf(format string, args ...any) {

@@ -89,10 +89,13 @@ type WorkerConfig struct {
 	Probe bool `json:"probe"`
 	// FrameCap is the largest frame the gateway reads from this worker.
 	FrameCap int `json:"frameCap"`
-	// GCPercent is the worker's Go collector target, the gateway's own
-	// (GOGC, which the worker's empty environment cannot carry); 0 keeps
-	// Go's default, a negative value turns the collector off as GOGC=off.
-	GCPercent int `json:"gcPercent,omitempty"`
+	// GCPercent and GCHeadroom are the worker's Go collector policy, the
+	// gateway's own (GOGC, which the worker's empty environment cannot
+	// carry): with a headroom, internal/gctarget's (GCPercent while the
+	// live heap is small); without, the fixed target GCPercent (0 keeps
+	// Go's default, -1 turns the collector off as GOGC=off does).
+	GCPercent  int    `json:"gcPercent,omitempty"`
+	GCHeadroom uint64 `json:"gcHeadroom,omitempty"`
 }
 
 // EngineConfig is the part of sandbox.Config that crosses the boundary.
@@ -220,8 +223,10 @@ type lostPost struct {
 type ProbeReport struct {
 	Environment []string          `json:"environment"`
 	Results     map[string]string `json:"results"` // action → "denied: <errno>" or "ALLOWED"
-	// GCPercent is the worker's Go collector target as it runs.
-	GCPercent int `json:"gcPercent"`
+	// GCPercent is the worker's Go collector target as it runs; GCHeadroom
+	// the bound it follows (0: fixed).
+	GCPercent  int    `json:"gcPercent"`
+	GCHeadroom uint64 `json:"gcHeadroom"`
 }
 
 // decodeCapped reads one JSON value of at most max bytes; anything bigger

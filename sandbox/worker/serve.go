@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
 )
@@ -176,8 +177,10 @@ func (w *workerServer) hello(body []byte) helloReply {
 	}
 	// The worker collects as the gateway does: a gateway at Go's default
 	// leaves its workers there too.
-	if req.Config.GCPercent != 0 {
-		debug.SetGCPercent(req.Config.GCPercent)
+	if gc := req.Config; gc.GCHeadroom > 0 {
+		gctarget.Follow(gc.GCPercent, gc.GCHeadroom)
+	} else if gc.GCPercent != 0 {
+		debug.SetGCPercent(gc.GCPercent)
 	}
 	c := req.Config.Engine
 	w.cfg = req.Config

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
@@ -109,16 +110,28 @@ func waitReplaced(t *testing.T, pool *Pool, old int) {
 func TestWorkerFollowsTheGatewaysGCTarget(t *testing.T) {
 	old := debug.SetGCPercent(250)
 	defer debug.SetGCPercent(old)
-	pool := startPool(t, Config{Workers: 1, Probe: true})
-	var rep ProbeReport
-	if err := pool.workers[0].post(context.Background(), pathProbe, struct{}{}, &rep); err != nil {
-		t.Fatal(err)
+	probe := func() ProbeReport {
+		t.Helper()
+		pool := startPool(t, Config{Workers: 1, Probe: true})
+		defer pool.Shutdown()
+		var rep ProbeReport
+		if err := pool.workers[0].post(context.Background(), pathProbe, struct{}{}, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Environment) != 0 {
+			t.Errorf("worker environment is not empty: %q", rep.Environment)
+		}
+		return rep
 	}
-	if rep.GCPercent != 250 {
-		t.Errorf("the worker collects at GOGC=%d, the gateway at 250", rep.GCPercent)
+	// A fixed target (the operator's GOGC).
+	if rep := probe(); rep.GCPercent != 250 || rep.GCHeadroom != 0 {
+		t.Errorf("the worker collects at GOGC=%d (headroom %d), the gateway at 250", rep.GCPercent, rep.GCHeadroom)
 	}
-	if len(rep.Environment) != 0 {
-		t.Errorf("worker environment is not empty: %q", rep.Environment)
+	// The gateway's own policy: a high target, bounded headroom.
+	gctarget.Follow(300, 64<<20)
+	defer gctarget.Stop()
+	if rep := probe(); rep.GCPercent != 300 || rep.GCHeadroom != 64<<20 {
+		t.Errorf("the worker collects at GOGC=%d (headroom %d), the gateway follows 300 within 64 MiB", rep.GCPercent, rep.GCHeadroom)
 	}
 }
 
