@@ -58,8 +58,7 @@ func TestFollowTracksTheLiveHeap(t *testing.T) {
 		big[i] = make([]byte, 1<<20)
 	}
 	waitFor(100) // 32 MiB of room over 64 MiB is under Go's default
-	runtime.KeepAlive(big)
-	big = nil
+	runtime.KeepAlive(big) // and garbage from here on
 	waitFor(400)
 }
 

@@ -3,7 +3,6 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"github.com/retainer-gw/retainer/internal/gctarget"
 	"os"
 	"runtime"
 	"syscall"
@@ -14,6 +13,8 @@ import (
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
+
+	"github.com/retainer-gw/retainer/internal/gctarget"
 )
 
 // harden closes the worker's doors after V8 has started: rlimits, Landlock
