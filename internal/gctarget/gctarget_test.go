@@ -57,7 +57,7 @@ func TestFollowTracksTheLiveHeap(t *testing.T) {
 	for i := range big {
 		big[i] = make([]byte, 1<<20)
 	}
-	waitFor(100)           // 32 MiB of room over 64 MiB is under Go's default
+	waitFor(100) // 32 MiB of room over 64 MiB is under Go's default
 	runtime.KeepAlive(big)
 	big = nil //nolint:ineffassign // garbage from here on, whatever the compiler's liveness
 	waitFor(400)
