@@ -37,21 +37,34 @@ func Percent(live uint64, max int, headroom uint64) int {
 var (
 	mu        sync.Mutex
 	following bool
+	armed     bool // the hook runs for the life of the process once set
 	maxP      int
 	room      uint64
 )
 
 // Follow sets the target from the live heap now and after every
-// collection, for the life of the process; a second call changes the
-// policy (the hook is armed once).
+// collection, for the life of the process; a later call changes the
+// policy (the hook is armed once, whatever Stop did in between).
 func Follow(max int, headroom uint64) {
 	mu.Lock()
-	first := !following
-	following, maxP, room = true, max, headroom
+	first := !armed
+	following, armed, maxP, room = true, true, max, headroom
 	mu.Unlock()
 	adjust()
 	if first {
 		arm()
+	}
+}
+
+// Apply takes up a policy that Policy answered in another process:
+// followed when it has a headroom, otherwise the fixed target (0 leaves
+// Go's default).
+func Apply(max int, headroom uint64) {
+	switch {
+	case headroom > 0:
+		Follow(max, headroom)
+	case max != 0:
+		debug.SetGCPercent(max)
 	}
 }
 

@@ -81,3 +81,23 @@ func TestStop(t *testing.T) {
 		t.Errorf("Policy() = %d, %d after Stop, want 150, 0", max, room)
 	}
 }
+
+// Apply is Policy's other half: a headroom means follow, none a fixed
+// target, 0 Go's default untouched.
+func TestApply(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	defer Stop()
+	Apply(0, 0)
+	if Current() != 100 {
+		t.Errorf("Apply(0, 0) moved the target to %d", Current())
+	}
+	Apply(175, 0)
+	if max, room := Policy(); Current() != 175 || max != 175 || room != 0 {
+		t.Errorf("Apply(175, 0): target %d, Policy %d, %d", Current(), max, room)
+	}
+	Apply(300, 64<<20)
+	if max, room := Policy(); Current() != 300 || max != 300 || room != 64<<20 {
+		t.Errorf("Apply(300, 64 MiB): target %d, Policy %d, %d", Current(), max, room)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -177,11 +176,7 @@ func (w *workerServer) hello(body []byte) helloReply {
 	}
 	// The worker collects as the gateway does: a gateway at Go's default
 	// leaves its workers there too.
-	if gc := req.Config; gc.GCHeadroom > 0 {
-		gctarget.Follow(gc.GCPercent, gc.GCHeadroom)
-	} else if gc.GCPercent != 0 {
-		debug.SetGCPercent(gc.GCPercent)
-	}
+	gctarget.Apply(req.Config.GCPercent, req.Config.GCHeadroom)
 	c := req.Config.Engine
 	w.cfg = req.Config
 	if req.Config.FrameCap > 0 {
