@@ -8,7 +8,7 @@
 # Build the two first, e.g.:
 #   git stash; CGO_ENABLED=1 go build -o /tmp/old ./cmd/retainer; git stash pop
 #   CGO_ENABLED=1 go build -o /tmp/new ./cmd/retainer
-# Usage: [AB_HANDLES=n] bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
+# Usage: [AB_HANDLES=n] [AB_BESIDE=file.json:n] bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
 #        [handler file, default bench/workerd/worker.js; a .json file is the
 #        whole deploy body; the word computation posts `async () => 1 + 1`
 #        to /executions instead, one connection back to back unless flags
@@ -70,6 +70,22 @@ urls() { # port
 }
 ha=$(urls 8089)
 hb=$(urls 8189)
+# AB_BESIDE=file.json:n deploys n more handles of that deploy body on each
+# gateway, calls each once and leaves them idle: the tenant's other
+# handles (e.g. kv handles in its other worker while one counter is
+# loaded).
+beside() { # port
+	local body n i id
+	[ -n "${AB_BESIDE:-}" ] || return 0
+	body=$(cat "${AB_BESIDE%:*}")
+	n=${AB_BESIDE##*:}
+	for i in $(seq "$n"); do
+		id=$(curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d "$body" | sed -E 's/.*"executionId":"([^"]+)".*/\1/')
+		curl -s -o /dev/null -H "Host: $id.apps.localhost" "http://127.0.0.1:$1/"
+	done
+}
+beside 8089
+beside 8189
 cpu() { # the utime+stime ticks of a gateway and its workers
 	local w=0 p
 	for p in $(pgrep -P "$1"); do w=$((w + $(awk '{print $14+$15}' "/proc/$p/stat"))); done

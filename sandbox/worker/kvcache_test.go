@@ -64,6 +64,26 @@ func (h *kvHost) getCount() int {
 	return h.gets
 }
 
+// handlesInTwoWorkers retains handles of code with kv until two of them
+// are in different workers, and answers those two.
+func handlesInTwoWorkers(t *testing.T, pool *Pool, prefix, code string) (string, string) {
+	t.Helper()
+	var ids []string
+	for i := 0; len(ids) < 2 && i < 20; i++ {
+		id := prefix + string(rune('a'+i))
+		if _, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 0 || pool.WorkerOf(id) != pool.WorkerOf(ids[0]) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < 2 {
+		t.Fatal("no two handles in two workers")
+	}
+	return ids[0], ids[1]
+}
+
 // A worker answers repeated kv reads from its cache, and a write from
 // another worker is visible to it at once: the gateway drops the key from
 // its cache before the write is acknowledged.
@@ -78,20 +98,7 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 		if (url.pathname === '/both') return new Response(await kv.get('k') + ',' + await kv.get('k2'));
 		return new Response(String(await kv.get('k')));
 	} })`
-	var ids []string
-	for i := 0; len(ids) < 2 && i < 20; i++ {
-		id := "kv" + string(rune('a'+i))
-		if _, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
-			t.Fatal(err)
-		}
-		if len(ids) == 0 || pool.WorkerOf(id) != pool.WorkerOf(ids[0]) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) < 2 {
-		t.Fatal("no two handles in two workers")
-	}
-	a, b := ids[0], ids[1]
+	a, b := handlesInTwoWorkers(t, pool, "kv", code)
 	body := func(id, path string) string {
 		t.Helper()
 		res, err := get(pool, id, "https://x"+path)
@@ -146,6 +153,87 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	}
 	if got := both(a); got != "four0,four" {
 		t.Fatalf("after %s wrote two keys, %s read %q", b, a, got)
+	}
+}
+
+// A write is told only to the workers whose cache may hold its key: one
+// that read it, or wrote it; a worker that used the space but never that
+// key is not woken for it.
+func TestKVWritesAreToldOnlyWhereTheKeyMayBeCached(t *testing.T) {
+	host := &kvHost{values: map[string]string{}}
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	code := `async () => ({ async fetch(req) {
+		const url = new URL(req.url);
+		const k = url.searchParams.get('k'), v = url.searchParams.get('v');
+		if (v !== null) { await kv.put(k, v); return new Response('ok'); }
+		return new Response(String(await kv.get(k)));
+	} })`
+	a, b := handlesInTwoWorkers(t, pool, "held", code)
+	call := func(id, query string) string {
+		t.Helper()
+		res, err := get(pool, id, "https://x/?"+query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.BodyBytes())
+	}
+	pool.mu.Lock()
+	bw := pool.workers[pool.where[b].index]
+	pool.mu.Unlock()
+	for i := 0; i < 3; i++ { // both learn the space; b caches "shared"
+		call(a, "k=shared")
+		call(b, "k=shared")
+	}
+	told := bw.kvDropsSent.Load()
+	for i := 0; i < 5; i++ {
+		call(a, "k=mine&v="+string(rune('0'+i)))
+	}
+	if n := bw.kvDropsSent.Load() - told; n != 0 {
+		t.Fatalf("5 writes of a key %s never read reached its worker %d times", b, n)
+	}
+	call(a, "k=shared&v=new")
+	if bw.kvDropsSent.Load() != told+1 {
+		t.Fatalf("a write of a key %s cached was told to its worker %d times, want 1", b, bw.kvDropsSent.Load()-told)
+	}
+	if got := call(b, "k=shared"); got != "new" {
+		t.Fatalf("%s read %q after %s wrote \"new\"", b, got, a)
+	}
+	// A key b wrote is one its cache holds: a's later write reaches it.
+	call(b, "k=theirs&v=b")
+	if got := call(b, "k=theirs"); got != "b" {
+		t.Fatalf("%s read back %q", b, got)
+	}
+	told = bw.kvDropsSent.Load()
+	call(a, "k=theirs&v=a")
+	if bw.kvDropsSent.Load() != told+1 {
+		t.Fatalf("a write of a key %s wrote was told to its worker %d times, want 1", b, bw.kvDropsSent.Load()-told)
+	}
+	if got := call(b, "k=theirs"); got != "a" {
+		t.Fatalf("%s read %q after %s wrote \"a\"", b, got, a)
+	}
+}
+
+// Past its bound of keys, a space counts as wholly held: every key of it
+// is told, as for a worker whose keys are not known.
+func TestKVHeldKeysAreBounded(t *testing.T) {
+	h := kvHeld{limit: 3}
+	h.note("s", "a", "b")
+	h.note("t", "x")
+	if got := strings.Join(h.mayHold("s", []string{"a", "c", "b"}), ","); got != "a,b" {
+		t.Fatalf("held of s: %s, want a,b", got)
+	}
+	if got := h.mayHold("u", []string{"a"}); got != nil {
+		t.Fatalf("a space never noted holds %v", got)
+	}
+	h.note("s", "c") // the fourth key: s is now wholly held
+	if got := strings.Join(h.mayHold("s", []string{"z", "y"}), ","); got != "z,y" {
+		t.Fatalf("held of s past the bound: %s, want z,y", got)
+	}
+	if h.n != 1 {
+		t.Fatalf("%d keys counted after s went whole, want 1 (t's)", h.n)
+	}
+	if got := strings.Join(h.mayHold("t", []string{"x", "y"}), ","); got != "x" {
+		t.Fatalf("held of t: %s, want x", got)
 	}
 }
 

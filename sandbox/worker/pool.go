@@ -357,29 +357,41 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	p.post(ctx, pathStreamCancel, streamRequest{ID: id, Stream: stream}, &rep)
 }
 
-// invalidateKV drops keys of space from every worker's cache but except's,
-// one message to each, and waits until each has done it; a worker that
+// invalidateKV drops keys of space from the cache of every worker but
+// except's that may hold one of them (kvHeld), one message to each with
+// the keys it may hold, and waits until each has done it; a worker that
 // does not answer is killed (its cache would stay stale). all drops every
 // cache.
 func (pool *Pool) invalidateKV(except *process, space string, keys []string, all bool) {
 	pool.mu.Lock()
-	var targets []*process
-	for _, p := range pool.workers {
-		if p != nil && p != except && p.alive() && (all || p.knowsSpace(space)) {
-			targets = append(targets, p)
+	workers := append([]*process(nil), pool.workers...)
+	pool.mu.Unlock()
+	type target struct {
+		p    *process
+		keys []string
+	}
+	var targets []target
+	for _, p := range workers {
+		if p == nil || p == except || !p.alive() {
+			continue
+		}
+		if all {
+			targets = append(targets, target{p, nil})
+		} else if held := p.mayHoldKV(space, keys); len(held) > 0 {
+			targets = append(targets, target{p, held})
 		}
 	}
-	pool.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, p := range targets {
+	for _, t := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var rep struct{}
-			if err := p.post(ctx, pathKVInvalidate, kvInvalidate{Space: space, Keys: keys, All: all}, &rep); err != nil {
-				p.kill("did not drop a changed kv value from its cache")
+			t.p.kvDropsSent.Add(1)
+			if err := t.p.post(ctx, pathKVInvalidate, kvInvalidate{Space: space, Keys: t.keys, All: all}, &rep); err != nil {
+				t.p.kill("did not drop a changed kv value from its cache")
 			}
 		}()
 	}

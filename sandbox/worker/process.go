@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,16 +24,16 @@ import (
 type process struct {
 	pool  *Pool
 	index int
-	// kvSpaces are the kv key spaces this worker was told of (its cache
-	// may hold their values); guarded by mu.
-	kvSpaces map[string]bool
-	cmd      *exec.Cmd
-	pid      int
-	rpc      *rpcConn
+	cmd   *exec.Cmd
+	pid   int
+	rpc   *rpcConn
+	// kvDropsSent counts the kvInvalidate messages sent to this worker.
+	kvDropsSent atomic.Int64
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
 
 	mu         sync.Mutex             // guards everything below
+	kvHeld     kvHeld                 // the kv keys its cache may hold
 	tenant     string                 // cordoned: the tenant it hosts ("" while spare)
 	lastActive time.Time              // cordoned: the last call sent, for LRU recycling
 	retired    string                 // why the pool let it go (its isolates are lost without blame)
@@ -412,6 +413,12 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		case f == nil:
 			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
 		default:
+			switch m.Op {
+			case "kv.get", "kv.put", "kv.delete":
+				if a, err := decodeKVArgs(m.Args); err == nil && a.Key != nil {
+					p.noteKV(m.ID, *a.Key)
+				}
+			}
 			// The tenant this worker hosts ("" when shared): the host
 			// answers only for that tenant's runs and handles.
 			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
@@ -466,6 +473,7 @@ func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(c
 		if id == "" || !p.holdsOrRuns(id) {
 			return hostReply{Applied: applied, Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
 		}
+		p.noteKV(id, keys...)
 		if err := apply(ctx, p.owner(), id, seg); err != nil {
 			// The gateway applies a run's writes in order and stops at
 			// the first it refuses; which one is not said, so the run's
@@ -521,19 +529,31 @@ func (p *process) kvSpaceHint(id string, written []string, drops *kvDrops) *kvHi
 	if !readable {
 		return nil
 	}
-	p.mu.Lock()
-	if p.kvSpaces == nil {
-		p.kvSpaces = map[string]bool{}
-	}
-	p.kvSpaces[space] = true
-	p.mu.Unlock()
 	return &kvHint{Space: space, Write: writable}
 }
 
-func (p *process) knowsSpace(space string) bool {
+// noteKV records, before the call that reads or writes them is served,
+// that the worker's cache may come to hold keys of run id's space
+// (kvHeld says why before and not after).
+func (p *process) noteKV(id string, keys ...string) {
+	spaceOf := p.pool.cfg.KVSpace
+	if spaceOf == nil || len(keys) == 0 {
+		return
+	}
+	space, readable, _ := spaceOf(id)
+	if space == "" || !readable {
+		return // a run that may not read caches nothing
+	}
+	p.mu.Lock()
+	p.kvHeld.note(space, keys...)
+	p.mu.Unlock()
+}
+
+// mayHoldKV answers those of keys (of space) the worker's cache may hold.
+func (p *process) mayHoldKV(space string, keys []string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.kvSpaces[space]
+	return p.kvHeld.mayHold(space, keys)
 }
 
 // kvDrops gathers the keys a write batch changed, per space (and per
