@@ -1434,8 +1434,17 @@
     const b = bodyOf.get(r);
     if (bodyUsed(b)) throw new TypeErrorCtor('Body has already been used.');
     if (!hasBody(b)) return { bytes: new Uint8ArrayCtor(0) }; // a null body stays unused
+    if (b.stream) {
+      b.used = true;
+      return { bytes: await readAll(b.stream) };
+    }
+    return takeHeld(b);
+  }
+  // takeHeld takes a body the Response holds whole (no stream): at once,
+  // so that an invocation's answer needs no turn of the microtask queue
+  // for it.
+  function takeHeld(b) {
     b.used = true;
-    if (b.stream) return { bytes: await readAll(b.stream) };
     if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1 };
     return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0) };
   }
@@ -2142,7 +2151,7 @@
       pumpStream(id, b.stream.getReader());
       return wireHead(res, true, id, '');
     }
-    const taken = await take(res);
+    const taken = b && b.stream ? await take(res) : hasBody(b) ? takeHeld(b) : { bytes: new Uint8ArrayCtor(0) };
     const body = taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes);
     return wireHead(res, hasBody(b), 0, '') + body;
   }
