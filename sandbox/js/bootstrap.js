@@ -2019,11 +2019,17 @@
   }
   const kv = {};
   hidden(kv, 'get', async function get(key) { return callNow('kv.get', { key: StringCtor(key) }); });
+  // A write the host answered at once (callNow) resolves without another
+  // turn of the microtask queue; one sent to the gateway is awaited.
   hidden(kv, 'put', async function put(key, value) {
     if (typeof value !== 'string') throw new TypeErrorCtor('kv values are strings.');
-    await callNow('kv.put', { key: StringCtor(key), value });
+    const r = callNow('kv.put', { key: StringCtor(key), value });
+    if (r !== null) await r;
   });
-  hidden(kv, 'delete', async function (key) { await callNow('kv.delete', { key: StringCtor(key) }); });
+  hidden(kv, 'delete', async function (key) {
+    const r = callNow('kv.delete', { key: StringCtor(key) });
+    if (r !== null) await r;
+  });
   hidden(kv, 'list', async function list(options = {}) {
     options = options || {};
     return call('kv.list', { prefix: options.prefix === undefined ? '' : StringCtor(options.prefix),
