@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -213,10 +214,12 @@ func TestKVWritesAreToldOnlyWhereTheKeyMayBeCached(t *testing.T) {
 	}
 }
 
-// Past its bound of keys, a space counts as wholly held: every key of it
-// is told, as for a worker whose keys are not known.
+// Past its bound in bytes, a space counts as wholly held: every key of it
+// is told, as for a worker whose keys are not known. A key the gateway
+// refuses is not noted at all, so a worker cannot make the gateway keep
+// keys of any size.
 func TestKVHeldKeysAreBounded(t *testing.T) {
-	h := kvHeld{limit: 3}
+	h := kvHeld{limit: 3 * (1 + heldKeyCost)}
 	h.note("s", "a", "b")
 	h.note("t", "x")
 	if got := strings.Join(h.mayHold("s", []string{"a", "c", "b"}), ","); got != "a,b" {
@@ -229,11 +232,29 @@ func TestKVHeldKeysAreBounded(t *testing.T) {
 	if got := strings.Join(h.mayHold("s", []string{"z", "y"}), ","); got != "z,y" {
 		t.Fatalf("held of s past the bound: %s, want z,y", got)
 	}
-	if h.n != 1 {
-		t.Fatalf("%d keys counted after s went whole, want 1 (t's)", h.n)
+	if h.bytes != 1+heldKeyCost {
+		t.Fatalf("%d bytes counted after s went whole, want %d (t's one key)", h.bytes, 1+heldKeyCost)
 	}
 	if got := strings.Join(h.mayHold("t", []string{"x", "y"}), ","); got != "x" {
 		t.Fatalf("held of t: %s, want x", got)
+	}
+	// Keys the gateway refuses cost nothing: 10,000 of them over the key
+	// bound, and an empty one, leave the budget as it was.
+	var big kvHeld
+	huge := strings.Repeat("k", maxKeyBytes+1)
+	for i := 0; i < 10000; i++ {
+		big.note("s", huge+strconv.Itoa(i), "")
+	}
+	if big.bytes != 0 || len(big.spaces["s"]) != 0 {
+		t.Fatalf("refused keys were noted: %d bytes, %d keys", big.bytes, len(big.spaces["s"]))
+	}
+	// The default budget holds what it says: past it the space is whole,
+	// and the bytes counted stay under the bound.
+	for i := 0; i < 100000; i++ {
+		big.note("s", strings.Repeat("k", 400)+strconv.Itoa(i))
+	}
+	if big.spaces["s"] != nil || big.bytes > maxHeldBytes {
+		t.Fatalf("past the budget: whole %v, %d bytes (bound %d)", big.spaces["s"] == nil, big.bytes, maxHeldBytes)
 	}
 }
 

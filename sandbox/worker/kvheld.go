@@ -16,17 +16,24 @@ package worker
 // and one accepted before it is what the read answers. Noting a key the
 // worker then never caches costs one needless message at most.
 //
-// The keys of a space are bounded (maxHeldKeys in all); past the bound a
-// space counts as wholly held, and every write to it is told, as before.
+// What is noted is bounded in bytes (maxHeldBytes a worker: a worker
+// taken over could otherwise make the gateway keep every key it names);
+// past the bound a space counts as wholly held, and every write to it is
+// told, as before. A key the gateway refuses (empty, over maxKeyBytes) is
+// never cached, so it is never noted.
 type kvHeld struct {
 	spaces map[string]map[string]struct{} // a nil set: any key of the space
-	n      int                            // keys noted, over every space
-	limit  int                            // 0: maxHeldKeys
+	bytes  int                            // what the noted keys cost, over every space
+	limit  int                            // 0: maxHeldBytes
 }
 
-// maxHeldKeys bounds the keys noted per worker (the worker's own cache is
-// bounded in bytes: maxCacheBytes).
-const maxHeldKeys = 10000
+// maxHeldBytes bounds what the keys noted for one worker may cost the
+// gateway (~10,000 keys of 40 bytes); heldKeyCost is what a key costs
+// beside its bytes (its map entry, roughly).
+const (
+	maxHeldBytes = 1 << 20
+	heldKeyCost  = 64
+)
 
 // note records that the worker may cache keys of space.
 func (h *kvHeld) note(space string, keys ...string) {
@@ -39,23 +46,28 @@ func (h *kvHeld) note(space string, keys ...string) {
 	}
 	limit := h.limit
 	if limit == 0 {
-		limit = maxHeldKeys
+		limit = maxHeldBytes
 	}
 	if set == nil {
 		set = map[string]struct{}{}
 		h.spaces[space] = set
 	}
 	for _, k := range keys {
+		if k == "" || len(k) > maxKeyBytes {
+			continue // refused by the gateway: never cached
+		}
 		if _, ok := set[k]; ok {
 			continue
 		}
-		if h.n >= limit {
-			h.n -= len(set)
+		if h.bytes+len(k)+heldKeyCost > limit {
+			for k := range set {
+				h.bytes -= len(k) + heldKeyCost
+			}
 			h.spaces[space] = nil
 			return
 		}
 		set[k] = struct{}{}
-		h.n++
+		h.bytes += len(k) + heldKeyCost
 	}
 }
 
