@@ -413,10 +413,16 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		case f == nil:
 			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
 		default:
+			// A kv call's key and its run's space are read once: the key
+			// is noted before the call is served, the hint made after.
+			var run kvRun
+			var key *string
 			switch m.Op {
 			case "kv.get", "kv.put", "kv.delete":
+				run = p.kvRunOf(m.ID)
 				if a, err := decodeKVArgs(m.Args); err == nil && a.Key != nil {
-					p.noteKV(m.ID, *a.Key)
+					key = a.Key
+					p.noteKV(run, *key)
 				}
 			}
 			// The tenant this worker hosts ("" when shared): the host
@@ -424,7 +430,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
 			rep = hostReply{Result: res, Fault: toWire(err)}
 			if err == nil {
-				rep.KV = p.kvHint(m)
+				rep.KV = p.kvHint(m.Op, run, key)
 			}
 		}
 		return wirejson.Marshal(rep)
@@ -473,7 +479,8 @@ func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(c
 		if id == "" || !p.holdsOrRuns(id) {
 			return hostReply{Applied: applied, Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
 		}
-		p.noteKV(id, keys...)
+		run := p.kvRunOf(id)
+		p.noteKV(run, keys...)
 		if err := apply(ctx, p.owner(), id, seg); err != nil {
 			// The gateway applies a run's writes in order and stops at
 			// the first it refuses; which one is not said, so the run's
@@ -482,70 +489,75 @@ func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(c
 			// write).
 			return hostReply{Applied: applied, Fault: toWire(err)}
 		}
-		p.kvSpaceHint(id, keys, &drops)
+		p.kvSpaceHint(run, keys, &drops)
 		applied = end
 	}
 	return hostReply{Applied: applied}
 }
 
-// kvHint tells the worker the key space of a kv call that succeeded, and
-// for a write, first drops the key from every other worker's cache.
-func (p *process) kvHint(m hostPost) *kvHint {
-	switch m.Op {
+// kvRun is what the gateway says of a run's kv (Config.KVSpace): its key
+// space ("" for none) and whether it may read and write it.
+type kvRun struct {
+	space              string
+	readable, writable bool
+}
+
+func (p *process) kvRunOf(id string) kvRun {
+	if spaceOf := p.pool.cfg.KVSpace; spaceOf != nil {
+		space, readable, writable := spaceOf(id)
+		return kvRun{space, readable, writable}
+	}
+	return kvRun{}
+}
+
+// kvHint tells the worker the key space of a kv call (op, of key) that
+// succeeded, and for a write, first drops the key from every other
+// worker's cache.
+func (p *process) kvHint(op string, run kvRun, key *string) *kvHint {
+	switch op {
 	case "kv.get":
-		return p.kvSpaceHint(m.ID, nil, nil)
+		return p.kvSpaceHint(run, nil, nil)
 	case "kv.put", "kv.delete":
-		var a kvArgs
-		if json.Unmarshal(m.Args, &a) != nil || a.Key == nil {
+		if key == nil {
 			return nil
 		}
 		var drops kvDrops
 		defer drops.send(p.pool)
-		return p.kvSpaceHint(m.ID, []string{*a.Key}, &drops)
+		return p.kvSpaceHint(run, []string{*key}, &drops)
 	}
 	return nil
 }
 
-// kvSpaceHint names id's key space; the keys it wrote are added to drops,
+// kvSpaceHint names run's key space; the keys it wrote are added to drops,
 // which the caller sends to every other worker before it answers the write.
-func (p *process) kvSpaceHint(id string, written []string, drops *kvDrops) *kvHint {
-	spaceOf := p.pool.cfg.KVSpace
-	if spaceOf == nil {
-		return nil
-	}
-	space, readable, writable := spaceOf(id)
-	if space == "" {
+func (p *process) kvSpaceHint(run kvRun, written []string, drops *kvDrops) *kvHint {
+	if run.space == "" {
 		return nil
 	}
 	// The writer's own worker updates its cache itself; a writer that may
 	// not read keeps nothing, so its worker is told too.
 	except := p
-	if !readable {
+	if !run.readable {
 		except = nil
 	}
 	if len(written) > 0 {
-		drops.add(except, space, written)
+		drops.add(except, run.space, written)
 	}
-	if !readable {
+	if !run.readable {
 		return nil
 	}
-	return &kvHint{Space: space, Write: writable}
+	return &kvHint{Space: run.space, Write: run.writable}
 }
 
 // noteKV records, before the call that reads or writes them is served,
-// that the worker's cache may come to hold keys of run id's space
-// (kvHeld says why before and not after).
-func (p *process) noteKV(id string, keys ...string) {
-	spaceOf := p.pool.cfg.KVSpace
-	if spaceOf == nil || len(keys) == 0 {
-		return
-	}
-	space, readable, _ := spaceOf(id)
-	if space == "" || !readable {
+// that the worker's cache may come to hold keys of run's space (kvHeld
+// says why before and not after).
+func (p *process) noteKV(run kvRun, keys ...string) {
+	if run.space == "" || !run.readable || len(keys) == 0 {
 		return // a run that may not read caches nothing
 	}
 	p.mu.Lock()
-	p.kvHeld.note(space, keys...)
+	p.kvHeld.note(run.space, keys...)
 	p.mu.Unlock()
 }
 
