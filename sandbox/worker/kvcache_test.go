@@ -85,6 +85,17 @@ func handlesInTwoWorkers(t *testing.T, pool *Pool, prefix, code string) (string,
 	return ids[0], ids[1]
 }
 
+// getBody invokes handle id with a GET of url and answers the body; an
+// error fails the test.
+func getBody(t *testing.T, pool *Pool, id, url string) string {
+	t.Helper()
+	res, err := get(pool, id, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(res.BodyBytes())
+}
+
 // A worker answers repeated kv reads from its cache, and a write from
 // another worker is visible to it at once: the gateway drops the key from
 // its cache before the write is acknowledged.
@@ -102,11 +113,7 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	a, b := handlesInTwoWorkers(t, pool, "kv", code)
 	body := func(id, path string) string {
 		t.Helper()
-		res, err := get(pool, id, "https://x"+path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(res.BodyBytes())
+		return getBody(t, pool, id, "https://x"+path)
 	}
 	read := func(id string) string { return body(id, "/get") }
 	write := func(id, v string) {
@@ -172,11 +179,7 @@ func TestKVWritesAreToldOnlyWhereTheKeyMayBeCached(t *testing.T) {
 	a, b := handlesInTwoWorkers(t, pool, "held", code)
 	call := func(id, query string) string {
 		t.Helper()
-		res, err := get(pool, id, "https://x/?"+query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(res.BodyBytes())
+		return getBody(t, pool, id, "https://x/?"+query)
 	}
 	pool.mu.Lock()
 	bw := pool.workers[pool.where[b].index]
