@@ -5,7 +5,8 @@
 # a POST /executions; handle_json <file> is the deploy body that retains the
 # handler in file; install_workerd installs the pinned workerd and Deno.
 # BENCH_JIT=1 turns V8's JIT on (the Caddyfile's `jit`: a weaker sandbox,
-# docs/threat-model.md), to measure what --jitless costs.
+# docs/threat-model.md), to measure what --jitless costs; BENCH_PIN=1 runs
+# each worker on one CPU (`pin_workers`, docs/decisions.md).
 work=$(mktemp -d)
 trap 'kill ${gw:-} ${wd:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
@@ -13,10 +14,12 @@ go build -o "$work/loadgen" ./bench/loadgen
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
 
 start_gateway() {
-	local config=bench/Caddyfile.bench
-	if [ "${BENCH_JIT:-0}" = 1 ]; then
-		config="$work/Caddyfile.jit"
-		sed 's/^\tretainer {$/\tretainer {\n\t\tjit/' bench/Caddyfile.bench > "$config"
+	local config=bench/Caddyfile.bench extra=""
+	[ "${BENCH_JIT:-0}" = 1 ] && extra="$extra\\n\\t\\tjit"
+	[ "${BENCH_PIN:-0}" = 1 ] && extra="$extra\\n\\t\\tpin_workers"
+	if [ -n "$extra" ]; then
+		config="$work/Caddyfile.options"
+		sed "s/^\tretainer {\$/\tretainer {$extra/" bench/Caddyfile.bench > "$config"
 	fi
 	BENCH_STORE="$work/registry.db" XDG_DATA_HOME="$work" XDG_CONFIG_HOME="$work" \
 		"$work/retainer" run --config "$config" > "$work/gateway.log" 2>&1 &

@@ -15,7 +15,7 @@ func init() {
 // Admin is the `admin.api.retainer` module: Retainer's operator endpoints on
 // Caddy's admin listener only (never on a site), because they name tenants:
 //
-//	GET /retainer/workers          each worker: pid, tenant, isolates, queue, RSS
+//	GET /retainer/workers          each worker: pid, tenant, isolates, queue, RSS, CPU when pinned
 //	GET /retainer/handles?tenant=  handle counts per registry and tenant
 //
 // Caddy loads every registered admin.api module, so no configuration is
@@ -45,6 +45,7 @@ type adminWorker struct {
 	Isolates int    `json:"isolates"`
 	Queue    int    `json:"queue"`
 	RSSBytes int64  `json:"rssBytes"`
+	CPU      *int   `json:"cpu,omitempty"` // with pin_workers: the CPU it runs on
 }
 
 func adminWorkers(w http.ResponseWriter, r *http.Request) error {
@@ -55,7 +56,12 @@ func adminWorkers(w http.ResponseWriter, r *http.Request) error {
 	runtimes.Range(func(key, v any) bool {
 		rt := v.(*runtime)
 		for _, s := range rt.pool.Status() {
-			out = append(out, adminWorker{Store: rt.key, Index: s.Index, PID: s.PID, State: s.State, Tenant: s.Tenant, Isolates: s.Isolates, Queue: s.Queue, RSSBytes: s.RSS})
+			aw := adminWorker{Store: rt.key, Index: s.Index, PID: s.PID, State: s.State, Tenant: s.Tenant, Isolates: s.Isolates, Queue: s.Queue, RSSBytes: s.RSS}
+			if s.CPU >= 0 {
+				cpu := s.CPU
+				aw.CPU = &cpu
+			}
+			out = append(out, aw)
 		}
 		return true
 	})

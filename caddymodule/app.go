@@ -78,6 +78,10 @@ type App struct {
 	JIT bool `json:"jit,omitempty"`
 	// Wasm exposes WebAssembly; it needs JIT.
 	Wasm bool `json:"wasm,omitempty"`
+	// PinWorkers runs each worker process on one CPU, placed and moved
+	// between CPUs by the gateway: cheaper hand-offs inside a worker, at
+	// most one CPU for each (docs/decisions.md).
+	PinWorkers bool `json:"pin_workers,omitempty"`
 	// NoLandlock runs workers without Landlock (kernels that lack it).
 	NoLandlock bool `json:"no_landlock,omitempty"`
 
@@ -213,9 +217,11 @@ func (a *App) Start() error {
 		return fmt.Errorf("retainer: %w", err)
 	}
 	rt.bind(a)
-	// A reload that changes the worker count or slots applies it to the
-	// running pool; nothing else of the pool changes on a reload.
+	// A reload that changes the worker count or slots, or pin_workers,
+	// applies it to the running pool; nothing else of the pool changes on
+	// a reload.
 	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
+	rt.pool.SetPinCPUs(a.PinWorkers)
 	a.live.rt.Store(rt)
 	for _, f := range a.onStart {
 		f(rt)

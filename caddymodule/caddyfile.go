@@ -46,6 +46,7 @@ func init() {
 //		receipt_retention <duration>
 //		jit
 //		wasm
+//		pin_workers
 //		landlock off
 //	}
 func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
@@ -65,6 +66,12 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			continue
 		case "wasm":
 			app.Wasm = true
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			continue
+		case "pin_workers":
+			app.PinWorkers = true
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}

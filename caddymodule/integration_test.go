@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
 
@@ -485,4 +487,54 @@ http://other.localhost:9080 {
 	respond "no retainer here"
 }`, "caddyfile")
 	tester.InitServer(config, "caddyfile")
+}
+
+// pin_workers puts each worker on one CPU, shown on the admin endpoint; a
+// reload without it gives the same workers every CPU back.
+func TestPinWorkersOption(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, "isolation shared\npin_workers"), "caddyfile")
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	workers := func() []adminWorker {
+		t.Helper()
+		res, err := http.Get("http://localhost:2999/retainer/workers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out struct{ Workers []adminWorker }
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Workers
+	}
+	cpusOf := func(pid int) int {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(pid, &set); err != nil {
+			t.Fatal(err)
+		}
+		return set.Count()
+	}
+	pinned := workers()
+	if len(pinned) != 2 {
+		t.Fatalf("workers: %+v", pinned)
+	}
+	for _, w := range pinned {
+		if w.CPU == nil || cpusOf(w.PID) != 1 {
+			t.Fatalf("worker %d with pin_workers: cpu %v, its main thread may use %d CPUs", w.Index, w.CPU, cpusOf(w.PID))
+		}
+	}
+	tester.InitServer(gatewayConfig(store, "isolation shared"), "caddyfile")
+	for i, w := range workers() {
+		if w.PID != pinned[i].PID {
+			t.Fatalf("worker %d replaced by the reload: %d → %d", i, pinned[i].PID, w.PID)
+		}
+		if w.CPU != nil || cpusOf(w.PID) != all.Count() {
+			t.Errorf("worker %d after a reload without pin_workers: cpu %v, %d of %d CPUs", i, w.CPU, cpusOf(w.PID), all.Count())
+		}
+	}
 }

@@ -43,6 +43,9 @@ type Config struct {
 	// Command is the argument list that starts the binary in worker mode.
 	// Default [Subcommand].
 	Command []string
+	// PinCPUs runs every worker on one CPU, placed and moved by the
+	// gateway (cpus.go).
+	PinCPUs bool
 	// Probe enables the worker's /probe call (tests only).
 	Probe bool
 	// Logf receives the pool's operational messages.
@@ -149,6 +152,7 @@ type Pool struct {
 	restarts int
 
 	noNetns atomic.Bool // workers could not get a network namespace
+	cpus    *cpuPlacement
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -166,6 +170,11 @@ func Start(cfg Config) (*Pool, error) {
 		answered:  map[string]uint64{},
 		starting:  map[int]bool{}, startingFor: map[string]chan struct{}{},
 		stop: make(chan struct{}),
+		cpus: newCPUPlacement(cfg.PinCPUs),
+	}
+	if len(pool.cpus.cpus) > 1 {
+		pool.wg.Add(1)
+		go pool.balanceLoop()
 	}
 	if pool.cordoned() {
 		// Workers start when tenants need them; one spare is started
@@ -521,6 +530,7 @@ func (pool *Pool) forget(id string, p *process) {
 // died handles a worker's death: its records go, the handles layer hears
 // what was lost, and a replacement starts with backoff.
 func (pool *Pool) died(p *process, c Crash) {
+	pool.cpus.forget(p)
 	pool.mu.Lock()
 	for _, id := range c.Lost {
 		if pool.where[id] == p {
@@ -657,6 +667,9 @@ type WorkerStatus struct {
 	Tenant string `json:"-"`
 	// RSS is the worker's resident memory in bytes (admin endpoint only).
 	RSS int64 `json:"-"`
+	// CPU is the CPU a pinned worker runs on, -1 when it is not pinned
+	// (admin endpoint only).
+	CPU int `json:"-"`
 }
 
 // Status reports every configured worker.
@@ -670,13 +683,13 @@ func (pool *Pool) Status() []WorkerStatus {
 	pool.mu.Unlock()
 	out := make([]WorkerStatus, len(workers))
 	for i, p := range workers {
-		out[i] = WorkerStatus{Index: i, State: "starting"}
+		out[i] = WorkerStatus{Index: i, State: "starting", CPU: -1}
 		if pool.cordoned() && p == nil && !starting[i] {
 			out[i].State = "empty"
 		}
 		if p != nil && p.alive() {
 			retained, inflight := p.load()
-			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight, Tenant: p.owner(), RSS: rss(p.pid)}
+			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight, Tenant: p.owner(), RSS: rss(p.pid), CPU: pool.cpus.cpuOf(p)}
 		}
 	}
 	return out

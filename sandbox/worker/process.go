@@ -88,7 +88,8 @@ func (pool *Pool) spawn(index int) (*process, error) {
 	if netns {
 		setNetNamespace(cmd.SysProcAttr)
 	}
-	err = cmd.Start()
+	cpu := pool.cpus.reserve()
+	err = startPinned(cmd, cpu)
 	if err != nil && netns {
 		// The kernel (or a container around us) refuses new namespaces:
 		// say so once, and start workers without them.
@@ -97,9 +98,10 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		cmd = exec.Command("/proc/self/exe", pool.cfg.Command...)
 		cmd.Env, cmd.Dir, cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = []string{}, "/", []*os.File{child}, stderr, stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		err = cmd.Start()
+		err = startPinned(cmd, cpu)
 	}
 	if err != nil {
+		pool.cpus.started(cpu, nil)
 		conn.Close()
 		stderr.Close()
 		return nil, fmt.Errorf("starting a worker: %w", err)
@@ -119,10 +121,12 @@ func (pool *Pool) spawn(index int) (*process, error) {
 	p.rpc.start()
 	go p.reap()
 	if err := p.handshake(); err != nil {
+		pool.cpus.started(cpu, nil)
 		p.kill("handshake failed")
 		<-p.exited
 		return nil, err
 	}
+	pool.cpus.started(cpu, p)
 	return p, nil
 }
 

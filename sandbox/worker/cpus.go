@@ -1,0 +1,328 @@
+package worker
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pinned workers (Config.PinCPUs, the Caddyfile's pin_workers): every
+// thread of a worker runs on one CPU, the way a workerd process is one
+// thread. A worker's threads hand work to each other for every invocation
+// (the read loop, the isolate's turn, V8's return through Go's scheduler);
+// spread over CPUs each hand-off is a wake-up on another CPU, which on a
+// virtual machine is an interrupt through the hypervisor. On one CPU it is
+// a switch in place. The cost is parallelism: a worker, so a tenant until
+// it spills into a second worker, uses at most one CPU, and a computation's
+// background work (the prewarmed isolate made to replace the one it took,
+// the old one's disposal) competes with the next request instead of
+// running beside it (docs/performance.md, round 13, has both measured).
+//
+// The kernel cannot move a pinned worker, so the gateway does: a new worker
+// goes to the CPU with the fewest workers, and every balanceEvery the
+// busiest CPU gives a worker to the idlest when that lowers the busiest
+// load by more than balanceMargin of a CPU.
+
+// balanceEvery is how often the CPU use of pinned workers is compared.
+const balanceEvery = time.Second
+
+// balanceMargin is the least gain, in CPUs, that moves a worker: below it
+// the loads are even enough, and a move would only chase noise.
+const balanceMargin = 0.1
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// every Linux ABI).
+const userHZ = 100
+
+// cpuPlacement is which CPU each pinned worker runs on.
+type cpuPlacement struct {
+	mu       sync.Mutex
+	on       bool
+	cpus     []int               // the CPUs the gateway may run on, read at start
+	reserved map[int]int         // spawns under way, per CPU
+	of       map[*process]int    // live pinned workers
+	ticks    map[*process]uint64 // their CPU time at the last balance
+	moves    int
+}
+
+func newCPUPlacement(on bool) *cpuPlacement {
+	c := &cpuPlacement{on: on, reserved: map[int]int{}, of: map[*process]int{}, ticks: map[*process]uint64{}}
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil {
+		for i := 0; i < len(set)*64; i++ {
+			if set.IsSet(i) {
+				c.cpus = append(c.cpus, i)
+			}
+		}
+	}
+	return c
+}
+
+// reserve chooses the CPU for a worker about to start (-1: unpinned): the
+// one with the fewest workers, counting starts under way.
+func (c *cpuPlacement) reserve() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.on || len(c.cpus) == 0 {
+		return -1
+	}
+	count := map[int]int{}
+	for _, cpu := range c.of {
+		count[cpu]++
+	}
+	best, bestN := -1, 0
+	for _, cpu := range c.cpus {
+		n := count[cpu] + c.reserved[cpu]
+		if best < 0 || n < bestN {
+			best, bestN = cpu, n
+		}
+	}
+	c.reserved[best]++
+	return best
+}
+
+// started records where a reserved start went (p nil: it failed).
+func (c *cpuPlacement) started(cpu int, p *process) {
+	if cpu < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reserved[cpu]--
+	if p != nil && c.on {
+		c.of[p] = cpu
+		c.ticks[p] = cpuTicks(p.pid)
+	}
+}
+
+// forget drops a worker that died.
+func (c *cpuPlacement) forget(p *process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.of, p)
+	delete(c.ticks, p)
+}
+
+// cpuOf is the CPU worker p is pinned to, or -1.
+func (c *cpuPlacement) cpuOf(p *process) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cpu, ok := c.of[p]; ok {
+		return cpu
+	}
+	return -1
+}
+
+// startPinned starts cmd from this goroutine's OS thread with its CPU
+// affinity narrowed to cpu (a child inherits the affinity of the thread
+// that forked it, keeps it across exec, and so does every thread it
+// starts; Go in the worker then sees one CPU and runs one P). The thread
+// gets its own affinity back after the fork; it is never discarded,
+// because Pdeathsig fires when the forking thread exits.
+func startPinned(cmd *exec.Cmd, cpu int) error {
+	if cpu < 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return cmd.Start()
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return cmd.Start()
+	}
+	defer unix.SchedSetaffinity(0, &old)
+	return cmd.Start()
+}
+
+// pinThreads sets the affinity of every thread of process pid to set,
+// going over the thread list until no thread is new (a thread started
+// during the pass by one not yet moved would inherit the old affinity).
+func pinThreads(pid int, set *unix.CPUSet) {
+	done := map[int]bool{}
+	for pass := 0; pass < 4; pass++ {
+		entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			return
+		}
+		fresh := false
+		for _, e := range entries {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
+				continue
+			}
+			fresh = true
+			done[tid] = true
+			unix.SchedSetaffinity(tid, set) // a thread that just ended answers ESRCH
+		}
+		if !fresh {
+			return
+		}
+	}
+}
+
+// cpuTicks is the CPU time process pid has used (user+system, USER_HZ
+// ticks), or 0 when it cannot be read.
+func cpuTicks(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// the last ')'. utime and stime are the 14th and 15th fields.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(string(f[11]), 10, 64)
+	s, _ := strconv.ParseUint(string(f[12]), 10, 64)
+	return u + s
+}
+
+// placed is one pinned worker's CPU and its load (CPUs used) in the last
+// interval.
+type placed struct {
+	cpu  int
+	load float64
+}
+
+// planMove chooses at most one worker to move from the busiest CPU to the
+// idlest: the one that leaves the larger of the two loads lowest, and only
+// if that is lower than the busiest load by more than balanceMargin.
+func planMove(workers []placed, cpus []int) (index, to int, ok bool) {
+	if len(cpus) < 2 {
+		return 0, 0, false
+	}
+	total := map[int]float64{}
+	for _, w := range workers {
+		total[w.cpu] += w.load
+	}
+	busiest, idlest := cpus[0], cpus[0]
+	for _, cpu := range cpus {
+		if total[cpu] > total[busiest] {
+			busiest = cpu
+		}
+		if total[cpu] < total[idlest] {
+			idlest = cpu
+		}
+	}
+	best, bestMax := -1, total[busiest]
+	for i, w := range workers {
+		if w.cpu != busiest {
+			continue
+		}
+		m := max(total[busiest]-w.load, total[idlest]+w.load)
+		if m < bestMax {
+			best, bestMax = i, m
+		}
+	}
+	if best < 0 || total[busiest]-bestMax <= balanceMargin {
+		return 0, 0, false
+	}
+	return best, idlest, true
+}
+
+// balance reads each pinned worker's CPU use since the last balance and
+// moves one worker if planMove says so.
+func (c *cpuPlacement) balance(interval time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.on {
+		return
+	}
+	procs := make([]*process, 0, len(c.of))
+	workers := make([]placed, 0, len(c.of))
+	for p, cpu := range c.of {
+		now := cpuTicks(p.pid)
+		used := now - c.ticks[p]
+		if now < c.ticks[p] {
+			used = 0
+		}
+		c.ticks[p] = now
+		procs = append(procs, p)
+		workers = append(workers, placed{cpu: cpu, load: float64(used) / userHZ / interval.Seconds()})
+	}
+	i, to, ok := planMove(workers, c.cpus)
+	if !ok {
+		return
+	}
+	var set unix.CPUSet
+	set.Set(to)
+	pinThreads(procs[i].pid, &set)
+	c.of[procs[i]] = to
+	c.moves++
+}
+
+// balanceLoop runs balance until the pool stops.
+func (pool *Pool) balanceLoop() {
+	defer pool.wg.Done()
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-pool.stop:
+			return
+		case <-t.C:
+			pool.cpus.balance(balanceEvery)
+		}
+	}
+}
+
+// SetPinCPUs turns pinning on or off for the running workers (a config
+// reload): on, each is placed as a new one would be; off, each gets every
+// CPU the gateway may use back.
+func (pool *Pool) SetPinCPUs(on bool) {
+	pool.mu.Lock()
+	live := make([]*process, 0, len(pool.workers))
+	for _, p := range pool.workers {
+		if p != nil && p.alive() {
+			live = append(live, p)
+		}
+	}
+	pool.mu.Unlock()
+	c := pool.cpus
+	c.mu.Lock()
+	was := c.on
+	c.on = on
+	c.mu.Unlock()
+	if was == on {
+		return
+	}
+	if !on {
+		var all unix.CPUSet
+		for _, cpu := range c.cpus {
+			all.Set(cpu)
+		}
+		c.mu.Lock()
+		for _, p := range live {
+			if _, ok := c.of[p]; ok {
+				pinThreads(p.pid, &all)
+			}
+		}
+		c.of, c.ticks = map[*process]int{}, map[*process]uint64{}
+		c.mu.Unlock()
+		return
+	}
+	for _, p := range live {
+		cpu := c.reserve()
+		if cpu < 0 {
+			return
+		}
+		var set unix.CPUSet
+		set.Set(cpu)
+		pinThreads(p.pid, &set)
+		c.started(cpu, p)
+	}
+}
