@@ -87,10 +87,20 @@ func (c *cpuPlacement) reserve() int {
 	return best
 }
 
-// started records where a reserved start went (p nil: it failed).
+// started records where a reserved start went (p nil: it failed). A
+// worker that started unpinned (cpu -1) while pinning was turned on is
+// pinned now.
 func (c *cpuPlacement) started(cpu int, p *process) {
 	if cpu < 0 {
-		return
+		if p == nil {
+			return
+		}
+		if cpu = c.reserve(); cpu < 0 {
+			return
+		}
+		var set unix.CPUSet
+		set.Set(cpu)
+		pinThreads(p.pid, &set)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

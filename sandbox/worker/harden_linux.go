@@ -137,8 +137,11 @@ func filter() seccomp.Filter {
 						"init_module", "finit_module", "delete_module", "kexec_load", "reboot",
 						"io_uring_setup", "io_uring_enter", "io_uring_register",
 						// Nothing of scheduling or I/O priority is the worker's
-						// to change, for itself or the gateway.
-						"setpriority", "ioprio_set",
+						// to change, for itself or the gateway; nor the CPUs it
+						// runs on (pin_workers places workers from the gateway,
+						// and a worker must not leave its CPU: neither Go nor V8
+						// sets an affinity).
+						"setpriority", "ioprio_set", "sched_setaffinity",
 					},
 				},
 				{
@@ -149,10 +152,9 @@ func filter() seccomp.Filter {
 						// Signals only to this process.
 						{Name: "kill", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
 						{Name: "tgkill", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
-						// Resource limits and CPU affinity of this process
-						// only (pid 0 or its own).
+						// Resource limits of this process only (pid 0 or its
+						// own).
 						{Name: "prlimit64", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
-						{Name: "sched_setaffinity", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: 0}, {Argument: 0, Operation: seccomp.NotEqual, Value: self}}},
 						// Scheduling policy of the calling thread only (pid 0):
 						// with the gateway's uid a worker could otherwise put
 						// the gateway, or another tenant's worker, in SCHED_IDLE.
@@ -222,6 +224,13 @@ func runProbe() ProbeReport {
 	var set unix.CPUSet
 	set.Set(0)
 	record("sched_setaffinity gateway", unix.SchedSetaffinity(gateway, &set))
+	// Its own threads leaving the CPU pin_workers gave them (pid 0: the
+	// calling thread), to every CPU the machine has.
+	var every unix.CPUSet
+	for i := 0; i < runtime.NumCPU(); i++ {
+		every.Set(i)
+	}
+	record("sched_setaffinity self", unix.SchedSetaffinity(0, &every))
 	// The gateway's own policy (SCHED_OTHER, priority 0) asked for again: a
 	// no-op where it is allowed, so a failing probe changes nothing.
 	var param [1]int32

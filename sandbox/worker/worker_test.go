@@ -151,7 +151,7 @@ func TestWorkerRunsAndIsHardened(t *testing.T) {
 		t.Errorf("worker environment is not empty: %q", rep.Environment)
 	}
 	for _, action := range []string{"socket", "execve", "fork", "open", "kill gateway", "kill process group",
-		"prlimit gateway", "setpriority gateway", "sched_setaffinity gateway", "sched_setscheduler gateway", "sched_setparam gateway", "sched_setattr gateway", "ioprio_set gateway", "fcntl F_SETOWN"} {
+		"prlimit gateway", "setpriority gateway", "sched_setaffinity gateway", "sched_setaffinity self", "sched_setscheduler gateway", "sched_setparam gateway", "sched_setattr gateway", "ioprio_set gateway", "fcntl F_SETOWN"} {
 		if r := rep.Results[action]; !strings.HasPrefix(r, "denied") {
 			t.Errorf("%s from inside a worker: %q", action, r)
 		}
