@@ -5,8 +5,8 @@
 # a POST /executions; handle_json <file> is the deploy body that retains the
 # handler in file; install_workerd installs the pinned workerd and Deno.
 # BENCH_JIT=1 turns V8's JIT on (the Caddyfile's `jit`: a weaker sandbox,
-# docs/threat-model.md), to measure what --jitless costs; BENCH_PIN=1 runs
-# each worker on one CPU (`pin_workers`, docs/decisions.md).
+# docs/threat-model.md), to measure what --jitless costs; BENCH_CPUS=shared,
+# pinned or auto sets `worker_cpus` (docs/decisions.md).
 work=$(mktemp -d)
 trap 'kill ${gw:-} ${wd:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
@@ -16,7 +16,7 @@ export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
 start_gateway() {
 	local config=bench/Caddyfile.bench extra=""
 	[ "${BENCH_JIT:-0}" = 1 ] && extra="$extra\\n\\t\\tjit"
-	[ "${BENCH_PIN:-0}" = 1 ] && extra="$extra\\n\\t\\tpin_workers"
+	[ -n "${BENCH_CPUS:-}" ] && extra="$extra\\n\\t\\tworker_cpus $BENCH_CPUS"
 	if [ -n "$extra" ]; then
 		config="$work/Caddyfile.options"
 		sed "s/^\tretainer {\$/\tretainer {$extra/" bench/Caddyfile.bench > "$config"

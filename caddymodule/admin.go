@@ -45,7 +45,7 @@ type adminWorker struct {
 	Isolates int    `json:"isolates"`
 	Queue    int    `json:"queue"`
 	RSSBytes int64  `json:"rssBytes"`
-	CPU      *int   `json:"cpu,omitempty"` // with pin_workers: the CPU it runs on
+	CPU      *int   `json:"cpu,omitempty"` // pinned (worker_cpus): the CPU it runs on
 }
 
 func adminWorkers(w http.ResponseWriter, r *http.Request) error {

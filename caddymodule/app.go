@@ -78,10 +78,12 @@ type App struct {
 	JIT bool `json:"jit,omitempty"`
 	// Wasm exposes WebAssembly; it needs JIT.
 	Wasm bool `json:"wasm,omitempty"`
-	// PinWorkers runs each worker process on one CPU, placed and moved
-	// between CPUs by the gateway: cheaper hand-offs inside a worker, at
-	// most one CPU for each (docs/decisions.md).
-	PinWorkers bool `json:"pin_workers,omitempty"`
+	// WorkerCPUs is where worker processes run: "shared" (any CPU),
+	// "pinned" (each on one CPU, placed and moved by the gateway: cheaper
+	// hand-offs inside a worker, at most one CPU for each) or "auto"
+	// (pinned while one CPU is enough for it). Default auto
+	// (docs/decisions.md).
+	WorkerCPUs string `json:"worker_cpus,omitempty"`
 	// NoLandlock runs workers without Landlock (kernels that lack it).
 	NoLandlock bool `json:"no_landlock,omitempty"`
 
@@ -114,6 +116,9 @@ func (a *App) setDefaults() {
 	}
 	if a.Isolation == "" {
 		a.Isolation = worker.IsolationTenant
+	}
+	if a.WorkerCPUs == "" {
+		a.WorkerCPUs = worker.CPUsAuto
 	}
 	if a.IsolatesPerWorker <= 0 {
 		a.IsolatesPerWorker = 64
@@ -189,6 +194,9 @@ func (a *App) Validate() error {
 	if a.Isolation != worker.IsolationTenant && a.Isolation != worker.IsolationShared {
 		return fmt.Errorf("retainer: isolation must be tenant or shared, not %q", a.Isolation)
 	}
+	if a.WorkerCPUs != worker.CPUsShared && a.WorkerCPUs != worker.CPUsPinned && a.WorkerCPUs != worker.CPUsAuto {
+		return fmt.Errorf("retainer: worker_cpus must be shared, pinned or auto, not %q", a.WorkerCPUs)
+	}
 	if a.Wasm && !a.JIT {
 		return fmt.Errorf("retainer: wasm needs jit")
 	}
@@ -217,11 +225,11 @@ func (a *App) Start() error {
 		return fmt.Errorf("retainer: %w", err)
 	}
 	rt.bind(a)
-	// A reload that changes the worker count or slots, or pin_workers,
+	// A reload that changes the worker count or slots, or worker_cpus,
 	// applies it to the running pool; nothing else of the pool changes on
 	// a reload.
 	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
-	rt.pool.SetPinCPUs(a.PinWorkers)
+	rt.pool.SetCPUs(a.WorkerCPUs)
 	a.live.rt.Store(rt)
 	for _, f := range a.onStart {
 		f(rt)

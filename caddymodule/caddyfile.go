@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"github.com/retainer-gw/retainer/sandbox/worker"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -29,6 +30,7 @@ func init() {
 //		store <path>
 //		workers <n>
 //		isolation tenant|shared
+//		worker_cpus shared|pinned|auto
 //		handle_concurrency <n>
 //		isolates_per_worker <n>
 //		queue <n>
@@ -46,7 +48,6 @@ func init() {
 //		receipt_retention <duration>
 //		jit
 //		wasm
-//		pin_workers
 //		landlock off
 //	}
 func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
@@ -66,12 +67,6 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			continue
 		case "wasm":
 			app.Wasm = true
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			continue
-		case "pin_workers":
-			app.PinWorkers = true
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}
@@ -138,6 +133,11 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("isolation: %q is not tenant or shared", val)
 			}
 			app.Isolation = val
+		case "worker_cpus":
+			if val != worker.CPUsShared && val != worker.CPUsPinned && val != worker.CPUsAuto {
+				return nil, d.Errf("worker_cpus: %q is not shared, pinned or auto", val)
+			}
+			app.WorkerCPUs = val
 		case "landlock":
 			if val != "off" {
 				return nil, d.Errf("landlock: only `landlock off` is accepted (it is on by default)")

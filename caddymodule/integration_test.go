@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
 
@@ -489,12 +490,16 @@ http://other.localhost:9080 {
 	tester.InitServer(config, "caddyfile")
 }
 
-// pin_workers puts each worker on one CPU, shown on the admin endpoint; a
-// reload without it gives the same workers every CPU back.
-func TestPinWorkersOption(t *testing.T) {
+// By default (worker_cpus auto) each idle worker runs on one CPU, shown on
+// the admin endpoint; a reload to shared gives the same workers every CPU
+// back. A mode it does not know is refused.
+func TestWorkerCPUsOption(t *testing.T) {
+	if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(gatewayConfig("x.db", "worker_cpus sometimes")), nil); err == nil || !strings.Contains(err.Error(), "not shared, pinned or auto") {
+		t.Fatalf("worker_cpus sometimes: %v", err)
+	}
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(store, "isolation shared\npin_workers"), "caddyfile")
+	tester.InitServer(gatewayConfig(store, "isolation shared"), "caddyfile")
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
 		t.Fatal(err)
@@ -525,16 +530,16 @@ func TestPinWorkersOption(t *testing.T) {
 	}
 	for _, w := range pinned {
 		if w.CPU == nil || cpusOf(w.PID) != 1 {
-			t.Fatalf("worker %d with pin_workers: cpu %v, its main thread may use %d CPUs", w.Index, w.CPU, cpusOf(w.PID))
+			t.Fatalf("worker %d pinned: cpu %v, its main thread may use %d CPUs", w.Index, w.CPU, cpusOf(w.PID))
 		}
 	}
-	tester.InitServer(gatewayConfig(store, "isolation shared"), "caddyfile")
+	tester.InitServer(gatewayConfig(store, "isolation shared\nworker_cpus shared"), "caddyfile")
 	for i, w := range workers() {
 		if w.PID != pinned[i].PID {
 			t.Fatalf("worker %d replaced by the reload: %d → %d", i, pinned[i].PID, w.PID)
 		}
 		if w.CPU != nil || cpusOf(w.PID) != all.Count() {
-			t.Errorf("worker %d after a reload without pin_workers: cpu %v, %d of %d CPUs", i, w.CPU, cpusOf(w.PID), all.Count())
+			t.Errorf("worker %d after a reload to shared: cpu %v, %d of %d CPUs", i, w.CPU, cpusOf(w.PID), all.Count())
 		}
 	}
 }

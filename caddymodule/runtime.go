@@ -86,7 +86,7 @@ func newRuntime(a *App) (*runtime, error) {
 			Wasm:            a.Wasm,
 		},
 		DisableLandlock: a.NoLandlock,
-		PinCPUs:         a.PinWorkers,
+		CPUs:            a.WorkerCPUs,
 		Logf: func(format string, args ...any) {
 			rt.logger.Load().Sugar().Infof(format, args...)
 		},

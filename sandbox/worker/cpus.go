@@ -12,29 +12,51 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Pinned workers (Config.PinCPUs, the Caddyfile's pin_workers): every
-// thread of a worker runs on one CPU, the way a workerd process is one
-// thread. A worker's threads hand work to each other for every invocation
-// (the read loop, the isolate's turn, V8's return through Go's scheduler);
+// Workers on CPUs (Config.CPUs, the Caddyfile's worker_cpus). Pinned,
+// every thread of a worker runs on one CPU, the way a workerd process is
+// one thread. A worker's threads hand every invocation to each other (the
+// read loop, the isolate's turn, V8's return through Go's scheduler);
 // spread over CPUs each hand-off is a wake-up on another CPU, which on a
 // virtual machine is an interrupt through the hypervisor. On one CPU it is
-// a switch in place. The cost is parallelism: a worker, so a tenant until
-// it spills into a second worker, uses at most one CPU, and a computation's
-// background work (the prewarmed isolate made to replace the one it took,
-// the old one's disposal) competes with the next request instead of
-// running beside it (docs/performance.md, round 13, has both measured).
+// a switch in place. The cost is parallelism: a pinned worker, so a tenant
+// until it spills into a second worker, uses at most one CPU, and a
+// computation's background work (the prewarmed isolate made to replace the
+// one it took, V8's helper thread) competes with it instead of running
+// beside it (docs/performance.md, round 13, has both measured).
+//
+// CPUsAuto keeps the hand-offs cheap while one CPU is enough: a worker
+// starts pinned; one that used nearly all of its CPU over the last
+// balanceEvery while other CPUs had time to spare is let go (every CPU
+// the gateway may use), and pinned again once it uses little.
 //
 // The kernel cannot move a pinned worker, so the gateway does: a new worker
 // goes to the CPU with the fewest workers, and every balanceEvery the
 // busiest CPU gives a worker to the idlest when that lowers the busiest
 // load by more than balanceMargin of a CPU.
 
-// balanceEvery is how often the CPU use of pinned workers is compared.
-const balanceEvery = time.Second
+// The worker_cpus modes.
+const (
+	CPUsShared = "shared" // every worker may run on every CPU (the kernel places threads)
+	CPUsPinned = "pinned" // each worker on one CPU, always
+	CPUsAuto   = "auto"   // pinned while one CPU is enough for it
+)
+
+// balanceEvery is how often the CPU use of workers is compared.
+const balanceEvery = 500 * time.Millisecond
 
 // balanceMargin is the least gain, in CPUs, that moves a worker: below it
 // the loads are even enough, and a move would only chase noise.
 const balanceMargin = 0.1
+
+// With CPUsAuto: a pinned worker that used at least saturated of its CPU
+// is let go when the other CPUs had at least spareNeeded idle between
+// them; a worker let go is pinned again below calm. The gap keeps a
+// worker from going back and forth: the same work costs more CPU unpinned.
+const (
+	saturated   = 0.85
+	spareNeeded = 0.25
+	calm        = 0.6
+)
 
 // userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
 // every Linux ABI).
@@ -43,16 +65,17 @@ const userHZ = 100
 // cpuPlacement is which CPU each pinned worker runs on.
 type cpuPlacement struct {
 	mu       sync.Mutex
-	on       bool
+	mode     string
 	cpus     []int               // the CPUs the gateway may run on, read at start
 	reserved map[int]int         // spawns under way, per CPU
 	of       map[*process]int    // live pinned workers
+	freed    map[*process]bool   // CPUsAuto: workers let go, on every CPU
 	ticks    map[*process]uint64 // their CPU time at the last balance
-	moves    int
+	stat     map[int]cpuStat     // the CPUs' times at the last balance
 }
 
-func newCPUPlacement(on bool) *cpuPlacement {
-	c := &cpuPlacement{on: on, reserved: map[int]int{}, of: map[*process]int{}, ticks: map[*process]uint64{}}
+func newCPUPlacement(mode string) *cpuPlacement {
+	c := &cpuPlacement{mode: mode, reserved: map[int]int{}, of: map[*process]int{}, freed: map[*process]bool{}, ticks: map[*process]uint64{}}
 	var set unix.CPUSet
 	if unix.SchedGetaffinity(0, &set) == nil {
 		for i := 0; i < len(set)*64; i++ {
@@ -64,12 +87,14 @@ func newCPUPlacement(on bool) *cpuPlacement {
 	return c
 }
 
+func (c *cpuPlacement) pins() bool { return c.mode == CPUsPinned || c.mode == CPUsAuto }
+
 // reserve chooses the CPU for a worker about to start (-1: unpinned): the
 // one with the fewest workers, counting starts under way.
 func (c *cpuPlacement) reserve() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.on || len(c.cpus) == 0 {
+	if !c.pins() || len(c.cpus) == 0 {
 		return -1
 	}
 	count := map[int]int{}
@@ -105,7 +130,7 @@ func (c *cpuPlacement) started(cpu int, p *process) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reserved[cpu]--
-	if p != nil && c.on {
+	if p != nil && c.pins() {
 		c.of[p] = cpu
 		c.ticks[p] = cpuTicks(p.pid)
 	}
@@ -116,6 +141,7 @@ func (c *cpuPlacement) forget(p *process) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.of, p)
+	delete(c.freed, p)
 	delete(c.ticks, p)
 }
 
@@ -244,35 +270,142 @@ func planMove(workers []placed, cpus []int) (index, to int, ok bool) {
 	return best, idlest, true
 }
 
-// balance reads each pinned worker's CPU use since the last balance and
-// moves one worker if planMove says so.
+// balance reads each worker's CPU use since the last balance; with
+// CPUsAuto it lets go of the workers one CPU is too little for and pins
+// again those that calmed down; then it moves one pinned worker if
+// planMove says so.
 func (c *cpuPlacement) balance(interval time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.on {
+	if !c.pins() {
 		return
+	}
+	load := map[*process]float64{}
+	for _, set := range []map[*process]bool{c.pinnedSet(), c.freed} {
+		for p := range set {
+			now := cpuTicks(p.pid)
+			used := uint64(0)
+			if now >= c.ticks[p] {
+				used = now - c.ticks[p]
+			}
+			c.ticks[p] = now
+			load[p] = float64(used) / userHZ / interval.Seconds()
+		}
+	}
+	idle := c.idleSince()
+	if c.mode == CPUsAuto {
+		for p, cpu := range c.of {
+			spare := 0.0
+			for other, f := range idle {
+				if other != cpu {
+					spare += f
+				}
+			}
+			if load[p] >= saturated && spare >= spareNeeded {
+				pinThreads(p.pid, c.every())
+				delete(c.of, p)
+				c.freed[p] = true
+			}
+		}
+		for p := range c.freed {
+			if load[p] < calm {
+				cpu := c.leastLoaded(load)
+				var one unix.CPUSet
+				one.Set(cpu)
+				pinThreads(p.pid, &one)
+				delete(c.freed, p)
+				c.of[p] = cpu
+			}
+		}
 	}
 	procs := make([]*process, 0, len(c.of))
 	workers := make([]placed, 0, len(c.of))
 	for p, cpu := range c.of {
-		now := cpuTicks(p.pid)
-		used := now - c.ticks[p]
-		if now < c.ticks[p] {
-			used = 0
-		}
-		c.ticks[p] = now
 		procs = append(procs, p)
-		workers = append(workers, placed{cpu: cpu, load: float64(used) / userHZ / interval.Seconds()})
+		workers = append(workers, placed{cpu: cpu, load: load[p]})
 	}
 	i, to, ok := planMove(workers, c.cpus)
 	if !ok {
 		return
 	}
-	var set unix.CPUSet
-	set.Set(to)
-	pinThreads(procs[i].pid, &set)
+	var one unix.CPUSet
+	one.Set(to)
+	pinThreads(procs[i].pid, &one)
 	c.of[procs[i]] = to
-	c.moves++
+}
+
+func (c *cpuPlacement) pinnedSet() map[*process]bool {
+	out := make(map[*process]bool, len(c.of))
+	for p := range c.of {
+		out[p] = true
+	}
+	return out
+}
+
+// every is the set of every CPU the gateway may use.
+func (c *cpuPlacement) every() *unix.CPUSet {
+	var all unix.CPUSet
+	for _, cpu := range c.cpus {
+		all.Set(cpu)
+	}
+	return &all
+}
+
+// leastLoaded is the CPU whose pinned workers used the least.
+func (c *cpuPlacement) leastLoaded(load map[*process]float64) int {
+	total := map[int]float64{}
+	for p, cpu := range c.of {
+		total[cpu] += load[p]
+	}
+	best := c.cpus[0]
+	for _, cpu := range c.cpus {
+		if total[cpu] < total[best] {
+			best = cpu
+		}
+	}
+	return best
+}
+
+// cpuStat is one CPU's idle and total time in /proc/stat (USER_HZ ticks).
+type cpuStat struct{ idle, total uint64 }
+
+// idleSince is each allowed CPU's idle fraction since the last call (none
+// the first time, or when /proc/stat cannot be read).
+func (c *cpuPlacement) idleSince() map[int]float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	now := map[int]cpuStat{}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) < 9 || !bytes.HasPrefix(f[0], []byte("cpu")) || len(f[0]) == 3 {
+			continue
+		}
+		cpu, err := strconv.Atoi(string(f[0][3:]))
+		if err != nil {
+			continue
+		}
+		var st cpuStat
+		for i := 1; i <= 8; i++ { // user nice system idle iowait irq softirq steal
+			v, _ := strconv.ParseUint(string(f[i]), 10, 64)
+			st.total += v
+			if i == 4 || i == 5 {
+				st.idle += v
+			}
+		}
+		now[cpu] = st
+	}
+	out := map[int]float64{}
+	for _, cpu := range c.cpus {
+		old, ok := c.stat[cpu]
+		cur := now[cpu]
+		if ok && cur.total > old.total && cur.idle >= old.idle {
+			out[cpu] = float64(cur.idle-old.idle) / float64(cur.total-old.total)
+		}
+	}
+	c.stat = now
+	return out
 }
 
 // balanceLoop runs balance until the pool stops.
@@ -290,10 +423,10 @@ func (pool *Pool) balanceLoop() {
 	}
 }
 
-// SetPinCPUs turns pinning on or off for the running workers (a config
-// reload): on, each is placed as a new one would be; off, each gets every
-// CPU the gateway may use back.
-func (pool *Pool) SetPinCPUs(on bool) {
+// SetCPUs applies a changed worker_cpus to the running workers (a config
+// reload): pinning, each is placed as a new one would be; shared, each
+// gets every CPU the gateway may use back.
+func (pool *Pool) SetCPUs(mode string) {
 	pool.mu.Lock()
 	live := make([]*process, 0, len(pool.workers))
 	for _, p := range pool.workers {
@@ -304,35 +437,37 @@ func (pool *Pool) SetPinCPUs(on bool) {
 	pool.mu.Unlock()
 	c := pool.cpus
 	c.mu.Lock()
-	was := c.on
-	c.on = on
-	c.mu.Unlock()
-	if was == on {
-		return
-	}
-	if !on {
-		var all unix.CPUSet
-		for _, cpu := range c.cpus {
-			all.Set(cpu)
+	was := c.pins()
+	c.mode = mode
+	if !c.pins() {
+		for p := range c.of {
+			pinThreads(p.pid, c.every())
 		}
-		c.mu.Lock()
-		for _, p := range live {
-			if _, ok := c.of[p]; ok {
-				pinThreads(p.pid, &all)
-			}
-		}
-		c.of, c.ticks = map[*process]int{}, map[*process]uint64{}
+		c.of, c.freed, c.ticks = map[*process]int{}, map[*process]bool{}, map[*process]uint64{}
 		c.mu.Unlock()
 		return
 	}
+	if mode == CPUsPinned { // the ones auto let go are pinned again below
+		for p := range c.freed {
+			delete(c.freed, p)
+		}
+	}
+	placed := c.pinnedSet()
+	c.mu.Unlock()
+	if was && mode == CPUsAuto {
+		return
+	}
 	for _, p := range live {
+		if placed[p] {
+			continue
+		}
 		cpu := c.reserve()
 		if cpu < 0 {
 			return
 		}
-		var set unix.CPUSet
-		set.Set(cpu)
-		pinThreads(p.pid, &set)
+		var one unix.CPUSet
+		one.Set(cpu)
+		pinThreads(p.pid, &one)
 		c.started(cpu, p)
 	}
 }

@@ -55,7 +55,7 @@ func onOneCPU(t *testing.T, pid int) int {
 
 func allowedCPUs(t *testing.T) []int {
 	t.Helper()
-	return newCPUPlacement(true).cpus
+	return newCPUPlacement(CPUsPinned).cpus
 }
 
 // Every thread of a pinned worker runs on its one CPU, the workers go to
@@ -64,7 +64,7 @@ func allowedCPUs(t *testing.T) []int {
 func TestPinnedWorkersRunOnOneCPUEach(t *testing.T) {
 	cpus := allowedCPUs(t)
 	before := threadCPUs(t, os.Getpid())
-	pool := startPool(t, Config{Workers: 2, PinCPUs: true})
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned})
 	if out, err := pool.Run(context.Background(), job("async () => 40 + 2")); err != nil || string(out.Result) != "42" {
 		t.Fatalf("run: %v %s", err, out.Result)
 	}
@@ -88,8 +88,8 @@ func TestPinnedWorkersRunOnOneCPUEach(t *testing.T) {
 		}
 	}
 
-	// Off again (a reload without pin_workers): every CPU back.
-	pool.SetPinCPUs(false)
+	// Shared again (a reload): every CPU back.
+	pool.SetCPUs(CPUsShared)
 	for _, s := range pool.Status() {
 		for tid, set := range threadCPUs(t, s.PID) {
 			if len(set) != len(cpus) {
@@ -102,7 +102,7 @@ func TestPinnedWorkersRunOnOneCPUEach(t *testing.T) {
 	}
 }
 
-// Without pin_workers nothing is narrowed.
+// Shared, nothing is narrowed.
 func TestUnpinnedWorkersMayUseEveryCPU(t *testing.T) {
 	cpus := allowedCPUs(t)
 	pool := startPool(t, Config{Workers: 1})
@@ -124,7 +124,7 @@ func TestBusyPinnedWorkersAreMovedApart(t *testing.T) {
 	if len(cpus) < 2 {
 		t.Skipf("one CPU allowed (%v): nothing to move to", cpus)
 	}
-	pool := startPool(t, Config{Workers: 2, PinCPUs: true, Engine: EngineConfig{Timeout: 10 * time.Second}})
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: EngineConfig{Timeout: 10 * time.Second}})
 	// Both onto the first CPU, as two tenants' workers placed there would be.
 	var first unix.CPUSet
 	first.Set(cpus[0])
@@ -188,4 +188,46 @@ func TestPlanMove(t *testing.T) {
 	if _, _, ok := planMove([]placed{{0, 1}, {0, 1}}, []int{0}); ok {
 		t.Error("a move with one CPU")
 	}
+}
+
+// worker_cpus auto: a worker that needs more than its CPU while another
+// CPU has time is let go, and pinned again once it is calm.
+func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("one CPU allowed (%v): no other CPU to give it", cpus)
+	}
+	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: EngineConfig{Timeout: 10 * time.Second}})
+	if s := pool.Status()[0]; s.CPU < 0 || onOneCPU(t, s.PID) != s.CPU {
+		t.Fatalf("an idle worker under auto is not pinned: %+v", s)
+	}
+	busy := sandbox.Job{Program: sandbox.Program{Code: "async () => { const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { _, err := pool.Run(context.Background(), busy); done <- err }()
+	waitFor := func(what string, ok func(WorkerStatus) bool) {
+		t.Helper()
+		deadline := time.Now().Add(3500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if ok(pool.Status()[0]) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s: %+v", what, pool.Status()[0])
+	}
+	waitFor("a saturated worker is still pinned", func(s WorkerStatus) bool {
+		if s.CPU >= 0 {
+			return false
+		}
+		for tid, set := range threadCPUs(t, s.PID) {
+			if len(set) != len(cpus) {
+				t.Fatalf("let go, but thread %d is on %v", tid, set)
+			}
+		}
+		return true
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a calm worker is not pinned again", func(s WorkerStatus) bool { return s.CPU >= 0 && onOneCPU(t, s.PID) == s.CPU })
 }

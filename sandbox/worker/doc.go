@@ -25,6 +25,9 @@
 // no_new_privs, a seccomp filter, Landlock, rlimits, and V8 --jitless
 // without WebAssembly unless enabled.
 //
+// Where workers run is the Pool's too (cpus.go): on one CPU each while one
+// is enough, placed and moved between CPUs by the gateway.
+//
 // The package deliberately knows nothing of tenants, registries or HTTP
 // routing; ids are opaque strings the caller mints.
 package worker

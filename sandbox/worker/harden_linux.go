@@ -138,7 +138,7 @@ func filter() seccomp.Filter {
 						"io_uring_setup", "io_uring_enter", "io_uring_register",
 						// Nothing of scheduling or I/O priority is the worker's
 						// to change, for itself or the gateway; nor the CPUs it
-						// runs on (pin_workers places workers from the gateway,
+						// runs on (worker_cpus places workers from the gateway,
 						// and a worker must not leave its CPU: neither Go nor V8
 						// sets an affinity).
 						"setpriority", "ioprio_set", "sched_setaffinity",
@@ -224,7 +224,7 @@ func runProbe() ProbeReport {
 	var set unix.CPUSet
 	set.Set(0)
 	record("sched_setaffinity gateway", unix.SchedSetaffinity(gateway, &set))
-	// Its own threads leaving the CPU pin_workers gave them (pid 0: the
+	// Its own threads leaving the CPU worker_cpus gave them (pid 0: the
 	// calling thread), to every CPU the machine has.
 	var every unix.CPUSet
 	for i := 0; i < runtime.NumCPU(); i++ {

@@ -43,9 +43,10 @@ type Config struct {
 	// Command is the argument list that starts the binary in worker mode.
 	// Default [Subcommand].
 	Command []string
-	// PinCPUs runs every worker on one CPU, placed and moved by the
-	// gateway (cpus.go).
-	PinCPUs bool
+	// CPUs is where workers run: CPUsShared (default here: anywhere),
+	// CPUsPinned (each on one CPU, placed and moved by the gateway) or
+	// CPUsAuto (pinned while one CPU is enough); cpus.go.
+	CPUs string
 	// Probe enables the worker's /probe call (tests only).
 	Probe bool
 	// Logf receives the pool's operational messages.
@@ -95,6 +96,9 @@ func (c *Config) defaults() {
 	}
 	if c.Isolation == "" {
 		c.Isolation = IsolationShared
+	}
+	if c.CPUs == "" {
+		c.CPUs = CPUsShared
 	}
 	if c.IsolatesPerWorker <= 0 {
 		c.IsolatesPerWorker = 64
@@ -170,7 +174,7 @@ func Start(cfg Config) (*Pool, error) {
 		answered:  map[string]uint64{},
 		starting:  map[int]bool{}, startingFor: map[string]chan struct{}{},
 		stop: make(chan struct{}),
-		cpus: newCPUPlacement(cfg.PinCPUs),
+		cpus: newCPUPlacement(cfg.CPUs),
 	}
 	if len(pool.cpus.cpus) > 1 {
 		pool.wg.Add(1)
