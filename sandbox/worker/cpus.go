@@ -49,18 +49,14 @@ const balanceEvery = 500 * time.Millisecond
 const balanceMargin = 0.1
 
 // With CPUsAuto: a pinned worker that used at least saturated of its CPU
-// is let go when the other CPUs had at least spareNeeded idle between
-// them; a worker let go is pinned again below calm. The gap keeps a
+// is let go when the other CPUs had at least spareNeeded idle
+// between them; a worker let go is pinned again below calm. The gap keeps a
 // worker from going back and forth: the same work costs more CPU unpinned.
 const (
 	saturated   = 0.85
 	spareNeeded = 0.25
 	calm        = 0.6
 )
-
-// userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
-// every Linux ABI).
-const userHZ = 100
 
 // cpuPlacement is which CPU each pinned worker runs on.
 type cpuPlacement struct {
@@ -70,12 +66,19 @@ type cpuPlacement struct {
 	reserved map[int]int         // spawns under way, per CPU
 	of       map[*process]int    // live pinned workers
 	freed    map[*process]bool   // CPUsAuto: workers let go, on every CPU
-	ticks    map[*process]uint64 // their CPU time at the last balance
-	stat     map[int]cpuStat     // the CPUs' times at the last balance
+	used     map[*process]uint64 // their cpuUsed at the last balance
+	// saturated and calm are CPUsAuto's thresholds (the constants; tests
+	// on a loaded machine lower both, calm below saturated).
+	saturated, calm float64
+	stat            map[int]cpuStat // the CPUs' times at the last balance
+	// idle is each CPU's idle fraction since the last balance: idleSince,
+	// or (tests) what a test says the machine had.
+	idle func() map[int]float64
 }
 
 func newCPUPlacement(mode string) *cpuPlacement {
-	c := &cpuPlacement{mode: mode, reserved: map[int]int{}, of: map[*process]int{}, freed: map[*process]bool{}, ticks: map[*process]uint64{}}
+	c := &cpuPlacement{mode: mode, reserved: map[int]int{}, of: map[*process]int{}, freed: map[*process]bool{}, used: map[*process]uint64{}, saturated: saturated, calm: calm}
+	c.idle = c.idleSince
 	var set unix.CPUSet
 	if unix.SchedGetaffinity(0, &set) == nil {
 		for i := 0; i < len(set)*64; i++ {
@@ -132,7 +135,7 @@ func (c *cpuPlacement) started(cpu int, p *process) {
 	c.reserved[cpu]--
 	if p != nil && c.pins() {
 		c.of[p] = cpu
-		c.ticks[p] = cpuTicks(p.pid)
+		c.used[p] = cpuUsed(p.pid)
 	}
 }
 
@@ -142,7 +145,7 @@ func (c *cpuPlacement) forget(p *process) {
 	defer c.mu.Unlock()
 	delete(c.of, p)
 	delete(c.freed, p)
-	delete(c.ticks, p)
+	delete(c.used, p)
 }
 
 // cpuOf is the CPU worker p is pinned to, or -1.
@@ -205,30 +208,35 @@ func pinThreads(pid int, set *unix.CPUSet) {
 	}
 }
 
-// cpuTicks is the CPU time process pid has used (user+system, USER_HZ
-// ticks), or 0 when it cannot be read.
-func cpuTicks(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// cpuUsed is the time the threads of process pid have run (nanoseconds,
+// /proc/<pid>/task/*/schedstat). Not their wait to run: a pinned worker's
+// threads wait for each other, and the sum of those waits says nothing of
+// how many CPUs the worker could use. Threads read while they end are
+// left out.
+func cpuUsed(pid int) uint64 {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// the last ')'. utime and stime are the 14th and 15th fields.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
+	var sum uint64
+	for _, e := range entries {
+		b, err := os.ReadFile(dir + e.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := bytes.Fields(b)
+		if len(f) < 2 {
+			continue
+		}
+		run, _ := strconv.ParseUint(string(f[0]), 10, 64)
+		sum += run
 	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseUint(string(f[11]), 10, 64)
-	s, _ := strconv.ParseUint(string(f[12]), 10, 64)
-	return u + s
+	return sum
 }
 
-// placed is one pinned worker's CPU and its load (CPUs used) in the last
-// interval.
+// placed is one pinned worker's CPU and its load (CPUs used: cpuUsed) in
+// the last interval.
 type placed struct {
 	cpu  int
 	load float64
@@ -283,17 +291,24 @@ func (c *cpuPlacement) balance(interval time.Duration) {
 	load := map[*process]float64{}
 	for _, set := range []map[*process]bool{c.pinnedSet(), c.freed} {
 		for p := range set {
-			now := cpuTicks(p.pid)
-			used := uint64(0)
-			if now >= c.ticks[p] {
-				used = now - c.ticks[p]
+			now := cpuUsed(p.pid)
+			ran := uint64(0)
+			if now >= c.used[p] {
+				ran = now - c.used[p]
 			}
-			c.ticks[p] = now
-			load[p] = float64(used) / userHZ / interval.Seconds()
+			c.used[p] = now
+			load[p] = float64(ran) / float64(interval.Nanoseconds())
 		}
 	}
-	idle := c.idleSince()
+	idle := c.idle()
 	if c.mode == CPUsAuto {
+		// Those let go now are judged again at the next balance, unpinned.
+		calmed := make([]*process, 0, len(c.freed))
+		for p := range c.freed {
+			if load[p] < c.calm {
+				calmed = append(calmed, p)
+			}
+		}
 		for p, cpu := range c.of {
 			spare := 0.0
 			for other, f := range idle {
@@ -301,21 +316,19 @@ func (c *cpuPlacement) balance(interval time.Duration) {
 					spare += f
 				}
 			}
-			if load[p] >= saturated && spare >= spareNeeded {
+			if load[p] >= c.saturated && spare >= spareNeeded {
 				pinThreads(p.pid, c.every())
 				delete(c.of, p)
 				c.freed[p] = true
 			}
 		}
-		for p := range c.freed {
-			if load[p] < calm {
-				cpu := c.leastLoaded(load)
-				var one unix.CPUSet
-				one.Set(cpu)
-				pinThreads(p.pid, &one)
-				delete(c.freed, p)
-				c.of[p] = cpu
-			}
+		for _, p := range calmed {
+			cpu := c.leastLoaded(load)
+			var one unix.CPUSet
+			one.Set(cpu)
+			pinThreads(p.pid, &one)
+			delete(c.freed, p)
+			c.of[p] = cpu
 		}
 	}
 	procs := make([]*process, 0, len(c.of))
@@ -443,7 +456,7 @@ func (pool *Pool) SetCPUs(mode string) {
 		for p := range c.of {
 			pinThreads(p.pid, c.every())
 		}
-		c.of, c.freed, c.ticks = map[*process]int{}, map[*process]bool{}, map[*process]uint64{}
+		c.of, c.freed, c.used = map[*process]int{}, map[*process]bool{}, map[*process]uint64{}
 		c.mu.Unlock()
 		return
 	}

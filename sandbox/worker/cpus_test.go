@@ -198,6 +198,20 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 		t.Skipf("one CPU allowed (%v): no other CPU to give it", cpus)
 	}
 	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: EngineConfig{Timeout: 10 * time.Second}})
+	// The other CPUs have time to spare, and a busy worker counts as
+	// saturated at a quarter of its CPU (calm below a tenth), whatever else runs on this
+	// machine beside the test (go test runs packages in parallel, and a
+	// process sharing the worker's CPU takes its share).
+	pool.cpus.mu.Lock()
+	pool.cpus.saturated, pool.cpus.calm = 0.25, 0.1
+	pool.cpus.idle = func() map[int]float64 {
+		out := map[int]float64{}
+		for _, cpu := range cpus {
+			out[cpu] = 0.5
+		}
+		return out
+	}
+	pool.cpus.mu.Unlock()
 	if s := pool.Status()[0]; s.CPU < 0 || onOneCPU(t, s.PID) != s.CPU {
 		t.Fatalf("an idle worker under auto is not pinned: %+v", s)
 	}
@@ -230,4 +244,21 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("a calm worker is not pinned again", func(s WorkerStatus) bool { return s.CPU >= 0 && onOneCPU(t, s.PID) == s.CPU })
+}
+
+// Under auto a saturated worker stays pinned when no other CPU has time
+// to give: letting it go would only spread it over busy CPUs.
+func TestAutoKeepsASaturatedWorkerPinnedOnABusyMachine(t *testing.T) {
+	cpus := allowedCPUs(t)
+	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: EngineConfig{Timeout: 10 * time.Second}})
+	pool.cpus.mu.Lock()
+	pool.cpus.idle = func() map[int]float64 { return map[int]float64{} } // no CPU idle
+	pool.cpus.mu.Unlock()
+	busy := sandbox.Job{Program: sandbox.Program{Code: "async () => { const end = Date.now() + 2000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	if _, err := pool.Run(context.Background(), busy); err != nil {
+		t.Fatal(err)
+	}
+	if s := pool.Status()[0]; s.CPU < 0 || onOneCPU(t, s.PID) != s.CPU {
+		t.Fatalf("a saturated worker with %v all busy was let go: %+v", cpus, s)
+	}
 }
