@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -10,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
 func init() {
