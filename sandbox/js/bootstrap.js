@@ -1412,7 +1412,22 @@
     if (type && !headers.has('content-type')) headers.set('content-type', type);
     return { bytes, latin1, stream: null };
   }
-  const bodyOf = new WeakMap(); // Request/Response -> {bytes, latin1, stream, used}
+  // A Request's or Response's body state ({bytes, latin1, stream, used}):
+  // a private field stamped on the object (the base class's constructor
+  // answers the object it is given, so the field is added to it), not a
+  // WeakMap: every WeakMap entry is an ephemeron, which V8 writes through a
+  // slow barrier and scans again at each young-generation GC, and each
+  // invocation makes two of them (its Request and its Response).
+  const bodyOf = (() => {
+    class Stamp { constructor(o) { return o; } }
+    class BodySlot extends Stamp {
+      #body;
+      constructor(o, b) { super(o); this.#body = b; }
+      static get(o) { return o !== null && typeof o === 'object' && #body in o ? o.#body : undefined; }
+      static set(o, b) { if (#body in o) o.#body = b; else new BodySlot(o, b); }
+    }
+    return { get: BodySlot.get, set: BodySlot.set };
+  })();
   async function readAll(stream) {
     const reader = stream.getReader();
     const chunks = [];
