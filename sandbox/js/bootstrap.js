@@ -1413,21 +1413,12 @@
     return { bytes, latin1, stream: null };
   }
   // A Request's or Response's body state ({bytes, latin1, stream, used}):
-  // a private field stamped on the object (the base class's constructor
-  // answers the object it is given, so the field is added to it), not a
+  // each class's own #body field (read through their static blocks), not a
   // WeakMap: every WeakMap entry is an ephemeron, which V8 writes through a
   // slow barrier and scans again at each young-generation GC, and each
-  // invocation makes two of them (its Request and its Response).
-  const bodyOf = (() => {
-    class Stamp { constructor(o) { return o; } }
-    class BodySlot extends Stamp {
-      #body;
-      constructor(o, b) { super(o); this.#body = b; }
-      static get(o) { return o !== null && typeof o === 'object' && #body in o ? o.#body : undefined; }
-      static set(o, b) { if (#body in o) o.#body = b; else new BodySlot(o, b); }
-    }
-    return { get: BodySlot.get, set: BodySlot.set };
-  })();
+  // invocation made two of them (its Request and its Response).
+  let requestBody, responseBody;
+  const bodyOf = { get(o) { return requestBody(o) || responseBody(o); } };
   async function readAll(stream) {
     const reader = stream.getReader();
     const chunks = [];
@@ -1560,13 +1551,20 @@
     if (!requestEnums[name].includes(str)) throw new TypeErrorCtor('Invalid RequestInit ' + name + ': "' + str + '".');
     return str;
   }
+  const defaultRequestAttrs = freeze({ mode: 'cors', credentials: 'same-origin', cache: 'default', referrer: 'about:client',
+    referrerPolicy: '', integrity: '', keepalive: false, priority: 'auto' });
   class Request {
     #url; #method; #headers; #signal; #redirect;
     // Attributes a server runtime keeps only to answer them (the gateway's
     // fetch has no cache, credentials or referrer of its own).
-    #mode = 'cors'; #credentials = 'same-origin'; #cache = 'default'; #referrer = 'about:client';
-    #referrerPolicy = ''; #integrity = ''; #keepalive = false; #priority = 'auto';
+    // They live together in one object, which no code changes once a
+    // constructor has set it (a clone shares it): a Request made for an
+    // invocation takes the defaults' object instead of eight fields of its
+    // own, each of which V8 defines on every new Request.
+    #attrs = defaultRequestAttrs;
+    #body;
     static {
+      requestBody = (o) => o !== null && typeof o === 'object' && #url in o ? o.#body : undefined;
       isRealRequest = (x) => x !== null && typeof x === 'object' && #url in x;
       // fetch reads the fields themselves: a program may redefine the getters.
       requestParts = (x) => ({ url: x.#url, method: x.#method, headers: x.#headers, redirect: x.#redirect });
@@ -1580,41 +1578,43 @@
       if (input === gatewayToken) {
         // gatewayRequest fills the fields in.
         this.#redirect = 'follow';
-        bodyOf.set(this, { bytes: null, latin1: null, stream: null, used: false });
+        this.#body = { bytes: null, latin1: null, stream: null, used: false };
         return;
       }
       if (init === null || typeof init !== 'object') init = {};
       let src = null;
+      const a = { ...defaultRequestAttrs };
       if (isRealRequest(input)) { src = input; this.#url = input.#url; }
       else if (input instanceof Request) throw new TypeErrorCtor('The input is not a Request (an object made from Request.prototype is not one).');
       else this.#url = normalizeURL(StringCtor(input));
       if (src) {
-        this.#mode = src.#mode === 'navigate' ? 'same-origin' : src.#mode;
-        this.#credentials = src.#credentials; this.#cache = src.#cache; this.#referrer = src.#referrer;
-        this.#referrerPolicy = src.#referrerPolicy; this.#integrity = src.#integrity;
-        this.#keepalive = src.#keepalive; this.#priority = src.#priority;
+        a.mode = src.#attrs.mode === 'navigate' ? 'same-origin' : src.#attrs.mode;
+        a.credentials = src.#attrs.credentials; a.cache = src.#attrs.cache; a.referrer = src.#attrs.referrer;
+        a.referrerPolicy = src.#attrs.referrerPolicy; a.integrity = src.#attrs.integrity;
+        a.keepalive = src.#attrs.keepalive; a.priority = src.#attrs.priority;
       }
       if (init.referrer !== undefined) {
         const r = StringCtor(init.referrer);
-        this.#referrer = r === '' ? '' : normalizeURL(r);
+        a.referrer = r === '' ? '' : normalizeURL(r);
       }
-      this.#referrerPolicy = requestEnum(init, 'referrerPolicy', this.#referrerPolicy);
+      a.referrerPolicy = requestEnum(init, 'referrerPolicy', a.referrerPolicy);
       const mode = requestEnum(init, 'mode', undefined);
       if (mode === 'navigate') throw new TypeErrorCtor('A Request cannot be made with mode "navigate".');
-      if (mode !== undefined) this.#mode = mode;
-      this.#credentials = requestEnum(init, 'credentials', this.#credentials);
-      this.#cache = requestEnum(init, 'cache', this.#cache);
-      if (this.#cache === 'only-if-cached' && this.#mode !== 'same-origin') throw new TypeErrorCtor('cache "only-if-cached" needs mode "same-origin".');
+      if (mode !== undefined) a.mode = mode;
+      a.credentials = requestEnum(init, 'credentials', a.credentials);
+      a.cache = requestEnum(init, 'cache', a.cache);
+      if (a.cache === 'only-if-cached' && a.mode !== 'same-origin') throw new TypeErrorCtor('cache "only-if-cached" needs mode "same-origin".');
       this.#redirect = requestEnum(init, 'redirect', src ? src.#redirect : 'follow');
-      if (init.integrity !== undefined) this.#integrity = StringCtor(init.integrity);
-      if (init.keepalive !== undefined) this.#keepalive = !!init.keepalive;
+      if (init.integrity !== undefined) a.integrity = StringCtor(init.integrity);
+      if (init.keepalive !== undefined) a.keepalive = !!init.keepalive;
       const duplex = requestEnum(init, 'duplex', undefined);
-      this.#priority = requestEnum(init, 'priority', this.#priority);
+      a.priority = requestEnum(init, 'priority', a.priority);
       const method = requestMethod(init.method !== undefined ? StringCtor(init.method) : src ? src.#method : 'GET');
-      if (this.#mode === 'no-cors' && !['GET', 'HEAD', 'POST'].includes(method)) throw new TypeErrorCtor('Method "' + method + '" is not allowed with mode "no-cors".');
+      if (a.mode === 'no-cors' && !['GET', 'HEAD', 'POST'].includes(method)) throw new TypeErrorCtor('Method "' + method + '" is not allowed with mode "no-cors".');
       this.#method = method;
+      this.#attrs = a;
       const headersInit = init.headers !== undefined ? init.headers : src ? src.#headers : undefined;
-      if (this.#mode === 'no-cors') {
+      if (a.mode === 'no-cors') {
         // The "request-no-cors" guard: only CORS-safelisted headers stay.
         this.#headers = noCorsHeaders();
         if (headersInit !== undefined) for (const [k, v] of new Headers(headersInit)) this.#headers.append(k, v);
@@ -1622,12 +1622,12 @@
         this.#headers = new Headers(headersInit);
       }
       let b = { bytes: null, latin1: null, stream: null, used: false };
-      const sb = src ? bodyOf.get(src) : null;
+      const sb = src ? src.#body : null;
       if (init.body !== undefined && init.body !== null) {
         if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
         b = extractBody(init.body, this.#headers);
         b.used = false;
-        if (b.stream && this.#keepalive) throw new TypeErrorCtor('A keepalive request cannot have a stream body.');
+        if (b.stream && a.keepalive) throw new TypeErrorCtor('A keepalive request cannot have a stream body.');
         // duplex is not required for a stream body, unlike the Fetch
         // Standard: Workers code sends request.body on without it.
         void duplex;
@@ -1641,7 +1641,7 @@
         b = { bytes: sb.bytes, latin1: sb.latin1, stream: sb.stream, used: false, proxy: !!sb.stream };
         sb.used = true;
       }
-      bodyOf.set(this, b);
+      this.#body = b;
       // Made on first read: most handlers never look at it.
       this.#signal = init.signal !== undefined && init.signal !== null ? init.signal : src ? src.signal : undefined;
     }
@@ -1653,28 +1653,26 @@
       return this.#signal;
     }
     get redirect() { return this.#redirect; }
-    get cache() { return this.#cache; }
-    get credentials() { return this.#credentials; }
-    get mode() { return this.#mode; }
+    get cache() { return this.#attrs.cache; }
+    get credentials() { return this.#attrs.credentials; }
+    get mode() { return this.#attrs.mode; }
     get destination() { return ''; }
     get referrer() {
-      if (this.#referrer === '') return '';
-      return this.#referrer === 'about:client' ? 'about:client' : this.#referrer;
+      if (this.#attrs.referrer === '') return '';
+      return this.#attrs.referrer === 'about:client' ? 'about:client' : this.#attrs.referrer;
     }
-    get referrerPolicy() { return this.#referrerPolicy; }
-    get integrity() { return this.#integrity; }
-    get keepalive() { return this.#keepalive; }
+    get referrerPolicy() { return this.#attrs.referrerPolicy; }
+    get integrity() { return this.#attrs.integrity; }
+    get keepalive() { return this.#attrs.keepalive; }
     get isReloadNavigation() { return false; }
     get isHistoryNavigation() { return false; }
     get duplex() { return 'half'; }
     clone() {
-      const body = cloneBody(bodyOf.get(this));
+      const body = cloneBody(this.#body);
       const r = new Request(this.#url, { method: this.#method, signal: this.#signal });
       r.#headers = copyHeaders(this.#headers);
-      r.#redirect = this.#redirect; r.#mode = this.#mode; r.#credentials = this.#credentials; r.#cache = this.#cache;
-      r.#referrer = this.#referrer; r.#referrerPolicy = this.#referrerPolicy; r.#integrity = this.#integrity;
-      r.#keepalive = this.#keepalive; r.#priority = this.#priority;
-      bodyOf.set(r, body);
+      r.#redirect = this.#redirect; r.#attrs = this.#attrs;
+      r.#body = body;
       return r;
     }
   }
@@ -1684,7 +1682,10 @@
   // ------------------------------------------------------------ Response
   const nullBodyStatus = [101, 103, 204, 205, 304];
   class Response {
-    #status; #statusText; #headers; #type; #url;
+    #status; #statusText; #headers; #type; #url; #body;
+    static {
+      responseBody = (o) => o !== null && typeof o === 'object' && #status in o ? o.#body : undefined;
+    }
     constructor(body = null, init = {}) {
       if (init === null || typeof init !== 'object') init = {};
       const status = init.status !== undefined ? +init.status : 200;
@@ -1701,7 +1702,7 @@
       }
       const b = extractBody(body, this.#headers);
       b.used = false;
-      bodyOf.set(this, b);
+      this.#body = b;
     }
     static json(data, init = {}) {
       const text = JSONstringify(data);
@@ -1715,7 +1716,7 @@
       // Response('ok') in an invocation, ~15 us (BenchmarkInvokeJSON).
       const r = new Response(null, { status: init && init.status, statusText: init && init.statusText });
       r.#headers = headers;
-      bodyOf.get(r).latin1 = utf8Latin1(text);
+      r.#body.latin1 = utf8Latin1(text);
       return r;
     }
     static redirect(url, status = 302) {
@@ -1734,7 +1735,7 @@
     clone() {
       const r = new Response(null, { status: this.#status === 0 ? 200 : this.#status, statusText: this.#statusText, headers: this.#headers });
       r.#type = this.#type; r.#status = this.#status;
-      bodyOf.set(r, cloneBody(bodyOf.get(this)));
+      r.#body = cloneBody(this.#body);
       return r;
     }
   }
@@ -2074,8 +2075,8 @@
     if (portMatch && badPorts.includes(+portMatch[1])) throw new TypeErrorCtor('fetch: port ' + portMatch[1] + ' is blocked (Fetch Standard port blocking).');
     const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, redirect: parts.redirect });
     const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
-    if (r.stream) bodyOf.get(res).stream = fetchBodyStream(r.stream);
-    else bodyOf.get(res).latin1 = r.body;
+    if (r.stream) responseBody(res).stream = fetchBodyStream(r.stream);
+    else responseBody(res).latin1 = r.body;
     return res;
   });
   let providerNames = [];
@@ -2144,8 +2145,8 @@
     const pairs = [];
     for (let i = 0; i < n; i++) pairs.push([f[4 + 2 * i], f[5 + 2 * i]]);
     const request = gatewayRequest(f[1], method, trustedHeaders(pairs));
-    if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') bodyOf.get(request).latin1 = bodyLatin1;
-    else if (f[2] && method !== 'GET' && method !== 'HEAD') bodyOf.get(request).stream = requestBodyStream(f[2]);
+    if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') requestBody(request).latin1 = bodyLatin1;
+    else if (f[2] && method !== 'GET' && method !== 'HEAD') requestBody(request).stream = requestBodyStream(f[2]);
     const ctx = {
       waitUntil(p) {
         waiting++;
@@ -2156,7 +2157,7 @@
     const fetchFn = typeof handler === 'function' ? handler : handler.fetch;
     const res = await fetchFn.call(handler, request, env, ctx);
     if (!(res instanceof Response)) return 'N';
-    const b = bodyOf.get(res);
+    const b = responseBody(res);
     if (bodyUsed(b)) return 'N';
     if (b && b.stream && relayOf.has(b.stream) && !b.stream.locked && !b.stream._disturbed) {
       // An upstream's body returned unread: the gateway relays it.
