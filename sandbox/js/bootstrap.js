@@ -699,7 +699,7 @@
   // pairs as iteration yields them, without the generator.
   let trustedHeaders, headerPairs;
   const headerWS = (c) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
-  let immutableHeaders, noCorsHeaders, copyHeaders;
+  let immutableHeaders, noCorsHeaders, copyHeaders, jsonHeaders;
   // The Fetch Standard's CORS-safelisted request-header, for the
   // "request-no-cors" guard of a Request made with mode "no-cors".
   const corsUnsafeByte = /[\x00-\x08\x0a-\x1f"():<>?@[\\\]{}\x7f]/;
@@ -726,6 +726,7 @@
     #check() { if (this.#guard === 'immutable') throw new TypeErrorCtor('These headers are immutable.'); }
     static {
       immutableHeaders = (h) => { h.#guard = 'immutable'; };
+      jsonHeaders = () => { const h = new Headers(); h.#list.push(['content-type', 'application/json']); return h; };
       noCorsHeaders = () => { const h = new Headers(); h.#guard = 'request-no-cors'; return h; };
       copyHeaders = (src) => { const h = new Headers(); h.#guard = src.#guard; for (const [k, v] of src.#list) h.#list.push([k, v]); return h; };
       trustedHeaders = (pairs) => {
@@ -1681,22 +1682,32 @@
 
   // ------------------------------------------------------------ Response
   const nullBodyStatus = [101, 103, 204, 205, 304];
+  // checkedStatus is a ResponseInit's status and statusText, checked.
+  function checkedStatus(init) {
+    const status = init.status !== undefined ? +init.status : 200;
+    if (!(status >= 200 && status <= 599) || (status | 0) !== status) throw new RangeError('The status provided (' + init.status + ') is outside the range [200, 599].');
+    const statusText = init.statusText !== undefined ? StringCtor(init.statusText) : '';
+    if (statusText !== '' && /[^\t\x20-\x7e\x80-\xff]/.test(statusText)) throw new TypeErrorCtor('Invalid statusText.');
+    return [status, statusText];
+  }
   class Response {
     #status; #statusText; #headers; #type; #url; #body;
     static {
       responseBody = (o) => o !== null && typeof o === 'object' && #status in o ? o.#body : undefined;
     }
     constructor(body = null, init = {}) {
+      this.#type = 'default';
+      this.#url = '';
+      if (body === gatewayToken) {
+        // Response.json fills the other fields in.
+        this.#status = 200; this.#statusText = '';
+        return;
+      }
       if (init === null || typeof init !== 'object') init = {};
-      const status = init.status !== undefined ? +init.status : 200;
-      if (!(status >= 200 && status <= 599) || (status | 0) !== status) throw new RangeError('The status provided (' + init.status + ') is outside the range [200, 599].');
-      const statusText = init.statusText !== undefined ? StringCtor(init.statusText) : '';
-      if (statusText !== '' && /[^\t\x20-\x7e\x80-\xff]/.test(statusText)) throw new TypeErrorCtor('Invalid statusText.');
+      const [status, statusText] = checkedStatus(init);
       this.#status = status;
       this.#statusText = statusText;
       this.#headers = new Headers(init.headers);
-      this.#type = 'default';
-      this.#url = '';
       if (body !== null && body !== undefined && nullBodyStatus.includes(status)) {
         throw new TypeErrorCtor('Response with null body status cannot have body');
       }
@@ -1708,15 +1719,23 @@
       const text = JSONstringify(data);
       if (text === undefined) throw new TypeErrorCtor('The data is not JSON-serializable.');
       if (init && init.status !== undefined && nullBodyStatus.includes(+init.status)) throw new TypeErrorCtor('Response with null body status cannot have body');
-      const headers = new Headers(init && init.headers);
-      if (!headers.has('content-type')) headers.set('content-type', 'application/json');
-      // The response takes these headers as they are: through the
-      // constructor they were copied once more (iterated, sorted and set
-      // again), which was the whole of Response.json's cost over new
-      // Response('ok') in an invocation, ~15 us (BenchmarkInvokeJSON).
-      const r = new Response(null, { status: init && init.status, statusText: init && init.statusText });
+      let headers;
+      if (!init || init.headers === undefined) headers = jsonHeaders();
+      else {
+        headers = new Headers(init.headers);
+        if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+      }
+      // The response takes these headers and this body as they are, and
+      // only the status is checked as the constructor would: through the
+      // constructor the headers were copied once more, and an empty
+      // Headers and body made to be replaced (the whole of Response.json's
+      // cost over new Response('ok') in an invocation was that copy,
+      // ~15 us, BenchmarkInvokeJSON).
+      const r = new Response(gatewayToken);
+      const status = init ? init.status : undefined, statusText = init ? init.statusText : undefined;
+      if (status !== undefined || statusText !== undefined) [r.#status, r.#statusText] = checkedStatus({ status, statusText });
       r.#headers = headers;
-      r.#body.latin1 = utf8Latin1(text);
+      r.#body = { bytes: null, latin1: utf8Latin1(text), stream: null, used: false };
       return r;
     }
     static redirect(url, status = 302) {
@@ -2138,6 +2157,16 @@
   // statusText, hasBody, stream, relay, header count, names and values,
   // each line ending in a newline), then the body as a Latin-1 string.
   // The host checks the answer again.
+  // An invocation's ctx: its methods on a prototype all share, as on
+  // Workers (an ExecutionContext's are its class's), so that an invocation
+  // makes one object for it, not two closures besides.
+  const executionContext = {
+    waitUntil(p) {
+      waiting++;
+      promiseThen.call(promiseResolve(p), () => { waiting--; }, (e) => { waiting--; reportError(e); });
+    },
+    passThroughOnException() { },
+  };
   async function invoke(wire, bodyLatin1) {
     const f = stringSplit.call(wire, '\n');
     const method = f[0];
@@ -2147,13 +2176,7 @@
     const request = gatewayRequest(f[1], method, trustedHeaders(pairs));
     if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') requestBody(request).latin1 = bodyLatin1;
     else if (f[2] && method !== 'GET' && method !== 'HEAD') requestBody(request).stream = requestBodyStream(f[2]);
-    const ctx = {
-      waitUntil(p) {
-        waiting++;
-        promiseThen.call(promiseResolve(p), () => { waiting--; }, (e) => { waiting--; reportError(e); });
-      },
-      passThroughOnException() { },
-    };
+    const ctx = ObjectCreate(executionContext);
     const fetchFn = typeof handler === 'function' ? handler : handler.fetch;
     const res = await fetchFn.call(handler, request, env, ctx);
     if (!(res instanceof Response)) return 'N';
