@@ -2,7 +2,6 @@ package handles
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 
@@ -41,8 +40,10 @@ func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.Wir
 		return sandbox.WireResponse{}, err
 	}
 	res.Stream, res.Relay = 0, ""
-	enc := base64.StdEncoding.EncodeToString(body)
-	res.Body = &enc
+	if body == nil {
+		body = []byte{}
+	}
+	res.Body = body
 	return res, nil
 }
 

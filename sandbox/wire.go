@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/base64"
 	"strconv"
 	"strings"
 
@@ -10,12 +9,14 @@ import (
 )
 
 // WireRequest is a request as it crosses into an isolate (SPEC §7): headers
-// as ordered pairs, the body base64-encoded or null.
+// as ordered pairs, the body's bytes or nil for none (base64 or null in
+// JSON, as encoding/json writes a []byte; the worker's frames carry the
+// bytes as they are).
 type WireRequest struct {
 	Method  string      `json:"method"`
 	URL     string      `json:"url"`
 	Headers [][2]string `json:"headers"`
-	Body    *string     `json:"body"`
+	Body    []byte      `json:"body"`
 	// BodyStream, when set (and Body is null), names a request body the
 	// visitor is still sending (SPEC §8): the handler's request.body reads
 	// it with the host call body.read as it arrives.
@@ -27,7 +28,9 @@ type WireResponse struct {
 	Status     int         `json:"status"`
 	StatusText string      `json:"statusText"`
 	Headers    [][2]string `json:"headers"`
-	Body       *string     `json:"body"`
+	// Body is the body's bytes (non-nil and empty for an empty body), nil
+	// for none; in JSON base64 or null, as for WireRequest.
+	Body []byte `json:"body"`
 	// Stream, when not 0, names the streamed body that follows the head
 	// (SPEC §8): read it with ReadStream; Body is then nil.
 	Stream int64 `json:"stream,omitempty"`
@@ -36,14 +39,8 @@ type WireResponse struct {
 	Relay string `json:"relay,omitempty"`
 }
 
-// BodyBytes decodes the base64 body (nil for none).
-func (r WireResponse) BodyBytes() []byte {
-	if r.Body == nil {
-		return nil
-	}
-	b, _ := base64.StdEncoding.DecodeString(*r.Body)
-	return b
-}
+// BodyBytes is the body (nil for none).
+func (r WireResponse) BodyBytes() []byte { return r.Body }
 
 // NewWireRequest builds a wire request from raw parts.
 func NewWireRequest(method, url string, headers [][2]string, body []byte) WireRequest {
@@ -52,8 +49,7 @@ func NewWireRequest(method, url string, headers [][2]string, body []byte) WireRe
 		w.Headers = [][2]string{}
 	}
 	if body != nil {
-		s := base64.StdEncoding.EncodeToString(body)
-		w.Body = &s
+		w.Body = body
 	}
 	return w
 }
@@ -79,14 +75,7 @@ func (r WireRequest) validate() ([]byte, error) {
 	if len(r.BodyStream) > 64 || !validHeaderValue(r.BodyStream) || r.BodyStream != "" && r.Body != nil {
 		return nil, fault.New(fault.BadRequest, "The request's body stream is not valid.")
 	}
-	if r.Body == nil {
-		return nil, nil
-	}
-	b, err := base64.StdEncoding.DecodeString(*r.Body)
-	if err != nil {
-		return nil, fault.New(fault.BadRequest, "The request's body is not base64.")
-	}
-	return b, nil
+	return r.Body, nil
 }
 
 // The invocation protocol between the engine and the runtime's invoke
@@ -199,8 +188,10 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		return WireResponse{}, bodyTooLarge(maxBody)
 	}
 	if !streamed && (hasBodyLine == "1" || len(bytes) > 0) {
-		enc := base64.StdEncoding.EncodeToString(bytes)
-		res.Body = &enc
+		if bytes == nil {
+			bytes = []byte{}
+		}
+		res.Body = bytes
 	}
 	return res, nil
 }

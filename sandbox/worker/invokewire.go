@@ -40,6 +40,11 @@ func (w *wireWriter) str(s string) {
 	w.b = append(w.b, s...)
 }
 
+func (w *wireWriter) bytes(b []byte) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(b)))
+	w.b = append(w.b, b...)
+}
+
 func (w *wireWriter) num(v int64) { w.b = binary.AppendVarint(w.b, v) }
 
 func (w *wireWriter) flag(v bool) {
@@ -80,6 +85,20 @@ func (r *wireReader) str() string {
 	s := string(r.b[k : k+int(n)])
 	r.b = r.b[k+int(n):]
 	return s
+}
+
+// bytes is a length-prefixed run of bytes: a slice of the frame itself,
+// never copied (each frame is read into a buffer of its own, rpc.go) and
+// never nil (an empty body is one).
+func (r *wireReader) bytes() []byte {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)-k) {
+		r.fail()
+		return []byte{}
+	}
+	b := r.b[k : k+int(n) : k+int(n)]
+	r.b = r.b[k+int(n):]
+	return b
 }
 
 func (r *wireReader) num() int64 {
@@ -141,7 +160,7 @@ func (r *wireReader) end() error {
 func (q invokeRequest) encodeFrame() []byte {
 	size := 128 + len(q.ID) + len(q.Request.URL) + len(q.Request.BodyStream)
 	if q.Request.Body != nil {
-		size += len(*q.Request.Body)
+		size += len(q.Request.Body)
 	}
 	for _, h := range q.Request.Headers {
 		size += len(h[0]) + len(h[1]) + 4
@@ -155,7 +174,7 @@ func (q invokeRequest) encodeFrame() []byte {
 	w.str(q.Request.BodyStream)
 	w.flag(q.Request.Body != nil)
 	if q.Request.Body != nil {
-		w.str(*q.Request.Body)
+		w.bytes(q.Request.Body)
 	}
 	w.pairs(q.Request.Headers)
 	return w.b
@@ -170,8 +189,7 @@ func (q *invokeRequest) decodeFrame(b []byte) error {
 	q.Request.URL = r.str()
 	q.Request.BodyStream = r.str()
 	if r.flag() {
-		body := r.str()
-		q.Request.Body = &body
+		q.Request.Body = r.bytes()
 	}
 	q.Request.Headers = r.pairs()
 	return r.end()
@@ -181,7 +199,7 @@ func (a invokeReply) encodeFrame() []byte {
 	res := a.Response
 	size := 64 + len(res.StatusText) + len(res.Relay)
 	if res.Body != nil {
-		size += len(*res.Body)
+		size += len(res.Body)
 	}
 	for _, h := range res.Headers {
 		size += len(h[0]) + len(h[1]) + 4
@@ -196,7 +214,7 @@ func (a invokeReply) encodeFrame() []byte {
 	w.pairs(res.Headers)
 	w.flag(res.Body != nil)
 	if res.Body != nil {
-		w.str(*res.Body)
+		w.bytes(res.Body)
 	}
 	w.num(res.Stream)
 	w.str(res.Relay)
@@ -223,8 +241,7 @@ func (a *invokeReply) decodeFrame(b []byte) error {
 	res.StatusText = r.str()
 	res.Headers = r.pairs()
 	if r.flag() {
-		body := r.str()
-		res.Body = &body
+		res.Body = r.bytes()
 	}
 	res.Stream = r.num()
 	res.Relay = r.str()

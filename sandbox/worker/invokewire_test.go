@@ -13,9 +13,8 @@ import (
 )
 
 func sampleReply() invokeReply {
-	body := "eyJzZXJ2ZWQiOjF9"
 	return invokeReply{
-		Response: sandbox.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: &body, Stream: 7, Relay: "r1"},
+		Response: sandbox.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: []byte("{\"served\":1}\x00\xff"), Stream: 7, Relay: "r1"},
 		Logs:     []sandbox.LogEntry{{Time: time.Unix(1700000000, 123456789).UTC(), Level: "warn", Message: "line\nwith a newline \x00 and a NUL"}},
 		Fault:    &wireFault{Code: fault.Timeout, Message: "slow", Collateral: true},
 	}
@@ -24,9 +23,8 @@ func sampleReply() invokeReply {
 // Both invocation frames come back as they were sent, strings with any
 // bytes in them included.
 func TestInvokeFramesRoundTrip(t *testing.T) {
-	body := "aGk="
 	req := invokeRequest{ID: "h-1", Name: "fetch", Request: sandbox.WireRequest{
-		Method: "POST", URL: "http://x.apps.localhost/a?b=c", Headers: [][2]string{{"a", "1"}, {"b", ""}}, Body: &body, BodyStream: "s"}}
+		Method: "POST", URL: "http://x.apps.localhost/a?b=c", Headers: [][2]string{{"a", "1"}, {"b", ""}}, Body: []byte("hi\x00\x80"), BodyStream: "s"}}
 	var got invokeRequest
 	if err := got.decodeFrame(req.encodeFrame()); err != nil {
 		t.Fatal(err)
@@ -47,6 +45,12 @@ func TestInvokeFramesRoundTrip(t *testing.T) {
 	back = invokeReply{}
 	if err := back.decodeFrame(empty.encodeFrame()); err != nil || back.Response.Body != nil || back.Fault != nil || back.Response.Status != 204 {
 		t.Fatalf("empty reply: %+v, %v", back, err)
+	}
+	// An empty body is a body: it stays present, apart from none.
+	emptyBody := invokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: []byte{}}}
+	back = invokeReply{}
+	if err := back.decodeFrame(emptyBody.encodeFrame()); err != nil || back.Response.Body == nil || len(back.Response.Body) != 0 {
+		t.Fatalf("empty body: %+v, %v", back, err)
 	}
 }
 

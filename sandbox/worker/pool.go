@@ -484,6 +484,12 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	if err := p.callOrdered(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}
+	if len(rep.Response.Body) > pool.cfg.Engine.MaxResponseBody {
+		// The worker checks the bound (sandbox's parseWireResponse); one
+		// that sent more is not the code it was.
+		p.kill(fmt.Sprintf("answered an invocation with a %d byte body, over the %d byte bound", len(rep.Response.Body), pool.cfg.Engine.MaxResponseBody))
+		return sandbox.WireResponse{}, fault.CrashedWorker()
+	}
 	p.recordLogs(id, rep.Logs)
 	err := rep.Fault.err()
 	if errors.Is(err, fault.ErrTimeout) || errors.Is(err, fault.ErrMemory) || errors.Is(err, fault.ErrHandlesClosed) {

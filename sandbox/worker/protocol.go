@@ -65,12 +65,13 @@ const (
 
 // workerFrameCap is the largest frame the gateway reads from a worker, for
 // the bounds the worker enforces: a run's result (8 MiB encoded) or a
-// response body (base64) plus their logs and heads, or a host call's
-// arguments, each with a MiB to spare.
+// response body (its bytes as they are) plus their logs and heads, or a
+// host call's arguments, each with a MiB to spare. Pool.Invoke holds a
+// body to its own bound again.
 func workerFrameCap(e EngineConfig) int {
 	c := sandbox.MaxResultBytes
-	if b := (e.MaxResponseBody + 2) / 3 * 4; b > c {
-		c = b
+	if e.MaxResponseBody > c {
+		c = e.MaxResponseBody
 	}
 	if h := sandbox.HostArgsCap(e.MaxRequestBody); h > c {
 		c = h

@@ -461,8 +461,12 @@ func rogueMain(mode string) {
 				binary.BigEndian.PutUint32(head[:], 1<<30)
 				conn.Write(head[:])
 				select {}
-			case "claims":
+			case "claims", "bigbody":
 				return json.Marshal(runReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
+			}
+		case pathInvoke:
+			if mode == "bigbody" { // one byte over the gateway's bound
+				return invokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: make([]byte, rogueMaxBody+1)}}.encodeFrame(), nil
 			}
 		}
 		return []byte("{}"), nil
@@ -485,6 +489,24 @@ func TestRogueWorkerIsKilledAndReplaced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rogueMaxBody is the response bound of TestRogueWorkerAnswersTooMuch.
+const rogueMaxBody = 1024
+
+// A worker's answers cross as raw bytes, and the worker checks a body
+// against max_response_body; one that sends more is killed, the visitor
+// gets no part of it, and a new worker takes its place.
+func TestRogueWorkerAnswersTooMuch(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Command: []string{"rogue-worker", "bigbody"}, Engine: EngineConfig{MaxResponseBody: rogueMaxBody}})
+	pid := pool.Status()[0].PID
+	deploy(t, pool, "big", "async () => ({ fetch() { return new Response('x') } })")
+	res, err := get(pool, "big", "https://x/")
+	wantCode(t, err, fault.WorkerCrashed)
+	if len(res.Body) != 0 {
+		t.Fatalf("%d bytes of the oversized body were answered", len(res.Body))
+	}
+	waitReplaced(t, pool, pid)
 }
 
 func TestResize(t *testing.T) {
