@@ -146,6 +146,47 @@ func TestBinaryBodyRoundTrip(t *testing.T) {
 	t.Logf("1 MiB binary body in and out: %v", time.Since(start))
 }
 
+// A string body leaves the isolate as text and reaches Go as its UTF-8, a
+// lone surrogate as U+FFFD (the Fetch Standard's USVString), whether the
+// handler answers new Response(string) or Response.json; read inside the
+// isolate the same body gives the same bytes and text.
+func TestTextBodiesLeaveAsUTF8(t *testing.T) {
+	e := engine(t)
+	code := `async () => ({ async fetch(req) {
+		const u = new URL(req.url), s = 'h\u00e9\u{1F600} a\uD800b';
+		if (u.pathname === '/json') return Response.json({s});
+		if (u.pathname === '/empty') return new Response('');
+		if (u.pathname === '/inside') {
+			const r = new Response('\uFEFF' + s), c = r.clone();
+			const bytes = [...new Uint8Array(await c.arrayBuffer())].length;
+			return Response.json([await r.text(), bytes, await new Response(new Response(s).body).text()]);
+		}
+		return new Response(s);
+	} })`
+	if _, err := e.Run(context.Background(), Job{ID: "text-out", RetainHandles: true, Timeout: 5 * time.Second, Program: Program{Code: code}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close("text-out")
+	for path, want := range map[string]string{
+		"/":       "h\u00e9\U0001F600 a\ufffdb",
+		"/json":   "",
+		"/empty":  "",
+		"/inside": "[\"h\u00e9\U0001F600 a\ufffdb\",16,\"h\u00e9\U0001F600 a\ufffdb\"]",
+	} {
+		res, err := e.Invoke(context.Background(), "text-out", "fetch", NewWireRequest("GET", "https://x.test"+path, nil, nil))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if path == "/json" {
+			// JSON.stringify escapes a lone surrogate (well-formed JSON.stringify).
+			want = "{\"s\":\"h\u00e9\U0001F600 a\\ud800b\"}"
+		}
+		if got := string(res.BodyBytes()); got != want || res.Body == nil {
+			t.Errorf("%s: body %q, want %q", path, got, want)
+		}
+	}
+}
+
 // TestWaitUntilRunsAfterTheResponse: the answer does not wait for
 // ctx.waitUntil work, which still runs (within the bound) before the next
 // invocation.

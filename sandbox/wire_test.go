@@ -49,10 +49,24 @@ func TestParseWireResponseLines(t *testing.T) {
 		"a negative stream":           "200\nOK\n1\n-3\n\n0\n",
 		"a streamed head with a body": "200\nOK\n1\n3\n\n0\nbody",
 		"a body outside Latin-1":      "200\nOK\n1\n0\n\n0\n\u0100",
+		"a streamed head with text":   "200\nOK\nt\n3\n\n0\n",
 	} {
 		if _, err := parseWireResponse(raw, 0); !errors.Is(err, fault.ErrBadResponse) {
 			t.Errorf("%s: answered %v", name, err)
 		}
+	}
+	// A text body is taken as UTF-8 as it is, a lone surrogate's bytes
+	// (as V8 writes them) mended to U+FFFD; an empty one is a body.
+	res, err = parseWireResponse("200\nOK\nt\n0\n\n0\nh\u00e9\U0001F600 a\xed\xa0\x80b\xed\x9f\xbf", 0)
+	if err != nil || string(res.BodyBytes()) != "h\u00e9\U0001F600 a\ufffdb\ud7ff" {
+		t.Fatalf("a text body: %q, %v", res.BodyBytes(), err)
+	}
+	res, err = parseWireResponse("200\nOK\nt\n0\n\n0\n", 0)
+	if err != nil || res.Body == nil || len(res.Body) != 0 {
+		t.Fatalf("an empty text body: %+v, %v", res, err)
+	}
+	if _, err := parseWireResponse("200\nOK\nt\n0\n\n0\n"+strings.Repeat("\u00e9", 6), 11); err == nil || !strings.Contains(err.Error(), "response bound") {
+		t.Fatalf("a text body of 12 bytes over a bound of 11 answered %v", err)
 	}
 	// The response bounds still hold.
 	big := "200\nOK\n1\n0\n\n1\nx\n" + strings.Repeat("v", MaxResponseHeadBytes) + "\n"

@@ -88,6 +88,7 @@
     }
     return last === 0 ? s : out + s.slice(last);
   });
+  const toWellFormedFn = String.prototype.toWellFormed;
   const arrayLikes = [Array.prototype, Object.getPrototypeOf(Uint8Array.prototype)];
   for (const proto of arrayLikes) {
     const isArray = proto === Array.prototype;
@@ -1396,24 +1397,29 @@
     fromBytes.set(st, true);
     return st;
   }
-  // extractBody returns the body as {bytes}, {latin1} or {stream}, and sets
-  // the content type the body implies when the headers have none.
+  // extractBody returns the body as {bytes}, {latin1}, {text} or {stream},
+  // and sets the content type the body implies when the headers have none.
+  // A string body stays a string (text): an invocation's answer hands it to
+  // Go as it is, which takes it as UTF-8 (sandbox/wire.go), instead of
+  // encoding it to Latin-1 here, which in the jitless interpreter cost
+  // ~45% of a worker's CPU for a 17.8 KB page (docs/performance.md).
   function extractBody(body, headers) {
-    if (body == null) return { bytes: null, latin1: null, stream: null };
-    let bytes = null, latin1 = null, type = null;
-    if (typeof body === 'string') { latin1 = utf8Latin1(body); type = 'text/plain;charset=UTF-8'; }
+    if (body == null) return { bytes: null, latin1: null, text: null, stream: null };
+    let bytes = null, latin1 = null, text = null, type = null;
+    if (typeof body === 'string') { text = body; type = 'text/plain;charset=UTF-8'; }
     else if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) bytes = new Uint8ArrayCtor(toBytes(body));
     else if (body instanceof Blob) { bytes = blobBytes.get(body).slice(); if (body.type) type = body.type; }
     else if (body instanceof FormData) { const e = multipartEncode(body); bytes = e.bytes; type = e.type; }
-    else if (isURLSearchParams(body)) { latin1 = utf8Latin1(body.toString()); type = 'application/x-www-form-urlencoded;charset=UTF-8'; }
+    else if (isURLSearchParams(body)) { text = body.toString(); type = 'application/x-www-form-urlencoded;charset=UTF-8'; }
     else if (isReadableStream(body)) {
       if (body.locked || body._disturbed) throw new TypeErrorCtor('The ReadableStream is ' + (body.locked ? 'locked.' : 'disturbed (read from).'));
-      return { bytes: null, latin1: null, stream: body };
-    } else { latin1 = utf8Latin1(StringCtor(body)); type = 'text/plain;charset=UTF-8'; }
+      return { bytes: null, latin1: null, text: null, stream: body };
+    } else { text = StringCtor(body); type = 'text/plain;charset=UTF-8'; }
     if (type && !headers.has('content-type')) headers.set('content-type', type);
-    return { bytes, latin1, stream: null };
+    return { bytes, latin1, text, stream: null };
   }
-  // A Request's or Response's body state ({bytes, latin1, stream, used}):
+  // A Request's or Response's body state ({bytes, latin1, text, stream,
+  // used}, at most one of the first four set):
   // each class's own #body field (read through their static blocks), not a
   // WeakMap: every WeakMap entry is an ephemeron, which V8 writes through a
   // slow barrier and scans again at each young-generation GC, and each
@@ -1431,7 +1437,7 @@
     }
     return concatBytes(chunks);
   }
-  function hasBody(b) { return !!(b && (b.bytes || b.latin1 !== null && b.latin1 !== undefined || b.stream)); }
+  function hasBody(b) { return !!(b && (b.bytes || b.latin1 !== null && b.latin1 !== undefined || b.text !== null && b.text !== undefined || b.stream)); }
   // bodyUsed: the body can no longer be read (used, read from, or locked);
   // bodyDisturbed is what the bodyUsed getter answers (Fetch: disturbed).
   function bodyUsed(b) { return !!(b && (b.used || (b.stream && (b.stream.locked || b.stream._disturbed)))); }
@@ -1452,11 +1458,22 @@
   // for it.
   function takeHeld(b) {
     b.used = true;
+    if (b.text !== null && b.text !== undefined) return { text: b.text };
     if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1 };
     return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0) };
   }
-  function asBytes(t) { return t.bytes || bytesFromLatin1(t.latin1); }
-  function asText(t) { return t.latin1 !== undefined ? textFromLatin1(t.latin1) : textFromLatin1(latin1FromBytes(t.bytes)); }
+  function asBytes(t) { return t.bytes || bytesFromLatin1(t.text !== undefined ? utf8Latin1(t.text) : t.latin1); }
+  // asText is the body UTF-8 decoded: for text, what UTF-8 encoding and
+  // decoding would leave (a lone surrogate as U+FFFD, no leading BOM).
+  function asText(t) {
+    if (t.text !== undefined) {
+      const s = toWellFormedFn.call(t.text);
+      return s.charCodeAt(0) === 0xfeff ? s.slice(1) : s;
+    }
+    return t.latin1 !== undefined ? textFromLatin1(t.latin1) : textFromLatin1(latin1FromBytes(t.bytes));
+  }
+  // asLatin1 is the body's bytes as a Latin-1 string (a host call's body).
+  function asLatin1(t) { return t.text !== undefined ? utf8Latin1(t.text) : t.latin1 !== undefined ? t.latin1 : latin1FromBytes(t.bytes); }
   async function consume(r) { return asBytes(await take(r)); }
   function contentTypeOf(r) { return r.headers.get('content-type') || ''; }
   const BodyMixin = {
@@ -1465,8 +1482,8 @@
       if (!hasBody(b)) return null;
       if (b.proxy) { b.stream = b.stream.pipeThrough(new G.TransformStream()); b.proxy = false; }
       if (!b.stream) {
-        const bytes = b.used ? new Uint8ArrayCtor(0) : (b.bytes || bytesFromLatin1(b.latin1));
-        b.stream = bytesStream(bytes); b.bytes = null; b.latin1 = null;
+        const bytes = b.used ? new Uint8ArrayCtor(0) : (b.bytes || bytesFromLatin1(b.text !== null && b.text !== undefined ? utf8Latin1(b.text) : b.latin1));
+        b.stream = bytesStream(bytes); b.bytes = null; b.latin1 = null; b.text = null;
       }
       return b.stream;
     },
@@ -1507,9 +1524,9 @@
       // The Fetch Standard tees with cloneForBranch2: the clone's chunks are
       // structured clones, so neither side can change the other's buffers.
       const cloned = two.pipeThrough(new G.TransformStream({ transform(chunk, controller) { controller.enqueue(structuredClone(chunk)); } }));
-      return { bytes: null, latin1: null, stream: cloned, used: false };
+      return { bytes: null, latin1: null, text: null, stream: cloned, used: false };
     }
-    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, stream: null, used: false };
+    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, text: b.text, stream: null, used: false };
   }
 
   // ------------------------------------------------------------ Request
@@ -1579,7 +1596,7 @@
       if (input === gatewayToken) {
         // gatewayRequest fills the fields in.
         this.#redirect = 'follow';
-        this.#body = { bytes: null, latin1: null, stream: null, used: false };
+        this.#body = { bytes: null, latin1: null, text: null, stream: null, used: false };
         return;
       }
       if (init === null || typeof init !== 'object') init = {};
@@ -1622,7 +1639,7 @@
       } else {
         this.#headers = new Headers(headersInit);
       }
-      let b = { bytes: null, latin1: null, stream: null, used: false };
+      let b = { bytes: null, latin1: null, text: null, stream: null, used: false };
       const sb = src ? src.#body : null;
       if (init.body !== undefined && init.body !== null) {
         if (method === 'GET' || method === 'HEAD') throw new TypeErrorCtor('Request with GET/HEAD method cannot have body.');
@@ -1639,7 +1656,7 @@
         // The body moves to the new request behind a proxy: the input keeps
         // its (now disturbed) stream, the new request has a stream of its
         // own, made when first asked for.
-        b = { bytes: sb.bytes, latin1: sb.latin1, stream: sb.stream, used: false, proxy: !!sb.stream };
+        b = { bytes: sb.bytes, latin1: sb.latin1, text: sb.text, stream: sb.stream, used: false, proxy: !!sb.stream };
         sb.used = true;
       }
       this.#body = b;
@@ -1735,7 +1752,7 @@
       const status = init ? init.status : undefined, statusText = init ? init.statusText : undefined;
       if (status !== undefined || statusText !== undefined) [r.#status, r.#statusText] = checkedStatus({ status, statusText });
       r.#headers = headers;
-      r.#body = { bytes: null, latin1: utf8Latin1(text), stream: null, used: false };
+      r.#body = { bytes: null, latin1: null, text, stream: null, used: false };
       return r;
     }
     static redirect(url, status = 302) {
@@ -2087,7 +2104,7 @@
     const req = isRealRequest(input) && init === undefined ? input : new Request(input, init);
     if (req.signal && req.signal.aborted) throw req.signal.reason;
     const taken = hasBody(bodyOf.get(req)) ? await take(req) : null;
-    const body = taken ? (taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes)) : null;
+    const body = taken ? asLatin1(taken) : null;
     const parts = requestParts(req);
     // Port blocking (Fetch Standard): a network error, whatever is granted.
     const portMatch = /^https?:\/\/(?:[^@\/?#]*@)?(?:\[[^\]]*\]|[^:\/?#]*):(\d+)/i.exec(parts.url);
@@ -2149,14 +2166,6 @@
     for (const name of providerNames) env[name] = G[name];
   }
 
-  // invoke calls the retained handler with a wire request and answers a
-  // wire response, both as lines (sandbox/wire.go has the layout and why).
-  // The request: method, url, bodyStream, the header count, then each
-  // header's name and value; its body arrives apart as a Latin-1 string
-  // (null for none). The answer: a letter, the head's lines (status,
-  // statusText, hasBody, stream, relay, header count, names and values,
-  // each line ending in a newline), then the body as a Latin-1 string.
-  // The host checks the answer again.
   // An invocation's ctx: its methods on a prototype all share, as on
   // Workers (an ExecutionContext's are its class's), so that an invocation
   // makes one object for it, not two closures besides.
@@ -2167,6 +2176,16 @@
     },
     passThroughOnException() { },
   };
+  // invoke calls the retained handler with a wire request and answers a
+  // wire response, both as lines (sandbox/wire.go has the layout and why).
+  // The request: method, url, bodyStream, the header count, then each
+  // header's name and value; its body arrives apart as a Latin-1 string
+  // (null for none). The answer: a letter, the head's lines (status,
+  // statusText, the body's kind, stream, relay, header count, names and
+  // values, each line ending in a newline), then the body: the kind is 0
+  // for none, 1 for a Latin-1 string (one character a byte), t for text
+  // (the handler's own string, which Go takes as UTF-8).
+  // The host checks the answer again.
   async function invoke(wire, bodyLatin1) {
     const f = stringSplit.call(wire, '\n');
     const method = f[0];
@@ -2185,7 +2204,7 @@
     if (b && b.stream && relayOf.has(b.stream) && !b.stream.locked && !b.stream._disturbed) {
       // An upstream's body returned unread: the gateway relays it.
       b.used = true;
-      return wireHead(res, true, 0, relayOf.get(b.stream));
+      return wireHead(res, '1', 0, relayOf.get(b.stream));
     }
     if (b && b.stream && !fromBytes.has(b.stream)) {
       // A streamed body (SPEC section 8): the head is the answer; the pump sends
@@ -2194,17 +2213,18 @@
       hostStreamOpen(id);
       b.used = true;
       pumpStream(id, b.stream.getReader());
-      return wireHead(res, true, id, '');
+      return wireHead(res, '1', id, '');
     }
     const taken = b && b.stream ? await take(res) : hasBody(b) ? takeHeld(b) : { bytes: new Uint8ArrayCtor(0) };
+    if (taken.text !== undefined) return wireHead(res, 't', 0, '') + taken.text;
     const body = taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes);
-    return wireHead(res, hasBody(b), 0, '') + body;
+    return wireHead(res, hasBody(b) ? '1' : '0', 0, '') + body;
   }
   const stringSplit = String.prototype.split;
   // wireHead is the answer's letter and head, every line ending in a newline.
-  function wireHead(res, withBody, stream, relay) {
+  function wireHead(res, body, stream, relay) {
     const pairs = headerPairs(res.headers);
-    let head = (waiting ? 'W' : 'R') + res.status + '\n' + res.statusText + '\n' + (withBody ? '1' : '0') + '\n' + stream + '\n' + relay + '\n' + pairs.length + '\n';
+    let head = (waiting ? 'W' : 'R') + res.status + '\n' + res.statusText + '\n' + body + '\n' + stream + '\n' + relay + '\n' + pairs.length + '\n';
     for (let i = 0; i < pairs.length; i++) head += pairs[i][0] + '\n' + pairs[i][1] + '\n';
     return head;
   }
