@@ -157,6 +157,9 @@ type fetchAnswer struct {
 	StatusText string      `json:"statusText"`
 	Headers    [][2]string `json:"headers"`
 	Body       string      `json:"body"`
+	// ASCII says the body is all ASCII: its Latin-1 string is its text, and
+	// the runtime's text() and json() need no decoding.
+	ASCII bool `json:"ascii,omitempty"`
 	// Stream names a body that was not read ahead (fetchstream.go).
 	Stream string `json:"stream,omitempty"`
 }
@@ -323,6 +326,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allow
 		return nil, err
 	}
 	ans.Body = wirejson.Latin1(data)
+	ans.ASCII = wirejson.IsASCII(data)
 	return wirejson.Marshal(ans)
 }
 

@@ -187,6 +187,33 @@ func TestTextBodiesLeaveAsUTF8(t *testing.T) {
 	}
 }
 
+// A request body all ASCII is its text at once (the gateway marks it);
+// any other is decoded from its bytes; both read the same either way.
+func TestRequestBodiesReadAsTextAndBytes(t *testing.T) {
+	e := engine(t)
+	code := `async () => ({ async fetch(req) {
+		const c = req.clone();
+		const text = await req.text(), bytes = new Uint8Array(await c.arrayBuffer());
+		let json = null; try { json = JSON.parse(text) } catch {}
+		return Response.json([text, bytes.length, bytes[bytes.length - 1], json]);
+	} })`
+	if _, err := e.Run(context.Background(), Job{ID: "body-in", RetainHandles: true, Timeout: 5 * time.Second, Program: Program{Code: code}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close("body-in")
+	for body, want := range map[string]string{
+		`{"a":[1,2]}`: `["{\"a\":[1,2]}",11,125,{"a":[1,2]}]`,
+		"caf\u00e9":   "[\"caf\u00e9\",5,169,null]",
+		"\ufeffbom":   `["bom",6,109,null]`,
+		"bad \xff":    "[\"bad \ufffd\",5,255,null]",
+	} {
+		res, err := e.Invoke(context.Background(), "body-in", "fetch", NewWireRequest("POST", "https://x.test/", nil, []byte(body)))
+		if err != nil || string(res.BodyBytes()) != want {
+			t.Errorf("body %q: %s, %v; want %s", body, res.BodyBytes(), err, want)
+		}
+	}
+}
+
 // TestWaitUntilRunsAfterTheResponse: the answer does not wait for
 // ctx.waitUntil work, which still runs (within the bound) before the next
 // invocation.

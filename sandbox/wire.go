@@ -86,9 +86,12 @@ func (r WireRequest) validate() ([]byte, error) {
 // JSON.stringify in the jitless interpreter more. Splitting on newlines is
 // one native call in JavaScript and strings.Cut in Go.
 //
-// The request is method, url, bodyStream, the header count, and each
-// header's name and value, a line each (validate has refused any of them
-// holding a newline); its body crosses apart, as a Latin-1 string.
+// The request is method, url, bodyStream, "a" when the body is all ASCII
+// (its Latin-1 string is then its text as well, which spares the runtime's
+// decoding for request.text() and request.json(): ~23 us for 2 KB of
+// JSON), the header count, and each header's name and value, a line each
+// (validate has refused any of them holding a newline); its body crosses
+// apart, as a Latin-1 string.
 //
 // The answer is a letter (R: a response; W: a response with waitUntil work
 // pending; N: not a Response) and, after it, the head as lines: status,
@@ -113,6 +116,10 @@ func (r WireRequest) requestLines() string {
 	b.WriteString(r.URL)
 	b.WriteByte('\n')
 	b.WriteString(r.BodyStream)
+	b.WriteByte('\n')
+	if r.Body != nil && wirejson.IsASCII(r.Body) {
+		b.WriteByte('a')
+	}
 	b.WriteByte('\n')
 	b.WriteString(strconv.Itoa(len(r.Headers)))
 	for _, h := range r.Headers {

@@ -85,8 +85,15 @@ func TestRequestLines(t *testing.T) {
 	if _, err := r.validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := r.requestLines(), "GET\nhttp://x.localhost/a?b=1\n\n2\naccept\n*/*\nx-empty\n"; got != want {
+	if got, want := r.requestLines(), "GET\nhttp://x.localhost/a?b=1\n\n\n2\naccept\n*/*\nx-empty\n"; got != want {
 		t.Fatalf("lines %q, want %q", got, want)
+	}
+	// A body all ASCII is marked so: its Latin-1 string is its text.
+	for body, line := range map[string]string{`{"a":1}`: "a", "caf\xc3\xa9": "", "": "a"} {
+		r := NewWireRequest("POST", "http://x.localhost/", nil, []byte(body))
+		if got := strings.Split(r.requestLines(), "\n")[3]; got != line {
+			t.Errorf("body %q: line %q, want %q", body, got, line)
+		}
 	}
 	for _, bad := range []WireRequest{
 		NewWireRequest("GET", "http://x.localhost/\nGET", nil, nil),

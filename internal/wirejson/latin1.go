@@ -1,16 +1,38 @@
 package wirejson
 
+import "encoding/binary"
+
 // Bytes cross between Go and an isolate as Latin-1 strings, one character
 // per byte (v8go 0.9 cannot make an ArrayBuffer from Go bytes, and a string
 // is one copy each way), inside frames and host-call answers alike.
 
 // Latin1 is b as a Latin-1 string: byte c becomes the character U+00cc.
 func Latin1(b []byte) string {
+	if IsASCII(b) {
+		return string(b) // the same characters, one byte each in UTF-8 too
+	}
 	r := make([]rune, len(b))
 	for i, c := range b {
 		r[i] = rune(c)
 	}
 	return string(r)
+}
+
+// IsASCII reports whether every byte of b is below 0x80: its Latin-1
+// string is then its UTF-8 text as well.
+func IsASCII(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // Latin1Bytes turns a Latin-1 string back into bytes; a character past

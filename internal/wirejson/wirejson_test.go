@@ -53,3 +53,27 @@ func TestLatin1RoundTrip(t *testing.T) {
 		t.Fatal("a character past U+00FF passed as Latin-1")
 	}
 }
+
+// IsASCII finds a byte at or above 0x80 wherever it is, in the 8-byte
+// steps or the tail; and an ASCII body's Latin-1 string is the body.
+func TestIsASCII(t *testing.T) {
+	for n := 0; n < 20; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + i)
+		}
+		if !IsASCII(b) || Latin1(b) != string(b) {
+			t.Fatalf("%d ASCII bytes: not ASCII", n)
+		}
+		for i := 0; i < n; i++ {
+			c := append([]byte(nil), b...)
+			c[i] = 0x80
+			if IsASCII(c) {
+				t.Fatalf("0x80 at %d of %d: called ASCII", i, n)
+			}
+			if got := Latin1Bytes(Latin1(c)); string(got) != string(c) {
+				t.Fatalf("0x80 at %d of %d: Latin-1 round trip %q", i, n, got)
+			}
+		}
+	}
+}

@@ -1459,7 +1459,7 @@
   function takeHeld(b) {
     b.used = true;
     if (b.text !== null && b.text !== undefined) return { text: b.text };
-    if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1 };
+    if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1, ascii: !!b.ascii };
     return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0) };
   }
   function asBytes(t) { return t.bytes || bytesFromLatin1(t.text !== undefined ? utf8Latin1(t.text) : t.latin1); }
@@ -1470,6 +1470,9 @@
       const s = toWellFormedFn.call(t.text);
       return s.charCodeAt(0) === 0xfeff ? s.slice(1) : s;
     }
+    // All ASCII (the gateway or a fetch answer said so): the Latin-1
+    // string is the text already.
+    if (t.ascii) return t.latin1;
     return t.latin1 !== undefined ? textFromLatin1(t.latin1) : textFromLatin1(latin1FromBytes(t.bytes));
   }
   // asLatin1 is the body's bytes as a Latin-1 string (a host call's body).
@@ -1526,7 +1529,7 @@
       const cloned = two.pipeThrough(new G.TransformStream({ transform(chunk, controller) { controller.enqueue(structuredClone(chunk)); } }));
       return { bytes: null, latin1: null, text: null, stream: cloned, used: false };
     }
-    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, text: b.text, stream: null, used: false };
+    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, text: b.text, stream: null, used: false, ascii: !!b.ascii };
   }
 
   // ------------------------------------------------------------ Request
@@ -1656,7 +1659,7 @@
         // The body moves to the new request behind a proxy: the input keeps
         // its (now disturbed) stream, the new request has a stream of its
         // own, made when first asked for.
-        b = { bytes: sb.bytes, latin1: sb.latin1, text: sb.text, stream: sb.stream, used: false, proxy: !!sb.stream };
+        b = { bytes: sb.bytes, latin1: sb.latin1, text: sb.text, stream: sb.stream, used: false, proxy: !!sb.stream, ascii: !!sb.ascii };
         sb.used = true;
       }
       this.#body = b;
@@ -2112,7 +2115,11 @@
     const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, redirect: parts.redirect });
     const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
     if (r.stream) responseBody(res).stream = fetchBodyStream(r.stream);
-    else responseBody(res).latin1 = r.body;
+    else {
+      const b = responseBody(res);
+      b.latin1 = r.body;
+      b.ascii = !!r.ascii;
+    }
     return res;
   });
   let providerNames = [];
@@ -2178,9 +2185,9 @@
   };
   // invoke calls the retained handler with a wire request and answers a
   // wire response, both as lines (sandbox/wire.go has the layout and why).
-  // The request: method, url, bodyStream, the header count, then each
-  // header's name and value; its body arrives apart as a Latin-1 string
-  // (null for none). The answer: a letter, the head's lines (status,
+  // The request: method, url, bodyStream, "a" when the body is all ASCII,
+  // the header count, then each header's name and value; its body arrives
+  // apart as a Latin-1 string (null for none). The answer: a letter, the head's lines (status,
   // statusText, the body's kind, stream, relay, header count, names and
   // values, each line ending in a newline), then the body: the kind is 0
   // for none, 1 for a Latin-1 string (one character a byte), t for text
@@ -2189,11 +2196,15 @@
   async function invoke(wire, bodyLatin1) {
     const f = stringSplit.call(wire, '\n');
     const method = f[0];
-    const n = +f[3];
+    const n = +f[4];
     const pairs = [];
-    for (let i = 0; i < n; i++) pairs.push([f[4 + 2 * i], f[5 + 2 * i]]);
+    for (let i = 0; i < n; i++) pairs.push([f[5 + 2 * i], f[6 + 2 * i]]);
     const request = gatewayRequest(f[1], method, trustedHeaders(pairs));
-    if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') requestBody(request).latin1 = bodyLatin1;
+    if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') {
+      const b = requestBody(request);
+      b.latin1 = bodyLatin1;
+      b.ascii = f[3] === 'a';
+    }
     else if (f[2] && method !== 'GET' && method !== 'HEAD') requestBody(request).stream = requestBodyStream(f[2]);
     const ctx = ObjectCreate(executionContext);
     const fetchFn = typeof handler === 'function' ? handler : handler.fetch;
