@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Real handlers side by side (issue 13): a page rendered on every request
+# (bench/workerd/page.js: ~6 KB of HTML, the query echoed escaped) and a
+# JSON API reading a 2.2 KB body (bench/workerd/post.js), each served by a
+# Retainer handle, by workerd and by Deno (pinned in
+# bench/workerd/package.json), at 32 connections, in interleaved rounds;
+# req/s, p50 and p99 averaged over the rounds, and the ratios, at the end.
+# Loopback only.
+# Usage: bash bench/handlers.sh [seconds per target, default 8] [rounds, default 2]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-8}
+rounds=${2:-2}
+source bench/lib.sh
+install_workerd
+start_gateway
+(cd bench/workerd && exec ./node_modules/.bin/workerd serve config.capnp) > "$work/workerd.log" 2>&1 &
+wd=$!
+deno=bench/workerd/node_modules/.bin/deno
+DENO_DIR="$work/deno" DENO_NO_UPDATE_CHECK=1 "$deno" serve --quiet --port 8097 bench/workerd/page.js > "$work/deno-page.log" 2>&1 &
+dp=$!
+DENO_DIR="$work/deno" DENO_NO_UPDATE_CHECK=1 "$deno" serve --quiet --port 8098 bench/workerd/post.js > "$work/deno-post.log" 2>&1 &
+dq=$!
+trap 'kill ${gw:-} ${wd:-} ${dp:-} ${dq:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} ${dp:-} ${dq:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+for port in 8095 8097; do
+	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
+done
+body=$(python3 -c 'import json; print(json.dumps([{"id": i, "name": "item %d" % i, "price": i * 1.5, "tags": ["a", "b"]} for i in range(40)], separators=(",", ":")))')
+for port in 8096 8098; do
+	for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/" -d "$body" && break; sleep 0.2; done
+done
+page=$(deploy "$(handle_json bench/workerd/page.js)")
+post=$(deploy "$(handle_json bench/workerd/post.js)")
+# The same answers from all three, or the comparison means nothing.
+a=$(curl -s "http://127.0.0.1:8089/?q=%3Cb%3E" -H "Host: $page.apps.localhost"); b=$(curl -s "http://127.0.0.1:8095/?q=%3Cb%3E"); c=$(curl -s "http://127.0.0.1:8097/?q=%3Cb%3E")
+[ "$a" = "$b" ] && [ "$b" = "$c" ] || { echo "the page differs between the three" >&2; exit 1; }
+a=$(curl -s "http://127.0.0.1:8089/" -H "Host: $post.apps.localhost" -d "$body"); b=$(curl -s "http://127.0.0.1:8096/" -d "$body"); c=$(curl -s "http://127.0.0.1:8098/" -d "$body")
+[ "$a" = "$b" ] && [ "$b" = "$c" ] || { echo "the JSON API differs between the three: $a $b $c" >&2; exit 1; }
+results="$work/results"
+for r in $(seq "$rounds"); do
+	"$work/loadgen" -label retainer-page -url "http://$page.apps.localhost:8089/?q=shoes" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label workerd-page -addr 127.0.0.1:8095 -url "http://127.0.0.1:8095/?q=shoes" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label deno-page -addr 127.0.0.1:8097 -url "http://127.0.0.1:8097/?q=shoes" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label retainer-post -url "http://$post.apps.localhost:8089/" -method POST -body "$body" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label workerd-post -addr 127.0.0.1:8096 -url "http://127.0.0.1:8096/" -method POST -body "$body" -d "${secs}s" -c 32 | tee -a "$results"
+	"$work/loadgen" -label deno-post -addr 127.0.0.1:8098 -url "http://127.0.0.1:8098/" -method POST -body "$body" -d "${secs}s" -c 32 | tee -a "$results"
+done
+python3 - "$results" <<'PY'
+import re, sys, collections
+def ms(s):
+    m = re.match(r"([0-9.]+)(ns|µs|us|ms|s)$", s)
+    return float(m.group(1)) * {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    runs[f[0]].append((float(f[1]), ms(f[4]), ms(f[6])))
+avg = {k: [sum(x[i] for x in v) / len(v) for i in range(3)] for k, v in runs.items()}
+print()
+print("| target | req/s | p50 | p99 |")
+print("| --- | --- | --- | --- |")
+for k, (rate, p50, p99) in avg.items():
+    print("| %s | %.0f | %.2f ms | %.2f ms |" % (k, rate, p50, p99))
+r = lambda a, b: avg[a][0] / avg[b][0]
+print()
+for h in ("page", "post"):
+    print("retainer-%s / workerd-%s: %.2f" % (h, h, r("retainer-" + h, "workerd-" + h)))
+    print("retainer-%s / deno-%s: %.2f" % (h, h, r("retainer-" + h, "deno-" + h)))
+PY
