@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,7 +79,15 @@ func TestCapabilities(t *testing.T) {
 		w.Write([]byte(`[{"sku":"a1","price":3},{"sku":"b2","price":5}]`))
 	}))
 	defer tool.Close()
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("from inside")) }))
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" { // echoes the body's bytes, as hex, and as JSON
+			b, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"hex":"%x","len":%d}`, b, len(b))
+			return
+		}
+		w.Write([]byte("from inside"))
+	}))
 	defer target.Close()
 	tu, _ := url.Parse(target.URL)
 	port := tu.Port()
@@ -189,6 +198,18 @@ func TestCapabilities(t *testing.T) {
 	}
 	if got := fetchIt("private.localhost", "http://127.0.0.1:"+port+"/", []string{"fetch"}); got != "200 from inside" {
 		t.Fatalf("allowed private fetch: %q", got)
+	}
+	// A string body leaves as its UTF-8 (a lone surrogate as U+FFFD), bytes
+	// as they are; the JSON answer (all ASCII) reads as text and JSON.
+	bodies := exec("private.localhost", alice, map[string]any{
+		"code": fmt.Sprintf(`async () => {
+			const text = await (await fetch(%q, {method: 'POST', body: 'caf\u00e9 \uD800!'})).json();
+			const bytes = await (await fetch(%q, {method: 'POST', body: new Uint8Array([0, 255, 10])})).text();
+			return [text, bytes] }`, "http://127.0.0.1:"+port+"/", "http://127.0.0.1:"+port+"/"),
+		"capabilities": []string{"fetch"}, "outbound": map[string]any{"allow": allow},
+	})
+	if got := string(bodies.body); !strings.Contains(got, `[{"hex":"636166c3a920efbfbd21","len":10},"{\"hex\":\"00ff0a\",\"len\":3}"]`) {
+		t.Fatalf("fetch bodies: %s", got)
 	}
 	if got := fetchIt("private.localhost", "http://127.0.0.1:"+port+"/", nil); !strings.Contains(got, "fetch capability") {
 		t.Fatalf("fetch without the capability: %q", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -93,6 +94,33 @@ func TestFetchGuards(t *testing.T) {
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
 	if _, err := f.FetchAllowingPrivate(ctx, []string{tu.Host}, fetchArgsJSON(target.URL)); err != nil {
 		t.Fatalf("proxy variables were not ignored: %v", err)
+	}
+}
+
+// A body comes once: as Latin-1 bytes or as text, never both; text is
+// held to the request bound on its UTF-8.
+func TestFetchBodyAsTextOrBytes(t *testing.T) {
+	var got []byte
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got, _ = io.ReadAll(r.Body) }))
+	defer target.Close()
+	tu, _ := url.Parse(target.URL)
+	f := &Fetcher{MaxRequestBody: 8}
+	args := func(extra map[string]any) json.RawMessage {
+		m := map[string]any{"method": "POST", "url": target.URL, "headers": [][]string{}}
+		for k, v := range extra {
+			m[k] = v
+		}
+		b, _ := json.Marshal(m)
+		return b
+	}
+	if _, err := f.FetchAllowingPrivate(context.Background(), []string{tu.Host}, args(map[string]any{"text": "caf\u00e9"})); err != nil || string(got) != "caf\u00e9" {
+		t.Fatalf("text body: %q, %v", got, err)
+	}
+	if _, err := f.FetchAllowingPrivate(context.Background(), []string{tu.Host}, args(map[string]any{"text": "a", "body": "b"})); fault.CodeOf(err) != fault.BadRequest {
+		t.Fatalf("text and body both: %v", err)
+	}
+	if _, err := f.FetchAllowingPrivate(context.Background(), []string{tu.Host}, args(map[string]any{"text": "\u00e9\u00e9\u00e9\u00e9\u00e9"})); fault.CodeOf(err) != fault.TooLarge {
+		t.Fatalf("10 bytes of text over a bound of 8: %v", err)
 	}
 }
 

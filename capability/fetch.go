@@ -145,11 +145,14 @@ func Allowed(patterns []string, scheme, host, port string) bool {
 }
 
 type fetchArgs struct {
-	Method   string      `json:"method"`
-	URL      string      `json:"url"`
-	Headers  [][2]string `json:"headers"`
-	Body     *string     `json:"body"` // Latin-1: one char per byte
-	Redirect string      `json:"redirect"`
+	Method  string      `json:"method"`
+	URL     string      `json:"url"`
+	Headers [][2]string `json:"headers"`
+	Body    *string     `json:"body"` // Latin-1: one char per byte
+	// Text is a body the program gave as a string: its UTF-8 is the body
+	// (the runtime sends it as it is, sparing the encoding to Latin-1).
+	Text     *string `json:"text"`
+	Redirect string  `json:"redirect"`
 }
 
 type fetchAnswer struct {
@@ -279,8 +282,16 @@ func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allow
 		},
 	}
 	var body io.Reader
-	if a.Body != nil {
-		b := wirejson.Latin1Bytes(*a.Body)
+	if a.Body != nil && a.Text != nil {
+		return nil, bad("fetch: a request body is sent once, as bytes or as text.")
+	}
+	if a.Body != nil || a.Text != nil {
+		var b []byte
+		if a.Text != nil {
+			b = []byte(*a.Text)
+		} else {
+			b = wirejson.Latin1Bytes(*a.Body)
+		}
 		maxReq := f.MaxRequestBody
 		if maxReq <= 0 {
 			maxReq = 1 << 20

@@ -2107,12 +2107,15 @@
     const req = isRealRequest(input) && init === undefined ? input : new Request(input, init);
     if (req.signal && req.signal.aborted) throw req.signal.reason;
     const taken = hasBody(bodyOf.get(req)) ? await take(req) : null;
-    const body = taken ? asLatin1(taken) : null;
+    // A string body goes as the string (Go sends its UTF-8); others as
+    // Latin-1.
+    const text = taken && taken.text !== undefined ? taken.text : undefined;
+    const body = taken && text === undefined ? asLatin1(taken) : null;
     const parts = requestParts(req);
     // Port blocking (Fetch Standard): a network error, whatever is granted.
     const portMatch = /^https?:\/\/(?:[^@\/?#]*@)?(?:\[[^\]]*\]|[^:\/?#]*):(\d+)/i.exec(parts.url);
     if (portMatch && badPorts.includes(+portMatch[1])) throw new TypeErrorCtor('fetch: port ' + portMatch[1] + ' is blocked (Fetch Standard port blocking).');
-    const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, redirect: parts.redirect });
+    const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, text, redirect: parts.redirect });
     const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
     if (r.stream) responseBody(res).stream = fetchBodyStream(r.stream);
     else {
