@@ -3,6 +3,7 @@ package sandbox
 import (
 	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -176,6 +177,24 @@ func (m *vm) hostRandom(args []*v8.Value) (*v8.Value, error) {
 		return nil, errors.New("random needs a length")
 	}
 	n := int(args[0].Int32())
+	if n == -1 {
+		// crypto.randomUUID: a version 4 UUID made here, one host call
+		// instead of one and a formatting loop in the interpreter (~10 us).
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		b[6] = b[6]&0x0f | 0x40
+		b[8] = b[8]&0x3f | 0x80
+		var out [36]byte
+		hex.Encode(out[0:8], b[0:4])
+		hex.Encode(out[9:13], b[4:6])
+		hex.Encode(out[14:18], b[6:8])
+		hex.Encode(out[19:23], b[8:10])
+		hex.Encode(out[24:], b[10:])
+		out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+		return v8.NewValue(m.iso, string(out[:]))
+	}
 	if n < 0 || n > 65536 {
 		return nil, errors.New("random length out of range")
 	}

@@ -30,6 +30,7 @@ func TestRuntimeSpecs(t *testing.T) {
 		{"Response.json bad statusText", `() => { try { Response.json(1, {statusText: 'a\nb'}); return 'no' } catch (e) { return e.constructor.name } }`, `"TypeError"`},
 		{"Response.json headers are its own", `() => { const r = Response.json(1); const s = Response.json(2); r.headers.set('x', '1'); return s.headers.has('x') }`, `false`},
 		{"Request attributes", `() => { const a = new Request('https://x.test/', {mode: 'same-origin', cache: 'no-store', keepalive: true}); const b = new Request(a); const c = new Request('https://x.test/'); return [a.mode, a.cache, a.keepalive, b.mode, b.cache, c.mode, c.cache, c.keepalive, a.clone().cache] }`, `["same-origin","no-store",true,"same-origin","no-store","cors","default",false,"no-store"]`},
+		{"randomUUID is a fresh version 4 UUID", `() => { const a = crypto.randomUUID(), b = crypto.randomUUID(); return [/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(a), a !== b] }`, `[true,true]`},
 		{"Response.redirect", `() => { const r = Response.redirect('https://x.test/a', 301); return [r.status, r.headers.get('location')] }`, `[301,"https://x.test/a"]`},
 		{"Response.redirect bad status", `() => { try { Response.redirect('https://x.test/', 200); return 'no' } catch (e) { return e.constructor.name } }`, `"RangeError"`},
 		{"Response status range", `() => { try { new Response('', {status: 600}); return 'no' } catch (e) { return e.constructor.name } }`, `"RangeError"`},

@@ -564,14 +564,8 @@
     new Uint8ArrayCtor(view.buffer, view.byteOffset, view.byteLength).set(randomBytes(view.byteLength));
     return view;
   });
-  hidden(cryptoObj, 'randomUUID', function randomUUID() {
-    const b = randomBytes(16);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = '';
-    for (let i = 0; i < 16; i++) h += (b[i] < 16 ? '0' : '') + b[i].toString(16);
-    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' + h.slice(20);
-  });
+  // A version 4 UUID, made by the host (hostRandom's -1).
+  hidden(cryptoObj, 'randomUUID', function randomUUID() { return hostRandom(-1); });
   hidden(G, 'crypto', cryptoObj);
 
   // ------------------------------------------------------------ structuredClone
@@ -657,6 +651,12 @@
     checkedNameCount++;
     return lower;
   }
+  const reflectOwnKeys = Reflect.ownKeys;
+  const propertyIsEnumerable = Object.prototype.propertyIsEnumerable;
+  // A header name or value known valid (normName's and normValue's caches)
+  // is a ByteString: no regular expression runs for it again.
+  function byteStringName(k) { return typeof k === 'string' && checkedNames[k] !== undefined ? k : toByteString(k); }
+  function byteStringValue(v) { return typeof v === 'string' && checkedValues[v] === true ? v : toByteString(v); }
   function toByteString(v) {
     if (typeof v === 'symbol') throw new TypeErrorCtor('A Symbol is not a ByteString.');
     v = StringCtor(v);
@@ -729,7 +729,7 @@
       immutableHeaders = (h) => { h.#guard = 'immutable'; };
       jsonHeaders = () => { const h = new Headers(); h.#list.push(['content-type', 'application/json']); return h; };
       noCorsHeaders = () => { const h = new Headers(); h.#guard = 'request-no-cors'; return h; };
-      copyHeaders = (src) => { const h = new Headers(); h.#guard = src.#guard; for (const [k, v] of src.#list) h.#list.push([k, v]); return h; };
+      copyHeaders = (src) => { const h = new Headers(); h.#guard = src.#guard; const l = src.#list; for (let i = 0; i < l.length; i++) h.#list.push([l[i][0], l[i][1]]); return h; };
       trustedHeaders = (pairs) => {
         const h = new Headers();
         for (let i = 0; i < pairs.length; i++) {
@@ -751,7 +751,11 @@
     constructor(init) {
       if (init === undefined) return;
       // A brand check, not instanceof (which a Proxy would see as a trap).
-      if (typeof init === 'object' && init !== null && #list in init && init[Symbol.iterator] === headersIterate) { for (const [k, v] of init.#list) this.#list.push([k, v]); return; }
+      if (typeof init === 'object' && init !== null && #list in init && init[Symbol.iterator] === headersIterate) {
+        const src = init.#list, list = this.#list;
+        for (let i = 0; i < src.length; i++) list.push([src[i][0], src[i][1]]);
+        return;
+      }
       if (init === null || (typeof init !== 'object' && typeof init !== 'function')) throw new TypeErrorCtor('Headers init must be an object or a sequence of pairs.');
       const iter = init[Symbol.iterator];
       if (iter !== undefined && iter !== null) {
@@ -766,13 +770,15 @@
         // A WebIDL record<ByteString, ByteString>: own keys in order,
         // enumerable ones only, every key and value converted before any
         // pair is appended (and validated).
-        const pairs = [];
-        for (const key of Reflect.ownKeys(init)) {
-          const desc = Reflect.getOwnPropertyDescriptor(init, key);
-          if (desc === undefined || !desc.enumerable) continue;
-          pairs.push([toByteString(key), toByteString(init[key])]);
+        // Index loops and no descriptor objects: the record form is what
+        // nearly every handler passes ({'content-type': ...}).
+        const keys = reflectOwnKeys(init), pairs = [];
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i];
+          if (!propertyIsEnumerable.call(init, key)) continue;
+          pairs.push(byteStringName(key), byteStringValue(init[key]));
         }
-        for (const [k, v] of pairs) this.append(k, v);
+        for (let i = 0; i < pairs.length; i += 2) this.append(pairs[i], pairs[i + 1]);
       }
     }
     append(name, value) {
@@ -1703,12 +1709,18 @@
   // ------------------------------------------------------------ Response
   const nullBodyStatus = [101, 103, 204, 205, 304];
   // checkedStatus is a ResponseInit's status and statusText, checked.
+  // checkedStatus and checkedStatusText are a ResponseInit's status and
+  // statusText, checked (two functions, not one answering a pair: array
+  // destructuring runs the iterator protocol, slow in the interpreter).
   function checkedStatus(init) {
     const status = init.status !== undefined ? +init.status : 200;
     if (!(status >= 200 && status <= 599) || (status | 0) !== status) throw new RangeError('The status provided (' + init.status + ') is outside the range [200, 599].');
+    return status;
+  }
+  function checkedStatusText(init) {
     const statusText = init.statusText !== undefined ? StringCtor(init.statusText) : '';
     if (statusText !== '' && /[^\t\x20-\x7e\x80-\xff]/.test(statusText)) throw new TypeErrorCtor('Invalid statusText.');
-    return [status, statusText];
+    return statusText;
   }
   class Response {
     #status; #statusText; #headers; #type; #url; #body;
@@ -1724,9 +1736,9 @@
         return;
       }
       if (init === null || typeof init !== 'object') init = {};
-      const [status, statusText] = checkedStatus(init);
+      const status = checkedStatus(init);
       this.#status = status;
-      this.#statusText = statusText;
+      this.#statusText = checkedStatusText(init);
       this.#headers = new Headers(init.headers);
       if (body !== null && body !== undefined && nullBodyStatus.includes(status)) {
         throw new TypeErrorCtor('Response with null body status cannot have body');
@@ -1753,7 +1765,11 @@
       // ~15 us, BenchmarkInvokeJSON).
       const r = new Response(gatewayToken);
       const status = init ? init.status : undefined, statusText = init ? init.statusText : undefined;
-      if (status !== undefined || statusText !== undefined) [r.#status, r.#statusText] = checkedStatus({ status, statusText });
+      if (status !== undefined || statusText !== undefined) {
+        const given = { status, statusText };
+        r.#status = checkedStatus(given);
+        r.#statusText = checkedStatusText(given);
+      }
       r.#headers = headers;
       r.#body = { bytes: null, latin1: null, text, stream: null, used: false };
       return r;
