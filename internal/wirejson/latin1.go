@@ -35,6 +35,22 @@ func IsASCII(b []byte) bool {
 	return true
 }
 
+// isASCIIString is IsASCII for a string, without copying it.
+func isASCIIString(s string) bool {
+	for len(s) >= 8 {
+		if binary.LittleEndian.Uint64([]byte(s[:8]))&0x8080808080808080 != 0 {
+			return false
+		}
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // Latin1Bytes turns a Latin-1 string back into bytes; a character past
 // U+00FF (the string was not made by Latin1) gives its low byte.
 func Latin1Bytes(s string) []byte {
@@ -45,6 +61,9 @@ func Latin1Bytes(s string) []byte {
 // Latin1BytesChecked is Latin1Bytes that reports, with ok false, a
 // character past U+00FF: for strings an isolate made, which are hostile.
 func Latin1BytesChecked(s string) (b []byte, ok bool) {
+	if isASCIIString(s) {
+		return []byte(s), true // one byte a character either way
+	}
 	b = make([]byte, 0, len(s))
 	ok = true
 	for _, r := range s {

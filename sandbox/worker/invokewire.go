@@ -256,3 +256,30 @@ func (a *invokeReply) decodeFrame(b []byte) error {
 	}
 	return r.end()
 }
+
+// A stream read's answer (/stream-read, /stream-cancel) is binary too: a
+// streamed response's chunks are bytes, which JSON would carry as base64.
+func (a streamReply) encodeFrame() []byte {
+	w := wireWriter{b: make([]byte, 0, 16+len(a.Data))}
+	w.b = append(w.b, invokeWireVersion)
+	w.bytes(a.Data)
+	w.flag(a.Done)
+	w.flag(a.Fault != nil)
+	if a.Fault != nil {
+		w.str(string(a.Fault.Code))
+		w.str(a.Fault.Message)
+		w.flag(a.Fault.Collateral)
+	}
+	return w.b
+}
+
+func (a *streamReply) decodeFrame(b []byte) error {
+	r := wireReader{b: b}
+	r.version()
+	a.Data = r.bytes()
+	a.Done = r.flag()
+	if r.flag() {
+		a.Fault = &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag()}
+	}
+	return r.end()
+}

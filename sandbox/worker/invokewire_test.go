@@ -155,3 +155,22 @@ func BenchmarkInvokeReplyCodec(b *testing.B) {
 		}
 	})
 }
+
+// A stream read's answer comes back as it was sent (a chunk with any bytes,
+// the end, a fault), and a worker's mangled one is refused.
+func TestStreamReplyFrame(t *testing.T) {
+	for _, rep := range []streamReply{
+		{Data: []byte("data: x\n\n\x00\xff")},
+		{Data: []byte{}, Done: true},
+		{Data: []byte{}, Done: true, Fault: &wireFault{Code: fault.Timeout, Message: "slow"}},
+	} {
+		var back streamReply
+		if err := back.decodeFrame(rep.encodeFrame()); err != nil || !reflect.DeepEqual(back, rep) {
+			t.Fatalf("stream reply: got %+v (%v), want %+v", back, err, rep)
+		}
+	}
+	refusesMangled(t, "a stream reply", streamReply{Data: []byte("chunk"), Fault: &wireFault{Code: fault.Timeout, Message: "slow"}}.encodeFrame(), func(b []byte) error {
+		var a streamReply
+		return a.decodeFrame(b)
+	})
+}

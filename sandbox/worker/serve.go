@@ -139,6 +139,9 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 	default:
 		return nil, fmt.Errorf("unknown call %q", path)
 	}
+	if enc, ok := reply.(frameEncoder); ok {
+		return enc.encodeFrame(), nil
+	}
 	return wirejson.Marshal(reply)
 }
 
