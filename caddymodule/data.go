@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +44,11 @@ type Retainer struct {
 	live    *started // the registry, once the app has started
 	resolve handles.Resolve
 	logger  *zap.Logger
+	// hostLabel is N when Key is exactly {http.request.host.labels.N}
+	// (what the Caddyfile's {labels.N} becomes), -1 otherwise: the key is
+	// then read from the Host header directly (keyOf), not through the
+	// replacer, which splits the host into a new slice on every request.
+	hostLabel int
 }
 
 // CaddyModule returns the Caddy module information.
@@ -60,6 +67,7 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 	if h.Registry == "" {
 		h.Registry = "default"
 	}
+	h.hostLabel = parseHostLabel(h.Key)
 	h.live = new(started)
 	h.app.whenStarted(func(rt *runtime) { h.live.reg.Store(h.app.registry(rt, h.Registry)) })
 	switch h.Resolve {
@@ -104,8 +112,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		writeFault(w, fault.New(fault.NotImplemented, "WebSocket and other upgrades are not supported yet."), "")
 		return nil
 	}
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	key := repl.ReplaceAll(h.Key, "")
+	key := h.keyOf(r)
 	if key == "" {
 		writeFault(w, fault.New(fault.NotFound, "No handler is deployed here."), "")
 		return nil
@@ -143,6 +150,52 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	}
 	writeResponse(w, res)
 	return nil
+}
+
+// parseHostLabel is N for a key that is exactly
+// {http.request.host.labels.N}, -1 for any other.
+func parseHostLabel(key string) int {
+	rest, ok := strings.CutPrefix(key, "{http.request.host.labels.")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(rest, "}"))
+	if err != nil || n < 0 || strings.ContainsAny(rest, "{+-") {
+		return -1
+	}
+	return n
+}
+
+// keyOf is the route name or executionId the request names: Key through
+// Caddy's replacer, or for a host label the same answer without it
+// (hostLabelOf).
+func (h *Retainer) keyOf(r *http.Request) string {
+	if h.hostLabel >= 0 {
+		return hostLabelOf(r.Host, h.hostLabel)
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	return repl.ReplaceAll(h.Key, "")
+}
+
+// hostLabelOf is what Caddy's {http.request.host.labels.N} answers for
+// host: the host without its port, split at dots, the Nth label from the
+// right, lower-cased ("" past the first).
+func hostLabelOf(host string, n int) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	end := len(host)
+	for i := len(host) - 1; i >= -1; i-- {
+		if i >= 0 && host[i] != '.' {
+			continue
+		}
+		if n == 0 {
+			return strings.ToLower(host[i+1 : end])
+		}
+		n--
+		end = i
+	}
+	return ""
 }
 
 // bufferedBody is the largest request body of known length that is read
