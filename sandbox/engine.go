@@ -434,10 +434,16 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		done(WireResponse{}, nil, err)
 		return
 	}
-	// The body crosses separately, as a Latin-1 string (see bootstrap.js).
+	// The body crosses separately (see bootstrap.js): as its text when it
+	// is UTF-8 (v8go makes the string from UTF-8), else as a Latin-1
+	// string, a character a byte; requestLines says which.
 	var body any // nil: no body
 	if req.Body != nil {
-		body = wirejson.Latin1(decoded)
+		if req.bodyKind() == bodyText {
+			body = string(decoded)
+		} else {
+			body = wirejson.Latin1(decoded)
+		}
 	}
 	raw := req.requestLines()
 	var job func()

@@ -88,8 +88,10 @@ func TestRequestLines(t *testing.T) {
 	if got, want := r.requestLines(), "GET\nhttp://x.localhost/a?b=1\n\n\n2\naccept\n*/*\nx-empty\n"; got != want {
 		t.Fatalf("lines %q, want %q", got, want)
 	}
-	// A body all ASCII is marked so: its Latin-1 string is its text.
-	for body, line := range map[string]string{`{"a":1}`: "a", "caf\xc3\xa9": "", "": "a"} {
+	// A body all ASCII is marked so (its Latin-1 string is its text), one
+	// that is UTF-8 crosses as its text; anything else (a lone surrogate's
+	// bytes are not UTF-8) as bytes.
+	for body, line := range map[string]string{`{"a":1}`: "a", "caf\xc3\xa9": "t", "": "a", "bad \xff": "", "\xed\xa0\x80": ""} {
 		r := NewWireRequest("POST", "http://x.localhost/", nil, []byte(body))
 		if got := strings.Split(r.requestLines(), "\n")[3]; got != line {
 			t.Errorf("body %q: line %q, want %q", body, got, line)

@@ -1464,7 +1464,7 @@
   // for it.
   function takeHeld(b) {
     b.used = true;
-    if (b.text !== null && b.text !== undefined) return { text: b.text };
+    if (b.text !== null && b.text !== undefined) return { text: b.text, wf: !!b.wf };
     if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1, ascii: !!b.ascii };
     return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0) };
   }
@@ -1473,7 +1473,7 @@
   // decoding would leave (a lone surrogate as U+FFFD, no leading BOM).
   function asText(t) {
     if (t.text !== undefined) {
-      const s = toWellFormedFn.call(t.text);
+      const s = t.wf ? t.text : toWellFormedFn.call(t.text);
       return s.charCodeAt(0) === 0xfeff ? s.slice(1) : s;
     }
     // All ASCII (the gateway or a fetch answer said so): the Latin-1
@@ -1535,7 +1535,7 @@
       const cloned = two.pipeThrough(new G.TransformStream({ transform(chunk, controller) { controller.enqueue(structuredClone(chunk)); } }));
       return { bytes: null, latin1: null, text: null, stream: cloned, used: false };
     }
-    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, text: b.text, stream: null, used: false, ascii: !!b.ascii };
+    return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : null, latin1: b.latin1, text: b.text, stream: null, used: false, ascii: !!b.ascii, wf: !!b.wf };
   }
 
   // ------------------------------------------------------------ Request
@@ -1665,7 +1665,7 @@
         // The body moves to the new request behind a proxy: the input keeps
         // its (now disturbed) stream, the new request has a stream of its
         // own, made when first asked for.
-        b = { bytes: sb.bytes, latin1: sb.latin1, text: sb.text, stream: sb.stream, used: false, proxy: !!sb.stream, ascii: !!sb.ascii };
+        b = { bytes: sb.bytes, latin1: sb.latin1, text: sb.text, stream: sb.stream, used: false, proxy: !!sb.stream, ascii: !!sb.ascii, wf: !!sb.wf };
         sb.used = true;
       }
       this.#body = b;
@@ -2204,25 +2204,27 @@
   };
   // invoke calls the retained handler with a wire request and answers a
   // wire response, both as lines (sandbox/wire.go has the layout and why).
-  // The request: method, url, bodyStream, "a" when the body is all ASCII,
-  // the header count, then each header's name and value; its body arrives
-  // apart as a Latin-1 string (null for none). The answer: a letter, the head's lines (status,
+  // The request: method, url, bodyStream, the body's kind (a: all ASCII,
+  // t: UTF-8, empty: bytes), the header count, then each header's name and
+  // value; its body arrives apart (null for none), as its text for t, else
+  // as a Latin-1 string. The answer: a letter, the head's lines (status,
   // statusText, the body's kind, stream, relay, header count, names and
   // values, each line ending in a newline), then the body: the kind is 0
   // for none, 1 for a Latin-1 string (one character a byte), t for text
   // (the handler's own string, which Go takes as UTF-8).
   // The host checks the answer again.
-  async function invoke(wire, bodyLatin1) {
+  async function invoke(wire, bodyArg) {
     const f = stringSplit.call(wire, '\n');
     const method = f[0];
     const n = +f[4];
     const pairs = [];
     for (let i = 0; i < n; i++) pairs.push([f[5 + 2 * i], f[6 + 2 * i]]);
     const request = gatewayRequest(f[1], method, trustedHeaders(pairs));
-    if (bodyLatin1 !== null && method !== 'GET' && method !== 'HEAD') {
+    if (bodyArg !== null && method !== 'GET' && method !== 'HEAD') {
       const b = requestBody(request);
-      b.latin1 = bodyLatin1;
-      b.ascii = f[3] === 'a';
+      // UTF-8 crosses as its text (well-formed: no lone surrogate), ASCII
+      // and bytes as Latin-1.
+      if (f[3] === 't') { b.text = bodyArg; b.wf = true; } else { b.latin1 = bodyArg; b.ascii = f[3] === 'a'; }
     }
     else if (f[2] && method !== 'GET' && method !== 'HEAD') requestBody(request).stream = requestBodyStream(f[2]);
     const ctx = ObjectCreate(executionContext);
