@@ -80,6 +80,14 @@ func TestCapabilities(t *testing.T) {
 	}))
 	defer tool.Close()
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/utf8" {
+			w.Write([]byte("{\"name\":\"caf\u00e9 \u2603\"}"))
+			return
+		}
+		if r.URL.Path == "/binary" {
+			w.Write([]byte{0, 0xe9, 0xff, 'x'})
+			return
+		}
 		if r.Method == "POST" { // echoes the body's bytes, as hex, and as JSON
 			b, _ := io.ReadAll(r.Body)
 			w.Header().Set("Content-Type", "application/json")
@@ -205,10 +213,13 @@ func TestCapabilities(t *testing.T) {
 		"code": fmt.Sprintf(`async () => {
 			const text = await (await fetch(%q, {method: 'POST', body: 'caf\u00e9 \uD800!'})).json();
 			const bytes = await (await fetch(%q, {method: 'POST', body: new Uint8Array([0, 255, 10])})).text();
-			return [text, bytes] }`, "http://127.0.0.1:"+port+"/", "http://127.0.0.1:"+port+"/"),
+			const utf8 = await (await fetch(%q)).json();
+			const raw = [...new Uint8Array(await (await fetch(%q)).arrayBuffer())];
+			const again = [...new Uint8Array(await (await fetch(%q)).arrayBuffer())].length;
+			return [text, bytes, utf8, raw, again] }`, "http://127.0.0.1:"+port+"/", "http://127.0.0.1:"+port+"/", "http://127.0.0.1:"+port+"/utf8", "http://127.0.0.1:"+port+"/binary", "http://127.0.0.1:"+port+"/utf8"),
 		"capabilities": []string{"fetch"}, "outbound": map[string]any{"allow": allow},
 	})
-	if got := string(bodies.body); !strings.Contains(got, `[{"hex":"636166c3a920efbfbd21","len":10},"{\"hex\":\"00ff0a\",\"len\":3}"]`) {
+	if got := string(bodies.body); !strings.Contains(got, "[{\"hex\":\"636166c3a920efbfbd21\",\"len\":10},\"{\\\"hex\\\":\\\"00ff0a\\\",\\\"len\\\":3}\",{\"name\":\"caf\u00e9 \u2603\"},[0,233,255,120],20]") {
 		t.Fatalf("fetch bodies: %s", got)
 	}
 	if got := fetchIt("private.localhost", "http://127.0.0.1:"+port+"/", nil); !strings.Contains(got, "fetch capability") {

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -163,6 +164,9 @@ type fetchAnswer struct {
 	// ASCII says the body is all ASCII: its Latin-1 string is its text, and
 	// the runtime's text() and json() need no decoding.
 	ASCII bool `json:"ascii,omitempty"`
+	// Text, for a body that is UTF-8 but not all ASCII, is the body as its
+	// text (Body is then empty): the runtime reads it without decoding.
+	Text *string `json:"text,omitempty"`
 	// Stream names a body that was not read ahead (fetchstream.go).
 	Stream string `json:"stream,omitempty"`
 }
@@ -336,8 +340,13 @@ func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allow
 	if err != nil {
 		return nil, err
 	}
-	ans.Body = wirejson.Latin1(data)
-	ans.ASCII = wirejson.IsASCII(data)
+	if ascii := wirejson.IsASCII(data); !ascii && utf8.Valid(data) {
+		text := string(data)
+		ans.Text = &text
+	} else {
+		ans.Body = wirejson.Latin1(data)
+		ans.ASCII = ascii
+	}
 	return wirejson.Marshal(ans)
 }
 

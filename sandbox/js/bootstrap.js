@@ -2136,8 +2136,7 @@
     if (r.stream) responseBody(res).stream = fetchBodyStream(r.stream);
     else {
       const b = responseBody(res);
-      b.latin1 = r.body;
-      b.ascii = !!r.ascii;
+      if (typeof r.text === 'string') { b.text = r.text; b.wf = true; } else { b.latin1 = r.body; b.ascii = !!r.ascii; }
     }
     return res;
   });
