@@ -91,9 +91,9 @@ func (r WireRequest) validate() ([]byte, error) {
 // all ASCII: its Latin-1 string is then its text as well; "t" when it is
 // UTF-8 and crosses as its text; empty for bytes as Latin-1: the first two
 // spare the runtime's decoding for request.text() and request.json(),
-// ~23 us for 2 KB of JSON), the header count, and each header's name and value, a line each
-// (validate has refused any of them holding a newline); its body crosses
-// apart, as a Latin-1 string.
+// ~23 us for 2 KB of JSON), the header count, and each header's name and
+// value, a line each (validate has refused any of them holding a newline);
+// its body crosses apart, as its kind says.
 //
 // The answer is a letter (R: a response; W: a response with waitUntil work
 // pending; N: not a Response) and, after it, the head as lines: status,

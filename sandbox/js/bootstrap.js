@@ -1708,7 +1708,6 @@
 
   // ------------------------------------------------------------ Response
   const nullBodyStatus = [101, 103, 204, 205, 304];
-  // checkedStatus is a ResponseInit's status and statusText, checked.
   // checkedStatus and checkedStatusText are a ResponseInit's status and
   // statusText, checked (two functions, not one answering a pair: array
   // destructuring runs the iterator protocol, slow in the interpreter).
