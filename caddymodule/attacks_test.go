@@ -259,6 +259,21 @@ func TestResponseHygieneAndModuleForm(t *testing.T) {
 	if a.header.Get("X-Secret-Hop") != "" || a.header.Get("X-Kept") != "yes" {
 		t.Fatalf("Connection-named header: %v", a.header)
 	}
+	// A buffered body goes with its true length, never chunked, whatever
+	// length the handler claimed; a 204 has none.
+	sized := deploy(t, alice, `export default { fetch(r) {
+		if (r.url.endsWith('/none')) return new Response(null, {status: 204});
+		if (r.url.endsWith('/empty')) return new Response('');
+		return new Response('x'.repeat(5000), {headers: {'content-length': '3'}}) } }`, nil)
+	if a := do(t, "GET", site(sized+".apps.localhost", "/"), "", nil); a.status != 200 || len(a.body) != 5000 || a.header.Get("Content-Length") != "5000" || len(a.te) != 0 {
+		t.Fatalf("a 5,000 byte body: %d, %d bytes, Content-Length %q, transfer encoding %v", a.status, len(a.body), a.header.Get("Content-Length"), a.te)
+	}
+	if a := do(t, "GET", site(sized+".apps.localhost", "/empty"), "", nil); a.status != 200 || a.header.Get("Content-Length") != "0" {
+		t.Fatalf("an empty body: %d, Content-Length %q", a.status, a.header.Get("Content-Length"))
+	}
+	if a := do(t, "GET", site(sized+".apps.localhost", "/none"), "", nil); a.status != 204 || a.header.Get("Content-Length") != "" {
+		t.Fatalf("a 204: %d, Content-Length %q", a.status, a.header.Get("Content-Length"))
+	}
 }
 
 // Address checks (SPEC §6): zoned IPv6 is refused in URLs and allow lists,

@@ -350,6 +350,12 @@ func withoutCookie(header, name string) string {
 // head (64 KiB) and the body.
 func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
 	body := res.BodyBytes()
+	// A buffered body's length is known: say it (as Workers does for a
+	// body of known length), so that net/http need not send a body over
+	// 2 KiB chunked. A status that has no body has no length to say.
+	if res.Status != http.StatusNoContent && res.Status != http.StatusNotModified {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	writeHead(w, res)
 	if len(body) > 0 {
 		w.Write(body)

@@ -115,6 +115,8 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+	// te is the response's transfer encodings (["chunked"] when chunked).
+	te []string
 }
 
 func (a answer) json(t testing.TB) map[string]any {
@@ -171,7 +173,7 @@ func do(t testing.TB, method, url, tok string, body []byte, headers ...string) a
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
-	return answer{res.StatusCode, res.Header, data}
+	return answer{res.StatusCode, res.Header, data, res.TransferEncoding}
 }
 
 func api(path string) string { return fmt.Sprintf("http://api.localhost:%d%s", httpPort, path) }
