@@ -621,12 +621,16 @@ func (h *API) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func observeInvocation(plane string, start time.Time, err error) {
-	outcome := "ok"
-	if err != nil {
-		outcome = string(fault.CodeOf(err))
+	if err == nil {
+		metricInvocationsOK.Inc()
+	} else {
+		metricInvocations.WithLabelValues(string(fault.CodeOf(err))).Inc()
 	}
-	metricInvocations.WithLabelValues(outcome).Inc()
-	metricLatency.WithLabelValues(plane).Observe(time.Since(start).Seconds())
+	latency := metricLatencyData
+	if plane != "data" {
+		latency = metricLatency.WithLabelValues(plane)
+	}
+	latency.Observe(time.Since(start).Seconds())
 }
 
 // Interface guards.
