@@ -45,24 +45,4 @@ for r in $(seq "$rounds"); do
 	"$work/loadgen" -label workerd-post -addr 127.0.0.1:8096 -url "http://127.0.0.1:8096/" -method POST -body "$body" -d "${secs}s" -c 32 | tee -a "$results"
 	"$work/loadgen" -label deno-post -addr 127.0.0.1:8098 -url "http://127.0.0.1:8098/" -method POST -body "$body" -d "${secs}s" -c 32 | tee -a "$results"
 done
-python3 - "$results" <<'PY'
-import re, sys, collections
-def ms(s):
-    m = re.match(r"([0-9.]+)(ns|µs|us|ms|s)$", s)
-    return float(m.group(1)) * {"ns": 1e-6, "µs": 1e-3, "us": 1e-3, "ms": 1, "s": 1e3}[m.group(2)]
-runs = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    f = line.split()
-    runs[f[0]].append((float(f[1]), ms(f[4]), ms(f[6])))
-avg = {k: [sum(x[i] for x in v) / len(v) for i in range(3)] for k, v in runs.items()}
-print()
-print("| target | req/s | p50 | p99 |")
-print("| --- | --- | --- | --- |")
-for k, (rate, p50, p99) in avg.items():
-    print("| %s | %.0f | %.2f ms | %.2f ms |" % (k, rate, p50, p99))
-r = lambda a, b: avg[a][0] / avg[b][0]
-print()
-for h in ("page", "post"):
-    print("retainer-%s / workerd-%s: %.2f" % (h, h, r("retainer-" + h, "workerd-" + h)))
-    print("retainer-%s / deno-%s: %.2f" % (h, h, r("retainer-" + h, "deno-" + h)))
-PY
+python3 bench/summary.py "$results" retainer-page/workerd-page retainer-page/deno-page retainer-post/workerd-post retainer-post/deno-post
