@@ -45,6 +45,17 @@ func (w *wireWriter) bytes(b []byte) {
 	w.b = append(w.b, b...)
 }
 
+// fault is an answer's fault: a presence flag, then its code, message and
+// collateral flag.
+func (w *wireWriter) fault(f *wireFault) {
+	w.flag(f != nil)
+	if f != nil {
+		w.str(string(f.Code))
+		w.str(f.Message)
+		w.flag(f.Collateral)
+	}
+}
+
 func (w *wireWriter) num(v int64) { w.b = binary.AppendVarint(w.b, v) }
 
 func (w *wireWriter) flag(v bool) {
@@ -99,6 +110,14 @@ func (r *wireReader) bytes() []byte {
 	b := r.b[k : k+int(n) : k+int(n)]
 	r.b = r.b[k+int(n):]
 	return b
+}
+
+// fault reads what wireWriter.fault wrote (nil for none).
+func (r *wireReader) fault() *wireFault {
+	if !r.flag() {
+		return nil
+	}
+	return &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag()}
 }
 
 func (r *wireReader) num() int64 {
@@ -224,12 +243,7 @@ func (a invokeReply) encodeFrame() []byte {
 		w.str(l.Level)
 		w.str(l.Message)
 	}
-	w.flag(a.Fault != nil)
-	if a.Fault != nil {
-		w.str(string(a.Fault.Code))
-		w.str(a.Fault.Message)
-		w.flag(a.Fault.Collateral)
-	}
+	w.fault(a.Fault)
 	return w.b
 }
 
@@ -251,9 +265,7 @@ func (a *invokeReply) decodeFrame(b []byte) error {
 			a.Logs = append(a.Logs, sandbox.LogEntry{Time: time.Unix(0, r.num()).UTC(), Level: r.str(), Message: r.str()})
 		}
 	}
-	if r.flag() {
-		a.Fault = &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag()}
-	}
+	a.Fault = r.fault()
 	return r.end()
 }
 
@@ -264,12 +276,7 @@ func (a streamReply) encodeFrame() []byte {
 	w.b = append(w.b, invokeWireVersion)
 	w.bytes(a.Data)
 	w.flag(a.Done)
-	w.flag(a.Fault != nil)
-	if a.Fault != nil {
-		w.str(string(a.Fault.Code))
-		w.str(a.Fault.Message)
-		w.flag(a.Fault.Collateral)
-	}
+	w.fault(a.Fault)
 	return w.b
 }
 
@@ -278,8 +285,6 @@ func (a *streamReply) decodeFrame(b []byte) error {
 	r.version()
 	a.Data = r.bytes()
 	a.Done = r.flag()
-	if r.flag() {
-		a.Fault = &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag()}
-	}
+	a.Fault = r.fault()
 	return r.end()
 }
