@@ -1,7 +1,5 @@
 package wirejson
 
-import "encoding/binary"
-
 // Bytes cross between Go and an isolate as Latin-1 strings, one character
 // per byte (v8go 0.9 cannot make an ArrayBuffer from Go bytes, and a string
 // is one copy each way), inside frames and host-call answers alike.
@@ -20,31 +18,19 @@ func Latin1(b []byte) string {
 
 // IsASCII reports whether every byte of b is below 0x80: its Latin-1
 // string is then its UTF-8 text as well.
-func IsASCII(b []byte) bool {
+func IsASCII(b []byte) bool { return isASCII(b) }
+
+// isASCII is IsASCII for bytes or a string (a string is not copied), eight
+// bytes a step.
+func isASCII[T ~string | ~[]byte](b T) bool {
 	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+		if (b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7])&0x80 != 0 {
 			return false
 		}
 		b = b[8:]
 	}
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// isASCIIString is IsASCII for a string, without copying it.
-func isASCIIString(s string) bool {
-	for len(s) >= 8 {
-		if binary.LittleEndian.Uint64([]byte(s[:8]))&0x8080808080808080 != 0 {
-			return false
-		}
-		s = s[8:]
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
+	for i := 0; i < len(b); i++ {
+		if b[i] >= 0x80 {
 			return false
 		}
 	}
@@ -61,7 +47,7 @@ func Latin1Bytes(s string) []byte {
 // Latin1BytesChecked is Latin1Bytes that reports, with ok false, a
 // character past U+00FF: for strings an isolate made, which are hostile.
 func Latin1BytesChecked(s string) (b []byte, ok bool) {
-	if isASCIIString(s) {
+	if isASCII(s) {
 		return []byte(s), true // one byte a character either way
 	}
 	b = make([]byte, 0, len(s))
