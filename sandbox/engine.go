@@ -438,14 +438,15 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 	// is UTF-8 (v8go makes the string from UTF-8), else as a Latin-1
 	// string, a character a byte; requestLines says which.
 	var body any // nil: no body
+	kind := req.bodyKind()
 	if req.Body != nil {
-		if req.bodyKind() == bodyText {
+		if kind == bodyText {
 			body = string(decoded)
 		} else {
 			body = wirejson.Latin1(decoded)
 		}
 	}
-	raw := req.requestLines()
+	raw := req.requestLines(kind)
 	var job func()
 	if m.conc > 1 {
 		job = func() { m.startConcurrent(raw, body, done) }

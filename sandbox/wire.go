@@ -127,8 +127,10 @@ func (r WireRequest) bodyKind() byte {
 	return bodyBytes
 }
 
-// requestLines encodes a validated request for invoke.
-func (r WireRequest) requestLines() string {
+// requestLines encodes a validated request for invoke; kind is its
+// bodyKind, which the caller also needs (to hand the body over), so the
+// body is scanned once.
+func (r WireRequest) requestLines(kind byte) string {
 	var b strings.Builder
 	n := len(r.Method) + len(r.URL) + len(r.BodyStream) + 8
 	for _, h := range r.Headers {
@@ -141,8 +143,8 @@ func (r WireRequest) requestLines() string {
 	b.WriteByte('\n')
 	b.WriteString(r.BodyStream)
 	b.WriteByte('\n')
-	if k := r.bodyKind(); k != bodyBytes {
-		b.WriteByte(k)
+	if kind != bodyBytes {
+		b.WriteByte(kind)
 	}
 	b.WriteByte('\n')
 	b.WriteString(strconv.Itoa(len(r.Headers)))

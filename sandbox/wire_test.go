@@ -85,7 +85,7 @@ func TestRequestLines(t *testing.T) {
 	if _, err := r.validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := r.requestLines(), "GET\nhttp://x.localhost/a?b=1\n\n\n2\naccept\n*/*\nx-empty\n"; got != want {
+	if got, want := r.requestLines(r.bodyKind()), "GET\nhttp://x.localhost/a?b=1\n\n\n2\naccept\n*/*\nx-empty\n"; got != want {
 		t.Fatalf("lines %q, want %q", got, want)
 	}
 	// A body all ASCII is marked so (its Latin-1 string is its text), one
@@ -93,7 +93,7 @@ func TestRequestLines(t *testing.T) {
 	// bytes are not UTF-8) as bytes.
 	for body, line := range map[string]string{`{"a":1}`: "a", "caf\xc3\xa9": "t", "": "a", "bad \xff": "", "\xed\xa0\x80": ""} {
 		r := NewWireRequest("POST", "http://x.localhost/", nil, []byte(body))
-		if got := strings.Split(r.requestLines(), "\n")[3]; got != line {
+		if got := strings.Split(r.requestLines(r.bodyKind()), "\n")[3]; got != line {
 			t.Errorf("body %q: line %q, want %q", body, got, line)
 		}
 	}
@@ -133,7 +133,7 @@ func BenchmarkWireLines(b *testing.B) {
 		if _, err := req.validate(); err != nil {
 			b.Fatal(err)
 		}
-		_ = req.requestLines()
+		_ = req.requestLines(req.bodyKind())
 		if _, err := parseWireResponse(answer, 8<<20); err != nil {
 			b.Fatal(err)
 		}
