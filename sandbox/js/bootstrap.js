@@ -1468,7 +1468,9 @@
     if (b.latin1 !== null && b.latin1 !== undefined) return { latin1: b.latin1, ascii: !!b.ascii };
     return { bytes: b.bytes ? new Uint8ArrayCtor(b.bytes) : new Uint8ArrayCtor(0) };
   }
-  function asBytes(t) { return t.bytes || bytesFromLatin1(t.text !== undefined ? utf8Latin1(t.text) : t.latin1); }
+  // asBytes is the bytes of a body taken (take) or held (a body state):
+  // text and latin1 are undefined or null when absent.
+  function asBytes(t) { return t.bytes || bytesFromLatin1(t.text !== undefined && t.text !== null ? utf8Latin1(t.text) : t.latin1); }
   // asText is the body UTF-8 decoded: for text, what UTF-8 encoding and
   // decoding would leave (a lone surrogate as U+FFFD, no leading BOM).
   function asText(t) {
@@ -1491,7 +1493,7 @@
       if (!hasBody(b)) return null;
       if (b.proxy) { b.stream = b.stream.pipeThrough(new G.TransformStream()); b.proxy = false; }
       if (!b.stream) {
-        const bytes = b.used ? new Uint8ArrayCtor(0) : (b.bytes || bytesFromLatin1(b.text !== null && b.text !== undefined ? utf8Latin1(b.text) : b.latin1));
+        const bytes = b.used ? new Uint8ArrayCtor(0) : asBytes(b);
         b.stream = bytesStream(bytes); b.bytes = null; b.latin1 = null; b.text = null;
       }
       return b.stream;
