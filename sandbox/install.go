@@ -99,7 +99,7 @@ var (
 		{"encodingName", (*vm).hostEncodingName}, {"decodeLegacy", (*vm).hostDecodeLegacy},
 		{"codecInit", (*vm).hostCodecInit}, {"codecChunk", (*vm).hostCodecChunk},
 		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
-		{"urlParse", (*vm).hostURLParse},
+		{"urlParse", (*vm).hostURLParse}, {"natives", (*vm).hostNatives},
 	}
 	coldHostNames = func() string {
 		names := make([]string, len(coldHost))

@@ -302,26 +302,30 @@
   });
 
   // ------------------------------------------------------------ text
+  // V8's own conversions between strings and bytes (natives.cc): under
+  // --jitless a JavaScript loop costs 20 to 80 ns a byte. Each answers
+  // undefined for an argument it was not made for (not a string, not a
+  // Uint8Array), and the JavaScript below is then the answer, as before.
+  // They are one function, convert(op, ...args), numbered as natives.cc's
+  // Convert numbers them.
+  coldHost('natives')();
+  const convert = G.__retainerNatives;
+  delete G.__retainerNatives;
+  const nativeUtf8Length = (s) => convert(0, s), nativeWriteUtf8 = (s, b) => convert(1, s, b);
+  const nativeEncodeInto = (s, b) => convert(2, s, b), nativeWriteLatin1 = (s, b) => convert(3, s, b);
+  const nativeLatin1 = (b) => convert(4, b), nativeUtf8 = (b) => convert(5, b);
+  const nativeUtf8OfLatin1 = (l) => convert(6, l), nativeLatin1OfUtf8 = (s) => convert(7, s);
+  // utf8Encode is s as UTF-8, a lone surrogate as U+FFFD.
   function utf8Encode(s) {
     s = StringCtor(s);
-    const out = [];
-    for (let i = 0; i < s.length; i++) {
-      let c = s.charCodeAt(i);
-      if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-        const d = s.charCodeAt(i + 1);
-        if (d >= 0xdc00 && d <= 0xdfff) { c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00); i++; }
-        else c = 0xfffd;
-      } else if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
-      if (c < 0x80) out.push(c);
-      else if (c < 0x800) out.push(0xc0 | (c >> 6), 0x80 | (c & 63));
-      else if (c < 0x10000) out.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
-      else out.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
-    }
-    return new Uint8ArrayCtor(out);
+    const b = new Uint8ArrayCtor(nativeUtf8Length(s));
+    nativeWriteUtf8(s, b);
+    return b;
   }
-  // utf8Decode is the Encoding Standard's UTF-8 decoder (the slow path:
-  // valid text goes through V8's own URI decoding). An invalid or cut
-  // sequence gives one U+FFFD for its maximal valid prefix.
+  // utf8Decode is the Encoding Standard's UTF-8 decoder in JavaScript: what
+  // fatal decoding runs when V8's answer holds a U+FFFD, and the reference
+  // the native decoder is tested against (TestNativeUTF8MatchesTheStandard).
+  // An invalid or cut sequence gives one U+FFFD for its maximal valid prefix.
   function utf8Decode(b, fatal) {
     let out = '';
     const parts = [];
@@ -365,26 +369,35 @@
     throw new TypeErrorCtor('The data must be an ArrayBuffer or a view of one.');
   }
   // Bodies are kept as "latin1" strings (one char per byte) where they can
-  // be: V8's native escape/unescape and URI functions then convert UTF-8
-  // text without a JavaScript loop (the engine runs jitless).
+  // be: that is how bytes cross to and from the host.
   function latin1FromBytes(b) {
+    const native = nativeLatin1(b);
+    if (native !== undefined) return native;
     let out = '';
     for (let i = 0; i < b.length; i += 8192) out += fromCharCode.apply(null, b.subarray(i, i + 8192));
     return out;
   }
   function bytesFromLatin1(s) {
     const b = new Uint8ArrayCtor(s.length);
-    for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
+    if (nativeWriteLatin1(s, b) === undefined) for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
     return b;
   }
-  const nativeEscape = G.escape, nativeUnescape = G.unescape;
-  const nativeEncodeURIComponent = encodeURIComponent, nativeDecodeURIComponent = decodeURIComponent;
+  // decodeUtf8 is b (a Uint8Array) decoded as UTF-8, each invalid sequence
+  // as one U+FFFD, a byte order mark kept.
+  function decodeUtf8(b) {
+    const s = nativeUtf8(b);
+    return s !== undefined ? s : utf8Decode(b, false);
+  }
+  // utf8Latin1 is str's UTF-8 bytes as a Latin-1 string (a character a
+  // byte); textFromLatin1 decodes such a string back, without a leading
+  // byte order mark.
   function utf8Latin1(str) {
-    try { return nativeUnescape(nativeEncodeURIComponent(str)); } catch (e) { return latin1FromBytes(utf8Encode(str)); }
+    const l = nativeLatin1OfUtf8(str);
+    return l !== undefined ? l : latin1FromBytes(utf8Encode(str));
   }
   function textFromLatin1(l) {
-    let s;
-    try { s = nativeDecodeURIComponent(nativeEscape(l)); } catch (e) { s = utf8Decode(bytesFromLatin1(l), false); }
+    let s = nativeUtf8OfLatin1(l);
+    if (s === undefined) s = utf8Decode(bytesFromLatin1(l), false);
     return s.charCodeAt(0) === 0xfeff ? s.slice(1) : s;
   }
 
@@ -393,6 +406,8 @@
     encodeInto(s, dest) {
       if (!(dest instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('The destination must be a Uint8Array.');
       s = StringCtor(s);
+      const done = nativeEncodeInto(s, dest);
+      if (done !== undefined) return { read: done[0], written: done[1] };
       let read = 0, written = 0;
       for (const ch of s) {
         const bytes = utf8Encode(ch);
@@ -403,7 +418,7 @@
       }
       return { read, written };
     }
-    encode(s = '') { return bytesFromLatin1(utf8Latin1(StringCtor(s))); }
+    encode(s = '') { return utf8Encode(s); }
   }
   // UTF-8 is decoded here; every other encoding of the Encoding Standard
   // by golang.org/x/text behind host.decodeLegacy (sandbox/encoding.go).
@@ -455,10 +470,11 @@
       return this.#decodeBody(b);
     }
     #decodeBody(b) {
-      if (!this.#fatal) {
-        try { return nativeDecodeURIComponent(nativeEscape(latin1FromBytes(b))); } catch (e) { }
-      }
-      return utf8Decode(b, this.#fatal);
+      const s = nativeUtf8(b);
+      if (s === undefined) return utf8Decode(b, this.#fatal);
+      // A U+FFFD may be in the bytes or stand for an invalid sequence:
+      // fatal decoding tells which the slow way, only then.
+      return this.#fatal && s.indexOf('\ufffd') >= 0 ? utf8Decode(b, true) : s;
     }
   }
   // The stream classes over TransformStream, made on first use.
@@ -1183,7 +1199,7 @@
       blobBytes.set(out, b.slice(from, Math.max(from, to)));
       return out;
     }
-    async text() { return utf8Decode(blobBytes.get(this), false); }
+    async text() { return decodeUtf8(blobBytes.get(this)); }
     async arrayBuffer() { return blobBytes.get(this).slice().buffer; }
     async bytes() { return blobBytes.get(this).slice(); }
     stream() { return bytesStream(blobBytes.get(this).slice()); }
@@ -1376,7 +1392,7 @@
       pos += 2; // CRLF
       const headEnd = indexOfBytes(bytes, utf8Encode('\r\n\r\n'), pos);
       if (headEnd < 0) throw new TypeErrorCtor('The multipart body is malformed.');
-      const head = utf8Decode(bytes.subarray(pos, headEnd), false);
+      const head = decodeUtf8(bytes.subarray(pos, headEnd));
       const next = indexOfBytes(bytes, delim, headEnd + 4);
       if (next < 0) throw new TypeErrorCtor('The multipart body is malformed.');
       const content = bytes.subarray(headEnd + 4, next - 2);
@@ -1385,7 +1401,7 @@
       const file = /filename="([^"]*)"/i.exec(head);
       const type = /content-type:\s*([^\r\n]*)/i.exec(head);
       if (file) form.append(disp[1], new File([content], file[1], { type: type ? type[1].trim() : '' }));
-      else form.append(disp[1], utf8Decode(content, false));
+      else form.append(disp[1], decodeUtf8(content));
       pos = next;
     }
   }
@@ -1470,7 +1486,7 @@
   }
   // asBytes is the bytes of a body taken (take) or held (a body state):
   // text and latin1 are undefined or null when absent.
-  function asBytes(t) { return t.bytes || bytesFromLatin1(t.text !== undefined && t.text !== null ? utf8Latin1(t.text) : t.latin1); }
+  function asBytes(t) { return t.bytes || (t.text !== undefined && t.text !== null ? utf8Encode(t.text) : bytesFromLatin1(t.latin1)); }
   // asText is the body UTF-8 decoded: for text, what UTF-8 encoding and
   // decoding would leave (a lone surrogate as U+FFFD, no leading BOM).
   function asText(t) {
