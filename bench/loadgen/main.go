@@ -28,6 +28,8 @@ func main() {
 	label := flag.String("label", "", "label for the output line")
 	auth := flag.String("auth", "", "Authorization header value")
 	pause := flag.Duration("pause", 0, "think time between one connection's requests (0: back to back)")
+	var headers headerFlags
+	flag.Var(&headers, "H", `a request header, "Name: value" (may be repeated)`)
 	flag.Parse()
 	loopback := func(a string) bool {
 		return strings.HasPrefix(a, "127.") || strings.HasPrefix(a, "[::1]") || strings.HasPrefix(a, "localhost")
@@ -79,6 +81,9 @@ func main() {
 				if *auth != "" {
 					req.Header.Set("Authorization", *auth)
 				}
+				for _, h := range headers {
+					req.Header.Add(h[0], h[1])
+				}
 				start := time.Now()
 				res, err := client.Do(req)
 				if err != nil {
@@ -118,4 +123,18 @@ func main() {
 	if firstErr != "" {
 		fmt.Fprintf(os.Stderr, "%s: the first error: %s\n", *label, firstErr)
 	}
+}
+
+// headerFlags is the repeated -H flag: each "Name: value" a header.
+type headerFlags [][2]string
+
+func (h *headerFlags) String() string { return fmt.Sprint(*h) }
+
+func (h *headerFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("a header is \"Name: value\", not %q", v)
+	}
+	*h = append(*h, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
+	return nil
 }
