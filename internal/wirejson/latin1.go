@@ -1,5 +1,7 @@
 package wirejson
 
+import "unicode/utf8"
+
 // Bytes cross between Go and an isolate as Latin-1 strings, one character
 // per byte (v8go 0.9 cannot make an ArrayBuffer from Go bytes, and a string
 // is one copy each way), inside frames and host-call answers alike.
@@ -9,11 +11,21 @@ func Latin1(b []byte) string {
 	if IsASCII(b) {
 		return string(b) // the same characters, one byte each in UTF-8 too
 	}
-	r := make([]rune, len(b))
-	for i, c := range b {
-		r[i] = rune(c)
+	// A byte from 0x80 up is two bytes of UTF-8 (C2 or C3, then one), the
+	// rest are themselves: written straight, without a rune a byte.
+	n := len(b)
+	for _, c := range b {
+		n += int(c >> 7)
 	}
-	return string(r)
+	out := make([]byte, 0, n)
+	for _, c := range b {
+		if c < 0x80 {
+			out = append(out, c)
+		} else {
+			out = append(out, 0xc0|c>>6, 0x80|c&0x3f)
+		}
+	}
+	return string(out)
 }
 
 // IsASCII reports whether every byte of b is below 0x80: its Latin-1
@@ -52,11 +64,25 @@ func Latin1BytesChecked(s string) (b []byte, ok bool) {
 	}
 	b = make([]byte, 0, len(s))
 	ok = true
-	for _, r := range s {
-		if r > 0xff {
-			ok = false
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c < 0x80: // a run of ASCII, copied at once
+			j := i + 1
+			for j < len(s) && s[j] < 0x80 {
+				j++
+			}
+			b = append(b, s[i:j]...)
+			i = j
+		case (c == 0xc2 || c == 0xc3) && i+1 < len(s) && s[i+1]&0xc0 == 0x80: // U+0080–U+00FF
+			b = append(b, c<<6|s[i+1]&0x3f)
+			i += 2
+		default: // past U+00FF, or not UTF-8: as ranging over s decodes it
+			r, n := utf8.DecodeRuneInString(s[i:])
+			ok = ok && r <= 0xff
+			b = append(b, byte(r))
+			i += n
 		}
-		b = append(b, byte(r))
 	}
 	return b, ok
 }

@@ -52,6 +52,20 @@ func TestLatin1RoundTrip(t *testing.T) {
 	if _, ok := Latin1BytesChecked("a\u0100"); ok {
 		t.Fatal("a character past U+00FF passed as Latin-1")
 	}
+	// Every string, valid UTF-8 or not, reads as ranging over it reads:
+	// each rune's low byte, ok while none is past U+00FF.
+	for _, s := range []string{"", "abc", "\u00e9t\u00e9", "x\u00ff\u0100y", "\xc3", "\xc3(", "a\xffb", "\xc2\x80\xc3\xbf", "\u20ac\U0001F600", "\xe2\x82"} {
+		var want []byte
+		wantOK := true
+		for _, r := range s {
+			want = append(want, byte(r))
+			wantOK = wantOK && r <= 0xff
+		}
+		got, ok := Latin1BytesChecked(s)
+		if string(got) != string(want) || ok != wantOK {
+			t.Fatalf("%q: got % x %v, want % x %v", s, got, ok, want, wantOK)
+		}
+	}
 }
 
 // IsASCII finds a byte at or above 0x80 wherever it is, in the 8-byte
