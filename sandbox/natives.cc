@@ -215,6 +215,107 @@ void Latin1OfUtf8(const FunctionCallbackInfo<Value>& info) {
   });
 }
 
+const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// base64Of(x): x (a Uint8Array, or a string of characters up to U+00FF,
+// each a byte: btoa's argument) in base64 with padding; undefined for a
+// string with a character past U+00FF (btoa's JavaScript throws then).
+void Base64Of(const FunctionCallbackInfo<Value>& info) {
+  if (info.Length() < 2) return;
+  Isolate* iso = info.GetIsolate();
+  uint8_t* data;
+  size_t len;
+  bool isBytes = bytesOf(info[1], &data, &len);
+  Local<String> s;
+  if (!isBytes) {
+    if (!info[1]->IsString()) return;
+    s = info[1].As<String>();
+    if (!s->ContainsOnlyOneByte()) return;
+    len = static_cast<size_t>(s->Length());
+  }
+  Scratch held(isBytes ? 1 : len + 1);  // the string's characters as bytes
+  if (held.p == nullptr) return;
+  if (!isBytes) {
+    if (len > 0) s->WriteOneByte(iso, held.p, 0, static_cast<int>(len), String::NO_NULL_TERMINATION);
+    data = held.p;
+  }
+  size_t outLen = (len + 2) / 3 * 4;
+  Scratch out(outLen > 0 ? outLen : 1);
+  if (out.p == nullptr) return;
+  size_t o = 0, i = 0;
+  for (; i + 2 < len; i += 3) {
+    uint32_t n = uint32_t(data[i]) << 16 | uint32_t(data[i + 1]) << 8 | data[i + 2];
+    out.p[o++] = kBase64[n >> 18];
+    out.p[o++] = kBase64[(n >> 12) & 63];
+    out.p[o++] = kBase64[(n >> 6) & 63];
+    out.p[o++] = kBase64[n & 63];
+  }
+  if (i < len) {
+    uint32_t n = uint32_t(data[i]) << 16 | (i + 1 < len ? uint32_t(data[i + 1]) << 8 : 0);
+    out.p[o++] = kBase64[n >> 18];
+    out.p[o++] = kBase64[(n >> 12) & 63];
+    out.p[o++] = i + 1 < len ? kBase64[(n >> 6) & 63] : '=';
+    out.p[o++] = '=';
+  }
+  answerString(info, o, [&](int n) { return String::NewFromOneByte(iso, out.p, v8::NewStringType::kNormal, n); });
+}
+
+// fromBase64(s): the Infra standard's forgiving-base64 decode of s (ASCII
+// whitespace dropped, "=" or "==" at the end of a length divisible by four
+// dropped, the bits of a last partial byte ignored), its bytes as a
+// Latin-1 string; null when s is not base64 (atob then throws).
+void FromBase64(const FunctionCallbackInfo<Value>& info) {
+  if (info.Length() < 2 || !info[1]->IsString()) return;
+  Isolate* iso = info.GetIsolate();
+  Local<String> s = info[1].As<String>();
+  if (!s->ContainsOnlyOneByte()) {  // a character past U+00FF is not base64
+    info.GetReturnValue().SetNull();
+    return;
+  }
+  size_t n = static_cast<size_t>(s->Length());
+  Scratch in(n > 0 ? n : 1);
+  if (in.p == nullptr) return;
+  if (n > 0) s->WriteOneByte(iso, in.p, 0, static_cast<int>(n), String::NO_NULL_TERMINATION);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint8_t c = in.p[i];
+    if (c != '\t' && c != '\n' && c != '\f' && c != '\r' && c != ' ') in.p[m++] = c;
+  }
+  if (m % 4 == 0 && m > 0 && in.p[m - 1] == '=') {
+    m--;
+    if (m > 0 && in.p[m - 1] == '=') m--;
+  }
+  if (m % 4 == 1) {
+    info.GetReturnValue().SetNull();
+    return;
+  }
+  Scratch out(m / 4 * 3 + 3);
+  if (out.p == nullptr) return;
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t o = 0;
+  for (size_t i = 0; i < m; i++) {
+    uint8_t c = in.p[i];
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+') v = 62;
+    else if (c == '/') v = 63;
+    else {
+      info.GetReturnValue().SetNull();
+      return;
+    }
+    acc = (acc << 6 | uint32_t(v)) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.p[o++] = uint8_t(acc >> bits);
+    }
+  }
+  answerString(info, o, [&](int len) { return String::NewFromOneByte(iso, out.p, v8::NewStringType::kNormal, len); });
+}
+
 // Convert(op, ...) is every conversion behind one V8 function: a function
 // template costs each new isolate ~8 µs to make, and there would be eight.
 // The ops are numbered as the bootstrap numbers them (bootstrap.js, "text");
@@ -231,6 +332,8 @@ void Convert(const FunctionCallbackInfo<Value>& info) {
     case 5: return Utf8(info);
     case 6: return Utf8OfLatin1(info);
     case 7: return Latin1OfUtf8(info);
+    case 8: return Base64Of(info);
+    case 9: return FromBase64(info);
   }
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -267,6 +268,98 @@ func TestNativesStayInTheRuntime(t *testing.T) {
 		{"decode part of a buffer", `async () => new TextDecoder().decode(new TextEncoder().encode('xxh€yy').subarray(2, 6))`, `"h€"`},
 		{"encode a non-string", `async () => Array.from(new TextEncoder().encode({ toString() { return 'é' } }))`, `[195,169]`},
 	})
+}
+
+// forgivingBase64 is the Infra standard's forgiving-base64 decode, from its
+// steps (ok false: failure), the reference atob is held to.
+func forgivingBase64(s string) ([]byte, bool) {
+	s = strings.Map(func(r rune) rune {
+		if strings.ContainsRune("\t\n\f\r ", r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s)%4 == 0 {
+		s = strings.TrimSuffix(s, "=")
+		s = strings.TrimSuffix(s, "=")
+	}
+	if len(s)%4 == 1 || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") != "" {
+		return nil, false
+	}
+	b, err := base64.RawStdEncoding.DecodeString(s) // not strict: a partial byte's bits are ignored
+	return b, err == nil
+}
+
+// btoa and atob (and every base64 the runtime makes or reads) answer what
+// Go's encoder and the standard's forgiving decoder do: 1,000 byte strings
+// encoded, 3,000 strings of base64 characters, whitespace, padding in and
+// out of place, stray and non-Latin-1 characters decoded.
+func TestNativeBase64MatchesTheStandard(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	enc := make([]string, 1000)
+	for i := range enc {
+		b := make([]byte, r.Intn(40))
+		r.Read(b)
+		enc[i] = string(b)
+	}
+	alphabet := []rune("ABCZaz09+/= \t\n\f\r=-_*\u00e9\u20ac\x00")
+	dec := make([]string, 3000)
+	for i := range dec {
+		if i%2 == 0 { // valid base64, then perhaps disturbed
+			b := make([]byte, r.Intn(30))
+			r.Read(b)
+			dec[i] = base64.StdEncoding.EncodeToString(b)
+			if r.Intn(2) == 0 && len(dec[i]) > 0 {
+				k := r.Intn(len(dec[i]) + 1)
+				dec[i] = dec[i][:k] + string(alphabet[r.Intn(len(alphabet))]) + dec[i][k:]
+			}
+			continue
+		}
+		var sb strings.Builder
+		for range r.Intn(12) {
+			sb.WriteRune(alphabet[r.Intn(len(alphabet))])
+		}
+		dec[i] = sb.String()
+	}
+	latin1 := func(s string) string { // the JavaScript string whose characters are s's bytes
+		u := make([]rune, len(s))
+		for i := 0; i < len(s); i++ {
+			u[i] = rune(s[i])
+		}
+		return string(u)
+	}
+	encJS := make([]string, len(enc))
+	for i, e := range enc {
+		encJS[i] = latin1(e)
+	}
+	in, _ := json.Marshal([2][]string{encJS, dec})
+	out := mustRunLong(t, `async () => {
+		const [enc, dec] = `+string(in)+`;
+		return [enc.map(s => btoa(s)), dec.map(s => { try { return Array.from(atob(s), c => c.charCodeAt(0)) } catch (e) { return e.name } })];
+	}`)
+	var got [2][]json.RawMessage
+	if err := json.Unmarshal(out.Result, &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range enc {
+		want, _ := json.Marshal(base64.StdEncoding.EncodeToString([]byte(e)))
+		if string(got[0][i]) != string(want) {
+			t.Fatalf("btoa(% x) = %s, want %s", e, got[0][i], want)
+		}
+	}
+	for i, d := range dec {
+		want := []byte(`"InvalidCharacterError"`)
+		if b, ok := forgivingBase64(d); ok {
+			xs := make([]int, len(b))
+			for j, c := range b {
+				xs[j] = int(c)
+			}
+			want, _ = json.Marshal(xs)
+		}
+		if string(got[1][i]) != string(want) {
+			t.Fatalf("atob(%q) = %s, want %s", d, got[1][i], want)
+		}
+	}
 }
 
 // mustRunLong is mustRun with a bound long enough for a test's loop.

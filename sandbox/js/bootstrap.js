@@ -243,6 +243,22 @@
   const timeOrigin = Date.now();
   hidden(G, 'performance', freeze({ timeOrigin, now() { return Date.now() - timeOrigin; } }));
 
+  // ------------------------------------------------------------ bytes and text, natively
+  // V8's own conversions between strings and bytes (natives.cc): under
+  // --jitless a JavaScript loop costs 20 to 80 ns a byte. Each answers
+  // undefined for an argument it was not made for (not a string, not a
+  // Uint8Array), and the JavaScript below is then the answer, as before.
+  // They are one function, convert(op, ...args), numbered as natives.cc's
+  // Convert numbers them.
+  coldHost('natives')();
+  const convert = G.__retainerNatives;
+  delete G.__retainerNatives;
+  const nativeUtf8Length = (s) => convert(0, s), nativeWriteUtf8 = (s, b) => convert(1, s, b);
+  const nativeEncodeInto = (s, b) => convert(2, s, b), nativeWriteLatin1 = (s, b) => convert(3, s, b);
+  const nativeLatin1 = (b) => convert(4, b), nativeUtf8 = (b) => convert(5, b);
+  const nativeUtf8OfLatin1 = (l) => convert(6, l), nativeLatin1OfUtf8 = (s) => convert(7, s);
+  const nativeBase64Of = (x) => convert(8, x), nativeFromBase64 = (s) => convert(9, s);
+
   // ------------------------------------------------------------ base64
   const b64chars = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
   let b64index; // made on first decode
@@ -254,6 +270,8 @@
     return b64index;
   }
   function bytesToBase64(b) {
+    const native = nativeBase64Of(b);
+    if (native !== undefined) return native;
     let out = '';
     let i = 0;
     const chunk = [];
@@ -270,6 +288,8 @@
     return out;
   }
   function base64ToBytes(s) {
+    const l = nativeFromBase64(s);
+    if (l !== undefined) return l === null ? null : bytesFromLatin1(l);
     s = s.replace(/[\t\n\f\r ]/g, '');
     if (s.length % 4 === 0) s = s.replace(/==?$/, '');
     if (s.length % 4 === 1 || /[^A-Za-z0-9+/]/.test(s)) return null;
@@ -285,6 +305,8 @@
   }
   hidden(G, 'btoa', function btoa(s) {
     s = StringCtor(s);
+    const native = nativeBase64Of(s);
+    if (native !== undefined) return native;
     const b = new Uint8ArrayCtor(s.length);
     for (let i = 0; i < s.length; i++) {
       const c = s.charCodeAt(i);
@@ -294,7 +316,10 @@
     return bytesToBase64(b);
   });
   hidden(G, 'atob', function atob(s) {
-    const b = base64ToBytes(StringCtor(s));
+    s = StringCtor(s);
+    const l = nativeFromBase64(s);
+    if (l !== undefined && l !== null) return l;
+    const b = base64ToBytes(s);
     if (b === null) throw domException('The string to be decoded is not correctly encoded.', 'InvalidCharacterError');
     let out = '';
     for (let i = 0; i < b.length; i += 8192) out += fromCharCode.apply(null, b.subarray(i, i + 8192));
@@ -302,19 +327,6 @@
   });
 
   // ------------------------------------------------------------ text
-  // V8's own conversions between strings and bytes (natives.cc): under
-  // --jitless a JavaScript loop costs 20 to 80 ns a byte. Each answers
-  // undefined for an argument it was not made for (not a string, not a
-  // Uint8Array), and the JavaScript below is then the answer, as before.
-  // They are one function, convert(op, ...args), numbered as natives.cc's
-  // Convert numbers them.
-  coldHost('natives')();
-  const convert = G.__retainerNatives;
-  delete G.__retainerNatives;
-  const nativeUtf8Length = (s) => convert(0, s), nativeWriteUtf8 = (s, b) => convert(1, s, b);
-  const nativeEncodeInto = (s, b) => convert(2, s, b), nativeWriteLatin1 = (s, b) => convert(3, s, b);
-  const nativeLatin1 = (b) => convert(4, b), nativeUtf8 = (b) => convert(5, b);
-  const nativeUtf8OfLatin1 = (l) => convert(6, l), nativeLatin1OfUtf8 = (s) => convert(7, s);
   // utf8Encode is s as UTF-8, a lone surrogate as U+FFFD.
   function utf8Encode(s) {
     s = StringCtor(s);
