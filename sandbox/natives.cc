@@ -48,15 +48,38 @@ using v8::Value;
 
 namespace {
 
-// bytesOf gives the bytes a Uint8Array views; false for anything else.
-bool bytesOf(Local<Value> v, uint8_t** data, size_t* len) {
+// kOnHeap bounds the typed arrays V8 keeps inside its heap, without an
+// ArrayBuffer (--typed-array-max-size-in-heap, 64 by default).
+constexpr size_t kOnHeap = 64;
+
+// bytesToWrite gives the bytes a Uint8Array views, to write into; false
+// for anything else, and for a small array V8 keeps on its heap: asking
+// for its buffer would make one, and this V8 (its sandbox's ArrayBuffer
+// allocator) gives every buffer a 4 KiB page of its own and returns it
+// with an mmap, which costs every CPU the process runs on a TLB flush.
+// The bootstrap's JavaScript writes those few bytes instead.
+bool bytesToWrite(Local<Value> v, uint8_t** data, size_t* len) {
+  if (!v->IsUint8Array()) return false;
+  Local<v8::Uint8Array> a = v.As<v8::Uint8Array>();
+  if (!a->HasBuffer()) return false;
+  *len = a->ByteLength();
+  *data = *len > 0 ? static_cast<uint8_t*>(a->Buffer()->Data()) + a->ByteOffset() : nullptr;
+  return true;
+}
+
+// bytesToRead gives the bytes a Uint8Array views, to read; a small array
+// on V8's heap is copied into small (see bytesToWrite for why not its
+// buffer). False for anything but a Uint8Array.
+bool bytesToRead(Local<Value> v, uint8_t** data, size_t* len, uint8_t (&small)[kOnHeap]) {
   if (!v->IsUint8Array()) return false;
   Local<v8::Uint8Array> a = v.As<v8::Uint8Array>();
   *len = a->ByteLength();
-  *data = nullptr;
-  if (*len > 0) {
-    // Buffer() moves a small array's bytes off the V8 heap first, so the
-    // pointer stays put while the array lives (our handle keeps it).
+  if (*len == 0) {
+    *data = nullptr;
+  } else if (!a->HasBuffer() && *len <= kOnHeap) {
+    *len = a->CopyContents(small, *len);
+    *data = small;
+  } else {
     *data = static_cast<uint8_t*>(a->Buffer()->Data()) + a->ByteOffset();
   }
   return true;
@@ -121,7 +144,7 @@ int writeUtf8(Isolate* iso, Local<String> s, uint8_t* data, size_t len, int* rea
 void WriteUtf8(const FunctionCallbackInfo<Value>& info) {
   uint8_t* data;
   size_t len;
-  if (info.Length() < 3 || !info[1]->IsString() || !bytesOf(info[2], &data, &len)) return;
+  if (info.Length() < 3 || !info[1]->IsString() || !bytesToWrite(info[2], &data, &len)) return;
   int read;
   info.GetReturnValue().Set(writeUtf8(info.GetIsolate(), info[1].As<String>(), data, len, &read));
 }
@@ -131,7 +154,7 @@ void WriteUtf8(const FunctionCallbackInfo<Value>& info) {
 void EncodeInto(const FunctionCallbackInfo<Value>& info) {
   uint8_t* data;
   size_t len;
-  if (info.Length() < 3 || !info[1]->IsString() || !bytesOf(info[2], &data, &len)) return;
+  if (info.Length() < 3 || !info[1]->IsString() || !bytesToWrite(info[2], &data, &len)) return;
   Isolate* iso = info.GetIsolate();
   int read;
   int written = writeUtf8(iso, info[1].As<String>(), data, len, &read);
@@ -145,7 +168,7 @@ void EncodeInto(const FunctionCallbackInfo<Value>& info) {
 void WriteLatin1(const FunctionCallbackInfo<Value>& info) {
   uint8_t* data;
   size_t len;
-  if (info.Length() < 3 || !info[1]->IsString() || !bytesOf(info[2], &data, &len)) return;
+  if (info.Length() < 3 || !info[1]->IsString() || !bytesToWrite(info[2], &data, &len)) return;
   Local<String> s = info[1].As<String>();
   size_t n = static_cast<size_t>(s->Length());
   if (n > len) n = len;
@@ -156,9 +179,10 @@ void WriteLatin1(const FunctionCallbackInfo<Value>& info) {
 
 // latin1(u8): the string whose characters are u8's bytes.
 void Latin1(const FunctionCallbackInfo<Value>& info) {
+  uint8_t small[kOnHeap];
   uint8_t* data;
   size_t len;
-  if (info.Length() < 2 || !bytesOf(info[1], &data, &len)) return;
+  if (info.Length() < 2 || !bytesToRead(info[1], &data, &len, small)) return;
   answerString(info, len, [&](int n) { return String::NewFromOneByte(info.GetIsolate(), data, v8::NewStringType::kNormal, n); });
 }
 
@@ -166,9 +190,10 @@ void Latin1(const FunctionCallbackInfo<Value>& info) {
 // U+FFFD (V8's decoder follows the Encoding Standard); a byte order mark
 // is kept (the bootstrap decides about it).
 void Utf8(const FunctionCallbackInfo<Value>& info) {
+  uint8_t small[kOnHeap];
   uint8_t* data;
   size_t len;
-  if (info.Length() < 2 || !bytesOf(info[1], &data, &len)) return;
+  if (info.Length() < 2 || !bytesToRead(info[1], &data, &len, small)) return;
   answerString(info, len, [&](int n) {
     return String::NewFromUtf8(info.GetIsolate(), reinterpret_cast<const char*>(data), v8::NewStringType::kNormal, n);
   });
@@ -223,9 +248,10 @@ const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 void Base64Of(const FunctionCallbackInfo<Value>& info) {
   if (info.Length() < 2) return;
   Isolate* iso = info.GetIsolate();
+  uint8_t small[kOnHeap];
   uint8_t* data;
   size_t len;
-  bool isBytes = bytesOf(info[1], &data, &len);
+  bool isBytes = bytesToRead(info[1], &data, &len, small);
   Local<String> s;
   if (!isBytes) {
     if (!info[1]->IsString()) return;

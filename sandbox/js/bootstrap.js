@@ -328,11 +328,16 @@
 
   // ------------------------------------------------------------ text
   // utf8Encode is s as UTF-8, a lone surrogate as U+FFFD.
+  // The natives leave a Uint8Array of 64 bytes or fewer to JavaScript to
+  // fill (natives.cc, bytesToWrite, says why).
   function utf8Encode(s) {
     s = StringCtor(s);
     const b = new Uint8ArrayCtor(nativeUtf8Length(s));
-    nativeWriteUtf8(s, b);
+    if (nativeWriteUtf8(s, b) === undefined) fillLatin1(b, nativeLatin1OfUtf8(s));
     return b;
+  }
+  function fillLatin1(b, s) {
+    for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
   }
   // utf8Decode is the Encoding Standard's UTF-8 decoder in JavaScript: what
   // fatal decoding runs when V8's answer holds a U+FFFD, and the reference
@@ -391,7 +396,7 @@
   }
   function bytesFromLatin1(s) {
     const b = new Uint8ArrayCtor(s.length);
-    if (nativeWriteLatin1(s, b) === undefined) for (let i = 0; i < s.length; i++) b[i] = s.charCodeAt(i);
+    if (nativeWriteLatin1(s, b) === undefined) fillLatin1(b, s);
     return b;
   }
   // decodeUtf8 is b (a Uint8Array) decoded as UTF-8, each invalid sequence
