@@ -238,6 +238,7 @@ func (m *vm) create() (err error) {
 	flagsMu.Lock()
 	v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(m.memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
 	m.iso = v8.NewIsolate()
+	poolArrayBuffers()
 	flagsMu.Unlock()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
