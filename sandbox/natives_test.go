@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/retainer-gw/retainer/fault"
 )
 
 // whatwgUTF8 is the Encoding Standard's UTF-8 decoder, written from the
@@ -370,4 +372,29 @@ func mustRunLong(t *testing.T, code string) Outcome {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Large inputs end in an answer or in the isolate's MEMORY bound, never in
+// a crash of the process: the natives allocate no buffer a program sizes
+// but through V8, and their scratch buffers are bounded by strings the
+// heap already holds.
+func TestNativesUnderLargeInputs(t *testing.T) {
+	for name, code := range map[string]string{
+		"encode 40 MB":       `async () => new TextEncoder().encode('\u00e9'.repeat(20e6)).length`,
+		"btoa 20 MB":         `async () => btoa('\u00e9'.repeat(20e6)).length`,
+		"atob 40 MB":         `async () => atob('QUJD'.repeat(10e6)).length`,
+		"atob 40 MB invalid": `async () => { try { atob('QUJD'.repeat(10e6) + '*') } catch (e) { return e.name } }`,
+		"text of 30 MB":      `async () => (await new Response(new Uint8Array(30e6).fill(0xc3)).text()).length`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := engine(t).Run(context.Background(), Job{Timeout: 20 * time.Second, Program: Program{Code: code}})
+			if err != nil {
+				wantFault(t, err, fault.Memory, fault.OutOfMemory(64).Message)
+			} else if len(out.Result) == 0 {
+				t.Fatal("no answer")
+			}
+			t.Logf("%s: %s %v", name, out.Result, err)
+			afterHostile(t)
+		})
+	}
 }
