@@ -95,6 +95,17 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
+// Latin1Chars is a string's characters, each up to U+00FF (the caller
+// checked), as bytes in a scratch buffer: buf.p is null when malloc
+// refused it.
+struct Latin1Chars {
+  size_t n;
+  Scratch buf;
+  Latin1Chars(Isolate* iso, Local<String> s) : n(static_cast<size_t>(s->Length())), buf(n + 1) {
+    if (buf.p != nullptr && n > 0) s->WriteOneByte(iso, buf.p, 0, static_cast<int>(n), String::NO_NULL_TERMINATION);
+  }
+};
+
 void throwRange(Isolate* iso, const char* msg) {
   iso->ThrowException(v8::Exception::RangeError(String::NewFromUtf8(iso, msg).ToLocalChecked()));
 }
@@ -206,17 +217,11 @@ void Utf8OfLatin1(const FunctionCallbackInfo<Value>& info) {
   if (info.Length() < 2 || !info[1]->IsString()) return;
   Isolate* iso = info.GetIsolate();
   Local<String> s = info[1].As<String>();
-  int n = s->Length();
-  if (n == 0) {
-    info.GetReturnValue().SetEmptyString();
-    return;
-  }
   if (!s->ContainsOnlyOneByte()) return;
-  Scratch bytes(static_cast<size_t>(n));
-  if (bytes.p == nullptr) return;
-  s->WriteOneByte(iso, bytes.p, 0, n, String::NO_NULL_TERMINATION);
-  answerString(info, static_cast<size_t>(n), [&](int len) {
-    return String::NewFromUtf8(iso, reinterpret_cast<const char*>(bytes.p), v8::NewStringType::kNormal, len);
+  Latin1Chars bytes(iso, s);
+  if (bytes.buf.p == nullptr) return;
+  answerString(info, bytes.n, [&](int len) {
+    return String::NewFromUtf8(iso, reinterpret_cast<const char*>(bytes.buf.p), v8::NewStringType::kNormal, len);
   });
 }
 
@@ -252,18 +257,13 @@ void Base64Of(const FunctionCallbackInfo<Value>& info) {
   uint8_t* data;
   size_t len;
   bool isBytes = bytesToRead(info[1], &data, &len, small);
-  Local<String> s;
+  if (!isBytes && (!info[1]->IsString() || !info[1].As<String>()->ContainsOnlyOneByte())) return;
+  // A string: its characters as bytes (nothing copied for a Uint8Array).
+  Latin1Chars held(iso, isBytes ? String::Empty(iso) : info[1].As<String>());
+  if (held.buf.p == nullptr) return;
   if (!isBytes) {
-    if (!info[1]->IsString()) return;
-    s = info[1].As<String>();
-    if (!s->ContainsOnlyOneByte()) return;
-    len = static_cast<size_t>(s->Length());
-  }
-  Scratch held(isBytes ? 1 : len + 1);  // the string's characters as bytes
-  if (held.p == nullptr) return;
-  if (!isBytes) {
-    if (len > 0) s->WriteOneByte(iso, held.p, 0, static_cast<int>(len), String::NO_NULL_TERMINATION);
-    data = held.p;
+    data = held.buf.p;
+    len = held.n;
   }
   size_t outLen = (len + 2) / 3 * 4;
   Scratch out(outLen > 0 ? outLen : 1);
@@ -298,18 +298,17 @@ void FromBase64(const FunctionCallbackInfo<Value>& info) {
     info.GetReturnValue().SetNull();
     return;
   }
-  size_t n = static_cast<size_t>(s->Length());
-  Scratch in(n > 0 ? n : 1);
-  if (in.p == nullptr) return;
-  if (n > 0) s->WriteOneByte(iso, in.p, 0, static_cast<int>(n), String::NO_NULL_TERMINATION);
+  Latin1Chars chars(iso, s);
+  uint8_t* in = chars.buf.p;
+  if (in == nullptr) return;
   size_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint8_t c = in.p[i];
-    if (c != '\t' && c != '\n' && c != '\f' && c != '\r' && c != ' ') in.p[m++] = c;
+  for (size_t i = 0; i < chars.n; i++) {
+    uint8_t c = in[i];
+    if (c != '\t' && c != '\n' && c != '\f' && c != '\r' && c != ' ') in[m++] = c;
   }
-  if (m % 4 == 0 && m > 0 && in.p[m - 1] == '=') {
+  if (m % 4 == 0 && m > 0 && in[m - 1] == '=') {
     m--;
-    if (m > 0 && in.p[m - 1] == '=') m--;
+    if (m > 0 && in[m - 1] == '=') m--;
   }
   if (m % 4 == 1) {
     info.GetReturnValue().SetNull();
@@ -321,7 +320,7 @@ void FromBase64(const FunctionCallbackInfo<Value>& info) {
   int bits = 0;
   size_t o = 0;
   for (size_t i = 0; i < m; i++) {
-    uint8_t c = in.p[i];
+    uint8_t c = in[i];
     int v;
     if (c >= 'A' && c <= 'Z') v = c - 'A';
     else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
