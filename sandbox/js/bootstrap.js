@@ -317,13 +317,13 @@
   });
   hidden(G, 'atob', function atob(s) {
     s = StringCtor(s);
-    const l = nativeFromBase64(s);
-    if (l !== undefined && l !== null) return l;
-    const b = base64ToBytes(s);
-    if (b === null) throw domException('The string to be decoded is not correctly encoded.', 'InvalidCharacterError');
-    let out = '';
-    for (let i = 0; i < b.length; i += 8192) out += fromCharCode.apply(null, b.subarray(i, i + 8192));
-    return out;
+    let l = nativeFromBase64(s); // null: not base64
+    if (l === undefined) {
+      const b = base64ToBytes(s);
+      l = b === null ? null : latin1FromBytes(b);
+    }
+    if (l === null) throw domException('The string to be decoded is not correctly encoded.', 'InvalidCharacterError');
+    return l;
   });
 
   // ------------------------------------------------------------ text
