@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
 func init() {
@@ -45,7 +47,18 @@ type adminWorker struct {
 	Isolates int    `json:"isolates"`
 	Queue    int    `json:"queue"`
 	RSSBytes int64  `json:"rssBytes"`
-	CPU      *int   `json:"cpu,omitempty"` // pinned (worker_cpus): the CPU it runs on
+	// PSSBytes and PrivateBytes are its own memory as last measured
+	// (proportional and private: not the binary's text every worker maps).
+	PSSBytes     int64 `json:"pssBytes"`
+	PrivateBytes int64 `json:"privateBytes"`
+	CPU          *int  `json:"cpu,omitempty"` // pinned (worker_cpus): the CPU it runs on
+}
+
+// adminBudget is one runtime's worker capacity: `workers auto` or fixed,
+// the memory budget and what the workers use of it.
+type adminBudget struct {
+	Store string `json:"store"`
+	worker.Budget
 }
 
 func adminWorkers(w http.ResponseWriter, r *http.Request) error {
@@ -53,10 +66,13 @@ func adminWorkers(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
 	}
 	out := []adminWorker{}
+	budgets := []adminBudget{}
 	runtimes.Range(func(key, v any) bool {
 		rt := v.(*runtime)
+		budgets = append(budgets, adminBudget{Store: rt.key, Budget: rt.pool.Budget()})
 		for _, s := range rt.pool.Status() {
-			aw := adminWorker{Store: rt.key, Index: s.Index, PID: s.PID, State: s.State, Tenant: s.Tenant, Isolates: s.Isolates, Queue: s.Queue, RSSBytes: s.RSS}
+			aw := adminWorker{Store: rt.key, Index: s.Index, PID: s.PID, State: s.State, Tenant: s.Tenant, Isolates: s.Isolates, Queue: s.Queue, RSSBytes: s.RSS,
+				PSSBytes: s.PSS, PrivateBytes: s.Private}
 			if s.CPU >= 0 {
 				cpu := s.CPU
 				aw.CPU = &cpu
@@ -65,7 +81,7 @@ func adminWorkers(w http.ResponseWriter, r *http.Request) error {
 		}
 		return true
 	})
-	return writeAdmin(w, map[string]any{"workers": out})
+	return writeAdmin(w, map[string]any{"workers": out, "budget": budgets})
 }
 
 // adminCount is the handles of one tenant in one registry.

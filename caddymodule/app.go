@@ -26,9 +26,24 @@ type App struct {
 	// Store is the bbolt file that holds the registries. Default: a file
 	// under Caddy's data directory (retainer/registry.db).
 	Store string `json:"store,omitempty"`
-	// Workers is the most worker processes (with isolation "shared", the
-	// number). Default 8.
+	// Workers is the number of worker processes, the spare included (with
+	// isolation "tenant", the most). 0, the default, is `workers auto`:
+	// with isolation "tenant", as many as WorkerMemory allows, up to
+	// MaxWorkers; with isolation "shared", 8.
 	Workers int `json:"workers,omitempty"`
+	// WorkerMemory is `workers auto`'s budget in bytes: the workers' own
+	// memory (PSS) summed stays under it. Default: half of what the
+	// machine or its cgroup has.
+	WorkerMemory int64 `json:"worker_memory,omitempty"`
+	// MaxWorkers is `workers auto`'s ceiling. Default 1000.
+	MaxWorkers int `json:"max_workers,omitempty"`
+	// RecycleIdle is how long a worker must have had nothing of its tenant
+	// in progress before it may be taken for another tenant. Default 60s.
+	RecycleIdle caddy.Duration `json:"recycle_idle,omitempty"`
+	// RequestBodyIdle errors a handler's request body stream when the
+	// visitor sends nothing for this long (408 unless the handler catches
+	// it). Default 10s.
+	RequestBodyIdle caddy.Duration `json:"request_body_idle,omitempty"`
 	// Isolation is "tenant" (default: a worker hosts one tenant's isolates
 	// at a time, one spare worker is kept started ahead, the least recently
 	// active tenant's worker is recycled when all are held) or "shared"
@@ -107,8 +122,20 @@ func (a *App) setDefaults() {
 	if a.Store == "" {
 		a.Store = filepath.Join(caddy.AppDataDir(), "retainer", "registry.db")
 	}
-	if a.Workers <= 0 {
-		a.Workers = 8
+	if a.Workers < 0 {
+		a.Workers = 0
+	}
+	if a.MaxWorkers <= 0 {
+		a.MaxWorkers = 1000
+	}
+	if a.WorkerMemory <= 0 {
+		a.WorkerMemory = worker.DefaultWorkerMemory()
+	}
+	if a.RecycleIdle <= 0 {
+		a.RecycleIdle = caddy.Duration(60 * time.Second)
+	}
+	if a.RequestBodyIdle <= 0 {
+		a.RequestBodyIdle = caddy.Duration(10 * time.Second)
 	}
 	if a.Prewarm == nil {
 		two := 2
@@ -116,6 +143,9 @@ func (a *App) setDefaults() {
 	}
 	if a.Isolation == "" {
 		a.Isolation = worker.IsolationTenant
+	}
+	if a.Workers == 0 && a.Isolation == worker.IsolationShared {
+		a.Workers = 8
 	}
 	if a.WorkerCPUs == "" {
 		a.WorkerCPUs = worker.CPUsAuto
@@ -229,6 +259,7 @@ func (a *App) Start() error {
 	// applies it to the running pool; nothing else of the pool changes on
 	// a reload.
 	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
+	rt.pool.SetBudget(a.WorkerMemory, a.MaxWorkers, time.Duration(a.RecycleIdle))
 	rt.pool.SetCPUs(a.WorkerCPUs)
 	a.live.rt.Store(rt)
 	for _, f := range a.onStart {
@@ -263,6 +294,7 @@ func (a *App) registryConfig() handles.RegistryConfig {
 		MaxHandlesPerTenant: a.MaxHandlesPerTenant,
 		MaxResponseBody:     int(a.MaxResponseBody),
 		StreamTimeout:       time.Duration(a.StreamTimeout),
+		RequestBodyIdle:     time.Duration(a.RequestBodyIdle),
 	}
 }
 

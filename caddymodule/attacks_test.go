@@ -55,7 +55,8 @@ func newBystander(t *testing.T) *bystander {
 func attacked(t *testing.T, options string) (*bystander, string) {
 	t.Helper()
 	store := filepath.Join(t.TempDir(), "registry.db")
-	caddytest.NewTester(t).InitServer(gatewayConfig(store, options), "caddyfile")
+	// Room for bob, the attacker and a spare unless options say otherwise.
+	caddytest.NewTester(t).InitServer(gatewayConfig(store, "workers 4\n"+options), "caddyfile")
 	return newBystander(t), token(t, "mallory", allScopes)
 }
 
@@ -306,10 +307,10 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 
 // Tenant cordons (SPEC §4): a worker hosts one tenant; a tenant that
 // crashes its worker costs nobody else anything; when every worker is held,
-// the least recently active tenant's worker is recycled and its handles
-// come back on their next request, without a strike.
+// an idle tenant's worker (idle for recycle_idle) is recycled and its
+// handles come back on their next request, without a strike.
 func TestTenantCordons(t *testing.T) {
-	bob, mallory := attacked(t, "workers 2\nisolation tenant")
+	bob, mallory := attacked(t, "workers 2\nisolation tenant\nrecycle_idle 200ms")
 	evil := deploy(t, mallory, `async () => ({ fetch(req) {
 		if (req.url.endsWith('/crash')) return new Response('x'.repeat(2**29 - 32).toLowerCase());
 		return new Response('ok');
@@ -324,12 +325,12 @@ func TestTenantCordons(t *testing.T) {
 	bob.check("mallory crashed her worker")
 
 	// Both slots are held (bob, mallory); carol's first run recycles the
-	// least recently active tenant's worker, mallory's, not bob's.
-	bob.check("bob is the most recently active")
+	// worker idle for recycle_idle, mallory's, not bob's (just active).
 	mallory2 := deploy(t, mallory, counter, nil)
 	if a := do(t, "GET", site(mallory2+".apps.localhost", "/"), "", nil); served(t, a) != 1 {
 		t.Fatalf("mallory's counter: %s", a.body)
 	}
+	time.Sleep(300 * time.Millisecond)
 	bob.check("mallory deployed again")
 	carol := token(t, "carol", allScopes)
 	if a := execute(t, carol, map[string]any{"code": "async () => 7"}); a.status != 200 {

@@ -29,7 +29,11 @@ func init() {
 //
 //	retainer {
 //		store <path>
-//		workers <n>
+//		workers auto|<n>
+//		worker_memory <size>
+//		max_workers <n>
+//		recycle_idle <duration>
+//		request_body_idle <duration>
 //		isolation tenant|shared
 //		worker_cpus shared|pinned|auto
 //		handle_concurrency <n>
@@ -85,7 +89,19 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 		case "store":
 			app.Store = val
 		case "workers":
-			app.Workers, err = positive(d, val)
+			if val == "auto" {
+				app.Workers = 0
+			} else {
+				app.Workers, err = positive(d, val)
+			}
+		case "worker_memory":
+			app.WorkerMemory, err = size(d, val)
+		case "max_workers":
+			app.MaxWorkers, err = positive(d, val)
+		case "recycle_idle":
+			app.RecycleIdle, err = duration(d, val)
+		case "request_body_idle":
+			app.RequestBodyIdle, err = duration(d, val)
 		case "isolates_per_worker":
 			app.IsolatesPerWorker, err = positive(d, val)
 		case "queue":

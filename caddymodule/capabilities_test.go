@@ -21,7 +21,7 @@ func capabilitiesConfig(store, toolURL string) string {
 	https_port 9443
 	retainer {
 		store %s
-		workers 1
+		workers 2
 		timeout 2s
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -122,6 +123,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	// still bounded by max_request_body.
 	var body []byte
 	var streamed io.Reader
+	var tracked *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		switch {
 		case r.ContentLength > h.app.MaxRequestBody:
@@ -134,12 +136,21 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 				return nil
 			}
 		default:
-			streamed = http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody)
+			tracked = &trackedBody{r: http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody)}
+			streamed = tracked
 		}
 	}
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r), body)
 	res, stream, err := reg.ServeStream(r.Context(), key, h.resolve, req, streamed)
 	observeInvocation("data", start, err)
+	if tracked != nil && !tracked.ended.Load() {
+		// The body was not read to its end (the handler did not want it,
+		// or it stopped arriving): a read of it may still be waiting on
+		// the connection, and net/http would wait for that read to drain
+		// the body before it wrote this answer. The connection closes
+		// after the answer instead.
+		w.Header().Set("Connection", "close")
+	}
 	if err != nil {
 		writeFault(w, err, "")
 		return nil
@@ -150,6 +161,21 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	}
 	writeResponse(w, res)
 	return nil
+}
+
+// trackedBody is a streamed request body that knows whether it was read to
+// its end.
+type trackedBody struct {
+	r     io.Reader
+	ended atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil {
+		b.ended.Store(true)
+	}
+	return n, err
 }
 
 // parseHostLabel is N for a key that is exactly

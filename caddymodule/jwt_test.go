@@ -23,7 +23,7 @@ func TestJWTPlaceholdersAndCredentials(t *testing.T) {
 	https_port 9443
 	retainer {
 		store %[2]s
-		workers 1
+		workers 2
 	}
 }
 

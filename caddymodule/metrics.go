@@ -111,7 +111,27 @@ var (
 		Namespace: "retainer", Name: "queue_depth",
 		Help: "Calls in flight or waiting across all workers.",
 	}, func() float64 { return float64(workerSum(func(s worker.WorkerStatus) int { return s.Queue })) })
+	metricWorkerMemory = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "worker_memory_bytes",
+		Help: "The workers' own memory (PSS) summed, as last measured.",
+	}, func() float64 { return float64(budget().UsedMemory) })
+	metricWorkerBudget = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "worker_memory_budget_bytes",
+		Help: "worker_memory: the budget of `workers auto` (0 with a fixed number of workers).",
+	}, func() float64 { return float64(budget().WorkerMemory) })
+	metricWorkers = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "workers",
+		Help: "Worker processes up or starting.",
+	}, func() float64 { return float64(budget().Workers) })
 )
+
+// budget is the current runtime's worker capacity.
+func budget() worker.Budget {
+	if rt := current(); rt != nil {
+		return rt.pool.Budget()
+	}
+	return worker.Budget{}
+}
 
 func registerMetrics(ctx caddy.Context, rt *runtime) {
 	gaugesMu.Lock()
@@ -121,7 +141,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

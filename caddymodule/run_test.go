@@ -22,7 +22,7 @@ func runConfig(store, model string) string {
 	grace_period 1s
 	retainer {
 		store %s
-		workers 2
+		workers 3
 		timeout 500ms
 	}
 }

@@ -73,6 +73,9 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.app.Store(a)
 	pool, err := worker.Start(worker.Config{
 		Workers:           a.Workers,
+		WorkerMemory:      a.WorkerMemory,
+		MaxWorkers:        a.MaxWorkers,
+		RecycleIdle:       time.Duration(a.RecycleIdle),
 		Isolation:         a.Isolation,
 		IsolatesPerWorker: a.IsolatesPerWorker,
 		Queue:             a.Queue,

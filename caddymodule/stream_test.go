@@ -381,7 +381,7 @@ func TestRelayedUpstreamStream(t *testing.T) {
 	grace_period 1s
 	retainer {
 		store %s
-		workers 1
+		workers 2
 		timeout 2s
 	}
 }

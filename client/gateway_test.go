@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	retainer {
 		store %s/registry.db
-		workers 3
+		workers auto
 		timeout 5s
 		max_request_body 64KiB
 	}

@@ -41,6 +41,7 @@ const (
 	Timeout         Code = "TIMEOUT"
 	Memory          Code = "MEMORY"
 	NotImplemented  Code = "NOT_IMPLEMENTED"
+	RequestTimeout  Code = "REQUEST_TIMEOUT"
 	Internal        Code = "INTERNAL"
 )
 
@@ -63,6 +64,7 @@ var statuses = map[Code]int{
 	Timeout:         http.StatusGatewayTimeout,
 	Memory:          http.StatusInsufficientStorage,
 	NotImplemented:  http.StatusNotImplemented,
+	RequestTimeout:  http.StatusRequestTimeout,
 	Internal:        http.StatusInternalServerError,
 }
 
@@ -119,7 +121,16 @@ var (
 	// ErrCollateral marks the bound fault of an invocation that was in
 	// progress on an isolate when another invocation's bound hit it (SPEC
 	// §5): it answers the bound's error but takes no strike.
-	ErrCollateral    = errors.New("in progress when another invocation hit a bound")
+	ErrCollateral = errors.New("in progress when another invocation hit a bound")
+	// ErrNotCaused marks a TIMEOUT the program did not cause: its isolate's
+	// thread used less than half the bound in CPU during the call (the
+	// machine was busy, or it waited for an upstream, a tool or the
+	// visitor). It answers TIMEOUT but takes no strike.
+	ErrNotCaused = errors.New("the program used less than half its bound in CPU")
+	// ErrNotStarted marks the WORKER_CRASHED fault of a call its worker
+	// never started (it was never sent, or its worker was taken out of
+	// service first): it had no effect, so it is sent again, once.
+	ErrNotStarted    = errors.New("the call never started in its worker")
 	ErrNoSuchHandle  = &Fault{Code: NoSuchHandle}
 	ErrTooLarge      = &Fault{Code: TooLarge}
 	ErrSyntax        = &Fault{Code: Syntax}
@@ -198,6 +209,12 @@ func Closed(id string) *Fault {
 // CrashedWorker is the retryable WORKER_CRASHED fault.
 func CrashedWorker() *Fault {
 	return New(WorkerCrashed, "The worker process serving this execution stopped. Retry the request.")
+}
+
+// NotStarted is the WORKER_CRASHED fault of a call that never started
+// (ErrNotStarted): the caller sends it again.
+func NotStarted() *Fault {
+	return &Fault{Code: WorkerCrashed, Message: CrashedWorker().Message, Cause: ErrNotStarted}
 }
 
 // Overload is the retryable OVERLOADED fault.

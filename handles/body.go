@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/readsome"
@@ -30,6 +32,9 @@ type bodyStream struct {
 	mu     sync.Mutex // one read at a time
 	r      io.Reader
 	done   bool
+	// idled: the visitor sent nothing for request_body_idle; the handler's
+	// stream errored, and an invocation that fails then answers 408.
+	idled atomic.Bool
 }
 
 type bodySet struct {
@@ -37,8 +42,9 @@ type bodySet struct {
 	open map[string]*bodyStream
 }
 
-// attachBody registers r for handle and answers its token and the detach.
-func (s *Store) attachBody(handle string, r io.Reader) (string, func()) {
+// attachBody registers r for handle and answers its token, the stream and
+// the detach.
+func (s *Store) attachBody(handle string, r io.Reader) (string, *bodyStream, func()) {
 	var b [16]byte
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
@@ -46,9 +52,10 @@ func (s *Store) attachBody(handle string, r io.Reader) (string, func()) {
 	if s.bodies.open == nil {
 		s.bodies.open = map[string]*bodyStream{}
 	}
-	s.bodies.open[token] = &bodyStream{handle: handle, r: r}
+	st := &bodyStream{handle: handle, r: r}
+	s.bodies.open[token] = st
 	s.bodies.mu.Unlock()
-	return token, func() {
+	return token, st, func() {
 		s.bodies.mu.Lock()
 		delete(s.bodies.open, token)
 		s.bodies.mu.Unlock()
@@ -75,10 +82,23 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 	if b.done {
 		return json.RawMessage(`{"done":true}`), nil
 	}
+	idle := 10 * time.Second
+	if r := s.registryOf(id); r != nil {
+		idle = r.config().RequestBodyIdle
+	}
+	// Waiting for the body is the visitor's time (the sandbox moves the
+	// invocation's bound meanwhile), but not for ever: a body that stops
+	// arriving for request_body_idle ends here.
+	readCtx, cancel := context.WithTimeout(ctx, idle)
+	defer cancel()
 	buf := make([]byte, bodyChunk)
-	n, err := readsome.Read(ctx, b.r, buf)
+	n, err := readsome.Read(readCtx, b.r, buf)
 	var tooBig *http.MaxBytesError
 	switch {
+	case err != nil && ctx.Err() == nil && readCtx.Err() != nil:
+		b.done = true
+		b.idled.Store(true)
+		return nil, fault.New(fault.RequestTimeout, "The request body stopped arriving for %v.", idle)
 	case errors.As(err, &tooBig):
 		b.done = true
 		return nil, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", tooBig.Limit)

@@ -557,3 +557,59 @@ func TestRouteQuota(t *testing.T) {
 		t.Fatalf("bob's first route: %v", err)
 	}
 }
+
+// A route name freed by its handle's end (here three bound strikes, as a
+// stalled visitor or a hostile one could once cause) stays its tenant's
+// for a day, across a restart: another tenant's bind answers CONFLICT, the
+// tenant itself may bind it again, and after 24 h anyone may. An unbind
+// the tenant asks for frees the name at once.
+func TestFreedRouteNamesStayReserved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ends := &eventLog{}
+	g := start(t, path, clock, ends, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
+	id := deploy(t, reg, "alice")
+	if _, err := reg.BindRoute("alice", "webhooks", id); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		call(reg, "alice", id, "/spin")
+	}
+	if fmt.Sprint(ends.reasons(id)) != "[bound_strikes]" {
+		t.Fatalf("end events %v", ends.reasons(id))
+	}
+	g.stop()
+	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 72 * time.Hour})
+	mallory := deploy(t, reg, "mallory")
+	if _, err := reg.BindRoute("mallory", "webhooks", mallory); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("another tenant bound a freed name: %v", err)
+	}
+	clock.Add(23 * time.Hour)
+	g.store.SweepIdle()
+	if _, err := reg.BindRoute("mallory", "webhooks", mallory); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("another tenant bound a freed name after 23 h: %v", err)
+	}
+	again := deploy(t, reg, "alice")
+	if _, err := reg.BindRoute("alice", "webhooks", again); err != nil {
+		t.Fatalf("the tenant's own bind of its reserved name: %v", err)
+	}
+	if err := reg.UnbindRoute("alice", "webhooks"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.BindRoute("mallory", "webhooks", mallory); err != nil {
+		t.Fatalf("a name its tenant unbound: %v", err)
+	}
+	// Another name, freed by an end, is anyone's after 24 h.
+	third := deploy(t, reg, "alice")
+	reg.BindRoute("alice", "shop", third)
+	if err := reg.Close("alice", third); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(24*time.Hour + time.Second)
+	g.store.SweepIdle()
+	if _, err := reg.BindRoute("mallory", "shop", mallory); err != nil {
+		t.Fatalf("a name reserved a day ago: %v", err)
+	}
+}

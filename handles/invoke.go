@@ -92,10 +92,17 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}
 	detach := func() {}
+	var bs *bodyStream
 	if body != nil {
-		req.BodyStream, detach = s.attachBody(rec.ID, body)
+		req.BodyStream, bs, detach = s.attachBody(rec.ID, body)
 	}
 	res, err := r.invoke(ctx, rec, req)
+	if err != nil && bs != nil && bs.idled.Load() {
+		// The visitor's body stopped arriving and the handler did not
+		// answer despite it: the visitor's doing, answered 408; the handle
+		// keeps its isolate and takes no strike.
+		err = fault.New(fault.RequestTimeout, "The request body stopped arriving.")
+	}
 	if err != nil || res.Stream == 0 && res.Relay == "" {
 		detach()
 		return res, nil, err
@@ -146,16 +153,20 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 			return res, err
 		case fault.Timeout, fault.Memory:
 			s.touch(rec.ID, false)
-			// With concurrency, the invocations that were only in progress
-			// when another hit the bound take no strike (SPEC §5).
-			if !errors.Is(err, fault.ErrCollateral) {
-				r.strike(rec.ID, "bound", errText(err))
-			}
+			r.strikeIfCharged(rec.ID, "", err)
 			return res, err
 		case fault.HandlesClosed:
 			// The isolate vanished between the check and the call (a crash,
 			// parking, a bound hit of the invocation ahead): rebuild once.
 			continue
+		case fault.WorkerCrashed:
+			if errors.Is(err, fault.ErrNotStarted) {
+				// Its worker died or was recycled before it started this
+				// call, which therefore had no effect: sent again, once,
+				// to the isolate's rebuild (SPEC §4).
+				continue
+			}
+			return res, err
 		default:
 			return res, err
 		}

@@ -142,7 +142,7 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 	}
 	switch fault.CodeOf(err) {
 	case fault.Timeout, fault.Memory:
-		r.strike(rec.ID, "bound", "Rebuild: "+errText(err))
+		r.strikeIfCharged(rec.ID, "Rebuild: ", err)
 		return err
 	case fault.Syntax, fault.Runtime:
 		return programFault(errText(err))
@@ -153,6 +153,22 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 		// program's doing.
 		r.systemLog(rec.ID, "Rebuild did not finish ("+err.Error()+"); the next request tries again.")
 		return fault.New(fault.Overloaded, "The handle is being started; try again.")
+	}
+}
+
+// strikeIfCharged counts a bound fault as a strike when the program is to
+// blame (SPEC §4, "Blame"): not when it was only in progress while another
+// invocation hit the bound (fault.ErrCollateral), nor for a timeout whose
+// isolate used less than half the bound in CPU (fault.ErrNotCaused: the
+// machine was busy, or it waited for an upstream, a tool or the visitor).
+// The handle's log says which.
+func (r *Registry) strikeIfCharged(id, prefix string, err error) {
+	switch {
+	case errors.Is(err, fault.ErrCollateral):
+	case errors.Is(err, fault.ErrNotCaused):
+		r.systemLog(id, prefix+errText(err)+" (no strike: the program used less than half of its bound in CPU)")
+	default:
+		r.strike(id, "bound", prefix+errText(err))
 	}
 }
 
@@ -239,11 +255,15 @@ func (r *Registry) end(id, reason, message string) bool {
 	s.db.Update(func(tx *bolt.Tx) error {
 		tx.Bucket(bucketHandles).Delete(key(rec.Registry, id))
 		routes := tx.Bucket(bucketRoutes)
+		var freed []string
 		for _, name := range rec.Routes {
 			if string(routes.Get(key(rec.Registry, name))) == id {
 				routes.Delete(key(rec.Registry, name))
+				freed = append(freed, name)
 			}
 		}
+		// Freed names stay the tenant's for a day (reserve.go).
+		s.reserve(tx, rec, freed)
 		return nil
 	})
 	s.opts.Executor.Close(id)
@@ -267,6 +287,7 @@ func (r *Registry) Close(tenant, id string) error {
 // SweepIdle ends every handle idle past its registry's bound. The
 // background loop calls it; tests call it with an injected clock.
 func (s *Store) SweepIdle() {
+	s.sweepReservations()
 	now := s.opts.Now()
 	type victim struct {
 		reg *Registry

@@ -39,6 +39,10 @@ type RegistryConfig struct {
 	MaxResponseBody int
 	// StreamTimeout bounds a whole streamed response. Default 5m.
 	StreamTimeout time.Duration
+	// RequestBodyIdle ends a visitor's request body that stops arriving
+	// for this long: the handler's body stream errors, and the visitor gets
+	// 408 unless the handler caught it. Default 10s.
+	RequestBodyIdle time.Duration
 }
 
 func (c *RegistryConfig) defaults() {
@@ -53,6 +57,9 @@ func (c *RegistryConfig) defaults() {
 	}
 	if c.HandleQueue <= 0 {
 		c.HandleQueue = 64
+	}
+	if c.RequestBodyIdle <= 0 {
+		c.RequestBodyIdle = 10 * time.Second
 	}
 	if c.StreamTimeout <= 0 {
 		c.StreamTimeout = 5 * time.Minute

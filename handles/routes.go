@@ -59,7 +59,16 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 			return Route{}, fault.New(fault.Conflict, "The route name %q is taken.", name)
 		}
 	}
+	reservedHere := false
 	if prev == nil {
+		switch owner := s.reservedTo(r.name, name); owner {
+		case "":
+		case tenant:
+			reservedHere = true
+		default:
+			s.mu.Unlock()
+			return Route{}, reservedFault(name)
+		}
 		bound := 0
 		for _, rid := range s.routes[r.name] {
 			if other := s.records[rid]; other != nil && other.Tenant == tenant {
@@ -83,6 +92,9 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketRoutes).Put(key(r.name, name), []byte(id)); err != nil {
 			return err
+		}
+		if reservedHere {
+			s.unreserve(tx, r.name, name)
 		}
 		if err := putTx(tx, &newRec); err != nil {
 			return err

@@ -99,12 +99,13 @@ type Store struct {
 
 	mu         sync.Mutex // guards registries, records, routes, live, dirty
 	registries map[string]*Registry
-	records    map[string]*Record           // by id, all registries
-	routes     map[string]map[string]string // registry → route name → id
-	live       map[string]*liveState        // by id: the runtime side of a record
-	runs       map[string]*runState         // runs in progress, by run id
-	dirty      map[string]bool              // ids whose counters await a flush
-	bodies     bodySet                      // request bodies streaming into invocations (body.go)
+	records    map[string]*Record                // by id, all registries
+	routes     map[string]map[string]string      // registry → route name → id
+	reserved   map[string]map[string]reservation // registry → freed route name → its tenant (reserve.go)
+	live       map[string]*liveState             // by id: the runtime side of a record
+	runs       map[string]*runState              // runs in progress, by run id
+	dirty      map[string]bool                   // ids whose counters await a flush
+	bodies     bodySet                           // request bodies streaming into invocations (body.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -140,6 +141,7 @@ func Open(path string, opts Options) (*Store, error) {
 		registries: map[string]*Registry{},
 		records:    map[string]*Record{},
 		routes:     map[string]map[string]string{},
+		reserved:   map[string]map[string]reservation{},
 		live:       map[string]*liveState{},
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
@@ -185,7 +187,7 @@ func (s *Store) initSchema() error {
 		if v := string(meta.Get(keySchema)); v != schemaVersion {
 			return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
 		}
-		for _, b := range [][]byte{bucketHandles, bucketRoutes} {
+		for _, b := range [][]byte{bucketHandles, bucketRoutes, bucketReserved} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -207,7 +209,7 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(bucketRoutes).ForEach(func(k, v []byte) error {
+		err = tx.Bucket(bucketRoutes).ForEach(func(k, v []byte) error {
 			reg, name, ok := splitKey(k)
 			if !ok {
 				return fmt.Errorf("route key %q is corrupt", k)
@@ -218,6 +220,10 @@ func (s *Store) load() error {
 			s.routes[reg][name] = string(v)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		return s.loadReservations(tx)
 	})
 }
 
@@ -398,14 +404,14 @@ func (s *Store) WorkerCrashed(c worker.Crash) {
 }
 
 // IsolateLost is the executor's notice that a retained isolate ended on its
-// own (a timer callback hit a bound): that is a strike.
+// own (a timer callback hit a bound): a strike when the program is to blame.
 func (s *Store) IsolateLost(id string, err error) {
 	if r := s.registryOf(id); r != nil {
-		msg := "The handle's isolate ended."
-		if err != nil {
-			msg = errText(err)
+		if err == nil {
+			r.strike(id, "bound", "The handle's isolate ended.")
+			return
 		}
-		r.strike(id, "bound", msg)
+		r.strikeIfCharged(id, "", err)
 	}
 }
 

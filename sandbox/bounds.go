@@ -36,18 +36,13 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	m.terminated = false
 	m.mu.Unlock()
 	deadline := time.Now().Add(timeout)
+	m.activityCPU = m.hold.used()
 	m.activityLogs = logBuffer{}
 	m.beginHostScope(timeout)
 	defer m.endHostScope()
 	defer m.noteDroppedLogs()
-	watchdog := time.AfterFunc(timeout, func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.current == id && !m.disposed {
-			m.terminated = true
-			m.iso.TerminateExecution()
-		}
-	})
+	m.resetVisitor()
+	watchdog := m.watchdog(id, timeout)
 	err := f(deadline)
 	watchdog.Stop()
 	m.mu.Lock()
@@ -86,6 +81,19 @@ func (m *vm) boundHit() error {
 	return nil
 }
 
-func (m *vm) timeoutFault() error {
-	return fault.TimedOut(m.timeout.Milliseconds())
+// timeoutFault is the TIMEOUT of the current activity (a run, a timer
+// callback, or the busy period of a handle's invocations).
+func (m *vm) timeoutFault() error { return m.timeoutSince(m.activityCPU) }
+
+// timeoutSince is the TIMEOUT of work that began when the isolate's CPU
+// account read start. Blame: it is a strike only when the isolate used at
+// least half the bound in CPU since then; a timeout it did not cause (the
+// machine busy with other work, or a wait for an upstream, a tool or the
+// visitor) is marked fault.ErrNotCaused.
+func (m *vm) timeoutSince(start int64) error {
+	f := fault.TimedOut(m.timeout.Milliseconds())
+	if used := m.hold.used() - start; used < m.timeout.Nanoseconds()/2 {
+		f.Cause = fault.ErrNotCaused
+	}
+	return f
 }

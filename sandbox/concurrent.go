@@ -39,6 +39,7 @@ type invocation struct {
 	respond  func(WireResponse, []LogEntry, error)
 	logs     *logBuffer
 	answered bool
+	cpuStart int64 // the isolate's CPU account when it began (blame)
 }
 
 // busyPeriod is the time an isolate has invocations in progress.
@@ -57,7 +58,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 	if m.busy == nil {
 		m.beginBusy()
 	}
-	inv := &invocation{deadline: time.Now().Add(m.timeout), respond: respond, logs: &logBuffer{}}
+	inv := &invocation{deadline: time.Now().Add(m.timeout), cpuStart: m.hold.used(), respond: respond, logs: &logBuffer{}}
 	m.busy.invs = append(m.busy.invs, inv)
 	bodyArg := any(v8.Null(m.iso))
 	if body != nil {
@@ -119,14 +120,7 @@ func (m *vm) entry(f func()) error {
 	m.current = id
 	m.terminated = false
 	m.mu.Unlock()
-	watchdog := time.AfterFunc(time.Until(m.earliestDeadline()), func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.current == id && !m.disposed {
-			m.terminated = true
-			m.iso.TerminateExecution()
-		}
-	})
+	watchdog := m.watchdog(id, time.Until(m.earliestDeadline()))
 	f()
 	watchdog.Stop()
 	m.mu.Lock()
@@ -166,15 +160,16 @@ func (m *vm) checkInvocations() {
 		keep = append(keep, inv)
 	}
 	m.busy.invs = keep
+	extra := m.visitorExtra()
 	for _, inv := range m.busy.invs {
-		if !now.Before(inv.deadline) {
-			m.failBusy(m.timeoutFault(), inv)
+		if !now.Before(inv.deadline.Add(extra)) {
+			m.failBusy(m.timeoutSince(inv.cpuStart), inv)
 			return
 		}
 	}
 	wu := m.busy.waitUntil[:0]
 	for _, d := range m.busy.waitUntil {
-		if !now.Before(d) {
+		if !now.Before(d.Add(extra)) {
 			// waitUntil work past its invocation's bound: a bound hit,
 			// the handle's own (no invocation is its cause).
 			m.failBusy(m.timeoutFault(), nil)
@@ -249,6 +244,8 @@ func (m *vm) beginBusy() {
 	m.hostActivity = m.runSeq
 	m.mu.Unlock()
 	m.busy = &busyPeriod{}
+	m.resetVisitor()
+	m.activityCPU = m.hold.used()
 	m.activityLogs = logBuffer{}
 	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
 }
@@ -279,14 +276,15 @@ func (m *vm) earliestDeadline() time.Time {
 	if m.busy == nil {
 		return d
 	}
+	extra := m.visitorExtra()
 	for _, inv := range m.busy.invs {
-		if inv.deadline.Before(d) {
-			d = inv.deadline
+		if e := inv.deadline.Add(extra); e.Before(d) {
+			d = e
 		}
 	}
 	for _, w := range m.busy.waitUntil {
-		if w.Before(d) {
-			d = w
+		if e := w.Add(extra); e.Before(d) {
+			d = e
 		}
 	}
 	return d

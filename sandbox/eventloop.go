@@ -106,6 +106,7 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if delivered, err := m.settleHostCalls(); err != nil || delivered {
 		return err
 	}
+	deadline = deadline.Add(m.visitorExtra()) // the visitor's time (visitor.go)
 	due, ok := m.nextTimer()
 	if !ok {
 		if m.host.pending == 0 {
@@ -119,12 +120,18 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if d := time.Until(due); d > 0 {
 		t := time.NewTimer(d)
 		m.hold.drop() // a wait: leave the thread free (threadhold.go)
+		start := time.Now()
 		select {
 		case <-t.C:
 		case <-m.wake:
 		}
+		waited := time.Since(start)
+		m.waited(waited)
 		m.hold.take()
 		t.Stop()
+		if m.visitor.pending > 0 {
+			deadline = deadline.Add(waited)
+		}
 	}
 	if !time.Now().Before(deadline) {
 		return m.timeoutFault()

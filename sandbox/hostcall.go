@@ -30,6 +30,7 @@ type hostCompletion struct {
 	id       int32
 	result   json.RawMessage
 	err      error
+	visitor  bool // a body.read: the wait was the visitor's (visitor.go)
 }
 
 // hostCalls is a vm's host-call state; mu guards done (written by the
@@ -99,10 +100,14 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 			return nil, nil
 		}
 	}
+	visitor := op == visitorOp
+	if visitor {
+		m.visitor.pending++
+	}
 	go func() {
 		res, err := safeHostCall(hc, ctx, runID, op, raw)
 		m.host.mu.Lock()
-		m.host.done = append(m.host.done, hostCompletion{activity: activity, id: id, result: res, err: err})
+		m.host.done = append(m.host.done, hostCompletion{activity: activity, id: id, result: res, err: err, visitor: visitor})
 		m.host.mu.Unlock()
 		select {
 		case m.wake <- struct{}{}:
@@ -132,6 +137,9 @@ func (m *vm) settleHostCalls() (bool, error) {
 	delivered := false
 	for _, c := range done {
 		m.host.pending--
+		if c.visitor {
+			m.visitor.pending--
+		}
 		if c.activity != m.hostActivity {
 			continue
 		}
@@ -160,8 +168,11 @@ func (m *vm) settleHostCalls() (bool, error) {
 
 // beginHostScope gives an activity its own context for host calls, so that
 // calls still in flight when it ends are cancelled.
-func (m *vm) beginHostScope(timeout time.Duration) {
-	m.host.ctx, m.host.cancel = context.WithTimeout(context.Background(), timeout)
+//
+// The scope ends with its activity (endHostScope), not at a fixed time: the
+// activity's bound may move with the visitor's time (visitor.go).
+func (m *vm) beginHostScope(time.Duration) {
+	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
 }
 
 func (m *vm) endHostScope() {

@@ -51,6 +51,8 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
+	visitor           visitorWait                 // the visitor's time in the current activity (visitor.go)
+	activityCPU       int64                       // the CPU account when the current activity began (blame: bounds.go)
 	activityLogs      logBuffer                   // a retained isolate's timer and waitUntil output, per bounded activity
 	conc              int                         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
 	busy              *busyPeriod                 // concurrent invocations in progress (concurrent.go)
@@ -162,6 +164,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			m.hold.drop()
 		}
 		var work func()
+		blocked := time.Now()
 		select {
 		case f, ok := <-jobs:
 			if !ok {
@@ -176,6 +179,9 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.timerTurn
 		case <-m.eng.closing:
 			work = m.kill
+		}
+		if m.busy != nil {
+			m.waited(time.Since(blocked)) // the visitor's time (visitor.go)
 		}
 		m.hold.take()
 		work()

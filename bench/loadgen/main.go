@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,7 @@ func main() {
 	label := flag.String("label", "", "label for the output line")
 	auth := flag.String("auth", "", "Authorization header value")
 	pause := flag.Duration("pause", 0, "think time between one connection's requests (0: back to back)")
+	roundRobin := flag.Bool("rr", false, "with several URLs, each request takes the next one (instead of one URL per connection)")
 	var headers headerFlags
 	flag.Var(&headers, "H", `a request header, "Name: value" (may be repeated)`)
 	flag.Parse()
@@ -65,6 +67,7 @@ func main() {
 	}
 	var wg sync.WaitGroup
 	urls := strings.Split(*url, ",")
+	var next atomic.Int64
 	for i := 0; i < *conns; i++ {
 		wg.Add(1)
 		target := urls[i%len(urls)]
@@ -73,6 +76,9 @@ func main() {
 			var mine []time.Duration
 			bad := 0
 			for time.Now().Before(deadline) {
+				if *roundRobin {
+					target = urls[int(next.Add(1)-1)%len(urls)]
+				}
 				req, err := http.NewRequest(*method, target, bytes.NewReader([]byte(*body)))
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "%s: %v\n", *label, err)
@@ -123,6 +129,7 @@ func main() {
 	if firstErr != "" {
 		fmt.Fprintf(os.Stderr, "%s: the first error: %s\n", *label, firstErr)
 	}
+	fmt.Fprintf(os.Stderr, "%s: %d answered 200\n", *label, len(lat))
 }
 
 // headerFlags is the repeated -H flag: each "Name: value" a header.

@@ -2307,6 +2307,9 @@
 
   // A request body the visitor is still sending: each pull asks the host
   // for what has arrived (a Latin-1 string, at most 64 KiB).
+  // A body that stops arriving for the gateway's request_body_idle errors
+  // the stream with a TypeError (as a network error does in fetch), which
+  // the handler may catch.
   function requestBodyStream(token) { return hostBodyStream('body.read', token); }
 
   // hostBodyStream is a body the host holds under token: each pull asks it
@@ -2316,7 +2319,15 @@
     const RS = loadModule('streams').ReadableStream;
     return new RS({
       async pull(c) {
-        const r = await call(op, { stream: token });
+        let r;
+        try {
+          r = await call(op, { stream: token });
+        } catch (e) {
+          if (e.code !== 'REQUEST_TIMEOUT') throw e;
+          const t = new TypeErrorCtor(e.message);
+          t.code = e.code;
+          throw t;
+        }
         if (r.data) c.enqueue(bytesFromLatin1(r.data));
         if (r.done) c.close();
       },

@@ -6,128 +6,139 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// Isolation modes (SPEC §4, tenant cordons).
+// Isolation modes (docs/architecture.md, "Tenant cordons").
 const (
 	// IsolationShared lets every worker host every tenant's isolates: one
 	// trust domain.
 	IsolationShared = "shared"
 	// IsolationTenant makes a worker host one tenant's isolates at a time,
 	// so a crash, a memory bomb, a hard kill or a compromised V8 touches
-	// only the tenant that caused it. Workers start as tenants need them
-	// (up to Workers), one spare is kept started ahead, and when every
-	// worker is held the least recently active tenant's worker is recycled:
-	// its handles are parked and rebuilt on their next request.
+	// only the tenant that caused it. Workers start as tenants need them,
+	// as many as memory allows (memory.go) or Workers, one spare is kept
+	// started ahead, and a worker is taken from its tenant for another only
+	// when nothing of its tenant is in progress there and it has been idle
+	// for RecycleIdle (recyclable). An active tenant is never evicted for a
+	// newcomer: the newcomer waits for a slot within its own bound.
 	IsolationTenant = "tenant"
 )
 
 func (pool *Pool) cordoned() bool { return pool.cfg.Isolation == IsolationTenant }
 
-// slots is how many processes a cordoned pool may run: Workers held by
-// tenants plus the spare.
-func (c *Config) slots() int {
-	if c.Isolation == IsolationTenant {
-		return c.Workers + 1
-	}
-	return c.Workers
-}
+// auto reports whether the number of workers follows the memory budget.
+func (pool *Pool) auto() bool { return pool.cordoned() && pool.cfg.Workers == 0 }
+
+// waitPoll is how often a newcomer waiting for a worker looks again: a slot
+// frees when a worker dies or its tenant's last work ends, and a worker
+// becomes recyclable by the clock alone.
+const waitPoll = 20 * time.Millisecond
 
 // pickFor chooses a worker that hosts tenant alone: one it already holds
-// with room, else the spare, else a new process in a free slot, else
-// another tenant's worker, recycled, as recyclable allows. A retaining run
-// that finds none answers ErrNoCapacity (the caller parks one of the
-// tenant's idle handles and tries again); another run, OVERLOADED.
-func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*process, error) {
+// with room, else the spare, else a new process where capacity allows, else
+// another tenant's idle worker, recycled. When none is free the call waits
+// for one until wait has passed (or ctx ends), then answers OVERLOADED; a
+// retaining run of a tenant that holds a full worker answers ErrNoCapacity
+// at once instead (the caller parks one of the tenant's own idle handles).
+func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool, wait time.Duration) (*process, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		p, err, again := pool.tryPickFor(ctx, tenant, retaining)
+		if !again {
+			return p, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, fault.Overload()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fault.Overload()
+		case <-pool.stop:
+			return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
+		case <-time.After(min(waitPoll, left)):
+		}
+	}
+}
+
+// tryPickFor is one attempt of pickFor; again asks the caller to wait and
+// try once more.
+func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool) (p *process, err error, again bool) {
 	pool.mu.Lock()
 	if pool.closed {
 		pool.mu.Unlock()
-		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
+		return nil, fault.New(fault.Overloaded, "The gateway is stopping."), false
 	}
 	var best, spare *process
-	var others []*process
-	bestScore, held, mine := 0, 0, 0
-	holds := map[string]int{} // workers held, per other tenant
-	for _, p := range pool.workers {
-		if p == nil || !p.alive() {
+	bestScore, mine := 0, 0
+	for _, w := range pool.workers {
+		if w == nil || !w.alive() {
 			continue
 		}
-		switch owner := p.owner(); owner {
+		switch w.owner() {
 		case "":
-			spare = p
+			spare = w
 		case tenant:
-			held++
 			mine++
-			retained, inflight := p.load()
+			retained, inflight := w.load()
 			if retaining && retained >= pool.cfg.IsolatesPerWorker || inflight >= pool.callLimit() {
 				continue
 			}
 			if score := retained + inflight; best == nil || score < bestScore {
-				best, bestScore = p, score
+				best, bestScore = w, score
 			}
-		default:
-			held++
-			holds[owner]++
-			others = append(others, p)
 		}
 	}
-	lru := recyclable(others, holds, mine)
-	if wait := pool.startingFor[tenant]; best == nil && wait != nil {
-		// A worker is being started for this tenant: a burst of its
-		// first requests waits for that one start.
+	if best != nil {
+		pool.mu.Unlock()
+		return best, nil, false
+	}
+	if starting := pool.startingFor[tenant]; starting != nil {
+		// A worker is being started for this tenant: a burst of its first
+		// requests waits for that one start.
 		pool.mu.Unlock()
 		select {
-		case <-wait:
-			return pool.pickFor(ctx, tenant, retaining)
+		case <-starting:
+			return nil, nil, true
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fault.Overload(), false
 		}
 	}
-	switch {
-	case best != nil:
-		pool.mu.Unlock()
-		return best, nil
-	case spare != nil && (held < pool.cfg.Workers || lru != nil):
-		if held >= pool.cfg.Workers {
-			// Every worker is held: the least recently active tenant's is
-			// recycled (its handles are parked, rebuilt on their next
-			// request, without a strike), and the spare serves at once.
-			pool.workers[lru.index] = nil
-			lru.mu.Lock()
-			lru.retired = "recycled for another tenant (every worker was held)"
-			lru.mu.Unlock()
-			go lru.kill("recycled for another tenant") // reap starts the next spare
-		}
+	if spare != nil {
 		spare.mu.Lock()
 		spare.tenant = tenant
+		spare.lastActive = time.Now()
 		spare.mu.Unlock()
 		pool.mu.Unlock()
-		pool.logf("worker %d (pid %d) now hosts tenant %q (held %d, recycled %v)", spare.index, spare.pid, tenant, held, lru != nil && held >= pool.cfg.Workers)
+		pool.logf("worker %d (pid %d) now hosts tenant %q", spare.index, spare.pid, tenant)
 		pool.ensureSpare()
-		return spare, nil
+		return spare, nil, false
 	}
 	slot := -1
-	if held < pool.cfg.Workers {
+	if pool.canStart() {
 		slot = pool.freeSlot()
-	}
-	if slot < 0 && lru != nil {
-		// Recycle: the other tenant's handles there are parked (rebuilt
-		// on their next request, without a strike).
-		slot = lru.index
-		pool.workers[slot] = nil
-		lru.mu.Lock()
-		lru.retired = "recycled for another tenant (every worker was held)"
-		lru.mu.Unlock()
+	} else if victim := pool.recyclable(mine > 0); victim != nil {
+		slot = victim.index
+		pool.unroute(victim, "recycled for another tenant (it was idle and every worker was taken)")
+		go victim.kill("recycled for another tenant")
 	}
 	if slot < 0 {
 		pool.mu.Unlock()
-		if retaining {
-			return nil, ErrNoCapacity
+		if retaining && mine > 0 {
+			return nil, ErrNoCapacity, false
 		}
-		return nil, fault.Overload()
+		return nil, nil, true
 	}
+	p, err = pool.startFor(tenant, slot)
+	return p, err, false
+}
+
+// startFor starts a worker in slot for tenant; pool.mu is held on entry and
+// released.
+func (pool *Pool) startFor(tenant string, slot int) (*process, error) {
 	pool.starting[slot] = true
 	started := make(chan struct{})
 	pool.startingFor[tenant] = started
@@ -138,10 +149,6 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 		close(started)
 	}()
 	pool.mu.Unlock()
-	if lru != nil && lru.index == slot {
-		lru.kill("recycled for another tenant")
-		<-lru.exited
-	}
 	p, err := pool.spawn(slot)
 	pool.mu.Lock()
 	delete(pool.starting, slot)
@@ -156,6 +163,7 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 		return nil, fault.Overload()
 	}
 	p.tenant = tenant
+	p.lastActive = time.Now()
 	pool.workers[slot] = p
 	pool.restarts++
 	pool.logf("worker %d (pid %d) started for tenant %q", slot, p.pid, tenant)
@@ -164,48 +172,87 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool) (*
 	return p, nil
 }
 
-// recyclable is the other tenant's worker a tenant holding mine workers
-// may have recycled for it when every worker is held, or nil. A tenant
-// with no worker may take one: from a tenant holding more than one if
-// there is such a tenant, else the least recently active tenant's. A
-// tenant that holds one already grows only into a free slot, or at the
-// expense of a tenant holding at least two more than it: its own load (a
-// 65th handle, a full queue) must not cost a tenant with fewer workers
-// its isolates. pool.mu is held.
-func recyclable(others []*process, holds map[string]int, mine int) *process {
-	most := 0
-	for _, n := range holds {
-		most = max(most, n)
-	}
-	if mine > 0 && most <= mine+1 {
-		return nil
-	}
-	var lru *process
-	for _, p := range others {
-		if mine > 0 || most > 1 {
-			if holds[p.owner()] != most {
-				continue // the busiest tenant gives up a worker first
-			}
+// recyclable is the worker a newcomer may take from its tenant, or nil.
+// Only a worker whose tenant has nothing in progress there (idleFor) and
+// that has been idle for RecycleIdle qualifies; among those, the one with
+// the least to lose: no retained isolates, then the fewest, then the least
+// recently active. A tenant that already holds a worker (grows) takes only
+// a worker with no retained isolates: its own load must never cost another
+// tenant its state. pool.mu is held.
+func (pool *Pool) recyclable(grows bool) *process {
+	now := time.Now()
+	var best *process
+	bestRetained, bestIdle := 0, time.Duration(0)
+	for _, w := range pool.workers {
+		if w == nil || !w.alive() || w.owner() == "" {
+			continue
 		}
-		if lru == nil || p.lastUsed() < lru.lastUsed() {
-			lru = p
+		idle, retained, ok := w.idleFor(now)
+		if !ok || idle < pool.cfg.RecycleIdle || grows && retained > 0 {
+			continue
+		}
+		if best == nil || retained < bestRetained || retained == bestRetained && idle > bestIdle {
+			best, bestRetained, bestIdle = w, retained, idle
 		}
 	}
-	return lru
+	return best
 }
 
-// freeSlot is an empty slot not being started, or -1. pool.mu is held.
+// idleFor answers how long the worker has had nothing in progress (no
+// call, no open response stream, no waitUntil work, no run reserving a
+// slot), and how many retained isolates it holds; ok is false while
+// something is in progress.
+func (p *process) idleFor(now time.Time) (idle time.Duration, retained int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead || p.retiring || len(p.running) > 0 || len(p.pending) > 0 || len(p.streams) > 0 || now.Before(p.busyUntil) {
+		return 0, 0, false
+	}
+	return now.Sub(p.lastActive), len(p.retained), true
+}
+
+// unroute takes a worker out of service before it is killed: its slot
+// empties, its isolates are no longer routed to it (their next requests
+// rebuild them elsewhere), and a call that reaches it after this is
+// answered as never started (callOrdered), so it is sent again.
+// pool.mu is held.
+func (pool *Pool) unroute(p *process, why string) {
+	if p.index < len(pool.workers) && pool.workers[p.index] == p {
+		pool.workers[p.index] = nil
+	}
+	p.mu.Lock()
+	p.retiring = true
+	p.retired = why
+	ids := make([]string, 0, len(p.retained))
+	for id := range p.retained {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		if pool.where[id] == p {
+			delete(pool.where, id)
+		}
+	}
+}
+
+// freeSlot is an empty slot not being started, or -1; with `workers auto`
+// the slots grow as needed (canStart has said one more fits). pool.mu is
+// held.
 func (pool *Pool) freeSlot() int {
 	for i, p := range pool.workers {
 		if p == nil && !pool.starting[i] {
 			return i
 		}
 	}
+	if pool.auto() {
+		pool.workers = append(pool.workers, nil)
+		return len(pool.workers) - 1
+	}
 	return -1
 }
 
 // ensureSpare starts a spare worker in the background when none is up or
-// starting and a slot is free.
+// starting and one more process fits.
 func (pool *Pool) ensureSpare() {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
@@ -216,6 +263,9 @@ func (pool *Pool) ensureSpare() {
 		if p != nil && p.alive() && p.owner() == "" {
 			return
 		}
+	}
+	if !pool.canStart() {
+		return
 	}
 	slot := pool.freeSlot()
 	if slot < 0 {
@@ -242,12 +292,6 @@ func (pool *Pool) ensureSpare() {
 		pool.workers[slot] = p
 		pool.mu.Unlock()
 	}()
-}
-
-func (p *process) lastUsed() (t int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastActive.UnixNano()
 }
 
 // rss is a process's resident memory in bytes (0 when unknown).

@@ -45,14 +45,15 @@ func (w *wireWriter) bytes(b []byte) {
 	w.b = append(w.b, b...)
 }
 
-// fault is an answer's fault: a presence flag, then its code, message and
-// collateral flag.
+// fault is an answer's fault: a presence flag, then its code, message,
+// collateral flag and not-caused flag.
 func (w *wireWriter) fault(f *wireFault) {
 	w.flag(f != nil)
 	if f != nil {
 		w.str(string(f.Code))
 		w.str(f.Message)
 		w.flag(f.Collateral)
+		w.flag(f.NotCaused)
 	}
 }
 
@@ -117,7 +118,7 @@ func (r *wireReader) fault() *wireFault {
 	if !r.flag() {
 		return nil
 	}
-	return &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag()}
+	return &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag(), NotCaused: r.flag()}
 }
 
 func (r *wireReader) num() int64 {

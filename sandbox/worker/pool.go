@@ -16,9 +16,21 @@ import (
 
 // Config sets up a Pool. Zero values take the defaults.
 type Config struct {
-	// Workers is the number of worker processes (with IsolationTenant,
-	// the most). Default 2.
+	// Workers is the number of worker processes. With IsolationTenant it
+	// is the most, the spare included, and 0 (the default there) means
+	// auto: as many as WorkerMemory allows, up to MaxWorkers (memory.go).
+	// With IsolationShared the default is 2.
 	Workers int
+	// WorkerMemory is the budget of `workers auto`: the workers' own
+	// memory (PSS) summed stays under it. Default: half of what the
+	// machine or its cgroup has.
+	WorkerMemory int64
+	// MaxWorkers is the ceiling of `workers auto`. Default 1000.
+	MaxWorkers int
+	// RecycleIdle is how long a cordoned worker must have had nothing of
+	// its tenant in progress before it may be taken for another tenant.
+	// Default 60s.
+	RecycleIdle time.Duration
 	// Isolation is IsolationShared (default here: every worker hosts any
 	// tenant) or IsolationTenant (a worker hosts one tenant's isolates at
 	// a time; see cordon.go).
@@ -91,11 +103,20 @@ type Crash struct {
 var ErrNoCapacity = errors.New("every worker isolate slot is taken")
 
 func (c *Config) defaults() {
-	if c.Workers <= 0 {
-		c.Workers = 2
-	}
 	if c.Isolation == "" {
 		c.Isolation = IsolationShared
+	}
+	if c.Workers < 0 || c.Workers == 0 && c.Isolation != IsolationTenant {
+		c.Workers = 2
+	}
+	if c.MaxWorkers <= 0 {
+		c.MaxWorkers = 1000
+	}
+	if c.WorkerMemory <= 0 {
+		c.WorkerMemory = DefaultWorkerMemory()
+	}
+	if c.RecycleIdle <= 0 {
+		c.RecycleIdle = 60 * time.Second
 	}
 	if c.CPUs == "" {
 		c.CPUs = CPUsShared
@@ -145,8 +166,9 @@ type Pool struct {
 	startingFor   map[string]chan struct{}
 	spareStarting bool // cordoned: a spare is being started
 	where         map[string]*process
-	inflight      map[string]int // per retained isolate: its invocations in flight
-	sendTurns     *turns         // each handle's invocation frames in arrival order
+	inflight      map[string]int     // per retained isolate: its invocations in flight
+	sendTurns     *turns             // each handle's invocation frames in arrival order
+	windows       map[string]*window // per retained isolate: its invocations sent and unanswered
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
 	onTicket func(req sandbox.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
@@ -167,7 +189,8 @@ func Start(cfg Config) (*Pool, error) {
 	cfg.defaults()
 	pool := &Pool{
 		cfg:       cfg,
-		workers:   make([]*process, cfg.slots()),
+		workers:   make([]*process, initialSlots(cfg)),
+		windows:   map[string]*window{},
 		where:     map[string]*process{},
 		inflight:  map[string]int{},
 		sendTurns: newTurns(),
@@ -183,6 +206,8 @@ func Start(cfg Config) (*Pool, error) {
 	if pool.cordoned() {
 		// Workers start when tenants need them; one spare is started
 		// ahead so a new tenant does not wait for a process start.
+		pool.wg.Add(1)
+		go pool.memoryLoop()
 		p, err := pool.spawn(0)
 		if err != nil {
 			pool.Shutdown()
@@ -275,21 +300,32 @@ func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 
 // RunFor runs a job for tenant in a worker. A retaining run that answers a
 // handler keeps its isolate in that worker under job.ID. With
-// IsolationTenant the worker is one that hosts tenant alone.
+// IsolationTenant the worker is one that hosts tenant alone; when none is
+// free the run waits for one within its own bound. A run its worker never
+// started (the worker died or was taken out of service first) is sent
+// again, once.
 func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
+	bound := job.Timeout
+	if bound <= 0 {
+		bound = pool.cfg.Engine.Timeout
+	}
+	out, err := pool.runOnce(ctx, tenant, job, bound)
+	if errors.Is(err, fault.ErrNotStarted) {
+		out, err = pool.runOnce(ctx, tenant, job, bound)
+	}
+	return out, err
+}
+
+func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, bound time.Duration) (sandbox.Outcome, error) {
 	var p *process
 	var err error
 	if pool.cordoned() && tenant != "" {
-		p, err = pool.pickFor(ctx, tenant, job.RetainHandles)
+		p, err = pool.pickFor(ctx, tenant, job.RetainHandles, bound)
 	} else {
 		p, err = pool.pick(job.RetainHandles)
 	}
 	if err != nil {
 		return sandbox.Outcome{Logs: []string{}}, err
-	}
-	bound := job.Timeout
-	if bound <= 0 {
-		bound = pool.cfg.Engine.Timeout
 	}
 	if job.RetainHandles {
 		p.mu.Lock()
@@ -314,7 +350,7 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
 		}
 		p.mu.Lock()
-		dead := p.dead
+		dead := p.dead || p.retiring
 		if !dead {
 			p.retained[job.ID] = isolateInfo{bound: bound, concurrency: job.Concurrency}
 		}
@@ -333,6 +369,7 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 // (SPEC §8): the chunk (empty when none came within the worker's wait),
 // whether the stream ended, and its fault. A read is not a call on the
 // kill clock: the worker answers within its wait whatever the isolate does.
+// While a stream is open its worker is never recycled.
 func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]byte, bool, error) {
 	pool.mu.Lock()
 	p := pool.where[id]
@@ -340,6 +377,7 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 	if p == nil {
 		return nil, true, fault.New(fault.HandlesClosed, "The handle's isolate ended during its response stream.")
 	}
+	p.touch()
 	ctx, cancel := context.WithTimeout(ctx, streamWait+pool.cfg.Grace+5*time.Second)
 	defer cancel()
 	var rep streamReply
@@ -347,11 +385,17 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
+		p.streamEnded(id, stream)
 		return nil, true, fault.CrashedWorker()
 	}
 	if len(rep.Data) > sandbox.StreamWindow {
 		p.kill("sent a stream chunk over the window")
 		return nil, true, fault.CrashedWorker()
+	}
+	if rep.Done {
+		p.streamEnded(id, stream)
+	} else {
+		p.touch()
 	}
 	return rep.Data, rep.Done, rep.Fault.err()
 }
@@ -364,6 +408,7 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	if p == nil {
 		return
 	}
+	defer p.streamEnded(id, stream)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var rep streamReply
@@ -422,19 +467,69 @@ func (pool *Pool) progress(id string) (uint64, bool) {
 	return pool.answered[id], pool.inflight[id] > 1
 }
 
+// window bounds how many invocations of one retained isolate are sent to
+// its worker and unanswered: its concurrency plus windowAhead. The rest
+// wait in the gateway, so when the worker dies they are known never to
+// have started, and are sent again to the isolate's rebuild (SPEC §4);
+// windowAhead keeps the next ones queued in the worker, so it never waits
+// for the gateway between two invocations.
+type window struct {
+	slots chan struct{}
+	users int // invocations holding or waiting for a slot; pool.mu
+}
+
+// windowAhead is how many invocations wait in the worker beyond those in
+// progress (docs/performance.md, round 16).
+const windowAhead = 2
+
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
 // served in arrival order by the worker; past the per-isolate queue they
-// fail at once with OVERLOADED.
-// holdAhead is how many invocations of a one-at-a-time handle must be in
-// flight ahead of one for its frame to be held (Invoke).
-const holdAhead = 8
-
+// fail at once with OVERLOADED. An invocation its worker never started
+// answers fault.NotStarted: the caller sends it again.
 func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
 	pool.mu.Lock()
 	p := pool.where[id]
 	if p == nil {
 		pool.mu.Unlock()
 		return sandbox.WireResponse{}, fault.Closed(id)
+	}
+	p.mu.Lock()
+	info, ok := p.retained[id]
+	ok = ok && !p.dead && !p.retiring
+	p.mu.Unlock()
+	if !ok {
+		pool.mu.Unlock()
+		return sandbox.WireResponse{}, fault.Closed(id)
+	}
+	conc := max(info.concurrency, 1)
+	w := pool.windows[id]
+	if w == nil {
+		w = &window{slots: make(chan struct{}, conc+windowAhead)}
+		pool.windows[id] = w
+	}
+	w.users++
+	pool.mu.Unlock()
+	defer func() {
+		pool.mu.Lock()
+		if w.users--; w.users == 0 && pool.windows[id] == w {
+			delete(pool.windows, id)
+		}
+		pool.mu.Unlock()
+	}()
+	select {
+	case w.slots <- struct{}{}:
+	case <-p.exited:
+		return sandbox.WireResponse{}, fault.NotStarted()
+	case <-ctx.Done():
+		return sandbox.WireResponse{}, ctx.Err()
+	}
+	defer func() { <-w.slots }()
+
+	pool.mu.Lock()
+	if pool.where[id] != p {
+		// The isolate moved or ended while this call waited.
+		pool.mu.Unlock()
+		return sandbox.WireResponse{}, fault.NotStarted()
 	}
 	// Invocations are pipelined to the worker (its isolate runs them in
 	// order); ahead is how many of this handle's are in flight before this
@@ -460,13 +555,8 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		pool.mu.Unlock()
 	}()
 	p.mu.Lock()
-	info, ok := p.retained[id]
 	inflight := len(p.running)
 	p.mu.Unlock()
-	if !ok {
-		return sandbox.WireResponse{}, fault.Closed(id)
-	}
-	conc := max(info.concurrency, 1)
 	if ahead >= pool.cfg.Engine.HandleQueue+conc-1 || inflight >= limit {
 		return sandbox.WireResponse{}, fault.Overload()
 	}
@@ -477,10 +567,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		queued = ahead/conc + 1
 	}
 	var rep invokeReply
-	// A handle that serves one invocation at a time with holdAhead or more
-	// of them ahead of this one has work queued for longer than a held
-	// frame waits: the frame may leave with the next write.
-	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }, hold: conc == 1 && ahead >= holdAhead}
+	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
 	if err := p.callOrdered(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}
@@ -492,6 +579,17 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	}
 	p.recordLogs(id, rep.Logs)
 	err := rep.Fault.err()
+	if err == nil {
+		p.mu.Lock()
+		// ctx.waitUntil work may go on within the invocation's bound.
+		if until := time.Now().Add(info.bound); until.After(p.busyUntil) {
+			p.busyUntil = until
+		}
+		p.mu.Unlock()
+		if rep.Response.Stream != 0 {
+			p.streamOpened(id, rep.Response.Stream)
+		}
+	}
 	if errors.Is(err, fault.ErrTimeout) || errors.Is(err, fault.ErrMemory) || errors.Is(err, fault.ErrHandlesClosed) {
 		// The worker disposed the isolate.
 		p.release(id)
@@ -525,8 +623,9 @@ func (pool *Pool) Close(id string) error {
 // Holds reports whether id has a live isolate.
 func (pool *Pool) Holds(id string) bool {
 	pool.mu.Lock()
-	defer pool.mu.Unlock()
-	return pool.where[id] != nil
+	p := pool.where[id]
+	pool.mu.Unlock()
+	return p != nil && p.inService()
 }
 
 func (pool *Pool) forget(id string, p *process) {
@@ -625,11 +724,25 @@ func (pool *Pool) replace(index int) {
 	}
 }
 
+// initialSlots is how many worker slots a pool starts with: every worker
+// of a shared pool, the spare of a cordoned one (its slots fill, and with
+// `workers auto` grow, as tenants need them).
+func initialSlots(cfg Config) int {
+	switch {
+	case cfg.Isolation != IsolationTenant:
+		return cfg.Workers
+	case cfg.Workers == 0:
+		return 1
+	}
+	return cfg.Workers
+}
+
 // Resize applies a changed number of workers or isolates per worker (a
 // config reload): extra workers start; surplus ones are retired one at a
-// time, and the isolates they held are rebuilt lazily elsewhere.
+// time, and the isolates they held are rebuilt lazily elsewhere. A
+// cordoned pool takes 0 for `workers auto`.
 func (pool *Pool) Resize(workers, isolatesPerWorker int) {
-	if workers <= 0 || isolatesPerWorker <= 0 {
+	if workers < 0 || isolatesPerWorker <= 0 || workers == 0 && !pool.cordoned() {
 		return
 	}
 	pool.mu.Lock()
@@ -639,7 +752,10 @@ func (pool *Pool) Resize(workers, isolatesPerWorker int) {
 	}
 	pool.cfg.IsolatesPerWorker = isolatesPerWorker
 	pool.cfg.Workers = workers
-	old, target := len(pool.workers), pool.cfg.slots()
+	old, target := len(pool.workers), workers
+	if workers == 0 {
+		target = old // auto: slots grow as needed, never retired here
+	}
 	var retire []*process
 	if target > old {
 		for i := old; i < target; i++ {
@@ -680,6 +796,9 @@ type WorkerStatus struct {
 	// CPU is the CPU a pinned worker runs on, -1 when it is not pinned
 	// (admin endpoint only).
 	CPU int `json:"-"`
+	// PSS and Private are its own memory as last measured, in bytes
+	// (cordoned pools only; admin endpoint only).
+	PSS, Private int64 `json:"-"`
 }
 
 // Status reports every configured worker.
@@ -699,7 +818,8 @@ func (pool *Pool) Status() []WorkerStatus {
 		}
 		if p != nil && p.alive() {
 			retained, inflight := p.load()
-			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight, Tenant: p.owner(), RSS: rss(p.pid), CPU: pool.cpus.cpuOf(p)}
+			out[i] = WorkerStatus{Index: i, PID: p.pid, State: "up", Isolates: retained, Queue: inflight, Tenant: p.owner(), RSS: rss(p.pid), CPU: pool.cpus.cpuOf(p),
+				PSS: p.mem.pss.Load(), Private: p.mem.private.Load()}
 		}
 	}
 	return out

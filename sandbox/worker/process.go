@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,11 +32,16 @@ type process struct {
 	kvDropsSent atomic.Int64
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
+	// mem is its memory as last measured (memory.go).
+	mem memUse
 
 	mu         sync.Mutex             // guards everything below
 	kvHeld     kvHeld                 // the kv keys its cache may hold
 	tenant     string                 // cordoned: the tenant it hosts ("" while spare)
-	lastActive time.Time              // cordoned: the last call sent, for LRU recycling
+	lastActive time.Time              // when work here last began or ended (recycling: cordon.go)
+	busyUntil  time.Time              // waitUntil work of an answered invocation may run until then
+	streams    map[string]bool        // response streams open here (handle id and stream)
+	retiring   bool                   // taken out of service (unroute): calls here never start
 	retired    string                 // why the pool let it go (its isolates are lost without blame)
 	retained   map[string]isolateInfo // live isolates here
 	pending    map[string]bool        // slots reserved by runs that may retain
@@ -43,6 +49,54 @@ type process struct {
 	seq        uint64
 	dead       bool
 	overrunner uint64 // the call whose overrun made the gateway kill this worker
+	// overrunNotCaused: the worker used less than half the overrunning
+	// call's bound in CPU during its grace period (blame: no strike).
+	overrunNotCaused bool
+	// visitor is, per handle, the time its isolate spent waiting for
+	// visitors' request bodies (body.read calls): the worker moves the
+	// bound by it, and so does the kill clock.
+	visitor map[string]*visitorTime
+}
+
+// visitorTime is one handle's body.read time: the total of those ended,
+// and how many are in flight since when.
+type visitorTime struct {
+	total   time.Duration
+	pending int
+	since   time.Time
+}
+
+// visitorWaited is handle id's body.read time so far. p.mu is held.
+func (p *process) visitorWaited(id string) time.Duration {
+	v := p.visitor[id]
+	if v == nil {
+		return 0
+	}
+	if v.pending > 0 {
+		return v.total + time.Since(v.since)
+	}
+	return v.total
+}
+
+// bodyRead notes a body.read of handle id starting; the answer ends it.
+func (p *process) bodyRead(id string) (end func()) {
+	p.mu.Lock()
+	v := p.visitor[id]
+	if v == nil {
+		v = &visitorTime{}
+		p.visitor[id] = v
+	}
+	if v.pending++; v.pending == 1 {
+		v.since = time.Now()
+	}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if v.pending--; v.pending == 0 {
+			v.total += time.Since(v.since)
+		}
+		p.mu.Unlock()
+	}
 }
 
 // isolateInfo is what the gateway keeps of a retained isolate.
@@ -116,6 +170,8 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		retained: map[string]isolateInfo{},
 		pending:  map[string]bool{},
 		running:  map[uint64]*callRecord{},
+		streams:  map[string]bool{},
+		visitor:  map[string]*visitorTime{},
 	}
 	p.rpc = newRPC(conn, workerFrameCap(pool.cfg.Engine), maxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
 	p.rpc.start()
@@ -221,11 +277,45 @@ func (p *process) kill(reason string) {
 	p.cmd.Process.Kill()
 }
 
+// touch notes work in progress here now (a host call, a log line, a
+// stream read): the worker is not idle.
+func (p *process) touch() {
+	p.mu.Lock()
+	p.lastActive = time.Now()
+	p.mu.Unlock()
+}
+
+// streamOpened and streamEnded keep count of the response streams open
+// here: a worker with one open is never recycled.
+func (p *process) streamOpened(id string, stream int64) {
+	p.mu.Lock()
+	if !p.dead {
+		p.streams[streamKey(id, stream)] = true
+	}
+	p.mu.Unlock()
+}
+
+func (p *process) streamEnded(id string, stream int64) {
+	p.mu.Lock()
+	delete(p.streams, streamKey(id, stream))
+	p.lastActive = time.Now()
+	p.mu.Unlock()
+}
+
+func streamKey(id string, stream int64) string { return id + "/" + strconv.FormatInt(stream, 10) }
+
 // owner is the tenant a cordoned worker hosts ("" while spare or shared).
 func (p *process) owner() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.tenant
+}
+
+// inService reports whether calls may still be sent here.
+func (p *process) inService() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.dead && !p.retiring
 }
 
 func (p *process) alive() bool {
@@ -251,11 +341,9 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 	return p.callOrdered(ctx, path, body, out, handleID, bound, ahead, nil)
 }
 
-// sendOrder puts a turn around a call's write (turns.go); hold lets the
-// frame leave with the next write (rpcConn.CallOrdered).
+// sendOrder puts a turn around a call's write (turns.go).
 type sendOrder struct {
 	before, after func()
-	hold          bool
 }
 
 // callOrdered is callQueued whose frame is written in order's turn.
@@ -265,9 +353,10 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 		seen, _ = p.pool.progress(handleID)
 	}
 	p.mu.Lock()
-	if p.dead {
+	if p.dead || p.retiring {
+		// Nothing was sent: the call had no effect and may go elsewhere.
 		p.mu.Unlock()
-		return fault.CrashedWorker()
+		return fault.NotStarted()
 	}
 	p.seq++
 	id := p.seq
@@ -281,12 +370,31 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 	// was last set, the clock is set again for one more bound: the call is
 	// queued behind work that progresses. A stuck call answers nothing
 	// more, and the next firing kills.
+	cpuAtBound := int64(-1) // the worker's CPU time at the bound (guarded by p.mu)
+	credited := time.Duration(0)
+	if handleID != "" {
+		credited = p.visitorWaited(handleID) // p.mu is held
+	}
 	var fire func()
 	fire = func() {
 		p.mu.Lock()
 		_, still := p.running[id]
+		visitor := time.Duration(0)
+		if handleID != "" {
+			visitor = p.visitorWaited(handleID)
+		}
 		p.mu.Unlock()
 		if !still {
+			return
+		}
+		if visitor > credited {
+			// Time the handle waited for a visitor's body is not run time
+			// (SPEC §4, blame); the worker moved its bound by as much.
+			allowed += visitor - credited
+			p.mu.Lock()
+			rec.timer = time.AfterFunc(visitor-credited, fire)
+			p.mu.Unlock()
+			credited = visitor
 			return
 		}
 		if handleID != "" {
@@ -299,13 +407,24 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 				return
 			}
 		}
+		now := processCPU(p.pid)
 		p.mu.Lock()
 		if p.overrunner == 0 {
 			p.overrunner = id
+			p.overrunNotCaused = cpuAtBound >= 0 && now >= 0 && now-cpuAtBound < bound.Nanoseconds()/2
 		}
 		p.mu.Unlock()
 		p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
 	}
+	// Blame for a hard kill: the worker's CPU time over the grace period
+	// (an upper bound of the stuck isolate's) is read from the bound on.
+	baseline := time.AfterFunc(allowed, func() {
+		c := processCPU(p.pid)
+		p.mu.Lock()
+		cpuAtBound = c
+		p.mu.Unlock()
+	})
+	defer baseline.Stop()
 	rec.timer = time.AfterFunc(allowed+p.pool.cfg.Grace, fire)
 	p.running[id] = rec
 	p.mu.Unlock()
@@ -325,13 +444,21 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 	}
 	p.mu.Lock()
 	delete(p.running, id)
-	overran := p.overrunner == id
+	p.lastActive = time.Now() // idleness counts from when work ends
+	overran, notCaused := p.overrunner == id, p.overrunNotCaused
 	p.mu.Unlock()
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, errNotSent) {
+		return fault.NotStarted()
+	}
 	if overran {
-		return fault.TimedOut(bound.Milliseconds())
+		f := fault.TimedOut(bound.Milliseconds())
+		if notCaused {
+			f.Cause = fault.ErrNotCaused
+		}
+		return f
 	}
 	var f *fault.Fault
 	if errors.As(err, &f) {
@@ -359,11 +486,10 @@ func (p *process) postOrdered(ctx context.Context, path string, body, out any, o
 		}
 	}
 	var before, after func()
-	hold := false
 	if order != nil {
-		before, after, hold = order.before, order.after, order.hold
+		before, after = order.before, order.after
 	}
-	res, err := p.rpc.CallOrdered(ctx, path, data, before, after, hold)
+	res, err := p.rpc.CallOrdered(ctx, path, data, before, after, false)
 	if err != nil {
 		return err
 	}
@@ -382,6 +508,7 @@ func (p *process) postOrdered(ctx context.Context, path string, body, out any, o
 // serveWorker answers the worker's own requests, each checked against this
 // process's records. An error kills the worker (the connection's onBad).
 func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]byte, error) {
+	p.touch()
 	switch path {
 	case pathLog:
 		var m logPost
@@ -431,6 +558,9 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			}
 			// The tenant this worker hosts ("" when shared): the host
 			// answers only for that tenant's runs and handles.
+			if m.Op == "body.read" {
+				defer p.bodyRead(m.ID)()
+			}
 			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
 			rep = hostReply{Result: res, Fault: toWire(err)}
 			if err == nil {
@@ -671,6 +801,9 @@ func (p *process) release(id string) bool {
 	defer p.mu.Unlock()
 	_, ok := p.retained[id]
 	delete(p.retained, id)
+	if v := p.visitor[id]; v != nil && v.pending == 0 {
+		delete(p.visitor, id)
+	}
 	return ok
 }
 

@@ -130,6 +130,9 @@ type wireFault struct {
 	// Collateral: a bound hit this invocation's isolate while another
 	// invocation was the cause (no strike).
 	Collateral bool `json:"collateral,omitempty"`
+	// NotCaused: a TIMEOUT the program did not spend the CPU for (no
+	// strike; fault.ErrNotCaused).
+	NotCaused bool `json:"notCaused,omitempty"`
 }
 
 func toWire(err error) *wireFault {
@@ -137,7 +140,7 @@ func toWire(err error) *wireFault {
 		return nil
 	}
 	f := fault.As(err)
-	return &wireFault{Code: f.Code, Message: f.Message, Collateral: errors.Is(err, fault.ErrCollateral)}
+	return &wireFault{Code: f.Code, Message: f.Message, Collateral: errors.Is(err, fault.ErrCollateral), NotCaused: errors.Is(err, fault.ErrNotCaused)}
 }
 
 func (w *wireFault) err() error {
@@ -145,8 +148,11 @@ func (w *wireFault) err() error {
 		return nil
 	}
 	f := &fault.Fault{Code: w.Code, Message: w.Message}
-	if w.Collateral {
+	switch {
+	case w.Collateral:
 		f.Cause = fault.ErrCollateral
+	case w.NotCaused:
+		f.Cause = fault.ErrNotCaused
 	}
 	return f
 }

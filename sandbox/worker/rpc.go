@@ -94,6 +94,10 @@ const (
 
 var errConnClosed = errors.New("connection closed")
 
+// errNotSent is a call refused because the connection had closed before
+// its frame was written: the peer never saw it.
+var errNotSent = errors.New("connection closed before the call was sent")
+
 func newRPC(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, string, []byte) ([]byte, error), onBad func(string)) *rpcConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &rpcConn{
@@ -384,7 +388,7 @@ func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, 
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
-		return nil, errConnClosed
+		return nil, errNotSent
 	}
 	c.next++
 	id := c.next

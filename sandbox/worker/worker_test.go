@@ -548,18 +548,18 @@ func TestResize(t *testing.T) {
 }
 
 // A new tenant's burst, arriving while no spare is ready, starts one worker
-// and waits for it: it recycles one other tenant's worker, not one per
+// and waits for it: it recycles one idle tenant's worker, not one per
 // request, and none of its requests is refused.
 func TestNewTenantBurstRecyclesOneWorker(t *testing.T) {
-	pool := startPool(t, Config{Workers: 2, Isolation: IsolationTenant, IsolatesPerWorker: 8, Queue: 64})
+	pool := startPool(t, Config{Workers: 3, Isolation: IsolationTenant, IsolatesPerWorker: 8, Queue: 64, RecycleIdle: time.Millisecond})
 	ctx := context.Background()
 	for _, tenant := range []string{"a", "b", "c"} {
 		if _, err := pool.RunFor(ctx, tenant, job("async () => 1")); err != nil {
 			t.Fatal(tenant, err)
 		}
+		time.Sleep(5 * time.Millisecond) // a is the least recently active
 	}
-	// c took the spare (recycling a); its replacement may still be
-	// starting. d's burst comes now.
+	// Every slot is held (a, b, c: no spare fits). d's burst comes now.
 	var pidC int
 	for _, s := range pool.Status() {
 		if s.Tenant == "c" {
@@ -578,25 +578,105 @@ func TestNewTenantBurstRecyclesOneWorker(t *testing.T) {
 			t.Fatalf("a request of the burst failed: %v", err)
 		}
 	}
+	held := map[string]int{}
 	alive := false
 	for _, s := range pool.Status() {
+		held[s.Tenant]++
 		alive = alive || s.Tenant == "c" && s.PID == pidC
 	}
-	if !alive {
-		t.Fatalf("the burst recycled more than one worker: %+v", pool.Status())
+	if !alive || held["d"] != 1 || held["a"] != 0 {
+		t.Fatalf("the burst should have recycled a's worker alone: %+v", pool.Status())
 	}
 }
 
-// Invocations with many of their handle's ahead of them are held for the
-// next write (Pool.Invoke, holdAhead): under a burst every one is still
-// served, once, and none waits on a frame left behind.
-func TestBurstOfHeldInvocations(t *testing.T) {
+// Recycling takes only the idle (SPEC §4): a worker whose tenant has a call
+// in progress, or that has been idle for less than RecycleIdle, is never
+// taken for a newcomer, who waits for a slot within its own bound and then
+// answers OVERLOADED; once the tenant's work ends and RecycleIdle passes,
+// the newcomer gets the worker.
+func TestRecycleOnlyTheIdle(t *testing.T) {
+	ctx := context.Background()
+	pool := startPool(t, Config{Workers: 1, Isolation: IsolationTenant, RecycleIdle: 300 * time.Millisecond})
+	busy := make(chan error, 1)
+	go func() {
+		_, err := pool.RunFor(ctx, "bob", sandbox.Job{Timeout: 3 * time.Second, Program: sandbox.Program{Code: "async () => new Promise(r => setTimeout(() => r(1), 1500))"}})
+		busy <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // bob's run is in progress
+	start := time.Now()
+	_, err := pool.RunFor(ctx, "mallory", sandbox.Job{Timeout: 400 * time.Millisecond, Program: sandbox.Program{Code: "async () => 1"}})
+	wantCode(t, err, fault.Overloaded)
+	if waited := time.Since(start); waited < 350*time.Millisecond {
+		t.Fatalf("the newcomer gave up after %v, not within its own 400 ms bound", waited)
+	}
+	if err := <-busy; err != nil {
+		t.Fatalf("bob's run in progress: %v", err)
+	}
+	// Bob is done; within RecycleIdle his worker is still his.
+	_, err = pool.RunFor(ctx, "mallory", sandbox.Job{Timeout: 100 * time.Millisecond, Program: sandbox.Program{Code: "async () => 1"}})
+	wantCode(t, err, fault.Overloaded)
+	// A newcomer that can wait past RecycleIdle gets the worker.
+	if _, err := pool.RunFor(ctx, "mallory", sandbox.Job{Timeout: 2 * time.Second, Program: sandbox.Program{Code: "async () => 2"}}); err != nil {
+		t.Fatalf("mallory after bob went idle: %v", err)
+	}
+}
+
+// The victim is the one with the least to lose: among idle workers, one
+// with no retained isolates before one with a live isolate, and the one
+// with fewer isolates before the one with more.
+func TestRecycleVictimHasTheLeastToLose(t *testing.T) {
+	ctx := context.Background()
+	pool := startPool(t, Config{Workers: 3, Isolation: IsolationTenant, RecycleIdle: time.Millisecond})
+	retain := func(tenant, id string) {
+		t.Helper()
+		if _, err := pool.RunFor(ctx, tenant, sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: counter}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retain("many", "m1")
+	retain("many", "m2")
+	retain("one", "o1")
+	// "none" runs a computation only: it holds the worker, no isolate,
+	// and is the most recently active.
+	if _, err := pool.RunFor(ctx, "none", job("async () => 1")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	owners := func() map[string]bool {
+		m := map[string]bool{}
+		for _, s := range pool.Status() {
+			if s.State == "up" {
+				m[s.Tenant] = true
+			}
+		}
+		return m
+	}
+	retain("new1", "n1")
+	if o := owners(); o["none"] || !o["many"] || !o["one"] {
+		t.Fatalf("the first newcomer should take the worker with no isolates: %v", o)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if _, err := pool.RunFor(ctx, "new2", job("async () => 1")); err != nil {
+		t.Fatal(err)
+	}
+	if o := owners(); o["one"] || !o["many"] || !o["new1"] {
+		t.Fatalf("the second newcomer should take the least recently active worker with one isolate, not two: %v", o)
+	}
+	if !pool.Holds("m1") || !pool.Holds("m2") || pool.Holds("o1") {
+		t.Fatal("the recycled worker's isolate should be unrouted, the others kept")
+	}
+}
+
+// A burst of invocations of one handle passes through its window (Pool.Invoke:
+// a few sent, the rest waiting in the gateway): every one is served, once,
+// and none waits on a slot left behind.
+func TestBurstThroughTheWindow(t *testing.T) {
 	pool := startPool(t, Config{Workers: 1})
 	deploy(t, pool, "burst", `async () => { let served = 0; return { fetch() {
 		const end = Date.now() + 1; while (Date.now() < end) {}
 		return new Response(String(++served));
 	} } }`)
-	const n = 4 * holdAhead
+	const n = 32
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	var wg sync.WaitGroup
@@ -622,10 +702,7 @@ func TestBurstOfHeldInvocations(t *testing.T) {
 
 // A tenant whose worker is full does not take another tenant's worker: its
 // next handle answers ErrNoCapacity (the registry then parks one of its
-// own idle handles), and the other tenant's handle keeps its state. A
-// tenant holding two workers, on the other hand, gives one up to a new
-// tenant before a tenant holding one does, even if that one was the least
-// recently active.
+// own idle handles), and the other tenant's handle keeps its state.
 func TestGrowingTenantKeepsToItsOwnWorkers(t *testing.T) {
 	ctx := context.Background()
 	retain := func(t *testing.T, pool *Pool, tenant, id string) error {
@@ -640,47 +717,114 @@ func TestGrowingTenantKeepsToItsOwnWorkers(t *testing.T) {
 			t.Fatalf("%s answered %q, %v; want %q (its isolate survived)", id, res.BodyBytes(), err, want)
 		}
 	}
-	t.Run("one worker each", func(t *testing.T) {
-		pool := startPool(t, Config{Workers: 2, Isolation: IsolationTenant, IsolatesPerWorker: 2})
-		if err := retain(t, pool, "bob", "b1"); err != nil {
+	pool := startPool(t, Config{Workers: 2, Isolation: IsolationTenant, IsolatesPerWorker: 2, RecycleIdle: time.Millisecond})
+	if err := retain(t, pool, "bob", "b1"); err != nil {
+		t.Fatal(err)
+	}
+	count(t, pool, "b1", "1")
+	for _, id := range []string{"m1", "m2"} {
+		if err := retain(t, pool, "mallory", id); err != nil {
 			t.Fatal(err)
 		}
-		count(t, pool, "b1", "1")
-		for _, id := range []string{"m1", "m2"} {
-			if err := retain(t, pool, "mallory", id); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Mallory's worker is full and both are held: her third handle
-		// must not recycle bob's.
-		if err := retain(t, pool, "mallory", "m3"); !errors.Is(err, ErrNoCapacity) {
-			t.Fatalf("mallory's third handle: %v; want ErrNoCapacity", err)
-		}
-		count(t, pool, "b1", "2")
-		if _, err := pool.RunFor(ctx, "mallory", job("async () => 1")); err != nil {
-			t.Fatalf("mallory's computation in her own worker: %v", err)
-		}
-	})
-	t.Run("the busiest gives up one first", func(t *testing.T) {
-		pool := startPool(t, Config{Workers: 3, Isolation: IsolationTenant, IsolatesPerWorker: 1})
-		for _, h := range [][2]string{{"alice", "a1"}, {"bob", "b1"}, {"alice", "a2"}} {
-			if err := retain(t, pool, h[0], h[1]); err != nil {
-				t.Fatal(h, err)
-			}
-		}
-		count(t, pool, "b1", "1")
-		count(t, pool, "a1", "1")
-		count(t, pool, "a2", "1") // bob is now the least recently active
-		if _, err := pool.RunFor(ctx, "carol", job("async () => 1")); err != nil {
-			t.Fatal(err)
-		}
-		count(t, pool, "b1", "2")
-		held := map[string]int{}
+	}
+	time.Sleep(10 * time.Millisecond) // bob's worker is idle and recyclable
+	// Mallory's worker is full and both are held: her third handle must
+	// not recycle bob's, which holds an isolate.
+	if err := retain(t, pool, "mallory", "m3"); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("mallory's third handle: %v; want ErrNoCapacity", err)
+	}
+	count(t, pool, "b1", "2")
+	if _, err := pool.RunFor(ctx, "mallory", job("async () => 1")); err != nil {
+		t.Fatalf("mallory's computation in her own worker: %v", err)
+	}
+}
+
+// `workers auto` (memory.go): the number of workers follows the memory
+// budget. With room for one worker only, tenants share time on it (each
+// recycles the idle one before); with room for many, each tenant gets its
+// own and one spare is kept ahead. The budget reports what they use.
+func TestWorkersAutoFollowsTheMemoryBudget(t *testing.T) {
+	ctx := context.Background()
+	up := func(pool *Pool) int {
+		n := 0
 		for _, s := range pool.Status() {
-			held[s.Tenant]++
+			if s.State == "up" {
+				n++
+			}
 		}
-		if held["alice"] != 1 || held["bob"] != 1 || held["carol"] != 1 {
-			t.Fatalf("workers held after carol's first run: %v", held)
+		return n
+	}
+	t.Run("room for one", func(t *testing.T) {
+		pool := startPool(t, Config{Isolation: IsolationTenant, WorkerMemory: 1, RecycleIdle: time.Millisecond})
+		for _, tenant := range []string{"a", "b", "c"} {
+			if _, err := pool.RunFor(ctx, tenant, job("async () => 1")); err != nil {
+				t.Fatal(tenant, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+			if n := up(pool); n != 1 {
+				t.Fatalf("%d workers up under a budget with room for one", n)
+			}
 		}
 	})
+	t.Run("room for many", func(t *testing.T) {
+		pool := startPool(t, Config{Isolation: IsolationTenant, WorkerMemory: 64 << 30, MaxWorkers: 6})
+		for _, tenant := range []string{"a", "b", "c", "d"} {
+			if _, err := pool.RunFor(ctx, tenant, job("async () => 1")); err != nil {
+				t.Fatal(tenant, err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for up(pool) < 5 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := up(pool); n != 5 {
+			t.Fatalf("%d workers up for four tenants and a spare", n)
+		}
+		pool.measureAll()
+		b := pool.Budget()
+		if b.Mode != "auto" || b.Workers != 5 || b.MaxWorkers != 6 || b.UsedMemory <= 0 || b.NextWorker <= 0 {
+			t.Fatalf("budget: %+v", b)
+		}
+		for _, s := range pool.Status() {
+			if s.State == "up" && (s.PSS <= 0 || s.Private <= 0 || s.Private > s.RSS) {
+				t.Fatalf("worker memory not measured: %+v", s)
+			}
+		}
+	})
+}
+
+// When a worker dies, the invocations it had not started (they waited in
+// the gateway, past the handle's window) answer fault.NotStarted, which
+// the caller sends again; only the few sent to the worker (its
+// concurrency plus windowAhead) may have started and answer WORKER_CRASHED.
+func TestKilledWorkerTellsWhichCallsNeverStarted(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1})
+	deploy(t, pool, "slow", `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 20)); return new Response("ok"); } })`)
+	const n = 32
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := get(pool, "slow", "https://x/")
+			errs <- err
+		}()
+	}
+	time.Sleep(30 * time.Millisecond)
+	if err := pool.KillWorker(0); err != nil {
+		t.Fatal(err)
+	}
+	started, notStarted, ok := 0, 0, 0
+	for i := 0; i < n; i++ {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, fault.ErrNotStarted):
+			notStarted++
+		default:
+			wantCode(t, err, fault.WorkerCrashed)
+			started++
+		}
+	}
+	if started > 1+windowAhead || notStarted < n-ok-1-windowAhead {
+		t.Fatalf("after the kill: %d answered, %d may have started, %d never started", ok, started, notStarted)
+	}
 }

@@ -41,7 +41,7 @@ export async function startGateway() {
 	admin off
 	retainer {
 		store ${join(dir, 'registry.db')}
-		workers 2
+		workers auto
 		timeout 5s
 	}
 }

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Cordons at a platform's scale (docs/performance.md, round 16): one counter
+# handle for each of N tenants, served round-robin at 32 connections with
+# `workers auto`, for N = 4, 50 and 200; the ratio of each to 4 tenants,
+# and whether any counter lost its state (the counters' sum must grow by
+# exactly the requests answered). Then a newcomer's first run with a spare
+# ready and without, the memory of an idle tenant's worker (RSS, PSS,
+# private), and what a worker kill under load fails. Loopback only.
+# Usage: bash bench/tenants.sh [seconds per run, default 10]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+secs=${1:-10}
+export BENCH_WORKERS=auto BENCH_PREWARM=2
+start_gateway
+
+tok() { "$work/retainer" retainer-token --sub "$1" --iss "" --aud "" --secret-env BENCH_SECRET; }
+counter='{"retainHandles": true, "code": "let served = 0; export default { fetch() { return Response.json({served: ++served}); } }"}'
+deploy_for() {
+	curl -s -H "Host: tenants.localhost" -H "Authorization: Bearer $(tok "$1")" http://127.0.0.1:8089/executions -d "$2" |
+		sed -E 's/.*"executionId":"([^"]+)".*/\1/'
+}
+# sum_served adds one request's answer of each handle (each GET counts one).
+sum_served() {
+	local sum=0 n
+	for id in "$@"; do
+		n=$(curl -s -H "Host: $id.apps.localhost" http://127.0.0.1:8089/ | sed -E 's/.*"served":([0-9]+).*/\1/')
+		sum=$((sum + n))
+	done
+	echo "$sum"
+}
+
+ids=()
+declare -A rate
+for n in 4 50 200; do
+	while [ "${#ids[@]}" -lt "$n" ]; do
+		ids+=("$(deploy_for "tenant-${#ids[@]}" "$counter")")
+	done
+	urls=$(printf 'http://%s.apps.localhost:8089/,' "${ids[@]}")
+	before=$(sum_served "${ids[@]}")
+	out=$("$work/loadgen" -label "$n tenants" -rr -url "${urls%,}" -d "${secs}s" -c 32 2>"$work/lg.err")
+	echo "$out"
+	answered=$(sed -nE 's/.*: ([0-9]+) answered 200/\1/p' "$work/lg.err")
+	after=$(sum_served "${ids[@]}")
+	# Each sum_served GET is one more request per handle.
+	lost=$((before + answered + n - after))
+	echo "  $n tenants: $answered answered, counters grew by $((after - before - n)): $lost increments lost (0: no state lost)"
+	rate[$n]=$(echo "$out" | awk '{for (i=1;i<=NF;i++) if ($i=="req/s") print $(i-1)}')
+done
+python3 -c "
+r={4:${rate[4]},50:${rate[50]},200:${rate[200]}}
+print('ratios: 50 tenants / 4 = %.2f; 200 tenants / 4 = %.2f' % (r[50]/r[4], r[200]/r[4]))"
+
+curl -s http://localhost:2089/retainer/workers | python3 -c '
+import json,sys
+d=json.load(sys.stdin)
+ws=[w for w in d["workers"] if w["state"] == "up" and w["tenant"]]
+mib=lambda k: sum(w[k] for w in ws)/len(ws)/2**20
+print("workers up: %d (tenants %d); per tenant worker: RSS %.1f MiB, PSS %.1f MiB, private %.1f MiB" % (
+    len([w for w in d["workers"] if w["state"] == "up"]), len(ws), mib("rssBytes"), mib("pssBytes"), mib("privateBytes")))
+for b in d["budget"]:
+    print("budget: %(mode)s, %(workers)d workers, %(usedMemory)d of %(workerMemory)d bytes, next %(nextWorker)d" % b)'
+
+echo "a newcomer's first run (1 s between tenants: the spare ready):"
+for i in 1 2 3 4 5; do
+	curl -s -o /dev/null -w "  %{time_total} s\n" -H "Host: tenants.localhost" -H "Authorization: Bearer $(tok "ready-$i")" \
+		http://127.0.0.1:8089/executions -d '{"code": "async () => 1 + 1"}'
+	sleep 1
+done
+echo "a newcomer's first run (back to back: the spare just taken):"
+for i in 1 2 3 4 5; do
+	curl -s -o /dev/null -w "  %{time_total} s\n" -H "Host: tenants.localhost" -H "Authorization: Bearer $(tok "burst-$i")" \
+		http://127.0.0.1:8089/executions -d '{"code": "async () => 1 + 1"}'
+done
+
+echo "worker kills under load (a handle awaiting 20 ms, 32 connections, one kill a second):"
+slow=$(deploy_for "killed" '{"retainHandles": true, "timeoutMs": 2000, "code": "export default { async fetch() { await new Promise(r => setTimeout(r, 20)); return new Response(\"ok\"); } }"}')
+"$work/loadgen" -label "killed" -url "http://$slow.apps.localhost:8089/" -d 6s -c 32 2>"$work/kill.err" &
+lg=$!
+kills=0
+for _ in 1 2 3 4 5; do
+	sleep 1
+	pid=$(curl -s http://localhost:2089/retainer/workers | python3 -c '
+import json,sys
+print(next((w["pid"] for w in json.load(sys.stdin)["workers"] if w["tenant"] == "killed" and w["state"] == "up"), 0))')
+	if [ "$pid" != 0 ]; then kill -9 "$pid"; kills=$((kills + 1)); fi
+done
+wait $lg || true
+grep -v 'answered 200' "$work/kill.err" || true
+echo "  $kills kills"
