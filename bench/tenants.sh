@@ -11,7 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 secs=${1:-10}
-export BENCH_WORKERS=auto BENCH_PREWARM=2
+# BENCH_TENANTS (default "4 50 200") are the numbers of tenants measured;
+# BENCH_ONLY_RATIOS=1 stops after the ratios (for a build without the
+# admin endpoint's budget, to compare).
+export BENCH_WORKERS=${BENCH_WORKERS:-auto} BENCH_PREWARM=2
 start_gateway
 
 tok() { "$work/retainer" retainer-token --sub "$1" --iss "" --aud "" --secret-env BENCH_SECRET; }
@@ -32,7 +35,8 @@ sum_served() {
 
 ids=()
 declare -A rate
-for n in 4 50 200; do
+counts=(${BENCH_TENANTS:-4 50 200})
+for n in "${counts[@]}"; do
 	while [ "${#ids[@]}" -lt "$n" ]; do
 		ids+=("$(deploy_for "tenant-${#ids[@]}" "$counter")")
 	done
@@ -47,9 +51,10 @@ for n in 4 50 200; do
 	echo "  $n tenants: $answered answered, counters grew by $((after - before - n)): $lost increments lost (0: no state lost)"
 	rate[$n]=$(echo "$out" | awk '{for (i=1;i<=NF;i++) if ($i=="req/s") print $(i-1)}')
 done
-python3 -c "
-r={4:${rate[4]},50:${rate[50]},200:${rate[200]}}
-print('ratios: 50 tenants / 4 = %.2f; 200 tenants / 4 = %.2f' % (r[50]/r[4], r[200]/r[4]))"
+for n in "${counts[@]:1}"; do
+	python3 -c "print('ratio: $n tenants / ${counts[0]} = %.2f' % (${rate[$n]} / ${rate[${counts[0]}]}))"
+done
+[ "${BENCH_ONLY_RATIOS:-0}" = 1 ] && exit 0
 
 curl -s http://localhost:2089/retainer/workers | python3 -c '
 import json,sys

@@ -479,8 +479,10 @@ type window struct {
 }
 
 // windowAhead is how many invocations wait in the worker beyond those in
-// progress (docs/performance.md, round 16).
-const windowAhead = 2
+// progress: fewer cost a hot handle its pipelining (plus two: a third of
+// four busy handles' throughput), more cost more failed calls when a
+// worker dies (docs/performance.md, round 16).
+const windowAhead = 8
 
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
 // served in arrival order by the worker; past the per-isolate queue they
