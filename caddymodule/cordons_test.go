@@ -291,13 +291,13 @@ func TestStalledUploadsAreTheVisitorsTime(t *testing.T) {
 }
 
 // When a worker is killed under load, the calls it never started are sent
-// again to the rebuilt isolate: of 32 requests to a handle that awaits 20
+// again to the rebuilt isolate: of 48 requests to a handle that awaits 20
 // ms each, at most the few sent into the worker (in progress, or queued
 // there: its window) answer WORKER_CRASHED.
 func TestKilledWorkerRetriesWhatItNeverStarted(t *testing.T) {
 	_, mallory := attacked(t, "")
 	id := deploy(t, mallory, `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 20)); return new Response('ok'); } })`, map[string]any{"timeoutMs": 2000})
-	const n = 32
+	const n = 48
 	answers := make(chan answer, n)
 	for i := 0; i < n; i++ {
 		go func() { answers <- do(t, "GET", site(id+".apps.localhost", "/"), "", nil) }()
@@ -316,7 +316,7 @@ func TestKilledWorkerRetriesWhatItNeverStarted(t *testing.T) {
 			t.Fatalf("a request: %d %s", a.status, a.body)
 		}
 	}
-	if failed > 1+9 { // in progress, and the window's 8 queued in the worker
+	if failed > 1+16 { // in progress, and the window's 16 queued in the worker
 		t.Fatalf("%d of %d requests failed with the killed worker (%d answered): the ones it never started should have been sent again", failed, n, ok)
 	}
 }

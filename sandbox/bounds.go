@@ -36,7 +36,7 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	m.terminated = false
 	m.mu.Unlock()
 	deadline := time.Now().Add(timeout)
-	m.activityCPU = m.hold.used()
+	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
 	m.beginHostScope(timeout)
 	defer m.endHostScope()

@@ -245,7 +245,7 @@ func (m *vm) beginBusy() {
 	m.mu.Unlock()
 	m.busy = &busyPeriod{}
 	m.resetVisitor()
-	m.activityCPU = m.hold.used()
+	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
 	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
 }

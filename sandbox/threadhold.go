@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -28,17 +29,37 @@ import (
 // already: every V8 call happens on its loop).
 //
 // The hold also keeps the isolate's CPU account (used): while it is held
-// the isolate's work runs on this one thread, so the thread's CPU clock
-// between take and drop is the isolate's CPU time, whatever else the
-// machine runs. Blame reads it (bounds.go): a timeout is a strike only
-// when the program itself spent the time.
+// the isolate's work runs on this one thread, so the thread's CPU time
+// between take and drop is the isolate's. Blame reads it (bounds.go): a
+// timeout is a strike only when the program itself spent the time.
+//
+// Reading a thread's CPU clock is a system call (~1.4 µs here, more under
+// the worker's seccomp filter), and three of them a request cost a busy
+// handle a fifth of its throughput (docs/performance.md, round 16). So a
+// hold is timed on the monotonic clock (vDSO, ~30 ns), and the CPU clock is
+// read only once the current activity has held the isolate for more than
+// preciseAfter: the account is CPU time from then on, and wall time (never
+// less than the CPU time) before, so it errs only towards charging, by at
+// most preciseAfter plus a turn that began before it.
 type threadHold struct {
 	iso unsafe.Pointer
 	h   unsafe.Pointer // the Locker while held, nil otherwise
-	// cpuTotal is the thread CPU time of every hold so far, cpuStart the
-	// thread's clock when the current one was taken (ns).
-	cpuTotal, cpuStart int64
+	// account is the time charged for every hold so far (ns); wallStart
+	// and cpuStart are the clocks when the current hold was taken, cpuStart
+	// -1 when the CPU clock was not read for it.
+	account, wallStart, cpuStart int64
+	// activity is the account when the current activity began (begin).
+	activity int64
 }
+
+// preciseAfter is how long an activity holds its isolate, as the wall
+// clock counts, before its holds are timed on the thread's CPU clock.
+const preciseAfter = int64(20 * time.Millisecond)
+
+// monoEpoch makes monotonic readings into numbers.
+var monoEpoch = time.Now()
+
+func monotonic() int64 { return int64(time.Since(monoEpoch)) }
 
 // threadCPU is the calling thread's CPU time in ns.
 func threadCPU() int64 {
@@ -49,13 +70,28 @@ func threadCPU() int64 {
 	return ts.Nano()
 }
 
-// used is the isolate's CPU time so far (ns), the current hold included.
-// Called on the loop's goroutine only.
+// begin marks the start of an activity (a run, a busy period) and answers
+// the account then, for used's caller to subtract.
+func (t *threadHold) begin() int64 {
+	t.activity = t.used()
+	return t.activity
+}
+
+// used is the isolate's charged time so far (ns), the current hold
+// included. Called on the loop's goroutine only.
 func (t *threadHold) used() int64 {
 	if t.h == nil {
-		return t.cpuTotal
+		return t.account
 	}
-	return t.cpuTotal + threadCPU() - t.cpuStart
+	return t.account + t.open()
+}
+
+// open is what the current hold is charged so far.
+func (t *threadHold) open() int64 {
+	if t.cpuStart >= 0 {
+		return threadCPU() - t.cpuStart
+	}
+	return monotonic() - t.wallStart
 }
 
 func newThreadHold(iso *v8.Isolate) threadHold {
@@ -73,7 +109,10 @@ func (t *threadHold) take() {
 		runtime.UnlockOSThread()
 		return
 	}
-	t.cpuStart = threadCPU()
+	t.wallStart, t.cpuStart = monotonic(), -1
+	if t.account-t.activity > preciseAfter {
+		t.cpuStart = threadCPU()
+	}
 }
 
 // drop releases the outer Locker and unpins the goroutine; a no-op when
@@ -82,7 +121,7 @@ func (t *threadHold) drop() {
 	if t.h == nil {
 		return
 	}
-	t.cpuTotal += threadCPU() - t.cpuStart
+	t.account += t.open()
 	C.retainer_isolate_release(t.iso, t.h)
 	t.h = nil
 	runtime.UnlockOSThread()

@@ -166,9 +166,8 @@ type Pool struct {
 	startingFor   map[string]chan struct{}
 	spareStarting bool // cordoned: a spare is being started
 	where         map[string]*process
-	inflight      map[string]int     // per retained isolate: its invocations in flight
-	sendTurns     *turns             // each handle's invocation frames in arrival order
-	windows       map[string]*window // per retained isolate: its invocations sent and unanswered
+	inflight      map[string]int // per retained isolate: its invocations in flight
+	sendTurns     *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
 	onTicket func(req sandbox.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
@@ -190,7 +189,6 @@ func Start(cfg Config) (*Pool, error) {
 	pool := &Pool{
 		cfg:       cfg,
 		workers:   make([]*process, initialSlots(cfg)),
-		windows:   map[string]*window{},
 		where:     map[string]*process{},
 		inflight:  map[string]int{},
 		sendTurns: newTurns(),
@@ -352,7 +350,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		p.mu.Lock()
 		dead := p.dead || p.retiring
 		if !dead {
-			p.retained[job.ID] = isolateInfo{bound: bound, concurrency: job.Concurrency}
+			p.retained[job.ID] = isolateInfo{bound: bound, concurrency: job.Concurrency, window: make(chan struct{}, max(job.Concurrency, 1)+windowAhead)}
 		}
 		p.mu.Unlock()
 		if dead {
@@ -467,22 +465,12 @@ func (pool *Pool) progress(id string) (uint64, bool) {
 	return pool.answered[id], pool.inflight[id] > 1
 }
 
-// window bounds how many invocations of one retained isolate are sent to
-// its worker and unanswered: its concurrency plus windowAhead. The rest
-// wait in the gateway, so when the worker dies they are known never to
-// have started, and are sent again to the isolate's rebuild (SPEC §4);
-// windowAhead keeps the next ones queued in the worker, so it never waits
-// for the gateway between two invocations.
-type window struct {
-	slots chan struct{}
-	users int // invocations holding or waiting for a slot; pool.mu
-}
-
 // windowAhead is how many invocations wait in the worker beyond those in
-// progress: fewer cost a hot handle its pipelining (plus two: a third of
-// four busy handles' throughput), more cost more failed calls when a
-// worker dies (docs/performance.md, round 16).
-const windowAhead = 8
+// progress: a hot handle needs that many queued there to keep its
+// pipelining (one handle at 32 connections: plus eight served a fifth
+// less, plus sixteen as much as no window), and more would fail more calls
+// when a worker dies (docs/performance.md, round 16).
+const windowAhead = 16
 
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
 // served in arrival order by the worker; past the per-isolate queue they
@@ -504,35 +492,30 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		return sandbox.WireResponse{}, fault.Closed(id)
 	}
 	conc := max(info.concurrency, 1)
-	w := pool.windows[id]
-	if w == nil {
-		w = &window{slots: make(chan struct{}, conc+windowAhead)}
-		pool.windows[id] = w
-	}
-	w.users++
-	pool.mu.Unlock()
-	defer func() {
-		pool.mu.Lock()
-		if w.users--; w.users == 0 && pool.windows[id] == w {
-			delete(pool.windows, id)
-		}
-		pool.mu.Unlock()
-	}()
+	// The window (isolateInfo): at most conc+windowAhead of the handle's
+	// invocations are sent to the worker and unanswered; the rest wait
+	// here, and when the worker dies they are known never to have started
+	// (SPEC §4): they answer fault.NotStarted and are sent again.
 	select {
-	case w.slots <- struct{}{}:
-	case <-p.exited:
-		return sandbox.WireResponse{}, fault.NotStarted()
-	case <-ctx.Done():
-		return sandbox.WireResponse{}, ctx.Err()
-	}
-	defer func() { <-w.slots }()
-
-	pool.mu.Lock()
-	if pool.where[id] != p {
-		// The isolate moved or ended while this call waited.
+	case info.window <- struct{}{}:
+	default:
 		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.NotStarted()
+		select {
+		case info.window <- struct{}{}:
+		case <-p.exited:
+			return sandbox.WireResponse{}, fault.NotStarted()
+		case <-ctx.Done():
+			return sandbox.WireResponse{}, ctx.Err()
+		}
+		pool.mu.Lock()
+		if pool.where[id] != p {
+			// The isolate moved or ended while this call waited.
+			pool.mu.Unlock()
+			<-info.window
+			return sandbox.WireResponse{}, fault.NotStarted()
+		}
 	}
+	defer func() { <-info.window }()
 	// Invocations are pipelined to the worker (its isolate runs them in
 	// order); ahead is how many of this handle's are in flight before this
 	// one, for the kill clock.

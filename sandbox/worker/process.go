@@ -103,6 +103,9 @@ func (p *process) bodyRead(id string) (end func()) {
 type isolateInfo struct {
 	bound       time.Duration // its run bound
 	concurrency int           // invocations in progress at once (≤ 1: one)
+	// window holds a slot for each invocation sent to the worker and not
+	// yet answered (Pool.Invoke): concurrency plus windowAhead.
+	window chan struct{}
 }
 
 type callRecord struct {

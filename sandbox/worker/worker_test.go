@@ -800,7 +800,7 @@ func TestWorkersAutoFollowsTheMemoryBudget(t *testing.T) {
 func TestKilledWorkerTellsWhichCallsNeverStarted(t *testing.T) {
 	pool := startPool(t, Config{Workers: 1})
 	deploy(t, pool, "slow", `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 20)); return new Response("ok"); } })`)
-	const n = 32
+	const n = 48
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() {
