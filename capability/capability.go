@@ -72,7 +72,7 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		if !c.Grants.Has("fetch") {
 			return nil, Denied("fetch", "fetch")
 		}
-		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args)
+		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args)
 	case "fetch.read":
 		if !c.Grants.Has("fetch") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -195,5 +196,57 @@ func TestBadPortsRefused(t *testing.T) {
 	}
 	if BadPort("") || BadPort("8080") || !BadPort("10080") {
 		t.Fatal("BadPort")
+	}
+}
+
+// Unread streamed answers are a budget (SPEC §3): one run holds at most 16,
+// one tenant at most 256 across its runs; past either the fetch answers
+// QUOTA_EXCEEDED to that program, while another tenant fetches as before,
+// and a stream read to its end (or dropped) gives its place back.
+func TestUnreadFetchStreamsAreChargedToTheirTenant(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("chunked")) // no length: streamed
+		w.(http.Flusher).Flush()
+	}))
+	defer target.Close()
+	tu, _ := url.Parse(target.URL)
+	h := &Host{Fetcher: &Fetcher{Streams: &FetchStreams{}}}
+	call := func(tenant, run string) (json.RawMessage, error) {
+		return h.Serve(context.Background(), Call{Tenant: tenant, ExecutionID: run, Op: "fetch", Args: fetchArgsJSON(target.URL),
+			Grants: Grants{Capabilities: []string{"fetch"}, Outbound: []string{tu.Host}, AllowPrivate: true}})
+	}
+	for i := 0; i < maxStreamsPerOwner; i++ {
+		if res, err := call("mallory", "run-0"); err != nil || !strings.Contains(string(res), `"stream"`) {
+			t.Fatalf("fetch %d: %s %v", i, res, err)
+		}
+	}
+	if _, err := call("mallory", "run-0"); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("the 17th unread answer of one run: %v", err)
+	}
+	for run := 1; fault.CodeOf(func() error { _, err := call("mallory", fmt.Sprintf("run-%d", run)); return err }()) == ""; run++ {
+		if run > maxStreamsPerTenant {
+			t.Fatal("the tenant's cap never came")
+		}
+	}
+	if _, n := h.Fetcher.Streams.Counts("", "mallory"); n != maxStreamsPerTenant {
+		t.Fatalf("mallory holds %d streams, want the cap %d", n, maxStreamsPerTenant)
+	}
+	if res, err := call("bob", "bobs-run"); err != nil || !strings.Contains(string(res), `"stream"`) {
+		t.Fatalf("bob's fetch while mallory is at her cap: %s %v", res, err)
+	}
+	// Reading one of mallory's to its end frees its place.
+	var head struct{ Stream string }
+	res, _ := call("bob", "bobs-run")
+	json.Unmarshal(res, &head)
+	for done := false; !done; {
+		out, err := h.Serve(context.Background(), Call{Tenant: "bob", ExecutionID: "bobs-run", Op: "fetch.read", Args: json.RawMessage(`{"stream":"` + head.Stream + `"}`),
+			Grants: Grants{Capabilities: []string{"fetch"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = strings.Contains(string(out), `"done":true`)
+	}
+	if owner, tenant := h.Fetcher.Streams.Counts("bobs-run", "bob"); owner != 1 || tenant != 1 {
+		t.Fatalf("after one of bob's two was read: %d for the run, %d for the tenant", owner, tenant)
 	}
 }

@@ -177,19 +177,19 @@ var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "proxy-co
 // Fetch makes one request within the allow list. allowPrivate lifts the
 // address check (never the allow list), for local testing.
 func (f *Fetcher) Fetch(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
-	return f.fetch(ctx, "", allow, false, raw)
+	return f.fetch(ctx, "", "", allow, false, raw)
 }
 
 // FetchAllowingPrivate is Fetch with outbound_allow_private.
 func (f *Fetcher) FetchAllowingPrivate(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
-	return f.fetch(ctx, "", allow, true, raw)
+	return f.fetch(ctx, "", "", allow, true, raw)
 }
 
 // fetch makes the request for owner (a run's or handle's id; "" reads the
 // answer whole). An answer of unknown length, or over streamedAnswer, is
 // streamed when the fetcher holds streams: its body is left for fetch.read
 // or a relay, detached from ctx (the run may end before it is read).
-func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allowPrivate bool, raw json.RawMessage) (json.RawMessage, error) {
+func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []string, allowPrivate bool, raw json.RawMessage) (json.RawMessage, error) {
 	var a fetchArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, bad("Malformed fetch arguments.")
@@ -325,7 +325,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner string, allow []string, allow
 		}
 		return nil, fault.New(fault.BadRequest, "fetch to %s failed: %s", u.Host, cleanErr(err))
 	}
-	if ans, ok, err := f.streamAnswer(owner, u.Host, res, method, cancelReq, &detached); ok {
+	if ans, ok, err := f.streamAnswer(owner, tenant, u.Host, res, method, cancelReq, &detached); ok {
 		return ans, err
 	}
 	defer res.Body.Close()
@@ -370,7 +370,7 @@ func answerHead(host string, res *http.Response) (fetchAnswer, error) {
 // streamAnswer leaves a long or open-ended answer's body in the stream
 // table and answers its head with the token; ok is false when the answer is
 // to be read whole.
-func (f *Fetcher) streamAnswer(owner, host string, res *http.Response, method string, cancel context.CancelFunc, detached *atomic.Bool) (json.RawMessage, bool, error) {
+func (f *Fetcher) streamAnswer(owner, tenant, host string, res *http.Response, method string, cancel context.CancelFunc, detached *atomic.Bool) (json.RawMessage, bool, error) {
 	if owner == "" || f.Streams == nil || method == http.MethodHead ||
 		res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified ||
 		res.ContentLength >= 0 && res.ContentLength <= streamedAnswer {
@@ -387,7 +387,7 @@ func (f *Fetcher) streamAnswer(owner, host string, res *http.Response, method st
 	}
 	detached.Store(true)
 	end := time.AfterFunc(streamTimeout, cancel)
-	token, err := f.Streams.put(owner, res.Body, func() { end.Stop(); cancel() })
+	token, err := f.Streams.put(owner, tenant, res.Body, func() { end.Stop(); cancel() })
 	if err != nil {
 		res.Body.Close()
 		cancel()

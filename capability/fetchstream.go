@@ -31,10 +31,22 @@ const fetchChunk = 64 << 10
 // unreadStreamTimeout closes a stream nobody reads or takes for this long.
 const unreadStreamTimeout = 30 * time.Second
 
-// maxFetchStreams bounds the streams waiting in one gateway.
-const maxFetchStreams = 10000
+// Budgets (docs/architecture.md, "Budgets"): unread answers are charged to
+// the run or handle that fetched them and to its tenant, each capped below
+// the gateway's own bound, so one tenant's unread streams cannot take the
+// table from the others. A stream taken for a relay to a visitor still
+// counts for its tenant until the relay ends.
+const (
+	// maxFetchStreams bounds the streams waiting in one gateway.
+	maxFetchStreams = 10000
+	// maxStreamsPerOwner bounds one run's or handle's unread answers.
+	maxStreamsPerOwner = 16
+	// maxStreamsPerTenant bounds one tenant's, relays included.
+	maxStreamsPerTenant = 256
+)
 
 type fetchStream struct {
+	tenant string
 	owner  string
 	body   io.ReadCloser
 	cancel context.CancelFunc // ends the upstream request
@@ -45,24 +57,58 @@ type fetchStream struct {
 
 // FetchStreams holds the streamed answers not yet read to their end.
 type FetchStreams struct {
-	mu   sync.Mutex
-	open map[string]*fetchStream
+	mu       sync.Mutex
+	open     map[string]*fetchStream
+	byOwner  map[string]int // unread answers per run or handle
+	byTenant map[string]int // unread answers and relays per tenant
 }
 
-// put registers a body for owner and answers its token.
-func (fs *FetchStreams) put(owner string, body io.ReadCloser, cancel context.CancelFunc) (string, error) {
+// Counts answers how many streams owner and tenant hold (tests, metrics).
+func (fs *FetchStreams) Counts(owner, tenant string) (int, int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.byOwner[owner], fs.byTenant[tenant]
+}
+
+// release uncounts a stream for its owner (and, with tenant, its tenant).
+// fs.mu is held.
+func (fs *FetchStreams) release(st *fetchStream, tenant bool) {
+	if fs.byOwner[st.owner]--; fs.byOwner[st.owner] <= 0 {
+		delete(fs.byOwner, st.owner)
+	}
+	if !tenant {
+		return
+	}
+	if fs.byTenant[st.tenant]--; fs.byTenant[st.tenant] <= 0 {
+		delete(fs.byTenant, st.tenant)
+	}
+}
+
+// put registers a body for owner (of tenant) and answers its token. Past
+// the owner's or the tenant's cap the fetch throws QUOTA_EXCEEDED in the
+// program; past the gateway's, OVERLOADED.
+func (fs *FetchStreams) put(owner, tenant string, body io.ReadCloser, cancel context.CancelFunc) (string, error) {
 	var b [16]byte
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if len(fs.open) >= maxFetchStreams {
+	switch {
+	case fs.byOwner[owner] >= maxStreamsPerOwner:
+		return "", fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerOwner)
+	case fs.byTenant[tenant] >= maxStreamsPerTenant:
+		return "", fault.New(fault.QuotaExceeded, "The tenant holds %d fetch answers unread or being relayed, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerTenant)
+	case len(fs.open) >= maxFetchStreams:
 		return "", fault.New(fault.Overloaded, "Too many streamed fetch answers are open on this gateway.")
 	}
 	if fs.open == nil {
 		fs.open = map[string]*fetchStream{}
+		fs.byOwner = map[string]int{}
+		fs.byTenant = map[string]int{}
 	}
-	st := &fetchStream{owner: owner, body: body, cancel: cancel}
+	fs.byOwner[owner]++
+	fs.byTenant[tenant]++
+	st := &fetchStream{owner: owner, tenant: tenant, body: body, cancel: cancel}
 	st.idle = time.AfterFunc(unreadStreamTimeout, func() { fs.drop(token) })
 	fs.open[token] = st
 	return token, nil
@@ -72,6 +118,9 @@ func (fs *FetchStreams) drop(token string) {
 	fs.mu.Lock()
 	st := fs.open[token]
 	delete(fs.open, token)
+	if st != nil {
+		fs.release(st, true)
+	}
 	fs.mu.Unlock()
 	if st != nil {
 		st.idle.Stop()
@@ -90,17 +139,27 @@ func (fs *FetchStreams) Take(token, owner string) (io.ReadCloser, error) {
 		return nil, fault.New(fault.BadResponse, "The handler answered a fetch body that is gone (read, or never its own).")
 	}
 	delete(fs.open, token)
+	fs.release(st, false) // the tenant's count ends with the relay
 	fs.mu.Unlock()
 	st.idle.Stop()
-	return &takenBody{ReadCloser: st.body, cancel: st.cancel}, nil
+	return &takenBody{ReadCloser: st.body, cancel: st.cancel, done: func() {
+		fs.mu.Lock()
+		if fs.byTenant[st.tenant]--; fs.byTenant[st.tenant] <= 0 {
+			delete(fs.byTenant, st.tenant)
+		}
+		fs.mu.Unlock()
+	}}, nil
 }
 
 type takenBody struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	once   sync.Once
+	done   func()
 }
 
 func (b *takenBody) Close() error {
+	b.once.Do(b.done)
 	b.cancel()
 	return b.ReadCloser.Close()
 }
