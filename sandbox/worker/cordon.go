@@ -120,6 +120,11 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 	slot := -1
 	if pool.canStart() {
 		slot = pool.freeSlot()
+	} else if pool.spareStarting {
+		// The spare is on its way: it is this newcomer's, and nobody's
+		// worker need be recycled for it.
+		pool.mu.Unlock()
+		return nil, nil, true
 	} else if victim := pool.recyclable(mine > 0); victim != nil {
 		slot = victim.index
 		pool.unroute(victim, "recycled for another tenant (it was idle and every worker was taken)")
