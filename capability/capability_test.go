@@ -249,4 +249,13 @@ func TestUnreadFetchStreamsAreChargedToTheirTenant(t *testing.T) {
 	if owner, tenant := h.Fetcher.Streams.Counts("bobs-run", "bob"); owner != 1 || tenant != 1 {
 		t.Fatalf("after one of bob's two was read: %d for the run, %d for the tenant", owner, tenant)
 	}
+	// A run that ends drops what it left unread: mallory's first run gives
+	// its 16 places back.
+	h.Fetcher.Streams.DropOwner("run-0")
+	if owner, tenant := h.Fetcher.Streams.Counts("run-0", "mallory"); owner != 0 || tenant != maxStreamsPerTenant-maxStreamsPerOwner {
+		t.Fatalf("after run-0 ended: %d for the run, %d for the tenant", owner, tenant)
+	}
+	if _, err := call("mallory", "run-new"); err != nil {
+		t.Fatalf("mallory's fetch after a run ended: %v", err)
+	}
 }

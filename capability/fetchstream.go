@@ -63,6 +63,26 @@ type FetchStreams struct {
 	byTenant map[string]int // unread answers and relays per tenant
 }
 
+// DropOwner drops the unread answers owner still holds (its run ended).
+// Streams already taken for a relay are not its any more.
+func (fs *FetchStreams) DropOwner(owner string) {
+	fs.mu.Lock()
+	if fs.byOwner[owner] == 0 {
+		fs.mu.Unlock()
+		return
+	}
+	var tokens []string
+	for token, st := range fs.open {
+		if st.owner == owner {
+			tokens = append(tokens, token)
+		}
+	}
+	fs.mu.Unlock()
+	for _, token := range tokens {
+		fs.drop(token)
+	}
+}
+
 // Counts answers how many streams owner and tenant hold (tests, metrics).
 func (fs *FetchStreams) Counts(owner, tenant string) (int, int) {
 	fs.mu.Lock()

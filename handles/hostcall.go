@@ -41,11 +41,20 @@ func (s *Store) beginRun(id string, rs *runState) {
 	s.mu.Unlock()
 }
 
+//
+// The fetch answers the run left unread are dropped with it (their places
+// in its tenant's budget come back); a handle's, fetched during its
+// invocations, end by their idle timeout instead, since its invocations
+// share its id.
 func (s *Store) endRun(id string) *runState {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rs := s.runs[id]
 	delete(s.runs, id)
+	host := s.opts.Host
+	s.mu.Unlock()
+	if host != nil && host.Fetcher != nil && host.Fetcher.Streams != nil {
+		host.Fetcher.Streams.DropOwner(id)
+	}
 	return rs
 }
 
