@@ -247,3 +247,46 @@ func TestReceiptsShareCommits(t *testing.T) {
 		t.Fatalf("%d commits for %d receipts over %v: receipts do not share commits", commits, puts+1, time.Duration(puts)*2*time.Millisecond)
 	}
 }
+
+// A receipt fits its 256 KiB whatever the run (SPEC §3, budgets): a chain
+// of 32 steps each taking and answering 8 MiB (a 2 KB request once wrote a
+// 252 MiB receipt), 44,381 caught denials, a 1 MB prompt. What was cut is
+// named, and the steps' names and outcomes stay.
+func TestEveryReceiptFitsItsBound(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	big := json.RawMessage(`"` + strings.Repeat("y", 8<<20) + `"`)
+	chain := receipt("alice", now)
+	chain.Kind = "chain"
+	for i := 0; i < 32; i++ {
+		chain.Steps = append(chain.Steps, Step{Name: fmt.Sprintf("step-%d", i), Code: "async (input) => input + input", Input: big,
+			Outcome: Outcome{Status: "ok", Result: big}, Logs: []string{strings.Repeat("l", 60<<10)}})
+	}
+	chain.Outcome.Result = big
+	denied := receipt("alice", now)
+	for i := 0; i < 44381; i++ {
+		denied.Outcome.Denials = append(denied.Outcome.Denials, fmt.Sprintf("fetch needs the fetch capability (%d)", i))
+	}
+	prompted := receipt("alice", now)
+	prompted.Kind, prompted.Prompt = "generate", strings.Repeat("p", 1<<20)
+	for name, r := range map[string]Receipt{"chain": chain, "denials": denied, "prompt": prompted} {
+		start := time.Now()
+		if err := s.Put(r); err != nil {
+			t.Fatal(name, err)
+		}
+		took := time.Since(start)
+		got, err := s.Get("alice", r.ID)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		data, _ := json.Marshal(got)
+		if len(data) > MaxBytes || len(got.Truncated) == 0 {
+			t.Fatalf("%s: %d bytes (bound %d), truncated %v", name, len(data), MaxBytes, got.Truncated)
+		}
+		t.Logf("%s: %d bytes, cut %v, in %v", name, len(data), got.Truncated, took)
+	}
+	got, _ := s.Get("alice", chain.ID)
+	if len(got.Steps) != 32 || got.Steps[31].Name != "step-31" || got.Steps[31].Outcome.Status != "ok" {
+		t.Fatalf("the chain's steps were not kept: %d", len(got.Steps))
+	}
+}
