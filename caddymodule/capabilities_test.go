@@ -235,3 +235,42 @@ func TestCapabilities(t *testing.T) {
 		t.Fatalf("fetch off the allow list: %q", got)
 	}
 }
+
+// A deploy's recorded tool answers are a budget (SPEC §3): 1 MiB and 1,000
+// calls in all. A deploy that asks for more sees its tool call throw
+// QUOTA_EXCEEDED and fails with it even when it catches the error (its
+// handle could not be rebuilt); a deploy within the bound deploys; a
+// computation records nothing and calls as often as it likes.
+func TestRecordedToolAnswersAreBounded(t *testing.T) {
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"blob":"%s"}`, strings.Repeat("z", 100<<10))
+	}))
+	defer tool.Close()
+	store := filepath.Join(t.TempDir(), "registry.db")
+	caddytest.NewTester(t).InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	run := func(calls int, retain bool) answer {
+		code := fmt.Sprintf(`async () => {
+			let n = 0, caught = '';
+			for (let i = 0; i < %d; i++) {
+				try { await store.listProducts({i}); n++; } catch (e) { caught = e.code; }
+			}
+			return { fetch() { return Response.json({n, caught}); } };
+		}`, calls)
+		if !retain {
+			code = strings.Replace(code, "return { fetch() { return Response.json({n, caught}); } };", "return {n, caught};", 1)
+		}
+		return do(t, "POST", site("api.localhost", "/executions"), alice, mustJSON(map[string]any{"code": code, "retainHandles": retain, "timeoutMs": 10000,
+			"providers": []map[string]any{{"name": "store", "tools": []string{"listProducts"}}}}))
+	}
+	if a := run(20, true); a.status != 429 || a.code() != "QUOTA_EXCEEDED" {
+		t.Fatalf("a deploy recording 2 MB of tool answers: %d %s", a.status, a.body)
+	}
+	if a := run(5, true); a.status != 200 || a.json(t)["executionId"] == nil {
+		t.Fatalf("a deploy recording 500 KB: %d %.300s", a.status, a.body)
+	}
+	if a := run(20, false); a.status != 200 || !strings.Contains(string(a.body), `"n":20`) {
+		t.Fatalf("a computation calling the tool 20 times: %d %.300s", a.status, a.body)
+	}
+}

@@ -30,8 +30,14 @@ type runState struct {
 	timeout   time.Duration
 	memoryMiB int
 	replayed  int
-	recorded  []ToolAnswer
-	denials   []string
+	// records: a deploy's tool answers are recorded (a computation's
+	// never are), within maxRecordedCalls and maxRecordedBytes; overRecord
+	// marks a deploy that asked for more (it fails with QUOTA_EXCEEDED).
+	records       bool
+	recorded      []ToolAnswer
+	recordedBytes int
+	overRecord    bool
+	denials       []string
 	mismatch  bool // a rebuild's tool call did not match the recording
 }
 
@@ -243,6 +249,11 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 		}
 		return want.Answer, nil
 	}
+	if rs.records && (len(rs.recorded) >= maxRecordedCalls || rs.recordedBytes >= maxRecordedBytes) {
+		rs.overRecord = true
+		s.mu.Unlock()
+		return nil, recordFault()
+	}
 	s.mu.Unlock()
 	var res json.RawMessage
 	var err error
@@ -259,10 +270,35 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	if err != nil {
 		ans.Error = fault.As(err).Message
 	}
+	if !rs.records {
+		return res, err
+	}
+	size := len(ans.Provider) + len(ans.Tool) + len(ans.Args) + len(ans.Answer) + len(ans.Error)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rs.recordedBytes+size > maxRecordedBytes {
+		// The answer is not kept, so the program may not have it either:
+		// a rebuild could not give it back.
+		rs.overRecord = true
+		return nil, recordFault()
+	}
 	rs.recorded = append(rs.recorded, ans)
-	s.mu.Unlock()
+	rs.recordedBytes += size
 	return res, err
+}
+
+// A deploy's tool answers are recorded with its handle, to replay when it
+// is rebuilt; they are a budget (docs/architecture.md, "Budgets").
+const (
+	maxRecordedCalls = 1000
+	maxRecordedBytes = 1 << 20
+)
+
+// recordFault is the error a deploy's tool call past the recording's
+// bound throws in the program; the deploy then fails with it, whatever the
+// program does with the error.
+func recordFault() error {
+	return fault.New(fault.QuotaExceeded, "A deploy records its tool answers to replay when its handle is rebuilt, at most %d calls and %d bytes in all: this one asked for more. Call fewer tools while deploying, or fetch the data in the handler instead.", maxRecordedCalls, maxRecordedBytes)
 }
 
 // callerTool asks the run's caller for a caller tool's answer. A caller that

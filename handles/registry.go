@@ -151,7 +151,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	if timeout <= 0 {
 		timeout = 500 * time.Millisecond
 	}
-	rs := &runState{registry: r, tenant: tenant, grants: req.Grants,
+	rs := &runState{registry: r, tenant: tenant, grants: req.Grants, records: job.RetainHandles,
 		budget: req.Budget, depth: req.Depth, caller: req.Caller, timeout: timeout, deadline: time.Now().Add(timeout), memoryMiB: req.MemoryMiB}
 	s.beginRun(job.ID, rs)
 	runCtx := ctx
@@ -177,7 +177,13 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	s.mu.Lock()
 	denials := append([]string(nil), rs.denials...)
 	recorded := append([]ToolAnswer(nil), rs.recorded...)
+	overRecord := rs.overRecord
 	s.mu.Unlock()
+	if err == nil && out.Retained && overRecord {
+		// A handle whose rebuild could not replay its deploy is not kept.
+		s.opts.Executor.Close(job.ID)
+		return ExecResult{Outcome: out, Denials: denials}, recordFault()
+	}
 	if err != nil || !out.Retained {
 		// A computation with retainHandles is harmless: no record, no quota.
 		return ExecResult{Outcome: out, Denials: denials}, err
