@@ -238,6 +238,12 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		}
 		execs[i] = e
 	}
+	// A chain's steps share one spawn budget (docs/architecture.md,
+	// "Budgets"): a chain of many steps is not many budgets.
+	for i := range execs {
+		execs[i].Budget = execs[0].Budget
+	}
+	recorded := 0 // the shared budget's children already in the receipt
 	rc := receipts.Receipt{ID: receipts.NewID(), Tenant: c.tenant, Registry: h.Registry, Kind: "chain", Logs: []string{},
 		Grants: receipts.Grants{Capabilities: []string{}, Outbound: []string{}, Providers: map[string][]string{}}}
 	steps := []stepAnswer{}
@@ -256,7 +262,9 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		step := stepAnswer{Name: s.Name, Result: res.Outcome.Result, Logs: logs, DurationMs: ms}
 		rs := receipts.Step{Name: s.Name, Code: s.Body, Input: input, Logs: logs, DurationMs: ms,
 			Grants: receipts.Grants{Capabilities: orEmpty(ereq.Grants.Capabilities), Outbound: orEmpty(ereq.Grants.Outbound), Providers: providerMap(ereq.Grants.Providers)}}
-		rc.Children = append(rc.Children, children(ereq.Budget)...)
+		all := children(ereq.Budget)
+		rc.Children = append(rc.Children, all[recorded:]...)
+		recorded = len(all)
 		if err != nil {
 			f := fault.As(err)
 			step.Error = &stepError{Code: f.Code, Message: f.Message, Retryable: f.Retryable()}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 )
@@ -189,6 +190,27 @@ func TestRunService(t *testing.T) {
 	a = post("/run", map[string]any{"body": "try { await spawn('return 1'); return 'spawned' } catch (e) { return e.message }"})
 	if m := a.json(t); a.status != 200 || !strings.Contains(fmt.Sprint(m["result"]), "spawn capability") {
 		t.Fatalf("spawn without the capability: %d %s", a.status, a.body)
+	}
+
+	// A child lives no longer than its parent's run (budgets): a parent
+	// that answers at once leaves a child that would write kv every 50 ms
+	// for 3 s; the child is cancelled with the parent, and its writes stop.
+	a = post("/run", map[string]any{"capabilities": []string{"spawn", "kvWrite"}, "timeoutMs": 3000,
+		"body": "spawn('for (let i = 1; ; i++) { await kv.put(\"orphan\", String(i)); await new Promise(r => setTimeout(r, 50)); }', ['kvWrite']).catch(() => {}); await new Promise(r => setTimeout(r, 200)); return 'left'"})
+	if a.status != 200 || a.json(t)["result"] != "left" {
+		t.Fatalf("a parent leaving its child: %d %s", a.status, a.body)
+	}
+	orphan := func() int {
+		t.Helper()
+		a := post("/run", map[string]any{"capabilities": []string{"kvRead"}, "body": "return Number(await kv.get('orphan') || 0)"})
+		n, _ := a.json(t)["result"].(float64)
+		return int(n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := orphan()
+	time.Sleep(time.Second)
+	if after := orphan(); after != before {
+		t.Fatalf("the child went on writing after its parent's run ended: %d, then %d a second later", before, after)
 	}
 
 	// Generate: the model's first fenced block runs as a /run body.

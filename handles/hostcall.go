@@ -38,10 +38,15 @@ type runState struct {
 	recordedBytes int
 	overRecord    bool
 	denials       []string
+	// life ends when the run ends (endRun): the children it spawned are
+	// cancelled with it (spawn).
+	life context.Context
+	end  context.CancelFunc
 	mismatch  bool // a rebuild's tool call did not match the recording
 }
 
 func (s *Store) beginRun(id string, rs *runState) {
+	rs.life, rs.end = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.runs[id] = rs
 	s.mu.Unlock()
@@ -58,6 +63,9 @@ func (s *Store) endRun(id string) *runState {
 	delete(s.runs, id)
 	host := s.opts.Host
 	s.mu.Unlock()
+	if rs != nil && rs.end != nil {
+		rs.end()
+	}
 	if host != nil && host.Fetcher != nil && host.Fetcher.Streams != nil {
 		host.Fetcher.Streams.DropOwner(id)
 	}

@@ -106,6 +106,17 @@ func (s *Store) spawn(ctx context.Context, rs *runState, raw json.RawMessage) (j
 	if remaining < timeout {
 		timeout = remaining
 	}
+	// A child lives no longer than its parent's run: when the parent ends
+	// (it answered, or hit its bound), the child is cancelled, and its own
+	// children with it; a child still running in its worker can spawn no
+	// more (its run is gone from the registry) and ends by its bound, which
+	// is the parent's remaining time at most.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if rs.life != nil {
+		stop := context.AfterFunc(rs.life, cancel)
+		defer stop()
+	}
 	start := time.Now()
 	res, err := rs.registry.Execute(ctx, rs.tenant, ExecRequest{
 		Program:   sandbox.Program{Code: "async () => {\n" + a.Body + "\n}"},
