@@ -35,6 +35,9 @@ const (
 	maxSocketExecutions = 16 // execute messages whose outcome is not sent yet
 	maxSocketCalls      = 64 // caller-tool calls waiting for the host's answer
 	maxSocketInvokes    = 64 // invoke messages whose response is not sent yet
+	// maxTenantSockets bounds one tenant's open executor sockets on a
+	// gateway (a budget: docs/architecture.md, "Budgets").
+	maxTenantSockets = 64
 	// A caller provider list is the host's: bounded like the rest of it.
 	maxCallerProviders = 32
 	maxCallerTools     = 256
@@ -138,6 +141,11 @@ func (h *API) executorSocket(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, fault.New(fault.BadRequest, "GET /executor is a WebSocket with the subprotocol %s.", ExecutorSubprotocol), "")
 		return
 	}
+	if !h.sockets.reserve(c.tenant) {
+		writeFault(w, fault.New(fault.QuotaExceeded, "The tenant has %d executor sockets open on this gateway, the most it may; close one first.", maxTenantSockets), "")
+		return
+	}
+	defer h.sockets.release(c.tenant)
 	// The default origin check stays: a page on another origin must not
 	// open a socket with a visitor's cookie. Hosts that are not browsers
 	// send no Origin.
@@ -474,8 +482,32 @@ func (c *executorConn) closeHandle(id int64, executionID string) {
 
 // socketSet is the API's open sockets, closed when its config is replaced.
 type socketSet struct {
-	mu    sync.Mutex
-	conns map[*executorConn]bool
+	mu       sync.Mutex
+	conns    map[*executorConn]bool
+	byTenant map[string]int // sockets open or being opened, per tenant
+}
+
+// reserve takes one of tenant's socket places; false past the cap.
+func (s *socketSet) reserve(tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byTenant == nil {
+		s.byTenant = map[string]int{}
+	}
+	if s.byTenant[tenant] >= maxTenantSockets {
+		return false
+	}
+	s.byTenant[tenant]++
+	return true
+}
+
+// release gives a place back when its socket has ended.
+func (s *socketSet) release(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byTenant[tenant]--; s.byTenant[tenant] <= 0 {
+		delete(s.byTenant, tenant)
+	}
 }
 
 func (s *socketSet) add(c *executorConn) {

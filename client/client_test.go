@@ -415,3 +415,64 @@ func TestRebuildReplaysCallerAnswers(t *testing.T) {
 		t.Fatalf("before the restart %s, after %s, %d calls", before, after, calls)
 	}
 }
+
+// A run's pending caller-tool calls are released when the run ends (SPEC
+// §3, budgets): after a run times out with 64 calls its caller never
+// answered, the connection's next run calls a tool as before (it once
+// answered "64 calls waiting" for ever).
+func TestUnansweredCallsEndWithTheirRun(t *testing.T) {
+	e := dial(t, "unanswered-tenant")
+	release := make(chan struct{})
+	defer close(release)
+	tools := client.Provider{Name: "t", Tools: map[string]client.ToolFunc{
+		"hang": func(ctx context.Context, _ []json.RawMessage) (any, error) {
+			<-release
+			return nil, nil
+		},
+		"ok": func(ctx context.Context, _ []json.RawMessage) (any, error) { return "answered", nil },
+	}}
+	for i := 0; i < 2; i++ {
+		_, err := run(t, e, client.Request{Providers: []client.Provider{tools}, TimeoutMs: 300, Code: `async () => {
+			await Promise.all(Array.from({length: 64}, () => t.hang()));
+		}`})
+		if codeOf(err) != "TIMEOUT" {
+			t.Fatalf("run %d of 64 unanswered calls: %v", i+1, err)
+		}
+	}
+	out, err := run(t, e, client.Request{Providers: []client.Provider{tools}, Code: `async () => t.ok()`})
+	if err != nil || string(out.Result) != `"answered"` {
+		t.Fatalf("a call after the runs ended: %s %v", out.Result, err)
+	}
+}
+
+// One tenant holds at most 64 executor sockets (SPEC §3, budgets): the
+// 65th upgrade answers 429, another tenant connects as before, and a
+// socket closed gives its place back.
+func TestSocketsPerTenant(t *testing.T) {
+	var open []*client.Executor
+	for i := 0; i < 64; i++ {
+		open = append(open, dial(t, "socket-tenant"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, gatewayURL, client.Options{Token: token("socket-tenant")}); err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "QUOTA_EXCEEDED") {
+		t.Fatalf("the 65th socket of one tenant: %v", err)
+	}
+	other := dial(t, "another-socket-tenant")
+	if out, err := run(t, other, client.Request{Code: "async () => 1"}); err != nil || string(out.Result) != "1" {
+		t.Fatalf("another tenant's socket: %s %v", out.Result, err)
+	}
+	open[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e, err := client.Dial(ctx, gatewayURL, client.Options{Token: token("socket-tenant")})
+		if err == nil {
+			e.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a socket after one was closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -266,7 +266,16 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	var res json.RawMessage
 	var err error
 	if caller {
-		res, err = callerTool(ctx, rs.caller, a)
+		// A caller-tool call waits no longer than its run: when the run
+		// ends, its pending calls are released (the socket's slots with
+		// them), answered or not.
+		callCtx, cancel := context.WithCancel(ctx)
+		if rs.life != nil {
+			stop := context.AfterFunc(rs.life, cancel)
+			defer stop()
+		}
+		res, err = callerTool(callCtx, rs.caller, a)
+		cancel()
 	} else {
 		upstream := cfg.Providers[a.Provider][a.Tool]
 		if upstream == "" {
