@@ -60,6 +60,9 @@ type Identity struct {
 	Tenant string
 	Scopes []string
 	Claims map[string]string
+	// Expires is when the token stops being accepted: its exp plus the
+	// leeway (a connection it opened ends then).
+	Expires time.Time
 }
 
 // HasScope reports whether the identity holds scope.
@@ -290,6 +293,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: the %q claim %v", ErrInvalidToken, v.cfg.TenantClaim, err)
 	}
 	id.Tenant = tenant
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		id.Expires = exp.Time.Add(v.cfg.Leeway)
+	}
 	for _, c := range v.cfg.RequiredClaims {
 		if _, ok := claims[c]; !ok {
 			return Identity{}, fmt.Errorf("%w: the required claim %q is missing", ErrInvalidToken, c)

@@ -149,14 +149,18 @@ type caller struct {
 	tenant string
 	scopes []string
 	anon   bool
+	// expires is when the caller's token stops being accepted (zero when
+	// unknown): an executor socket it opened is closed then.
+	expires time.Time
 }
 
 func (h *API) caller(r *http.Request) (caller, error) {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	var id, scope string
+	var id, scope, expires string
 	if repl != nil {
 		id, _ = repl.GetString("http.auth.user.id")
 		scope, _ = repl.GetString("http.auth.user.scope")
+		expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
 	}
 	if id == "" {
 		if h.AllowAnonymous {
@@ -169,7 +173,11 @@ func (h *API) caller(r *http.Request) (caller, error) {
 	if err := authz.ValidTenant(id); err != nil {
 		return caller{}, fault.New(fault.Unauthenticated, "The tenant id %s.", err)
 	}
-	return caller{tenant: id, scopes: strings.Fields(scope)}, nil
+	c := caller{tenant: id, scopes: strings.Fields(scope)}
+	if sec, err := strconv.ParseInt(expires, 10, 64); err == nil {
+		c.expires = time.Unix(sec, 0)
+	}
+	return c, nil
 }
 
 // need checks a scope when require_scopes is on.

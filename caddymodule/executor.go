@@ -38,6 +38,8 @@ const (
 	// maxTenantSockets bounds one tenant's open executor sockets on a
 	// gateway (a budget: docs/architecture.md, "Budgets").
 	maxTenantSockets = 64
+	// socketIdle closes a socket on which the host sent nothing for so long.
+	socketIdle = 5 * time.Minute
 	// A caller provider list is the host's: bounded like the rest of it.
 	maxCallerProviders = 32
 	maxCallerTools     = 256
@@ -161,6 +163,14 @@ func (h *API) executorSocket(w http.ResponseWriter, r *http.Request) {
 		limit: h.app.MaxRequestBody*4/3 + 64<<10, calls: map[int64]chan callAnswer{}}
 	h.sockets.add(conn)
 	defer h.sockets.remove(conn)
+	if !c.expires.IsZero() {
+		// A socket lives no longer than the token that opened it.
+		expired := time.AfterFunc(time.Until(c.expires), func() {
+			ws.Close(websocket.StatusPolicyViolation, "the token expired; reconnect with a fresh one")
+			cancel()
+		})
+		defer expired.Stop()
+	}
 	conn.serve()
 }
 
@@ -180,19 +190,11 @@ func offersSubprotocol(r *http.Request) bool {
 func (c *executorConn) serve() {
 	defer c.shut()
 	for {
-		typ, rd, err := c.ws.Reader(c.ctx)
+		typ, data, over, err := c.next()
 		if err != nil {
 			return
 		}
-		data, err := io.ReadAll(io.LimitReader(rd, c.limit+1))
-		if err != nil {
-			return
-		}
-		if int64(len(data)) > c.limit {
-			// Drain what is left of the message: the connection stays.
-			if _, err := io.Copy(io.Discard, rd); err != nil {
-				return
-			}
+		if over {
 			c.refuse(data, fault.New(fault.TooLarge, "The message is over the %d byte bound.", c.limit))
 			continue
 		}
@@ -202,6 +204,29 @@ func (c *executorConn) serve() {
 		}
 		c.handle(data)
 	}
+}
+
+// next reads the next message whole (up to the bound; over answers the
+// first bytes of a longer one, whose rest is drained: the connection
+// stays). A host that sends nothing for socketIdle has its socket closed:
+// the read's context ending closes the connection.
+func (c *executorConn) next() (typ websocket.MessageType, data []byte, over bool, err error) {
+	readCtx, stop := context.WithTimeout(c.ctx, socketIdle)
+	defer stop() // only once the whole message is read: its body is read under readCtx
+	typ, rd, err := c.ws.Reader(readCtx)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if data, err = io.ReadAll(io.LimitReader(rd, c.limit+1)); err != nil {
+		return 0, nil, false, err
+	}
+	if int64(len(data)) > c.limit {
+		if _, err := io.Copy(io.Discard, rd); err != nil {
+			return 0, nil, false, err
+		}
+		return typ, data, true, nil
+	}
+	return typ, data, false, nil
 }
 
 // shut ends the connection: pending calls throw in their programs (the runs

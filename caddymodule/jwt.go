@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,10 @@ var jwksPool = caddy.NewUsagePool()
 type jwksEntry struct{ *authz.JWKS }
 
 func (e jwksEntry) Destruct() error { e.Close(); return nil }
+
+// tokenExpiresKey names the user metadata that says when the token stops
+// being accepted.
+const tokenExpiresKey = "token_expires"
 
 // JWTProvider authenticates a bearer token (module
 // http.authentication.providers.retainer_jwt). A valid token sets
@@ -204,6 +209,11 @@ func (p *JWTProvider) Authenticate(w http.ResponseWriter, r *http.Request) (cadd
 	meta := map[string]string{"scope": strings.Join(id.Scopes, " ")}
 	for k, v := range id.Claims {
 		meta[k] = v
+	}
+	if !id.Expires.IsZero() {
+		// When the token stops being accepted ({http.auth.user.token_expires},
+		// Unix seconds): an executor socket it opened is closed then.
+		meta[tokenExpiresKey] = strconv.FormatInt(id.Expires.Unix(), 10)
 	}
 	return caddyauth.User{ID: id.Tenant, Metadata: meta}, true, nil
 }

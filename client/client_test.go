@@ -476,3 +476,27 @@ func TestSocketsPerTenant(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A socket lives no longer than its token (SPEC §3, budgets): once the
+// token has expired (plus the 1 s leeway this gateway allows), the socket
+// is closed, and nothing more runs on it; a fresh token connects again.
+func TestSocketEndsWithItsToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e, err := client.Dial(ctx, gatewayURL, client.Options{Token: tokenFor("expiring-tenant", 2*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if out, err := run(t, e, client.Request{Code: "async () => 1"}); err != nil || string(out.Result) != "1" {
+		t.Fatalf("before the token expired: %s %v", out.Result, err)
+	}
+	time.Sleep(4 * time.Second)
+	if out, err := run(t, e, client.Request{Code: "async () => 2"}); err == nil {
+		t.Fatalf("a run on a socket whose token expired: %s", out.Result)
+	}
+	fresh := dial(t, "expiring-tenant")
+	if out, err := run(t, fresh, client.Request{Code: "async () => 3"}); err != nil || string(out.Result) != "3" {
+		t.Fatalf("with a fresh token: %s %v", out.Result, err)
+	}
+}

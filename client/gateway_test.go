@@ -58,6 +58,7 @@ http://127.0.0.1:%d {
 	retainer_jwt {
 		secret %s
 		audience retainer
+		leeway 1s
 	}
 	retainer_api {
 	}
@@ -110,9 +111,12 @@ func waitHealthy() {
 }
 
 // token mints a tenant's bearer token.
-func token(tenant string) string {
+func token(tenant string) string { return tokenFor(tenant, time.Hour) }
+
+// tokenFor is a token of tenant that expires in ttl.
+func tokenFor(tenant string, ttl time.Duration) string {
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": tenant, "aud": "retainer", "exp": time.Now().Add(time.Hour).Unix(),
+		"sub": tenant, "aud": "retainer", "exp": time.Now().Add(ttl).Unix(),
 	})
 	s, err := tok.SignedString([]byte(testSecret))
 	if err != nil {
