@@ -26,6 +26,11 @@ var (
 // MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
 const MaxBytes = 256 << 10
 
+// TenantBytes is the default per-tenant quota of stored receipts: past it
+// a tenant's oldest receipts go first (a budget: docs/architecture.md,
+// "Budgets"), so one tenant's runs never fill the store for the others.
+const TenantBytes = 256 << 20
+
 // Receipt is the record of one run.
 type Receipt struct {
 	ID            string            `json:"resultId"`
@@ -122,6 +127,22 @@ type Store struct {
 	wake       chan struct{}
 	written    chan struct{} // closed when the writer has stopped
 	onCommit   func(n int)   // tests: called with each commit's size
+
+	// tenantBytes is each tenant's quota of stored receipts (TenantBytes
+	// unless SetTenantBytes said otherwise); used is what each tenant
+	// stores, counted once per tenant the first time a commit touches it,
+	// then kept by the commits (under cmu).
+	tenantBytes int64
+	used        map[string]int64
+}
+
+// SetTenantBytes sets the per-tenant quota of stored receipts (at least
+// one receipt's MaxBytes); the next commit of a tenant over it drops its
+// oldest receipts.
+func (s *Store) SetTenantBytes(n int64) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.tenantBytes = max(n, MaxBytes)
 }
 
 // Open prepares the bucket, sweeps once, and starts the hourly retention
@@ -142,7 +163,8 @@ func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, e
 		return nil, fmt.Errorf("receipts: %w", err)
 	}
 	s := &Store{db: db, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{}),
-		pending: map[string][]byte{}, wake: make(chan struct{}, 1), written: make(chan struct{})}
+		pending: map[string][]byte{}, wake: make(chan struct{}, 1), written: make(chan struct{}),
+		tenantBytes: TenantBytes, used: map[string]int64{}}
 	s.Sweep()
 	go s.sweepLoop()
 	go s.writeLoop()
@@ -209,14 +231,25 @@ func (s *Store) flush() error {
 		}()
 		return s.db.Update(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucket)
+			touched := map[string]bool{}
 			for k, v := range batch {
+				prefix := prefixOf([]byte(k))
+				s.countTenant(b, prefix)
+				s.used[prefix] += int64(len(v) - len(b.Get([]byte(k))))
 				if err := b.Put([]byte(k), v); err != nil {
 					return err
 				}
+				touched[prefix] = true
+			}
+			for prefix := range touched {
+				s.enforceQuota(b, prefix)
 			}
 			return nil
 		})
 	}()
+	if err != nil {
+		s.used = map[string]int64{} // counted again from the file
+	}
 	s.pmu.Lock()
 	if err != nil {
 		for k, v := range batch {
@@ -276,6 +309,45 @@ func tenantPrefix(tenant string) []byte {
 }
 
 func key(tenant, id string) []byte { return append(tenantPrefix(tenant), id...) }
+
+// prefixOf is the tenant prefix of a receipt's key, as a map key.
+func prefixOf(k []byte) string {
+	if len(k) < 4 {
+		return ""
+	}
+	n := 4 + int(binary.BigEndian.Uint32(k[:4]))
+	if n > len(k) {
+		return ""
+	}
+	return string(k[:n])
+}
+
+// countTenant counts what the tenant of prefix stores, once. cmu is held.
+func (s *Store) countTenant(b *bolt.Bucket, prefix string) {
+	if _, ok := s.used[prefix]; ok {
+		return
+	}
+	var n int64
+	c := b.Cursor()
+	for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+		n += int64(len(v))
+	}
+	s.used[prefix] = n
+}
+
+// enforceQuota drops the oldest receipts of the tenant of prefix (ids are
+// UUIDv7s: key order is time order) until it is within its quota. cmu is
+// held.
+func (s *Store) enforceQuota(b *bolt.Bucket, prefix string) {
+	c := b.Cursor()
+	for k, v := c.Seek([]byte(prefix)); s.used[prefix] > s.tenantBytes && k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Seek([]byte(prefix)) {
+		size := int64(len(v))
+		if c.Delete() != nil {
+			return
+		}
+		s.used[prefix] -= size
+	}
+}
 
 // Put stores a receipt, cutting what does not fit the size bound. It is
 // readable at once; the disk write follows (see Store).
@@ -558,6 +630,9 @@ func (s *Store) Sweep() int {
 	}
 	cutoff := s.now().Add(-retention)
 	deleted := 0
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.used = map[string]int64{} // counted again from the file
 	s.db.Update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {

@@ -290,3 +290,44 @@ func TestEveryReceiptFitsItsBound(t *testing.T) {
 		t.Fatalf("the chain's steps were not kept: %d", len(got.Steps))
 	}
 }
+
+// Receipts are charged to their tenant (SPEC §3, budgets): past the
+// tenant's byte quota its oldest receipts go first, and another tenant's
+// stay.
+func TestTenantReceiptQuota(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	s.SetTenantBytes(512 << 10)
+	bobs := receipt("bob", now)
+	if err := s.Put(bobs); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 10; i++ {
+		r := receipt("alice", now)
+		r.Logs = []string{strings.Repeat("a", 100<<10)}
+		if err := s.Put(r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+		s.flush()
+	}
+	kept := 0
+	for i, id := range ids {
+		if _, err := s.Get("alice", id); err == nil {
+			kept++
+		} else if i >= 5 {
+			t.Fatalf("alice's receipt %d of 10 (a recent one) is gone", i+1)
+		}
+	}
+	if kept < 4 || kept > 5 {
+		t.Fatalf("alice keeps %d receipts of ~100 KB under a 512 KiB quota", kept)
+	}
+	if _, err := s.Get("bob", bobs.ID); err != nil {
+		t.Fatalf("bob's receipt went with alice's: %v", err)
+	}
+	list, _, _ := s.List("alice", 100, "")
+	if len(list) != kept {
+		t.Fatalf("alice's listing shows %d, the store keeps %d", len(list), kept)
+	}
+}
