@@ -21,7 +21,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Scopes gating the control plane (SPEC §9).
+// Scopes gating the control plane (README.md, Caddyfile).
 const (
 	ScopeExecute = "retainer:execute"
 	ScopeDeploy  = "retainer:deploy"
@@ -206,7 +206,7 @@ func unknownKIDWait(every time.Duration) time.Duration {
 	return min(max(every/4, 50*time.Millisecond), 5*time.Second)
 }
 
-// MaxTenantBytes bounds a tenant id (SPEC §7).
+// MaxTenantBytes bounds a tenant id (README.md, API).
 const MaxTenantBytes = 256
 
 // ValidTenant checks a tenant id: non-empty, at most 256 bytes of UTF-8,

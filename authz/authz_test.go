@@ -250,7 +250,7 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
-// SPEC §7: a tenant id is non-empty, at most 256 bytes, without control
+// README.md, API: a tenant id is non-empty, at most 256 bytes, without control
 // characters; anything else refuses the token.
 func TestTenantIDShape(t *testing.T) {
 	v := verifier(t, Config{Secret: secret})

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Streamed responses (SPEC §8): time to first byte of an SSE handler, the
+# Streamed responses (README.md, API): time to first byte of an SSE handler, the
 # throughput of one long stream (64 KiB chunks), and the memory of many idle
 # SSE streams held open. Usage: bash bench/stream.sh [idle streams, default 1000]
 set -euo pipefail

@@ -48,7 +48,7 @@ type API struct {
 	// retainer:read from the token's scope claim.
 	RequireScopes bool `json:"require_scopes,omitempty"`
 	// SpawnDepth and SpawnChildren are a top-level run's spawn budget
-	// (SPEC §11). Defaults 3 and 50.
+	// (README.md, API). Defaults 3 and 50.
 	SpawnDepth    int `json:"spawn_depth,omitempty"`
 	SpawnChildren int `json:"spawn_children,omitempty"`
 	// Generate configures POST /run/generate; without it that answers
@@ -56,7 +56,7 @@ type API struct {
 	Generate *GenerateConfig `json:"generate,omitempty"`
 
 	app     *App
-	sockets *socketSet // open executor sockets (SPEC §12)
+	sockets *socketSet // open executor sockets (docs/protocol.md)
 	live    *started   // the runtime and registry, once the app has started
 	logger  *zap.Logger
 	mux     *http.ServeMux
@@ -266,7 +266,7 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-// maxConcurrency bounds a handle's invocations in progress (SPEC §5).
+// maxConcurrency bounds a handle's invocations in progress (docs/architecture.md).
 const maxConcurrency = 1000
 
 var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true, "spawn": true}

@@ -75,7 +75,7 @@ type App struct {
 	// MaxResponseBody bounds a handler's response body, in bytes.
 	// Default 8 MiB.
 	MaxResponseBody int64 `json:"max_response_body,omitempty"`
-	// StreamTimeout bounds a whole streamed response (SPEC §8): past it
+	// StreamTimeout bounds a whole streamed response (README.md, API): past it
 	// the stream is cancelled and the visitor's connection ends.
 	// Default 5m.
 	StreamTimeout caddy.Duration `json:"stream_timeout,omitempty"`
@@ -192,7 +192,7 @@ func (a *App) setDefaults() {
 }
 
 // Provision sets defaults and checks them. It opens nothing and starts
-// nothing (SPEC §10): `caddy validate` beside a running gateway must not
+// nothing (README.md, Caddyfile): `caddy validate` beside a running gateway must not
 // wait for the store's lock or leave a worker behind.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()

@@ -238,8 +238,8 @@ func TestRebuildOutlivesTheVisitor(t *testing.T) {
 	}
 }
 
-// Data-plane response hygiene (SPEC §8) and the module form decided by
-// parsing (SPEC §1).
+// Data-plane response hygiene (README.md, API) and the module form decided by
+// parsing (docs/runtime.md).
 func TestResponseHygieneAndModuleForm(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
@@ -277,7 +277,7 @@ func TestResponseHygieneAndModuleForm(t *testing.T) {
 	}
 }
 
-// Address checks (SPEC §6): zoned IPv6 is refused in URLs and allow lists,
+// Address checks (docs/threat-model.md): zoned IPv6 is refused in URLs and allow lists,
 // and fetch takes only real Requests.
 func TestZonedAddressesAndForgedRequests(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "registry.db")
@@ -305,7 +305,7 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 	}
 }
 
-// Tenant cordons (SPEC §4): a worker hosts one tenant; a tenant that
+// Tenant cordons (docs/architecture.md): a worker hosts one tenant; a tenant that
 // crashes its worker costs nobody else anything; when every worker is held,
 // an idle tenant's worker (idle for recycle_idle) is recycled and its
 // handles come back on their next request, without a strike.
@@ -365,7 +365,7 @@ func TestTenantGrowthStaysInItsOwnWorker(t *testing.T) {
 	}
 }
 
-// Concurrency (SPEC §5) through a real gateway: 32 visitors of a handle that
+// Concurrency (docs/architecture.md) through a real gateway: 32 visitors of a handle that
 // awaits 300 ms are in progress at once with `concurrency: 32`; the value
 // is checked, shown, and kept across a rebuild.
 func TestHandleConcurrency(t *testing.T) {

@@ -236,7 +236,8 @@ func TestCapabilities(t *testing.T) {
 	}
 }
 
-// A deploy's recorded tool answers are a budget (SPEC §3): 1 MiB and 1,000
+// A deploy's recorded tool answers are a budget (docs/architecture.md,
+// Budgets): 1 MiB and 1,000
 // calls in all. A deploy that asks for more sees its tool call throw
 // QUOTA_EXCEEDED and fails with it even when it catches the error (its
 // handle could not be rebuilt); a deploy within the bound deploys; a

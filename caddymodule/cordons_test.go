@@ -160,7 +160,7 @@ func TestWorkInProgressSurvivesNewcomers(t *testing.T) {
 	_ = bob // bob's worker, idle past recycle_idle, was the one to give way
 }
 
-// A timeout the program did not cause is no strike (SPEC §4, blame): a
+// A timeout the program did not cause is no strike (docs/architecture.md, Blame): a
 // handle whose rebuild waits 800 ms (on a timer, using no CPU) under a
 // 500 ms bound answers TIMEOUT each time its worker is lost, but is never
 // ended, however often; a handle that spins through its bound is.

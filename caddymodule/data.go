@@ -119,7 +119,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		return nil
 	}
 	// A small body of known length is read at once and crosses with the
-	// request; any other streams into request.body as it arrives (SPEC §8),
+	// request; any other streams into request.body as it arrives (README.md, API),
 	// still bounded by max_request_body.
 	var body []byte
 	var streamed io.Reader
@@ -228,7 +228,7 @@ func hostLabelOf(host string, n int) string {
 // before the handler runs; larger and chunked ones stream.
 const bufferedBody = 64 << 10
 
-// writeStream sends a streamed response (SPEC §8): the head at once, then
+// writeStream sends a streamed response (README.md, API): the head at once, then
 // each chunk as the handler's stream yields it, flushed through Caddy. The
 // visitor's pace sets the producer's (one chunk is read after the last is
 // written). The response bound counts bytes sent and stream_timeout bounds
@@ -368,7 +368,7 @@ func withoutCookie(header, name string) string {
 	return strings.Join(keep, "; ")
 }
 
-// writeResponse writes a handler's response (SPEC §8): its framing and
+// writeResponse writes a handler's response (README.md, API): its framing and
 // hop-by-hop headers are dropped and the gateway frames the body itself;
 // so are the headers its own Connection header names; a Set-Cookie loses
 // its Domain attribute, so no handler sets a cookie for a parent domain

@@ -6,8 +6,8 @@
 //   - the app `retainer` (global option): worker processes, the bbolt store
 //     and the limits, kept across config reloads in a caddy.UsagePool keyed
 //     by the store's path (runtime.go);
-//   - `http.handlers.retainer_api`: the control plane of SPEC §7 (api.go);
-//   - `http.handlers.retainer`: the data plane of SPEC §8 (data.go);
+//   - `http.handlers.retainer_api`: the control plane of README.md, API (api.go);
+//   - `http.handlers.retainer`: the data plane of README.md, API (data.go);
 //   - `http.authentication.providers.retainer_jwt` and the handler
 //     `http.handlers.retainer_jwt` that uses it and writes the 401 answer
 //     itself (jwt.go);

@@ -21,7 +21,7 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-// The executor socket (SPEC §12): GET /executor upgrades to a WebSocket that
+// The executor socket (docs/protocol.md): GET /executor upgrades to a WebSocket that
 // carries the native contract, so a host on another machine runs programs
 // whose caller tools run in the host's own process. docs/protocol.md is the
 // protocol's reference; this file is its gateway side.
@@ -29,7 +29,7 @@ import (
 // ExecutorSubprotocol names the protocol and its version.
 const ExecutorSubprotocol = "retainer.executor.v1"
 
-// Per-connection bounds (SPEC §12). Past one, the message is answered with
+// Per-connection bounds (docs/protocol.md). Past one, the message is answered with
 // the fault and the connection stays.
 const (
 	maxSocketExecutions = 16 // execute messages whose outcome is not sent yet
@@ -396,7 +396,7 @@ func (c *executorConn) execute(id int64, raw json.RawMessage) {
 			c.executions--
 			c.mu.Unlock()
 		}()
-		// The run goes on if the connection closes (SPEC §12); its own
+		// The run goes on if the connection closes (docs/protocol.md); its own
 		// bounds end it.
 		tools := func(ctx context.Context, provider, tool string, args []json.RawMessage) (json.RawMessage, error) {
 			return c.call(ctx, id, provider, tool, args)

@@ -8,7 +8,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// errorEnvelope is the answer of every failure (SPEC §7).
+// errorEnvelope is the answer of every failure (README.md, API).
 type errorEnvelope struct {
 	Error struct {
 		Code      fault.Code `json:"code"`

@@ -20,7 +20,7 @@ import (
 	"github.com/retainer-gw/retainer/receipts"
 )
 
-// GenerateConfig is a registry's model for POST /run/generate (SPEC §11): an
+// GenerateConfig is a registry's model for POST /run/generate (README.md, API): an
 // OpenAI-compatible Chat Completions endpoint.
 type GenerateConfig struct {
 	// Endpoint is the Chat Completions URL, e.g.

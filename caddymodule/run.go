@@ -13,13 +13,13 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-// The run service of seed 000 (SPEC §11): /run with a function body,
+// The run service of seed 000 (README.md, API): /run with a function body,
 // /run/chain of steps that pass their result on, and /run/generate (in
 // generate.go). Every run has the tenants, scopes (retainer:execute),
 // bounds, grants, errors and receipts of POST /executions, and the spawn
-// budget of SPEC §11.
+// budget of README.md, API.
 
-// Spawn budget defaults (SPEC §11).
+// Spawn budget defaults (README.md, API).
 const (
 	defaultSpawnDepth    = 3
 	defaultSpawnChildren = 50

@@ -18,7 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
-// Streamed responses through a real gateway (SPEC §8).
+// Streamed responses through a real gateway (README.md, API).
 
 const sseHandler = `async () => {
 	let cancelled = 0;

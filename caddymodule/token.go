@@ -12,7 +12,7 @@ import (
 	"github.com/retainer-gw/retainer/authz"
 )
 
-// The operator's token command (SPEC §10), shipped in the binary the way
+// The operator's token command (README.md, Caddyfile), shipped in the binary the way
 // Caddy ships `caddy hash-password`: whoever built Retainer with xcaddy has
 // no source tree to `go run` from.
 func init() {

@@ -38,7 +38,7 @@ type Call struct {
 }
 
 // Denied is the error for a capability that was not granted; its text names
-// it (SPEC §6).
+// it (docs/threat-model.md).
 func Denied(capability, what string) *fault.Fault {
 	return fault.New(fault.Forbidden, "%s needs the %s capability, which this execution was not granted.", what, capability)
 }

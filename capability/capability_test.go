@@ -199,7 +199,8 @@ func TestBadPortsRefused(t *testing.T) {
 	}
 }
 
-// Unread streamed answers are a budget (SPEC §3): one run holds at most 16,
+// Unread streamed answers are a budget (docs/architecture.md, Budgets): one
+// run holds at most 16,
 // one tenant at most 256 across its runs; past either the fetch answers
 // QUOTA_EXCEEDED to that program, while another tenant fetches as before,
 // and a stream read to its end (or dropped) gives its place back.

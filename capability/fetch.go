@@ -28,7 +28,7 @@ import (
 type Fetcher struct {
 	// MaxBody bounds a response body. Default 8 MiB.
 	MaxBody int64
-	// MaxRequestBody bounds a request body (SPEC §3: the request-body
+	// MaxRequestBody bounds a request body (README.md, Caddyfile: the request-body
 	// bound). Default 1 MiB.
 	MaxRequestBody int64
 	// MaxRedirects bounds a redirect chain. Default 10.
@@ -115,7 +115,7 @@ func Allowed(patterns []string, scheme, host, port string) bool {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
 	if strings.Contains(host, "%") {
-		return false // zoned IPv6 is never allowed (SPEC §6)
+		return false // zoned IPv6 is never allowed (docs/threat-model.md)
 	}
 	for _, p := range patterns {
 		p = strings.ToLower(strings.TrimSpace(p))

@@ -15,7 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// Streamed fetch answers (SPEC §8): an upstream answer whose length is
+// Streamed fetch answers (README.md, API): an upstream answer whose length is
 // unknown or over streamedAnswer is not read ahead. Its body waits here
 // under a random token, owned by the run or handle that fetched it, and is
 // either read by the program (fetch.read, during its run or invocation) or

@@ -15,7 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// KV limits (SPEC §6).
+// KV limits (docs/threat-model.md).
 const (
 	MaxKeyBytes   = 512
 	MaxValueBytes = 1 << 20

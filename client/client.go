@@ -1,5 +1,5 @@
 // Package client is the Go host side of Retainer's executor socket
-// (SPEC §12, docs/protocol.md): a Go program runs JavaScript programs on a
+// (docs/protocol.md): a Go program runs JavaScript programs on a
 // Retainer gateway, possibly on another machine, and the programs call
 // tools that are Go functions in the host's own process.
 //
@@ -72,7 +72,7 @@ type Outcome struct {
 	ResultID    string          `json:"resultId,omitempty"`
 }
 
-// Error is a fault the gateway answered (SPEC §7's codes).
+// Error is a fault the gateway answered (the API's error codes (README.md, API)).
 type Error struct {
 	Code      string `json:"code"`
 	Message   string `json:"message"`
@@ -83,7 +83,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// WireRequest is a request for a handle (SPEC §7); Body nil is no body.
+// WireRequest is a request for a handle (README.md, API); Body nil is no body.
 type WireRequest struct {
 	Method  string      `json:"method"`
 	URL     string      `json:"url"`

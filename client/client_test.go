@@ -416,10 +416,10 @@ func TestRebuildReplaysCallerAnswers(t *testing.T) {
 	}
 }
 
-// A run's pending caller-tool calls are released when the run ends (SPEC
-// §3, budgets): after a run times out with 64 calls its caller never
-// answered, the connection's next run calls a tool as before (it once
-// answered "64 calls waiting" for ever).
+// A run's pending caller-tool calls are released when the run ends
+// (docs/architecture.md, Budgets): after a run times out with 64 calls its
+// caller never answered, the connection's next run calls a tool as before
+// (it once answered "64 calls waiting" for ever).
 func TestUnansweredCallsEndWithTheirRun(t *testing.T) {
 	e := dial(t, "unanswered-tenant")
 	release := make(chan struct{})
@@ -445,7 +445,7 @@ func TestUnansweredCallsEndWithTheirRun(t *testing.T) {
 	}
 }
 
-// One tenant holds at most 64 executor sockets (SPEC §3, budgets): the
+// One tenant holds at most 64 executor sockets (docs/architecture.md, Budgets): the
 // 65th upgrade answers 429, another tenant connects as before, and a
 // socket closed gives its place back.
 func TestSocketsPerTenant(t *testing.T) {
@@ -477,7 +477,7 @@ func TestSocketsPerTenant(t *testing.T) {
 	}
 }
 
-// A socket lives no longer than its token (SPEC §3, budgets): once the
+// A socket lives no longer than its token (docs/architecture.md, Budgets): once the
 // token has expired (plus the 1 s leeway this gateway allows), the socket
 // is closed, and nothing more runs on it; a fresh token connects again.
 func TestSocketEndsWithItsToken(t *testing.T) {

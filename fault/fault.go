@@ -1,5 +1,5 @@
 // Package fault is Retainer's one error vocabulary: the codes of the product
-// contract (SPEC §3 and §7), each with its HTTP status and whether a client
+// contract (README.md, Caddyfile and API), each with its HTTP status and whether a client
 // may retry, and the verbatim texts the contract fixes.
 //
 // Every layer (sandbox, worker protocol, handles, Caddy module) reports a
@@ -21,7 +21,7 @@ import (
 // Code is one of the contract's error codes.
 type Code string
 
-// The contract's codes (SPEC §7).
+// The contract's codes (README.md, API).
 const (
 	BadRequest      Code = "BAD_REQUEST"
 	Unauthenticated Code = "UNAUTHENTICATED"
@@ -119,8 +119,9 @@ var (
 	ErrBadRequest    = &Fault{Code: BadRequest}
 	ErrHandlesClosed = &Fault{Code: HandlesClosed}
 	// ErrCollateral marks the bound fault of an invocation that was in
-	// progress on an isolate when another invocation's bound hit it (SPEC
-	// §5): it answers the bound's error but takes no strike.
+	// progress on an isolate when another invocation's bound hit it
+	// (docs/architecture.md): it answers the bound's error but takes no
+	// strike.
 	ErrCollateral = errors.New("in progress when another invocation hit a bound")
 	// ErrNotCaused marks a TIMEOUT the program did not cause: its isolate's
 	// thread used less than half the bound in CPU during the call (the
@@ -167,7 +168,7 @@ func CodeOf(err error) Code {
 	return As(err).Code
 }
 
-// The contract's verbatim texts (SPEC §3).
+// The contract's verbatim texts.
 
 // TimedOut is the TIMEOUT fault for a bound of ms milliseconds.
 func TimedOut(ms int64) *Fault {

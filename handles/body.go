@@ -17,7 +17,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// Request bodies that stream into a handler (SPEC §8): the data plane
+// Request bodies that stream into a handler (README.md, API): the data plane
 // attaches the visitor's body to the invocation under a random token, the
 // handler's request.body pulls it through the host call body.read as the
 // visitor sends it, and the attachment ends with the invocation (or with

@@ -25,7 +25,7 @@ type runState struct {
 	// For spawn (nil budget: not a top-level run's family, e.g. a rebuild).
 	budget    *SpawnBudget
 	depth     int
-	caller    CallerTools // the run's caller providers' tools (SPEC §12)
+	caller    CallerTools // the run's caller providers' tools (docs/protocol.md)
 	deadline  time.Time
 	timeout   time.Duration
 	memoryMiB int
@@ -40,9 +40,9 @@ type runState struct {
 	denials       []string
 	// life ends when the run ends (endRun): the children it spawned are
 	// cancelled with it (spawn).
-	life context.Context
-	end  context.CancelFunc
-	mismatch  bool // a rebuild's tool call did not match the recording
+	life     context.Context
+	end      context.CancelFunc
+	mismatch bool // a rebuild's tool call did not match the recording
 }
 
 func (s *Store) beginRun(id string, rs *runState) {
@@ -52,7 +52,6 @@ func (s *Store) beginRun(id string, rs *runState) {
 	s.mu.Unlock()
 }
 
-//
 // The fetch answers the run left unread are dropped with it (their places
 // in its tenant's budget come back); a handle's, fetched during its
 // invocations, end by their idle timeout instead, since its invocations

@@ -163,7 +163,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 			if errors.Is(err, fault.ErrNotStarted) {
 				// Its worker died or was recycled before it started this
 				// call, which therefore had no effect: sent again, once,
-				// to the isolate's rebuild (SPEC §4).
+				// to the isolate's rebuild (docs/architecture.md).
 				continue
 			}
 			return res, err

@@ -46,7 +46,7 @@ func (s *Store) parkOne(except, tenant string) bool {
 
 // rebuildOnce waits for the handle's one rebuild, starting it if none is
 // under way. The rebuild runs detached from the request that started it
-// (SPEC §5): a visitor who goes away ends nothing; the rebuild goes on under
+// (docs/architecture.md): a visitor who goes away ends nothing; the rebuild goes on under
 // the handle's own bounds and the next request finds the isolate back.
 func (r *Registry) rebuildOnce(ctx context.Context, rec *Record, ls *liveState) error {
 	s := r.store
@@ -157,7 +157,7 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 }
 
 // strikeIfCharged counts a bound fault as a strike when the program is to
-// blame (SPEC §4, "Blame"): not when it was only in progress while another
+// blame (docs/architecture.md, Blame): not when it was only in progress while another
 // invocation hit the bound (fault.ErrCollateral), nor for a timeout whose
 // isolate used less than half the bound in CPU (fault.ErrNotCaused: the
 // machine was busy, or it waited for an upstream, a tool or the visitor).

@@ -8,10 +8,10 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-// maxHandleLogs is how many entries a handle's log keeps (SPEC §1).
+// maxHandleLogs is how many entries a handle's log keeps (docs/runtime.md).
 const maxHandleLogs = 1000
 
-// maxHandleLogBytes bounds a handle's log ring in message bytes (SPEC §3).
+// maxHandleLogBytes bounds a handle's log ring in message bytes (README.md, Caddyfile).
 const maxHandleLogBytes = 1 << 20
 
 // liveState is the in-memory side of a record: its invocations in flight,

@@ -19,7 +19,7 @@ type Record struct {
 	TimeoutMs int64             `json:"timeoutMs"`
 	MemoryMiB int               `json:"memoryMiB"`
 	// Concurrency is how many invocations may be in progress at once
-	// (SPEC §5); 0 is 1. Kept across rebuilds.
+	// (docs/architecture.md); 0 is 1. Kept across rebuilds.
 	Concurrency   int          `json:"concurrency,omitempty"`
 	CreatedAt     time.Time    `json:"createdAt"`
 	LastInvokedAt time.Time    `json:"lastInvokedAt"`
@@ -29,7 +29,7 @@ type Record struct {
 	ToolAnswers   []ToolAnswer `json:"toolAnswers,omitempty"`
 }
 
-// Grants are the capabilities a program was given (SPEC §6).
+// Grants are the capabilities a program was given (docs/threat-model.md).
 type Grants struct {
 	Capabilities []string   `json:"capabilities,omitempty"`
 	Providers    []Provider `json:"providers,omitempty"`
@@ -38,7 +38,7 @@ type Grants struct {
 
 // Provider is a granted provider and its tools. A caller provider's tools
 // run in the process of the host that started the run, answered over its
-// executor connection (SPEC §12); the others are upstreams declared in the
+// executor connection (docs/protocol.md); the others are upstreams declared in the
 // Caddyfile.
 type Provider struct {
 	Name   string   `json:"name"`
@@ -57,7 +57,7 @@ type ToolAnswer struct {
 	Error    string          `json:"error,omitempty"`
 }
 
-// Info is what the API shows of a handle (SPEC §7).
+// Info is what the API shows of a handle (README.md, API).
 type Info struct {
 	ExecutionID   string    `json:"executionId"`
 	Handles       []string  `json:"handles"`

@@ -122,7 +122,7 @@ type ExecRequest struct {
 	Caller CallerTools
 }
 
-// CallerTools answers a caller provider's tool (SPEC §12): it runs in the
+// CallerTools answers a caller provider's tool (docs/protocol.md): it runs in the
 // process of the host that started the run, on the other side of its
 // executor connection. args are the call's arguments, each JSON.
 type CallerTools func(ctx context.Context, provider, tool string, args []json.RawMessage) (json.RawMessage, error)

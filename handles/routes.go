@@ -16,7 +16,7 @@ var routeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // uuidShaped matches any 8-4-4-4-12 hex string, whatever its version.
 var uuidShaped = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// ValidRouteName checks a route name (SPEC §5).
+// ValidRouteName checks a route name (docs/architecture.md).
 func ValidRouteName(name string) error {
 	if !routeName.MatchString(name) {
 		return fault.New(fault.BadRequest, "A route name is a DNS label: lower-case letters, digits and inner hyphens, at most 63 characters.")
@@ -28,7 +28,7 @@ func ValidRouteName(name string) error {
 }
 
 // maxRoutesPerTenant bounds the route names one tenant binds in a registry
-// (SPEC §7).
+// (README.md, API).
 const maxRoutesPerTenant = 100
 
 // BindRoute points name at the tenant's handle id. A later bind moves the

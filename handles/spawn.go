@@ -13,7 +13,7 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-// SpawnBudget is one top-level run's budget for `spawn` (SPEC §11): how deep
+// SpawnBudget is one top-level run's budget for `spawn` (README.md, API): how deep
 // children may nest and how many may run in all, and the record of each
 // child for the run's receipt. Safe for concurrent use (children run in
 // parallel).

@@ -27,7 +27,7 @@ type Executor interface {
 	Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error)
 	Close(id string) error
 	Holds(id string) bool
-	// ReadStream and CancelStream serve a streamed response (SPEC §8).
+	// ReadStream and CancelStream serve a streamed response (README.md, API).
 	ReadStream(ctx context.Context, id string, stream int64) ([]byte, bool, error)
 	CancelStream(id string, stream int64)
 }

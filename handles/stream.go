@@ -10,7 +10,7 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-// Stream is the streamed body of a handle's response (SPEC §8): the
+// Stream is the streamed body of a handle's response (README.md, API): the
 // invocation was answered with its head, and the chunks come as the
 // handler's stream yields them. The reader pulls; nothing is read ahead of
 // it beyond the worker's window, so a slow visitor slows the producer.

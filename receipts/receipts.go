@@ -45,7 +45,7 @@ type Receipt struct {
 	Timing        Timing            `json:"timing"`
 	ExecutionID   string            `json:"executionId,omitempty"`
 	// Kind is "execution" (POST /executions, the default when empty),
-	// "run", "chain" or "generate" (the run service, SPEC §11).
+	// "run", "chain" or "generate" (the run service, README.md, API).
 	Kind string `json:"kind,omitempty"`
 	// Prompt and Model are a generated run's; the model's key never is.
 	Prompt string `json:"prompt,omitempty"`

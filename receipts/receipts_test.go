@@ -248,7 +248,7 @@ func TestReceiptsShareCommits(t *testing.T) {
 	}
 }
 
-// A receipt fits its 256 KiB whatever the run (SPEC §3, budgets): a chain
+// A receipt fits its 256 KiB whatever the run (docs/architecture.md, Budgets): a chain
 // of 32 steps each taking and answering 8 MiB (a 2 KB request once wrote a
 // 252 MiB receipt), 44,381 caught denials, a 1 MB prompt. What was cut is
 // named, and the steps' names and outcomes stay.
@@ -291,7 +291,7 @@ func TestEveryReceiptFitsItsBound(t *testing.T) {
 	}
 }
 
-// Receipts are charged to their tenant (SPEC §3, budgets): past the
+// Receipts are charged to their tenant (docs/architecture.md, Budgets): past the
 // tenant's byte quota its oldest receipts go first, and another tenant's
 // stay.
 func TestTenantReceiptQuota(t *testing.T) {

@@ -152,7 +152,7 @@ func BenchmarkInvocationsStayFlat(b *testing.B) {
 
 // BenchmarkThrowingInvocationsStayFlat: every invocation meets a host
 // function that throws (ThrowException makes a Value of its own) and then
-// throws itself (SPEC §4's v8go hygiene).
+// throws itself (the v8go hygiene of docs/performance.md).
 func BenchmarkThrowingInvocationsStayFlat(b *testing.B) {
 	flatInvocations(b, "throwing", `async () => ({ async fetch(r) {
 		try { await kv.get('x') } catch (e) {}

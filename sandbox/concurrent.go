@@ -10,7 +10,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// Concurrent invocations (SPEC §5): a handle deployed with concurrency N > 1
+// Concurrent invocations (docs/architecture.md): a handle deployed with concurrency N > 1
 // has up to N invocations in progress on its isolate, interleaving where
 // the handler awaits (a host call, a timer), as a Workers isolate serves
 // concurrent requests. JavaScript still runs on the isolate's one

@@ -7,7 +7,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// Output bounds (SPEC §3), all measured in the bytes that cross the worker
+// Output bounds (README.md, Caddyfile), all measured in the bytes that cross the worker
 // boundary, after JSON encoding (wirejson), so that no program can make its
 // worker send a frame the gateway must refuse.
 const (
@@ -109,7 +109,7 @@ func (b *logBuffer) logEntries() []LogEntry {
 	return out
 }
 
-// cutThrown bounds a thrown text (SPEC §3: 64 KiB encoded).
+// cutThrown bounds a thrown text (README.md, Caddyfile: 64 KiB encoded).
 func cutThrown(s string) string {
 	if cut, ok := wirejson.Cut(s, MaxThrownBytes-64); ok {
 		return cut + " [cut at the 64 KiB bound]"

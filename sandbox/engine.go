@@ -16,7 +16,7 @@ import (
 )
 
 // Config sets an Engine's defaults and hooks. Zero values take the defaults
-// of SPEC §3.
+// of README.md, Caddyfile.
 type Config struct {
 	// Prewarm is how many fresh isolates with the default memory bound are
 	// kept ready for computations. Default 0 (none).
@@ -82,7 +82,7 @@ type Job struct {
 	MemoryMiB int               `json:"memoryMiB,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	// Concurrency is how many invocations of a retained handler may be in
-	// progress at once (SPEC §5); 0 or 1: one at a time.
+	// progress at once (docs/architecture.md); 0 or 1: one at a time.
 	Concurrency int `json:"concurrency,omitempty"`
 	// Bindings name what the runtime installs: provider objects with their
 	// tools, and whether env carries kv. Installing a binding grants
@@ -415,7 +415,7 @@ func (e *Engine) InvokeWithLogs(_ context.Context, id, name string, req WireRequ
 // block), or, for a call that fails before it is queued, on the caller's
 // goroutine before InvokeAsync returns. Calls made one after another from
 // one goroutine run in that order: the worker's read loop queues each
-// frame as it arrives, which keeps a handle's arrival order (SPEC §5)
+// frame as it arrives, which keeps a handle's arrival order (docs/architecture.md)
 // without a goroutine, or a turn, per invocation.
 func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireResponse, []LogEntry, error)) {
 	e.mu.Lock()

@@ -31,7 +31,7 @@ func describeThrown(v *v8.Value) string {
 }
 
 // jsError turns an error from a V8 call into the message a client reads.
-// The text is cut at its bound (SPEC §3).
+// The text is cut at its bound (README.md, Caddyfile).
 func jsErrorMessage(err error) string {
 	var je *v8.JSError
 	if errors.As(err, &je) {

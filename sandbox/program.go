@@ -186,7 +186,7 @@ const (
 )
 
 // bundle resolves imports with esbuild against the modules map. The form
-// is decided by parsing (SPEC §1): the expression form
+// is decided by parsing (docs/runtime.md): the expression form
 // (`export default (<expression>)`) when it parses, else the code as a
 // module as written (the Workers form), whatever the shape of its lines.
 func bundle(p Program, imports, rest string) (compiled, error) {

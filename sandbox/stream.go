@@ -12,7 +12,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// Streamed responses (SPEC §8). A handler that answers a Response whose
+// Streamed responses (README.md, API). A handler that answers a Response whose
 // body is a ReadableStream is answered with the head at once (its
 // WireResponse.Stream names the stream); the runtime then pumps the stream
 // into a buffer here, chunk by chunk, as the handler's callbacks enqueue

@@ -54,7 +54,7 @@ type vm struct {
 	visitor           visitorWait                 // the visitor's time in the current activity (visitor.go)
 	activityCPU       int64                       // the CPU account when the current activity began (blame: bounds.go)
 	activityLogs      logBuffer                   // a retained isolate's timer and waitUntil output, per bounded activity
-	conc              int                         // invocations in progress at once (SPEC §5); ≤ 1: one at a time
+	conc              int                         // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
 	busy              *busyPeriod                 // concurrent invocations in progress (concurrent.go)
 	decoders          map[int32]*streamingDecoder // TextDecoders of other encodings mid-stream (encoding.go)
 	codecs            map[int32]*codec            // compression streams in progress (compression.go)

@@ -10,7 +10,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// WireRequest is a request as it crosses into an isolate (SPEC §7): headers
+// WireRequest is a request as it crosses into an isolate (README.md, API): headers
 // as ordered pairs, the body's bytes or nil for none (base64 or null in
 // JSON, as encoding/json writes a []byte; the worker's frames carry the
 // bytes as they are).
@@ -20,7 +20,7 @@ type WireRequest struct {
 	Headers [][2]string `json:"headers"`
 	Body    []byte      `json:"body"`
 	// BodyStream, when set (and Body is null), names a request body the
-	// visitor is still sending (SPEC §8): the handler's request.body reads
+	// visitor is still sending (README.md, API): the handler's request.body reads
 	// it with the host call body.read as it arrives.
 	BodyStream string `json:"bodyStream,omitempty"`
 }
@@ -34,7 +34,7 @@ type WireResponse struct {
 	// for none; in JSON base64 or null, as for WireRequest.
 	Body []byte `json:"body"`
 	// Stream, when not 0, names the streamed body that follows the head
-	// (SPEC §8): read it with ReadStream; Body is then nil.
+	// (README.md, API): read it with ReadStream; Body is then nil.
 	Stream int64 `json:"stream,omitempty"`
 	// Relay, when set, names a streamed fetch answer the handler returned
 	// as its body unread: the gateway sends it to the visitor itself.

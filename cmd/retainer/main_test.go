@@ -184,7 +184,7 @@ func grepLine(s, prefix string) string {
 }
 
 // A response acknowledged to a visitor means its kv writes survive kill -9
-// of the gateway right after (SPEC §6, the output gate).
+// of the gateway right after (docs/threat-model.md, the output gate).
 func TestAcknowledgedWritesSurviveKill9(t *testing.T) {
 	config := exampleConfig(t, filepath.Join(t.TempDir(), "registry.db"))
 	ctx, cancel := context.WithCancel(context.Background())

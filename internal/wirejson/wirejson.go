@@ -3,7 +3,7 @@
 // six bytes each (for HTML embedding, which nothing here does): a program
 // that answers three million '<' would otherwise make an 18 MB frame out of
 // a 3 MB value. Every bound on what a program sends outward is checked on
-// the length this package gives (SPEC §3: measured after encoding).
+// the length this package gives (README.md, Caddyfile: measured after encoding).
 //
 // It deliberately knows nothing of frames, faults or V8.
 package wirejson

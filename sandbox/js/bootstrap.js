@@ -40,7 +40,7 @@
   const hostClearTimer = host.clearTimer;
   const hostRandom = host.random;
 
-  // Nothing of the host and no shared memory (SPEC section 2).
+  // Nothing of the host and no shared memory (docs/runtime.md).
   delete G.SharedArrayBuffer;
   if (G.Atomics) { delete G.Atomics.wait; delete G.Atomics.waitAsync; }
   delete G.__host;
@@ -2141,7 +2141,7 @@
       limit: options.limit === undefined ? 1000 : +options.limit, cursor: options.cursor == null ? '' : StringCtor(options.cursor) });
   });
   hidden(G, 'kv', freeze(kv));
-  // spawn(body, capabilities): a child run in a fresh isolate (SPEC section 11);
+  // spawn(body, capabilities): a child run in a fresh isolate (README.md, API);
   // the host checks the capability, the budget and the grants.
   hidden(G, 'spawn', async function spawn(body, capabilities) {
     const caps = [];
@@ -2186,7 +2186,7 @@
       for (const tool of tools) {
         hidden(obj, tool, async function (args, ...more) {
           // The first argument is what an upstream tool is POSTed; a caller
-          // tool (SPEC section 12) gets every argument.
+          // tool (docs/protocol.md) gets every argument.
           const argc = arguments.length;
           const m = [];
           for (const x of more) m.push(x === undefined ? null : x);
@@ -2272,7 +2272,7 @@
       return wireHead(res, '1', 0, relayOf.get(b.stream));
     }
     if (b && b.stream && !fromBytes.has(b.stream)) {
-      // A streamed body (SPEC section 8): the head is the answer; the pump sends
+      // A streamed body (README.md, API): the head is the answer; the pump sends
       // the chunks as the stream yields them.
       const id = nextStream++;
       hostStreamOpen(id);

@@ -60,7 +60,7 @@ const (
 // The library's program lets a call from a foreign architecture through
 // with the default action (allow) and answers an x32 call ENOSYS; a
 // taken-over worker could then reach every refused call through the
-// 32-bit entry (int 0x80). The guard kills the process instead (SPEC §4).
+// 32-bit entry (int 0x80). The guard kills the process instead (docs/architecture.md).
 func loadFilter(f seccomp.Filter) error {
 	policy, err := f.Policy.Assemble()
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 // netnsAvailable says whether workers are started in a network namespace
 // of their own (no interfaces, not even loopback): a worker does no I/O of
-// its own (SPEC §4), so a taken-over one that slipped past seccomp still
+// its own (docs/architecture.md), so a taken-over one that slipped past seccomp still
 // reaches no network. It needs root or unprivileged user namespaces; where
 // neither works, the first spawn says so in the log and the pool goes on
 // without.

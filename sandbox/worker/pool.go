@@ -364,7 +364,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 }
 
 // ReadStream takes the next chunk of a streamed response of handle id
-// (SPEC §8): the chunk (empty when none came within the worker's wait),
+// (README.md, API): the chunk (empty when none came within the worker's wait),
 // whether the stream ended, and its fault. A read is not a call on the
 // kill clock: the worker answers within its wait whatever the isolate does.
 // While a stream is open its worker is never recycled.
@@ -495,7 +495,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	// The window (isolateInfo): at most conc+windowAhead of the handle's
 	// invocations are sent to the worker and unanswered; the rest wait
 	// here, and when the worker dies they are known never to have started
-	// (SPEC §4): they answer fault.NotStarted and are sent again.
+	// (docs/architecture.md): they answer fault.NotStarted and are sent again.
 	select {
 	case info.window <- struct{}{}:
 	default:

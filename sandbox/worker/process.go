@@ -245,7 +245,7 @@ func (p *process) reap() {
 	for id := range p.retained {
 		lost = append(lost, id)
 	}
-	// Blame (SPEC §4): when the gateway killed the worker because one call
+	// Blame (docs/architecture.md): when the gateway killed the worker because one call
 	// overran, that call answers TIMEOUT and its handle alone takes the
 	// strike; the other isolates lost here are rebuilt without one. Only a
 	// death no call explains makes the running isolates suspects.
@@ -337,7 +337,7 @@ func (p *process) call(ctx context.Context, path string, body, out any, handleID
 // callQueued is call for an invocation that has ahead invocations of the
 // same handle in flight before it: the worker runs them first, each within
 // its own bound (the worker's watchdog), so the kill clock allows for them
-// (SPEC §4 blame: time queued behind them is not this call's run time). A
+// (docs/architecture.md, Blame: time queued behind them is not this call's run time). A
 // call ahead that overruns without end meets its own, earlier kill clock
 // and takes the blame.
 func (p *process) callQueued(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int) error {
@@ -392,7 +392,7 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 		}
 		if visitor > credited {
 			// Time the handle waited for a visitor's body is not run time
-			// (SPEC §4, blame); the worker moved its bound by as much.
+			// (docs/architecture.md, Blame); the worker moved its bound by as much.
 			allowed += visitor - credited
 			p.mu.Lock()
 			rec.timer = time.AfterFunc(visitor-credited, fire)

@@ -49,7 +49,7 @@ const (
 // sandbox measures results, thrown texts, logs, response heads and bodies,
 // host-call arguments); these caps only keep a worker that breaks the
 // protocol anyway from costing the gateway memory, and such a worker is
-// killed (a crash no call explains, SPEC §4).
+// killed (a crash no call explains, docs/architecture.md).
 const (
 	maxWorkerPost   = 256 << 10           // a worker's own request (a log line, a lost isolate)
 	maxLogMessage   = sandbox.MaxLogBytes // one log line, encoded

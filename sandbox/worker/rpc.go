@@ -18,7 +18,8 @@ import (
 // by id, in both directions (the gateway calls run/invoke/close; the worker
 // calls log/lost/host).
 //
-// Why not HTTP/2 (h2c), which SPEC §4 suggests: measured on these machines,
+// Why not HTTP/2 (h2c), which the contract suggests (docs/decisions.md):
+// measured on these machines,
 // an empty h2c round trip between the two processes took 178 µs at p50
 // (golang.org/x/net/http2: HEADERS and DATA frames with their flushes,
 // window updates, and two goroutine hand-offs per side), more than the whole
@@ -28,7 +29,7 @@ import (
 //
 // Both sides encode JSON with wirejson (no HTML escaping) and every
 // outward bound of a program is checked on those bytes inside the worker
-// (SPEC §3); the frame caps below are the last word, never the first.
+// (README.md, Caddyfile); the frame caps below are the last word, never the first.
 //
 // A frame is: uint32 length of the rest, uint64 id, uint8 kind, uint16
 // length of the path, the path, the payload (JSON). Frames from a worker are

@@ -238,7 +238,7 @@ func (w *workerServer) post(path string, v any) {
 
 // takeInvoke takes an invocation frame on the read loop, as it arrives:
 // queuing it on its isolate there keeps a handle's invocations in arrival
-// order (SPEC §5), and no goroutine is started or woken for it. The answer
+// order (docs/architecture.md), and no goroutine is started or woken for it. The answer
 // is written by the isolate's loop as soon as it is ready, unless the
 // invocation's kv writes are still on their way: it leaves only once they
 // are applied (the output gate), written by the flusher that applied them.

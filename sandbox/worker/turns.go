@@ -6,7 +6,7 @@ import (
 )
 
 // turns keeps one handle's invocations in arrival order where goroutines
-// could reorder them (SPEC §5): the gateway sends each invocation from its
+// could reorder them (docs/architecture.md): the gateway sends each invocation from its
 // caller's goroutine. A ticket is taken where the order is known (the pool
 // counting the calls ahead), and the frame's write waits for its turn. The
 // worker needs none: its read loop queues each invocation on its isolate

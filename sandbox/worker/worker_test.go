@@ -589,7 +589,7 @@ func TestNewTenantBurstRecyclesOneWorker(t *testing.T) {
 	}
 }
 
-// Recycling takes only the idle (SPEC §4): a worker whose tenant has a call
+// Recycling takes only the idle (docs/architecture.md): a worker whose tenant has a call
 // in progress, or that has been idle for less than RecycleIdle, is never
 // taken for a newcomer, who waits for a slot within its own bound and then
 // answers OVERLOADED; once the tenant's work ends and RecycleIdle passes,

@@ -1,5 +1,5 @@
 /**
- * The host side of Retainer's executor socket (SPEC §12, docs/protocol.md).
+ * The host side of Retainer's executor socket (docs/protocol.md).
  *
  * A `RetainerExecutor` runs programs on a Retainer gateway; the tools a
  * program calls run here, in the caller's process, answered over the
@@ -59,7 +59,7 @@ export interface ExecuteRequest {
   env?: Record<string, string>;
 }
 
-/** A fault as the gateway answers it (SPEC §7's codes). */
+/** A fault as the gateway answers it (the API's error codes (README.md, API)). */
 export interface Fault {
   code: string;
   message: string;

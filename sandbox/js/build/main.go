@@ -15,7 +15,7 @@ import (
 
 // prelude runs inside each bundle's function scope, before its modules:
 // webidl-conversions reads SharedArrayBuffer's getters at load time, and
-// the runtime removes SharedArrayBuffer (SPEC §2); a local stand-in that
+// the runtime removes SharedArrayBuffer (docs/runtime.md); a local stand-in that
 // nothing can be an instance of keeps the checks working.
 const prelude = `const SharedArrayBuffer = class SharedArrayBuffer { get byteLength() { return 0; } get growable() { return false; } };
 `
