@@ -96,11 +96,15 @@ func (fs *FetchStreams) release(st *fetchStream, tenant bool) {
 	if fs.byOwner[st.owner]--; fs.byOwner[st.owner] <= 0 {
 		delete(fs.byOwner, st.owner)
 	}
-	if !tenant {
-		return
+	if tenant {
+		fs.releaseTenant(st.tenant)
 	}
-	if fs.byTenant[st.tenant]--; fs.byTenant[st.tenant] <= 0 {
-		delete(fs.byTenant, st.tenant)
+}
+
+// releaseTenant uncounts one stream of tenant. fs.mu is held.
+func (fs *FetchStreams) releaseTenant(tenant string) {
+	if fs.byTenant[tenant]--; fs.byTenant[tenant] <= 0 {
+		delete(fs.byTenant, tenant)
 	}
 }
 
@@ -164,9 +168,7 @@ func (fs *FetchStreams) Take(token, owner string) (io.ReadCloser, error) {
 	st.idle.Stop()
 	return &takenBody{ReadCloser: st.body, cancel: st.cancel, done: func() {
 		fs.mu.Lock()
-		if fs.byTenant[st.tenant]--; fs.byTenant[st.tenant] <= 0 {
-			delete(fs.byTenant, st.tenant)
-		}
+		fs.releaseTenant(st.tenant)
 		fs.mu.Unlock()
 	}}, nil
 }

@@ -110,8 +110,8 @@ func (s *Store) loadReservations(tx *bolt.Tx) error {
 	})
 }
 
-// reservedFault is the CONFLICT of a bind to a name reserved to another
-// tenant.
-func reservedFault(name string) error {
+// takenFault is the CONFLICT of a bind to a name another tenant holds,
+// bound or reserved: both answer alike.
+func takenFault(name string) error {
 	return fault.New(fault.Conflict, "The route name %q is taken.", name)
 }

@@ -56,7 +56,7 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 		prev = s.records[prevID]
 		if prev != nil && prev.Tenant != tenant {
 			s.mu.Unlock()
-			return Route{}, fault.New(fault.Conflict, "The route name %q is taken.", name)
+			return Route{}, takenFault(name)
 		}
 	}
 	reservedHere := false
@@ -67,7 +67,7 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 			reservedHere = true
 		default:
 			s.mu.Unlock()
-			return Route{}, reservedFault(name)
+			return Route{}, takenFault(name)
 		}
 		bound := 0
 		for _, rid := range s.routes[r.name] {

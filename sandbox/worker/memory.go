@@ -143,14 +143,6 @@ func (pool *Pool) measureSome(next, n int) int {
 	return next
 }
 
-// measureAll measures every live worker now (tests).
-func (pool *Pool) measureAll() {
-	pool.mu.Lock()
-	n := len(pool.workers)
-	pool.mu.Unlock()
-	pool.measureSome(0, n)
-}
-
 // measure reads the worker's memory now.
 func (p *process) measure() {
 	if pss, private, ok := measureMemory(p.pid); ok {

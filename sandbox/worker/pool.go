@@ -375,7 +375,6 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 	if p == nil {
 		return nil, true, fault.New(fault.HandlesClosed, "The handle's isolate ended during its response stream.")
 	}
-	p.touch()
 	ctx, cancel := context.WithTimeout(ctx, streamWait+pool.cfg.Grace+5*time.Second)
 	defer cancel()
 	var rep streamReply
@@ -392,8 +391,6 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 	}
 	if rep.Done {
 		p.streamEnded(id, stream)
-	} else {
-		p.touch()
 	}
 	return rep.Data, rep.Done, rep.Fault.err()
 }
@@ -564,16 +561,8 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	}
 	p.recordLogs(id, rep.Logs)
 	err := rep.Fault.err()
-	if err == nil {
-		p.mu.Lock()
-		// ctx.waitUntil work may go on within the invocation's bound.
-		if until := time.Now().Add(info.bound); until.After(p.busyUntil) {
-			p.busyUntil = until
-		}
-		p.mu.Unlock()
-		if rep.Response.Stream != 0 {
-			p.streamOpened(id, rep.Response.Stream)
-		}
+	if err == nil && rep.Response.Stream != 0 {
+		p.streamOpened(id, rep.Response.Stream)
 	}
 	if errors.Is(err, fault.ErrTimeout) || errors.Is(err, fault.ErrMemory) || errors.Is(err, fault.ErrHandlesClosed) {
 		// The worker disposed the isolate.
@@ -713,10 +702,7 @@ func (pool *Pool) replace(index int) {
 // of a shared pool, the spare of a cordoned one (its slots fill, and with
 // `workers auto` grow, as tenants need them).
 func initialSlots(cfg Config) int {
-	switch {
-	case cfg.Isolation != IsolationTenant:
-		return cfg.Workers
-	case cfg.Workers == 0:
+	if cfg.Isolation == IsolationTenant && cfg.Workers == 0 {
 		return 1
 	}
 	return cfg.Workers

@@ -280,8 +280,9 @@ func (p *process) kill(reason string) {
 	p.cmd.Process.Kill()
 }
 
-// touch notes work in progress here now (a host call, a log line, a
-// stream read): the worker is not idle.
+// touch notes work in progress here now (a host call, a log line): the
+// worker is not idle. An open response stream keeps it busy by itself
+// (streamOpened).
 func (p *process) touch() {
 	p.mu.Lock()
 	p.lastActive = time.Now()
@@ -419,16 +420,19 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 		p.mu.Unlock()
 		p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
 	}
-	// Blame for a hard kill: the worker's CPU time over the grace period
-	// (an upper bound of the stuck isolate's) is read from the bound on.
-	baseline := time.AfterFunc(allowed, func() {
+	// One timer a call: at the bound it reads the worker's CPU time (blame
+	// for a hard kill looks at the CPU spent over the grace period, an
+	// upper bound of the stuck isolate's) and sets itself again for the
+	// grace period; a call that ends before its bound costs no more.
+	rec.timer = time.AfterFunc(allowed, func() {
 		c := processCPU(p.pid)
 		p.mu.Lock()
-		cpuAtBound = c
-		p.mu.Unlock()
+		defer p.mu.Unlock()
+		if _, still := p.running[id]; still {
+			cpuAtBound = c
+			rec.timer = time.AfterFunc(p.pool.cfg.Grace, fire)
+		}
 	})
-	defer baseline.Stop()
-	rec.timer = time.AfterFunc(allowed+p.pool.cfg.Grace, fire)
 	p.running[id] = rec
 	p.mu.Unlock()
 	err := p.postOrdered(ctx, path, body, out, order)
@@ -447,7 +451,13 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 	}
 	p.mu.Lock()
 	delete(p.running, id)
-	p.lastActive = time.Now() // idleness counts from when work ends
+	// Idleness counts from when work ends; an invocation's ctx.waitUntil
+	// work may go on within its bound after its answer.
+	now := time.Now()
+	p.lastActive = now
+	if until := now.Add(bound); path == pathInvoke && until.After(p.busyUntil) {
+		p.busyUntil = until
+	}
 	overran, notCaused := p.overrunner == id, p.overrunNotCaused
 	p.mu.Unlock()
 	if err == nil {

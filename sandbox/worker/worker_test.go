@@ -828,3 +828,11 @@ func TestKilledWorkerTellsWhichCallsNeverStarted(t *testing.T) {
 		t.Fatalf("after the kill: %d answered, %d may have started, %d never started", ok, started, notStarted)
 	}
 }
+
+// measureAll measures every live worker now.
+func (pool *Pool) measureAll() {
+	pool.mu.Lock()
+	n := len(pool.workers)
+	pool.mu.Unlock()
+	pool.measureSome(0, n)
+}
