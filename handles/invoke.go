@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -47,13 +48,18 @@ func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.Wir
 	return res, nil
 }
 
-// Resolve says which keys the data plane accepts.
-type Resolve int
+// Resolve says which keys the data plane accepts: a set of these bits.
+type Resolve uint8
 
 const (
-	ResolveBoth Resolve = iota
-	ResolveRoutes
+	// ResolveRoutes accepts route names.
+	ResolveRoutes Resolve = 1 << iota
+	// ResolveIDs accepts executionIds.
 	ResolveIDs
+	// ResolveDomains accepts the active domains of tenants (domains.go).
+	ResolveDomains
+	// ResolveBoth accepts route names and executionIds (the default).
+	ResolveBoth = ResolveRoutes | ResolveIDs
 )
 
 // Serve routes data-plane traffic to the handle whose route name or
@@ -77,12 +83,16 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 	s := r.store
 	s.mu.Lock()
 	var rec *Record
-	if resolve != ResolveIDs {
+	// A route name is one DNS label and a domain at least two, so a key
+	// is looked up as one or the other, never both.
+	if resolve&ResolveDomains != 0 && strings.IndexByte(key, '.') >= 0 {
+		rec = s.domainTarget(r.name, key)
+	} else if resolve&ResolveRoutes != 0 {
 		if id, ok := s.routes[r.name][key]; ok {
 			rec = s.records[id]
 		}
 	}
-	if rec == nil && resolve != ResolveRoutes {
+	if rec == nil && resolve&ResolveIDs != 0 {
 		if cand := s.records[key]; cand != nil && cand.Registry == r.name {
 			rec = cand
 		}

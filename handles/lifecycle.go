@@ -252,6 +252,7 @@ func (r *Registry) end(id, reason, message string) bool {
 	}
 	delete(s.live, id)
 	s.mu.Unlock()
+	var hostsGone []string
 	s.db.Update(func(tx *bolt.Tx) error {
 		tx.Bucket(bucketHandles).Delete(key(rec.Registry, id))
 		routes := tx.Bucket(bucketRoutes)
@@ -264,8 +265,11 @@ func (r *Registry) end(id, reason, message string) bool {
 		}
 		// Freed names stay the tenant's for a day (reserve.go).
 		s.reserve(tx, rec, freed)
+		// Its domains end with it, their hosts reserved alike (domains.go).
+		hostsGone = s.endDomains(tx, rec, freed)
 		return nil
 	})
+	s.domainsGone(rec.Registry, hostsGone)
 	s.opts.Executor.Close(id)
 	if s.opts.OnEnd != nil {
 		s.opts.OnEnd(Event{Registry: rec.Registry, ID: id, Tenant: rec.Tenant, Reason: reason, Message: message})
@@ -288,6 +292,7 @@ func (r *Registry) Close(tenant, id string) error {
 // background loop calls it; tests call it with an injected clock.
 func (s *Store) SweepIdle() {
 	s.sweepReservations()
+	s.sweepDomains()
 	now := s.opts.Now()
 	type victim struct {
 		reg *Registry

@@ -9,13 +9,15 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// Route names freed by their handle's end stay reserved to their tenant
-// for routeReservation (docs/architecture.md, "Budgets"): a deployment ended
-// by a bound, an idle sweep or a crash must never hand its customers'
-// traffic (webhooks with their credentials, say) to whichever tenant binds
-// the name next. Only the tenant it was reserved to may bind it meanwhile;
-// an unbind the tenant asks for frees the name at once. Reservations are
-// kept in the store, so a restart does not release them.
+// Route names and domain hosts freed by their handle's end stay reserved
+// to their tenant for routeReservation (docs/architecture.md, "Budgets"): a
+// deployment ended by a bound, an idle sweep or a crash must never hand its
+// customers' traffic (webhooks with their credentials, say) to whichever
+// tenant binds the name next. Only the tenant it was reserved to may bind
+// it meanwhile; an unbind the tenant asks for frees the name at once.
+// Reservations are kept in the store, so a restart does not release them.
+// Route names and hosts share one table: a route name is one DNS label and
+// a host at least two, so they never collide.
 
 // routeReservation is how long a freed route name stays its tenant's.
 const routeReservation = 24 * time.Hour

@@ -83,6 +83,9 @@ type Options struct {
 	Host *capability.Host
 	// OnRebuild is told of every rebuild of a handle's isolate.
 	OnRebuild func(registry, id string)
+	// OnDomainsGone is told of hosts that stopped being domains (deleted,
+	// or ended with their handle), so their certificates can be evicted.
+	OnDomainsGone func(registry string, hosts []string)
 }
 
 // Store is one bbolt file and every registry in it. Safe for concurrent use.
@@ -99,13 +102,14 @@ type Store struct {
 
 	mu         sync.Mutex // guards registries, records, routes, live, dirty
 	registries map[string]*Registry
-	records    map[string]*Record                // by id, all registries
-	routes     map[string]map[string]string      // registry → route name → id
-	reserved   map[string]map[string]reservation // registry → freed route name → its tenant (reserve.go)
-	live       map[string]*liveState             // by id: the runtime side of a record
-	runs       map[string]*runState              // runs in progress, by run id
-	dirty      map[string]bool                   // ids whose counters await a flush
-	bodies     bodySet                           // request bodies streaming into invocations (body.go)
+	records    map[string]*Record                  // by id, all registries
+	routes     map[string]map[string]string        // registry → route name → id
+	reserved   map[string]map[string]reservation   // registry → freed route name or host → its tenant (reserve.go)
+	domains    map[string]map[string]*domainRecord // registry → host → the tenant's claim (domains.go)
+	live       map[string]*liveState               // by id: the runtime side of a record
+	runs       map[string]*runState                // runs in progress, by run id
+	dirty      map[string]bool                     // ids whose counters await a flush
+	bodies     bodySet                             // request bodies streaming into invocations (body.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -142,6 +146,7 @@ func Open(path string, opts Options) (*Store, error) {
 		records:    map[string]*Record{},
 		routes:     map[string]map[string]string{},
 		reserved:   map[string]map[string]reservation{},
+		domains:    map[string]map[string]*domainRecord{},
 		live:       map[string]*liveState{},
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
@@ -187,7 +192,7 @@ func (s *Store) initSchema() error {
 		if v := string(meta.Get(keySchema)); v != schemaVersion {
 			return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
 		}
-		for _, b := range [][]byte{bucketHandles, bucketRoutes, bucketReserved} {
+		for _, b := range [][]byte{bucketHandles, bucketRoutes, bucketReserved, bucketDomains} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -223,7 +228,10 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
-		return s.loadReservations(tx)
+		if err := s.loadReservations(tx); err != nil {
+			return err
+		}
+		return s.loadDomains(tx)
 	})
 }
 
