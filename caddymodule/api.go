@@ -29,7 +29,7 @@ func init() {
 }
 
 // API is the control plane (`retainer_api`): it runs programs, lists,
-// invokes and closes handles, binds routes and reads logs, for the tenant
+// invokes and closes handles, binds routes and domains and reads logs, for the tenant
 // in {http.auth.user.id}. Paths are relative to where it is mounted (use
 // handle_path to mount it under a prefix).
 type API struct {
@@ -54,8 +54,11 @@ type API struct {
 	// Generate configures POST /run/generate; without it that answers
 	// BAD_REQUEST.
 	Generate *GenerateConfig `json:"generate,omitempty"`
+	// Domains configures tenants' own domains (docs/domains.md).
+	Domains *DomainsConfig `json:"domains,omitempty"`
 
 	app     *App
+	domains *domainsAPI
 	sockets *socketSet // open executor sockets (docs/protocol.md)
 	live    *started   // the runtime and registry, once the app has started
 	logger  *zap.Logger
@@ -85,6 +88,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 	}
 	h.live = new(started)
 	h.sockets = new(socketSet)
+	h.domains = newDomainsAPI(h.Domains)
 	h.app.whenStarted(func(rt *runtime) {
 		reg := h.app.registry(rt, h.Registry)
 		reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
@@ -101,6 +105,11 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("GET /routes", h.listRoutes)
 	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
 	mux.HandleFunc("DELETE /routes/{name}", h.unbindRoute)
+	mux.HandleFunc("GET /domains", h.listDomains)
+	mux.HandleFunc("GET /domains/{host}", h.getDomain)
+	mux.HandleFunc("PUT /domains/{host}", h.putDomain)
+	mux.HandleFunc("DELETE /domains/{host}", h.deleteDomain)
+	mux.HandleFunc("POST /domains/{host}/verify", h.verifyDomain)
 	mux.HandleFunc("GET /health", h.health)
 	mux.HandleFunc("GET /executor", h.executorSocket)
 	mux.HandleFunc("POST /run", h.run)

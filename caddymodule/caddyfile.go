@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"net"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -215,6 +217,11 @@ func size(d *caddyfile.Dispenser, val string) (int64, error) {
 //			system <file>
 //			timeout <duration>
 //		}
+//		domains {
+//			resolver <host:port>
+//			target <cname>
+//			reserved <zone...>
+//		}
 //	}
 func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	api := new(API)
@@ -301,6 +308,29 @@ func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 				}
 			}
 			api.Generate = g
+		case "domains":
+			d := new(DomainsConfig)
+			for nest := h.Nesting(); h.NextBlock(nest); {
+				name := h.Val()
+				args := h.RemainingArgs()
+				if len(args) == 0 || name != "reserved" && len(args) != 1 {
+					return nil, h.ArgErr()
+				}
+				switch name {
+				case "resolver":
+					if _, _, err := net.SplitHostPort(args[0]); err != nil {
+						return nil, h.Errf("resolver is a host:port, not %q", args[0])
+					}
+					d.Resolver = args[0]
+				case "target":
+					d.Target = args[0]
+				case "reserved":
+					d.Reserved = append(d.Reserved, args...)
+				default:
+					return nil, h.Errf("unknown subdirective %q in domains (want resolver, target or reserved)", name)
+				}
+			}
+			api.Domains = d
 		default:
 			return nil, h.Errf("unknown subdirective %q in retainer_api", h.Val())
 		}
@@ -315,7 +345,7 @@ func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 //
 //	retainer [<registry>] {
 //		key <placeholder>
-//		resolve routes|ids|both
+//		resolve routes|ids|both|domains...
 //		pass_credentials
 //	}
 func parseRetainer(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -335,14 +365,13 @@ func parseRetainer(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) 
 			}
 			r.Key = h.Val()
 		case "resolve":
-			if !h.NextArg() {
+			words := h.RemainingArgs()
+			if len(words) == 0 {
 				return nil, h.ArgErr()
 			}
-			r.Resolve = h.Val()
-			switch r.Resolve {
-			case "routes", "ids", "both":
-			default:
-				return nil, h.Errf("resolve must be routes, ids or both, not %q", r.Resolve)
+			r.Resolve = strings.Join(words, " ")
+			if _, err := parseResolve(r.Resolve); err != nil {
+				return nil, h.Err(err.Error())
 			}
 		case "pass_credentials":
 			r.PassCredentials = true

@@ -34,8 +34,10 @@ type Retainer struct {
 	// Key is a placeholder that yields the route name or executionId, e.g.
 	// {http.request.host.labels.2} or {http.request.uri.path.1}. Required.
 	Key string `json:"key,omitempty"`
-	// Resolve is "routes", "ids" or "both" (default): with "routes",
-	// executionIds never need to appear in public host names.
+	// Resolve is one or more of "routes", "ids" and "domains", space
+	// separated, or "both" (routes and ids, the default): with "routes",
+	// executionIds never need to appear in public host names; "domains"
+	// serves tenants' own active domains, with key {host}.
 	Resolve string `json:"resolve,omitempty"`
 	// PassCredentials lets the Authorization header and retainer_jwt's
 	// token cookie or query parameter through to the handler.
@@ -71,15 +73,32 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 	h.hostLabel = parseHostLabel(h.Key)
 	h.live = new(started)
 	h.app.whenStarted(func(rt *runtime) { h.live.reg.Store(h.app.registry(rt, h.Registry)) })
-	switch h.Resolve {
-	case "", "both":
-		h.resolve = handles.ResolveBoth
-	case "routes":
-		h.resolve = handles.ResolveRoutes
-	case "ids":
-		h.resolve = handles.ResolveIDs
-	}
+	h.resolve, _ = parseResolve(h.Resolve)
 	return nil
+}
+
+// parseResolve reads a resolve mode: words among routes, ids and domains,
+// or both; "" is both.
+func parseResolve(mode string) (handles.Resolve, error) {
+	if mode == "" {
+		return handles.ResolveBoth, nil
+	}
+	var res handles.Resolve
+	for _, w := range strings.Fields(mode) {
+		switch w {
+		case "both":
+			res |= handles.ResolveBoth
+		case "routes":
+			res |= handles.ResolveRoutes
+		case "ids":
+			res |= handles.ResolveIDs
+		case "domains":
+			res |= handles.ResolveDomains
+		default:
+			return 0, fmt.Errorf("resolve takes routes, ids, domains or both, not %q", w)
+		}
+	}
+	return res, nil
 }
 
 // Validate checks the key and resolve mode.
@@ -87,10 +106,8 @@ func (h *Retainer) Validate() error {
 	if h.Key == "" {
 		return fmt.Errorf("retainer: key is required (e.g. key {labels.2})")
 	}
-	switch h.Resolve {
-	case "", "both", "routes", "ids":
-	default:
-		return fmt.Errorf("retainer: resolve must be routes, ids or both, not %q", h.Resolve)
+	if _, err := parseResolve(h.Resolve); err != nil {
+		return fmt.Errorf("retainer: %w", err)
 	}
 	return nil
 }

@@ -151,6 +151,8 @@ func newRuntime(a *App) (*runtime, error) {
 		},
 		OnLog:     rt.logHandlerOutput,
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
+		// A host that is no longer a domain loses its certificate at once.
+		OnDomainsGone: func(_ string, hosts []string) { evictCertificates(hosts) },
 	})
 	if err != nil {
 		pool.Shutdown()
