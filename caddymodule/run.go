@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -49,6 +50,19 @@ func bodyCode(body string) string { return "async () => {\n" + body + "\n}" }
 // step's result (JSON is a JavaScript expression).
 func chainCode(body string, input json.RawMessage) string {
 	return "async () => {\nglobalThis.input = " + string(input) + ";\nreturn (async () => {\n" + body + "\n})();\n}"
+}
+
+// Errors count a body's lines from its own first line (docs/runtime.md,
+// "Errors"): bodyOrigin and stepOrigin say where it starts in bodyCode and
+// chainCode.
+var bodyOrigin = &sandbox.Origin{File: "body", Line: 2}
+
+func stepOrigin(i int, name string, input json.RawMessage) *sandbox.Origin {
+	file := fmt.Sprintf("step %d", i+1)
+	if name != "" {
+		file = fmt.Sprintf("step %q", name)
+	}
+	return &sandbox.Origin{File: file, Line: 4 + strings.Count(string(input), "\n")}
 }
 
 // runExec turns a run request into an execution request within the
@@ -131,6 +145,7 @@ func (h *API) runBody(w http.ResponseWriter, r *http.Request, c caller, kind str
 		writeFault(w, err, "")
 		return
 	}
+	ereq.Program.Origin = bodyOrigin
 	started := time.Now()
 	res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
 	ended := time.Now()
@@ -251,7 +266,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
 	for i, s := range req.Steps {
 		ereq := execs[i]
-		ereq.Program = sandbox.Program{Code: chainCode(s.Body, input)}
+		ereq.Program = sandbox.Program{Code: chainCode(s.Body, input), Origin: stepOrigin(i, s.Name, input)}
 		stepStart := time.Now()
 		res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
 		ms := float64(time.Since(stepStart).Microseconds()) / 1000

@@ -119,7 +119,8 @@ func (s *Store) spawn(ctx context.Context, rs *runState, raw json.RawMessage) (j
 	}
 	start := time.Now()
 	res, err := rs.registry.Execute(ctx, rs.tenant, ExecRequest{
-		Program:   sandbox.Program{Code: "async () => {\n" + a.Body + "\n}"},
+		// Errors count the child's lines from its body's first (docs/runtime.md).
+		Program:   sandbox.Program{Code: "async () => {\n" + a.Body + "\n}", Origin: &sandbox.Origin{File: "spawn", Line: 2}},
 		Timeout:   timeout,
 		MemoryMiB: rs.memoryMiB,
 		Grants:    Grants{Capabilities: a.Capabilities, Outbound: rs.grants.Outbound},

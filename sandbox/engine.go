@@ -300,13 +300,20 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 			return fault.Wrap(fault.Internal, err, "Internal error.")
 		}
 		g.Release()
+		if js := c.where.runtimeJSON(); js != "" {
+			v, err := m.call(m.setSource, js)
+			if err != nil {
+				return fault.Wrap(fault.Internal, err, "Internal error.")
+			}
+			v.Release()
+		}
 		fnVal, err := m.ctx.RunScript(c.source, entryName)
 		m.releaseReturned()
 		if bound := m.boundHit(); bound != nil {
 			return bound
 		}
 		if err != nil {
-			return scriptFault(err)
+			return scriptFault(err, c.where)
 		}
 		defer fnVal.Release()
 		p, err := m.call(m.runProgram, fnVal, c.module)
@@ -366,12 +373,12 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	return out, nil
 }
 
-func scriptFault(err error) error {
+func scriptFault(err error, where positions) error {
 	var je *v8.JSError
 	if errors.As(err, &je) && strings.HasPrefix(je.Message, "SyntaxError") {
 		msg := je.Message
 		if je.Location != "" {
-			msg += " (" + je.Location + ")"
+			msg += " (" + where.location(je.Location) + ")"
 		}
 		return fault.New(fault.Syntax, "%s", msg)
 	}

@@ -69,7 +69,7 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	for name, dst := range map[string]**v8.Function{
 		"runProgram": &m.runProgram, "invoke": &m.invoke, "setEnv": &m.setEnv,
 		"fireTimer": &m.fireTimer, "pendingWork": &m.pendingWork,
-		"settleHost": &m.settleHost, "setGrants": &m.setGrants,
+		"settleHost": &m.settleHost, "setGrants": &m.setGrants, "setSource": &m.setSource,
 		"streamDrained": &m.streamDrained, "cancelStream": &m.cancelStream,
 	} {
 		v, err := obj.Get(name)

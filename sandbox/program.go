@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"path"
 	"regexp"
@@ -19,6 +20,18 @@ import (
 type Program struct {
 	Code    string            `json:"code"`
 	Modules map[string]string `json:"modules,omitempty"`
+	// Origin, when Code wraps text of the author's (a /run body, a chain
+	// step), says where that text starts, so that errors count its lines
+	// from its own first line (docs/runtime.md, "Errors").
+	Origin *Origin `json:"origin,omitempty"`
+}
+
+// Origin names the author's text inside a program's code.
+type Origin struct {
+	// File is the name traces give the text: "body", `step "sum"`, "spawn".
+	File string `json:"file"`
+	// Line is the line of Code that is the text's first.
+	Line int `json:"line"`
 }
 
 // entryName is the file name programs report in stack traces and errors. It
@@ -32,6 +45,8 @@ type compiled struct {
 	// module is true for the Workers form: the default export is the result
 	// itself, not a function to call.
 	module bool
+	// where maps source positions to the author's (sourcemap.go).
+	where positions
 }
 
 // compile checks a program and produces the script an isolate runs. A program
@@ -53,7 +68,7 @@ func compile(p Program) (compiled, error) {
 	if imports == "" && len(p.Modules) == 0 && !strings.Contains(rest, "export") {
 		// The fast path: V8 itself reports syntax errors with line and column.
 		// "(" and the code share the first line, so line numbers are the user's.
-		return compiled{source: "(" + p.Code + "\n)"}, nil
+		return compiled{source: "(" + p.Code + "\n)", where: positions{origin: p.Origin, firstColumn: 1}}, nil
 	}
 	return bundle(p, imports, rest)
 }
@@ -247,6 +262,9 @@ func build(p Program, entry string, module bool) (compiled, error) {
 	}
 	res := api.Build(api.BuildOptions{
 		EntryPoints:       []string{entryPath},
+		Outfile:           entryPath,
+		Sourcemap:         api.SourceMapExternal,
+		SourcesContent:    api.SourcesContentExclude,
 		Bundle:            true,
 		Write:             false,
 		Format:            api.FormatIIFE,
@@ -261,15 +279,26 @@ func build(p Program, entry string, module bool) (compiled, error) {
 		MinifyIdentifiers: false,
 	})
 	if len(res.Errors) > 0 {
-		return compiled{}, syntaxFault(res.Errors[0])
+		return compiled{}, syntaxFault(res.Errors[0], p.Origin)
 	}
-	if len(res.OutputFiles) != 1 {
+	var script, sourceMap []byte
+	for _, f := range res.OutputFiles {
+		if strings.HasSuffix(f.Path, ".map") {
+			sourceMap = f.Contents
+		} else {
+			script = f.Contents
+		}
+	}
+	if script == nil {
 		return compiled{}, fault.New(fault.Syntax, "the program did not bundle into one script")
 	}
 	// The IIFE declares a var; wrapping it in a function keeps it off the
 	// global object and makes the namespace the script's completion value.
-	src := "(() => {\n" + string(res.OutputFiles[0].Contents) + "\nconst m = " + bundleGlobal + ";\nreturn m && m.default;\n})()"
-	return compiled{source: src, module: module}, nil
+	script = bytes.TrimSuffix(bytes.TrimRight(script, "\n"), []byte("//# sourceMappingURL=program.js.map"))
+	src := "(() => {\n" + string(script) + "\nconst m = " + bundleGlobal + ";\nreturn m && m.default;\n})()"
+	where := positions{origin: p.Origin, lineShift: 1}
+	where.readSourceMap(sourceMap)
+	return compiled{source: src, module: module, where: where}, nil
 }
 
 func escapes(dir, spec string) bool {
@@ -307,12 +336,14 @@ func moduleList(m map[string]string) string {
 	return strings.Join(names, ", ")
 }
 
-func syntaxFault(m api.Message) *fault.Fault {
+func syntaxFault(m api.Message, origin *Origin) *fault.Fault {
 	where := ""
 	if m.Location != nil {
-		file := strings.TrimPrefix(m.Location.File, resolverSpace+":")
-		file = strings.TrimPrefix(file, "/")
-		where = fmt.Sprintf(" (%s:%d:%d)", file, m.Location.Line, m.Location.Column+1)
+		file, line := moduleName(m.Location.File), m.Location.Line
+		if file == entryName && origin != nil && line >= origin.Line {
+			file, line = origin.File, line-origin.Line+1
+		}
+		where = fmt.Sprintf(" (%s:%d:%d)", file, line, m.Location.Column+1)
 	}
 	if m.PluginName != "" || strings.Contains(m.Text, "cannot import") {
 		return fault.New(fault.Syntax, "%s%s", m.Text, where)

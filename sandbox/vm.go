@@ -28,8 +28,8 @@ type vm struct {
 	hold      threadHold // the loop thread's outer Locker (threadhold.cc)
 	memoryMiB int
 
-	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants *v8.Function
-	streamDrained, cancelStream                                               *v8.Function
+	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants, setSource *v8.Function
+	streamDrained, cancelStream                                                          *v8.Function
 
 	streamSet streamSet // streamed responses in flight (stream.go)
 
