@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"sort"
@@ -24,6 +25,8 @@ var page = template.Must(template.New("receipt").Funcs(template.FuncMap{
 		b, _ := json.MarshalIndent(v, "", "  ")
 		return string(b)
 	},
+	"failedStep": failedStep,
+	"runLogs":    runLogs,
 	"sortedKeys": func(m map[string]string) []string {
 		keys := make([]string, 0, len(m))
 		for k := range m {
@@ -47,16 +50,18 @@ pre{background:#f5f5f7;padding:.6rem;overflow-x:auto;font:13px/1.4 ui-monospace,
 ol.code{background:#f5f5f7;margin:0;padding:.6rem .6rem .6rem 3rem;font:13px/1.4 ui-monospace,monospace;overflow-x:auto}
 ol.code li{white-space:pre}
 ul.logs{list-style:none;padding:0;margin:0;font:13px/1.4 ui-monospace,monospace}ul.logs li{white-space:pre-wrap;border-bottom:1px solid #eee;padding:.15rem 0}
+section.step{border-left:3px solid #d2d2d7;padding-left:.8rem;margin:1.2rem 0}section.step h3{font-size:.9rem;margin:.8rem 0 .3rem;color:#515154}
+span.from{color:#6e6e73}table.children{border-collapse:collapse}table.children td,table.children th{padding:.15rem .8rem .15rem 0;text-align:left}
 </style>
 </head>
 <body>
 <h1>Run receipt <small>{{.R.ID}}</small></h1>
 <table class="meta">
-<tr><td>Outcome</td><td class="{{.R.Outcome.Status}}">{{.R.Outcome.Status}}{{with .R.Outcome.Error}}: {{.Code}} — {{.Message}}{{end}}</td></tr>
+<tr><td>Outcome</td><td class="{{.R.Outcome.Status}}">{{.R.Outcome.Status}}{{with .R.Outcome.Error}}: {{.Code}}{{with failedStep $.R}} in step {{.}} (its error is below){{else}} — {{.Message}}{{end}}{{end}}</td></tr>
 {{with .R.ExecutionID}}<tr><td>Execution</td><td>{{.}} (retained handler)</td></tr>{{end}}
 {{with .R.Kind}}<tr><td>Kind</td><td>{{.}}</td></tr>{{end}}
 {{with .R.Model}}<tr><td>Model</td><td>{{.}}</td></tr>{{end}}
-{{if .R.Children}}<tr><td>Spawned</td><td>{{len .R.Children}} children{{range .R.Children}}; depth {{.Depth}} {{.Outcome}} {{printf "%.1f" .DurationMs}} ms{{end}}</td></tr>{{end}}
+{{if .R.Children}}<tr><td>Spawned</td><td>{{len .R.Children}} children (below)</td></tr>{{end}}
 <tr><td>Tenant</td><td>{{.R.Tenant}}</td></tr>
 <tr><td>Registry</td><td>{{.R.Registry}}</td></tr>
 <tr><td>Received</td><td>{{.R.Timing.Received.Format "2006-01-02 15:04:05.000 MST"}}</td></tr>
@@ -70,20 +75,60 @@ ul.logs{list-style:none;padding:0;margin:0;font:13px/1.4 ui-monospace,monospace}
 </table>
 {{if .R.Outcome.Result}}<h2>Result</h2><pre>{{pretty .R.Outcome.Result}}</pre>{{end}}
 {{with .R.Prompt}}<h2>Prompt</h2><pre>{{.}}</pre>{{end}}
-{{range $i, $s := .R.Steps}}<h2>Step {{inc $i}}: {{$s.Name}} <small class="{{$s.Outcome.Status}}">{{$s.Outcome.Status}}{{with $s.Outcome.Error}}: {{.Code}} — {{.Message}}{{end}}, {{printf "%.1f" $s.DurationMs}} ms</small></h2>
-<p>Input</p><pre>{{pretty $s.Input}}</pre>
-{{if $s.Outcome.Result}}<p>Output</p><pre>{{pretty $s.Outcome.Result}}</pre>{{end}}
-<ol class="code">{{range lines $s.Code}}<li>{{.}}</li>{{end}}</ol>
-{{if $s.Logs}}<ul class="logs">{{range $s.Logs}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{range $i, $s := .R.Steps}}<section class="step"><h2>Step {{inc $i}}: {{$s.Name}} <small class="{{$s.Outcome.Status}}">{{$s.Outcome.Status}}</small></h2>
+<table class="meta"><tr><td>Duration</td><td>{{printf "%.1f" $s.DurationMs}} ms</td></tr>
+{{if $s.Outcome.Denials}}<tr><td>Denied</td><td>{{range $j, $d := $s.Outcome.Denials}}{{if $j}}, {{end}}{{$d}}{{end}}</td></tr>{{end}}</table>
+<h3>Code</h3><ol class="code">{{range lines $s.Code}}<li>{{.}}</li>{{end}}</ol>
+<h3>Input</h3><pre>{{pretty $s.Input}}</pre>
+{{with $s.Outcome.Error}}<h3>Error</h3><pre class="error">{{.Code}}: {{.Message}}</pre>{{else}}<h3>Output</h3><pre>{{if $s.Outcome.Result}}{{pretty $s.Outcome.Result}}{{else}}undefined{{end}}</pre>{{end}}
+<h3>Logs</h3>{{if $s.Logs}}<ul class="logs">{{range $s.Logs}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>No console output.</p>{{end}}
+</section>
 {{end}}
 {{if not .R.Steps}}<h2>Code</h2>
 <ol class="code">{{range lines .R.Code}}<li>{{.}}</li>{{end}}</ol>{{end}}
 {{range $name := sortedKeys .R.Modules}}<h2>Module {{$name}}</h2><ol class="code">{{range lines (index $.R.Modules $name)}}<li>{{.}}</li>{{end}}</ol>{{end}}
+{{if .R.Children}}<h2>Spawned</h2><table class="children"><tr><th>#</th><th>Depth</th><th>Outcome</th><th>Duration</th></tr>
+{{range $i, $c := .R.Children}}<tr><td>{{inc $i}}</td><td>{{$c.Depth}}</td><td class="{{if eq $c.Outcome "ok"}}ok{{else}}error{{end}}">{{$c.Outcome}}</td><td>{{printf "%.1f" $c.DurationMs}} ms</td></tr>
+{{end}}</table>{{end}}
 <h2>Logs</h2>
-{{if .R.Logs}}<ul class="logs">{{range .R.Logs}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>No console output.</p>{{end}}
+{{with runLogs .R}}<ul class="logs">{{range .}}<li>{{with .From}}<span class="from">[{{.}}]</span> {{end}}{{.Line}}</li>{{end}}</ul>{{else}}<p>No console output.</p>{{end}}
 </body>
 </html>
 `))
+
+// failedStep names a chain's failed step as `N "name"` ("" when no step
+// failed): the run's outcome then points at it instead of repeating its
+// text.
+func failedStep(r Receipt) string {
+	for i, s := range r.Steps {
+		if s.Outcome.Status == "error" {
+			return fmt.Sprintf("%d %q", i+1, s.Name)
+		}
+	}
+	return ""
+}
+
+// logLine is one line of a run's logs and, for a chain, its step.
+type logLine struct{ From, Line string }
+
+// runLogs is the run's console output: a chain's is its steps', each line
+// labeled with its step.
+func runLogs(r Receipt) []logLine {
+	var out []logLine
+	for _, l := range r.Logs {
+		out = append(out, logLine{Line: l})
+	}
+	for i, s := range r.Steps {
+		from := s.Name
+		if from == "" {
+			from = fmt.Sprintf("step %d", i+1)
+		}
+		for _, l := range s.Logs {
+			out = append(out, logLine{From: from, Line: l})
+		}
+	}
+	return out
+}
 
 // Render writes the receipt page with its security headers.
 func Render(w http.ResponseWriter, r Receipt) error {
