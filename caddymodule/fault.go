@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -36,13 +37,26 @@ func writeFault(w http.ResponseWriter, err error, resultID string) {
 	if f.Code == fault.Unauthenticated && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", `Bearer realm="retainer"`)
 	}
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(f.HTTPStatus())
-	json.NewEncoder(w).Encode(env)
+	encodeJSON(w, env)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	encodeJSON(w, v)
+}
+
+// encodeJSON writes v without HTML escaping: encoding/json would make six
+// bytes of every '<', '>' and '&' (a result of 3 MB of '<' answered 18 MB,
+// past every bound measured before it). The answers are application/json
+// with nosniff, never embedded in a page, so nothing needs the escaping.
+func encodeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
