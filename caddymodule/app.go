@@ -81,6 +81,14 @@ type App struct {
 	StreamTimeout caddy.Duration `json:"stream_timeout,omitempty"`
 	// MaxHandlesPerTenant answers QUOTA_EXCEEDED past it. Default 100.
 	MaxHandlesPerTenant int `json:"max_handles_per_tenant,omitempty"`
+	// WebsocketsPerHandle and WebsocketsPerTenant cap open WebSockets to
+	// handles (docs/websockets.md); past them an upgrade answers 429.
+	// Defaults 1,000 and 10,000.
+	WebsocketsPerHandle int `json:"websockets_per_handle,omitempty"`
+	WebsocketsPerTenant int `json:"websockets_per_tenant,omitempty"`
+	// WebsocketIdle closes (1001) a WebSocket with no message either way
+	// for this long. Default 5m.
+	WebsocketIdle caddy.Duration `json:"websocket_idle,omitempty"`
 	// HandleConcurrency is a deploy's concurrency when it names none
 	// (invocations of one handle in progress at once). Default 1.
 	HandleConcurrency int `json:"handle_concurrency,omitempty"`
@@ -182,6 +190,9 @@ func (a *App) setDefaults() {
 	}
 	if a.MaxHandlesPerTenant <= 0 {
 		a.MaxHandlesPerTenant = 100
+	}
+	if a.WebsocketIdle <= 0 {
+		a.WebsocketIdle = caddy.Duration(5 * time.Minute)
 	}
 	if a.BoundStrikes <= 0 {
 		a.BoundStrikes = 3
@@ -295,6 +306,8 @@ func (a *App) registryConfig() handles.RegistryConfig {
 		MaxResponseBody:     int(a.MaxResponseBody),
 		StreamTimeout:       time.Duration(a.StreamTimeout),
 		RequestBodyIdle:     time.Duration(a.RequestBodyIdle),
+		WebsocketsPerHandle: a.WebsocketsPerHandle,
+		WebsocketsPerTenant: a.WebsocketsPerTenant,
 	}
 }
 

@@ -51,6 +51,9 @@ func init() {
 //		max_response_body <size>
 //		stream_timeout <duration>
 //		max_handles_per_tenant <n>
+//		websockets_per_handle <n>
+//		websockets_per_tenant <n>
+//		websocket_idle <duration>
 //		bound_strikes <n>
 //		receipt_retention <duration>
 //		jit
@@ -143,6 +146,12 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxResponseBody, err = size(d, val)
 		case "max_handles_per_tenant":
 			app.MaxHandlesPerTenant, err = positive(d, val)
+		case "websockets_per_handle":
+			app.WebsocketsPerHandle, err = positive(d, val)
+		case "websockets_per_tenant":
+			app.WebsocketsPerTenant, err = positive(d, val)
+		case "websocket_idle":
+			app.WebsocketIdle, err = duration(d, val)
 		case "bound_strikes":
 			app.BoundStrikes, err = positive(d, val)
 		case "handle_concurrency":

@@ -126,8 +126,9 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		writeFault(w, errStarting, "")
 		return nil
 	}
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || r.Header.Get("Upgrade") != "" {
-		writeFault(w, fault.New(fault.NotImplemented, "WebSocket and other upgrades are not supported yet."), "")
+	upgrade := isWebSocketUpgrade(r)
+	if !upgrade && r.Header.Get("Upgrade") != "" {
+		writeFault(w, fault.New(fault.NotImplemented, "Upgrades other than WebSocket are not supported."), "")
 		return nil
 	}
 	key := h.keyOf(r)
@@ -170,6 +171,18 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	}
 	if err != nil {
 		writeFault(w, err, "")
+		return nil
+	}
+	if res.Status == 101 {
+		// The handler accepted a WebSocket (websocket.go).
+		if !upgrade || stream == nil {
+			if stream != nil {
+				stream.Close(true)
+			}
+			writeFault(w, fault.New(fault.BadResponse, "The handler answered a WebSocket to a request that is not a WebSocket upgrade."), "")
+			return nil
+		}
+		h.serveSocket(w, r, reg, res, stream)
 		return nil
 	}
 	if stream != nil {
@@ -336,8 +349,12 @@ func (h *Retainer) requestHeaders(r *http.Request) [][2]string {
 			cookieName = v
 		}
 	}
-	out := make([][2]string, 1, len(r.Header)+1)
+	out := make([][2]string, 1, len(r.Header)+2)
 	out[0] = [2]string{"host", r.Host}
+	if isWebSocketUpgrade(r) {
+		// The one hop-by-hop header a handler is given (docs/websockets.md).
+		out = append(out, [2]string{"upgrade", "websocket"})
+	}
 	for name, values := range r.Header {
 		lower, common := lowerHeaderNames[name]
 		if !common {

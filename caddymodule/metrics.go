@@ -41,6 +41,16 @@ var (
 		Namespace: "retainer", Name: "rebuilds_total",
 		Help: "Handle isolates rebuilt after a restart, crash, bound hit or parking.",
 	})
+	metricSocketsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "websockets_open",
+		Help: "WebSockets open to handles.",
+	})
+	metricSocketMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "websocket_messages_total",
+		Help: "WebSocket messages to handles (in) and from them (out).",
+	}, []string{"direction"})
+	metricSocketIn       = metricSocketMessages.WithLabelValues("in")
+	metricSocketOut      = metricSocketMessages.WithLabelValues("out")
 	metricWorkerRestarts = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "worker_restarts_total",
 		Help: "Worker processes that died and were replaced.",
@@ -141,7 +151,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -30,6 +30,13 @@ func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sand
 // readStreamed reads a streamed body whole, within the response bound and
 // the stream timeout.
 func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, error) {
+	if res.Status == 101 {
+		// A WebSocket the handler accepted: only the data plane upgrades
+		// (docs/websockets.md); the API's invoke and the executor socket
+		// answer 501.
+		st.Close(true)
+		return sandbox.WireResponse{}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
+	}
 	cfg := r.config()
 	sctx, cancel := context.WithTimeout(ctx, cfg.StreamTimeout)
 	defer cancel()

@@ -43,6 +43,10 @@ type RegistryConfig struct {
 	// for this long: the handler's body stream errors, and the visitor gets
 	// 408 unless the handler caught it. Default 10s.
 	RequestBodyIdle time.Duration
+	// WebsocketsPerHandle and WebsocketsPerTenant cap open WebSockets
+	// (sockets.go). Defaults 1,000 and 10,000.
+	WebsocketsPerHandle int
+	WebsocketsPerTenant int
 }
 
 func (c *RegistryConfig) defaults() {
@@ -63,6 +67,12 @@ func (c *RegistryConfig) defaults() {
 	}
 	if c.StreamTimeout <= 0 {
 		c.StreamTimeout = 5 * time.Minute
+	}
+	if c.WebsocketsPerHandle <= 0 {
+		c.WebsocketsPerHandle = 1000
+	}
+	if c.WebsocketsPerTenant <= 0 {
+		c.WebsocketsPerTenant = 10000
 	}
 }
 

@@ -110,6 +110,7 @@ type Store struct {
 	runs       map[string]*runState                // runs in progress, by run id
 	dirty      map[string]bool                     // ids whose counters await a flush
 	bodies     bodySet                             // request bodies streaming into invocations (body.go)
+	sockets    socketCount                         // open WebSockets (sockets.go)
 
 	stop chan struct{}
 	done chan struct{}

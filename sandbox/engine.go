@@ -432,7 +432,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		done(WireResponse{}, nil, fault.Closed(id))
 		return
 	}
-	if name != "fetch" {
+	if name != "fetch" && (name != SocketEvent || !socketEventURL(req.URL)) {
 		done(WireResponse{}, nil, fault.UnknownHandle(id, name))
 		return
 	}
@@ -454,6 +454,9 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		}
 	}
 	raw := req.requestLines(kind)
+	if name == SocketEvent {
+		raw = socketEventLines(raw)
+	}
 	var job func()
 	if m.conc > 1 {
 		job = func() { m.startConcurrent(raw, body, done) }

@@ -181,7 +181,9 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
 	status, err := strconv.Atoi(statusLine)
-	if err != nil || status < 200 || status > 599 || !validHeaderValue(statusText) || hasBodyLine != "0" && hasBodyLine != "1" && hasBodyLine != "t" {
+	// 101 is an accepted WebSocket, whose records are its stream (websocket.go).
+	accepted := status == 101 && streamLine != "0" && relay == ""
+	if err != nil || (status < 200 || status > 599) && !accepted || !validHeaderValue(statusText) || hasBodyLine != "0" && hasBodyLine != "1" && hasBodyLine != "t" {
 		return WireResponse{}, fault.OutsideWireShape()
 	}
 	stream, err := strconv.ParseInt(streamLine, 10, 64)

@@ -1,0 +1,272 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/sandbox"
+)
+
+// WebSockets to a handle (docs/websockets.md). The handler answers an
+// upgrade with 101 and a stream of records (what it sends); the gateway
+// then upgrades the visitor's connection with github.com/coder/websocket
+// and relays both ways: each record to the visitor, each of the visitor's
+// messages to the handler as an event.
+
+// maxSocketMessage bounds a message either way, all its frames together;
+// past it the socket closes with 1009.
+const maxSocketMessage = 1 << 20
+
+// visitorWriteBound is how long one message to the visitor may take: a
+// visitor who stops reading is closed with 1008 past it.
+const visitorWriteBound = 30 * time.Second
+
+// isWebSocketUpgrade reports a visitor's WebSocket upgrade request.
+func isWebSocketUpgrade(r *http.Request) bool {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serveSocket upgrades the visitor whose request the handler answered
+// with 101 and relays until either side closes. It returns when the socket
+// is closed.
+func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *handles.Registry, res sandbox.WireResponse, st *handles.Stream) {
+	release, err := reg.AcquireSocket(st.HandleID())
+	if err != nil {
+		st.Close(true)
+		writeFault(w, err, "")
+		return
+	}
+	defer release()
+	opts := &websocket.AcceptOptions{
+		// The handler reads the Origin header and decides, as on Workers.
+		InsecureSkipVerify: true,
+	}
+	for _, hv := range res.Headers {
+		if strings.EqualFold(hv[0], "sec-websocket-protocol") {
+			opts.Subprotocols = append(opts.Subprotocols, strings.TrimSpace(hv[1]))
+		}
+	}
+	conn, err := websocket.Accept(w, r, opts)
+	if err != nil {
+		st.Close(true)
+		return // Accept answered the visitor
+	}
+	conn.SetReadLimit(maxSocketMessage)
+	metricSocketsOpen.Inc()
+	defer metricSocketsOpen.Dec()
+	// The socket outlives the request's context (a reload of the
+	// configuration keeps it: the handle and its isolate are the app's).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, logger: h.logger, inDone: make(chan struct{})}
+	s.touch()
+	go s.idle(time.Duration(h.app.WebsocketIdle))
+	go s.inbound()
+	s.outbound()
+	<-s.inDone
+}
+
+// socketRelay is one visitor's socket and its handler's stream.
+type socketRelay struct {
+	conn   *websocket.Conn
+	reg    *handles.Registry
+	st     *handles.Stream
+	ctx    context.Context
+	cancel context.CancelFunc
+	logger *zap.Logger
+
+	last   atomic.Int64 // unix nanoseconds of the last message either way
+	inDone chan struct{}
+
+	closeOnce sync.Once
+	// handlerDone is set once the handler's stream has ended: the
+	// visitor's close then has nobody to tell.
+	handlerDone atomic.Bool
+}
+
+func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
+
+// close closes the visitor's socket once, with code and reason.
+func (s *socketRelay) close(code websocket.StatusCode, reason string) {
+	s.closeOnce.Do(func() {
+		go func() {
+			// Close waits for the visitor's answer (5 s at most, the
+			// library's bound); the relay need not.
+			s.conn.Close(code, reason)
+			s.cancel()
+		}()
+	})
+}
+
+// outbound sends the handler's records to the visitor, in order.
+func (s *socketRelay) outbound() {
+	defer s.handlerDone.Store(true)
+	records := &sandbox.SocketRecords{Max: maxSocketMessage}
+	for {
+		chunk, done, err := s.st.Next(s.ctx)
+		if err != nil {
+			s.st.Close(true)
+			if s.ctx.Err() != nil {
+				return
+			}
+			if s.reg.Ended(s.st.HandleID()) {
+				s.close(websocket.StatusGoingAway, "the handler ended")
+			} else {
+				s.close(websocket.StatusInternalError, "the handler's isolate was lost")
+			}
+			return
+		}
+		recs, rerr := records.Add(chunk)
+		for _, rec := range recs {
+			if rec.Kind == sandbox.SocketClose {
+				s.st.Close(false)
+				s.close(closeCode(rec.Code), closeReason(rec.Data))
+				return
+			}
+			typ := websocket.MessageText
+			if rec.Kind == sandbox.SocketBinary {
+				typ = websocket.MessageBinary
+			}
+			wctx, wcancel := context.WithTimeout(s.ctx, visitorWriteBound)
+			err := s.conn.Write(wctx, typ, rec.Data)
+			wcancel()
+			if err != nil {
+				s.st.Close(true)
+				s.close(websocket.StatusPolicyViolation, "the visitor did not read")
+				return
+			}
+			metricSocketOut.Inc()
+			s.touch()
+		}
+		if rerr != nil {
+			s.st.Close(true)
+			if errors.Is(rerr, sandbox.ErrSocketMessageTooBig) {
+				s.close(websocket.StatusMessageTooBig, "a message over 1 MiB")
+			} else {
+				s.close(websocket.StatusInternalError, "the handler's socket failed")
+			}
+			return
+		}
+		if done {
+			s.st.Close(false)
+			s.close(websocket.StatusInternalError, "the handler's socket ended")
+			return
+		}
+	}
+}
+
+// inbound delivers the visitor's messages, then its close, to the handler.
+func (s *socketRelay) inbound() {
+	defer close(s.inDone)
+	for {
+		typ, data, err := s.conn.Read(s.ctx)
+		if err != nil {
+			if s.handlerDone.Load() {
+				return
+			}
+			code, reason := websocket.CloseStatus(err), ""
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				reason = ce.Reason
+			}
+			switch {
+			case code == websocket.StatusMessageTooBig || strings.Contains(err.Error(), "read limited"):
+				s.close(websocket.StatusMessageTooBig, "a message over 1 MiB")
+				code = websocket.StatusMessageTooBig
+			case code < 0:
+				code = websocket.StatusAbnormalClosure
+			}
+			// The handler hears of the close (its close event), then its
+			// stream ends.
+			evctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.reg.SocketEvent(evctx, s.st, sandbox.SocketClose, int(code), []byte(reason))
+			cancel()
+			s.cancel()
+			return
+		}
+		metricSocketIn.Inc()
+		s.touch()
+		kind := sandbox.SocketText
+		if typ == websocket.MessageBinary {
+			kind = sandbox.SocketBinary
+		}
+		if err := s.reg.SocketEvent(s.ctx, s.st, kind, 0, data); err != nil {
+			if s.reg.Ended(s.st.HandleID()) {
+				s.close(websocket.StatusGoingAway, "the handler ended")
+			} else {
+				s.close(websocket.StatusInternalError, socketEventReason(err))
+			}
+			return
+		}
+	}
+}
+
+// closeCode is a handler's close code as sent: the runtime allows 1000 and
+// 3000-4999 (and closes with 1008 itself); anything else, which only a
+// broken isolate could write, is sent as 1000. 1005 and 1006 never are.
+func closeCode(code int) websocket.StatusCode {
+	if code == 1000 || code == 1008 || code >= 3000 && code <= 4999 {
+		return websocket.StatusCode(code)
+	}
+	return websocket.StatusNormalClosure
+}
+
+// closeReason is a close reason within the protocol's 123 bytes.
+func closeReason(b []byte) string {
+	if len(b) > 123 {
+		b = b[:123]
+	}
+	return strings.ToValidUTF8(string(b), "")
+}
+
+// socketEventReason is the close reason for an event the handler could
+// not take (a close reason is at most 123 bytes).
+func socketEventReason(err error) string {
+	switch fault.CodeOf(err) {
+	case fault.Timeout:
+		return "the handler timed out"
+	case fault.Memory:
+		return "the handler ran out of memory"
+	}
+	return "the handler's isolate was lost"
+}
+
+// idle closes the socket (1001) when no message went either way for
+// bound.
+func (s *socketRelay) idle(bound time.Duration) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			since := time.Since(time.Unix(0, s.last.Load()))
+			if since >= bound {
+				s.close(websocket.StatusGoingAway, "idle")
+				return
+			}
+			t.Reset(bound - since)
+		}
+	}
+}

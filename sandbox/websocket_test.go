@@ -1,0 +1,109 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// readRecords reads a socket's stream until it holds n records (or ends).
+func readRecords(t *testing.T, id string, stream int64, recs *SocketRecords, n int) ([]SocketRecord, bool) {
+	t.Helper()
+	var out []SocketRecord
+	for len(out) < n {
+		chunk, done, err := engine(t).ReadStream(context.Background(), id, stream, 2*time.Second)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		got, err := recs.Add(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, got...)
+		if done {
+			return out, true
+		}
+	}
+	return out, false
+}
+
+// The runtime's WebSocketPair: the 101 answer, the handler's sends as
+// records, the visitor's messages and close as events (docs/websockets.md).
+func TestWebSocketPairInTheIsolate(t *testing.T) {
+	id := deploy(t, `async () => { const room = new Set(); return { fetch(request) {
+		if (request.url.endsWith('/size')) return new Response(String(room.size));
+		if (request.headers.get('Upgrade') !== 'websocket') return new Response('expected a websocket', {status: 426});
+		const [client, server] = Object.values(new WebSocketPair());
+		server.accept();
+		room.add(server);
+		server.send('hello');
+		server.addEventListener('message', (event) => {
+			if (event.data === 'bye') return server.close(4000, 'as asked');
+			if (typeof event.data === 'string') server.send('echo: ' + event.data);
+			else server.send(new Uint8Array(event.data).reverse());
+		});
+		server.onclose = (event) => { room.delete(server); };
+		return new Response(null, { status: 101, webSocket: client });
+	} } }`)
+	e := engine(t)
+	res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "https://x/chat", [][2]string{{"upgrade", "websocket"}}, nil))
+	if err != nil || res.Status != 101 || res.Stream == 0 {
+		t.Fatalf("upgrade: %+v %v", res, err)
+	}
+	recs := &SocketRecords{Max: 1 << 20}
+	got, _ := readRecords(t, id, res.Stream, recs, 1)
+	if got[0].Kind != SocketText || string(got[0].Data) != "hello" {
+		t.Fatalf("first record %+v", got[0])
+	}
+	event := func(kind byte, code int, data string) {
+		t.Helper()
+		r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(res.Stream, kind, code, []byte(data)))
+		if err != nil || r.Status != 204 {
+			t.Fatalf("event: %+v %v", r, err)
+		}
+	}
+	event(SocketText, 0, "héllo")
+	event(SocketBinary, 0, "\x01\x02\xff")
+	got, _ = readRecords(t, id, res.Stream, recs, 2)
+	if string(got[0].Data) != "echo: héllo" || got[1].Kind != SocketBinary || string(got[1].Data) != "\xff\x02\x01" {
+		t.Fatalf("echoes %+v", got)
+	}
+	if r, _ := get(t, id, "https://x/size"); string(r.BodyBytes()) != "1" {
+		t.Fatalf("room size %s", r.BodyBytes())
+	}
+	event(SocketText, 0, "bye")
+	got, done := readRecords(t, id, res.Stream, recs, 2)
+	if len(got) != 1 || got[0].Kind != SocketClose || got[0].Code != 4000 || string(got[0].Data) != "as asked" || !done {
+		t.Fatalf("close %+v done %v", got, done)
+	}
+	// The visitor's close reaches onclose; an unknown socket answers 410.
+	r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(res.Stream, SocketClose, 1000, nil))
+	if err != nil || r.Status != 204 && r.Status != 410 {
+		t.Fatalf("close event: %+v %v", r, err)
+	}
+	// A request can never pose as an event: an invocation named fetch with
+	// a socket url is a plain request, and "websocket" needs the gateway's
+	// event url.
+	if _, err := e.Invoke(context.Background(), id, SocketEvent, NewWireRequest("GET", "https://x/", nil, nil)); err == nil {
+		t.Fatal("an event with a request's url was taken")
+	}
+	if r, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "socket:1:t:0", nil, []byte("x"))); err != nil || r.Status != 426 {
+		t.Fatalf("a request with an event's url: %+v %v", r, err)
+	}
+	// Bad uses throw as in Workers.
+	out := mustRun(t, `async () => {
+		const errs = [];
+		try { new WebSocket('wss://example.com') } catch (e) { errs.push(e.constructor.name) }
+		const [c, s] = Object.values(new WebSocketPair());
+		try { s.send('x') } catch (e) { errs.push('send before accept') }
+		try { new Response(null, {status: 101}) } catch (e) { errs.push(e.constructor.name) }
+		try { new Response(null, {status: 101, webSocket: s}) } catch (e) { errs.push('server end') }
+		s.accept();
+		try { s.close(1001) } catch (e) { errs.push(e.name) }
+		s.close(); s.close();
+		return [errs, s.readyState, WebSocket.OPEN, new Response(null, {status: 101, webSocket: c}).webSocket === c];
+	}`)
+	if string(out.Result) != `[["TypeError","send before accept","RangeError","server end","InvalidAccessError"],2,1,true]` {
+		t.Fatalf("misuse: %s", out.Result)
+	}
+}
