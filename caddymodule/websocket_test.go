@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,7 +99,8 @@ func deploySocketHandler(t *testing.T, tok string) string {
 // WebSockets to a handle through a real gateway (docs/websockets.md).
 func TestWebSocketsToAHandle(t *testing.T) {
 	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "websockets_per_handle 3\nwebsockets_per_tenant 4"), "caddyfile")
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester.InitServer(gatewayConfig(store, "websockets_per_handle 3\nwebsockets_per_tenant 4"), "caddyfile")
 	alice := token(t, "alice", allScopes)
 	bob := token(t, "bob", allScopes)
 	id := deploySocketHandler(t, alice)
@@ -175,6 +177,26 @@ func TestWebSocketsToAHandle(t *testing.T) {
 	}
 	if a := do(t, "GET", site(host, "/size"), "", nil); a.status != 200 || strings.TrimSpace(string(a.body)) != `{"size":0}` {
 		t.Fatalf("after the bound hit: %d %s", a.status, a.body)
+	}
+	// A reload of the configuration keeps sockets open.
+	dave := mustDial(t, host)
+	tester.InitServer(gatewayConfig(store, "websockets_per_handle 3\nwebsockets_per_tenant 5"), "caddyfile")
+	dave.Write(ctx, websocket.MessageText, []byte("after the reload"))
+	if got := readText(t, dave); got != "after the reload" {
+		t.Fatalf("after a reload: %q", got)
+	}
+	// A worker killed under its sockets closes them with 1011; the handle
+	// is rebuilt on its next request.
+	if pid := hostPID(t, id); pid == 0 {
+		t.Fatal("no worker holds the handle")
+	} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := closedWith(t, dave); code != websocket.StatusInternalError {
+		t.Fatalf("after its worker was killed: closed with %v", code)
+	}
+	if a := do(t, "GET", site(host, "/size"), "", nil); a.status != 200 || strings.TrimSpace(string(a.body)) != `{"size":0}` {
+		t.Fatalf("after the kill: %d %s", a.status, a.body)
 	}
 	// The handle's end closes its sockets with 1001; another tenant's
 	// socket stays open.
