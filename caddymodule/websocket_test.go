@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -241,5 +242,46 @@ func TestWebSocketIdle(t *testing.T) {
 	readText(t, c)
 	if code := closedWith(t, c); code != websocket.StatusGoingAway || time.Since(start) < time.Second {
 		t.Fatalf("idle: closed with %v after %v", code, time.Since(start))
+	}
+}
+
+// The README's chat room deploys as written and serves its page and room.
+func TestReadmeChatRoom(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "cat > chat.json <<'EOF'\n")
+	body, _, ok2 := strings.Cut(rest, "\nEOF\n")
+	if !ok || !ok2 {
+		t.Fatal("the README has no chat.json")
+	}
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	a := do(t, "POST", api("/executions"), alice, []byte(body))
+	id, _ := a.json(t)["executionId"].(string)
+	if id == "" {
+		t.Fatalf("deploy: %d %s", a.status, a.body)
+	}
+	if a := do(t, "PUT", api("/routes/chat"), alice, mustJSON(map[string]any{"executionId": id})); a.status != 200 {
+		t.Fatalf("route: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", site("chat.apps.localhost", "/"), "", nil); a.status != 200 || !strings.Contains(string(a.body), "new WebSocket") {
+		t.Fatalf("page: %d %s", a.status, a.body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	one, _, err := dialSocket(ctx, "chat.apps.localhost", "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, _, err := dialSocket(ctx, "chat.apps.localhost", "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.Write(ctx, websocket.MessageText, []byte("hi all"))
+	if a, b := readText(t, one), readText(t, two); a != "hi all" || b != "hi all" {
+		t.Fatalf("the room heard %q and %q", a, b)
 	}
 }
