@@ -84,6 +84,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	go s.inbound()
 	s.outbound()
 	<-s.inDone
+	s.endStream(true)
 }
 
 // socketRelay is one visitor's socket and its handler's stream.
@@ -98,10 +99,15 @@ type socketRelay struct {
 	last   atomic.Int64 // unix nanoseconds of the last message either way
 	inDone chan struct{}
 
-	closeOnce sync.Once
-	// handlerDone is set once the handler's stream has ended: the
-	// visitor's close then has nobody to tell.
-	handlerDone atomic.Bool
+	closeOnce  sync.Once
+	streamOnce sync.Once
+	// sent is the close code the gateway sent of its own (a bound, idle),
+	// which the handler's close event then carries.
+	sent atomic.Int32
+	// handlerGone is set when the handler's side ended first (it closed,
+	// or its isolate or handle did): its close event then has nobody to
+	// reach.
+	handlerGone atomic.Bool
 }
 
 func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -109,6 +115,7 @@ func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
 // close closes the visitor's socket once, with code and reason.
 func (s *socketRelay) close(code websocket.StatusCode, reason string) {
 	s.closeOnce.Do(func() {
+		s.sent.Store(int32(code))
 		go func() {
 			// Close waits for the visitor's answer (5 s at most, the
 			// library's bound); the relay need not.
@@ -118,29 +125,39 @@ func (s *socketRelay) close(code websocket.StatusCode, reason string) {
 	})
 }
 
+// endStream lets the handler's stream go (once); cancel when unread.
+func (s *socketRelay) endStream(cancel bool) {
+	s.streamOnce.Do(func() { s.st.Close(cancel) })
+}
+
+// handlerEnded closes the visitor's socket for an end on the handler's
+// side.
+func (s *socketRelay) handlerEnded(code websocket.StatusCode, reason string, cancel bool) {
+	s.handlerGone.Store(true)
+	s.endStream(cancel)
+	s.close(code, reason)
+}
+
 // outbound sends the handler's records to the visitor, in order.
 func (s *socketRelay) outbound() {
-	defer s.handlerDone.Store(true)
 	records := &sandbox.SocketRecords{Max: maxSocketMessage}
 	for {
 		chunk, done, err := s.st.Next(s.ctx)
 		if err != nil {
-			s.st.Close(true)
 			if s.ctx.Err() != nil {
-				return
+				return // closed on the gateway's or the visitor's side
 			}
 			if s.reg.Ended(s.st.HandleID()) {
-				s.close(websocket.StatusGoingAway, "the handler ended")
+				s.handlerEnded(websocket.StatusGoingAway, "the handler ended", true)
 			} else {
-				s.close(websocket.StatusInternalError, "the handler's isolate was lost")
+				s.handlerEnded(websocket.StatusInternalError, "the handler's isolate was lost", true)
 			}
 			return
 		}
 		recs, rerr := records.Add(chunk)
 		for _, rec := range recs {
 			if rec.Kind == sandbox.SocketClose {
-				s.st.Close(false)
-				s.close(closeCode(rec.Code), closeReason(rec.Data))
+				s.handlerEnded(closeCode(rec.Code), closeReason(rec.Data), false)
 				return
 			}
 			typ := websocket.MessageText
@@ -151,7 +168,6 @@ func (s *socketRelay) outbound() {
 			err := s.conn.Write(wctx, typ, rec.Data)
 			wcancel()
 			if err != nil {
-				s.st.Close(true)
 				s.close(websocket.StatusPolicyViolation, "the visitor did not read")
 				return
 			}
@@ -159,29 +175,29 @@ func (s *socketRelay) outbound() {
 			s.touch()
 		}
 		if rerr != nil {
-			s.st.Close(true)
 			if errors.Is(rerr, sandbox.ErrSocketMessageTooBig) {
 				s.close(websocket.StatusMessageTooBig, "a message over 1 MiB")
 			} else {
-				s.close(websocket.StatusInternalError, "the handler's socket failed")
+				s.handlerEnded(websocket.StatusInternalError, "the handler's socket failed", true)
 			}
 			return
 		}
 		if done {
-			s.st.Close(false)
-			s.close(websocket.StatusInternalError, "the handler's socket ended")
+			s.handlerEnded(websocket.StatusInternalError, "the handler's socket ended", false)
 			return
 		}
 	}
 }
 
-// inbound delivers the visitor's messages, then its close, to the handler.
+// inbound delivers the visitor's messages to the handler, then, unless
+// the handler's side ended first, one close event: the visitor's close, or
+// the one the gateway sent (a bound, idle).
 func (s *socketRelay) inbound() {
 	defer close(s.inDone)
 	for {
 		typ, data, err := s.conn.Read(s.ctx)
 		if err != nil {
-			if s.handlerDone.Load() {
+			if s.handlerGone.Load() {
 				return
 			}
 			code, reason := websocket.CloseStatus(err), ""
@@ -190,14 +206,14 @@ func (s *socketRelay) inbound() {
 				reason = ce.Reason
 			}
 			switch {
-			case code == websocket.StatusMessageTooBig || strings.Contains(err.Error(), "read limited"):
+			case strings.Contains(err.Error(), "read limited"):
 				s.close(websocket.StatusMessageTooBig, "a message over 1 MiB")
-				code = websocket.StatusMessageTooBig
+				code, reason = websocket.StatusMessageTooBig, "a message over 1 MiB"
+			case s.sent.Load() != 0:
+				code = websocket.StatusCode(s.sent.Load())
 			case code < 0:
 				code = websocket.StatusAbnormalClosure
 			}
-			// The handler hears of the close (its close event), then its
-			// stream ends.
 			evctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			s.reg.SocketEvent(evctx, s.st, sandbox.SocketClose, int(code), []byte(reason))
 			cancel()
@@ -211,10 +227,13 @@ func (s *socketRelay) inbound() {
 			kind = sandbox.SocketBinary
 		}
 		if err := s.reg.SocketEvent(s.ctx, s.st, kind, 0, data); err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
 			if s.reg.Ended(s.st.HandleID()) {
-				s.close(websocket.StatusGoingAway, "the handler ended")
+				s.handlerEnded(websocket.StatusGoingAway, "the handler ended", true)
 			} else {
-				s.close(websocket.StatusInternalError, socketEventReason(err))
+				s.handlerEnded(websocket.StatusInternalError, socketEventReason(err), true)
 			}
 			return
 		}

@@ -33,6 +33,7 @@ const chatRoom = `async () => { const room = new Set(); return { async fetch(req
 	server.addEventListener('message', async (event) => {
 		if (typeof event.data !== 'string') return server.send(new Uint8Array(event.data).reverse());
 		if (event.data === 'boom') return 'x'.repeat(2 ** 29 - 32).toLowerCase();
+		if (event.data === 'huge') return server.send('x'.repeat(2 ** 20 + 1));
 		if (event.data.startsWith('kv:')) { await env.kv.put('last', event.data); return server.send('stored'); }
 		for (const peer of room) peer.send(event.data);
 	});
@@ -211,6 +212,14 @@ func TestWebSocketsToAHandle(t *testing.T) {
 	bobSocket.Write(ctx, websocket.MessageText, []byte("still here"))
 	if got := readText(t, bobSocket); got != "still here" {
 		t.Fatalf("bob's socket: %q", got)
+	}
+	// A message over 1 MiB from the handler closes the socket with 1009.
+	bobSocket.Write(ctx, websocket.MessageText, []byte("huge"))
+	if code := closedWith(t, bobSocket); code != websocket.StatusMessageTooBig {
+		t.Fatalf("the handler's message over 1 MiB closed with %v", code)
+	}
+	if a := do(t, "GET", site(bobs+".apps.localhost", "/size"), "", nil); a.status != 200 {
+		t.Fatalf("bob's handle after a message over 1 MiB: %d %s", a.status, a.body)
 	}
 
 	// In a real browser: the page of the handle opens a socket, sends and
