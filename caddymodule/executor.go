@@ -396,12 +396,18 @@ func (c *executorConn) execute(id int64, raw json.RawMessage) {
 			c.executions--
 			c.mu.Unlock()
 		}()
-		// The run goes on if the connection closes (docs/protocol.md); its own
-		// bounds end it.
+		// A computation is cancelled when the connection closes, in its
+		// worker too (docs/protocol.md): nobody is left to take its outcome.
+		// A deploy goes on under its own bounds, so that it ends as a
+		// handle or not at all, never as an isolate nobody recorded.
+		ctx := c.ctx
+		if req.RetainHandles {
+			ctx = context.WithoutCancel(c.ctx)
+		}
 		tools := func(ctx context.Context, provider, tool string, args []json.RawMessage) (json.RawMessage, error) {
 			return c.call(ctx, id, provider, tool, args)
 		}
-		resp, err := c.h.runExecution(context.WithoutCancel(c.ctx), c.caller, req, tools, received)
+		resp, err := c.h.runExecution(ctx, c.caller, req, tools, received)
 		if err != nil {
 			failed(err, resp.ResultID)
 			return

@@ -73,8 +73,11 @@ func (m *vm) boundHit() error {
 		return fault.OutOfMemory(m.memoryMiB)
 	}
 	m.mu.Lock()
-	t := m.terminated
+	t, cancelled := m.terminated, m.cancelled
 	m.mu.Unlock()
+	if cancelled {
+		return errCancelled // cancel.go
+	}
 	if t {
 		return m.timeoutFault()
 	}

@@ -246,6 +246,9 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 		err error
 	}
 	ch := make(chan reply, 1)
+	token := new(struct{})
+	stop := m.cancelOnDone(ctx, token)
+	defer stop()
 	// Every job submit accepts runs, on the loop or in the final drain
 	// after disposal (vm.submit), so the answer always comes; a job that
 	// finds the isolate already dead (the engine closing) must not touch it.
@@ -254,7 +257,9 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 			ch <- reply{out, m.goneErr()}
 			return
 		}
+		m.beginRun(token)
 		o, err := m.execute(job, c, string(envJSON))
+		m.endRun()
 		ch <- reply{o, err}
 		if m.dead {
 			m.yieldBeforeDispose()

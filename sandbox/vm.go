@@ -72,6 +72,10 @@ type vm struct {
 	hostActivity uint64
 	terminated   bool
 	disposed     bool
+	// runToken is the run (Engine.Run) under way, and cancelled says its
+	// caller gave up on it (cancel.go).
+	runToken  *struct{}
+	cancelled bool
 }
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the

@@ -63,9 +63,13 @@ type rpcConn struct {
 	holdTimer *time.Timer
 	holdFor   time.Duration
 
-	mu    sync.Mutex // guards next, waits, err
+	mu    sync.Mutex // guards next, waits, err, stops
 	next  uint64
 	waits map[uint64]chan []byte
+	// stops cancels the requests this side serves on goroutines of their
+	// own, by id: a cancel frame from the peer (its caller gave up) ends
+	// the work it asked for.
+	stops map[uint64]context.CancelFunc
 	err   error
 
 	handle func(ctx context.Context, path string, body []byte) ([]byte, error)
@@ -90,7 +94,11 @@ const maxServing = 4096
 const (
 	kindRequest  = 1
 	kindResponse = 2
-	frameHeader  = 8 + 1 + 2
+	// kindCancel names a request of the sender's whose answer it no
+	// longer waits for: the peer cancels the request's context (a run
+	// whose caller left then ends in its worker, docs/architecture.md).
+	kindCancel  = 3
+	frameHeader = 8 + 1 + 2
 )
 
 var errConnClosed = errors.New("connection closed")
@@ -103,7 +111,7 @@ func newRPC(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, s
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &rpcConn{
 		conn: conn, r: bufio.NewReaderSize(conn, 64<<10),
-		maxFrame: maxFrame, waits: map[uint64]chan []byte{}, handle: handle, onBad: onBad, holdFor: holdFor,
+		maxFrame: maxFrame, waits: map[uint64]chan []byte{}, stops: map[uint64]context.CancelFunc{}, handle: handle, onBad: onBad, holdFor: holdFor,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
 	c.peerMax.Store(int64(peerMax))
@@ -178,7 +186,18 @@ func (c *rpcConn) read() error {
 			if c.take != nil && c.take(id, path, payload) {
 				continue
 			}
-			go c.serve(id, path, payload)
+			ctx, stop := context.WithCancel(c.ctx)
+			c.mu.Lock()
+			c.stops[id] = stop
+			c.mu.Unlock()
+			go c.serve(ctx, id, path, payload)
+		case kindCancel:
+			c.mu.Lock()
+			stop := c.stops[id]
+			c.mu.Unlock()
+			if stop != nil { // an unknown id was answered already
+				stop()
+			}
 		default:
 			c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
 			return errors.New("bad frame kind")
@@ -192,7 +211,16 @@ func (c *rpcConn) bad(reason string) {
 	}
 }
 
-func (c *rpcConn) serve(id uint64, path string, payload []byte) {
+func (c *rpcConn) serve(ctx context.Context, id uint64, path string, payload []byte) {
+	defer func() {
+		c.mu.Lock()
+		stop := c.stops[id]
+		delete(c.stops, id)
+		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			c.serving.Add(-1)
@@ -200,7 +228,7 @@ func (c *rpcConn) serve(id uint64, path string, payload []byte) {
 			c.conn.Close()
 		}
 	}()
-	res, err := c.handle(c.ctx, path, payload)
+	res, err := c.handle(ctx, path, payload)
 	if err != nil {
 		c.serving.Add(-1)
 		c.bad(fmt.Sprintf("a request for %s: %v", path, err))
@@ -415,6 +443,9 @@ func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, 
 		return res, nil
 	case <-ctx.Done():
 		c.forget(id)
+		// The peer stops what it does for the call (best effort: a frame
+		// that cannot be written means the connection is going anyway).
+		go c.write(id, kindCancel, "", nil, nil, false)
 		return nil, ctx.Err()
 	}
 }

@@ -1,0 +1,57 @@
+package sandbox
+
+import (
+	"context"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// A run whose caller gave up (its context ends: the parent run of a spawned
+// child ended, the executor socket that started it closed, the request
+// left) is ended where it runs, not only abandoned by the caller: its
+// JavaScript is terminated and its waits are woken, and it answers
+// errCancelled, which nobody is charged for (docs/architecture.md,
+// "Budgets"). Only the run is ended: a token ties the cancel to it, so a
+// late cancel never touches the handle a finished deploy retained.
+
+// errCancelled is the answer of a run cancelled by its caller.
+var errCancelled = fault.Wrap(fault.Timeout, fault.ErrNotCaused, "The run was cancelled: whoever started it is gone.")
+
+// cancelOnDone ends the run tagged token when ctx ends; stop undoes it.
+func (m *vm) cancelOnDone(ctx context.Context, token *struct{}) (stop func() bool) {
+	if ctx.Done() == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(ctx, func() { m.cancelRun(token) })
+}
+
+// cancelRun ends run token if it is still the isolate's.
+func (m *vm) cancelRun(token *struct{}) {
+	m.mu.Lock()
+	if m.runToken != token || m.disposed {
+		m.mu.Unlock()
+		return
+	}
+	m.cancelled = true
+	if m.current != 0 {
+		m.iso.TerminateExecution()
+	}
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// beginRun and endRun tag the run under way (on the isolate's loop).
+func (m *vm) beginRun(token *struct{}) {
+	m.mu.Lock()
+	m.runToken, m.cancelled = token, false
+	m.mu.Unlock()
+}
+
+func (m *vm) endRun() {
+	m.mu.Lock()
+	m.runToken, m.cancelled = nil, false
+	m.mu.Unlock()
+}
