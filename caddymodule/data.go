@@ -72,7 +72,10 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 	}
 	h.hostLabel = parseHostLabel(h.Key)
 	h.live = new(started)
-	h.app.whenStarted(func(rt *runtime) { h.live.reg.Store(h.app.registry(rt, h.Registry)) })
+	h.app.whenStarted(func(rt *runtime) {
+		h.live.rt.Store(rt)
+		h.live.reg.Store(h.app.registry(rt, h.Registry))
+	})
 	h.resolve, _ = parseResolve(h.Resolve)
 	return nil
 }
@@ -266,12 +269,25 @@ const bufferedBody = 64 << 10
 // cancels the stream and ends the connection without a clean end of body,
 // so the visitor can tell it was cut.
 func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandbox.WireResponse, stream *handles.Stream) {
+	if rt := h.live.rt.Load(); rt != nil {
+		release, err := rt.streams.acquire(stream.HandleID(), visitorAddr(r))
+		if err != nil {
+			stream.Close(true)
+			writeFault(w, err, "")
+			return
+		}
+		defer release()
+	}
 	metricStreamsOpen.Inc()
 	defer metricStreamsOpen.Dec()
-	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.app.StreamTimeout))
+	bound := time.Duration(h.app.StreamTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), bound)
 	defer cancel()
 	writeHead(w, res)
 	rc := http.NewResponseController(w)
+	// The write deadline holds stream_timeout for a visitor who stops
+	// reading: a write blocked on a full connection fails at it.
+	rc.SetWriteDeadline(time.Now().Add(bound))
 	if err := rc.Flush(); err != nil {
 		stream.Close(true)
 		return

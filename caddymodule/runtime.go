@@ -41,6 +41,8 @@ type runtime struct {
 	events atomic.Pointer[eventSink]
 
 	logLimiter *rate.Limiter
+	// streams counts visitors' open streamed responses (visitors.go).
+	streams visitorStreams
 }
 
 // Destruct ends the workers and closes the store (the last config let go).

@@ -1,0 +1,61 @@
+package caddymodule
+
+import (
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// streamsPerVisitor bounds the streamed responses (SSE listeners included)
+// one visitor address holds open on one handle (docs/architecture.md,
+// "Budgets"): a handle's isolate holds 1,024, and one visitor must not take
+// them all. Past it the stream is cancelled and the visitor gets 429.
+const streamsPerVisitor = 64
+
+// visitorStreams counts open streamed responses by handle and visitor
+// address. It lives in the runtime, so a reload keeps the counts.
+type visitorStreams struct {
+	mu   sync.Mutex
+	open map[visitorKey]int
+}
+
+type visitorKey struct{ handle, addr string }
+
+// visitorAddr is Caddy's client IP for r (trusted proxies respected), or
+// the connection's address.
+func visitorAddr(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// acquire counts one more stream of addr on handle, or answers
+// QUOTA_EXCEEDED past streamsPerVisitor; release uncounts it.
+func (v *visitorStreams) acquire(handle, addr string) (release func(), err error) {
+	k := visitorKey{handle, addr}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.open == nil {
+		v.open = map[visitorKey]int{}
+	}
+	if v.open[k] >= streamsPerVisitor {
+		return nil, fault.New(fault.QuotaExceeded, "This visitor holds %d streamed responses of this handler open, the most one visitor may.", streamsPerVisitor)
+	}
+	v.open[k]++
+	return func() {
+		v.mu.Lock()
+		if v.open[k]--; v.open[k] <= 0 {
+			delete(v.open, k)
+		}
+		v.mu.Unlock()
+	}, nil
+}
