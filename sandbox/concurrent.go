@@ -204,6 +204,10 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 		return
 	}
 	res, err := parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody)
+	if err != nil && res.Stream != 0 {
+		m.dropStream(res.Stream)
+		res = WireResponse{}
+	}
 	if s[0] == 'W' && err == nil {
 		m.busy.waitUntil = append(m.busy.waitUntil, inv.deadline)
 	}

@@ -551,6 +551,9 @@ func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 		}
 		res, err := parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody)
 		if err != nil {
+			if res.Stream != 0 {
+				m.dropStream(res.Stream)
+			}
 			return err
 		}
 		// The visitor gets the response now; waitUntil work goes on after

@@ -206,9 +206,14 @@ func (e *Engine) CancelStream(id string, stream int64) {
 	e.mu.Lock()
 	m := e.handles[id]
 	e.mu.Unlock()
-	if m == nil {
-		return
+	if m != nil {
+		m.dropStream(stream)
 	}
+}
+
+// dropStream cancels one of the isolate's streams: an answer refused after
+// its stream was opened (one over the body bound) leaves none behind.
+func (m *vm) dropStream(stream int64) {
 	ss := m.streams()
 	ss.mu.Lock()
 	s := ss.open[stream]

@@ -66,3 +66,66 @@ func TestStreamOfStringsFails(t *testing.T) {
 		t.Fatalf("a stream of strings: %v %v", done, err)
 	}
 }
+
+// A body over 1 MiB that the handler gave whole leaves as a stream that
+// says its length (the gateway never holds it whole); one over the body
+// bound is refused at once and its stream dropped.
+func TestLargeBodiesLeaveAsStreams(t *testing.T) {
+	id := deploy(t, `async () => ({ fetch(req) {
+		const n = +new URL(req.url).searchParams.get('n');
+		if (req.url.includes('text')) return new Response('é'.repeat(n));
+		return new Response(new Uint8Array(n).fill(65));
+	} })`)
+	for _, c := range []struct {
+		path string
+		size int
+	}{{"/?n=1000", 1000}, {"/?n=2097152", 2 << 20}, {"/text?n=600000", 1200000}} {
+		res, err := get(t, id, "https://x"+c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.size <= 1<<20 && c.path != "/text?n=600000" {
+			if res.Stream != 0 || len(res.BodyBytes()) != c.size {
+				t.Fatalf("%s: a small body streamed (%d) or cut (%d)", c.path, res.Stream, len(res.BodyBytes()))
+			}
+			continue
+		}
+		length := ""
+		for _, h := range res.Headers {
+			if h[0] == "content-length" {
+				length = h[1]
+			}
+		}
+		if res.Stream == 0 || length != strconv.Itoa(c.size) {
+			t.Fatalf("%s: stream %d, content-length %q", c.path, res.Stream, length)
+		}
+		total := 0
+		for {
+			chunk, done, err := engine(t).ReadStream(context.Background(), id, res.Stream, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(chunk)
+			if done {
+				break
+			}
+		}
+		if total != c.size {
+			t.Fatalf("%s: streamed %d bytes of %d", c.path, total, c.size)
+		}
+	}
+	if _, err := get(t, id, "https://x/?n=9437184"); err == nil || !strings.Contains(err.Error(), "bound") {
+		t.Fatalf("a 9 MiB body: %v", err)
+	}
+	e := engine(t)
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	ss := m.streams()
+	ss.mu.Lock()
+	open := len(ss.open)
+	ss.mu.Unlock()
+	if open != 0 {
+		t.Fatalf("%d streams left open after the refused answer", open)
+	}
+}

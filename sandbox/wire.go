@@ -211,6 +211,18 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		}
 		res.Headers = append(res.Headers, [2]string{name, value})
 	}
+	if stream != 0 && maxBody > 0 {
+		// A stream that says its length (a large body the runtime held,
+		// bootstrap.js streamLatin1) is refused over the bound at once.
+		for _, h := range res.Headers {
+			if strings.EqualFold(h[0], "content-length") {
+				if n, err := strconv.ParseInt(h[1], 10, 64); err == nil && n > int64(maxBody) {
+					// The stream is named, so the caller drops it.
+					return WireResponse{Stream: stream}, bodyTooLarge(maxBody)
+				}
+			}
+		}
+	}
 	body := rest
 	streamed := stream != 0 || relay != ""
 	if stream < 0 || len(relay) > 64 || stream != 0 && relay != "" || streamed && (body != "" || hasBodyLine == "t" || status == 204 || status == 304) {

@@ -2406,14 +2406,23 @@
       return wireHead(res, '1', id, '');
     }
     const taken = b && b.stream ? await take(res) : hasBody(b) ? takeHeld(b) : { bytes: new Uint8ArrayCtor(0) };
-    if (taken.text !== undefined) return wireHead(res, 't', 0, '') + taken.text;
+    if (taken.text !== undefined) {
+      if (taken.text.length * 3 <= bigBody) return wireHead(res, 't', 0, '') + taken.text;
+      const l = utf8Latin1(taken.text);
+      if (l.length <= bigBody) return wireHead(res, 't', 0, '') + taken.text;
+      return streamLatin1(res, l);
+    }
     const body = taken.latin1 !== undefined ? taken.latin1 : latin1FromBytes(taken.bytes);
+    if (body.length > bigBody) return streamLatin1(res, body);
     return wireHead(res, hasBody(b) ? '1' : '0', 0, '') + body;
   }
   const stringSplit = String.prototype.split;
   // wireHead is the answer's letter and head, every line ending in a newline.
-  function wireHead(res, body, stream, relay) {
+  function wireHead(res, body, stream, relay, size) {
     const pairs = headerPairs(res.headers);
+    // A held body sent as a stream says its size, so the host can refuse
+    // one over its bound before the head leaves (streamLatin1).
+    if (size !== undefined) pairs.push(['content-length', StringCtor(size)]);
     let head = (waiting ? 'W' : 'R') + res.status + '\n' + res.statusText + '\n' + body + '\n' + stream + '\n' + relay + '\n' + pairs.length + '\n';
     for (let i = 0; i < pairs.length; i++) head += pairs[i][0] + '\n' + pairs[i][1] + '\n';
     return head;
@@ -2468,7 +2477,9 @@
   const hostStreamEnd = coldHost('streamEnd');
   let nextStream = 1;
   const pumping = new MapCtor(); // id -> {reader, resume}
-  async function pumpStream(id, reader) {
+  // pumpStream writes what reader yields to stream id: Uint8Array chunks,
+  // or Latin-1 strings when latin1 (a body the runtime already holds).
+  async function pumpStream(id, reader, latin1) {
     const state = { reader, resume: null, cancelled: false };
     pumping.set(id, state);
     try {
@@ -2476,8 +2487,8 @@
         const { value, done } = await reader.read();
         if (state.cancelled) return;
         if (done) break;
-        if (!(value instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('A body stream must yield Uint8Array chunks.');
-        if (!hostStreamWrite(id, latin1FromBytes(value))) {
+        if (!latin1 && !(value instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('A body stream must yield Uint8Array chunks.');
+        if (!hostStreamWrite(id, latin1 ? value : latin1FromBytes(value))) {
           await new PromiseCtor((resolve) => { state.resume = resolve; });
           if (state.cancelled) return;
         }
@@ -2488,6 +2499,24 @@
     } finally {
       pumping.delete(id);
     }
+  }
+  // A body over bigBody bytes leaves as a stream, a window at a time, at
+  // the reader's pace: the gateway never holds a large answer whole for a
+  // visitor who reads slowly, or for each of many (docs/architecture.md,
+  // "Budgets"); the isolate holds it, within its own memory bound.
+  const bigBody = 1 << 20;
+  function streamLatin1(res, latin1) {
+    const id = nextStream++;
+    hostStreamOpen(id);
+    let at = 0;
+    const chunks = { read() {
+      if (at >= latin1.length) return promiseResolve({ done: true, value: undefined });
+      const part = strSlice.call(latin1, at, at + (64 << 10));
+      at += part.length;
+      return promiseResolve({ done: false, value: part });
+    }, cancel() { at = latin1.length; return promiseResolve(); } };
+    pumpStream(id, chunks, true);
+    return wireHead(res, '1', id, '', res.headers.has('content-length') ? undefined : latin1.length);
   }
   function streamDrained(id) {
     const st = pumping.get(id);
