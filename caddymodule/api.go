@@ -578,7 +578,9 @@ func (h *API) invoke(w http.ResponseWriter, r *http.Request) {
 		req.Headers = [][2]string{}
 	}
 	start := time.Now()
-	res, err := h.registry().Invoke(r.Context(), c.tenant, r.PathValue("id"), r.PathValue("name"), req)
+	// The body is charged to the tenant until it is written (budgets).
+	res, release, err := h.registry().InvokeHeld(r.Context(), c.tenant, r.PathValue("id"), r.PathValue("name"), req)
+	defer release()
 	observeInvocation("api", start, err)
 	if err != nil {
 		writeFault(w, err, "")

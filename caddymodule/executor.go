@@ -489,7 +489,9 @@ func (c *executorConn) invoke(id int64, m socketMessage) {
 			c.mu.Unlock()
 		}()
 		start := time.Now()
-		res, err := c.h.registry().Invoke(c.ctx, c.caller.tenant, m.ExecutionID, name, req)
+		// The body is charged to the tenant until it is sent (budgets).
+		res, release, err := c.h.registry().InvokeHeld(c.ctx, c.caller.tenant, m.ExecutionID, name, req)
+		defer release()
 		observeInvocation("api", start, err)
 		if err != nil {
 			failed(err)

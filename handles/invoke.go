@@ -12,47 +12,72 @@ import (
 
 // Invoke calls a tenant's handle through the API.
 func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+	res, release, err := r.InvokeHeld(ctx, tenant, id, name, req)
+	release()
+	return res, err
+}
+
+// InvokeHeld is Invoke for a caller that holds the answer's body until it
+// has written it (the API, the executor socket): the body is charged to the
+// tenant in the store's body budget (budgets.BodyBytes) until release.
+func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, func(), error) {
 	rec, err := r.owned(tenant, id)
 	if err != nil {
-		return sandbox.WireResponse{}, err
+		return sandbox.WireResponse{}, func() {}, err
 	}
 	if name != "fetch" {
-		return sandbox.WireResponse{}, fault.UnknownHandle(id, name)
+		return sandbox.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
 	}
 	res, err := r.invoke(ctx, rec, req)
-	if err != nil || res.Stream == 0 && res.Relay == "" {
-		return res, err
+	if err != nil {
+		return res, func() {}, err
+	}
+	if res.Stream == 0 && res.Relay == "" {
+		s := r.store
+		n := int64(len(res.Body))
+		if err := s.held.Take(rec.Tenant, n); err != nil {
+			return sandbox.WireResponse{}, func() {}, err
+		}
+		return res, func() { s.held.Give(rec.Tenant, n) }, nil
 	}
 	// The API's answer is one document: a streamed body is read whole.
-	return r.readStreamed(ctx, r.OpenStream(id, res), res)
+	return r.readStreamedHeld(ctx, r.OpenStream(id, res), res)
 }
 
 // readStreamed reads a streamed body whole, within the response bound and
 // the stream timeout.
 func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, error) {
+	res, release, err := r.readStreamedHeld(ctx, st, res)
+	release()
+	return res, err
+}
+
+// readStreamedHeld is readStreamed for a caller that holds the body until
+// release.
+func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, func(), error) {
 	if res.Status == 101 {
 		// A WebSocket the handler accepted: only the data plane upgrades
 		// (docs/websockets.md); the API's invoke and the executor socket
 		// answer 501.
 		st.Close(true)
-		return sandbox.WireResponse{}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
+		return sandbox.WireResponse{}, func() {}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
 	}
 	cfg := r.config()
 	sctx, cancel := context.WithTimeout(ctx, cfg.StreamTimeout)
 	defer cancel()
-	body, err := st.readWhole(sctx, cfg.MaxResponseBody)
+	body, release, err := st.readWhole(sctx, cfg.MaxResponseBody)
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			return sandbox.WireResponse{}, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
+			return sandbox.WireResponse{}, release, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
 		}
-		return sandbox.WireResponse{}, err
+		return sandbox.WireResponse{}, release, err
 	}
 	res.Stream, res.Relay = 0, ""
 	if body == nil {
 		body = []byte{}
 	}
 	res.Body = body
-	return res, nil
+	return res, release, nil
 }
 
 // Resolve says which keys the data plane accepts: a set of these bits.

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -111,6 +112,7 @@ type Store struct {
 	dirty      map[string]bool                     // ids whose counters await a flush
 	bodies     bodySet                             // request bodies streaming into invocations (body.go)
 	sockets    socketCount                         // open WebSockets (sockets.go)
+	held       *budgets.Bytes                      // answers' bodies held whole for the API (invoke.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -148,6 +150,7 @@ func Open(path string, opts Options) (*Store, error) {
 		routes:     map[string]map[string]string{},
 		reserved:   map[string]map[string]reservation{},
 		domains:    map[string]map[string]*domainRecord{},
+		held:       budgets.NewBytes(budgets.BodyBytes, budgets.BodyBytesPerTenant),
 		live:       map[string]*liveState{},
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
@@ -471,4 +474,14 @@ func (s *Store) Counts() []Count {
 		return out[i].Tenant < out[j].Tenant
 	})
 	return out
+}
+
+// tenantOf is the tenant of handle id ("" once it ended).
+func (s *Store) tenantOf(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := s.records[id]; rec != nil {
+		return rec.Tenant
+	}
+	return ""
 }

@@ -121,23 +121,36 @@ func (st *Stream) Close(cancel bool) {
 }
 
 // readWhole reads a stream to its end within max bytes, for the API's
-// invoke, whose answer is one JSON document.
-func (st *Stream) readWhole(ctx context.Context, max int) ([]byte, error) {
-	var body []byte
+// invoke, whose answer is one JSON document. What it holds is charged to
+// the handle's tenant in the store's body budget (budgets.BodyBytes) until
+// the caller has answered: release gives it back.
+func (st *Stream) readWhole(ctx context.Context, max int) (body []byte, release func(), err error) {
+	s := st.registry.store
+	tenant := s.tenantOf(st.id)
+	held := int64(0)
+	release = func() { s.held.Give(tenant, held); held = 0 }
 	for {
 		chunk, done, err := st.Next(ctx)
 		if err != nil {
 			st.Close(true)
-			return nil, err
+			release()
+			return nil, func() {}, err
 		}
 		if done {
 			st.Close(false)
-			return body, nil
+			return body, release, nil
 		}
+		if err := s.held.Take(tenant, int64(len(chunk))); err != nil {
+			st.Close(true)
+			release()
+			return nil, func() {}, err
+		}
+		held += int64(len(chunk))
 		body = append(body, chunk...)
 		if max > 0 && len(body) > max {
 			st.Close(true)
-			return nil, fault.New(fault.BadResponse, "The fetch handle streamed a body over the %d byte response bound.", max)
+			release()
+			return nil, func() {}, fault.New(fault.BadResponse, "The fetch handle streamed a body over the %d byte response bound.", max)
 		}
 	}
 }

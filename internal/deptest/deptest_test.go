@@ -16,6 +16,7 @@ const module = "github.com/retainer-gw/retainer"
 // Third-party rules follow below.
 var allowed = map[string][]string{
 	"fault":             {},
+	"budgets":           {"fault"},
 	"authz":             {},
 	"receipts":          {},
 	"internal/wirejson": {},
@@ -25,7 +26,7 @@ var allowed = map[string][]string{
 	"capability":        {"fault", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "internal/wirejson", "internal/urlparse"},
 	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson", "internal/gctarget"},
-	"handles":           {"fault", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
+	"handles":           {"fault", "budgets", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
 	"caddymodule":       {"fault", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},

@@ -1,0 +1,69 @@
+// Package budgets holds the caps on what the gateway keeps in memory for
+// tenants, and the byte budget that charges each hold to its tenant below a
+// gateway-wide cap (docs/architecture.md, "Budgets", has the table of every
+// cap and where it is enforced). Past a tenant's share the tenant gets
+// QUOTA_EXCEEDED; past the gateway's cap the one who asked gets
+// OVERLOADED; never another tenant.
+//
+// It knows nothing of HTTP, V8 or handles.
+package budgets
+
+import (
+	"sync"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Buffered bodies: what the gateway holds whole in memory while it answers
+// (a streamed answer read whole for the API's invoke or the executor
+// socket). Answers over 1 MiB reach visitors as streams, a window at a time.
+const (
+	BodyBytes          = 1 << 30   // gateway-wide
+	BodyBytesPerTenant = 256 << 20 // one tenant's share
+)
+
+// Bytes is a byte budget: a gateway-wide cap and a cap per tenant.
+type Bytes struct {
+	mu        sync.Mutex
+	total     int64
+	max       int64
+	perTenant int64
+	by        map[string]int64
+}
+
+// NewBytes is a budget of max bytes, perTenant of them for any one tenant.
+func NewBytes(max, perTenant int64) *Bytes {
+	return &Bytes{max: max, perTenant: perTenant, by: map[string]int64{}}
+}
+
+// Take charges n bytes to tenant, or answers why it cannot.
+func (b *Bytes) Take(tenant string, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.by[tenant]+n > b.perTenant {
+		return fault.New(fault.QuotaExceeded, "This tenant's answers hold %d MiB of the gateway's memory, the most one tenant may; read fewer large answers at once.", b.perTenant>>20)
+	}
+	if b.total+n > b.max {
+		return fault.New(fault.Overloaded, "The gateway holds as many buffered answers as it may; try again shortly.")
+	}
+	b.by[tenant] += n
+	b.total += n
+	return nil
+}
+
+// Give returns n bytes tenant took.
+func (b *Bytes) Give(tenant string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.by[tenant] -= n; b.by[tenant] <= 0 {
+		delete(b.by, tenant)
+	}
+	b.total -= n
+}
+
+// Held is what tenant holds now, and what all do.
+func (b *Bytes) Held(tenant string) (tenantBytes, total int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.by[tenant], b.total
+}
