@@ -30,7 +30,8 @@ var (
 //
 // Writes go through an output gate (as Cloudflare's Durable Objects do): a
 // put or delete is checked (key, value, quota) and accepted into a pending
-// set at once, and resolves; later reads see it; the writes pending when a
+// set at once, and resolves; its owner's later reads see it at once, and
+// another's read of it waits until it is durable; the writes pending when a
 // commit starts share one bbolt transaction, and the next commit starts as
 // soon as one ends (no fixed delay). Whoever must not act before a write is
 // durable — a response to a visitor, an outbound fetch or tool call made
@@ -73,6 +74,7 @@ type failedBatch struct {
 type pendingWrite struct {
 	seq   uint64
 	value *string
+	owner string // the run or handle that wrote it
 }
 
 // NewKV prepares the buckets and starts the committer. quota is each
@@ -160,14 +162,26 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 			return nil, err
 		}
 		full := string(ns) + a.Key
-		kv.mu.Lock()
-		p, ok := kv.pending[full]
-		kv.mu.Unlock()
-		if ok { // read your (and your tenant's) writes before they commit
-			if p.value == nil {
-				return json.RawMessage("null"), nil
+		for waited := 0; ; waited++ {
+			kv.mu.Lock()
+			p, ok := kv.pending[full]
+			kv.mu.Unlock()
+			if ok && p.owner != owner && waited < 3 {
+				// Another's pending write is read once it is durable: a
+				// value read is never one that is un-said later (a lost
+				// commit drops it, and the read sees what was stored).
+				// The reader's own writes it reads at once: its answer
+				// waits for them anyway (Barrier).
+				kv.waitFor(context.Background(), p.seq)
+				continue
 			}
-			return wirejson.Marshal(*p.value)
+			if ok {
+				if p.value == nil {
+					return json.RawMessage("null"), nil
+				}
+				return wirejson.Marshal(*p.value)
+			}
+			break
 		}
 		var out json.RawMessage = []byte("null")
 		err := kv.db.View(func(tx *bolt.Tx) error {
@@ -235,7 +249,7 @@ func (kv *KV) accept(ns []byte, owner, key string, value *string) error {
 	kv.usage[string(ns)] = used
 	kv.touched[string(ns)] = true
 	kv.seq++
-	kv.pending[full] = pendingWrite{seq: kv.seq, value: value}
+	kv.pending[full] = pendingWrite{seq: kv.seq, value: value, owner: owner}
 	kv.owners[owner] = kv.seq
 	kv.spaces[string(ns)] = kv.seq
 	select {

@@ -73,8 +73,8 @@ func TestOutputGate(t *testing.T) {
 	if _, err := kvDo(t, kv, "h1", "kv.put", map[string]any{"key": "c", "value": "1"}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := kvDo(t, kv, "h2", "kv.get", map[string]any{"key": "c"}); v != `"1"` {
-		t.Fatalf("a pending write is not read: %s", v)
+	if v, _ := kvDo(t, kv, "h1", "kv.get", map[string]any{"key": "c"}); v != `"1"` {
+		t.Fatalf("a pending write is not read by its owner: %s", v)
 	}
 	barrier := make(chan error, 1)
 	go func() { barrier <- kv.Barrier(context.Background(), "h1") }()
@@ -109,6 +109,33 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if n := commits.Load(); n != 2 {
 		t.Fatalf("%d commits for 21 writes, want 2", n)
+	}
+}
+
+// Another's pending write is read only once it is durable (no phantom
+// reads: a handle never answers a value that a failed commit un-says).
+func TestReadOfAnothersPendingWriteWaits(t *testing.T) {
+	kv, release, _ := gatedKV(t, 0)
+	kvDo(t, kv, "writer", "kv.put", map[string]any{"key": "n", "value": "1"})
+	read := make(chan string, 1)
+	go func() { v, _ := kvDo(t, kv, "reader", "kv.get", map[string]any{"key": "n"}); read <- v }()
+	select {
+	case v := <-read:
+		t.Fatalf("another's pending write was read before its commit: %s", v)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release <- nil
+	if v := <-read; v != `"1"` {
+		t.Fatalf("after the commit: %s", v)
+	}
+	// A write whose commit fails is never read by another: the reader
+	// gets what was stored.
+	kvDo(t, kv, "writer", "kv.put", map[string]any{"key": "n", "value": "2"})
+	go func() { v, _ := kvDo(t, kv, "reader", "kv.get", map[string]any{"key": "n"}); read <- v }()
+	time.Sleep(50 * time.Millisecond)
+	release <- errors.New("disk full")
+	if v := <-read; v != `"1"` {
+		t.Fatalf("a lost write was read by another: %s", v)
 	}
 }
 

@@ -64,6 +64,10 @@ type kvCache struct {
 	spaceOf  map[string]string // run or handle id → its kv space
 	writable map[string]bool   // run or handle id → it holds kvWrite
 	values   map[cacheKey]json.RawMessage
+	// writers names, for a value this worker wrote, the run or handle that
+	// wrote it: until the gateway answers a read of the key (its commit
+	// done), only the writer reads it from here (no phantom reads).
+	writers map[cacheKey]string
 	bytes    int
 	gen      uint64              // invalidations received
 	writes   map[cacheKey]uint64 // writes sent, per key
@@ -111,7 +115,7 @@ type queuedWrite struct {
 const maxBatchBytes = 4 << 20
 
 func newKVCache() *kvCache {
-	c := &kvCache{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{},
+	c := &kvCache{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{}, writers: map[cacheKey]string{},
 		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{},
 		owed: map[string]int{}, failed: map[string]error{},
 		answering: func(answers []func()) {
@@ -165,7 +169,7 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 		v, _ = wirejson.Marshal(*a.Value)
 		w.Value = a.Value
 	}
-	c.store(k, v)
+	c.store(k, v, id)
 	c.queue = append(c.queue, queuedWrite{id: id, w: w, k: k})
 	c.owed[id]++
 	if !c.flushing {
@@ -312,7 +316,11 @@ func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool
 	if !known {
 		return nil, false
 	}
-	v, ok := c.values[cacheKey{space, *a.Key}]
+	k := cacheKey{space, *a.Key}
+	if w := c.writers[k]; w != "" && w != id {
+		return nil, false // another's write: read through the gateway
+	}
+	v, ok := c.values[k]
 	return v, ok
 }
 
@@ -328,7 +336,7 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	space, known := c.spaceOf[id]
 	k := cacheKey{space, *a.Key}
 	if op == "kv.get" && known {
-		if v, ok := c.values[k]; ok {
+		if v, ok := c.values[k]; ok && (c.writers[k] == "" || c.writers[k] == id) {
 			c.mu.Unlock()
 			return v, nil
 		}
@@ -381,7 +389,7 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	switch op {
 	case "kv.get":
 		if c.gen == gen && c.writes[k] == sentWrites && c.inflight[k] == 0 {
-			c.store(k, res)
+			c.store(k, res, "")
 		}
 	case "kv.put", "kv.delete":
 		if alone && c.gen == gen && c.writes[k] == seq {
@@ -389,7 +397,7 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 			if op == "kv.put" && a.Value != nil {
 				v, _ = wirejson.Marshal(*a.Value)
 			}
-			c.store(k, v)
+			c.store(k, v, id)
 		} else {
 			c.drop(k)
 		}
@@ -397,13 +405,19 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	return res, nil
 }
 
-func (c *kvCache) store(k cacheKey, v json.RawMessage) {
+// store caches v for k; writer is the run or handle that wrote it ("" for
+// a value the gateway answered, which is durable).
+func (c *kvCache) store(k cacheKey, v json.RawMessage, writer string) {
 	c.drop(k)
 	if c.bytes+len(v)+len(k.key) > maxCacheBytes {
 		c.values = map[cacheKey]json.RawMessage{}
+		c.writers = map[cacheKey]string{}
 		c.bytes = 0
 	}
 	c.values[k] = v
+	if writer != "" {
+		c.writers[k] = writer
+	}
 	c.bytes += len(v) + len(k.key)
 }
 
@@ -412,6 +426,7 @@ func (c *kvCache) drop(k cacheKey) {
 		c.bytes -= len(v) + len(k.key)
 		delete(c.values, k)
 	}
+	delete(c.writers, k)
 }
 
 // invalidate drops what the gateway says another worker's write changed.
@@ -421,6 +436,7 @@ func (c *kvCache) invalidate(m kvInvalidate) {
 	c.gen++
 	if m.All {
 		c.values = map[cacheKey]json.RawMessage{}
+		c.writers = map[cacheKey]string{}
 		c.bytes = 0
 		return
 	}

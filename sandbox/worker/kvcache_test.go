@@ -385,3 +385,39 @@ func TestWhenSettledWaitsForTheWrites(t *testing.T) {
 		t.Fatalf("b's refused write answered %v", err)
 	}
 }
+
+// A value one handle wrote is read from the worker's cache by that handle
+// only; another handle of the worker reads it through the gateway, which
+// answers it once it is durable (no phantom reads, capability/kv.go).
+func TestKVCacheServesAWriteOnlyToItsWriter(t *testing.T) {
+	host := &kvHost{values: map[string]string{}}
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	code := `async () => ({ async fetch(req) {
+		const url = new URL(req.url);
+		if (url.pathname === '/put') { await kv.put('k', url.searchParams.get('v')); return new Response('ok'); }
+		return new Response(String(await kv.get('k')));
+	} })`
+	for _, id := range []string{"writer", "reader"} {
+		if _, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pool.WorkerOf("writer") != pool.WorkerOf("reader") {
+		t.Fatal("the handles are in two workers")
+	}
+	getBody(t, pool, "writer", "https://x/get") // the worker learns their space
+	getBody(t, pool, "reader", "https://x/get")
+	getBody(t, pool, "writer", "https://x/put?v=1")
+	gets := func() int { host.mu.Lock(); defer host.mu.Unlock(); return host.gets }
+	before := gets()
+	if got := getBody(t, pool, "writer", "https://x/get"); got != "1" || gets() != before {
+		t.Fatalf("the writer's own read: %q, %d gets to the gateway", got, gets()-before)
+	}
+	if got := getBody(t, pool, "reader", "https://x/get"); got != "1" || gets() != before+1 {
+		t.Fatalf("another handle's read: %q, %d gets to the gateway (want 1)", got, gets()-before)
+	}
+	// Once the gateway answered it, the value is everyone's from the cache.
+	if got := getBody(t, pool, "reader", "https://x/get"); got != "1" || gets() != before+1 {
+		t.Fatalf("a read after the gateway's answer: %q, %d gets", got, gets()-before)
+	}
+}
