@@ -67,7 +67,7 @@ type kvCache struct {
 	// writers names, for a value this worker wrote, the run or handle that
 	// wrote it: until the gateway answers a read of the key (its commit
 	// done), only the writer reads it from here (no phantom reads).
-	writers map[cacheKey]string
+	writers  map[cacheKey]string
 	bytes    int
 	gen      uint64              // invalidations received
 	writes   map[cacheKey]uint64 // writes sent, per key
