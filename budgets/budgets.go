@@ -10,8 +10,45 @@ package budgets
 
 import (
 	"sync"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+)
+
+// The caps, one place for all (each package names them where it enforces
+// them). A tenant is charged; on the public data plane a visitor address.
+const (
+	// Receipts: one stored receipt, and a tenant's receipts in all (its
+	// oldest go first past it).
+	ReceiptBytes          = 256 << 10
+	ReceiptBytesPerTenant = 256 << 20
+	// A deploy's recorded tool answers (replayed by a rebuild).
+	RecordedCalls = 1000
+	RecordedBytes = 1 << 20
+	// Outbound fetch answers left unread: a run's or handle's, a
+	// tenant's, the gateway's.
+	FetchStreamsPerOwner  = 16
+	FetchStreamsPerTenant = 256
+	FetchStreams          = 10000
+	// Streamed responses (SSE listeners included): a handle's isolate
+	// holds this many; one visitor address at most StreamsPerVisitor of
+	// one handle.
+	StreamsPerHandle  = 1024
+	StreamsPerVisitor = 64
+	// Executor sockets a tenant holds on one site, and how long one may
+	// stay silent.
+	ExecutorSocketsPerTenant = 64
+	ExecutorSocketIdle       = 5 * time.Minute
+	// Names a tenant binds in a registry; a name or host freed by its
+	// handle's end stays its tenant's for NameReservation.
+	RoutesPerTenant  = 100
+	DomainsPerTenant = 100
+	NameReservation  = 24 * time.Hour
+	// WebSockets: the defaults of websockets_per_handle and
+	// websockets_per_tenant, and a message's bound either way.
+	WebsocketsPerHandle = 1000
+	WebsocketsPerTenant = 10000
+	WebsocketMessage    = 1 << 20
 )
 
 // Buffered bodies: what the gateway holds whole in memory while it answers

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -37,9 +38,9 @@ const (
 	maxSocketInvokes    = 64 // invoke messages whose response is not sent yet
 	// maxTenantSockets bounds one tenant's open executor sockets on a
 	// gateway (a budget: docs/architecture.md, "Budgets").
-	maxTenantSockets = 64
+	maxTenantSockets = budgets.ExecutorSocketsPerTenant
 	// socketIdle closes a socket on which the host sent nothing for so long.
-	socketIdle = 5 * time.Minute
+	socketIdle = budgets.ExecutorSocketIdle
 	// A caller provider list is the host's: bounded like the rest of it.
 	maxCallerProviders = 32
 	maxCallerTools     = 256

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -14,7 +15,7 @@ import (
 // one visitor address holds open on one handle (docs/architecture.md,
 // "Budgets"): a handle's isolate holds 1,024, and one visitor must not take
 // them all. Past it the stream is cancelled and the visitor gets 429.
-const streamsPerVisitor = 64
+const streamsPerVisitor = budgets.StreamsPerVisitor
 
 // visitorStreams counts open streamed responses by handle and visitor
 // address. It lives in the runtime, so a reload keeps the counts.

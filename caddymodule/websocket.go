@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -25,7 +26,7 @@ import (
 
 // maxSocketMessage bounds a message either way, all its frames together;
 // past it the socket closes with 1009.
-const maxSocketMessage = 1 << 20
+const maxSocketMessage = budgets.WebsocketMessage
 
 // visitorWriteBound is how long one message to the visitor may take: a
 // visitor who stops reading is closed with 1008 past it.

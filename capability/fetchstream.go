@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/readsome"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -38,11 +39,11 @@ const unreadStreamTimeout = 30 * time.Second
 // counts for its tenant until the relay ends.
 const (
 	// maxFetchStreams bounds the streams waiting in one gateway.
-	maxFetchStreams = 10000
+	maxFetchStreams = budgets.FetchStreams
 	// maxStreamsPerOwner bounds one run's or handle's unread answers.
-	maxStreamsPerOwner = 16
+	maxStreamsPerOwner = budgets.FetchStreamsPerOwner
 	// maxStreamsPerTenant bounds one tenant's, relays included.
-	maxStreamsPerTenant = 256
+	maxStreamsPerTenant = budgets.FetchStreamsPerTenant
 )
 
 type fetchStream struct {

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -60,7 +61,7 @@ var bucketDomains = []byte("domains")
 
 const (
 	// maxDomainsPerTenant bounds the hosts one tenant claims in a registry.
-	maxDomainsPerTenant = 100
+	maxDomainsPerTenant = budgets.DomainsPerTenant
 	// pendingClaim is how long an unverified claim holds its host.
 	pendingClaim = 7 * 24 * time.Hour
 )

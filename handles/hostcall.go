@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -306,8 +307,8 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 // A deploy's tool answers are recorded with its handle, to replay when it
 // is rebuilt; they are a budget (docs/architecture.md, "Budgets").
 const (
-	maxRecordedCalls = 1000
-	maxRecordedBytes = 1 << 20
+	maxRecordedCalls = budgets.RecordedCalls
+	maxRecordedBytes = budgets.RecordedBytes
 )
 
 // recordFault is the error a deploy's tool call past the recording's

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -69,10 +70,10 @@ func (c *RegistryConfig) defaults() {
 		c.StreamTimeout = 5 * time.Minute
 	}
 	if c.WebsocketsPerHandle <= 0 {
-		c.WebsocketsPerHandle = 1000
+		c.WebsocketsPerHandle = budgets.WebsocketsPerHandle
 	}
 	if c.WebsocketsPerTenant <= 0 {
-		c.WebsocketsPerTenant = 10000
+		c.WebsocketsPerTenant = budgets.WebsocketsPerTenant
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -20,7 +21,7 @@ import (
 // a host at least two, so they never collide.
 
 // routeReservation is how long a freed route name stays its tenant's.
-const routeReservation = 24 * time.Hour
+const routeReservation = budgets.NameReservation
 
 var bucketReserved = []byte("reserved")
 

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -29,7 +30,7 @@ func ValidRouteName(name string) error {
 
 // maxRoutesPerTenant bounds the route names one tenant binds in a registry
 // (README.md, API).
-const maxRoutesPerTenant = 100
+const maxRoutesPerTenant = budgets.RoutesPerTenant
 
 // BindRoute points name at the tenant's handle id. A later bind moves the
 // name atomically: requests resolve either to the old or to the new handle,

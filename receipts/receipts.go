@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/retainer-gw/retainer/budgets"
 )
 
 // bucket holds receipts under length-prefixed keys (see key). The first
@@ -24,12 +26,12 @@ var (
 )
 
 // MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
-const MaxBytes = 256 << 10
+const MaxBytes = budgets.ReceiptBytes
 
 // TenantBytes is the default per-tenant quota of stored receipts: past it
 // a tenant's oldest receipts go first (a budget: docs/architecture.md,
 // "Budgets"), so one tenant's runs never fill the store for the others.
-const TenantBytes = 256 << 20
+const TenantBytes = budgets.ReceiptBytesPerTenant
 
 // Receipt is the record of one run.
 type Receipt struct {

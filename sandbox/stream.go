@@ -8,6 +8,7 @@ import (
 
 	v8 "rogchap.com/v8go"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -30,7 +31,7 @@ import (
 const StreamWindow = 64 << 10
 
 // maxStreams bounds one isolate's open streams.
-const maxStreams = 1024
+const maxStreams = budgets.StreamsPerHandle
 
 // ErrStreamGone is the error of a read from a stream the engine does not
 // hold (ended and read to its end, cancelled, or its isolate gone).
