@@ -1,10 +1,13 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -421,4 +424,49 @@ func TestHandleConcurrency(t *testing.T) {
 	if n := most(); n < 16 {
 		t.Fatalf("after a rebuild, at most %d of 32 were in progress at once", n)
 	}
+}
+
+// Children that spin outlive nothing: a run that spawns 50 of them and
+// answers at once leaves no CPU burning in its worker (the cancel frame
+// ends each where it runs), and a bystander's counter goes on.
+func TestSpawnedChildrenStopWithTheirParent(t *testing.T) {
+	bob, mallory := attacked(t, "")
+	a := execute(t, mallory, map[string]any{"capabilities": []string{"spawn"}, "timeoutMs": 10000,
+		"code": "async () => { for (let i = 0; i < 50; i++) spawn('for (;;) {}').catch(() => {}); await new Promise(r => setTimeout(r, 500)); return 'left' }"})
+	if a.status != 200 {
+		t.Fatalf("the attack run: %d %s", a.status, a.body)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cpu := func() time.Duration {
+		total := time.Duration(0)
+		for _, pid := range workerPIDs(t) {
+			if pid != 0 {
+				total += time.Duration(processCPUOf(pid))
+			}
+		}
+		return total
+	}
+	before := cpu()
+	time.Sleep(time.Second)
+	if spent := cpu() - before; spent > 500*time.Millisecond {
+		t.Fatalf("the workers spent %v of CPU in the second after the run answered: its children went on", spent)
+	}
+	bob.check("50 spinning children")
+}
+
+// processCPUOf is process pid's CPU time in nanoseconds (user and system,
+// from /proc; clock ticks of 10 ms).
+func processCPUOf(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(data, ')')
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return (u + s) * int64(10*time.Millisecond)
 }

@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -82,6 +83,15 @@ func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg wor
 	pcfg.OnLog = func(id string, e sandbox.LogEntry) {
 		if s := store.Load(); s != nil {
 			s.HandleLog(id, e)
+		}
+	}
+	if pcfg.OnHostCall == nil {
+		// Host calls go to the store, as the Caddy module wires them.
+		pcfg.OnHostCall = func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error) {
+			if s := store.Load(); s != nil {
+				return s.HostCall(ctx, tenant, id, op, args)
+			}
+			return nil, fault.New(fault.Overloaded, "starting")
 		}
 	}
 	pool, err := worker.Start(pcfg)

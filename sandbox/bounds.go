@@ -34,6 +34,11 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	m.current = id
 	m.hostActivity = id
 	m.terminated = false
+	if m.cancelled {
+		// Cancelled before its JavaScript started: it ends as it starts
+		// (cancel.go).
+		m.iso.TerminateExecution()
+	}
 	m.mu.Unlock()
 	deadline := time.Now().Add(timeout)
 	m.activityCPU = m.hold.begin()

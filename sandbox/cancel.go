@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/retainer-gw/retainer/fault"
 )
@@ -14,19 +15,28 @@ import (
 // "Budgets"). Only the run is ended: a token ties the cancel to it, so a
 // late cancel never touches the handle a finished deploy retained.
 
+// runTicket tags one run; cancelled holds even before the run begins on
+// the isolate's loop (its job may still wait for the isolate).
+type runTicket struct{ cancelled atomic.Bool }
+
 // errCancelled is the answer of a run cancelled by its caller.
 var errCancelled = fault.Wrap(fault.Timeout, fault.ErrNotCaused, "The run was cancelled: whoever started it is gone.")
 
 // cancelOnDone ends the run tagged token when ctx ends; stop undoes it.
-func (m *vm) cancelOnDone(ctx context.Context, token *struct{}) (stop func() bool) {
+func (m *vm) cancelOnDone(ctx context.Context, token *runTicket) (stop func() bool) {
 	if ctx.Done() == nil {
 		return func() bool { return true }
 	}
-	return context.AfterFunc(ctx, func() { m.cancelRun(token) })
+	return context.AfterFunc(ctx, func() {
+		token.cancelled.Store(true)
+		m.cancelRun(token)
+	})
 }
 
-// cancelRun ends run token if it is still the isolate's.
-func (m *vm) cancelRun(token *struct{}) {
+// cancelRun ends run token if it is the isolate's now (one that has not
+// begun is refused at beginRun; one whose JavaScript has not started is
+// terminated as it starts, in bounded).
+func (m *vm) cancelRun(token *runTicket) {
 	m.mu.Lock()
 	if m.runToken != token || m.disposed {
 		m.mu.Unlock()
@@ -44,9 +54,9 @@ func (m *vm) cancelRun(token *struct{}) {
 }
 
 // beginRun and endRun tag the run under way (on the isolate's loop).
-func (m *vm) beginRun(token *struct{}) {
+func (m *vm) beginRun(token *runTicket) {
 	m.mu.Lock()
-	m.runToken, m.cancelled = token, false
+	m.runToken, m.cancelled = token, token.cancelled.Load()
 	m.mu.Unlock()
 }
 

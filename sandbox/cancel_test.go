@@ -23,6 +23,13 @@ func TestCancelledRunEnds(t *testing.T) {
 			t.Fatalf("%s: %v", code, err)
 		}
 	}
+	// A run cancelled before it began (its job waiting for the isolate)
+	// never runs its program.
+	ctx0, cancel0 := context.WithCancel(context.Background())
+	cancel0()
+	if _, err := engine(t).Run(ctx0, Job{Program: Program{Code: `async () => { for (;;) {} }`}, Timeout: 20 * time.Second}); fault.CodeOf(err) != fault.Timeout || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("cancelled before it began: %v", err)
+	}
 	// A cancel after the run ended touches nothing it retained.
 	ctx, cancel := context.WithCancel(context.Background())
 	out, err := engine(t).Run(ctx, Job{ID: "kept-after-cancel", RetainHandles: true, Program: Program{Code: `async () => ({ fetch() { return new Response('still here') } })`}})

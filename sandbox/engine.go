@@ -246,7 +246,7 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 		err error
 	}
 	ch := make(chan reply, 1)
-	token := new(struct{})
+	token := new(runTicket)
 	stop := m.cancelOnDone(ctx, token)
 	defer stop()
 	// Every job submit accepts runs, on the loop or in the final drain

@@ -74,7 +74,7 @@ type vm struct {
 	disposed     bool
 	// runToken is the run (Engine.Run) under way, and cancelled says its
 	// caller gave up on it (cancel.go).
-	runToken  *struct{}
+	runToken  *runTicket
 	cancelled bool
 }
 
