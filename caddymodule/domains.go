@@ -87,14 +87,19 @@ func (d *domainsAPI) answer(dom handles.Domain, withVerify, withTarget bool) dom
 	return a
 }
 
-// host is the request's {host}, checked and lower-cased.
-func (h *API) domainHost(w http.ResponseWriter, r *http.Request) (string, bool) {
+// domainCaller authorizes a request about one domain: the caller, with
+// scope, and the request's {host}, checked and lower-cased.
+func (h *API) domainCaller(w http.ResponseWriter, r *http.Request, scope string) (caller, string, bool) {
+	c, ok := h.authorize(w, r, scope)
+	if !ok {
+		return caller{}, "", false
+	}
 	host, err := handles.ValidHost(r.PathValue("host"), h.domains.cfg.Reserved)
 	if err != nil {
 		writeFault(w, err, "")
-		return "", false
+		return caller{}, "", false
 	}
-	return host, true
+	return c, host, true
 }
 
 func (h *API) listDomains(w http.ResponseWriter, r *http.Request) {
@@ -110,11 +115,7 @@ func (h *API) listDomains(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *API) getDomain(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.authorize(w, r, authz.ScopeRead)
-	if !ok {
-		return
-	}
-	host, ok := h.domainHost(w, r)
+	c, host, ok := h.domainCaller(w, r, authz.ScopeRead)
 	if !ok {
 		return
 	}
@@ -127,11 +128,7 @@ func (h *API) getDomain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *API) putDomain(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.authorize(w, r, authz.ScopeDeploy)
-	if !ok {
-		return
-	}
-	host, ok := h.domainHost(w, r)
+	c, host, ok := h.domainCaller(w, r, authz.ScopeDeploy)
 	if !ok {
 		return
 	}
@@ -161,11 +158,7 @@ func (h *API) putDomain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *API) deleteDomain(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.authorize(w, r, authz.ScopeDeploy)
-	if !ok {
-		return
-	}
-	host, ok := h.domainHost(w, r)
+	c, host, ok := h.domainCaller(w, r, authz.ScopeDeploy)
 	if !ok {
 		return
 	}
@@ -177,11 +170,7 @@ func (h *API) deleteDomain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *API) verifyDomain(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.authorize(w, r, authz.ScopeDeploy)
-	if !ok {
-		return
-	}
-	host, ok := h.domainHost(w, r)
+	c, host, ok := h.domainCaller(w, r, authz.ScopeDeploy)
 	if !ok {
 		return
 	}

@@ -1,9 +1,7 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,17 +55,7 @@ func TestErrorsPointAtTheAuthorsCode(t *testing.T) {
 		ResultID string `json:"resultId"`
 	}
 	jsonUnmarshal(chain.body, &env)
-	browser := chromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=2000", "--dump-dom",
-		site("anon.localhost", "/results/"+env.ResultID)).Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	dom := string(out)
+	dom := dumpDOM(t, site("anon.localhost", "/results/"+env.ResultID), 2*time.Second)
 	for _, want := range []string{
 		"<h3>Code</h3>", "<h3>Input</h3>", "<h3>Output</h3>", "<h3>Error</h3>", "<h3>Logs</h3>", "<td>Duration</td>",
 		`in step 2 "sum" (its error is below)`, `<span class="from">[load]</span> loading 1`, `<span class="from">[sum]</span> summing`,

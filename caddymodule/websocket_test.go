@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -224,17 +223,7 @@ func TestWebSocketsToAHandle(t *testing.T) {
 
 	// In a real browser: the page of the handle opens a socket, sends and
 	// shows what came back.
-	browser := chromium(t)
-	bctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(bctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--host-resolver-rules=MAP *.localhost 127.0.0.1",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom",
-		site(bobs+".apps.localhost", "/")).Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
+	out := dumpDOM(t, site(bobs+".apps.localhost", "/"), 5*time.Second)
 	if !strings.Contains(string(out), "got: from the browser") {
 		t.Fatalf("the browser's page:\n%s", out)
 	}

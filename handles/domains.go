@@ -382,16 +382,7 @@ func (s *Store) sweepDomains() {
 		}
 	}
 	s.mu.Unlock()
-	if len(gone) == 0 {
-		return
-	}
-	s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDomains)
-		for _, k := range gone {
-			b.Delete(k)
-		}
-		return nil
-	})
+	s.deleteKeys(bucketDomains, gone)
 }
 
 func putDomainTx(tx *bolt.Tx, registry string, d *domainRecord) error {

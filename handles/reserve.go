@@ -85,12 +85,17 @@ func (s *Store) sweepReservations() {
 		}
 	}
 	s.mu.Unlock()
-	if len(gone) == 0 {
+	s.deleteKeys(bucketReserved, gone)
+}
+
+// deleteKeys deletes keys from bucket in one transaction (a sweep's).
+func (s *Store) deleteKeys(bucket []byte, keys [][]byte) {
+	if len(keys) == 0 {
 		return
 	}
 	s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketReserved)
-		for _, k := range gone {
+		b := tx.Bucket(bucket)
+		for _, k := range keys {
 			b.Delete(k)
 		}
 		return nil
