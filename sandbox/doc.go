@@ -5,7 +5,7 @@
 // A run compiles a Program (an expression evaluating to a function, maybe
 // preceded by imports resolved with esbuild against the request's modules,
 // or a Workers-style module) into a fresh isolate with the web runtime
-// installed (js/bootstrap.js plus lazily loaded npm bundles in js/gen),
+// installed (js/runtime/*.js, one file a web API, plus lazily loaded npm bundles in js/gen),
 // calls it, awaits it on the isolate's event loop (microtasks, host timers,
 // host calls) and answers its value as JSON. A program that answers a
 // request handler can be retained: its isolate stays alive under an id and

@@ -446,7 +446,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		done(WireResponse{}, nil, err)
 		return
 	}
-	// The body crosses separately (see bootstrap.js): as its text when it
+	// The body crosses separately (see js/runtime/22-entry-points.js): as its text when it
 	// is UTF-8 (v8go makes the string from UTF-8), else as a Latin-1
 	// string, a character a byte; requestLines says which.
 	var body any // nil: no body

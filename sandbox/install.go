@@ -2,7 +2,7 @@ package sandbox
 
 import (
 	"crypto/rand"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,8 +13,33 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-//go:embed js/bootstrap.js
-var bootstrapSource string
+// The runtime is one JavaScript function, written as one file a web API
+// (or a part of the engine's side) in js/runtime/, joined in the order of
+// their names: 00-prelude.js opens the function and captures the built-ins
+// the rest relies on, 99-exports.js answers the engine's entry points and
+// closes it (docs/runtime.md, "Layout"). A new API is a new file between.
+//
+//go:embed js/runtime/*.js
+var runtimeFiles embed.FS
+
+// bootstrapSource is the runtime's whole source, as V8 compiles it.
+var bootstrapSource = joinRuntime(runtimeFiles)
+
+func joinRuntime(files embed.FS) string {
+	entries, err := files.ReadDir("js/runtime")
+	if err != nil {
+		panic(err)
+	}
+	var b strings.Builder
+	for _, e := range entries { // sorted by name
+		data, err := files.ReadFile("js/runtime/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
 
 // installRuntime gives a fresh context the host functions and the runtime
 // bootstrap (BenchmarkRuntimeInstall measures it alone).

@@ -343,7 +343,7 @@ void FromBase64(const FunctionCallbackInfo<Value>& info) {
 
 // Convert(op, ...) is every conversion behind one V8 function: a function
 // template costs each new isolate ~8 µs to make, and there would be eight.
-// The ops are numbered as the bootstrap numbers them (bootstrap.js, "text");
+// The ops are numbered as the runtime numbers them (js/runtime/04-natives.js);
 // each function above is named there as its comment names it, and takes
 // its arguments after the op.
 void Convert(const FunctionCallbackInfo<Value>& info) {

@@ -13,7 +13,7 @@ import (
 // sends, as records; what the visitor sends comes back as invocations
 // named SocketEvent, one an event, in order, under the handle's
 // concurrency rules and bounds. The isolate's side is the runtime's
-// WebSocket (js/bootstrap.js, "WebSocket").
+// WebSocket (js/runtime/24-websocket.js).
 
 // SocketEvent is the invocation name of an event for a handler's socket;
 // only the gateway sends it (the API and the executor socket invoke

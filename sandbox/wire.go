@@ -81,7 +81,7 @@ func (r WireRequest) validate() ([]byte, error) {
 }
 
 // The invocation protocol between the engine and the runtime's invoke
-// (js/bootstrap.js) is lines, not JSON: measured with perf on a worker
+// (js/runtime/22-entry-points.js) is lines, not JSON: measured with perf on a worker
 // under load, encoding the request and decoding the answer's head with
 // encoding/json took ~10% of the worker's CPU, and JSON.parse and
 // JSON.stringify in the jitless interpreter more. Splitting on newlines is
@@ -213,7 +213,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	}
 	if stream != 0 && maxBody > 0 {
 		// A stream that says its length (a large body the runtime held,
-		// bootstrap.js streamLatin1) is refused over the bound at once.
+		// js/runtime/23-streamed-responses.js, streamLatin1) is refused over the bound at once.
 		for _, h := range res.Headers {
 			if strings.EqualFold(h[0], "content-length") {
 				if n, err := strconv.ParseInt(h[1], 10, 64); err == nil && n > int64(maxBody) {

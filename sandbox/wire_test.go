@@ -116,7 +116,7 @@ func TestBootstrapIsASCII(t *testing.T) {
 	for i := 0; i < len(bootstrapSource); i++ {
 		if bootstrapSource[i] >= 0x80 {
 			line := 1 + strings.Count(bootstrapSource[:i], "\n")
-			t.Fatalf("js/bootstrap.js has a non-ASCII byte on line %d", line)
+			t.Fatalf("the runtime (js/runtime/*.js joined) has a non-ASCII byte on line %d", line)
 		}
 	}
 }

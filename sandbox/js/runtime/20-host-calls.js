@@ -1,0 +1,106 @@
+  // ------------------------------------------------------------ host calls: kv, fetch, providers
+  // Every call goes to the host, which checks it against the run's grants;
+  // what is installed here grants nothing by itself.
+  const hostCall = host.call;
+  let nextCall = 1;
+  const pendingCalls = new MapCtor();
+  function call(op, args) {
+    return new PromiseCtor((resolve, reject) => {
+      const id = nextCall++;
+      pendingCalls.set(id, { resolve, reject });
+      // The host throws its refusals (a bound, too many calls) as strings.
+      try { hostCall(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(typeof e === 'string' ? new ErrorCtor(e) : e); }
+    });
+  }
+  function settleHost(id, ok, payload, code) {
+    const p = pendingCalls.get(id);
+    if (!p) return;
+    pendingCalls.delete(id);
+    if (ok) { p.resolve(JSONparse(payload)); return; }
+    const e = new ErrorCtor(payload);
+    if (code) e.code = code; // the contract's error code (spawn: the child's)
+    p.reject(e);
+  }
+  // kv calls the worker can answer at once (its read cache, its write
+  // queue) come back synchronously from host.now; the others go out.
+  const hostNow = host.now;
+  function callNow(op, args) {
+    const r = hostNow(op, JSONstringify(args));
+    return r === undefined ? call(op, args) : JSONparse(r);
+  }
+  const kv = {};
+  hidden(kv, 'get', async function get(key) { return callNow('kv.get', { key: StringCtor(key) }); });
+  // A write the host answered at once (callNow) resolves without another
+  // turn of the microtask queue; one sent to the gateway is awaited.
+  hidden(kv, 'put', async function put(key, value) {
+    if (typeof value !== 'string') throw new TypeErrorCtor('kv values are strings.');
+    const r = callNow('kv.put', { key: StringCtor(key), value });
+    if (r !== null) await r;
+  });
+  hidden(kv, 'delete', async function (key) {
+    const r = callNow('kv.delete', { key: StringCtor(key) });
+    if (r !== null) await r;
+  });
+  hidden(kv, 'list', async function list(options = {}) {
+    options = options || {};
+    return call('kv.list', { prefix: options.prefix === undefined ? '' : StringCtor(options.prefix),
+      limit: options.limit === undefined ? 1000 : +options.limit, cursor: options.cursor == null ? '' : StringCtor(options.cursor) });
+  });
+  hidden(G, 'kv', freeze(kv));
+  // spawn(body, capabilities): a child run in a fresh isolate (README.md, API);
+  // the host checks the capability, the budget and the grants.
+  hidden(G, 'spawn', async function spawn(body, capabilities) {
+    const caps = [];
+    if (capabilities !== undefined && capabilities !== null) for (const c of capabilities) caps.push(StringCtor(c));
+    return call('spawn', { body: StringCtor(body), capabilities: caps });
+  });
+  const badPorts = [0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115,
+    117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587,
+    601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669,
+    6679, 6697, 10080];
+  hidden(G, 'fetch', async function fetch(input, init) {
+    if (!isRealRequest(input) && input instanceof Request) throw new TypeErrorCtor('fetch: the input is not a Request (an object made from Request.prototype is not one).');
+    const req = isRealRequest(input) && init === undefined ? input : new Request(input, init);
+    if (req.signal && req.signal.aborted) throw req.signal.reason;
+    const taken = hasBody(bodyOf.get(req)) ? await take(req) : null;
+    // A string body goes as the string (Go sends its UTF-8); others as
+    // Latin-1.
+    const text = taken && taken.text !== undefined ? taken.text : undefined;
+    const body = taken && text === undefined ? asLatin1(taken) : null;
+    const parts = requestParts(req);
+    // Port blocking (Fetch Standard): a network error, whatever is granted.
+    const portMatch = /^https?:\/\/(?:[^@\/?#]*@)?(?:\[[^\]]*\]|[^:\/?#]*):(\d+)/i.exec(parts.url);
+    if (portMatch && badPorts.includes(+portMatch[1])) throw new TypeErrorCtor('fetch: port ' + portMatch[1] + ' is blocked (Fetch Standard port blocking).');
+    const r = await call('fetch', { method: parts.method, url: parts.url, headers: [...headerPairs(parts.headers)], body, text, redirect: parts.redirect });
+    const res = new Response(null, { status: r.status, statusText: r.statusText, headers: r.headers });
+    if (r.stream) responseBody(res).stream = fetchBodyStream(r.stream);
+    else {
+      const b = responseBody(res);
+      if (typeof r.text === 'string') { b.text = r.text; b.wf = true; } else { b.latin1 = r.body; b.ascii = !!r.ascii; }
+    }
+    return res;
+  });
+  let providerNames = [];
+  let bindKV = false;
+  function setGrants(json) {
+    const b = JSONparse(json);
+    for (const name of providerNames) delete G[name];
+    providerNames = [];
+    bindKV = !!b.kv;
+    for (const [name, tools] of Object.entries(b.providers || {})) {
+      const obj = {};
+      for (const tool of tools) {
+        hidden(obj, tool, async function (args, ...more) {
+          // The first argument is what an upstream tool is POSTed; a caller
+          // tool (docs/protocol.md) gets every argument.
+          const argc = arguments.length;
+          const m = [];
+          for (const x of more) m.push(x === undefined ? null : x);
+          return call('tool', { provider: name, tool, args: args === undefined ? null : args, argc, more: m });
+        });
+      }
+      defineProperty(G, name, { value: freeze(obj), writable: false, configurable: true, enumerable: false });
+      providerNames.push(name);
+    }
+  }
+

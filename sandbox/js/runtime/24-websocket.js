@@ -1,0 +1,204 @@
+  // ------------------------------------------------------------ WebSocket
+  // WebSocketPair and WebSocket as in Workers (docs/websockets.md). The
+  // handler's end of an accepted socket writes what it sends as records on
+  // a response stream (a kind byte, a 4-byte length, the payload), so the
+  // gateway's output gate and the stream's flow control hold for them too;
+  // the visitor's messages and close come back as socket events. Sends
+  // beyond the stream's window wait here, up to maxSocketQueue bytes: past
+  // that the visitor is not reading, and the socket is closed with 1008.
+  const maxSocketQueue = 16 << 20;
+  const socketState = new WeakMap(); // WebSocket -> its state
+  const socketsByStream = new MapCtor(); // stream id -> the handler's WebSocket
+  let makingSocket = false;
+  function isClientSocket(ws) { const st = socketState.get(ws); return st !== undefined && st.client; }
+  function u32(n) { return fromCharCode((n >>> 24) & 255, (n >>> 16) & 255, (n >>> 8) & 255, n & 255); }
+  function socketRecord(kind, latin1) { return kind + u32(latin1.length) + latin1; }
+  class MessageEvent extends Event {
+    #data;
+    constructor(type, init = undefined) { super(type, init); init = eventInit(init); this.#data = init.data === undefined ? null : init.data; }
+    get data() { return this.#data; }
+  }
+  hidden(G, 'MessageEvent', MessageEvent);
+  class CloseEvent extends Event {
+    #code; #reason; #wasClean;
+    constructor(type, init = undefined) {
+      super(type, init); init = eventInit(init);
+      this.#code = init.code === undefined ? 0 : +init.code; this.#reason = init.reason === undefined ? '' : StringCtor(init.reason); this.#wasClean = !!init.wasClean;
+    }
+    get code() { return this.#code; }
+    get reason() { return this.#reason; }
+    get wasClean() { return this.#wasClean; }
+  }
+  hidden(G, 'CloseEvent', CloseEvent);
+  class WebSocket extends EventTarget {
+    constructor(url) {
+      if (!makingSocket) throw new TypeErrorCtor('Outbound WebSockets are not supported here; a handler accepts them with WebSocketPair.');
+      super();
+      socketState.set(this, { client: false, peer: null, accepted: false, readyState: 0, stream: 0, queue: [], queued: 0, blocked: false, pending: [],
+        onmessage: null, onclose: null, onerror: null, onopen: null, url: url === undefined ? null : StringCtor(url) });
+    }
+    get readyState() { return socketState.get(this).readyState; }
+    get url() { return socketState.get(this).url; }
+    get protocol() { return ''; }
+    get extensions() { return ''; }
+    get binaryType() { return 'arraybuffer'; }
+    set binaryType(v) { if (v !== 'arraybuffer') throw new TypeErrorCtor('binaryType is always "arraybuffer" here.'); }
+    accept() {
+      const st = socketState.get(this);
+      if (st.client) throw new TypeErrorCtor('accept() is called on the server end of a WebSocketPair.');
+      if (st.accepted) return;
+      st.accepted = true;
+      st.readyState = 1;
+      const pending = st.pending; st.pending = [];
+      for (const ev of pending) fireSocket(this, ev);
+    }
+    send(message) {
+      const st = socketState.get(this);
+      if (st.client) throw new TypeErrorCtor('Send on the server end of a WebSocketPair; the client end belongs to the visitor.');
+      if (!st.accepted) throw new TypeErrorCtor('You must call accept() on this WebSocket before sending messages.');
+      if (st.readyState !== 1) throw new TypeErrorCtor('Can\'t call WebSocket send() after close().');
+      let record;
+      if (typeof message === 'string') record = socketRecord('t', utf8Latin1(message));
+      else if (message instanceof ArrayBuffer || ArrayBuffer.isView(message)) record = socketRecord('b', latin1FromBytes(toBytes(message)));
+      else record = socketRecord('t', utf8Latin1(StringCtor(message)));
+      writeSocket(this, st, record);
+    }
+    close(code = undefined, reason = undefined) {
+      const st = socketState.get(this);
+      if (st.client) throw new TypeErrorCtor('Close the server end of a WebSocketPair.');
+      if (st.readyState >= 2) return;
+      if (code !== undefined) {
+        code = +code;
+        if (!(code === 1000 || (code >= 3000 && code <= 4999)) || (code | 0) !== code) throw domException('The close code must be 1000 or in 3000-4999.', 'InvalidAccessError');
+      }
+      const why = reason === undefined ? '' : utf8Latin1(StringCtor(reason));
+      if (why.length > 123) throw domException('The close reason is longer than 123 bytes.', 'SyntaxError');
+      const c = code === undefined ? 1000 : code;
+      st.readyState = 2;
+      writeSocket(this, st, socketRecord('c', fromCharCode((c >> 8) & 255, c & 255) + why));
+      st.closeAfter = true;
+      endSocketStream(st);
+    }
+  }
+  for (const [name, v] of [['CONNECTING', 0], ['OPEN', 1], ['CLOSING', 2], ['CLOSED', 3]]) {
+    defineProperty(WebSocket, name, { value: v, enumerable: true }); defineProperty(WebSocket.prototype, name, { value: v, enumerable: true });
+  }
+  for (const name of ['onmessage', 'onclose', 'onerror', 'onopen']) {
+    defineProperty(WebSocket.prototype, name, { configurable: true, enumerable: true,
+      get() { return socketState.get(this)[name]; },
+      set(v) { socketState.get(this)[name] = typeof v === 'function' ? v : null; } });
+  }
+  hidden(G, 'WebSocket', WebSocket);
+  class WebSocketPair {
+    constructor() {
+      makingSocket = true;
+      let client, server;
+      try { client = new WebSocket(); server = new WebSocket(); } finally { makingSocket = false; }
+      const cs = socketState.get(client), ss = socketState.get(server);
+      cs.client = true; cs.peer = server; ss.peer = client;
+      this[0] = client; this[1] = server;
+    }
+  }
+  hidden(G, 'WebSocketPair', WebSocketPair);
+
+  // writeSocket sends a record, or queues it behind the stream's window.
+  function writeSocket(ws, st, record) {
+    if (st.stream === 0 || st.blocked || st.queue.length > 0) {
+      st.queue.push(record);
+      st.queued += record.length;
+      if (st.queued > maxSocketQueue) abandonSocket(ws, st);
+      return;
+    }
+    if (!hostStreamWrite(st.stream, record)) st.blocked = true;
+  }
+  // flushSocket writes what waits, as the window allows.
+  function flushSocket(st) {
+    st.blocked = false;
+    while (st.queue.length > 0 && !st.blocked) {
+      const r = st.queue.shift();
+      st.queued -= r.length;
+      if (!hostStreamWrite(st.stream, r)) st.blocked = true;
+    }
+    if (st.queue.length === 0) endSocketStream(st);
+  }
+  function endSocketStream(st) {
+    if (st.closeAfter && st.stream !== 0 && st.queue.length === 0 && !st.ended) {
+      st.ended = true;
+      socketsByStream.delete(st.stream);
+      pumping.delete(st.stream);
+      hostStreamEnd(st.stream, '');
+    }
+  }
+  // abandonSocket closes a socket whose visitor stopped reading: what waits
+  // is dropped, the close goes at once.
+  function abandonSocket(ws, st) {
+    st.queue = []; st.queued = 0; st.readyState = 3; st.closeAfter = true;
+    if (st.stream !== 0 && !st.ended) {
+      hostStreamWrite(st.stream, socketRecord('c', fromCharCode(1008 >> 8, 1008 & 255) + 'the visitor is not reading'));
+      endSocketStream(st);
+    }
+  }
+  // acceptSocket answers a handler's 101: the server end's records go out
+  // on a new stream.
+  function acceptSocket(res, client) {
+    const server = socketState.get(client).peer;
+    const st = socketState.get(server);
+    if (st.stream !== 0) throw new TypeErrorCtor('This WebSocket was already returned in a response.');
+    const id = nextStream++;
+    hostStreamOpen(id);
+    st.stream = id;
+    socketsByStream.set(id, server);
+    pumping.set(id, { socket: st });
+    flushSocket(st);
+    return wireHead(res, '1', id, '');
+  }
+  // socketEvent delivers the visitor's message or close to the handler's
+  // end (url "socket:<stream>:<kind>:<code>").
+  function socketEvent(url, kind, bodyArg) {
+    const [, idText, what, codeText] = stringSplit.call(url, ':');
+    const ws = socketsByStream.get(+idText);
+    if (ws === undefined) return wireHead(new Response(null, { status: 410 }), '0', 0, '');
+    const st = socketState.get(ws);
+    const raw = bodyArg === null ? '' : bodyArg;
+    const text = () => kind === 't' || kind === 'a' ? raw : textFromLatin1(raw);
+    let ev;
+    if (what === 'c') {
+      st.readyState = 3;
+      socketsByStream.delete(+idText);
+      st.closeAfter = true;
+      st.queue = []; st.queued = 0;
+      endSocketStream(st);
+      const code = +codeText;
+      ev = new CloseEvent('close', { code, reason: text(), wasClean: code !== 1006 });
+    } else if (what === 't') {
+      ev = new MessageEvent('message', { data: text() });
+    } else {
+      ev = new MessageEvent('message', { data: (kind === 't' ? bytesFromLatin1(utf8Latin1(raw)) : bytesFromLatin1(raw)).buffer });
+    }
+    if (!st.accepted) { st.pending.push(ev); return wireHead(new Response(null, { status: 204 }), '0', 0, ''); }
+    return settleSocketEvent(fireSocket(ws, ev));
+  }
+  // An event's invocation lasts until the promises its listeners answered
+  // settle, so a one-at-a-time handle takes a socket's messages one at a
+  // time, each within the invocation bound.
+  async function settleSocketEvent(results) {
+    for (const p of results) { try { await p; } catch (e) { reportError(e); } }
+    return wireHead(new Response(null, { status: 204 }), '0', 0, '');
+  }
+  function fireSocket(ws, ev) {
+    const saved = listenerResults;
+    const results = [];
+    listenerResults = results;
+    try {
+      dispatchTo(ws, ev, true);
+      const h = socketState.get(ws)['on' + ev.type];
+      if (h) {
+        try {
+          const r = h.call(ws, ev);
+          if (r !== null && typeof r === 'object' && typeof r.then === 'function') results.push(r);
+        } catch (e) { reportError(e); }
+      }
+    } finally { listenerResults = saved; }
+    return results;
+  }
+

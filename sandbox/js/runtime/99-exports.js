@@ -1,0 +1,2 @@
+  return { runProgram, setEnv, invoke, fireTimer, pendingWork, reportError, settleHost, setGrants, setSource, streamDrained, cancelStream };
+})
