@@ -58,9 +58,18 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 		return
 	}
 	defer release()
+	// Pings and pongs count as activity for websocket_idle, as messages do.
+	var relay atomic.Pointer[socketRelay]
+	touch := func() {
+		if s := relay.Load(); s != nil {
+			s.touch()
+		}
+	}
 	opts := &websocket.AcceptOptions{
 		// The handler reads the Origin header and decides, as on Workers.
 		InsecureSkipVerify: true,
+		OnPingReceived:     func(context.Context, []byte) bool { touch(); return true },
+		OnPongReceived:     func(context.Context, []byte) { touch() },
 	}
 	for _, hv := range res.Headers {
 		if strings.EqualFold(hv[0], "sec-websocket-protocol") {
@@ -81,6 +90,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	defer cancel()
 	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, logger: h.logger, inDone: make(chan struct{})}
 	s.touch()
+	relay.Store(s)
 	go s.idle(time.Duration(h.app.WebsocketIdle))
 	go s.inbound()
 	s.outbound()
@@ -271,8 +281,8 @@ func socketEventReason(err error) string {
 	return "the handler's isolate was lost"
 }
 
-// idle closes the socket (1001) when no message went either way for
-// bound.
+// idle closes the socket (1001) when no message, ping or pong went either
+// way for bound.
 func (s *socketRelay) idle(bound time.Duration) {
 	t := time.NewTimer(bound)
 	defer t.Stop()

@@ -229,11 +229,27 @@ func TestWebSocketsToAHandle(t *testing.T) {
 	}
 }
 
-// A socket with no message either way for websocket_idle closes with 1001.
+// A socket with no message either way for websocket_idle closes with 1001;
+// pings keep it open.
 func TestWebSocketIdle(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "websocket_idle 1s"), "caddyfile")
 	id := deploySocketHandler(t, token(t, "alice", allScopes))
+	pinged := mustDial(t, id+".apps.localhost")
+	closed := make(chan websocket.StatusCode, 1)
+	go func() { closed <- closedWith(t, pinged) }() // reads, so pongs arrive
+	for i := 0; i < 8; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := pinged.Ping(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("ping %d, %v into the socket: %v", i+1, time.Duration(i)*300*time.Millisecond, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if code := <-closed; code != websocket.StatusGoingAway {
+		t.Fatalf("after the pings stopped: closed with %v", code)
+	}
 	c := mustDial(t, id+".apps.localhost")
 	start := time.Now()
 	c.Write(context.Background(), websocket.MessageText, []byte("one"))
