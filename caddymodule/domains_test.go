@@ -211,6 +211,9 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	if a := do(t, "GET", api("/domains"), alice, nil); a.status != 200 || strings.TrimSpace(string(a.body)) != `{"domains":[{"host":"shop.example.test","status":"active","route":"shop","target":"edge.example.net"}]}` {
 		t.Fatalf("alice's list: %d %s", a.status, a.body)
 	}
+	if m := metricsText(t); !strings.Contains(m, "retainer_domains_active 1") || !strings.Contains(m, "retainer_domains_pending 0") {
+		t.Fatalf("the domain metrics:\n%s", m)
+	}
 	// An owner's later put of an active host: 200, no new verification.
 	if a := do(t, "PUT", api("/domains/shop.example.test"), alice, mustJSON(map[string]any{"route": "shop"})); a.status != 200 || strings.TrimSpace(string(a.body)) != `{"host":"shop.example.test","status":"active","target":"edge.example.net"}` {
 		t.Fatalf("owner's put of an active host: %d %s", a.status, a.body)
@@ -293,4 +296,16 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	if !limited {
 		t.Fatal("verifications are not bounded")
 	}
+}
+
+// metricsText is the admin endpoint's metrics.
+func metricsText(t *testing.T) string {
+	t.Helper()
+	res, err := http.Get("http://localhost:2999/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return string(data)
 }

@@ -458,14 +458,10 @@ func TestGateway(t *testing.T) {
 		t.Fatalf("health: %d %s", a.status, a.body)
 	}
 	// Metrics on Caddy's admin endpoint.
-	res, err := http.Get("http://localhost:2999/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	metrics := metricsText(t)
 	for _, want := range []string{`retainer_invocations_total{outcome="ok"}`, `retainer_handle_ends_total{reason="closed"}`,
-		"retainer_invocation_duration_seconds_bucket", "retainer_worker_restarts_total", "retainer_rebuilds_total", "retainer_handles_live", "retainer_handles_parked", "retainer_queue_depth", "retainer_invocations_in_progress"} {
+		"retainer_invocation_duration_seconds_bucket", "retainer_worker_restarts_total", "retainer_rebuilds_total", "retainer_handles_live", "retainer_handles_parked", "retainer_queue_depth", "retainer_invocations_in_progress",
+		"retainer_websockets_open", "retainer_domains_active", "retainer_domains_pending"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("metrics lack %s", want)
 		}

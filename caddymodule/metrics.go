@@ -82,6 +82,19 @@ func workerSum(f func(worker.WorkerStatus) int) int {
 
 func liveIsolates(s worker.WorkerStatus) int { return s.Isolates }
 
+// domainCount is the current runtime's active (or pending) domains.
+func domainCount(active bool) float64 {
+	rt := current()
+	if rt == nil {
+		return 0
+	}
+	a, p := rt.store.DomainCounts()
+	if active {
+		return float64(a)
+	}
+	return float64(p)
+}
+
 var (
 	metricHandles = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "handles_live",
@@ -97,6 +110,14 @@ var (
 		}
 		return float64(max(rt.store.Count()-workerSum(liveIsolates), 0))
 	})
+	metricDomainsActive = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "domains_active",
+		Help: "Tenants' own domains that are verified and served (docs/domains.md).",
+	}, func() float64 { return domainCount(true) })
+	metricDomainsPending = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "domains_pending",
+		Help: "Tenants' own domains claimed and not yet verified.",
+	}, func() float64 { return domainCount(false) })
 	// Per handle, GET /handles shows inProgress: a metric label per handle
 	// would grow without bound.
 	metricInProgress = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -151,7 +172,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -294,6 +294,22 @@ func (r *Registry) DeleteDomain(tenant, host string) error {
 	return nil
 }
 
+// DomainCounts is every registry's active and pending domains (metrics).
+func (s *Store) DomainCounts() (active, pending int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, hosts := range s.domains {
+		for _, d := range hosts {
+			if d.Status == DomainActive {
+				active++
+			} else {
+				pending++
+			}
+		}
+	}
+	return active, pending
+}
+
 // DomainActive reports whether host is an active domain of this registry
 // (the TLS permission asks it before a certificate is issued or loaded).
 func (r *Registry) DomainActive(host string) bool {
