@@ -132,17 +132,11 @@ func (h *API) putDomain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := readBody(w, r, 64<<10)
-	if err != nil {
-		writeFault(w, err, "")
-		return
-	}
 	var req struct {
 		Route       string `json:"route"`
 		ExecutionID string `json:"executionId"`
 	}
-	if err := decodeStrict(body, &req); err != nil {
-		writeFault(w, err, "")
+	if !decodeBody(w, r, 64<<10, &req) {
 		return
 	}
 	dom, _, err := h.registry().PutDomain(c.tenant, host, req.Route, req.ExecutionID)

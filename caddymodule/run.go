@@ -111,15 +111,7 @@ func (h *API) readRun(w http.ResponseWriter, r *http.Request, v any) (caller, bo
 	if !ok {
 		return c, false
 	}
-	body, err := readBody(w, r, h.app.MaxRequestBody)
-	if err == nil {
-		err = decodeStrict(body, v)
-	}
-	if err != nil {
-		writeFault(w, err, "")
-		return c, false
-	}
-	return c, true
+	return c, decodeBody(w, r, h.app.MaxRequestBody, v)
 }
 
 func (h *API) run(w http.ResponseWriter, r *http.Request) {
