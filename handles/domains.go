@@ -202,11 +202,20 @@ func (r *Registry) Domain(tenant, host string) (Domain, error) {
 	s := r.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.domains[r.name][host]
-	if d == nil || d.Tenant != tenant {
+	d := r.domainOf(tenant, host)
+	if d == nil {
 		return Domain{}, noDomain(host)
 	}
 	return d.view(), nil
+}
+
+// domainOf is the tenant's claim of host, or nil (none, or another
+// tenant's: both answer alike). s.mu is held.
+func (r *Registry) domainOf(tenant, host string) *domainRecord {
+	if d := r.store.domains[r.name][host]; d != nil && d.Tenant == tenant {
+		return d
+	}
+	return nil
 }
 
 func noDomain(host string) error {
@@ -236,8 +245,8 @@ func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, 
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
 	s.mu.Lock()
-	d := s.domains[r.name][host]
-	if d == nil || d.Tenant != tenant {
+	d := r.domainOf(tenant, host)
+	if d == nil {
 		s.mu.Unlock()
 		return Domain{}, noDomain(host)
 	}
@@ -277,8 +286,8 @@ func (r *Registry) DeleteDomain(tenant, host string) error {
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
 	s.mu.Lock()
-	d := s.domains[r.name][host]
-	if d == nil || d.Tenant != tenant {
+	d := r.domainOf(tenant, host)
+	if d == nil {
 		s.mu.Unlock()
 		return noDomain(host)
 	}
