@@ -104,3 +104,41 @@ func (b *Bytes) Held(tenant string) (tenantBytes, total int64) {
 	defer b.mu.Unlock()
 	return b.by[tenant], b.total
 }
+
+// Counts is how many of something each key holds (a tenant's sockets, a
+// visitor's streams), each below a cap its caller names. The zero value is
+// ready.
+type Counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Take counts one more for key, or answers false when key holds max.
+func (c *Counts) Take(key string, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key] >= max {
+		return false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	return true
+}
+
+// Give uncounts one that key took.
+func (c *Counts) Give(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[key]--; c.n[key] <= 0 {
+		delete(c.n, key)
+	}
+}
+
+// Held is how many key holds.
+func (c *Counts) Held(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}

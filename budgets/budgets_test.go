@@ -28,3 +28,17 @@ func TestBytes(t *testing.T) {
 		t.Fatalf("held %d %d", tb, total)
 	}
 }
+
+func TestCounts(t *testing.T) {
+	var c Counts
+	if !c.Take("a", 2) || !c.Take("a", 2) || c.Take("a", 2) {
+		t.Fatal("a cap of 2")
+	}
+	if !c.Take("b", 2) {
+		t.Fatal("another key is charged to itself")
+	}
+	c.Give("a")
+	if c.Held("a") != 1 || !c.Take("a", 2) {
+		t.Fatal("a place given back")
+	}
+}

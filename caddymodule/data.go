@@ -161,7 +161,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 			streamed = tracked
 		}
 	}
-	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r), body)
+	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r, upgrade), body)
 	res, stream, err := reg.ServeStream(r.Context(), key, h.resolve, req, streamed)
 	observeInvocation("data", start, err)
 	if tracked != nil && !tracked.ended.Load() {
@@ -346,9 +346,9 @@ func (h *Retainer) requestURL(r *http.Request) string {
 }
 
 // requestHeaders copies the visitor's headers for the handler: no
-// hop-by-hop headers, and none of the gateway's credentials unless
-// pass_credentials.
-func (h *Retainer) requestHeaders(r *http.Request) [][2]string {
+// hop-by-hop headers but `Upgrade: websocket` for an upgrade, and none of
+// the gateway's credentials unless pass_credentials.
+func (h *Retainer) requestHeaders(r *http.Request, upgrade bool) [][2]string {
 	var drop map[string]bool // what the Connection header names
 	for _, v := range r.Header.Values("Connection") {
 		for _, name := range strings.Split(v, ",") {
@@ -367,7 +367,7 @@ func (h *Retainer) requestHeaders(r *http.Request) [][2]string {
 	}
 	out := make([][2]string, 1, len(r.Header)+2)
 	out[0] = [2]string{"host", r.Host}
-	if isWebSocketUpgrade(r) {
+	if upgrade {
 		// The one hop-by-hop header a handler is given (docs/websockets.md).
 		out = append(out, [2]string{"upgrade", "websocket"})
 	}

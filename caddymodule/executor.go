@@ -518,31 +518,14 @@ func (c *executorConn) closeHandle(id int64, executionID string) {
 type socketSet struct {
 	mu       sync.Mutex
 	conns    map[*executorConn]bool
-	byTenant map[string]int // sockets open or being opened, per tenant
+	byTenant budgets.Counts // sockets open or being opened, per tenant
 }
 
 // reserve takes one of tenant's socket places; false past the cap.
-func (s *socketSet) reserve(tenant string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byTenant == nil {
-		s.byTenant = map[string]int{}
-	}
-	if s.byTenant[tenant] >= maxTenantSockets {
-		return false
-	}
-	s.byTenant[tenant]++
-	return true
-}
+func (s *socketSet) reserve(tenant string) bool { return s.byTenant.Take(tenant, maxTenantSockets) }
 
 // release gives a place back when its socket has ended.
-func (s *socketSet) release(tenant string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byTenant[tenant]--; s.byTenant[tenant] <= 0 {
-		delete(s.byTenant, tenant)
-	}
-}
+func (s *socketSet) release(tenant string) { s.byTenant.Give(tenant) }
 
 func (s *socketSet) add(c *executorConn) {
 	s.mu.Lock()

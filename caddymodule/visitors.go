@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"net"
 	"net/http"
-	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -19,12 +18,7 @@ const streamsPerVisitor = budgets.StreamsPerVisitor
 
 // visitorStreams counts open streamed responses by handle and visitor
 // address. It lives in the runtime, so a reload keeps the counts.
-type visitorStreams struct {
-	mu   sync.Mutex
-	open map[visitorKey]int
-}
-
-type visitorKey struct{ handle, addr string }
+type visitorStreams struct{ open budgets.Counts }
 
 // visitorAddr is Caddy's client IP for r (trusted proxies respected), or
 // the connection's address.
@@ -42,21 +36,9 @@ func visitorAddr(r *http.Request) string {
 // acquire counts one more stream of addr on handle, or answers
 // QUOTA_EXCEEDED past streamsPerVisitor; release uncounts it.
 func (v *visitorStreams) acquire(handle, addr string) (release func(), err error) {
-	k := visitorKey{handle, addr}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.open == nil {
-		v.open = map[visitorKey]int{}
-	}
-	if v.open[k] >= streamsPerVisitor {
+	k := handle + "\x00" + addr
+	if !v.open.Take(k, streamsPerVisitor) {
 		return nil, fault.New(fault.QuotaExceeded, "This visitor holds %d streamed responses of this handler open, the most one visitor may.", streamsPerVisitor)
 	}
-	v.open[k]++
-	return func() {
-		v.mu.Lock()
-		if v.open[k]--; v.open[k] <= 0 {
-			delete(v.open, k)
-		}
-		v.mu.Unlock()
-	}, nil
+	return func() { v.open.Give(k) }, nil
 }

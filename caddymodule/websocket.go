@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
@@ -88,7 +87,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	// configuration keeps it: the handle and its isolate are the app's).
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, logger: h.logger, inDone: make(chan struct{})}
+	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, inDone: make(chan struct{})}
 	s.touch()
 	relay.Store(s)
 	go s.idle(time.Duration(h.app.WebsocketIdle))
@@ -105,7 +104,6 @@ type socketRelay struct {
 	st     *handles.Stream
 	ctx    context.Context
 	cancel context.CancelFunc
-	logger *zap.Logger
 
 	last   atomic.Int64 // unix nanoseconds of the last message either way
 	inDone chan struct{}

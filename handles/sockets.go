@@ -2,7 +2,9 @@ package handles
 
 import (
 	"context"
+	"sync"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
@@ -14,55 +16,34 @@ import (
 // SocketEvent. An open socket is an open stream: it keeps its handle from
 // idling out and its worker from being recycled.
 
-// socketCount is the open sockets of a handle and of a tenant; s.mu guards.
-type socketCount struct {
-	byHandle map[string]int
-	byTenant map[string]int
-}
+// socketCount is the open sockets of each handle and of each tenant.
+type socketCount struct{ byHandle, byTenant budgets.Counts }
 
 // HandleID is the handle a stream belongs to.
 func (st *Stream) HandleID() string { return st.id }
-
-// StreamID is the stream's number in its isolate (a socket's, for events).
-func (st *Stream) StreamID() int64 { return st.stream }
 
 // AcquireSocket counts an accepted socket of handle id against
 // websockets_per_handle and websockets_per_tenant; release uncounts it.
 func (r *Registry) AcquireSocket(id string) (release func(), err error) {
 	s := r.store
 	cfg := r.config()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rec := s.records[id]
-	if rec == nil {
+	tenant := s.tenantOf(id)
+	if tenant == "" {
 		return nil, fault.Closed(id)
 	}
-	if s.sockets.byHandle == nil {
-		s.sockets = socketCount{byHandle: map[string]int{}, byTenant: map[string]int{}}
+	if !s.sockets.byHandle.Take(id, cfg.WebsocketsPerHandle) {
+		return nil, fault.New(fault.QuotaExceeded, "This handler holds %d WebSockets, the most one handler may (websockets_per_handle).", cfg.WebsocketsPerHandle)
 	}
-	if n := s.sockets.byHandle[id]; n >= cfg.WebsocketsPerHandle {
-		return nil, fault.New(fault.QuotaExceeded, "This handler holds %d WebSockets, the most one handler may (websockets_per_handle).", n)
+	if !s.sockets.byTenant.Take(tenant, cfg.WebsocketsPerTenant) {
+		s.sockets.byHandle.Give(id)
+		return nil, fault.New(fault.QuotaExceeded, "This tenant's handlers hold %d WebSockets, the most one tenant may (websockets_per_tenant).", cfg.WebsocketsPerTenant)
 	}
-	if n := s.sockets.byTenant[rec.Tenant]; n >= cfg.WebsocketsPerTenant {
-		return nil, fault.New(fault.QuotaExceeded, "This tenant's handlers hold %d WebSockets, the most one tenant may (websockets_per_tenant).", n)
-	}
-	s.sockets.byHandle[id]++
-	s.sockets.byTenant[rec.Tenant]++
-	tenant := rec.Tenant
-	released := false
+	var once sync.Once
 	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if released {
-			return
-		}
-		released = true
-		if s.sockets.byHandle[id]--; s.sockets.byHandle[id] <= 0 {
-			delete(s.sockets.byHandle, id)
-		}
-		if s.sockets.byTenant[tenant]--; s.sockets.byTenant[tenant] <= 0 {
-			delete(s.sockets.byTenant, tenant)
-		}
+		once.Do(func() {
+			s.sockets.byHandle.Give(id)
+			s.sockets.byTenant.Give(tenant)
+		})
 	}, nil
 }
 
