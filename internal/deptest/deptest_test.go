@@ -23,6 +23,8 @@ var allowed = map[string][]string{
 	"internal/readsome": {},
 	"internal/urlparse": {},
 	"internal/gctarget": {},
+	"store":             {},
+	"store/storetest":   {"store"},
 	"capability":        {"fault", "budgets", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "budgets", "internal/wirejson", "internal/urlparse"},
 	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson", "internal/gctarget"},
@@ -36,7 +38,7 @@ var allowed = map[string][]string{
 var only = map[string][]string{
 	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
 	"rogchap.com/v8go":             {"sandbox"},
-	"go.etcd.io/bbolt":             {"handles", "receipts", "capability"},
+	"go.etcd.io/bbolt":             {"store", "handles", "receipts", "capability"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {

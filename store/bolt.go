@@ -1,0 +1,259 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// The bbolt file: one bucket per table, the meta bucket naming the file's
+// application and schema, the owners bucket holding each space's epoch.
+// Files written before this package existed have the same layout.
+const schemaVersion = "1"
+
+var (
+	bucketMeta   = []byte("meta")
+	bucketOwners = []byte("owners")
+	keySchema    = []byte("schema")
+	keyApp       = []byte("app")
+	appName      = []byte("retainer")
+)
+
+// boltLimits match etcd's defaults (128 operations, 1.5 MiB a request), so
+// that what passes on one machine passes on a cluster.
+var boltLimits = Limits{Ops: 128, Bytes: 1536 << 10}
+
+// Bolt is the one-machine backend: one bbolt file.
+type Bolt struct {
+	db   *bolt.DB
+	path string
+}
+
+// OpenBolt opens (or creates) the store at path, waiting at most
+// openTimeout for another process's lock. A file that is not a Retainer
+// store, or of another schema, is refused with an error that says so.
+func OpenBolt(path string, openTimeout time.Duration) (*Bolt, error) {
+	if openTimeout <= 0 {
+		openTimeout = 5 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the store's directory: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("opening store %s: another process holds its lock: %w", path, err)
+		}
+		return nil, fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
+	}
+	if err := initSchema(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return &Bolt{db: db, path: path}, nil
+}
+
+func initSchema(db *bolt.DB) error {
+	return db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			// A new file has no buckets at all; one with other buckets
+			// belongs to someone else.
+			foreign := false
+			tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				foreign = true
+				return nil
+			})
+			if foreign {
+				return errors.New("the file is a bbolt database of another application")
+			}
+			var err error
+			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+				return err
+			}
+			meta.Put(keyApp, appName)
+			meta.Put(keySchema, []byte(schemaVersion))
+		}
+		if string(meta.Get(keyApp)) != string(appName) {
+			return errors.New("the file is a bbolt database of another application")
+		}
+		if v := string(meta.Get(keySchema)); v != schemaVersion {
+			return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
+		}
+		_, err := tx.CreateBucketIfNotExists(bucketOwners)
+		return err
+	})
+}
+
+// Path is the store's file.
+func (b *Bolt) Path() string { return b.path }
+
+// Size is the file's size in bytes.
+func (b *Bolt) Size() int64 {
+	var n int64
+	b.db.View(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	})
+	return n
+}
+
+// Limits implements Store.
+func (b *Bolt) Limits() Limits { return boltLimits }
+
+// Close implements Store.
+func (b *Bolt) Close() error { return b.db.Close() }
+
+// Get implements Store.
+func (b *Bolt) Get(_ context.Context, table string, key []byte) ([]byte, error) {
+	var v []byte
+	err := b.db.View(func(tx *bolt.Tx) error {
+		if bk := tx.Bucket([]byte(table)); bk != nil {
+			v = Copy(bk.Get(key))
+		}
+		return nil
+	})
+	return v, err
+}
+
+// Scan implements Store.
+func (b *Bolt) Scan(_ context.Context, table string, r Range, fn func(k, v []byte) bool) error {
+	lo, hi := bounds(r)
+	return b.db.View(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(table))
+		if bk == nil {
+			return nil
+		}
+		c := bk.Cursor()
+		var k, v []byte
+		if r.Reverse {
+			if hi == nil {
+				k, v = c.Last()
+			} else if k, v = c.Seek(hi); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		} else {
+			k, v = c.Seek(lo)
+		}
+		for n := 0; k != nil; n++ {
+			if bytes.Compare(k, lo) < 0 || (hi != nil && bytes.Compare(k, hi) >= 0) {
+				break
+			}
+			if (r.Limit > 0 && n >= r.Limit) || !fn(k, v) {
+				break
+			}
+			if r.Reverse {
+				k, v = c.Prev()
+			} else {
+				k, v = c.Next()
+			}
+		}
+		return nil
+	})
+}
+
+// Commit implements Store.
+func (b *Bolt) Commit(_ context.Context, txn Txn) error {
+	if err := checkSize(txn, boltLimits); err != nil {
+		return err
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		if txn.Fence.Space != "" && (txn.Fence.Epoch == 0 || epochOf(tx, txn.Fence.Space) != txn.Fence.Epoch) {
+			return ErrFenced
+		}
+		for _, c := range txn.If {
+			var v []byte
+			if bk := tx.Bucket([]byte(c.Table)); bk != nil {
+				v = bk.Get(c.Key)
+			}
+			if (c.Value == nil) != (v == nil) || !bytes.Equal(c.Value, v) {
+				return ErrConflict
+			}
+		}
+		buckets := map[string]*bolt.Bucket{}
+		for _, o := range txn.Then {
+			bk := buckets[o.Table]
+			if bk == nil {
+				var err error
+				if o.Delete {
+					if bk = tx.Bucket([]byte(o.Table)); bk == nil {
+						continue // nothing to delete
+					}
+				} else if bk, err = tx.CreateBucketIfNotExists([]byte(o.Table)); err != nil {
+					return err
+				}
+				buckets[o.Table] = bk
+			}
+			var err error
+			if o.Delete {
+				err = bk.Delete(o.Key)
+			} else {
+				err = bk.Put(o.Key, o.Value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Claim implements Store.
+func (b *Bolt) Claim(_ context.Context, space string) (Fence, error) {
+	if space == "" {
+		return Fence{}, errors.New("store: a claim names a space")
+	}
+	var f Fence
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		f = Fence{Space: space, Epoch: epochOf(tx, space) + 1}
+		return tx.Bucket(bucketOwners).Put([]byte(space), binary.BigEndian.AppendUint64(nil, f.Epoch))
+	})
+	return f, err
+}
+
+func epochOf(tx *bolt.Tx, space string) uint64 {
+	if v := tx.Bucket(bucketOwners).Get([]byte(space)); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// bounds is the range's lowest key and the first key past it (nil: none).
+func bounds(r Range) (lo, hi []byte) {
+	lo, hi = r.From, r.To
+	if r.Prefix != nil {
+		if bytes.Compare(r.Prefix, lo) > 0 {
+			lo = r.Prefix
+		}
+		if end := PrefixEnd(r.Prefix); end != nil && (hi == nil || bytes.Compare(end, hi) < 0) {
+			hi = end
+		}
+	}
+	if lo == nil {
+		lo = []byte{}
+	}
+	return lo, hi
+}
+
+// PrefixEnd is the first key after every key that begins with p (nil when
+// there is none: p is all 0xff).
+func PrefixEnd(p []byte) []byte {
+	end := append([]byte{}, p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
