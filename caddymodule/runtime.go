@@ -17,6 +17,7 @@ import (
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -30,6 +31,7 @@ var runtimes = caddy.NewUsagePool()
 type runtime struct {
 	key      string
 	pool     *worker.Pool
+	backing  *store.Bolt
 	store    *handles.Store
 	receipts *receipts.Store
 	kv       *capability.KV
@@ -50,6 +52,9 @@ func (rt *runtime) Destruct() error {
 	rt.kv.Close() // commits what is pending
 	rt.receipts.Close()
 	err := rt.store.Close()
+	if cerr := rt.backing.Close(); err == nil {
+		err = cerr
+	}
 	rt.pool.Shutdown()
 	return err
 }
@@ -138,7 +143,13 @@ func newRuntime(a *App) (*runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := handles.Open(a.Store, handles.Options{
+	backing, err := store.OpenBolt(a.Store, 0)
+	if err != nil {
+		pool.Shutdown()
+		return nil, err
+	}
+	writer := store.NewWriter(backing)
+	registry, err := handles.Open(writer, handles.Options{
 		Executor: pool,
 		OnEnd: func(e handles.Event) {
 			metricEnds.WithLabelValues(e.Reason).Inc()
@@ -157,26 +168,30 @@ func newRuntime(a *App) (*runtime, error) {
 		OnDomainsGone: func(_ string, hosts []string) { evictCertificates(hosts) },
 	})
 	if err != nil {
+		backing.Close()
 		pool.Shutdown()
 		return nil, err
 	}
-	kv, err := capability.NewKV(store.DB(), 0)
+	kv, err := capability.NewKV(writer, 0)
 	if err != nil {
-		store.Close()
+		registry.Close()
+		backing.Close()
 		pool.Shutdown()
 		return nil, err
 	}
 	// Values read from writes a failed commit lost leave every cache.
 	kv.OnCommitFailed = pool.InvalidateAllKV
-	store.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
-	rs, err := receipts.Open(store.DB(), time.Duration(a.ReceiptRetention), nil)
+	registry.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	rs, err := receipts.Open(writer, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		kv.Close()
-		store.Close()
+		registry.Close()
+		backing.Close()
 		pool.Shutdown()
 		return nil, err
 	}
-	rt.store = store
+	rt.backing = backing
+	rt.store = registry
 	rt.pool = pool
 	rt.kv = kv
 	rt.receipts = rs

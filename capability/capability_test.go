@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/retainer-gw/retainer/fault"
 )
@@ -126,7 +125,7 @@ func TestFetchBodyAsTextOrBytes(t *testing.T) {
 }
 
 func TestKVIsolationAndQuota(t *testing.T) {
-	_, kv := openKV(t, bolt.Options{}, 64)
+	_, kv := openKV(t, 64)
 	do := func(reg, tenant, op string, args map[string]any) (string, error) {
 		raw, _ := json.Marshal(args)
 		res, err := kv.Serve(reg, tenant, "owner", op, raw)

@@ -9,10 +9,9 @@ import (
 	"fmt"
 	"sync"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // KV limits (docs/threat-model.md).
@@ -21,31 +20,35 @@ const (
 	MaxValueBytes = 1 << 20
 )
 
-var (
-	bucketKV    = []byte("kv")
-	bucketUsage = []byte("kvusage")
+// The kv tables in the store: values by space and key, and each space's
+// bytes in use.
+const (
+	tableKV    = "kv"
+	tableUsage = "kvusage"
 )
 
-// KV is the tenants' key spaces in bbolt: one per tenant and registry.
+// KV is the tenants' key spaces in the store (package store): one per
+// tenant and registry.
 //
 // Writes go through an output gate (as Cloudflare's Durable Objects do): a
 // put or delete is checked (key, value, quota) and accepted into a pending
 // set at once, and resolves; its owner's later reads see it at once, and
 // another's read of it waits until it is durable; the writes pending when a
-// commit starts share one bbolt transaction, and the next commit starts as
-// soon as one ends (no fixed delay). Whoever must not act before a write is
+// commit starts share one transaction, and the next commit starts as
+// soon as one ends (no fixed delay), under the fences of the spaces it
+// writes. Whoever must not act before a write is
 // durable — a response to a visitor, an outbound fetch or tool call made
 // after the write — waits at Barrier for the writes its owner (a run or a
 // handle) made. A commit that fails fails those waiters: no acknowledged
 // response ever stands for a lost write.
 type KV struct {
-	db    *bolt.DB
+	w     *store.Writer
 	quota int64
 
 	mu        sync.Mutex              // guards everything below
 	pending   map[string]pendingWrite // by full key (space + key)
 	usage     map[string]int64        // bytes per space, pending writes included
-	touched   map[string]bool         // spaces whose usage changed since the last commit began
+	touched   map[string]string       // spaces whose usage changed since the last commit began → their fence's space
 	owners    map[string]uint64       // owner → its last accepted write's seq
 	spaces    map[string]uint64       // space → its last accepted write's seq
 	seq       uint64                  // the last accepted write
@@ -75,26 +78,17 @@ type pendingWrite struct {
 	seq   uint64
 	value *string
 	owner string // the run or handle that wrote it
+	space string // the store space whose fence guards it
 }
 
-// NewKV prepares the buckets and starts the committer. quota is each
+// NewKV starts the committer of kv writes through w. quota is each
 // tenant's byte budget (keys plus values) per registry; default 100 MiB.
-func NewKV(db *bolt.DB, quota int64) (*KV, error) {
+func NewKV(w *store.Writer, quota int64) (*KV, error) {
 	if quota <= 0 {
 		quota = 100 << 20
 	}
-	err := db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketKV); err != nil {
-			return err
-		}
-		_, err := tx.CreateBucketIfNotExists(bucketUsage)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	kv := &KV{db: db, quota: quota,
-		pending: map[string]pendingWrite{}, usage: map[string]int64{}, touched: map[string]bool{}, owners: map[string]uint64{},
+	kv := &KV{w: w, quota: quota,
+		pending: map[string]pendingWrite{}, usage: map[string]int64{}, touched: map[string]string{}, owners: map[string]uint64{},
 		spaces: map[string]uint64{},
 		wake:   make(chan struct{}, 1), done: make(chan struct{})}
 	kv.changed = sync.NewCond(&kv.mu)
@@ -102,8 +96,8 @@ func NewKV(db *bolt.DB, quota int64) (*KV, error) {
 	return kv, nil
 }
 
-// Close commits what is pending and stops the committer; the database
-// stays open.
+// Close commits what is pending and stops the committer; the store stays
+// open.
 func (kv *KV) Close() {
 	kv.mu.Lock()
 	if kv.closed {
@@ -183,14 +177,11 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 			}
 			break
 		}
-		var out json.RawMessage = []byte("null")
-		err := kv.db.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket(bucketKV).Get([]byte(full)); v != nil {
-				out, _ = wirejson.Marshal(string(v))
-			}
-			return nil
-		})
-		return out, err
+		v, err := kv.w.Get(context.Background(), tableKV, []byte(full))
+		if err != nil || v == nil {
+			return json.RawMessage("null"), err
+		}
+		return wirejson.Marshal(string(v))
 	case "kv.put":
 		return nil, kv.Write(registry, tenant, owner, a.Key, &a.Value)
 	case "kv.delete":
@@ -217,12 +208,12 @@ func (kv *KV) Write(registry, tenant, owner, key string, value *string) error {
 	if value != nil && len(*value) > MaxValueBytes {
 		return bad("A kv value is at most %d bytes.", MaxValueBytes)
 	}
-	return kv.accept(space(registry, tenant), owner, key, value)
+	return kv.accept(space(registry, tenant), store.Space(registry, tenant), owner, key, value)
 }
 
 // accept checks a put (value non-nil) or delete against the quota and
 // takes it into the pending set.
-func (kv *KV) accept(ns []byte, owner, key string, value *string) error {
+func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) error {
 	full := string(ns) + key
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
@@ -247,9 +238,9 @@ func (kv *KV) accept(ns []byte, owner, key string, value *string) error {
 		used = 0
 	}
 	kv.usage[string(ns)] = used
-	kv.touched[string(ns)] = true
+	kv.touched[string(ns)] = fenceSpace
 	kv.seq++
-	kv.pending[full] = pendingWrite{seq: kv.seq, value: value, owner: owner}
+	kv.pending[full] = pendingWrite{seq: kv.seq, value: value, owner: owner, space: fenceSpace}
 	kv.owners[owner] = kv.seq
 	kv.spaces[string(ns)] = kv.seq
 	select {
@@ -267,25 +258,15 @@ func (kv *KV) current(full string) (string, bool) {
 		}
 		return *p.value, true
 	}
-	var v []byte
-	kv.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketKV).Get([]byte(full)); b != nil {
-			v = append([]byte(nil), b...)
-		}
-		return nil
-	})
+	v, _ := kv.w.Get(context.Background(), tableKV, []byte(full))
 	return string(v), v != nil
 }
 
 func (kv *KV) storedUsage(ns []byte) int64 {
-	var used int64
-	kv.db.View(func(tx *bolt.Tx) error {
-		if u := tx.Bucket(bucketUsage).Get(ns); len(u) == 8 {
-			used = int64(binary.BigEndian.Uint64(u))
-		}
-		return nil
-	})
-	return used
+	if u, _ := kv.w.Get(context.Background(), tableUsage, ns); len(u) == 8 {
+		return int64(binary.BigEndian.Uint64(u))
+	}
+	return 0
 }
 
 // Barrier waits until every write owner made so far is durable; it fails
@@ -342,7 +323,7 @@ func (kv *KV) failure(seq uint64) error {
 	return nil
 }
 
-// commitLoop commits the pending writes, one bbolt transaction per batch,
+// commitLoop commits the pending writes, one transaction per batch,
 // starting the next batch as soon as one ends.
 func (kv *KV) commitLoop() {
 	defer close(kv.done)
@@ -367,13 +348,13 @@ func (kv *KV) commitOnce() bool {
 	}
 	// Only the usage of the spaces this batch wrote is written: kv.usage
 	// holds every space touched since the gateway started.
-	usage := make(map[string]int64, len(kv.touched))
-	for ns := range kv.touched {
+	usage := make(map[string]spaceUsage, len(kv.touched))
+	for ns, fenceSpace := range kv.touched {
 		if u, ok := kv.usage[ns]; ok {
-			usage[ns] = u
+			usage[ns] = spaceUsage{bytes: u, space: fenceSpace}
 		}
 	}
-	kv.touched = map[string]bool{}
+	kv.touched = map[string]string{}
 	upTo, from := kv.seq, kv.committed+1
 	kv.mu.Unlock()
 
@@ -409,9 +390,17 @@ func (kv *KV) commitOnce() bool {
 	return true
 }
 
-// commit writes one batch in one transaction; a panic (a closed file) is
-// an error like any other, so that no waiter is left waiting.
-func (kv *KV) commit(batch map[string]pendingWrite, usage map[string]int64) (err error) {
+// spaceUsage is a space's bytes in use and the store space it is in.
+type spaceUsage struct {
+	bytes int64
+	space string
+}
+
+// commit writes one batch: one transaction under the fences of the spaces
+// it writes, or as few as the store's limits allow (store.CommitSpaces);
+// a failure in any fails the batch. A panic (a closed file) is an error
+// like any other, so that no waiter is left waiting.
+func (kv *KV) commit(batch map[string]pendingWrite, usage map[string]spaceUsage) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("commit failed: %v", r)
@@ -422,28 +411,18 @@ func (kv *KV) commit(batch map[string]pendingWrite, usage map[string]int64) (err
 			return err
 		}
 	}
-	return kv.db.Update(func(tx *bolt.Tx) error {
-		b, ub := tx.Bucket(bucketKV), tx.Bucket(bucketUsage)
-		for k, p := range batch {
-			var err error
-			if p.value != nil {
-				err = b.Put([]byte(k), []byte(*p.value))
-			} else {
-				err = b.Delete([]byte(k))
-			}
-			if err != nil {
-				return err
-			}
+	bySpace := map[string][]store.Op{}
+	for k, p := range batch {
+		if p.value != nil {
+			bySpace[p.space] = append(bySpace[p.space], store.Put(tableKV, []byte(k), []byte(*p.value)))
+		} else {
+			bySpace[p.space] = append(bySpace[p.space], store.Delete(tableKV, []byte(k)))
 		}
-		for ns, u := range usage {
-			var v [8]byte
-			binary.BigEndian.PutUint64(v[:], uint64(u))
-			if err := ub.Put([]byte(ns), v[:]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	for ns, u := range usage {
+		bySpace[u.space] = append(bySpace[u.space], store.Put(tableUsage, []byte(ns), binary.BigEndian.AppendUint64(nil, uint64(u.bytes))))
+	}
+	return kv.w.CommitSpaces(context.Background(), bySpace)
 }
 
 // list answers keys of the tenant's space with the prefix, after the
@@ -471,21 +450,18 @@ func (kv *KV) list(ns []byte, a kvArgs) (json.RawMessage, error) {
 		Cursor *string  `json:"cursor"`
 	}
 	out := page{Keys: []string{}}
-	err := kv.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketKV).Cursor()
-		full := append(append([]byte{}, ns...), a.Prefix...)
-		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, full); k, _ = c.Next() {
-			if after != nil && bytes.Equal(k, after) {
-				continue
-			}
-			if len(out.Keys) == limit {
-				cur := base64.RawURLEncoding.EncodeToString([]byte(out.Keys[len(out.Keys)-1]))
-				out.Cursor = &cur
-				return nil
-			}
-			out.Keys = append(out.Keys, string(k[len(ns):]))
+	full := append(append([]byte{}, ns...), a.Prefix...)
+	err := kv.w.Scan(context.Background(), tableKV, store.Range{Prefix: full, From: start}, func(k, _ []byte) bool {
+		if after != nil && bytes.Equal(k, after) {
+			return true
 		}
-		return nil
+		if len(out.Keys) == limit {
+			cur := base64.RawURLEncoding.EncodeToString([]byte(out.Keys[len(out.Keys)-1]))
+			out.Cursor = &cur
+			return false
+		}
+		out.Keys = append(out.Keys, string(k[len(ns):]))
+		return true
 	})
 	if err != nil {
 		return nil, err

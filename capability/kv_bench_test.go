@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // cpuNow is this process's user+system CPU time: the committer runs on its
@@ -20,22 +18,15 @@ func cpuNow() time.Duration {
 
 // BenchmarkKVGroupCommit is the gateway's side of a kv counter under load:
 // each op accepts one put of each of `writes` owners (as the worker's
-// kv.batch brings them) and waits for the last to be durable, with the
-// store opened both ways (handles/store.go opens it without a freelist
-// sync). It reports the process's CPU per write.
+// kv.batch brings them) and waits for the last to be durable, in a bbolt
+// store as the gateway opens it. It reports the process's CPU per write.
 //
 // go test ./capability -run '^$' -bench KVGroupCommit
 func BenchmarkKVGroupCommit(b *testing.B) {
-	for _, mode := range []struct {
-		name string
-		opts bolt.Options
-	}{
-		{"freelist-sync", bolt.Options{}},
-		{"no-freelist-sync", bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType}},
-	} {
+	{
 		for _, writes := range []int{1, 8} {
-			b.Run(fmt.Sprintf("%s/writes=%d", mode.name, writes), func(b *testing.B) {
-				_, kv := openKV(b, mode.opts, 0)
+			b.Run(fmt.Sprintf("writes=%d", writes), func(b *testing.B) {
+				_, kv := openKV(b, 0)
 				// A store with some history: 32 tenants' counters and values.
 				for t := range 32 {
 					for k := range 50 {

@@ -1,8 +1,10 @@
 // Package handles owns every retained handle's lifetime: who owns it, how it
 // is found, when it ends and how it comes back.
 //
-// A Store is one bbolt file holding the records of every registry (one per
-// site; a registry's handles are invisible to another). A record is
+// A Store holds the records of every registry (one per site; a registry's
+// handles are invisible to another) in memory, written through to a
+// backing store (package store: bbolt on one machine), each write under
+// its tenant's fence. A record is
 // committed before its executionId is returned, so a deployment survives a
 // restart, a config reload, a crashed worker, parking and a bound hit: when
 // its isolate is gone, the next request rebuilds it by running its program
@@ -10,7 +12,8 @@
 //
 // A handle ends when it is closed through the API, stays idle past its idle
 // bound, reaches bound_strikes, or fails to rebuild. Every end deletes the
-// record and its routes in one transaction and is published once, with its
+// record and its routes in one transaction (in order, when the store's
+// limits split it) and is published once, with its
 // reason, through Options.OnEnd. Afterwards the id answers HANDLES_CLOSED
 // exactly as an id that never existed, and so does another tenant's id.
 //

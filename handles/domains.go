@@ -1,6 +1,7 @@
 package handles
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // A tenant's own domains (docs/domains.md): a host name such as
@@ -41,7 +41,7 @@ type Domain struct {
 	Challenge string `json:"-"`
 }
 
-// domainRecord is a domain as persisted, in bucket "domains" under
+// domainRecord is a domain as persisted, in table "domains" under
 // key(registry, host).
 type domainRecord struct {
 	Host        string    `json:"host"`
@@ -56,8 +56,6 @@ type domainRecord struct {
 func (d *domainRecord) view() Domain {
 	return Domain{Host: d.Host, Status: d.Status, Route: d.Route, ExecutionID: d.ExecutionID, Challenge: d.Challenge}
 }
-
-var bucketDomains = []byte("domains")
 
 const (
 	// maxDomainsPerTenant bounds the hosts one tenant claims in a registry.
@@ -179,12 +177,11 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 	}
 	next.Route, next.ExecutionID = route, id
 	s.mu.Unlock()
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if reservedHere {
-			s.unreserve(tx, r.name, host)
-		}
-		return putDomainTx(tx, r.name, &next)
-	}); err != nil {
+	ops := []store.Op{domainOp(r.name, &next)}
+	if reservedHere {
+		ops = append(ops, s.unreserve(r.name, host))
+	}
+	if err := s.commit(r.name, tenant, nil, ops); err != nil {
 		return Domain{}, false, fault.Wrap(fault.Internal, err, "The domain could not be saved.")
 	}
 	s.mu.Lock()
@@ -270,7 +267,7 @@ func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, 
 	next := *d
 	next.Status = DomainActive
 	s.mu.Unlock()
-	if err := s.db.Update(func(tx *bolt.Tx) error { return putDomainTx(tx, r.name, &next) }); err != nil {
+	if err := s.commit(r.name, tenant, nil, []store.Op{domainOp(r.name, &next)}); err != nil {
 		return Domain{}, fault.Wrap(fault.Internal, err, "The domain could not be saved.")
 	}
 	s.mu.Lock()
@@ -293,9 +290,7 @@ func (r *Registry) DeleteDomain(tenant, host string) error {
 	}
 	delete(s.domains[r.name], host)
 	s.mu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketDomains).Delete(key(r.name, host))
-	})
+	err := s.commit(r.name, tenant, nil, []store.Op{store.Delete(tableDomains, key(r.name, host))})
 	s.domainsGone(r.name, []string{host})
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "The domain could not be removed.")
@@ -359,10 +354,11 @@ func hasUpper(s string) bool {
 	return false
 }
 
-// endDomains removes the domains that end with rec (bound to its id, or to
-// a route its end freed) in the end's transaction, and reserves their hosts
-// to the tenant like freed route names. s.mu is not held.
-func (s *Store) endDomains(tx *bolt.Tx, rec *Record, freedRoutes []string) []string {
+// endDomains drops the domains that end with rec (bound to its id, or to
+// a route its end freed), reserves their hosts to the tenant like freed
+// route names, and answers the hosts and the writes for the end's commit.
+// s.mu is not held.
+func (s *Store) endDomains(rec *Record, freedRoutes []string) ([]string, []store.Op) {
 	freed := map[string]bool{}
 	for _, n := range freedRoutes {
 		freed[n] = true
@@ -376,12 +372,11 @@ func (s *Store) endDomains(tx *bolt.Tx, rec *Record, freedRoutes []string) []str
 		}
 	}
 	s.mu.Unlock()
-	b := tx.Bucket(bucketDomains)
+	ops := make([]store.Op, 0, 2*len(hosts))
 	for _, h := range hosts {
-		b.Delete(key(rec.Registry, h))
+		ops = append(ops, store.Delete(tableDomains, key(rec.Registry, h)))
 	}
-	s.reserve(tx, rec, hosts)
-	return hosts
+	return hosts, append(ops, s.reserve(rec, hosts)...)
 }
 
 // domainsGone tells the owner of certificates that hosts no longer serve.
@@ -394,7 +389,7 @@ func (s *Store) domainsGone(registry string, hosts []string) {
 // sweepDomains forgets pending claims older than pendingClaim.
 func (s *Store) sweepDomains() {
 	now := s.opts.Now()
-	var gone [][]byte
+	gone := spaceOps{}
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
 	s.mu.Lock()
@@ -402,35 +397,33 @@ func (s *Store) sweepDomains() {
 		for host, d := range hosts {
 			if d.Status == DomainPending && now.Sub(d.ClaimedAt) >= pendingClaim {
 				delete(hosts, host)
-				gone = append(gone, key(reg, host))
+				gone.add(reg, d.Tenant, store.Delete(tableDomains, key(reg, host)))
 			}
 		}
 	}
 	s.mu.Unlock()
-	s.deleteKeys(bucketDomains, gone)
+	gone.commit(s)
 }
 
-func putDomainTx(tx *bolt.Tx, registry string, d *domainRecord) error {
-	data, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(bucketDomains).Put(key(registry, d.Host), data)
+// domainOp writes a domain's claim.
+func domainOp(registry string, d *domainRecord) store.Op {
+	data, _ := json.Marshal(d)
+	return store.Put(tableDomains, key(registry, d.Host), data)
 }
 
 // loadDomains reads the domains at Open.
-func (s *Store) loadDomains(tx *bolt.Tx) error {
-	return tx.Bucket(bucketDomains).ForEach(func(k, v []byte) error {
+func (s *Store) loadDomains(ctx context.Context) error {
+	return s.w.Scan(ctx, tableDomains, store.Range{}, func(k, v []byte) bool {
 		reg, host, ok := splitKey(k)
 		var d domainRecord
 		if !ok || json.Unmarshal(v, &d) != nil || d.Host != host {
-			return nil // a corrupt claim serves nothing
+			return true // a corrupt claim serves nothing
 		}
 		if s.domains[reg] == nil {
 			s.domains[reg] = map[string]*domainRecord{}
 		}
 		s.domains[reg][host] = &d
-		return nil
+		return true
 	})
 }
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	persist "github.com/retainer-gw/retainer/store"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -30,10 +30,11 @@ func TestMain(m *testing.M) {
 
 // gateway is a store wired to a real worker pool, as the Caddy module does.
 type gateway struct {
-	store *Store
-	pool  *worker.Pool
-	clock *fakeClock
-	ends  *eventLog
+	store   *Store
+	backing *persist.Bolt
+	pool    *worker.Pool
+	clock   *fakeClock
+	ends    *eventLog
 }
 
 type fakeClock struct {
@@ -98,13 +99,18 @@ func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg wor
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(path, Options{Executor: pool, Now: clock.Now, OnEnd: ends.add, FlushEvery: 50 * time.Millisecond})
+	backing, err := persist.OpenBolt(path, 0)
+	if err != nil {
+		pool.Shutdown()
+		t.Fatal(err)
+	}
+	s, err := Open(persist.NewWriter(backing), Options{Executor: pool, Now: clock.Now, OnEnd: ends.add, FlushEvery: 50 * time.Millisecond})
 	if err != nil {
 		pool.Shutdown()
 		t.Fatal(err)
 	}
 	store.Store(s)
-	g := &gateway{store: s, pool: pool, clock: clock, ends: ends}
+	g := &gateway{store: s, backing: backing, pool: pool, clock: clock, ends: ends}
 	t.Cleanup(g.stop)
 	return g
 }
@@ -112,6 +118,7 @@ func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg wor
 func (g *gateway) stop() {
 	if g.store != nil {
 		g.store.Close()
+		g.backing.Close()
 		g.pool.Shutdown()
 		g.store = nil
 	}
@@ -485,37 +492,6 @@ func TestQuota(t *testing.T) {
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: "async () => 1"}, RetainHandles: true})
 	if err != nil || res.ExecutionID != "" || string(res.Outcome.Result) != "1" {
 		t.Fatalf("computation with retainHandles: %+v %v", res, err)
-	}
-}
-
-func TestForeignAndCorruptStoresAreRefused(t *testing.T) {
-	dir := t.TempDir()
-	garbage := filepath.Join(dir, "garbage.db")
-	os.WriteFile(garbage, []byte(strings.Repeat("not a database ", 1000)), 0o600)
-	pool, err := worker.Start(worker.Config{Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Shutdown()
-	if _, err := Open(garbage, Options{Executor: pool}); err == nil || !strings.Contains(err.Error(), "not a Retainer store") {
-		t.Fatalf("garbage file: %v", err)
-	}
-	foreign := filepath.Join(dir, "foreign.db")
-	db, _ := bolt.Open(foreign, 0o600, nil)
-	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("theirs")); return err })
-	db.Close()
-	if _, err := Open(foreign, Options{Executor: pool}); err == nil || !strings.Contains(err.Error(), "another application") {
-		t.Fatalf("foreign file: %v", err)
-	}
-	// A store held by another open answers within the timeout.
-	held := filepath.Join(dir, "held.db")
-	s, err := Open(held, Options{Executor: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := Open(held, Options{Executor: pool, OpenTimeout: 100 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "lock") {
-		t.Fatalf("held file: %v", err)
 	}
 }
 

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // parkOne disposes the isolate of the least recently used idle handle; its
@@ -245,30 +244,29 @@ func (r *Registry) end(id, reason, message string) bool {
 	}
 	delete(s.records, id)
 	delete(s.dirty, id)
+	var freed []string
 	for _, name := range rec.Routes {
 		if s.routes[rec.Registry][name] == id {
 			delete(s.routes[rec.Registry], name)
+			freed = append(freed, name)
 		}
 	}
 	delete(s.live, id)
 	s.mu.Unlock()
-	var hostsGone []string
-	s.db.Update(func(tx *bolt.Tx) error {
-		tx.Bucket(bucketHandles).Delete(key(rec.Registry, id))
-		routes := tx.Bucket(bucketRoutes)
-		var freed []string
-		for _, name := range rec.Routes {
-			if string(routes.Get(key(rec.Registry, name))) == id {
-				routes.Delete(key(rec.Registry, name))
-				freed = append(freed, name)
-			}
-		}
-		// Freed names stay the tenant's for a day (reserve.go).
-		s.reserve(tx, rec, freed)
-		// Its domains end with it, their hosts reserved alike (domains.go).
-		hostsGone = s.endDomains(tx, rec, freed)
-		return nil
-	})
+	// The record first, then its names: one transaction when they fit
+	// the store's limits, else in order, so an end stopped half done
+	// leaves names that point at no record (they serve nothing and load
+	// drops them), never a record without its names' reservations.
+	ops := []store.Op{store.Delete(tableHandles, key(rec.Registry, id))}
+	for _, name := range freed {
+		ops = append(ops, store.Delete(tableRoutes, key(rec.Registry, name)))
+	}
+	// Freed names stay the tenant's for a day (reserve.go); its domains
+	// end with it, their hosts reserved alike (domains.go).
+	ops = append(ops, s.reserve(rec, freed)...)
+	hostsGone, domainOps := s.endDomains(rec, freed)
+	ops = append(ops, domainOps...)
+	s.commitChunked(rec.Registry, rec.Tenant, ops)
 	s.domainsGone(rec.Registry, hostsGone)
 	s.opts.Executor.Close(id)
 	if s.opts.OnEnd != nil {

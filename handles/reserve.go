@@ -1,13 +1,13 @@
 package handles
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // Route names and domain hosts freed by their handle's end stay reserved
@@ -22,8 +22,6 @@ import (
 
 // routeReservation is how long a freed route name stays its tenant's.
 const routeReservation = budgets.NameReservation
-
-var bucketReserved = []byte("reserved")
 
 // reservation is a freed route name's owner and how long it stays so.
 type reservation struct {
@@ -41,10 +39,10 @@ func (s *Store) reservedTo(registry, name string) string {
 	return res.Tenant
 }
 
-// reserveTx records that the routes of rec, freed by its end, are its
-// tenant's for routeReservation; s.mu is not held (the caller's records
-// already dropped the routes).
-func (s *Store) reserve(tx *bolt.Tx, rec *Record, names []string) {
+// reserve records that names of rec, freed by its end, are its tenant's
+// for routeReservation, and answers the writes for the end's commit; s.mu
+// is not held (the caller's records already dropped the names).
+func (s *Store) reserve(rec *Record, names []string) []store.Op {
 	until := s.opts.Now().Add(routeReservation)
 	res := reservation{Tenant: rec.Tenant, Until: until}
 	data, _ := json.Marshal(res)
@@ -56,65 +54,68 @@ func (s *Store) reserve(tx *bolt.Tx, rec *Record, names []string) {
 		s.reserved[rec.Registry][name] = res
 	}
 	s.mu.Unlock()
-	b := tx.Bucket(bucketReserved)
+	ops := make([]store.Op, 0, len(names))
 	for _, name := range names {
-		b.Put(key(rec.Registry, name), data)
+		ops = append(ops, store.Put(tableReserved, key(rec.Registry, name), data))
 	}
+	return ops
 }
 
-// unreserve drops a reservation its tenant has used (a bind). Called in
-// the bind's transaction; s.mu is not held.
-func (s *Store) unreserve(tx *bolt.Tx, registry, name string) {
+// unreserve drops a reservation its tenant has used (a bind) and answers
+// the write for the bind's commit; s.mu is not held.
+func (s *Store) unreserve(registry, name string) store.Op {
 	s.mu.Lock()
 	delete(s.reserved[registry], name)
 	s.mu.Unlock()
-	tx.Bucket(bucketReserved).Delete(key(registry, name))
+	return store.Delete(tableReserved, key(registry, name))
 }
 
 // sweepReservations forgets the reservations that have run out.
 func (s *Store) sweepReservations() {
 	now := s.opts.Now()
-	var gone [][]byte
+	gone := spaceOps{}
 	s.mu.Lock()
 	for reg, names := range s.reserved {
 		for name, res := range names {
 			if !now.Before(res.Until) {
 				delete(names, name)
-				gone = append(gone, key(reg, name))
+				gone.add(reg, res.Tenant, store.Delete(tableReserved, key(reg, name)))
 			}
 		}
 	}
 	s.mu.Unlock()
-	s.deleteKeys(bucketReserved, gone)
+	gone.commit(s)
 }
 
-// deleteKeys deletes keys from bucket in one transaction (a sweep's).
-func (s *Store) deleteKeys(bucket []byte, keys [][]byte) {
-	if len(keys) == 0 {
-		return
+// spaceOps gathers a sweep's writes by the space they are in.
+type spaceOps map[[2]string][]store.Op
+
+func (g spaceOps) add(registry, tenant string, op store.Op) {
+	k := [2]string{registry, tenant}
+	g[k] = append(g[k], op)
+}
+
+// commit applies each space's writes (chunked: a sweep may stop half done
+// and be done again).
+func (g spaceOps) commit(s *Store) {
+	for k, ops := range g {
+		s.commitChunked(k[0], k[1], ops)
 	}
-	s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucket)
-		for _, k := range keys {
-			b.Delete(k)
-		}
-		return nil
-	})
 }
 
 // loadReservations reads the reservations at Open.
-func (s *Store) loadReservations(tx *bolt.Tx) error {
-	return tx.Bucket(bucketReserved).ForEach(func(k, v []byte) error {
+func (s *Store) loadReservations(ctx context.Context) error {
+	return s.w.Scan(ctx, tableReserved, store.Range{}, func(k, v []byte) bool {
 		reg, name, ok := splitKey(k)
 		var res reservation
 		if !ok || json.Unmarshal(v, &res) != nil {
-			return nil // a corrupt reservation reserves nothing
+			return true // a corrupt reservation reserves nothing
 		}
 		if s.reserved[reg] == nil {
 			s.reserved[reg] = map[string]reservation{}
 		}
 		s.reserved[reg][name] = res
-		return nil
+		return true
 	})
 }
 

@@ -5,10 +5,9 @@ import (
 	"regexp"
 	"sort"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // routeName is a DNS label.
@@ -35,7 +34,7 @@ const maxRoutesPerTenant = budgets.RoutesPerTenant
 // BindRoute points name at the tenant's handle id. A later bind moves the
 // name atomically: requests resolve either to the old or to the new handle,
 // never to nothing. Route writers are serialized by routeMu; mu is held
-// only to read and to apply, never across the bbolt commit.
+// only to read and to apply, never across the store commit.
 func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 	if err := ValidRouteName(name); err != nil {
 		return Route{}, err
@@ -90,22 +89,14 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 		newPrev.Routes = without(prev.Routes, name)
 	}
 	s.mu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketRoutes).Put(key(r.name, name), []byte(id)); err != nil {
-			return err
-		}
-		if reservedHere {
-			s.unreserve(tx, r.name, name)
-		}
-		if err := putTx(tx, &newRec); err != nil {
-			return err
-		}
-		if moving {
-			return putTx(tx, &newPrev)
-		}
-		return nil
-	})
-	if err != nil {
+	ops := []store.Op{store.Put(tableRoutes, key(r.name, name), []byte(id)), recordOp(&newRec)}
+	if reservedHere {
+		ops = append(ops, s.unreserve(r.name, name))
+	}
+	if moving {
+		ops = append(ops, recordOp(&newPrev))
+	}
+	if err := s.commit(r.name, tenant, nil, ops); err != nil {
 		return Route{}, fault.Wrap(fault.Internal, err, "The route could not be saved.")
 	}
 	// Records only end under routeMu, which this holds: rec and prev are
@@ -135,13 +126,7 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	newRec := *rec
 	newRec.Routes = without(rec.Routes, name)
 	s.mu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketRoutes).Delete(key(r.name, name)); err != nil {
-			return err
-		}
-		return putTx(tx, &newRec)
-	})
-	if err != nil {
+	if err := s.commit(r.name, tenant, nil, []store.Op{store.Delete(tableRoutes, key(r.name, name)), recordOp(&newRec)}); err != nil {
 		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
 	}
 	s.mu.Lock()
@@ -166,12 +151,10 @@ func (r *Registry) Routes(tenant string) []Route {
 	return out
 }
 
-func putTx(tx *bolt.Tx, rec *Record) error {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(bucketHandles).Put(key(rec.Registry, rec.ID), data)
+// recordOp writes rec (a record marshals whatever it holds).
+func recordOp(rec *Record) store.Op {
+	data, _ := json.Marshal(rec)
+	return store.Put(tableHandles, key(rec.Registry, rec.ID), data)
 }
 
 func appendUnique(list []string, s string) []string {

@@ -5,19 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // Executor holds live isolates; *worker.Pool is the product's.
@@ -33,17 +29,13 @@ type Executor interface {
 	CancelStream(id string, stream int64)
 }
 
-// schemaVersion is written in the meta bucket; a file with another version
-// (or none, with data) is refused rather than guessed at.
-const schemaVersion = "1"
-
-var (
-	bucketMeta    = []byte("meta")
-	bucketHandles = []byte("handles")
-	bucketRoutes  = []byte("routes")
-	keySchema     = []byte("schema")
-	keyApp        = []byte("app")
-	appName       = []byte("retainer")
+// The registry's tables in the store, each keyed by registry and name
+// (key): records by id, routes by name, reserved names and domains by host.
+const (
+	tableHandles  = "handles"
+	tableRoutes   = "routes"
+	tableReserved = "reserved"
+	tableDomains  = "domains"
 )
 
 // Event is one end of a handle, published once.
@@ -78,8 +70,6 @@ type Options struct {
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration
-	// OpenTimeout bounds the wait for bbolt's file lock. Default 5s.
-	OpenTimeout time.Duration
 	// Host serves programs' kv, fetch and tool calls; nil grants nothing.
 	Host *capability.Host
 	// OnRebuild is told of every rebuild of a handle's isolate.
@@ -89,14 +79,14 @@ type Options struct {
 	OnDomainsGone func(registry string, hosts []string)
 }
 
-// Store is one bbolt file and every registry in it. Safe for concurrent use.
+// Store is every registry of one backing store (package store), held in
+// memory and written through. Safe for concurrent use.
 type Store struct {
-	db   *bolt.DB
+	w    *store.Writer
 	opts Options
-	path string
 
 	// routeMu serializes the writers of routes (bind, unbind, end) so
-	// that none of them holds mu across a bbolt commit.
+	// that none of them holds mu across a store commit.
 	routeMu sync.Mutex
 	// rebuilds tracks detached rebuilds, so Close waits for them.
 	rebuilds sync.WaitGroup
@@ -118,9 +108,9 @@ type Store struct {
 	done chan struct{}
 }
 
-// Open opens (or creates) the store at path. A file that is not a Retainer
-// store, or of another schema, is refused with an error that says so.
-func Open(path string, opts Options) (*Store, error) {
+// Open loads every registry from w's store and serves them, writing
+// through w. The store stays the caller's: Close does not close it.
+func Open(w *store.Writer, opts Options) (*Store, error) {
 	if opts.Executor == nil {
 		return nil, errors.New("handles: no executor")
 	}
@@ -130,21 +120,8 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.FlushEvery <= 0 {
 		opts.FlushEvery = 2 * time.Second
 	}
-	if opts.OpenTimeout <= 0 {
-		opts.OpenTimeout = 5 * time.Second
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("creating the store's directory: %w", err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.OpenTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("opening store %s: another process holds its lock: %w", path, err)
-		}
-		return nil, fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
-	}
 	s := &Store{
-		db: db, opts: opts, path: path,
+		w: w, opts: opts,
 		registries: map[string]*Registry{},
 		records:    map[string]*Record{},
 		routes:     map[string]map[string]string{},
@@ -157,86 +134,71 @@ func Open(path string, opts Options) (*Store, error) {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
-	if err := s.initSchema(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening store %s: %w", path, err)
-	}
 	if err := s.load(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("loading store %s: %w", path, err)
+		return nil, fmt.Errorf("loading the registry: %w", err)
 	}
 	go s.background()
 	return s, nil
 }
 
-func (s *Store) initSchema() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			// A new file has no buckets at all; one with other buckets
-			// belongs to someone else.
-			foreign := false
-			tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-				foreign = true
-				return nil
-			})
-			if foreign {
-				return errors.New("the file is a bbolt database of another application")
-			}
-			var err error
-			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
-				return err
-			}
-			meta.Put(keyApp, appName)
-			meta.Put(keySchema, []byte(schemaVersion))
+func (s *Store) load() error {
+	ctx := context.Background()
+	var corrupt error
+	err := s.w.Scan(ctx, tableHandles, store.Range{}, func(k, v []byte) bool {
+		var r Record
+		if err := json.Unmarshal(v, &r); err != nil {
+			corrupt = fmt.Errorf("record %q is corrupt: %w", k, err)
+			return false
 		}
-		if string(meta.Get(keyApp)) != string(appName) {
-			return errors.New("the file is a bbolt database of another application")
-		}
-		if v := string(meta.Get(keySchema)); v != schemaVersion {
-			return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
-		}
-		for _, b := range [][]byte{bucketHandles, bucketRoutes, bucketReserved, bucketDomains} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
+		s.records[r.ID] = &r
+		return true
 	})
+	if err != nil {
+		return err
+	}
+	if corrupt != nil {
+		return corrupt
+	}
+	err = s.w.Scan(ctx, tableRoutes, store.Range{}, func(k, v []byte) bool {
+		reg, name, ok := splitKey(k)
+		if !ok {
+			corrupt = fmt.Errorf("route key %q is corrupt", k)
+			return false
+		}
+		// A route whose record is gone was left by an end that stopped
+		// half done (its names are removed after its record): it serves
+		// nothing.
+		if s.records[string(v)] == nil {
+			return true
+		}
+		if s.routes[reg] == nil {
+			s.routes[reg] = map[string]string{}
+		}
+		s.routes[reg][name] = string(v)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if corrupt != nil {
+		return corrupt
+	}
+	if err := s.loadReservations(ctx); err != nil {
+		return err
+	}
+	return s.loadDomains(ctx)
 }
 
-func (s *Store) load() error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		err := tx.Bucket(bucketHandles).ForEach(func(k, v []byte) error {
-			var r Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("record %q is corrupt: %w", k, err)
-			}
-			s.records[r.ID] = &r
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bucketRoutes).ForEach(func(k, v []byte) error {
-			reg, name, ok := splitKey(k)
-			if !ok {
-				return fmt.Errorf("route key %q is corrupt", k)
-			}
-			if s.routes[reg] == nil {
-				s.routes[reg] = map[string]string{}
-			}
-			s.routes[reg][name] = string(v)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if err := s.loadReservations(tx); err != nil {
-			return err
-		}
-		return s.loadDomains(tx)
-	})
+// commit applies conds and ops in the space of a registry's tenant, under
+// the writer's fence for it.
+func (s *Store) commit(registry, tenant string, conds []store.Cond, ops []store.Op) error {
+	return s.w.CommitIn(context.Background(), store.Space(registry, tenant), conds, ops)
+}
+
+// commitChunked applies ops in the space of a registry's tenant in as few
+// transactions as the store allows (store.CommitChunked).
+func (s *Store) commitChunked(registry, tenant string, ops []store.Op) error {
+	return s.w.CommitChunkedIn(context.Background(), store.Space(registry, tenant), ops)
 }
 
 func key(registry, name string) []byte { return []byte(registry + "\x00" + name) }
@@ -265,15 +227,8 @@ func (s *Store) Count() int {
 	return len(s.records)
 }
 
-// Path is the store's file.
-func (s *Store) Path() string { return s.path }
-
-// DB exposes the bbolt handle to packages that keep their own buckets in
-// the same file (kv, receipts).
-func (s *Store) DB() *bolt.DB { return s.db }
-
-// Close flushes coalesced counters and closes the file. Live isolates are
-// the executor's; they are not touched.
+// Close flushes coalesced counters. The backing store is the caller's to
+// close; live isolates are the executor's: neither is touched.
 func (s *Store) Close() error {
 	select {
 	case <-s.stop:
@@ -283,7 +238,7 @@ func (s *Store) Close() error {
 	<-s.done
 	s.rebuilds.Wait()
 	s.flush()
-	return s.db.Close()
+	return nil
 }
 
 // background flushes counters and sweeps idle handles.
@@ -320,18 +275,35 @@ func (s *Store) flush() {
 	}
 	s.dirty = map[string]bool{}
 	s.mu.Unlock()
-	s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketHandles)
-		for _, r := range recs {
-			k := key(r.Registry, r.ID)
-			if b.Get(k) == nil {
-				continue // ended meanwhile
+	// One transaction a tenant's records (as many as the store's limits
+	// allow), each written only if it is still stored; when one ended
+	// meanwhile, or the group is past the store's bytes, its group is
+	// written a record at a time.
+	bySpace := map[[2]string][]Record{}
+	for _, r := range recs {
+		k := [2]string{r.Registry, r.Tenant}
+		bySpace[k] = append(bySpace[k], r)
+	}
+	per := max(1, (s.w.Limits().Ops-1)/2)
+	for k, group := range bySpace {
+		for len(group) > 0 {
+			n := min(per, len(group))
+			var conds []store.Cond
+			var ops []store.Op
+			for i := range group[:n] {
+				data, _ := json.Marshal(&group[i])
+				rk := key(group[i].Registry, group[i].ID)
+				conds = append(conds, store.Exists(tableHandles, rk))
+				ops = append(ops, store.Put(tableHandles, rk, data))
 			}
-			data, _ := json.Marshal(r)
-			b.Put(k, data)
+			if err := s.commit(k[0], k[1], conds, ops); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTooLarge) {
+				for i := range group[:n] {
+					s.updateRecord(&group[i])
+				}
+			}
+			group = group[n:]
 		}
-		return nil
-	})
+	}
 }
 
 // insertRecord writes a new record now (one transaction).
@@ -340,9 +312,7 @@ func (s *Store) insertRecord(r *Record) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketHandles).Put(key(r.Registry, r.ID), data)
-	})
+	return s.commit(r.Registry, r.Tenant, nil, []store.Op{store.Put(tableHandles, key(r.Registry, r.ID), data)})
 }
 
 // updateRecord writes a changed record only if it is still stored: a
@@ -353,14 +323,12 @@ func (s *Store) updateRecord(r *Record) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketHandles)
-		k := key(r.Registry, r.ID)
-		if b.Get(k) == nil {
-			return nil
-		}
-		return b.Put(k, data)
-	})
+	k := key(r.Registry, r.ID)
+	err = s.commit(r.Registry, r.Tenant, []store.Cond{store.Exists(tableHandles, k)}, []store.Op{store.Put(tableHandles, k, data)})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
 }
 
 // Registry returns the registry name, creating it on first use.

@@ -3,7 +3,7 @@
 // so that agents (JSON) and the people who supervise them (HTML) can see
 // what a model-written program did.
 //
-// Receipts live in a bucket of the registry's bbolt file, under their
+// Receipts live in a table of the registry's store (package store), under their
 // tenant, for a retention period swept in the background; a receipt is
 // bounded in size and says where it was truncated. They never hold a
 // request's env values (Receipt has no field for them).

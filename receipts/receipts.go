@@ -1,28 +1,29 @@
 package receipts
 
 import (
-	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/store"
 )
 
-// bucket holds receipts under length-prefixed keys (see key). The first
+// table holds receipts under length-prefixed keys (see key). The first
 // layout ("receipts", tenant NUL id) let tenant "bob" list "bob\x00x"'s
-// receipts; its bucket is dropped on open (receipts are kept days, not
+// receipts; its keys are dropped on open (receipts are kept days, not
 // forever).
-var (
-	bucket    = []byte("receipts.v2")
-	oldBucket = []byte("receipts")
+const (
+	table    = "receipts.v2"
+	oldTable = "receipts"
 )
 
 // MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
@@ -108,14 +109,16 @@ type Timing struct {
 	DurationMs float64   `json:"durationMs"`
 }
 
-// Store keeps receipts in a bbolt file it does not own.
+// Store keeps receipts in a store (package store) it does not own.
+// Receipts are written without fences: each is a new key (a UUIDv7) that no
+// other writer makes, so any gateway may write any tenant's.
 //
 // Put does not wait for the disk: a receipt is readable at once (from
 // memory) and a writer goroutine commits every receipt waiting in one
 // transaction, so a run's answer does not pay an fsync of its own and
 // concurrent runs share one. Listings first commit what is waiting.
 type Store struct {
-	db        *bolt.DB
+	st        store.Store
 	now       func() time.Time
 	mu        sync.Mutex // guards retention
 	retention time.Duration
@@ -147,24 +150,23 @@ func (s *Store) SetTenantBytes(n int64) {
 	s.tenantBytes = max(n, MaxBytes)
 }
 
-// Open prepares the bucket, sweeps once, and starts the hourly retention
-// sweep. Close stops it; the database stays open.
-func Open(db *bolt.DB, retention time.Duration, now func() time.Time) (*Store, error) {
+// Open drops the first layout's keys, sweeps once, and starts the hourly
+// retention sweep. Close stops it; the store stays open.
+func Open(st store.Store, retention time.Duration, now func() time.Time) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		if tx.Bucket(oldBucket) != nil {
-			if err := tx.DeleteBucket(oldBucket); err != nil {
-				return err
-			}
-		}
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
+	var old []store.Op
+	if err := st.Scan(context.Background(), oldTable, store.Range{}, func(k, _ []byte) bool {
+		old = append(old, store.Delete(oldTable, store.Copy(k)))
+		return true
 	}); err != nil {
 		return nil, fmt.Errorf("receipts: %w", err)
 	}
-	s := &Store{db: db, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{}),
+	if err := store.CommitChunked(context.Background(), st, nil, old); err != nil {
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	s := &Store{st: st, now: now, retention: retention, stop: make(chan struct{}), done: make(chan struct{}),
 		pending: map[string][]byte{}, wake: make(chan struct{}, 1), written: make(chan struct{}),
 		tenantBytes: TenantBytes, used: map[string]int64{}}
 	s.Sweep()
@@ -209,8 +211,10 @@ func (s *Store) writeLoop() {
 	}
 }
 
-// flush writes every waiting receipt in one transaction. On failure they
-// wait for the next one (a newer Put of the same key wins).
+// flush writes every waiting receipt, with the deletes that keep each
+// tenant within its quota, in one transaction (or as few as the store's
+// limits allow). On failure they wait for the next one (a newer Put of
+// the same key wins).
 func (s *Store) flush() error {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
@@ -231,26 +235,44 @@ func (s *Store) flush() error {
 				err = fmt.Errorf("receipts: commit failed: %v", r)
 			}
 		}()
-		return s.db.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucket)
-			touched := map[string]bool{}
-			for k, v := range batch {
-				prefix := prefixOf([]byte(k))
-				s.countTenant(b, prefix)
-				s.used[prefix] += int64(len(v) - len(b.Get([]byte(k))))
-				if err := b.Put([]byte(k), v); err != nil {
+		ctx := context.Background()
+		byTenant := map[string][]string{}
+		for k := range batch {
+			prefix := prefixOf([]byte(k))
+			byTenant[prefix] = append(byTenant[prefix], k)
+		}
+		var ops []store.Op
+		for prefix, keys := range byTenant {
+			if err := s.countTenant(ctx, prefix); err != nil {
+				return err
+			}
+			sort.Strings(keys) // oldest first
+			for _, k := range keys {
+				old, err := s.st.Get(ctx, table, []byte(k))
+				if err != nil {
 					return err
 				}
-				touched[prefix] = true
+				s.used[prefix] += int64(len(batch[k]) - len(old))
 			}
-			for prefix := range touched {
-				s.enforceQuota(b, prefix)
+			drop, err := s.overQuota(ctx, prefix, keys, batch)
+			if err != nil {
+				return err
 			}
-			return nil
-		})
+			for _, k := range keys {
+				if !drop[k] {
+					ops = append(ops, store.Put(table, []byte(k), batch[k]))
+				}
+			}
+			for k := range drop {
+				if _, new := batch[k]; !new {
+					ops = append(ops, store.Delete(table, []byte(k)))
+				}
+			}
+		}
+		return store.CommitChunked(ctx, s.st, nil, ops)
 	}()
 	if err != nil {
-		s.used = map[string]int64{} // counted again from the file
+		s.used = map[string]int64{} // counted again from the store
 	}
 	s.pmu.Lock()
 	if err != nil {
@@ -325,30 +347,45 @@ func prefixOf(k []byte) string {
 }
 
 // countTenant counts what the tenant of prefix stores, once. cmu is held.
-func (s *Store) countTenant(b *bolt.Bucket, prefix string) {
+func (s *Store) countTenant(ctx context.Context, prefix string) error {
 	if _, ok := s.used[prefix]; ok {
-		return
+		return nil
 	}
 	var n int64
-	c := b.Cursor()
-	for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+	err := s.st.Scan(ctx, table, store.Range{Prefix: []byte(prefix)}, func(_, v []byte) bool {
 		n += int64(len(v))
+		return true
+	})
+	if err == nil {
+		s.used[prefix] = n
 	}
-	s.used[prefix] = n
+	return err
 }
 
-// enforceQuota drops the oldest receipts of the tenant of prefix (ids are
-// UUIDv7s: key order is time order) until it is within its quota. cmu is
-// held.
-func (s *Store) enforceQuota(b *bolt.Bucket, prefix string) {
-	c := b.Cursor()
-	for k, v := c.Seek([]byte(prefix)); s.used[prefix] > s.tenantBytes && k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Seek([]byte(prefix)) {
-		size := int64(len(v))
-		if c.Delete() != nil {
-			return
-		}
-		s.used[prefix] -= size
+// overQuota answers the receipts to drop, oldest first (ids are UUIDv7s:
+// key order is time order), so that the tenant of prefix is within its
+// quota once the batch's keys (sorted) are written: stored ones first,
+// then the batch's own. cmu is held.
+func (s *Store) overQuota(ctx context.Context, prefix string, keys []string, batch map[string][]byte) (map[string]bool, error) {
+	drop := map[string]bool{}
+	if s.used[prefix] <= s.tenantBytes {
+		return drop, nil
 	}
+	err := s.st.Scan(ctx, table, store.Range{Prefix: []byte(prefix)}, func(k, v []byte) bool {
+		if _, new := batch[string(k)]; !new {
+			drop[string(k)] = true
+			s.used[prefix] -= int64(len(v))
+		}
+		return s.used[prefix] > s.tenantBytes
+	})
+	for _, k := range keys {
+		if s.used[prefix] <= s.tenantBytes {
+			break
+		}
+		drop[k] = true
+		s.used[prefix] -= int64(len(batch[k]))
+	}
+	return drop, err
 }
 
 // Put stores a receipt, cutting what does not fit the size bound. It is
@@ -546,14 +583,14 @@ func (s *Store) Get(tenant, id string) (Receipt, error) {
 	if v, ok := s.waiting(key(tenant, id)); ok {
 		return r, json.Unmarshal(v, &r)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucket).Get(key(tenant, id))
-		if v == nil {
-			return ErrNotFound
-		}
-		return json.Unmarshal(v, &r)
-	})
-	return r, err
+	v, err := s.st.Get(context.Background(), table, key(tenant, id))
+	if err != nil {
+		return r, err
+	}
+	if v == nil {
+		return r, ErrNotFound
+	}
+	return r, json.Unmarshal(v, &r)
 }
 
 // Summary is one line of a receipt list.
@@ -580,43 +617,26 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 	prefix := tenantPrefix(tenant)
 	out := []Summary{}
 	next := ""
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucket).Cursor()
-		// Start just before the cursor's key, or at the tenant's last key:
-		// seek to the first key past it and step back.
-		from := key(tenant, cursor)
-		if cursor == "" {
-			from = append(append([]byte{}, prefix...), 0xff) // past every id (ASCII)
+	// Newest first, from just before the cursor's key.
+	r := store.Range{Prefix: prefix, Reverse: true}
+	if cursor != "" {
+		r.To = key(tenant, cursor)
+	}
+	err := s.st.Scan(context.Background(), table, r, func(_, v []byte) bool {
+		if len(out) == limit {
+			next = out[len(out)-1].ID
+			return false
 		}
-		k, _ := c.Seek(from)
-		if k == nil {
-			k, _ = c.Last()
-			if k != nil && cursor != "" && bytes.Compare(k, from) >= 0 {
-				k, _ = c.Prev()
-			}
-		} else {
-			k, _ = c.Prev()
+		var r Receipt
+		if err := json.Unmarshal(v, &r); err != nil {
+			return true
 		}
-		var v []byte
-		if k != nil {
-			v = tx.Bucket(bucket).Get(k)
+		sum := Summary{ID: r.ID, Status: r.Outcome.Status, ExecutionID: r.ExecutionID, Received: r.Timing.Received, DurationMs: r.Timing.DurationMs}
+		if r.Outcome.Error != nil {
+			sum.Code = r.Outcome.Error.Code
 		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
-			if len(out) == limit {
-				next = out[len(out)-1].ID
-				return nil
-			}
-			var r Receipt
-			if err := json.Unmarshal(v, &r); err != nil {
-				continue
-			}
-			sum := Summary{ID: r.ID, Status: r.Outcome.Status, ExecutionID: r.ExecutionID, Received: r.Timing.Received, DurationMs: r.Timing.DurationMs}
-			if r.Outcome.Error != nil {
-				sum.Code = r.Outcome.Error.Code
-			}
-			out = append(out, sum)
-		}
-		return nil
+		out = append(out, sum)
+		return true
 	})
 	return out, next, err
 }
@@ -631,23 +651,22 @@ func (s *Store) Sweep() int {
 		return 0
 	}
 	cutoff := s.now().Add(-retention)
-	deleted := 0
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	s.used = map[string]int64{} // counted again from the file
-	s.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucket).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			var r struct {
-				Timing Timing `json:"timing"`
-			}
-			if json.Unmarshal(v, &r) == nil && r.Timing.Received.Before(cutoff) {
-				if c.Delete() == nil {
-					deleted++
-				}
-			}
+	s.used = map[string]int64{} // counted again from the store
+	var gone []store.Op
+	s.st.Scan(context.Background(), table, store.Range{}, func(k, v []byte) bool {
+		var r struct {
+			Timing Timing `json:"timing"`
 		}
-		return nil
+		if json.Unmarshal(v, &r) == nil && r.Timing.Received.Before(cutoff) {
+			gone = append(gone, store.Delete(table, store.Copy(k)))
+		}
+		return true
 	})
-	return deleted
+	// Chunked: a sweep stopped half done is done again by the next.
+	if store.CommitChunked(context.Background(), s.st, nil, gone) != nil {
+		return 0
+	}
+	return len(gone)
 }

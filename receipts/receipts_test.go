@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -10,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/retainer-gw/retainer/store"
 )
 
 func open(t *testing.T, now *time.Time) *Store {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "r.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "r.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestTenantIDsThatShareAPrefix(t *testing.T) {
 func TestWaitingReceiptsAreWritten(t *testing.T) {
 	now := time.Now()
 	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := store.OpenBolt(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestWaitingReceiptsAreWritten(t *testing.T) {
 	}
 	s.Close()
 	db.Close()
-	db, _ = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, _ = store.OpenBolt(path, time.Second)
 	defer db.Close()
 	s, _ = Open(db, 24*time.Hour, func() time.Time { return now })
 	defer s.Close()
@@ -223,12 +224,7 @@ func TestReceiptsShareCommits(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var on bool
-		s.db.View(func(tx *bolt.Tx) error {
-			on = tx.Bucket(bucket).Get(key("bob", lone.ID)) != nil
-			return nil
-		})
-		if on {
+		if v, _ := s.st.Get(context.Background(), table, key("bob", lone.ID)); v != nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -27,9 +27,11 @@ var (
 	appName      = []byte("retainer")
 )
 
-// boltLimits match etcd's defaults (128 operations, 1.5 MiB a request), so
-// that what passes on one machine passes on a cluster.
-var boltLimits = Limits{Ops: 128, Bytes: 1536 << 10}
+// boltLimits: etcd's 128 operations a transaction, so that what passes on
+// one machine passes on a cluster; bytes are bbolt's to hold (a handle's
+// record carries its program and recorded tool answers, which may be past
+// a megabyte).
+var boltLimits = Limits{Ops: 128, Bytes: 32 << 20}
 
 // Bolt is the one-machine backend: one bbolt file.
 type Bolt struct {
@@ -168,15 +170,17 @@ func (b *Bolt) Commit(_ context.Context, txn Txn) error {
 		return err
 	}
 	return b.db.Update(func(tx *bolt.Tx) error {
-		if txn.Fence.Space != "" && (txn.Fence.Epoch == 0 || epochOf(tx, txn.Fence.Space) != txn.Fence.Epoch) {
-			return ErrFenced
+		for _, f := range txn.Fences {
+			if f.Epoch == 0 || epochOf(tx, f.Space) != f.Epoch {
+				return ErrFenced
+			}
 		}
 		for _, c := range txn.If {
 			var v []byte
 			if bk := tx.Bucket([]byte(c.Table)); bk != nil {
 				v = bk.Get(c.Key)
 			}
-			if (c.Value == nil) != (v == nil) || !bytes.Equal(c.Value, v) {
+			if c.Exists && v == nil || !c.Exists && ((c.Value == nil) != (v == nil) || !bytes.Equal(c.Value, v)) {
 				return ErrConflict
 			}
 		}

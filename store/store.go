@@ -18,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"sync"
 )
 
 // Store is one backend. Safe for concurrent use.
@@ -62,25 +64,28 @@ type Limits struct {
 	Bytes int
 }
 
-// Fence is a writer's claim on a space. The zero Fence guards nothing:
-// only records outside every space (the store's own meta) use it.
+// Fence is a writer's claim on a space. A transaction without fences is
+// guarded by its conditions alone (nothing the gateway writes is).
 type Fence struct {
 	Space string
 	Epoch uint64
 }
 
-// Txn is one atomic commit.
+// Txn is one atomic commit, in the spaces of its fences (a group commit
+// of kv writes spans many).
 type Txn struct {
-	Fence Fence
-	If    []Cond
-	Then  []Op
+	Fences []Fence
+	If     []Cond
+	Then   []Op
 }
 
-// Cond is a condition on one key: it holds Value (Value nil: it is absent).
+// Cond is a condition on one key: it exists (Exists), or it holds Value
+// (Value nil: it is absent).
 type Cond struct {
-	Table string
-	Key   []byte
-	Value []byte
+	Table  string
+	Key    []byte
+	Value  []byte
+	Exists bool
 }
 
 // Op puts Value at Key, or deletes Key.
@@ -99,6 +104,9 @@ func Delete(table string, key []byte) Op { return Op{Table: table, Key: key, Del
 
 // Absent is a Cond that key does not exist.
 func Absent(table string, key []byte) Cond { return Cond{Table: table, Key: key} }
+
+// Exists is a Cond that key exists, whatever it holds.
+func Exists(table string, key []byte) Cond { return Cond{Table: table, Key: key, Exists: true} }
 
 // Holds is a Cond that key holds value.
 func Holds(table string, key, value []byte) Cond {
@@ -128,29 +136,28 @@ func (t Txn) size() (ops, bytes int) {
 	return len(t.If) + len(t.Then), bytes
 }
 
-// checkSize answers ErrTooLarge for a transaction past l; one fenced
-// transaction also counts its fence's condition.
+// checkSize answers ErrTooLarge for a transaction past l; each fence
+// counts as a condition.
 func checkSize(t Txn, l Limits) error {
 	ops, bytes := t.size()
-	if t.Fence.Space != "" {
-		ops++
-	}
+	ops += len(t.Fences)
 	if ops > l.Ops || bytes > l.Bytes {
 		return fmt.Errorf("%w (%d operations and %d bytes; at most %d and %d)", ErrTooLarge, ops, bytes, l.Ops, l.Bytes)
 	}
 	return nil
 }
 
-// CommitChunked commits ops under fence in as few transactions as the
+// CommitChunked commits ops under fences in as few transactions as the
 // backend's limits allow, in order. Each chunk is atomic; the whole is
 // not, so it is for work that may stop half done and be done again: an
 // ended handle's names, a retention sweep, a group of independent kv
 // writes. A single op past the limits answers ErrTooLarge.
-func CommitChunked(ctx context.Context, s Store, fence Fence, ops []Op) error {
+func CommitChunked(ctx context.Context, s Store, fences []Fence, ops []Op) error {
 	l := s.Limits()
+	room := l.Ops - len(fences)
 	for len(ops) > 0 {
 		n, bytes := 0, 0
-		for n < len(ops) && n+2 <= l.Ops { // one op left for the fence
+		for n < len(ops) && n < room {
 			b := len(ops[n].Table) + len(ops[n].Key) + len(ops[n].Value)
 			if n > 0 && bytes+b > l.Bytes {
 				break
@@ -161,7 +168,7 @@ func CommitChunked(ctx context.Context, s Store, fence Fence, ops []Op) error {
 		if n == 0 {
 			n = 1
 		}
-		if err := s.Commit(ctx, Txn{Fence: fence, Then: ops[:n]}); err != nil {
+		if err := s.Commit(ctx, Txn{Fences: fences, Then: ops[:n]}); err != nil {
 			return err
 		}
 		ops = ops[n:]
@@ -175,4 +182,119 @@ func Copy(b []byte) []byte {
 		return nil
 	}
 	return append([]byte{}, b...)
+}
+
+// Space names the space of a registry's tenant; Space(registry, "") is
+// the registry's own (what its tenants share: route names, hosts).
+func Space(registry, tenant string) string { return registry + "\x00" + tenant }
+
+// Writer is one writer of a store: the store and the fences it holds,
+// each space claimed the first time the writer commits in it. Everything
+// one gateway persists goes through one Writer, so its packages never
+// fence each other out. Safe for concurrent use.
+type Writer struct {
+	Store
+	mu     sync.Mutex
+	fences map[string]Fence
+}
+
+// NewWriter answers a writer of s.
+func NewWriter(s Store) *Writer { return &Writer{Store: s, fences: map[string]Fence{}} }
+
+// Fence answers the writer's fence for space, claiming it on first use.
+func (w *Writer) Fence(ctx context.Context, space string) (Fence, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.fences[space]; ok {
+		return f, nil
+	}
+	f, err := w.Store.Claim(ctx, space)
+	if err != nil {
+		return Fence{}, err
+	}
+	w.fences[space] = f
+	return f, nil
+}
+
+// FencesOf answers the writer's fences for spaces.
+func (w *Writer) FencesOf(ctx context.Context, spaces ...string) ([]Fence, error) {
+	out := make([]Fence, 0, len(spaces))
+	for _, sp := range spaces {
+		f, err := w.Fence(ctx, sp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// CommitIn commits conds and ops atomically under the writer's fence for
+// space.
+func (w *Writer) CommitIn(ctx context.Context, space string, conds []Cond, ops []Op) error {
+	f, err := w.Fence(ctx, space)
+	if err != nil {
+		return err
+	}
+	return w.Store.Commit(ctx, Txn{Fences: []Fence{f}, If: conds, Then: ops})
+}
+
+// CommitChunkedIn commits ops under the writer's fence for space, chunked
+// (CommitChunked).
+func (w *Writer) CommitChunkedIn(ctx context.Context, space string, ops []Op) error {
+	f, err := w.Fence(ctx, space)
+	if err != nil {
+		return err
+	}
+	return CommitChunked(ctx, w.Store, []Fence{f}, ops)
+}
+
+// CommitSpaces commits each space's ops under the writer's fence for it,
+// packing spaces into as few transactions as the limits allow (a group
+// commit of many tenants' writes is one transaction when it fits). Each
+// transaction is atomic; the whole is not (CommitChunked).
+func (w *Writer) CommitSpaces(ctx context.Context, bySpace map[string][]Op) error {
+	spaces := make([]string, 0, len(bySpace))
+	for sp := range bySpace {
+		spaces = append(spaces, sp)
+	}
+	sort.Strings(spaces)
+	l := w.Store.Limits()
+	var txn Txn
+	bytes := 0
+	flush := func() error {
+		if len(txn.Then) == 0 {
+			return nil
+		}
+		err := w.Store.Commit(ctx, txn)
+		txn, bytes = Txn{}, 0
+		return err
+	}
+	for _, sp := range spaces {
+		f, err := w.Fence(ctx, sp)
+		if err != nil {
+			return err
+		}
+		fenced := false
+		for _, o := range bySpace[sp] {
+			b := len(o.Table) + len(o.Key) + len(o.Value)
+			extra := 1
+			if !fenced {
+				extra = 2
+			}
+			if len(txn.Then) > 0 && (len(txn.Fences)+len(txn.Then)+extra > l.Ops || bytes+b > l.Bytes) {
+				if err := flush(); err != nil {
+					return err
+				}
+				fenced = false
+			}
+			if !fenced {
+				txn.Fences = append(txn.Fences, f)
+				fenced = true
+			}
+			txn.Then = append(txn.Then, o)
+			bytes += b
+		}
+	}
+	return flush()
 }

@@ -35,6 +35,7 @@ func Run(t *testing.T, backend Backend) {
 		{"Fencing", testFencing},
 		{"Limits", testLimits},
 		{"CommitChunked", testCommitChunked},
+		{"CommitSpaces", testCommitSpaces},
 		{"Durable", testDurable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,7 +100,7 @@ func testGetPutDelete(t *testing.T, open func() store.Store) {
 	if v := get(t, s, "never-written-table", "a"); v != nil {
 		t.Fatalf("a table never written: %q", v)
 	}
-	commit(t, s, store.Txn{Fence: f, Then: []store.Op{store.Put("kv", []byte("a"), []byte("1")), store.Put("kv", []byte("e"), []byte{})}})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Put("kv", []byte("a"), []byte("1")), store.Put("kv", []byte("e"), []byte{})}})
 	v := get(t, s, "kv", "a")
 	if string(v) != "1" {
 		t.Fatalf("after a put: %q", v)
@@ -111,7 +112,7 @@ func testGetPutDelete(t *testing.T, open func() store.Store) {
 	if v := get(t, s, "kv", "e"); v == nil || len(v) != 0 {
 		t.Fatalf("an empty value reads as %v", v)
 	}
-	commit(t, s, store.Txn{Fence: f, Then: []store.Op{store.Delete("kv", []byte("a")), store.Delete("kv", []byte("never")), store.Delete("nowhere", []byte("x"))}})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Delete("kv", []byte("a")), store.Delete("kv", []byte("never")), store.Delete("nowhere", []byte("x"))}})
 	if v := get(t, s, "kv", "a"); v != nil {
 		t.Fatalf("after a delete: %q", v)
 	}
@@ -125,7 +126,7 @@ func testScan(t *testing.T, open func() store.Store) {
 		ops = append(ops, store.Put("t", []byte(k), []byte("v"+k)))
 	}
 	ops = append(ops, store.Put("other", []byte("a\x003"), []byte("elsewhere")))
-	commit(t, s, store.Txn{Fence: f, Then: ops})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, Then: ops})
 	q := func(r store.Range) string {
 		var out [][]byte
 		s.Scan(ctx, "t", r, func(k, v []byte) bool {
@@ -174,8 +175,8 @@ func testConditions(t *testing.T, open func() store.Store) {
 	route := []byte("reg\x00shop")
 	// Absent: the first bind takes the name; the second is refused, and
 	// nothing of a refused transaction is applied.
-	commit(t, s, store.Txn{Fence: f, If: []store.Cond{store.Absent("routes", route)}, Then: []store.Op{store.Put("routes", route, []byte("h1"))}})
-	err := s.Commit(ctx, store.Txn{Fence: f, If: []store.Cond{store.Absent("routes", route)}, Then: []store.Op{store.Put("routes", route, []byte("h2")), store.Put("handles", []byte("h2"), []byte("rec"))}})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Absent("routes", route)}, Then: []store.Op{store.Put("routes", route, []byte("h1"))}})
+	err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Absent("routes", route)}, Then: []store.Op{store.Put("routes", route, []byte("h2")), store.Put("handles", []byte("h2"), []byte("rec"))}})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a second bind of a taken name: %v", err)
 	}
@@ -183,23 +184,29 @@ func testConditions(t *testing.T, open func() store.Store) {
 		t.Fatalf("a refused transaction wrote %q", v)
 	}
 	// Holds: a move from h1 to h3 names what it moves from.
-	if err := s.Commit(ctx, store.Txn{Fence: f, If: []store.Cond{store.Holds("routes", route, []byte("h9"))}, Then: []store.Op{store.Put("routes", route, []byte("h3"))}}); !errors.Is(err, store.ErrConflict) {
+	if err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Holds("routes", route, []byte("h9"))}, Then: []store.Op{store.Put("routes", route, []byte("h3"))}}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a move from the wrong value: %v", err)
 	}
-	commit(t, s, store.Txn{Fence: f, If: []store.Cond{store.Holds("routes", route, []byte("h1"))}, Then: []store.Op{store.Put("routes", route, []byte("h3"))}})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Holds("routes", route, []byte("h1"))}, Then: []store.Op{store.Put("routes", route, []byte("h3"))}})
 	if v := get(t, s, "routes", "reg\x00shop"); string(v) != "h3" {
 		t.Fatalf("after the move: %q", v)
 	}
 	// Every condition must hold, across tables; an empty value is a value.
-	commit(t, s, store.Txn{Fence: f, Then: []store.Op{store.Put("t", []byte("empty"), []byte{})}})
-	if err := s.Commit(ctx, store.Txn{Fence: f, If: []store.Cond{store.Absent("t", []byte("empty"))}, Then: []store.Op{store.Put("t", []byte("x"), []byte("1"))}}); !errors.Is(err, store.ErrConflict) {
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Put("t", []byte("empty"), []byte{})}})
+	if err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Absent("t", []byte("empty"))}, Then: []store.Op{store.Put("t", []byte("x"), []byte("1"))}}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("an empty value taken for none: %v", err)
 	}
-	err = s.Commit(ctx, store.Txn{Fence: f, If: []store.Cond{store.Holds("t", []byte("empty"), nil), store.Absent("routes", route)}, Then: []store.Op{store.Put("t", []byte("x"), []byte("1"))}})
+	err = s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Holds("t", []byte("empty"), nil), store.Absent("routes", route)}, Then: []store.Op{store.Put("t", []byte("x"), []byte("1"))}})
 	if !errors.Is(err, store.ErrConflict) || get(t, s, "t", "x") != nil {
 		t.Fatalf("one of two conditions failing: %v", err)
 	}
-	commit(t, s, store.Txn{Fence: f, If: []store.Cond{store.Holds("t", []byte("empty"), nil), store.Holds("routes", route, []byte("h3"))}, Then: []store.Op{store.Delete("routes", route)}})
+	// Exists: whatever the key holds (an update that must not bring back
+	// what another transaction deleted).
+	if err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Exists("t", []byte("gone"))}, Then: []store.Op{store.Put("t", []byte("gone"), []byte("back"))}}); !errors.Is(err, store.ErrConflict) || get(t, s, "t", "gone") != nil {
+		t.Fatalf("an update of a key that does not exist: %v", err)
+	}
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Exists("t", []byte("empty")), store.Exists("routes", route)}, Then: []store.Op{store.Put("t", []byte("empty"), []byte("full"))}})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Holds("t", []byte("empty"), []byte("full")), store.Holds("routes", route, []byte("h3"))}, Then: []store.Op{store.Delete("routes", route)}})
 	if v := get(t, s, "routes", "reg\x00shop"); v != nil {
 		t.Fatalf("a guarded delete left %q", v)
 	}
@@ -223,7 +230,7 @@ func testCompareAndSwapRace(t *testing.T, open func() store.Store) {
 				s, f = b, fb
 			}
 			v := []byte(fmt.Sprint("h", i))
-			err := s.Commit(ctx, store.Txn{Fence: f, If: []store.Cond{store.Absent("routes", []byte("r"))}, Then: []store.Op{store.Put("routes", []byte("r"), v)}})
+			err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: []store.Cond{store.Absent("routes", []byte("r"))}, Then: []store.Op{store.Put("routes", []byte("r"), v)}})
 			if err == nil {
 				wins.Add(1)
 				winner.Store(string(v))
@@ -243,11 +250,11 @@ func testCompareAndSwapRace(t *testing.T, open func() store.Store) {
 
 func testFencing(t *testing.T, open func() store.Store) {
 	a, b := opened(t, open), opened(t, open)
-	if err := a.Commit(ctx, store.Txn{Fence: store.Fence{Space: "reg/alice", Epoch: 1}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("unclaimed"))}}); !errors.Is(err, store.ErrFenced) {
+	if err := a.Commit(ctx, store.Txn{Fences: []store.Fence{{Space: "reg/alice", Epoch: 1}}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("unclaimed"))}}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("a fence nobody was given: %v", err)
 	}
 	old := claim(t, a, "reg/alice")
-	commit(t, a, store.Txn{Fence: old, Then: []store.Op{store.Put("kv", []byte("k"), []byte("first"))}})
+	commit(t, a, store.Txn{Fences: []store.Fence{old}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("first"))}})
 	// Another writer claims the space: the old fence is stale at once,
 	// through either handle, and its transaction is refused whole.
 	fresh := claim(t, b, "reg/alice")
@@ -255,23 +262,28 @@ func testFencing(t *testing.T, open func() store.Store) {
 		t.Fatalf("a second claim answered the first one's fence %+v", fresh)
 	}
 	for _, s := range []store.Store{a, b} {
-		err := s.Commit(ctx, store.Txn{Fence: old, Then: []store.Op{store.Put("kv", []byte("k"), []byte("stale")), store.Put("kv", []byte("k2"), []byte("stale"))}})
+		err := s.Commit(ctx, store.Txn{Fences: []store.Fence{old}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("stale")), store.Put("kv", []byte("k2"), []byte("stale"))}})
 		if !errors.Is(err, store.ErrFenced) {
 			t.Fatalf("a stale fence's commit: %v", err)
 		}
 	}
-	if err := store.CommitChunked(ctx, a, old, []store.Op{store.Put("kv", []byte("k3"), []byte("stale"))}); !errors.Is(err, store.ErrFenced) {
+	if err := store.CommitChunked(ctx, a, []store.Fence{old}, []store.Op{store.Put("kv", []byte("k3"), []byte("stale"))}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("a stale fence's chunked commit: %v", err)
 	}
 	if v := get(t, b, "kv", "k"); string(v) != "first" || get(t, b, "kv", "k2") != nil || get(t, b, "kv", "k3") != nil {
 		t.Fatalf("a stale writer's commit landed: %q", v)
 	}
-	commit(t, b, store.Txn{Fence: fresh, Then: []store.Op{store.Put("kv", []byte("k"), []byte("second"))}})
+	commit(t, b, store.Txn{Fences: []store.Fence{fresh}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("second"))}})
 	// Spaces are independent: bob's writer is not fenced by alice's claim.
 	bob := claim(t, a, "reg/bob")
-	claim(t, b, "reg/alice")
-	commit(t, a, store.Txn{Fence: bob, Then: []store.Op{store.Put("kv", []byte("b"), []byte("bob"))}})
-	// A fence checks its own space only; the zero fence guards nothing.
+	commit(t, a, store.Txn{Fences: []store.Fence{bob}, Then: []store.Op{store.Put("kv", []byte("b"), []byte("bob"))}})
+	// A transaction in two spaces needs both fences current.
+	alice := claim(t, a, "reg/alice")
+	if err := a.Commit(ctx, store.Txn{Fences: []store.Fence{bob, fresh}, Then: []store.Op{store.Put("kv", []byte("two"), []byte("x"))}}); !errors.Is(err, store.ErrFenced) || get(t, a, "kv", "two") != nil {
+		t.Fatalf("a group commit with one stale fence: %v", err)
+	}
+	commit(t, a, store.Txn{Fences: []store.Fence{bob, alice}, Then: []store.Op{store.Put("kv", []byte("two"), []byte("x"))}})
+	// Without fences, a transaction is guarded by its conditions alone.
 	commit(t, a, store.Txn{Then: []store.Op{store.Put("meta", []byte("m"), []byte("1"))}})
 }
 
@@ -286,19 +298,19 @@ func testLimits(t *testing.T, open func() store.Store) {
 	for i := range ops {
 		ops[i] = store.Put("t", []byte(fmt.Sprint(i)), []byte("v"))
 	}
-	if err := s.Commit(ctx, store.Txn{Fence: f, Then: ops}); !errors.Is(err, store.ErrTooLarge) {
+	if err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, Then: ops}); !errors.Is(err, store.ErrTooLarge) {
 		t.Fatalf("%d operations in one transaction: %v", len(ops), err)
 	}
 	big := bytes.Repeat([]byte("x"), l.Bytes)
-	if err := s.Commit(ctx, store.Txn{Fence: f, Then: []store.Op{store.Put("t", []byte("big"), big)}}); !errors.Is(err, store.ErrTooLarge) {
+	if err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Put("t", []byte("big"), big)}}); !errors.Is(err, store.ErrTooLarge) {
 		t.Fatalf("a value of %d bytes: %v", len(big), err)
 	}
 	if got := keys(t, s, "t", store.Range{Limit: 1}); got != "[]" {
 		t.Fatalf("a refused transaction wrote %s", got)
 	}
 	// The most the limits allow commits.
-	commit(t, s, store.Txn{Fence: f, Then: ops[:l.Ops-1]})
-	commit(t, s, store.Txn{Fence: f, Then: []store.Op{store.Put("t", []byte("1MiB"), bytes.Repeat([]byte("y"), 1<<20))}})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, Then: ops[:l.Ops-1]})
+	commit(t, s, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Put("t", []byte("1MiB"), bytes.Repeat([]byte("y"), 1<<20))}})
 	if v := get(t, s, "t", "1MiB"); len(v) != 1<<20 {
 		t.Fatalf("a 1 MiB value read back as %d bytes", len(v))
 	}
@@ -318,7 +330,7 @@ func testCommitChunked(t *testing.T, open func() store.Store) {
 	for i := 0; i < 4; i++ {
 		ops = append(ops, store.Put("big", []byte(fmt.Sprint(i)), chunk))
 	}
-	if err := store.CommitChunked(ctx, s, f, ops); err != nil {
+	if err := store.CommitChunked(ctx, s, []store.Fence{f}, ops); err != nil {
 		t.Fatalf("%d operations chunked: %v", len(ops), err)
 	}
 	count := 0
@@ -336,7 +348,7 @@ func testCommitChunked(t *testing.T, open func() store.Store) {
 	for i := range dels {
 		dels[i] = store.Delete("t", []byte(fmt.Sprintf("%05d", i)))
 	}
-	if err := store.CommitChunked(ctx, s, f, dels); err != nil {
+	if err := store.CommitChunked(ctx, s, []store.Fence{f}, dels); err != nil {
 		t.Fatal(err)
 	}
 	if got := keys(t, s, "t", store.Range{}); got != "[]" {
@@ -350,7 +362,7 @@ func testDurable(t *testing.T, open func() store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, store.Txn{Fence: f, Then: []store.Op{store.Put("kv", []byte("k"), []byte("kept"))}}); err != nil {
+	if err := s.Commit(ctx, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("kept"))}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -362,11 +374,41 @@ func testDurable(t *testing.T, open func() store.Store) {
 	}
 	// The claim outlives the handle that made it: its fence is still the
 	// space's, and a new claim supersedes it.
-	if err := again.Commit(ctx, store.Txn{Fence: f, Then: []store.Op{store.Put("kv", []byte("k"), []byte("same owner"))}}); err != nil {
+	if err := again.Commit(ctx, store.Txn{Fences: []store.Fence{f}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("same owner"))}}); err != nil {
 		t.Fatalf("the fence after a reopen: %v", err)
 	}
 	next := claim(t, again, "reg/alice")
 	if next.Epoch <= f.Epoch {
 		t.Fatalf("a claim after a reopen went back: %d after %d", next.Epoch, f.Epoch)
+	}
+}
+
+// A group commit of 300 spaces' writes packs them into transactions within
+// the limits, each under its spaces' fences; a stale fence fails its
+// transaction and leaves the others' writes.
+func testCommitSpaces(t *testing.T, open func() store.Store) {
+	s := opened(t, open)
+	w := store.NewWriter(s)
+	bySpace := map[string][]store.Op{}
+	for i := 0; i < 300; i++ {
+		sp := fmt.Sprintf("reg/t%03d", i)
+		for j := 0; j < 1+i%3; j++ {
+			bySpace[sp] = append(bySpace[sp], store.Put("kv", []byte(fmt.Sprintf("%s/%d", sp, j)), []byte("v")))
+		}
+	}
+	if err := w.CommitSpaces(ctx, bySpace); err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	s.Scan(ctx, "kv", store.Range{}, func(k, v []byte) bool { count++; return true })
+	if count != 600 {
+		t.Fatalf("%d of 600 writes", count)
+	}
+	// Another writer takes one space: the first writer's next group
+	// commit to it is refused.
+	claim(t, opened(t, open), "reg/t007")
+	err := w.CommitSpaces(ctx, map[string][]store.Op{"reg/t007": {store.Put("kv", []byte("late"), []byte("x"))}})
+	if !errors.Is(err, store.ErrFenced) || get(t, s, "kv", "late") != nil {
+		t.Fatalf("a group commit to a space claimed since: %v", err)
 	}
 }
