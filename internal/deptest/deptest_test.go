@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"internal/gctarget": {},
 	"store":             {},
 	"store/storetest":   {"store"},
+	"internal/etcdtest": {},
 	"capability":        {"fault", "budgets", "store", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "budgets", "internal/wirejson", "internal/urlparse"},
 	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson", "internal/gctarget"},
@@ -39,6 +40,7 @@ var only = map[string][]string{
 	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
 	"rogchap.com/v8go":             {"sandbox"},
 	"go.etcd.io/bbolt":             {"store"},
+	"go.etcd.io/etcd":              {"store", "internal/etcdtest"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {

@@ -30,6 +30,7 @@ func Run(t *testing.T, backend Backend) {
 	}{
 		{"GetPutDelete", testGetPutDelete},
 		{"Scan", testScan},
+		{"ScanPages", testScanPages},
 		{"Conditions", testConditions},
 		{"CompareAndSwapRace", testCompareAndSwapRace},
 		{"Fencing", testFencing},
@@ -166,6 +167,58 @@ func testScan(t *testing.T, open func() store.Store) {
 	// A scan of a table never written is empty.
 	if got := keys(t, s, "never-written", store.Range{}); got != "[]" {
 		t.Errorf("a table never written: %s", got)
+	}
+}
+
+// A scan longer than a backend's read page (etcd reads a few hundred keys
+// a round trip) is the same scan: every key once, in order, within the
+// range and the limit, forwards and backwards.
+func testScanPages(t *testing.T, open func() store.Store) {
+	s := opened(t, open)
+	f := claim(t, s, "reg/alice")
+	const n = 1100
+	var ops []store.Op
+	for i := 0; i < n; i++ {
+		ops = append(ops, store.Put("p", []byte(fmt.Sprintf("k%05d", i)), []byte("v")))
+	}
+	if err := store.CommitChunked(ctx, s, []store.Fence{f}, ops); err != nil {
+		t.Fatal(err)
+	}
+	scan := func(r store.Range) (first, last string, count int) {
+		prev := ""
+		err := s.Scan(ctx, "p", r, func(k, v []byte) bool {
+			key := string(k)
+			if count > 0 && (key <= prev) != r.Reverse {
+				t.Fatalf("scan %+v: %q after %q", r, key, prev)
+			}
+			if count == 0 {
+				first = key
+			}
+			prev, last = key, key
+			count++
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first, last, count
+	}
+	for _, c := range []struct {
+		r           store.Range
+		first, last string
+		count       int
+	}{
+		{store.Range{}, "k00000", "k01099", n},
+		{store.Range{Reverse: true}, "k01099", "k00000", n},
+		{store.Range{From: []byte("k00100"), To: []byte("k00900")}, "k00100", "k00899", 800},
+		{store.Range{From: []byte("k00100"), To: []byte("k00900"), Reverse: true}, "k00899", "k00100", 800},
+		{store.Range{Prefix: []byte("k00"), Limit: 600}, "k00000", "k00599", 600},
+		{store.Range{Prefix: []byte("k00"), Reverse: true, Limit: 300}, "k00999", "k00700", 300},
+	} {
+		first, last, count := scan(c.r)
+		if first != c.first || last != c.last || count != c.count {
+			t.Errorf("scan %+v: %d keys %s..%s, want %d %s..%s", c.r, count, first, last, c.count, c.first, c.last)
+		}
 	}
 }
 

@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The etcd layout, every key under the configured prefix (docs/cluster.md):
+//
+//	<prefix>/meta/app, <prefix>/meta/schema   whose store this is
+//	<prefix>/o/<space>                        a space's owner: its mod revision is the fence's epoch
+//	<prefix>/t/<table>/<key>                  the tables, in the same byte order as bbolt's buckets
+//
+// A fence is checked in the transaction it guards (the owner key's mod
+// revision still the one its claim wrote), so a writer that lost a space
+// can never write in it again, whatever its clock says.
+
+// etcdLimits: etcd refuses a request over 1.5 MiB (--max-request-bytes)
+// and a transaction of more than 128 operations (--max-txn-ops) by
+// default; the bytes leave room for the prefix on every key and the
+// request's framing.
+var etcdLimits = Limits{Ops: 128, Bytes: 1<<20 + 256<<10}
+
+// etcdPage is how many keys a Scan reads a round trip.
+const etcdPage = 256
+
+// EtcdConfig is how to reach the cluster's etcd.
+type EtcdConfig struct {
+	Endpoints []string
+	// Prefix is what every key begins with (default /retainer).
+	Prefix   string
+	TLS      *tls.Config
+	Username string
+	Password string
+	// DialTimeout bounds the first connection (default 10 s).
+	DialTimeout time.Duration
+}
+
+// Etcd is the cluster's backend: the tables in one etcd keyspace.
+type Etcd struct {
+	cli    *clientv3.Client
+	prefix string
+}
+
+// OpenEtcd connects to etcd and checks (or writes, on an empty prefix)
+// that the keys under the prefix are a Retainer store this build reads.
+// Errors name the endpoints, never the password.
+func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("store etcd: no endpoints")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	e := NewEtcd(cli, cfg.Prefix)
+	cctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if err := e.initSchema(cctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("store etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	return e, nil
+}
+
+// NewEtcd answers the backend on a client already made; it closes cli
+// when it is closed.
+func NewEtcd(cli *clientv3.Client, prefix string) *Etcd {
+	if prefix == "" {
+		prefix = "/retainer"
+	}
+	return &Etcd{cli: cli, prefix: strings.TrimSuffix(prefix, "/")}
+}
+
+func (e *Etcd) initSchema(ctx context.Context) error {
+	app, schema := e.prefix+"/meta/app", e.prefix+"/meta/schema"
+	// Written only where nothing is yet; then read whatever is there.
+	_, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(app), "=", 0)).
+		Then(clientv3.OpPut(app, string(appName)), clientv3.OpPut(schema, schemaVersion)).
+		Commit()
+	if err != nil {
+		return err
+	}
+	r, err := e.cli.Get(ctx, e.prefix+"/meta/", clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for _, kv := range r.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	if got[app] != string(appName) {
+		return fmt.Errorf("the keys under %s belong to another application", e.prefix)
+	}
+	if got[schema] != schemaVersion {
+		return fmt.Errorf("the store has schema version %q; this build reads %q", got[schema], schemaVersion)
+	}
+	return nil
+}
+
+// Client is the backend's etcd client (leases and membership use it too).
+func (e *Etcd) Client() *clientv3.Client { return e.cli }
+
+// Prefix is what every key of the store begins with.
+func (e *Etcd) Prefix() string { return e.prefix }
+
+// Limits implements Store.
+func (e *Etcd) Limits() Limits { return etcdLimits }
+
+// Close implements Store.
+func (e *Etcd) Close() error { return e.cli.Close() }
+
+func (e *Etcd) tableKey(table string, key []byte) string {
+	return e.prefix + "/t/" + table + "/" + string(key)
+}
+
+func (e *Etcd) ownerKey(space string) string { return e.prefix + "/o/" + space }
+
+// Get implements Store.
+func (e *Etcd) Get(ctx context.Context, table string, key []byte) ([]byte, error) {
+	r, err := e.cli.Get(ctx, e.tableKey(table, key))
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Kvs) == 0 {
+		return nil, nil
+	}
+	v := r.Kvs[0].Value
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+// Scan implements Store: pages of etcdPage keys, every page read at the
+// first page's revision, so the whole range is one snapshot unless etcd
+// compacted that revision meanwhile (then the scan fails).
+func (e *Etcd) Scan(ctx context.Context, table string, r Range, fn func(k, v []byte) bool) error {
+	base := e.tableKey(table, nil)
+	lo, hi := bounds(r)
+	from, to := base+string(lo), clientv3.GetPrefixRangeEnd(base)
+	if hi != nil {
+		to = base + string(hi)
+	}
+	var rev int64
+	for n := 0; from < to; {
+		page := int64(etcdPage)
+		if r.Limit > 0 && int64(r.Limit-n) < page {
+			page = int64(r.Limit - n)
+		}
+		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(page)}
+		if r.Reverse {
+			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+		} else {
+			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := e.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return err
+		}
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			if !fn(kv.Key[len(base):], kv.Value) {
+				return nil
+			}
+			n++
+		}
+		if !resp.More || len(resp.Kvs) == 0 || (r.Limit > 0 && n >= r.Limit) {
+			return nil
+		}
+		last := string(resp.Kvs[len(resp.Kvs)-1].Key)
+		if r.Reverse {
+			to = last // the range's end is exclusive
+		} else {
+			from = last + "\x00"
+		}
+	}
+	return nil
+}
+
+// Commit implements Store: one etcd transaction whose comparisons are the
+// fences (the owner keys' mod revisions) and the conditions, and whose
+// failure branch reads the owner keys back to tell ErrFenced from
+// ErrConflict without a second round trip.
+func (e *Etcd) Commit(ctx context.Context, txn Txn) error {
+	if err := checkSize(txn, etcdLimits); err != nil {
+		return err
+	}
+	cmps := make([]clientv3.Cmp, 0, len(txn.Fences)+len(txn.If))
+	orElse := make([]clientv3.Op, 0, len(txn.Fences))
+	for _, f := range txn.Fences {
+		if f.Epoch == 0 {
+			return ErrFenced
+		}
+		k := e.ownerKey(f.Space)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", int64(f.Epoch)))
+		orElse = append(orElse, clientv3.OpGet(k))
+	}
+	for _, c := range txn.If {
+		k := e.tableKey(c.Table, c.Key)
+		switch {
+		case c.Exists:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
+		case c.Value == nil:
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		default:
+			// A value comparison fails on a missing key, as Holds must.
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(k), "=", string(c.Value)))
+		}
+	}
+	resp, err := e.cli.Txn(ctx).If(cmps...).Then(e.ops(txn.Then)...).Else(orElse...).Commit()
+	if err != nil {
+		return err
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	for i, f := range txn.Fences {
+		kvs := resp.Responses[i].GetResponseRange().GetKvs()
+		if len(kvs) == 0 || kvs[0].ModRevision != int64(f.Epoch) {
+			return ErrFenced
+		}
+	}
+	return ErrConflict
+}
+
+// ops turns a transaction's operations into etcd's, the last one for a key
+// standing for all of them: etcd refuses a transaction that names a key
+// twice, where bbolt applies them in order, to the same end.
+func (e *Etcd) ops(then []Op) []clientv3.Op {
+	last := make(map[string]int, len(then))
+	for i, o := range then {
+		last[e.tableKey(o.Table, o.Key)] = i
+	}
+	out := make([]clientv3.Op, 0, len(last))
+	for i, o := range then {
+		k := e.tableKey(o.Table, o.Key)
+		if last[k] != i {
+			continue
+		}
+		if o.Delete {
+			out = append(out, clientv3.OpDelete(k))
+		} else {
+			out = append(out, clientv3.OpPut(k, string(o.Value)))
+		}
+	}
+	return out
+}
+
+// Claim implements Store: the owner key is written, and its new mod
+// revision is the fence. (Claims under a gateway's lease, by compare and
+// swap against a live owner, are the cluster's: docs/cluster.md.)
+func (e *Etcd) Claim(ctx context.Context, space string) (Fence, error) {
+	if space == "" {
+		return Fence{}, errors.New("store: a claim names a space")
+	}
+	resp, err := e.cli.Put(ctx, e.ownerKey(space), "")
+	if err != nil {
+		return Fence{}, err
+	}
+	return Fence{Space: space, Epoch: uint64(resp.Header.Revision)}, nil
+}
