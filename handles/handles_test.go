@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 // gateway is a store wired to a real worker pool, as the Caddy module does.
 type gateway struct {
 	store   *Store
-	backing *persist.Bolt
+	backing persist.Store
 	pool    *worker.Pool
 	clock   *fakeClock
 	ends    *eventLog
@@ -69,6 +69,12 @@ func (l *eventLog) reasons(id string) []string {
 
 func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg worker.Config) *gateway {
 	t.Helper()
+	return startOn(t, func() (persist.Store, error) { return persist.OpenBolt(path, 0) }, clock, ends, pcfg)
+}
+
+// startOn is start on any backend of package store.
+func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock, ends *eventLog, pcfg worker.Config) *gateway {
+	t.Helper()
 	var store atomic.Pointer[Store]
 	pcfg.Logf = t.Logf
 	pcfg.OnCrash = func(c worker.Crash) {
@@ -99,7 +105,7 @@ func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg wor
 	if err != nil {
 		t.Fatal(err)
 	}
-	backing, err := persist.OpenBolt(path, 0)
+	backing, err := open()
 	if err != nil {
 		pool.Shutdown()
 		t.Fatal(err)

@@ -258,6 +258,7 @@ func (r *Registry) end(id, reason, message string) bool {
 	// leaves names that point at no record (they serve nothing and load
 	// drops them), never a record without its names' reservations.
 	ops := []store.Op{store.Delete(tableHandles, key(rec.Registry, id))}
+	ops = append(ops, bodyDeletes(rec)...)
 	for _, name := range freed {
 		ops = append(ops, store.Delete(tableRoutes, key(rec.Registry, name)))
 	}

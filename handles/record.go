@@ -27,6 +27,9 @@ type Record struct {
 	Strikes       int          `json:"strikes"`
 	Routes        []string     `json:"routes,omitempty"`
 	ToolAnswers   []ToolAnswer `json:"toolAnswers,omitempty"`
+	// BodyChunks is how many chunks of the store hold the program and the
+	// tool answers (records.go); 0 for a record stored whole.
+	BodyChunks int `json:"bodyChunks,omitempty"`
 }
 
 // Grants are the capabilities a program was given (docs/threat-model.md).

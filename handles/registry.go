@@ -206,6 +206,11 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		TimeoutMs: req.Timeout.Milliseconds(), MemoryMiB: req.MemoryMiB, Concurrency: req.Concurrency,
 		CreatedAt: now, LastInvokedAt: now, ToolAnswers: recorded,
 	}
+	body, err := withBody(rec)
+	if err != nil {
+		s.opts.Executor.Close(job.ID)
+		return ExecResult{Outcome: out, Denials: denials}, fault.Wrap(fault.Internal, err, "The handle could not be saved.")
+	}
 	// The quota is checked and the slot taken under one lock, so concurrent
 	// deploys cannot both pass it.
 	s.mu.Lock()
@@ -222,7 +227,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	}
 	s.records[rec.ID] = rec
 	s.mu.Unlock()
-	if err := s.insertRecord(rec); err != nil {
+	if err := s.insertRecord(rec, body); err != nil {
 		s.mu.Lock()
 		delete(s.records, rec.ID)
 		s.mu.Unlock()

@@ -1,7 +1,6 @@
 package handles
 
 import (
-	"encoding/json"
 	"regexp"
 	"sort"
 
@@ -89,12 +88,12 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 		newPrev.Routes = without(prev.Routes, name)
 	}
 	s.mu.Unlock()
-	ops := []store.Op{store.Put(tableRoutes, key(r.name, name), []byte(id)), recordOp(&newRec)}
+	ops := []store.Op{store.Put(tableRoutes, key(r.name, name), []byte(id)), metaOp(&newRec)}
 	if reservedHere {
 		ops = append(ops, s.unreserve(r.name, name))
 	}
 	if moving {
-		ops = append(ops, recordOp(&newPrev))
+		ops = append(ops, metaOp(&newPrev))
 	}
 	if err := s.commit(r.name, tenant, nil, ops); err != nil {
 		return Route{}, fault.Wrap(fault.Internal, err, "The route could not be saved.")
@@ -126,7 +125,7 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	newRec := *rec
 	newRec.Routes = without(rec.Routes, name)
 	s.mu.Unlock()
-	if err := s.commit(r.name, tenant, nil, []store.Op{store.Delete(tableRoutes, key(r.name, name)), recordOp(&newRec)}); err != nil {
+	if err := s.commit(r.name, tenant, nil, []store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec)}); err != nil {
 		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
 	}
 	s.mu.Lock()
@@ -149,12 +148,6 @@ func (r *Registry) Routes(tenant string) []Route {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// recordOp writes rec (a record marshals whatever it holds).
-func recordOp(rec *Record) store.Op {
-	data, _ := json.Marshal(rec)
-	return store.Put(tableHandles, key(rec.Registry, rec.ID), data)
 }
 
 func appendUnique(list []string, s string) []string {

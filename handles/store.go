@@ -2,7 +2,6 @@ package handles
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -143,23 +142,11 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 
 func (s *Store) load() error {
 	ctx := context.Background()
-	var corrupt error
-	err := s.w.Scan(ctx, tableHandles, store.Range{}, func(k, v []byte) bool {
-		var r Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			corrupt = fmt.Errorf("record %q is corrupt: %w", k, err)
-			return false
-		}
-		s.records[r.ID] = &r
-		return true
-	})
-	if err != nil {
+	if err := s.loadRecords(ctx); err != nil {
 		return err
 	}
-	if corrupt != nil {
-		return corrupt
-	}
-	err = s.w.Scan(ctx, tableRoutes, store.Range{}, func(k, v []byte) bool {
+	var corrupt error
+	err := s.w.Scan(ctx, tableRoutes, store.Range{}, func(k, v []byte) bool {
 		reg, name, ok := splitKey(k)
 		if !ok {
 			corrupt = fmt.Errorf("route key %q is corrupt", k)
@@ -291,10 +278,8 @@ func (s *Store) flush() {
 			var conds []store.Cond
 			var ops []store.Op
 			for i := range group[:n] {
-				data, _ := json.Marshal(&group[i])
-				rk := key(group[i].Registry, group[i].ID)
-				conds = append(conds, store.Exists(tableHandles, rk))
-				ops = append(ops, store.Put(tableHandles, rk, data))
+				conds = append(conds, store.Exists(tableHandles, key(group[i].Registry, group[i].ID)))
+				ops = append(ops, metaOp(&group[i]))
 			}
 			if err := s.commit(k[0], k[1], conds, ops); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTooLarge) {
 				for i := range group[:n] {
@@ -304,31 +289,6 @@ func (s *Store) flush() {
 			group = group[n:]
 		}
 	}
-}
-
-// insertRecord writes a new record now (one transaction).
-func (s *Store) insertRecord(r *Record) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return s.commit(r.Registry, r.Tenant, nil, []store.Op{store.Put(tableHandles, key(r.Registry, r.ID), data)})
-}
-
-// updateRecord writes a changed record only if it is still stored: a
-// strike or a touch that races with the handle's end can never bring a
-// closed handle back (end deletes the key in its own transaction).
-func (s *Store) updateRecord(r *Record) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	k := key(r.Registry, r.ID)
-	err = s.commit(r.Registry, r.Tenant, []store.Cond{store.Exists(tableHandles, k)}, []store.Op{store.Put(tableHandles, k, data)})
-	if errors.Is(err, store.ErrConflict) {
-		return nil
-	}
-	return err
 }
 
 // Registry returns the registry name, creating it on first use.

@@ -1,0 +1,188 @@
+package handles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/store"
+)
+
+// A record in the store is two parts (docs/architecture.md, "The store
+// contract"):
+//
+//   - its meta, at tableHandles: everything but the program and the
+//     recorded tool answers. Counters, strikes and routes change it, so
+//     it is small (a few hundred bytes) whatever the program.
+//   - its body, at tableBodies: the program and the recorded tool
+//     answers, which never change after the deploy, in chunks of
+//     recordChunk bytes under registry\0id\0<index>, written once before the
+//     meta and deleted with it.
+//
+// A counter flush rewrites only metas, and a record of several MiB fits
+// a store whose transactions are smaller than it (etcd's 1.5 MiB). A
+// record written whole by an earlier release (a meta with its program)
+// is read as it is and split the next time the store is loaded.
+const (
+	tableBodies = "bodies"
+	recordChunk = 256 << 10
+)
+
+// recordBody is the part of a record that never changes.
+type recordBody struct {
+	Program     sandbox.Program `json:"program"`
+	ToolAnswers []ToolAnswer    `json:"toolAnswers,omitempty"`
+}
+
+// metaOp writes rec's meta.
+func metaOp(rec *Record) store.Op {
+	m := *rec
+	m.Program = sandbox.Program{}
+	m.ToolAnswers = nil
+	data, _ := json.Marshal(&m)
+	return store.Put(tableHandles, key(rec.Registry, rec.ID), data)
+}
+
+// bodyKey is the key of chunk i of a record's body.
+func bodyKey(registry, id string, i int) []byte {
+	return fmt.Appendf(key(registry, id), "\x00%06d", i)
+}
+
+// bodyOps writes rec's body in chunks; rec.BodyChunks must be set to
+// their number before rec is shared (withBody).
+func bodyOps(rec *Record) ([]store.Op, error) {
+	data, err := json.Marshal(recordBody{Program: rec.Program, ToolAnswers: rec.ToolAnswers})
+	if err != nil {
+		return nil, err
+	}
+	var ops []store.Op
+	for i := 0; len(data) > 0; i++ {
+		n := min(recordChunk, len(data))
+		ops = append(ops, store.Put(tableBodies, bodyKey(rec.Registry, rec.ID, i), data[:n]))
+		data = data[n:]
+	}
+	return ops, nil
+}
+
+// withBody answers the ops that write rec's body, and sets
+// rec.BodyChunks; called before rec is in the registry's map, where
+// flushes copy it.
+func withBody(rec *Record) ([]store.Op, error) {
+	ops, err := bodyOps(rec)
+	rec.BodyChunks = len(ops)
+	return ops, err
+}
+
+// bodyDeletes removes rec's body.
+func bodyDeletes(rec *Record) []store.Op {
+	ops := make([]store.Op, rec.BodyChunks)
+	for i := range ops {
+		ops[i] = store.Delete(tableBodies, bodyKey(rec.Registry, rec.ID, i))
+	}
+	return ops
+}
+
+// insertRecord writes a new record: its body, then its meta (in one
+// transaction when they fit the store's limits, else the meta in the
+// last), so a record is never stored without its body.
+func (s *Store) insertRecord(r *Record, body []store.Op) error {
+	ops := append(body, metaOp(r))
+	if err := s.commitChunked(r.Registry, r.Tenant, ops); err != nil {
+		// A body written in part is taken back (its record never was).
+		s.commitChunked(r.Registry, r.Tenant, bodyDeletes(r))
+		return err
+	}
+	return nil
+}
+
+// updateRecord writes a changed record's meta only if it is still
+// stored: a strike or a touch that races with the handle's end can never
+// bring a closed handle back (end deletes the key in its own transaction).
+func (s *Store) updateRecord(r *Record) error {
+	k := key(r.Registry, r.ID)
+	err := s.commit(r.Registry, r.Tenant, []store.Cond{store.Exists(tableHandles, k)}, []store.Op{metaOp(r)})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// loadRecords reads every record: metas, then the bodies of those split
+// from them. Records stored whole are split now, each in its own
+// transactions (their meta last).
+func (s *Store) loadRecords(ctx context.Context) error {
+	var corrupt error
+	err := s.w.Scan(ctx, tableHandles, store.Range{}, func(k, v []byte) bool {
+		var r Record
+		if err := json.Unmarshal(v, &r); err != nil {
+			corrupt = fmt.Errorf("record %q is corrupt: %w", k, err)
+			return false
+		}
+		s.records[r.ID] = &r
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if corrupt != nil {
+		return corrupt
+	}
+	// Bodies in key order: each record's chunks are consecutive, in index
+	// order. Chunks of no record (an insert that stopped half done) are
+	// skipped.
+	var cur *Record
+	var buf bytes.Buffer
+	finish := func() {
+		if cur == nil {
+			return
+		}
+		var b recordBody
+		if err := json.Unmarshal(buf.Bytes(), &b); err != nil && corrupt == nil {
+			corrupt = fmt.Errorf("the body of record %q is corrupt: %w", cur.ID, err)
+		}
+		cur.Program, cur.ToolAnswers = b.Program, b.ToolAnswers
+		cur, buf = nil, bytes.Buffer{}
+	}
+	err = s.w.Scan(ctx, tableBodies, store.Range{}, func(k, v []byte) bool {
+		i := bytes.LastIndexByte(k, 0)
+		reg, id, ok := splitKey(k[:max(i, 0)])
+		if i < 0 || !ok {
+			return true
+		}
+		r := s.records[id]
+		if r == nil || r.Registry != reg || r.BodyChunks == 0 {
+			return true
+		}
+		if cur != r {
+			finish()
+			cur = r
+		}
+		buf.Write(v)
+		return true
+	})
+	finish()
+	if err != nil {
+		return err
+	}
+	if corrupt != nil {
+		return corrupt
+	}
+	for _, r := range s.records {
+		if r.BodyChunks > 0 && r.Program.Code == "" {
+			return fmt.Errorf("record %q has no program in the store", r.ID)
+		}
+		if r.BodyChunks == 0 {
+			body, err := withBody(r)
+			if err == nil {
+				err = s.insertRecord(r, body)
+			}
+			if err != nil {
+				return fmt.Errorf("splitting record %q: %w", r.ID, err)
+			}
+		}
+	}
+	return nil
+}
