@@ -266,6 +266,84 @@ func (e *Etcd) ops(then []Op) []clientv3.Op {
 	return out
 }
 
+// ErrOwned: another live holder owns the space (Owned says who).
+var ErrOwned = errors.New("store: another holder owns the space")
+
+// Owned is the answer to a claim of a space another live holder owns.
+type Owned struct {
+	Space  string
+	Holder string
+}
+
+func (o *Owned) Error() string { return fmt.Sprintf("store: %s owns the space", o.Holder) }
+func (o *Owned) Unwrap() error { return ErrOwned }
+
+// ClaimUnder claims space for holder under lease, by compare and swap: it
+// is taken when nobody owns it (the owner key is absent: a holder's lease
+// expired and took its keys with it, or it released them) or its owner
+// key carries no lease (a claim of one machine's); a holder that already
+// owns it under the same lease gets its fence again. Otherwise the answer
+// is an *Owned naming the holder. The owner key is written with the lease,
+// so a dead holder's spaces come free when its lease expires, and its
+// fences (the key's mod revision) go stale with it.
+func (e *Etcd) ClaimUnder(ctx context.Context, space, holder string, lease clientv3.LeaseID) (Fence, error) {
+	if space == "" {
+		return Fence{}, errors.New("store: a claim names a space")
+	}
+	k := e.ownerKey(space)
+	for try := 0; try < 3; try++ {
+		cur, err := e.cli.Get(ctx, k)
+		if err != nil {
+			return Fence{}, err
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		if len(cur.Kvs) > 0 {
+			kv := cur.Kvs[0]
+			if kv.Lease == int64(lease) && string(kv.Value) == holder {
+				return Fence{Space: space, Epoch: uint64(kv.ModRevision)}, nil
+			}
+			if kv.Lease != 0 {
+				return Fence{}, &Owned{Space: space, Holder: string(kv.Value)}
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)
+		}
+		resp, err := e.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, holder, clientv3.WithLease(lease))).Commit()
+		if err != nil {
+			return Fence{}, err
+		}
+		if resp.Succeeded {
+			return Fence{Space: space, Epoch: uint64(resp.Header.Revision)}, nil
+		}
+		// Someone claimed it between the read and the swap: look again.
+	}
+	return Fence{}, fmt.Errorf("store: the claim of a space kept racing with others'")
+}
+
+// OwnerOf answers the holder that owns space, "" when none does.
+func (e *Etcd) OwnerOf(ctx context.Context, space string) (string, error) {
+	r, err := e.cli.Get(ctx, e.ownerKey(space))
+	if err != nil || len(r.Kvs) == 0 || r.Kvs[0].Lease == 0 {
+		return "", err
+	}
+	return string(r.Kvs[0].Value), nil
+}
+
+// SpacesOf answers the spaces holder owns under lease.
+func (e *Etcd) SpacesOf(ctx context.Context, holder string, lease clientv3.LeaseID) ([]string, error) {
+	base := e.ownerKey("")
+	r, err := e.cli.Get(ctx, base, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range r.Kvs {
+		if kv.Lease == int64(lease) && string(kv.Value) == holder {
+			out = append(out, string(kv.Key[len(base):]))
+		}
+	}
+	return out, nil
+}
+
 // Claim implements Store: the owner key is written, and its new mod
 // revision is the fence. (Claims under a gateway's lease, by compare and
 // swap against a live owner, are the cluster's: docs/cluster.md.)

@@ -194,12 +194,36 @@ func Space(registry, tenant string) string { return registry + "\x00" + tenant }
 // fence each other out. Safe for concurrent use.
 type Writer struct {
 	Store
+	claim  func(ctx context.Context, space string) (Fence, error)
 	mu     sync.Mutex
 	fences map[string]Fence
 }
 
-// NewWriter answers a writer of s.
-func NewWriter(s Store) *Writer { return &Writer{Store: s, fences: map[string]Fence{}} }
+// NewWriter answers a writer of s that claims spaces with s.Claim (one
+// machine: nobody else writes).
+func NewWriter(s Store) *Writer { return NewWriterClaiming(s, s.Claim) }
+
+// NewWriterClaiming answers a writer of s whose spaces are claimed by
+// claim (a cluster member's claim under its lease, which refuses a space
+// another live gateway owns).
+func NewWriterClaiming(s Store, claim func(ctx context.Context, space string) (Fence, error)) *Writer {
+	return &Writer{Store: s, claim: claim, fences: map[string]Fence{}}
+}
+
+// Forget drops the writer's fences for spaces (all of them when none are
+// named): the next commit there claims again. A gateway forgets what it
+// lost (its lease, or a fence refused).
+func (w *Writer) Forget(spaces ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(spaces) == 0 {
+		w.fences = map[string]Fence{}
+		return
+	}
+	for _, sp := range spaces {
+		delete(w.fences, sp)
+	}
+}
 
 // Fence answers the writer's fence for space, claiming it on first use.
 func (w *Writer) Fence(ctx context.Context, space string) (Fence, error) {
@@ -208,7 +232,7 @@ func (w *Writer) Fence(ctx context.Context, space string) (Fence, error) {
 	if f, ok := w.fences[space]; ok {
 		return f, nil
 	}
-	f, err := w.Store.Claim(ctx, space)
+	f, err := w.claim(ctx, space)
 	if err != nil {
 		return Fence{}, err
 	}

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"store":             {},
 	"store/storetest":   {"store"},
 	"internal/etcdtest": {},
+	"cluster":           {"store"},
 	"capability":        {"fault", "budgets", "store", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "budgets", "internal/wirejson", "internal/urlparse"},
 	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson", "internal/gctarget"},
@@ -40,7 +41,7 @@ var only = map[string][]string{
 	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
 	"rogchap.com/v8go":             {"sandbox"},
 	"go.etcd.io/bbolt":             {"store"},
-	"go.etcd.io/etcd":              {"store", "internal/etcdtest"},
+	"go.etcd.io/etcd":              {"store", "cluster", "internal/etcdtest"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {

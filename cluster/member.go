@@ -1,0 +1,315 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/retainer-gw/retainer/store"
+)
+
+// MinLease is the shortest lease a member may hold: renewals every third
+// of it must fit a loaded machine's pauses.
+const MinLease = 2 * time.Second
+
+// Config names a member and its lease.
+type Config struct {
+	// Name is unique among the live members.
+	Name string
+	// Address is where other members forward requests to it (host:port).
+	Address string
+	// Lease is how long the member's spaces outlive its last renewal.
+	Lease time.Duration
+	// Now is the member's clock (tests inject one). Default time.Now.
+	Now func() time.Time
+	// Logf reports renewals that failed. Default: nothing.
+	Logf func(format string, args ...any)
+}
+
+// ErrLost: the member's lease expired (or may have, by its own clock):
+// it owns nothing from then on.
+var ErrLost = errors.New("cluster: this gateway's lease has expired; its spaces may be owned by another gateway")
+
+// Elsewhere is the answer to a claim of a space another live member owns.
+type Elsewhere struct {
+	Space   string
+	Name    string
+	Address string
+}
+
+func (e *Elsewhere) Error() string {
+	return fmt.Sprintf("cluster: the space is owned by %s (%s)", e.Name, e.Address)
+}
+
+// Member is one gateway of the cluster.
+type Member struct {
+	e     *store.Etcd
+	cfg   Config
+	lease clientv3.LeaseID
+
+	mu         sync.Mutex
+	validUntil time.Time // by the member's own clock: renewal sent + TTL - margin
+	lost       chan struct{}
+	lostOnce   sync.Once
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Join makes the gateway a member: a lease of cfg.Lease, kept alive from
+// then on, and its name registered under it. A name held by another live
+// lease is refused naming it; a restart under its own name waits up to one
+// lease for its old registration to expire.
+func Join(ctx context.Context, e *store.Etcd, cfg Config) (*Member, error) {
+	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/\x00") {
+		return nil, fmt.Errorf("cluster: a member's name must be non-empty, without / (got %q)", cfg.Name)
+	}
+	if cfg.Lease < MinLease {
+		return nil, fmt.Errorf("cluster: lease %v is shorter than the %v minimum", cfg.Lease, MinLease)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	cli := e.Client()
+	sent := cfg.Now()
+	grant, err := cli.Grant(ctx, int64((cfg.Lease+time.Second-1)/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: granting a lease: %w", err)
+	}
+	m := &Member{e: e, cfg: cfg, lease: grant.ID, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	m.renewed(sent, grant.TTL)
+	key := m.memberKey(cfg.Name)
+	deadline := cfg.Now().Add(cfg.Lease + time.Second)
+	for {
+		resp, err := cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, cfg.Address, clientv3.WithLease(grant.ID))).
+			Commit()
+		if err != nil {
+			cli.Revoke(context.Background(), grant.ID)
+			return nil, fmt.Errorf("cluster: registering %q: %w", cfg.Name, err)
+		}
+		if resp.Succeeded {
+			break
+		}
+		if cfg.Now().After(deadline) {
+			cli.Revoke(context.Background(), grant.ID)
+			return nil, fmt.Errorf("cluster: another live gateway is named %q: each member needs a name of its own", cfg.Name)
+		}
+		// Keep our own lease alive while we wait for the old one.
+		if _, err := m.renewOnce(ctx); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			cli.Revoke(context.Background(), grant.ID)
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	go m.keepAlive()
+	return m, nil
+}
+
+func (m *Member) memberKey(name string) string { return m.e.Prefix() + "/m/" + name }
+
+// renewed moves the member's deadline: the lease runs ttl seconds from
+// when the server took the renewal, which is after sent; a margin of a
+// tenth of the lease covers clocks that run at slightly different rates.
+func (m *Member) renewed(sent time.Time, ttl int64) {
+	until := sent.Add(time.Duration(ttl)*time.Second - m.cfg.Lease/10)
+	m.mu.Lock()
+	if until.After(m.validUntil) {
+		m.validUntil = until
+	}
+	m.mu.Unlock()
+}
+
+func (m *Member) renewOnce(ctx context.Context) (bool, error) {
+	sent := m.cfg.Now()
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.Lease/3)
+	defer cancel()
+	resp, err := m.e.Client().KeepAliveOnce(cctx, m.lease)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			m.markLost()
+			return false, ErrLost
+		}
+		m.cfg.Logf("cluster: renewing the lease of %s: %v", m.cfg.Name, err)
+		return false, nil
+	}
+	m.renewed(sent, resp.TTL)
+	return true, nil
+}
+
+// keepAlive renews the lease every third of it and marks the member lost
+// once its own clock passes the deadline without a renewal.
+func (m *Member) keepAlive() {
+	defer close(m.done)
+	tick := time.NewTicker(m.cfg.Lease / 6)
+	defer tick.Stop()
+	lastSent := time.Time{}
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		if !m.Serving() {
+			m.markLost()
+			return
+		}
+		if m.cfg.Now().Sub(lastSent) < m.cfg.Lease/3 {
+			continue
+		}
+		lastSent = m.cfg.Now()
+		if _, err := m.renewOnce(context.Background()); errors.Is(err, ErrLost) {
+			return
+		}
+	}
+}
+
+func (m *Member) markLost() { m.lostOnce.Do(func() { close(m.lost) }) }
+
+// Serving reports whether the member may still act for its spaces: its
+// lease cannot have expired yet by its own clock.
+func (m *Member) Serving() bool {
+	select {
+	case <-m.lost:
+		return false
+	default:
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.Now().Before(m.validUntil)
+}
+
+// Lost is closed when the member lost its lease: every space it owned may
+// be another's, and it must stop serving them (in-flight work answers a
+// retryable fault).
+func (m *Member) Lost() <-chan struct{} { return m.lost }
+
+// Name is the member's name.
+func (m *Member) Name() string { return m.cfg.Name }
+
+// LeaseID is the member's etcd lease.
+func (m *Member) LeaseID() clientv3.LeaseID { return m.lease }
+
+// Claim makes the member the owner of space, or answers an *Elsewhere
+// naming the live member that owns it, or ErrLost.
+func (m *Member) Claim(ctx context.Context, space string) (store.Fence, error) {
+	if !m.Serving() {
+		return store.Fence{}, ErrLost
+	}
+	f, err := m.e.ClaimUnder(ctx, space, m.cfg.Name, m.lease)
+	var owned *store.Owned
+	if errors.As(err, &owned) {
+		addr, _ := m.addressOf(ctx, owned.Holder)
+		return store.Fence{}, &Elsewhere{Space: space, Name: owned.Holder, Address: addr}
+	}
+	return f, err
+}
+
+// Owner answers the live member that owns space (name "" when none does).
+func (m *Member) Owner(ctx context.Context, space string) (name, address string, err error) {
+	name, err = m.e.OwnerOf(ctx, space)
+	if err != nil || name == "" {
+		return "", "", err
+	}
+	address, err = m.addressOf(ctx, name)
+	return name, address, err
+}
+
+func (m *Member) addressOf(ctx context.Context, name string) (string, error) {
+	r, err := m.e.Client().Get(ctx, m.memberKey(name))
+	if err != nil || len(r.Kvs) == 0 {
+		return "", err
+	}
+	return string(r.Kvs[0].Value), nil
+}
+
+// Space is one space a member owns.
+type Space struct {
+	Registry string `json:"registry"`
+	Tenant   string `json:"tenant"`
+}
+
+// Info is one live member, as GET /retainer/cluster lists it.
+type Info struct {
+	Name        string  `json:"name"`
+	Address     string  `json:"address"`
+	Spaces      []Space `json:"spaces"`
+	LeaseLeftMs int64   `json:"leaseLeftMs"`
+}
+
+// Members lists the live members (a member whose lease expired is gone
+// with its key), with the spaces each owns and its lease's time left.
+func (m *Member) Members(ctx context.Context) ([]Info, error) {
+	cli := m.e.Client()
+	base := m.memberKey("")
+	r, err := cli.Get(ctx, base, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	owners, err := cli.Get(ctx, m.e.Prefix()+"/o/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		info := Info{Name: string(kv.Key[len(base):]), Address: string(kv.Value), Spaces: []Space{}}
+		if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil && ttl.TTL > 0 {
+			info.LeaseLeftMs = ttl.TTL * 1000
+		} else {
+			continue // expired since the read
+		}
+		for _, o := range owners.Kvs {
+			if o.Lease == kv.Lease && string(o.Value) == info.Name {
+				sp := string(o.Key[len(m.e.Prefix()+"/o/"):])
+				reg, tenant, _ := strings.Cut(sp, "\x00")
+				info.Spaces = append(info.Spaces, Space{Registry: reg, Tenant: tenant})
+			}
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Leave stops renewing and revokes the lease: the member's name and every
+// space it owned are free at once.
+func (m *Member) Leave(ctx context.Context) error {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.done
+	m.markLost()
+	_, err := m.e.Client().Revoke(ctx, m.lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Abandon stops renewing without revoking, as a gateway that died would:
+// its spaces stay its own until the lease expires. For tests of failover.
+func (m *Member) Abandon() {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.done
+}

@@ -1,0 +1,235 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/cluster"
+	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/store"
+)
+
+var ctx = context.Background()
+
+const lease = 2 * time.Second
+
+// gateway is one member with its own etcd client, as each gateway has.
+type gateway struct {
+	e *store.Etcd
+	m *cluster.Member
+	w *store.Writer
+}
+
+func join(t *testing.T, srv *etcdtest.Server, name string) *gateway {
+	t.Helper()
+	g, err := tryJoin(t, srv, name)
+	if err != nil {
+		t.Fatalf("joining %s: %v", name, err)
+	}
+	return g
+}
+
+func tryJoin(t *testing.T, srv *etcdtest.Server, name string) (*gateway, error) {
+	t.Helper()
+	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cluster.Join(ctx, e, cluster.Config{Name: name, Address: name + ".internal:7946", Lease: lease, Logf: t.Logf})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	t.Cleanup(func() { m.Leave(ctx); e.Close() })
+	return &gateway{e: e, m: m, w: store.NewWriterClaiming(e, m.Claim)}, nil
+}
+
+func put(g *gateway, space, k, v string) error {
+	return g.w.CommitIn(ctx, space, nil, []store.Op{store.Put("kv", []byte(k), []byte(v))})
+}
+
+// One owner a space; the others are told who it is; every member lists
+// the live members and what they own; a second gateway with a live
+// member's name is refused naming it.
+func TestMembersClaimAndName(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, b := join(t, srv, "gw-a"), join(t, srv, "gw-b")
+	space := store.Space("apps", "alice")
+	if err := put(a, space, "k", "1"); err != nil {
+		t.Fatalf("the first claim and write: %v", err)
+	}
+	_, err := b.m.Claim(ctx, space)
+	var elsewhere *cluster.Elsewhere
+	if !errors.As(err, &elsewhere) || elsewhere.Name != "gw-a" || elsewhere.Address != "gw-a.internal:7946" {
+		t.Fatalf("a claim of a space gw-a owns: %v", err)
+	}
+	if err := put(b, space, "k", "2"); !errors.As(err, &elsewhere) {
+		t.Fatalf("a write in a space gw-a owns: %v", err)
+	}
+	if name, addr, err := b.m.Owner(ctx, space); err != nil || name != "gw-a" || addr != "gw-a.internal:7946" {
+		t.Fatalf("owner: %q %q %v", name, addr, err)
+	}
+	// The owner's claim again is the same fence.
+	f1, _ := a.m.Claim(ctx, space)
+	f2, _ := a.m.Claim(ctx, space)
+	if f1 != f2 || f1.Epoch == 0 {
+		t.Fatalf("claims by the owner: %+v then %+v", f1, f2)
+	}
+	members, err := b.m.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(members)
+	if len(members) != 2 || members[0].Name != "gw-a" || len(members[0].Spaces) != 1 || members[0].Spaces[0] != (cluster.Space{Registry: "apps", Tenant: "alice"}) || len(members[1].Spaces) != 0 || members[0].LeaseLeftMs <= 0 {
+		t.Fatalf("members: %s", got)
+	}
+
+	start := time.Now()
+	_, err = tryJoin(t, srv, "gw-a")
+	if err == nil || !strings.Contains(err.Error(), `"gw-a"`) {
+		t.Fatalf("a second gw-a: %v", err)
+	}
+	t.Logf("a duplicate name was refused after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// A member that stops renewing (dead, or paused) keeps its spaces until its
+// lease expires; then another claims them, the old fence is refused in the
+// store's own transaction, and the old member stops serving by its own
+// clock before that.
+func TestFailoverFencesTheFormerOwner(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, b := join(t, srv, "gw-a"), join(t, srv, "gw-b")
+	space := store.Space("apps", "alice")
+	if err := put(a, space, "k", "from a"); err != nil {
+		t.Fatal(err)
+	}
+	a.m.Abandon()
+	died := time.Now()
+	var elsewhere *cluster.Elsewhere
+	for {
+		_, err := b.m.Claim(ctx, space)
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &elsewhere) {
+			t.Fatalf("claim during failover: %v", err)
+		}
+		if time.Since(died) > lease+5*time.Second {
+			t.Fatalf("the space was still gw-a's %v after it stopped renewing", time.Since(died))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("gw-b owned the space %v after gw-a stopped renewing (lease %v)", time.Since(died).Round(time.Millisecond), lease)
+	if a.m.Serving() {
+		t.Fatal("gw-a still thinks it serves after its lease could have expired")
+	}
+	if err := put(b, space, "k", "from b"); err != nil {
+		t.Fatalf("the new owner's write: %v", err)
+	}
+	// gw-a's writer still holds its old fence, as a paused gateway would.
+	if err := put(a, space, "k", "late from a"); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("the former owner's write: %v", err)
+	}
+	if v, _ := b.e.Get(ctx, "kv", []byte("k")); string(v) != "from b" {
+		t.Fatalf("the value is %q", v)
+	}
+	// And a claim by the lost member is refused.
+	if _, err := a.m.Claim(ctx, store.Space("apps", "bob")); !errors.Is(err, cluster.ErrLost) {
+		t.Fatalf("a lost member's claim: %v", err)
+	}
+	// A restart under its own name waits for the old lease (long gone).
+	a2 := join(t, srv, "gw-a")
+	if !a2.m.Serving() {
+		t.Fatal("the restarted gw-a does not serve")
+	}
+}
+
+// A member that leaves frees its name and spaces at once.
+func TestLeaveFreesAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, b := join(t, srv, "gw-a"), join(t, srv, "gw-b")
+	space := store.Space("apps", "alice")
+	if err := put(a, space, "k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.m.Serving() {
+		t.Fatal("a member that left still serves")
+	}
+	if _, err := b.m.Claim(ctx, space); err != nil {
+		t.Fatalf("a claim right after the owner left: %v", err)
+	}
+	if _, err := tryJoin(t, srv, "gw-a"); err != nil {
+		t.Fatalf("the name after its member left: %v", err)
+	}
+}
+
+// Eight gateways racing for one space: one owner, and every other is told
+// its name.
+func TestRacingClaimsHaveOneWinner(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var gws []*gateway
+	for i := 0; i < 8; i++ {
+		gws = append(gws, join(t, srv, fmt.Sprintf("gw-%d", i)))
+	}
+	for round := 0; round < 5; round++ {
+		space := store.Space("apps", fmt.Sprintf("t%d", round))
+		var wg sync.WaitGroup
+		errs := make([]error, len(gws))
+		for i, g := range gws {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = g.m.Claim(ctx, space)
+			}()
+		}
+		wg.Wait()
+		winner := ""
+		for i, err := range errs {
+			if err == nil {
+				if winner != "" {
+					t.Fatalf("round %d: %s and gw-%d both own the space", round, winner, i)
+				}
+				winner = fmt.Sprintf("gw-%d", i)
+			}
+		}
+		if winner == "" {
+			t.Fatalf("round %d: nobody owns the space: %v", round, errs)
+		}
+		for i, err := range errs {
+			var elsewhere *cluster.Elsewhere
+			if err != nil && (!errors.As(err, &elsewhere) || elsewhere.Name != winner) {
+				t.Fatalf("round %d: gw-%d was told %v, want %s", round, i, err, winner)
+			}
+		}
+	}
+}
+
+// Bad configurations are refused with a message.
+func TestJoinRefusesBadConfig(t *testing.T) {
+	srv := etcdtest.Start(t)
+	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{srv.Endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, c := range []struct {
+		cfg  cluster.Config
+		want string
+	}{
+		{cluster.Config{Name: "", Lease: lease}, "name"},
+		{cluster.Config{Name: "a/b", Lease: lease}, "name"},
+		{cluster.Config{Name: "a", Lease: time.Second}, "minimum"},
+	} {
+		if _, err := cluster.Join(ctx, e, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error about %s", c.cfg, err, c.want)
+		}
+	}
+}
