@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"store":             {},
 	"store/storetest":   {"store"},
 	"internal/etcdtest": {},
+	"internal/pgtest":   {},
 	"cluster":           {"store"},
 	"capability":        {"fault", "budgets", "store", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "budgets", "internal/wirejson", "internal/urlparse"},
@@ -41,6 +42,7 @@ var only = map[string][]string{
 	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
 	"rogchap.com/v8go":             {"sandbox"},
 	"go.etcd.io/bbolt":             {"store"},
+	"github.com/jackc/pgx":         {"store"},
 	"go.etcd.io/etcd":              {"store", "cluster", "internal/etcdtest"},
 }
 

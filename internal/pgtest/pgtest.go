@@ -1,0 +1,102 @@
+// Package pgtest starts a real PostgreSQL server inside a test: Debian's
+// postgresql binaries, a fresh cluster made by initdb in a temporary
+// directory, listening on a loopback port of its own, stopped when the
+// test ends. CI installs postgresql (.ci/run); elsewhere a machine without
+// it skips these tests and says how to get it. Imported by tests only.
+package pgtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Server is a PostgreSQL started by a test.
+type Server struct {
+	// DSN reaches the server's postgres database as its superuser.
+	DSN string
+}
+
+// bin finds the newest installed PostgreSQL's binaries.
+func bin(t testing.TB) string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Strings(dirs)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
+			return dirs[i]
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("postgresql is missing in CI: .ci/run installs it")
+	}
+	t.Skip("postgresql is not installed (apt-get install postgresql); CI runs this test")
+	return ""
+}
+
+// Start initializes and starts a server for t. initdb refuses to run as
+// root, so as root the cluster belongs to the postgres user.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	dir := bin(t)
+	data, err := os.MkdirTemp("", "retainer-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	run := func(name string, args ...string) *exec.Cmd {
+		return exec.Command(filepath.Join(dir, name), args...)
+	}
+	asOwner := func(c *exec.Cmd) *exec.Cmd { return c }
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root needs the postgres user: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(data, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		asOwner = func(c *exec.Cmd) *exec.Cmd {
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--", c.Path}, c.Args[1:]...)...)
+		}
+	}
+	pgdata := filepath.Join(data, "data")
+	if out, err := asOwner(run("initdb", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D", pgdata)).CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, data)
+	if out, err := asOwner(run("pg_ctl", "-D", pgdata, "-o", opts, "-l", filepath.Join(data, "log"), "-w", "-t", "60", "start")).CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(data, "log"))
+		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	t.Cleanup(func() {
+		asOwner(run("pg_ctl", "-D", pgdata, "-m", "immediate", "-w", "-t", "30", "stop")).Run()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("postgres is not listening on %d", port)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
+}
