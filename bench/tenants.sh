@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cordons at a platform's scale (docs/performance.md, round 16): one counter
+# Cordons at a platform's scale (docs/performance-log.md, round 16): one counter
 # handle for each of N tenants, served round-robin at 32 connections with
 # `workers auto`, for N = 4, 50 and 200; the ratio of each to 4 tenants,
 # and whether any counter lost its state (the counters' sum must grow by

@@ -19,7 +19,7 @@ import (
 //
 // The hold pins the loop's goroutine to its OS thread (runtime.LockOSThread)
 // while it is held, and only then: the loop drops it before it waits for
-// work. Measured both ways (docs/performance.md): pinned for the isolate's
+// work. Measured both ways (docs/performance-log.md): pinned for the isolate's
 // whole life, one handle served ~30–55% more, but 32 isolates of one worker
 // served ~22% less, because every hand-off to a sleeping isolate then had
 // to wake that isolate's own thread.
@@ -35,7 +35,7 @@ import (
 //
 // Reading a thread's CPU clock is a system call (~1.4 µs here, more under
 // the worker's seccomp filter), and three of them a request cost a busy
-// handle a fifth of its throughput (docs/performance.md, round 16). So a
+// handle a fifth of its throughput (docs/performance-log.md, round 16). So a
 // hold is timed on the monotonic clock (vDSO, ~30 ns), and the CPU clock is
 // read only once the current activity has held the isolate for more than
 // preciseAfter: the account is CPU time from then on, and wall time (never

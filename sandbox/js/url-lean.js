@@ -5,7 +5,7 @@
 // with its own implementation, and every call goes through brand checks
 // and argument conversions written for any WebIDL interface. Under
 // --jitless that cost ~11 µs a `new URL(request.url)` and ~2 µs a getter
-// (docs/performance.md). These classes keep the same behaviour, step for
+// (docs/performance-log.md). These classes keep the same behaviour, step for
 // step with whatwg-url 17's URL-impl and URLSearchParams-impl (the
 // differential test in sandbox/url_lean_test.go runs both on the same
 // operations), with private fields as the brand check and the query's

@@ -22,7 +22,7 @@ import (
 // until it spills into a second worker, uses at most one CPU, and a
 // computation's background work (the prewarmed isolate made to replace the
 // one it took, V8's helper thread) competes with it instead of running
-// beside it (docs/performance.md, round 13, has both measured).
+// beside it (docs/performance-log.md, round 13, has both measured).
 //
 // CPUsAuto keeps the hand-offs cheap while one CPU is enough: a worker
 // starts pinned; one that used nearly all of its CPU over the last

@@ -249,7 +249,7 @@ func (c *rpcConn) reply(id uint64, path string, res []byte) {
 // back for the next write, which carries it along, so under load one
 // system call carries several answers and the peer's read loop wakes once
 // for them; at most maxHeld frames wait, and none longer than holdFor
-// (the next invocation may be slow). Measured in docs/performance.md
+// (the next invocation may be slow). Measured in docs/performance-log.md
 // (round 8).
 func (c *rpcConn) replyLater(id uint64, path string, res []byte, more bool) {
 	defer c.serving.Add(-1)

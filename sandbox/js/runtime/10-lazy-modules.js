@@ -17,7 +17,7 @@
   // until then, a data property like hidden()'s after (assigning it first
   // replaces it unmade). The runtime modules and the globals a computation
   // seldom touches are made this way, so that an isolate starts without
-  // them (docs/performance.md).
+  // them (docs/performance-log.md).
   function lazyGlobal(name, make) { lazyProperty(G, name, make); }
   function lazyProperty(obj, name, make) {
     defineProperty(obj, name, {

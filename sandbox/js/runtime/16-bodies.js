@@ -16,7 +16,7 @@
   // A string body stays a string (text): an invocation's answer hands it to
   // Go as it is, which takes it as UTF-8 (sandbox/wire.go), instead of
   // encoding it to Latin-1 here, which in the jitless interpreter cost
-  // ~45% of a worker's CPU for a 17.8 KB page (docs/performance.md).
+  // ~45% of a worker's CPU for a 17.8 KB page (docs/performance-log.md).
   function extractBody(body, headers) {
     if (body == null) return { bytes: null, latin1: null, text: null, stream: null };
     let bytes = null, latin1 = null, text = null, type = null;

@@ -1,0 +1,49 @@
+package docstest
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// docs are the documents that describe the code as it is (the
+// performance journal describes it as it was).
+var docs = []string{"README.md", "docs/architecture.md", "docs/cluster.md", "docs/performance.md", "bench/README.md"}
+
+// fileName is a file a document names in backquotes: a path from the
+// repository's root, or a bare name that some folder holds.
+var fileName = regexp.MustCompile("`([A-Za-z0-9_./-]+\\.(?:go|cc|h|js|sh|md|py|json))`")
+
+func TestDocsNameFilesThatExist(t *testing.T) {
+	root := "../.."
+	names := map[string]bool{}
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git") {
+			return filepath.SkipDir
+		}
+		names[d.Name()] = true
+		return nil
+	})
+	for _, doc := range docs {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fileName.FindAllStringSubmatch(string(text), -1) {
+			name := m[1]
+			if strings.Contains(name, "/") {
+				if _, err := os.Stat(filepath.Join(root, name)); err != nil {
+					t.Errorf("%s names %s, which does not exist", doc, name)
+				}
+			} else if !names[name] {
+				t.Errorf("%s names %s, which no folder holds", doc, name)
+			}
+		}
+	}
+}
