@@ -19,6 +19,7 @@ func init() {
 //
 //	GET /retainer/workers          each worker: pid, tenant, isolates, queue, RSS, CPU when pinned
 //	GET /retainer/handles?tenant=  handle counts per registry and tenant
+//	GET /retainer/cluster          the cluster's live members and the spaces each owns
 //
 // Caddy loads every registered admin.api module, so no configuration is
 // needed.
@@ -34,7 +35,34 @@ func (Admin) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/retainer/workers", Handler: caddy.AdminHandlerFunc(adminWorkers)},
 		{Pattern: "/retainer/handles", Handler: caddy.AdminHandlerFunc(adminHandles)},
+		{Pattern: "/retainer/cluster", Handler: caddy.AdminHandlerFunc(adminCluster)},
 	}
+}
+
+// adminCluster answers the cluster's live members as etcd knows them
+// (docs/cluster.md): {self, members: [{name, address, spaces, leaseLeftMs}]}.
+func adminCluster(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
+	}
+	var rt *runtime
+	runtimes.Range(func(_, v any) bool {
+		if c := v.(*runtime); c.cluster != nil {
+			rt = c
+			return false
+		}
+		return true
+	})
+	if rt == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("this gateway is not in a cluster (docs/cluster.md)")}
+	}
+	m := rt.backing.member.Load()
+	members, err := m.Members(r.Context())
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(map[string]any{"self": m.Name(), "members": members})
 }
 
 // adminWorker is one worker as an operator sees it.

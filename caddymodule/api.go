@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/receipts"
@@ -94,6 +95,11 @@ func (h *API) Provision(ctx caddy.Context) error {
 		reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
 		h.live.rt.Store(rt)
 		h.live.reg.Store(reg)
+		if rt.cluster != nil {
+			rt.cluster.mu.Lock()
+			rt.cluster.apis[h.Registry] = h
+			rt.cluster.mu.Unlock()
+		}
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /executions", h.execute)
@@ -145,8 +151,39 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 		writeFault(w, errStarting, "")
 		return nil
 	}
-	h.mux.ServeHTTP(w, r)
+	h.serve(w, r, false)
 	return nil
+}
+
+// serve answers the API; in a cluster, a tenant's request is served by the
+// gateway that owns the tenant's space and sent there when that is another
+// (forward.go). Receipts and health are any gateway's to answer.
+func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
+	rt := h.runtime()
+	if rt == nil || rt.cluster == nil || r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/results") {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	c, err := h.caller(r)
+	if err != nil {
+		h.mux.ServeHTTP(w, r) // answered by the handler: UNAUTHENTICATED
+		return
+	}
+	if err := h.registry().Own(r.Context(), c.tenant); err != nil {
+		var el *cluster.Elsewhere
+		if errors.As(err, &el) && !forwarded {
+			f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant}
+			if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+				f.Scope, _ = repl.GetString("http.auth.user.scope")
+				f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
+			}
+			rt.cluster.forwardTo(w, r, el.Address, f)
+			return
+		}
+		writeFault(w, err, "")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
 }
 
 // registry and runtime are the started app's (ServeHTTP checked).

@@ -26,6 +26,11 @@ type App struct {
 	// Store is the bbolt file that holds the registries. Default: a file
 	// under Caddy's data directory (retainer/registry.db).
 	Store string `json:"store,omitempty"`
+	// StoreEtcd, ReceiptsPostgres and Cluster make the gateway one of a
+	// cluster on etcd (docs/cluster.md): all three or none.
+	StoreEtcd        *EtcdStore        `json:"store_etcd,omitempty"`
+	ReceiptsPostgres *PostgresReceipts `json:"receipts_postgres,omitempty"`
+	Cluster          *ClusterConfig    `json:"cluster,omitempty"`
 	// Workers is the number of worker processes, the spare included (with
 	// isolation "tenant", the most). 0, the default, is `workers auto`:
 	// with isolation "tenant", as many as WorkerMemory allows, up to
@@ -127,6 +132,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 }
 
 func (a *App) setDefaults() {
+	a.clusterDefaults()
 	if a.Store == "" {
 		a.Store = filepath.Join(caddy.AppDataDir(), "retainer", "registry.db")
 	}
@@ -232,6 +238,9 @@ func (a *App) whenStarted(f func(*runtime)) {
 
 // Validate checks the configuration.
 func (a *App) Validate() error {
+	if err := a.validateCluster(); err != nil {
+		return err
+	}
 	if a.Isolation != worker.IsolationTenant && a.Isolation != worker.IsolationShared {
 		return fmt.Errorf("retainer: isolation must be tenant or shared, not %q", a.Isolation)
 	}

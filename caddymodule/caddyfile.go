@@ -30,7 +30,9 @@ func init() {
 // parseGlobal parses the `retainer` global option:
 //
 //	retainer {
-//		store <path>
+//		store <path> | store etcd { endpoints ...; prefix; tls {...}; username; password }
+//		receipts postgres { dsn <dsn> }
+//		cluster { name; listen; advertise; secret; lease }
 //		workers auto|<n>
 //		worker_memory <size>
 //		max_workers <n>
@@ -79,6 +81,33 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.Wasm = true
 			if d.NextArg() {
 				return nil, d.ArgErr()
+			}
+			continue
+		case "store":
+			if d.CountRemainingArgs() == 1 && d.NextArg() && d.Val() == "etcd" {
+				var err error
+				if app.StoreEtcd, err = parseStoreEtcd(d); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			d.Prev()
+		case "receipts":
+			if !d.NextArg() || d.Val() != "postgres" || d.NextArg() {
+				return nil, d.Err("receipts: the one form is `receipts postgres { dsn <dsn> }`")
+			}
+			var err error
+			if app.ReceiptsPostgres, err = parseReceiptsPostgres(d); err != nil {
+				return nil, err
+			}
+			continue
+		case "cluster":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			var err error
+			if app.Cluster, err = parseCluster(d); err != nil {
+				return nil, err
 			}
 			continue
 		}

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -75,6 +77,11 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 	h.app.whenStarted(func(rt *runtime) {
 		h.live.rt.Store(rt)
 		h.live.reg.Store(h.app.registry(rt, h.Registry))
+		if rt.cluster != nil {
+			rt.cluster.mu.Lock()
+			rt.cluster.data[h.Registry] = h
+			rt.cluster.mu.Unlock()
+		}
 	})
 	h.resolve, _ = parseResolve(h.Resolve)
 	return nil
@@ -123,14 +130,11 @@ var hopByHop = map[string]bool{
 
 // ServeHTTP serves a visitor's request with the handle.
 func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	start := time.Now()
-	reg := h.live.reg.Load()
-	if reg == nil {
+	if h.live.reg.Load() == nil {
 		writeFault(w, errStarting, "")
 		return nil
 	}
-	upgrade := isWebSocketUpgrade(r)
-	if !upgrade && r.Header.Get("Upgrade") != "" {
+	if upgrade := isWebSocketUpgrade(r); !upgrade && r.Header.Get("Upgrade") != "" {
 		writeFault(w, fault.New(fault.NotImplemented, "Upgrades other than WebSocket are not supported."), "")
 		return nil
 	}
@@ -138,6 +142,29 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	if key == "" {
 		writeFault(w, fault.New(fault.NotFound, "No handler is deployed here."), "")
 		return nil
+	}
+	h.serveKey(w, r, key, h.resolve, false)
+	return nil
+}
+
+// serveKey serves a data-plane request for the handle key names: here,
+// or in a cluster at the gateway that owns its tenant's space
+// (forward.go). forwarded is true for a request another gateway sent
+// here; it is never sent on again.
+func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, resolve handles.Resolve, forwarded bool) {
+	start := time.Now()
+	reg := h.live.reg.Load()
+	upgrade := isWebSocketUpgrade(r)
+	if rt := h.live.rt.Load(); rt != nil && rt.cluster != nil {
+		if err := reg.Locate(r.Context(), key, resolve); err != nil {
+			var el *cluster.Elsewhere
+			if errors.As(err, &el) && !forwarded {
+				rt.cluster.forwardTo(w, r, el.Address, forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve})
+				return
+			}
+			writeFault(w, err, "")
+			return
+		}
 	}
 	// A small body of known length is read at once and crosses with the
 	// request; any other streams into request.body as it arrives (README.md, API),
@@ -149,12 +176,12 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		switch {
 		case r.ContentLength > h.app.MaxRequestBody:
 			writeFault(w, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", h.app.MaxRequestBody), "")
-			return nil
+			return
 		case r.ContentLength >= 0 && r.ContentLength <= bufferedBody:
 			var err error
 			if body, err = readBody(w, r, h.app.MaxRequestBody); err != nil {
 				writeFault(w, err, "")
-				return nil
+				return
 			}
 		default:
 			tracked = &trackedBody{r: http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody)}
@@ -162,7 +189,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 		}
 	}
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r, upgrade), body)
-	res, stream, err := reg.ServeStream(r.Context(), key, h.resolve, req, streamed)
+	res, stream, err := reg.ServeStream(r.Context(), key, resolve, req, streamed)
 	observeInvocation("data", start, err)
 	if tracked != nil && !tracked.ended.Load() {
 		// The body was not read to its end (the handler did not want it,
@@ -174,7 +201,7 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	}
 	if err != nil {
 		writeFault(w, err, "")
-		return nil
+		return
 	}
 	if res.Status == 101 {
 		// The handler accepted a WebSocket (websocket.go).
@@ -183,17 +210,16 @@ func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 				stream.Close(true)
 			}
 			writeFault(w, fault.New(fault.BadResponse, "The handler answered a WebSocket to a request that is not a WebSocket upgrade."), "")
-			return nil
+			return
 		}
 		h.serveSocket(w, r, reg, res, stream)
-		return nil
+		return
 	}
 	if stream != nil {
 		h.writeStream(w, r, res, stream)
-		return nil
+		return
 	}
 	writeResponse(w, res)
-	return nil
 }
 
 // trackedBody is a streamed request body that knows whether it was read to

@@ -37,6 +37,10 @@ var (
 		Namespace: "retainer", Name: "handle_ends_total",
 		Help: "Handles ended, by reason.",
 	}, []string{"reason"})
+	metricForwards = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "cluster_forwards_total",
+		Help: "Requests forwarded to the gateway that owns their tenant's space (docs/cluster.md).",
+	})
 	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "rebuilds_total",
 		Help: "Handle isolates rebuilt after a restart, crash, bound hit or parking.",
@@ -172,7 +176,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

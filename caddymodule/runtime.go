@@ -12,12 +12,12 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/retainer-gw/retainer/capability"
+	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/store"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -29,9 +29,13 @@ var runtimes = caddy.NewUsagePool()
 
 // runtime is the pool and store of one store file.
 type runtime struct {
-	key      string
-	pool     *worker.Pool
-	backing  *store.Bolt
+	key     string
+	pool    *worker.Pool
+	backing *backends
+	// cluster is the runtime's part in a cluster (forward.go); nil on one
+	// machine. closing ends its lease watch.
+	cluster  *clusterNode
+	closing  chan struct{}
 	store    *handles.Store
 	receipts *receipts.Store
 	kv       *capability.KV
@@ -49,10 +53,14 @@ type runtime struct {
 
 // Destruct ends the workers and closes the store (the last config let go).
 func (rt *runtime) Destruct() error {
+	close(rt.closing)
+	if rt.cluster != nil {
+		rt.cluster.server.Close()
+	}
 	rt.kv.Close() // commits what is pending
 	rt.receipts.Close()
 	err := rt.store.Close()
-	if cerr := rt.backing.Close(); err == nil {
+	if cerr := rt.backing.close(); err == nil {
 		err = cerr
 	}
 	rt.pool.Shutdown()
@@ -60,7 +68,7 @@ func (rt *runtime) Destruct() error {
 }
 
 func loadRuntime(a *App) (*runtime, error) {
-	val, _, err := runtimes.LoadOrNew(a.Store, func() (caddy.Destructor, error) {
+	val, _, err := runtimes.LoadOrNew(a.storeKey(), func() (caddy.Destructor, error) {
 		return newRuntime(a)
 	})
 	if err != nil {
@@ -75,7 +83,7 @@ func releaseRuntime(rt *runtime) error {
 }
 
 func newRuntime(a *App) (*runtime, error) {
-	rt := &runtime{key: a.Store, logLimiter: rate.NewLimiter(50, 200)}
+	rt := &runtime{key: a.storeKey(), closing: make(chan struct{}), logLimiter: rate.NewLimiter(50, 200)}
 	rt.logger.Store(zap.NewNop())
 	rt.app.Store(a)
 	pool, err := worker.Start(worker.Config{
@@ -143,13 +151,24 @@ func newRuntime(a *App) (*runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	backing, err := store.OpenBolt(a.Store, 0)
+	backing, err := openBackends(a)
 	if err != nil {
 		pool.Shutdown()
 		return nil, err
 	}
-	writer := store.NewWriter(backing)
+	writer := backing.writer
+	var own func(ctx context.Context, space string) error
+	if a.clustered() {
+		own = func(ctx context.Context, space string) error {
+			if !backing.member.Load().Serving() {
+				return ownFault(cluster.ErrLost)
+			}
+			_, err := writer.Fence(ctx, space)
+			return ownFault(err)
+		}
+	}
 	registry, err := handles.Open(writer, handles.Options{
+		Own:      own,
 		Executor: pool,
 		OnEnd: func(e handles.Event) {
 			metricEnds.WithLabelValues(e.Reason).Inc()
@@ -168,25 +187,25 @@ func newRuntime(a *App) (*runtime, error) {
 		OnDomainsGone: func(_ string, hosts []string) { evictCertificates(hosts) },
 	})
 	if err != nil {
-		backing.Close()
+		backing.close()
 		pool.Shutdown()
 		return nil, err
 	}
 	kv, err := capability.NewKV(writer, 0)
 	if err != nil {
 		registry.Close()
-		backing.Close()
+		backing.close()
 		pool.Shutdown()
 		return nil, err
 	}
 	// Values read from writes a failed commit lost leave every cache.
 	kv.OnCommitFailed = pool.InvalidateAllKV
 	registry.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
-	rs, err := receipts.Open(writer, time.Duration(a.ReceiptRetention), nil)
+	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		kv.Close()
 		registry.Close()
-		backing.Close()
+		backing.close()
 		pool.Shutdown()
 		return nil, err
 	}
@@ -195,6 +214,13 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.pool = pool
 	rt.kv = kv
 	rt.receipts = rs
+	if a.clustered() {
+		if err := rt.listen(a); err != nil {
+			rt.Destruct()
+			return nil, err
+		}
+		go rt.watchLease()
+	}
 	return rt, nil
 }
 

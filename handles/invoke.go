@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -113,22 +112,11 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 // streams into the handler's request.body (req.Body must be nil).
 func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body io.Reader) (sandbox.WireResponse, *Stream, error) {
 	s := r.store
+	if err := r.Locate(ctx, key, resolve); err != nil {
+		return sandbox.WireResponse{}, nil, err
+	}
 	s.mu.Lock()
-	var rec *Record
-	// A route name is one DNS label and a domain at least two, so a key
-	// is looked up as one or the other, never both.
-	if resolve&ResolveDomains != 0 && strings.IndexByte(key, '.') >= 0 {
-		rec = s.domainTarget(r.name, key)
-	} else if resolve&ResolveRoutes != 0 {
-		if id, ok := s.routes[r.name][key]; ok {
-			rec = s.records[id]
-		}
-	}
-	if rec == nil && resolve&ResolveIDs != 0 {
-		if cand := s.records[key]; cand != nil && cand.Registry == r.name {
-			rec = cand
-		}
-	}
+	rec := r.lookupLocked(key, resolve)
 	s.mu.Unlock()
 	if rec == nil {
 		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")

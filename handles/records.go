@@ -110,6 +110,28 @@ func (s *Store) updateRecord(r *Record) error {
 	return err
 }
 
+// loadBody reads one record's body from the store (a record stored whole
+// has it already).
+func (s *Store) loadBody(ctx context.Context, rec *Record) error {
+	if rec.BodyChunks == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	err := s.w.Scan(ctx, tableBodies, store.Range{Prefix: append(key(rec.Registry, rec.ID), 0)}, func(k, v []byte) bool {
+		buf.Write(v)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	var b recordBody
+	if err := json.Unmarshal(buf.Bytes(), &b); err != nil {
+		return fmt.Errorf("the body of record %q is corrupt: %w", rec.ID, err)
+	}
+	rec.Program, rec.ToolAnswers = b.Program, b.ToolAnswers
+	return nil
+}
+
 // loadRecords reads every record: metas, then the bodies of those split
 // from them. Records stored whole are split now, each in its own
 // transactions (their meta last).

@@ -1,6 +1,8 @@
 package handles
 
 import (
+	"context"
+	"errors"
 	"regexp"
 	"sort"
 
@@ -95,7 +97,31 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 	if moving {
 		ops = append(ops, metaOp(&newPrev))
 	}
-	if err := s.commit(r.name, tenant, nil, ops); err != nil {
+	// The name is taken in the store as it was seen here, so that
+	// gateways sharing a store (docs/cluster.md) never both bind it.
+	var conds []store.Cond
+	if prev == nil {
+		conds = append(conds, store.Absent(tableRoutes, key(r.name, name)))
+		if !reservedHere {
+			conds = append(conds, store.Absent(tableReserved, key(r.name, name)))
+		}
+	} else {
+		conds = append(conds, store.Holds(tableRoutes, key(r.name, name), []byte(prev.ID)))
+	}
+	err := s.commit(r.name, tenant, conds, ops)
+	if errors.Is(err, store.ErrConflict) && prev == nil {
+		// A name left by an end that stopped half done points at no
+		// record (load dropped it): it is free.
+		if id, _ := s.w.Get(context.Background(), tableRoutes, key(r.name, name)); id != nil {
+			if rec, _ := s.w.Get(context.Background(), tableHandles, key(r.name, string(id))); rec == nil {
+				conds[0] = store.Holds(tableRoutes, key(r.name, name), id)
+				err = s.commit(r.name, tenant, conds, ops)
+			}
+		}
+	}
+	if errors.Is(err, store.ErrConflict) {
+		return Route{}, takenFault(name)
+	} else if err != nil {
 		return Route{}, fault.Wrap(fault.Internal, err, "The route could not be saved.")
 	}
 	// Records only end under routeMu, which this holds: rec and prev are

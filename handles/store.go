@@ -73,6 +73,10 @@ type Options struct {
 	Host *capability.Host
 	// OnRebuild is told of every rebuild of a handle's isolate.
 	OnRebuild func(registry, id string)
+	// Own makes this gateway the owner of a space (store.Space) or
+	// answers why not (another gateway owns it; this one lost its lease):
+	// a cluster's (ownership.go). Nil on one machine.
+	Own func(ctx context.Context, space string) error
 	// OnDomainsGone is told of hosts that stopped being domains (deleted,
 	// or ended with their handle), so their certificates can be evicted.
 	OnDomainsGone func(registry string, hosts []string)
@@ -103,6 +107,11 @@ type Store struct {
 	sockets    socketCount                         // open WebSockets (sockets.go)
 	held       *budgets.Bytes                      // answers' bodies held whole for the API (invoke.go)
 
+	// ownMu serializes reloads of spaces; owned are the spaces this
+	// gateway owns and has reloaded (ownership.go).
+	ownMu sync.Mutex
+	owned map[string]bool
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -130,6 +139,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		live:       map[string]*liveState{},
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
+		owned:      map[string]bool{},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}

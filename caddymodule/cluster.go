@@ -1,0 +1,326 @@
+package caddymodule
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/retainer-gw/retainer/cluster"
+	"github.com/retainer-gw/retainer/store"
+)
+
+// The cluster's configuration (docs/cluster.md): `store etcd`, `receipts
+// postgres` and `cluster`, all three or none.
+
+// EtcdStore is `store etcd { ... }`: the registry and kv in etcd.
+type EtcdStore struct {
+	Endpoints []string `json:"endpoints"`
+	// Prefix is what every key begins with. Default /retainer.
+	Prefix   string   `json:"prefix,omitempty"`
+	TLS      *EtcdTLS `json:"tls,omitempty"`
+	Username string   `json:"username,omitempty"`
+	// Password may be a placeholder ({env.ETCD_PASSWORD}).
+	Password string `json:"password,omitempty"`
+}
+
+// EtcdTLS is the client's certificate authority and key pair files.
+type EtcdTLS struct {
+	CA   string `json:"ca,omitempty"`
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+}
+
+// PostgresReceipts is `receipts postgres { dsn ... }`.
+type PostgresReceipts struct {
+	// DSN may be a placeholder ({env.RETAINER_RECEIPTS_DSN}).
+	DSN string `json:"dsn"`
+}
+
+// ClusterConfig is `cluster { ... }`: this gateway as a member.
+type ClusterConfig struct {
+	// Name is unique among the live members. Default: the host name.
+	Name string `json:"name,omitempty"`
+	// Listen is the internal listener for forwarded requests.
+	Listen string `json:"listen"`
+	// Advertise is the address other members reach Listen at. Default
+	// Listen.
+	Advertise string `json:"advertise,omitempty"`
+	// Secret authenticates forwarded requests: at least 32 bytes, the same
+	// on every gateway. May be a placeholder.
+	Secret string `json:"secret"`
+	// Lease is how long a dead gateway's spaces stay its own. Default 10s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+}
+
+// clustered reports whether the app runs as a cluster member.
+func (a *App) clustered() bool { return a.StoreEtcd != nil }
+
+// storeKey names the runtime's store in the UsagePool.
+func (a *App) storeKey() string {
+	if a.StoreEtcd != nil {
+		return "etcd " + strings.Join(a.StoreEtcd.Endpoints, ",") + " " + a.StoreEtcd.Prefix
+	}
+	return a.Store
+}
+
+// validateCluster checks the three blocks together; the messages name
+// what is missing.
+func (a *App) validateCluster() error {
+	switch {
+	case a.StoreEtcd == nil && a.Cluster != nil:
+		return errors.New("retainer: cluster requires store etcd")
+	case a.StoreEtcd == nil && a.ReceiptsPostgres != nil:
+		return errors.New("retainer: receipts postgres requires store etcd")
+	case a.StoreEtcd == nil:
+		return nil
+	case a.Cluster == nil:
+		return errors.New("retainer: store etcd requires a cluster block (name, listen, secret, lease)")
+	case a.ReceiptsPostgres == nil:
+		return errors.New("retainer: store etcd requires receipts postgres (receipts are kept in PostgreSQL in a cluster)")
+	case len(a.StoreEtcd.Endpoints) == 0:
+		return errors.New("retainer: store etcd needs endpoints")
+	case a.ReceiptsPostgres.DSN == "":
+		return errors.New("retainer: receipts postgres needs a dsn")
+	case a.Cluster.Listen == "":
+		return errors.New("retainer: cluster needs listen (host:port of the internal listener)")
+	case time.Duration(a.Cluster.Lease) < cluster.MinLease:
+		return fmt.Errorf("retainer: cluster lease must be at least %v", cluster.MinLease)
+	}
+	if a.StoreEtcd.Prefix != "" && !strings.HasPrefix(a.StoreEtcd.Prefix, "/") {
+		return fmt.Errorf("retainer: store etcd prefix %q must begin with /", a.StoreEtcd.Prefix)
+	}
+	if secret := caddy.NewReplacer().ReplaceAll(a.Cluster.Secret, ""); len(secret) < 32 {
+		return fmt.Errorf("retainer: cluster secret must be at least 32 bytes (it is %d)", len(secret))
+	}
+	return nil
+}
+
+// clusterDefaults fills what the cluster blocks leave out.
+func (a *App) clusterDefaults() {
+	if a.StoreEtcd != nil && a.StoreEtcd.Prefix == "" {
+		a.StoreEtcd.Prefix = "/retainer"
+	}
+	if c := a.Cluster; c != nil {
+		if c.Name == "" {
+			c.Name, _ = os.Hostname()
+		}
+		if c.Advertise == "" {
+			c.Advertise = c.Listen
+		}
+		if c.Lease == 0 {
+			c.Lease = caddy.Duration(10 * time.Second)
+		}
+	}
+}
+
+// backends are what a runtime persists through: one store on one machine;
+// etcd, its membership and PostgreSQL in a cluster.
+type backends struct {
+	registry store.Store
+	receipts store.Store
+	writer   *store.Writer
+	// In a cluster: the membership (replaced when a lost lease is joined
+	// again) and what it was joined with.
+	member       atomic.Pointer[cluster.Member]
+	memberConfig cluster.Config
+	etcd         *store.Etcd
+}
+
+func (b *backends) close() error {
+	if m := b.member.Load(); m != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m.Leave(ctx)
+		cancel()
+	}
+	err := b.registry.Close()
+	if b.receipts != b.registry {
+		if cerr := b.receipts.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// openBackends opens the store (and in a cluster joins it): a start that
+// cannot reach etcd or PostgreSQL fails within 30 s naming the endpoint.
+func openBackends(a *App) (*backends, error) {
+	if !a.clustered() {
+		b, err := store.OpenBolt(a.Store, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &backends{registry: b, receipts: b, writer: store.NewWriter(b)}, nil
+	}
+	repl := caddy.NewReplacer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := store.EtcdConfig{
+		Endpoints: a.StoreEtcd.Endpoints, Prefix: a.StoreEtcd.Prefix,
+		Username: repl.ReplaceAll(a.StoreEtcd.Username, ""), Password: repl.ReplaceAll(a.StoreEtcd.Password, ""),
+	}
+	if t := a.StoreEtcd.TLS; t != nil {
+		tc, err := etcdTLS(t)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	e, err := store.OpenEtcd(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	mcfg := cluster.Config{Name: a.Cluster.Name, Address: a.Cluster.Advertise, Lease: time.Duration(a.Cluster.Lease),
+		Logf: func(format string, args ...any) { a.logger.Sugar().Warnf(format, args...) }}
+	m, err := cluster.Join(ctx, e, mcfg)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	pg, err := store.OpenPostgres(ctx, repl.ReplaceAll(a.ReceiptsPostgres.DSN, ""))
+	if err != nil {
+		m.Leave(context.Background())
+		e.Close()
+		return nil, err
+	}
+	b := &backends{registry: e, receipts: pg, memberConfig: mcfg, etcd: e}
+	b.member.Store(m)
+	b.writer = store.NewWriterClaiming(e, func(ctx context.Context, space string) (store.Fence, error) {
+		return b.member.Load().Claim(ctx, space)
+	})
+	return b, nil
+}
+
+func etcdTLS(t *EtcdTLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("store etcd tls ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("store etcd tls ca %s: no certificate in it", t.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if t.Cert != "" || t.Key != "" {
+		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("store etcd tls cert/key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
+
+// parseStoreEtcd parses the block of `store etcd`:
+//
+//	store etcd {
+//		endpoints <url>...
+//		prefix <prefix>
+//		tls { ca <file>; cert <file>; key <file> }
+//		username <name>
+//		password <password>
+//	}
+func parseStoreEtcd(d *caddyfile.Dispenser) (*EtcdStore, error) {
+	cfg := &EtcdStore{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "endpoints":
+			cfg.Endpoints = d.RemainingArgs()
+			if len(cfg.Endpoints) == 0 {
+				return nil, d.ArgErr()
+			}
+		case "prefix":
+			if !d.AllArgs(&cfg.Prefix) {
+				return nil, d.ArgErr()
+			}
+		case "username":
+			if !d.AllArgs(&cfg.Username) {
+				return nil, d.ArgErr()
+			}
+		case "password":
+			if !d.AllArgs(&cfg.Password) {
+				return nil, d.ArgErr()
+			}
+		case "tls":
+			cfg.TLS = &EtcdTLS{}
+			for n := d.Nesting(); d.NextBlock(n); {
+				var v string
+				what := d.Val()
+				if !d.AllArgs(&v) {
+					return nil, d.ArgErr()
+				}
+				switch what {
+				case "ca":
+					cfg.TLS.CA = v
+				case "cert":
+					cfg.TLS.Cert = v
+				case "key":
+					cfg.TLS.Key = v
+				default:
+					return nil, d.Errf("store etcd tls: unknown option %q", what)
+				}
+			}
+		default:
+			return nil, d.Errf("store etcd: unknown option %q (docs/cluster.md)", d.Val())
+		}
+	}
+	return cfg, nil
+}
+
+// parseReceiptsPostgres parses `receipts postgres { dsn <dsn> }`.
+func parseReceiptsPostgres(d *caddyfile.Dispenser) (*PostgresReceipts, error) {
+	cfg := &PostgresReceipts{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "dsn":
+			if !d.AllArgs(&cfg.DSN) {
+				return nil, d.ArgErr()
+			}
+		default:
+			return nil, d.Errf("receipts postgres: unknown option %q", d.Val())
+		}
+	}
+	return cfg, nil
+}
+
+// parseCluster parses `cluster { name; listen; advertise; secret; lease }`.
+func parseCluster(d *caddyfile.Dispenser) (*ClusterConfig, error) {
+	cfg := &ClusterConfig{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		var v string
+		if !d.AllArgs(&v) {
+			return nil, d.ArgErr()
+		}
+		switch name {
+		case "name":
+			cfg.Name = v
+		case "listen":
+			cfg.Listen = v
+		case "advertise":
+			cfg.Advertise = v
+		case "secret":
+			cfg.Secret = v
+		case "lease":
+			dur, err := caddy.ParseDuration(v)
+			if err != nil {
+				return nil, d.Errf("cluster lease: %v", err)
+			}
+			cfg.Lease = caddy.Duration(dur)
+		default:
+			return nil, d.Errf("cluster: unknown option %q (docs/cluster.md)", name)
+		}
+	}
+	return cfg, nil
+}

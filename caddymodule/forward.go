@@ -1,0 +1,279 @@
+package caddymodule
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/retainer-gw/retainer/cluster"
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/handles"
+)
+
+// Forwarding in a cluster (docs/cluster.md): a request for a space another
+// gateway owns goes one hop to that gateway's cluster listener, with what
+// this gateway resolved (the registry, the route key, the tenant and its
+// scopes) in the Retainer-Forwarded header, authenticated by an HMAC under
+// the cluster's secret. The owner checks it and its age, and serves the
+// request as if it had come to it; the public listeners never read the
+// header.
+
+const (
+	forwardHeader = "Retainer-Forwarded"
+	// forwardMaxAge is how old a forwarded request may be.
+	forwardMaxAge = 30 * time.Second
+)
+
+// forward is what the owner needs beyond the visitor's request.
+type forward struct {
+	Kind     string // "data" or "api"
+	Registry string
+	// The data plane's resolution.
+	Key     string
+	Resolve handles.Resolve
+	// The visitor's connection, as the forwarder saw it.
+	Scheme   string
+	ClientIP string
+	// retainer_jwt's token carriers, removed before a handler sees them.
+	JWTCookie string
+	JWTQuery  string
+	// The API's caller.
+	Tenant  string
+	Scope   string
+	Expires string
+	At      time.Time
+}
+
+func (f forward) values() url.Values {
+	v := url.Values{}
+	v.Set("kind", f.Kind)
+	v.Set("registry", f.Registry)
+	v.Set("key", f.Key)
+	v.Set("resolve", strconv.Itoa(int(f.Resolve)))
+	v.Set("scheme", f.Scheme)
+	v.Set("ip", f.ClientIP)
+	v.Set("cookie", f.JWTCookie)
+	v.Set("query", f.JWTQuery)
+	v.Set("tenant", f.Tenant)
+	v.Set("scope", f.Scope)
+	v.Set("expires", f.Expires)
+	v.Set("at", strconv.FormatInt(f.At.Unix(), 10))
+	return v
+}
+
+// signature is the HMAC over the request's method, target, Host, declared
+// body framing and every field of f.
+func signature(secret []byte, r *http.Request, fields string) string {
+	framing := "chunked"
+	if r.ContentLength >= 0 {
+		framing = "length " + strconv.FormatInt(r.ContentLength, 10)
+	}
+	mac := hmac.New(sha256.New, secret)
+	fmt.Fprintf(mac, "%s\n%s\n%s\n%s\n%s", r.Method, r.URL.RequestURI(), r.Host, framing, fields)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+func (f forward) header(secret []byte, r *http.Request) string {
+	v := f.values()
+	fields := v.Encode()
+	return fields + "&sig=" + signature(secret, r, fields)
+}
+
+// parseForward checks a forwarded request's header: signed under secret,
+// at most forwardMaxAge old.
+func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error) {
+	raw := r.Header.Get(forwardHeader)
+	i := len(raw) - len("&sig=") - 64
+	if i < 0 || raw[i:i+5] != "&sig=" {
+		return forward{}, errors.New("no signature")
+	}
+	fields, sig := raw[:i], raw[i+5:]
+	if !hmac.Equal([]byte(sig), []byte(signature(secret, r, fields))) {
+		return forward{}, errors.New("a bad signature")
+	}
+	v, err := url.ParseQuery(fields)
+	if err != nil {
+		return forward{}, err
+	}
+	at, _ := strconv.ParseInt(v.Get("at"), 10, 64)
+	if d := now.Sub(time.Unix(at, 0)); d > forwardMaxAge || d < -forwardMaxAge {
+		return forward{}, errors.New("too old")
+	}
+	resolve, _ := strconv.Atoi(v.Get("resolve"))
+	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
+		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
+		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), At: time.Unix(at, 0)}, nil
+}
+
+// clusterNode is a runtime's part in a cluster: the secret, the
+// transport to other members, the listener, and the handlers a forwarded
+// request is served by.
+type clusterNode struct {
+	secret    []byte
+	transport *http.Transport
+	server    *http.Server
+	mu        sync.Mutex
+	data      map[string]*Retainer // by registry
+	apis      map[string]*API      // by registry
+}
+
+// ownFault turns a claim's refusal into the fault a request answers when
+// it is not forwarded (a forwarded request that met another owner, a lost
+// lease); the owner stays reachable through errors.As.
+func ownFault(err error) error {
+	var el *cluster.Elsewhere
+	switch {
+	case errors.As(err, &el):
+		return fault.Wrap(fault.Overloaded, err, "This tenant is being served by another gateway; try again.")
+	case errors.Is(err, cluster.ErrLost):
+		return fault.Wrap(fault.Overloaded, err, "This gateway is rejoining its cluster; try again.")
+	}
+	return err
+}
+
+// forwardTo sends r to the owner at addr and relays its answer (streams
+// and WebSocket upgrades included).
+func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward) {
+	f.At = time.Now()
+	if r.TLS != nil {
+		f.Scheme = "https"
+	} else {
+		f.Scheme = "http"
+	}
+	f.ClientIP = visitorAddr(r)
+	if v, ok := caddyhttp.GetVar(r.Context(), jwtCookieVar).(string); ok {
+		f.JWTCookie = v
+	}
+	if v, ok := caddyhttp.GetVar(r.Context(), jwtQueryVar).(string); ok {
+		f.JWTQuery = v
+	}
+	metricForwards.Inc()
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = addr
+			pr.Out.Host = r.Host
+			pr.Out.Header.Del(forwardHeader)
+			pr.Out.Header.Set(forwardHeader, f.header(n.secret, pr.Out))
+		},
+		Transport:     n.transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			writeFault(w, fault.Wrap(fault.Overloaded, err, "The gateway serving this tenant did not answer; try again."), "")
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+// serveForwarded is the cluster listener's handler.
+func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
+	f, err := parseForward(n.secret, r, time.Now())
+	if err != nil {
+		writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
+		return
+	}
+	r.Header.Del(forwardHeader)
+	if f.Scheme == "https" {
+		// requestURL tells the handler the visitor's scheme from this.
+		r.TLS = &tls.ConnectionState{}
+	}
+	vars := map[string]any{caddyhttp.ClientIPVarKey: f.ClientIP}
+	if f.JWTCookie != "" {
+		vars[jwtCookieVar] = f.JWTCookie
+	}
+	if f.JWTQuery != "" {
+		vars[jwtQueryVar] = f.JWTQuery
+	}
+	repl := caddy.NewReplacer()
+	if f.Tenant != "" {
+		repl.Set("http.auth.user.id", f.Tenant)
+		repl.Set("http.auth.user.scope", f.Scope)
+		repl.Set("http.auth.user."+tokenExpiresKey, f.Expires)
+	}
+	ctx := context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars)
+	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, repl)
+	r = r.WithContext(ctx)
+	n.mu.Lock()
+	data, api := n.data[f.Registry], n.apis[f.Registry]
+	n.mu.Unlock()
+	switch {
+	case f.Kind == "data" && data != nil:
+		data.serveKey(w, r, f.Key, f.Resolve, true)
+	case f.Kind == "api" && api != nil:
+		api.serve(w, r, true)
+	default:
+		writeFault(w, fault.New(fault.NotFound, "This gateway serves no %s for registry %q.", f.Kind, f.Registry), "")
+	}
+}
+
+// listen starts the cluster listener.
+func (rt *runtime) listen(a *App) error {
+	secret := caddy.NewReplacer().ReplaceAll(a.Cluster.Secret, "")
+	lease := time.Duration(a.Cluster.Lease)
+	n := &clusterNode{
+		secret: []byte(secret),
+		transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			ResponseHeaderTimeout: lease,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+		},
+		data: map[string]*Retainer{},
+		apis: map[string]*API{},
+	}
+	ln, err := net.Listen("tcp", a.Cluster.Listen)
+	if err != nil {
+		return fmt.Errorf("cluster listen %s: %w", a.Cluster.Listen, err)
+	}
+	n.server = &http.Server{Handler: http.HandlerFunc(n.serveForwarded), ReadHeaderTimeout: 10 * time.Second}
+	go n.server.Serve(ln)
+	rt.cluster = n
+	return nil
+}
+
+// watchLease follows the member's lease: when it is lost, every space is
+// forgotten (the next request claims again and reloads) and the gateway
+// joins again under a new lease.
+func (rt *runtime) watchLease() {
+	b := rt.backing
+	for {
+		m := b.member.Load()
+		select {
+		case <-m.Lost():
+		case <-rt.closing:
+			return
+		}
+		rt.logger.Load().Warn("this gateway lost its cluster lease; its spaces are released and it joins again")
+		b.writer.Forget()
+		rt.store.Disowned()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			next, err := cluster.Join(ctx, b.etcd, b.memberConfig)
+			cancel()
+			if err == nil {
+				b.member.Store(next)
+				break
+			}
+			rt.logger.Load().Warn("joining the cluster again: " + err.Error())
+			select {
+			case <-rt.closing:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}

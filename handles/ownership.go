@@ -1,0 +1,240 @@
+package handles
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/retainer-gw/retainer/store"
+)
+
+// Ownership in a cluster (docs/cluster.md): every request of a space (a
+// registry's tenant) is served by the one gateway that owns it, so every
+// per-tenant rule stays what it is on one machine. Options.Own claims a
+// space for this gateway, or answers who owns it (an error the Caddy
+// module turns into a forward). The registry in memory is current for the
+// spaces this gateway owns: the first time it owns a space (at start, or
+// again after another gateway had it) it reads the space's records,
+// routes, domains and reserved names from the store, and drops the
+// isolates it held for it. On one machine Own is nil and none of this
+// runs.
+
+// Own makes this gateway the owner of the tenant's space in the registry
+// (nil on one machine), reloading the space the first time.
+func (r *Registry) Own(ctx context.Context, tenant string) error {
+	return r.store.own(ctx, r.name, tenant)
+}
+
+func (s *Store) own(ctx context.Context, registry, tenant string) error {
+	if s.opts.Own == nil || tenant == "" {
+		return nil
+	}
+	space := store.Space(registry, tenant)
+	if err := s.opts.Own(ctx, space); err != nil {
+		return err
+	}
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	if s.owned[space] {
+		return nil
+	}
+	if err := s.reloadSpace(ctx, registry, tenant); err != nil {
+		return err
+	}
+	s.owned[space] = true
+	return nil
+}
+
+// Disowned forgets every space this gateway owned (its lease was lost):
+// owning one again reloads it.
+func (s *Store) Disowned() {
+	s.ownMu.Lock()
+	s.owned = map[string]bool{}
+	s.ownMu.Unlock()
+}
+
+// Locate is the data plane's first step in a cluster: it finds the tenant
+// whose handle key names (in memory, else in the store: another gateway
+// may have bound it) and owns its space, or answers who does. A key that
+// names nothing answers nil (the lookup that follows answers NOT_FOUND).
+func (r *Registry) Locate(ctx context.Context, key string, resolve Resolve) error {
+	s := r.store
+	if s.opts.Own == nil {
+		return nil
+	}
+	tenant := r.tenantOfKey(key, resolve)
+	if tenant == "" {
+		tenant = r.storedTenantOfKey(ctx, key, resolve)
+	}
+	return s.own(ctx, r.name, tenant)
+}
+
+// tenantOfKey resolves key in memory.
+func (r *Registry) tenantOfKey(key string, resolve Resolve) string {
+	s := r.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := r.lookupLocked(key, resolve); rec != nil {
+		return rec.Tenant
+	}
+	return ""
+}
+
+// lookupLocked resolves key to this registry's record, or nil; s.mu is held.
+// A route name is one DNS label and a domain at least two, so a key is
+// looked up as one or the other, never both.
+func (r *Registry) lookupLocked(key string, resolve Resolve) *Record {
+	s := r.store
+	var rec *Record
+	if resolve&ResolveDomains != 0 && strings.IndexByte(key, '.') >= 0 {
+		rec = s.domainTarget(r.name, key)
+	} else if resolve&ResolveRoutes != 0 {
+		if id, ok := s.routes[r.name][key]; ok {
+			rec = s.records[id]
+		}
+	}
+	if rec == nil && resolve&ResolveIDs != 0 {
+		if cand := s.records[key]; cand != nil && cand.Registry == r.name {
+			rec = cand
+		}
+	}
+	return rec
+}
+
+// storedTenantOfKey resolves key in the store.
+func (r *Registry) storedTenantOfKey(ctx context.Context, key string, resolve Resolve) string {
+	s := r.store
+	tenantOfID := func(id string) string {
+		v, err := s.w.Get(ctx, tableHandles, []byte(r.name+"\x00"+id))
+		var rec Record
+		if err != nil || v == nil || json.Unmarshal(v, &rec) != nil {
+			return ""
+		}
+		return rec.Tenant
+	}
+	if resolve&ResolveDomains != 0 && strings.IndexByte(key, '.') >= 0 {
+		v, err := s.w.Get(ctx, tableDomains, []byte(r.name+"\x00"+key))
+		var d domainRecord
+		if err == nil && v != nil && json.Unmarshal(v, &d) == nil {
+			return d.Tenant
+		}
+		return ""
+	}
+	if resolve&ResolveRoutes != 0 {
+		if id, err := s.w.Get(ctx, tableRoutes, []byte(r.name+"\x00"+key)); err == nil && id != nil {
+			return tenantOfID(string(id))
+		}
+	}
+	if resolve&ResolveIDs != 0 {
+		return tenantOfID(key)
+	}
+	return ""
+}
+
+// reloadSpace replaces what memory holds of a space with what the store
+// holds, and closes the isolates this gateway held for it (another gateway
+// may have served the space since: its handles start again, as after a
+// failover). ownMu is held.
+func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error {
+	prefix := []byte(registry + "\x00")
+	fresh := map[string]*Record{}
+	err := s.w.Scan(ctx, tableHandles, store.Range{Prefix: prefix}, func(k, v []byte) bool {
+		var rec Record
+		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry {
+			fresh[rec.ID] = &rec
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, rec := range fresh {
+		if err := s.loadBody(ctx, rec); err != nil {
+			return err
+		}
+	}
+	routes := map[string]string{}
+	err = s.w.Scan(ctx, tableRoutes, store.Range{Prefix: prefix}, func(k, v []byte) bool {
+		if fresh[string(v)] != nil {
+			routes[string(k[len(prefix):])] = string(v)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	domains := map[string]*domainRecord{}
+	err = s.w.Scan(ctx, tableDomains, store.Range{Prefix: prefix}, func(k, v []byte) bool {
+		var d domainRecord
+		if json.Unmarshal(v, &d) == nil && d.Tenant == tenant && d.Host == string(k[len(prefix):]) {
+			domains[d.Host] = &d
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	reserved := map[string]reservation{}
+	err = s.w.Scan(ctx, tableReserved, store.Range{Prefix: prefix}, func(k, v []byte) bool {
+		var res reservation
+		if json.Unmarshal(v, &res) == nil && res.Tenant == tenant {
+			reserved[string(k[len(prefix):])] = res
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+
+	s.mu.Lock()
+	var closing []string
+	for id, rec := range s.records {
+		if rec.Registry == registry && rec.Tenant == tenant {
+			delete(s.records, id)
+			delete(s.dirty, id)
+			delete(s.live, id)
+			closing = append(closing, id)
+		}
+	}
+	for id, rec := range fresh {
+		s.records[id] = rec
+	}
+	if s.routes[registry] == nil {
+		s.routes[registry] = map[string]string{}
+	}
+	for name, id := range s.routes[registry] {
+		if _, ok := s.records[id]; !ok || fresh[id] != nil {
+			delete(s.routes[registry], name)
+		}
+	}
+	for name, id := range routes {
+		s.routes[registry][name] = id
+	}
+	if s.domains[registry] == nil {
+		s.domains[registry] = map[string]*domainRecord{}
+	}
+	for host, d := range s.domains[registry] {
+		if d.Tenant == tenant {
+			delete(s.domains[registry], host)
+		}
+	}
+	for host, d := range domains {
+		s.domains[registry][host] = d
+	}
+	if s.reserved[registry] == nil {
+		s.reserved[registry] = map[string]reservation{}
+	}
+	for name, res := range s.reserved[registry] {
+		if res.Tenant == tenant {
+			delete(s.reserved[registry], name)
+		}
+	}
+	for name, res := range reserved {
+		s.reserved[registry][name] = res
+	}
+	s.mu.Unlock()
+	for _, id := range closing {
+		s.opts.Executor.Close(id)
+	}
+	return nil
+}
