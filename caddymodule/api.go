@@ -159,6 +159,9 @@ func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 // gateway that owns the tenant's space and sent there when that is another
 // (forward.go). Receipts and health are any gateway's to answer.
 func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
+	if !forwarded {
+		r.Header.Del(forwardHeader)
+	}
 	rt := h.runtime()
 	if rt == nil || rt.cluster == nil || r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/results") {
 		h.mux.ServeHTTP(w, r)
@@ -169,18 +172,27 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
 		h.mux.ServeHTTP(w, r) // answered by the handler: UNAUTHENTICATED
 		return
 	}
-	if err := h.registry().Own(r.Context(), c.tenant); err != nil {
+	for attempt := 0; ; attempt++ {
+		err := h.registry().Own(r.Context(), c.tenant)
+		if err == nil {
+			break
+		}
 		var el *cluster.Elsewhere
-		if errors.As(err, &el) && !forwarded {
+		switch {
+		case errors.As(err, &el) && !forwarded:
 			f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant}
 			if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 				f.Scope, _ = repl.GetString("http.auth.user.scope")
 				f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
 			}
-			rt.cluster.forwardTo(w, r, el.Address, f)
-			return
+			if rt.cluster.forwardTo(w, r, el.Address, f, attempt == 0) {
+				continue
+			}
+		case forwarded && isNotOwner(err):
+			writeNotOwner(w, err)
+		default:
+			writeFault(w, err, "")
 		}
-		writeFault(w, err, "")
 		return
 	}
 	h.mux.ServeHTTP(w, r)

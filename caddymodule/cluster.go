@@ -194,7 +194,11 @@ func openBackends(a *App) (*backends, error) {
 	b := &backends{registry: e, receipts: pg, memberConfig: mcfg, etcd: e}
 	b.member.Store(m)
 	b.writer = store.NewWriterClaiming(e, func(ctx context.Context, space string) (store.Fence, error) {
-		return b.member.Load().Claim(ctx, space)
+		f, err := b.member.Load().Claim(ctx, space)
+		if err == nil {
+			metricClaims.Inc()
+		}
+		return f, err
 	})
 	return b, nil
 }

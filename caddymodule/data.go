@@ -155,14 +155,27 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 	start := time.Now()
 	reg := h.live.reg.Load()
 	upgrade := isWebSocketUpgrade(r)
+	if !forwarded {
+		r.Header.Del(forwardHeader) // a visitor's is never believed, nor passed on
+	}
 	if rt := h.live.rt.Load(); rt != nil && rt.cluster != nil {
-		if err := reg.Locate(r.Context(), key, resolve); err != nil {
-			var el *cluster.Elsewhere
-			if errors.As(err, &el) && !forwarded {
-				rt.cluster.forwardTo(w, r, el.Address, forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve})
-				return
+		for attempt := 0; ; attempt++ {
+			err := reg.Locate(r.Context(), key, resolve)
+			if err == nil {
+				break
 			}
-			writeFault(w, err, "")
+			var el *cluster.Elsewhere
+			switch {
+			case errors.As(err, &el) && !forwarded:
+				f := forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve}
+				if rt.cluster.forwardTo(w, r, el.Address, f, attempt == 0) {
+					continue
+				}
+			case forwarded && isNotOwner(err):
+				writeNotOwner(w, err)
+			default:
+				writeFault(w, err, "")
+			}
 			return
 		}
 	}

@@ -34,6 +34,9 @@ import (
 
 const (
 	forwardHeader = "Retainer-Forwarded"
+	// notOwnerHeader marks the answer of a gateway that was sent a request
+	// for a space it does not own (any more): the forwarder looks again once.
+	notOwnerHeader = "Retainer-Not-Owner"
 	// forwardMaxAge is how old a forwarded request may be.
 	forwardMaxAge = 30 * time.Second
 )
@@ -145,9 +148,23 @@ func ownFault(err error) error {
 	return err
 }
 
+// isNotOwner is whether err says this gateway does not own the space:
+// another does, or this one's lease is lost.
+func isNotOwner(err error) bool {
+	var el *cluster.Elsewhere
+	return errors.As(err, &el) || errors.Is(err, cluster.ErrLost)
+}
+
+// errNotOwner is how a not-owner answer leaves the proxy unwritten.
+var errNotOwner = errors.New("the gateway sent to does not own the space")
+
 // forwardTo sends r to the owner at addr and relays its answer (streams
-// and WebSocket upgrades included).
-func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward) {
+// and WebSocket upgrades included). When lookAgain is set and r has no
+// body, an owner that answers it no longer owns the space is not relayed:
+// forwardTo writes nothing and answers true, for the caller to look up the
+// owner again (once). A request with a body is never sent twice; its
+// caller gets the owner's retryable 503.
+func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward, lookAgain bool) (again bool) {
 	f.At = time.Now()
 	if r.TLS != nil {
 		f.Scheme = "https"
@@ -172,11 +189,33 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 		},
 		Transport:     n.transport,
 		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			if res.Header.Get(notOwnerHeader) == "" {
+				return nil
+			}
+			if lookAgain && r.ContentLength == 0 {
+				return errNotOwner
+			}
+			res.Header.Del(notOwnerHeader)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if errors.Is(err, errNotOwner) {
+				again = true
+				return
+			}
 			writeFault(w, fault.Wrap(fault.Overloaded, err, "The gateway serving this tenant did not answer; try again."), "")
 		},
 	}
 	proxy.ServeHTTP(w, r)
+	return again
+}
+
+// writeNotOwner answers a forwarded request for a space this gateway does
+// not own: the retryable fault, marked for the forwarder.
+func writeNotOwner(w http.ResponseWriter, err error) {
+	w.Header().Set(notOwnerHeader, "1")
+	writeFault(w, err, "")
 }
 
 // serveForwarded is the cluster listener's handler.

@@ -41,6 +41,10 @@ var (
 		Namespace: "retainer", Name: "cluster_forwards_total",
 		Help: "Requests forwarded to the gateway that owns their tenant's space (docs/cluster.md).",
 	})
+	metricClaims = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "cluster_claims_total",
+		Help: "Spaces this gateway claimed (first owned, or owned again after another gateway or a lost lease).",
+	})
 	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "rebuilds_total",
 		Help: "Handle isolates rebuilt after a restart, crash, bound hit or parking.",
@@ -114,6 +118,24 @@ var (
 		}
 		return float64(max(rt.store.Count()-workerSum(liveIsolates), 0))
 	})
+	metricOwnedSpaces = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "cluster_spaces_owned",
+		Help: "Tenant spaces this gateway owns in its cluster (docs/cluster.md).",
+	}, func() float64 {
+		if rt := current(); rt != nil {
+			return float64(rt.store.OwnedSpaces())
+		}
+		return 0
+	})
+	metricFenceFailures = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "cluster_fence_failures_total",
+		Help: "Commits etcd refused because this gateway's claim on the space was superseded.",
+	}, func() float64 {
+		if rt := current(); rt != nil && rt.backing.etcd != nil {
+			return float64(rt.backing.etcd.FenceFailures())
+		}
+		return 0
+	})
 	metricDomainsActive = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "domains_active",
 		Help: "Tenants' own domains that are verified and served (docs/domains.md).",
@@ -176,7 +198,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

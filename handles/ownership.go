@@ -53,6 +53,13 @@ func (s *Store) Disowned() {
 	s.ownMu.Unlock()
 }
 
+// OwnedSpaces answers how many spaces this gateway owns and has loaded.
+func (s *Store) OwnedSpaces() int {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	return len(s.owned)
+}
+
 // Locate is the data plane's first step in a cluster: it finds the tenant
 // whose handle key names (in memory, else in the store: another gateway
 // may have bound it) and owns its space, or answers who does. A key that

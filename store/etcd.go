@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,7 +47,13 @@ type EtcdConfig struct {
 type Etcd struct {
 	cli    *clientv3.Client
 	prefix string
+	// fenced counts commits refused for a superseded fence (a metric).
+	fenced atomic.Uint64
 }
+
+// FenceFailures answers how many commits were refused because their
+// writer's claim on a space was superseded.
+func (e *Etcd) FenceFailures() uint64 { return e.fenced.Load() }
 
 // OpenEtcd connects to etcd and checks (or writes, on an empty prefix)
 // that the keys under the prefix are a Retainer store this build reads.
@@ -237,6 +244,7 @@ func (e *Etcd) Commit(ctx context.Context, txn Txn) error {
 	for i, f := range txn.Fences {
 		kvs := resp.Responses[i].GetResponseRange().GetKvs()
 		if len(kvs) == 0 || kvs[0].ModRevision != int64(f.Epoch) {
+			e.fenced.Add(1)
 			return ErrFenced
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,22 +104,70 @@ func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string) *ga
 	}
 }
 
-// Two gateways on one etcd and one PostgreSQL (docs/cluster.md): a tenant's
-// handle is served by one owner whichever gateway a visitor reaches (one
-// counter sequence, the API's answers the owner's), receipts are read
-// through either, the cluster listener refuses unsigned requests, and
-// when the owner is killed the other serves within the lease, with every
-// acknowledged kv write kept.
-func TestClusterOfTwoGateways(t *testing.T) {
+// metricValue answers a metric's value in a /metrics text (-1 if absent).
+func metricValue(text, name string) float64 {
+	line := grepLine(text, name+" ")
+	if line == "" {
+		return -1
+	}
+	var v float64
+	fmt.Sscan(strings.TrimPrefix(line, name+" "), &v)
+	return v
+}
+
+// visit is a visitor's GET of the shop route through member i's public port.
+func visit(t *testing.T, i int, path string) (int, string) {
+	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", 9280+i, path), "", "")
+}
+
+// visitUntilServed retries a visit answered 503 (a space between owners)
+// until it is served, failing past the failover deadline (lease + 5 s).
+func visitUntilServed(t *testing.T, i int, path string, since time.Time) (int, string) {
+	t.Helper()
+	for {
+		status, body := visit(t, i, path)
+		if status != 503 && status != 0 {
+			return status, body
+		}
+		if time.Since(since) > 2*time.Second+5*time.Second {
+			t.Fatalf("member %d did not serve within lease + 5 s (%v): %d %s", i, time.Since(since), status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// shopHandler counts visitors in kv and in its closure, and has paths for
+// kv reads and writes and for a slow write.
+const shopHandler = `let served = 0;
+export default { async fetch(req, env) {
+	const u = new URL(req.url);
+	if (u.pathname === '/set') { await env.kv.put(u.searchParams.get('k'), u.searchParams.get('v')); return new Response('ok') }
+	if (u.pathname === '/get') { return new Response(String(await env.kv.get(u.searchParams.get('k')))) }
+	if (u.pathname === '/slow') { await new Promise(r => setTimeout(r, 300)); await env.kv.put('late', 'written'); return new Response('late') }
+	const n = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(n)); served++; return new Response(n + ' ' + served) } }`
+
+// Three gateways on one etcd and one PostgreSQL (docs/cluster.md): a
+// tenant's handle is served by one owner whichever gateway a visitor
+// reaches (one counter sequence, kv read-your-writes, a route moved
+// through one gateway honoured by the next request at every other, the
+// API answered by the owner), receipts are read through any, the cluster
+// listener refuses unsigned requests; an owner paused past its lease is
+// replaced and, resumed, commits nothing; a killed owner is replaced
+// within the lease, by exactly one of the two survivors that race for it,
+// with every acknowledged kv write kept.
+func TestClusterOfThreeGateways(t *testing.T) {
 	srv := etcdtest.Start(t)
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := startMember(t, ctx, 1, srv.Endpoint, pg.DSN)
-	b := startMember(t, ctx, 2, srv.Endpoint, pg.DSN)
+	gws := map[int]*gateway{}
+	for i := 1; i <= 3; i++ {
+		gws[i] = startMember(t, ctx, i, srv.Endpoint, pg.DSN)
+	}
+	a, b, c := gws[1], gws[2], gws[3]
 
-	status, body := clusterCall(t, "POST", a.api+"/executions", a.token, `{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"],
-		"code": "let served = 0; export default { async fetch(req, env) { const n = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(n)); served++; return new Response(n + ' ' + served) } }"}`)
+	status, body := clusterCall(t, "POST", a.api+"/executions", a.token,
+		fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler))
 	var dep struct{ ExecutionID string }
 	json.Unmarshal([]byte(body), &dep)
 	if status != 200 || dep.ExecutionID == "" {
@@ -127,22 +176,55 @@ func TestClusterOfTwoGateways(t *testing.T) {
 	if status, body := clusterCall(t, "PUT", b.api+"/routes/shop", b.token, fmt.Sprintf(`{"executionId": %q}`, dep.ExecutionID)); status != 200 {
 		t.Fatalf("a route bound through gw-2: %d %s", status, body)
 	}
-	// Visitors alternate between the gateways: one isolate serves them all
-	// (its closure count goes on with the kv count).
-	for i := 1; i <= 10; i++ {
-		gw := []int{9281, 9282}[i%2]
-		status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d/", gw), "", "")
-		if want := fmt.Sprintf("%d %d", i, i); status != 200 || body != want {
-			t.Fatalf("request %d through port %d: %d %q, want %q", i, gw, status, body, want)
+	// Visitors go round the gateways: one isolate serves them all (its
+	// closure count goes on with the kv count).
+	n := 0
+	for i := 1; i <= 12; i++ {
+		n++
+		if status, body := visit(t, 1+i%3, "/"); status != 200 || body != fmt.Sprintf("%d %d", n, n) {
+			t.Fatalf("request %d through gw-%d: %d %q, want \"%d %d\"", i, 1+i%3, status, body, n, n)
 		}
 	}
-	// The API through the other gateway answers the owner's view.
+	// kv: a write through one gateway is read through the next.
+	for i := 1; i <= 3; i++ {
+		v := fmt.Sprint(100 + i)
+		if status, body := visit(t, i, "/set?k=x&v="+v); status != 200 || body != "ok" {
+			t.Fatalf("a kv write through gw-%d: %d %s", i, status, body)
+		}
+		if status, body := visit(t, 1+i%3, "/get?k=x"); status != 200 || body != v {
+			t.Fatalf("read after a write through gw-%d: %d %q, want %q", i, status, body, v)
+		}
+	}
+	// A route moved through gw-3 is honoured by the next request at each.
+	status, body = clusterCall(t, "POST", c.api+"/executions", c.token, `{"retainHandles": true, "code": "export default { fetch() { return new Response('v2') } }"}`)
+	var v2 struct{ ExecutionID string }
+	json.Unmarshal([]byte(body), &v2)
+	if status != 200 || v2.ExecutionID == "" {
+		t.Fatalf("deploy through gw-3: %d %s", status, body)
+	}
+	for _, to := range []struct {
+		via  *gateway
+		id   string
+		want func(int, string) bool
+	}{
+		{c, v2.ExecutionID, func(_ int, body string) bool { return body == "v2" }},
+		{b, dep.ExecutionID, func(i int, body string) bool { n++; return body == fmt.Sprintf("%d %d", n, n) }},
+	} {
+		if status, body := clusterCall(t, "PUT", to.via.api+"/routes/shop", to.via.token, fmt.Sprintf(`{"executionId": %q}`, to.id)); status != 200 {
+			t.Fatalf("moving the route: %d %s", status, body)
+		}
+		for i := 1; i <= 3; i++ {
+			if status, body := visit(t, i, "/"); status != 200 || !to.want(i, body) {
+				t.Fatalf("after the route moved to %s, gw-%d answered %d %q", to.id, i, status, body)
+			}
+		}
+	}
+	// The API through another gateway answers the owner's view.
 	status, body = clusterCall(t, "GET", b.api+"/handles/"+dep.ExecutionID, b.token, "")
-	t.Logf("GET /handles/{id} through gw-2: %s", body)
-	if status != 200 || !strings.Contains(body, `"invocations":10`) || !strings.Contains(body, `"shop"`) {
+	if status != 200 || !strings.Contains(body, fmt.Sprintf(`"invocations":%d`, n+6)) || !strings.Contains(body, `"shop"`) {
 		t.Fatalf("the handle through gw-2: %d %s", status, body)
 	}
-	// A computation's receipt is read through either gateway.
+	// A computation's receipt is read through any gateway.
 	status, body = clusterCall(t, "POST", b.api+"/executions", b.token, `{"code": "async () => 6 * 7"}`)
 	var run struct{ ResultID string }
 	json.Unmarshal([]byte(body), &run)
@@ -150,18 +232,20 @@ func TestClusterOfTwoGateways(t *testing.T) {
 		t.Fatalf("a computation through gw-2: %d %s", status, body)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s1, _ := clusterCall(t, "GET", a.api+"/results/"+run.ResultID, a.token, "")
-		s2, _ := clusterCall(t, "GET", b.api+"/results/"+run.ResultID, b.token, "")
-		if s1 == 200 && s2 == 200 {
-			break
+	for i := 1; i <= 3; i++ {
+		for {
+			status, _ := clusterCall(t, "GET", gws[i].api+"/results/"+run.ResultID, gws[i].token, "")
+			if status == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the receipt through gw-%d: %d", i, status)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the receipt: gw-1 %d, gw-2 %d", s1, s2)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	// The cluster listener serves signed requests only.
+	// The cluster listener serves signed requests only, and a visitor's
+	// own forwarding header is not believed by a public listener.
 	if status, body := clusterCall(t, "GET", "http://127.0.0.1:7941/", "", ""); status != 403 || !strings.Contains(body, "FORBIDDEN") {
 		t.Fatalf("an unsigned request to the cluster listener: %d %s", status, body)
 	}
@@ -170,39 +254,81 @@ func TestClusterOfTwoGateways(t *testing.T) {
 	if res, err := clusterClient.Do(req); err != nil || res.StatusCode != 403 {
 		t.Fatalf("a forged forward: %v %v", res, err)
 	}
-	// Both members are listed, gw-1 owning alice's space.
+	// The members are listed, gw-1 owning alice's space.
 	_, members := clusterCall(t, "GET", "http://localhost:3982/retainer/cluster", "", "")
-	if !strings.Contains(members, `"self":"gw-2"`) || !strings.Contains(members, `"name":"gw-1"`) || !strings.Contains(members, `"tenant":"alice"`) {
+	if !strings.Contains(members, `"self":"gw-2"`) || !strings.Contains(members, `"name":"gw-3"`) || !strings.Contains(members, `"name":"gw-1","address":"127.0.0.1:7941","spaces":[{"registry":"apps","tenant":"alice"}]`) {
 		t.Fatalf("GET /retainer/cluster: %s", members)
 	}
-
-	// gw-2 forwarded what it did not own: the five visitors', the route's
-	// bind, the handle's read and the computation.
-	_, metrics := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
-	if line := grepLine(metrics, "retainer_cluster_forwards_total "); line == "" || line < "retainer_cluster_forwards_total 8" && len(line) <= len("retainer_cluster_forwards_total 8") {
-		t.Fatalf("gw-2's forwards: %q", line)
+	// gw-2 forwarded what it did not own; gw-1 claimed and owns the space.
+	_, m2 := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
+	_, m1 := clusterCall(t, "GET", "http://localhost:3981/metrics", "", "")
+	if f := metricValue(m2, "retainer_cluster_forwards_total"); f < 8 {
+		t.Fatalf("gw-2's forwards: %v", f)
+	}
+	if metricValue(m1, "retainer_cluster_claims_total") < 1 || metricValue(m1, "retainer_cluster_spaces_owned") != 1 || metricValue(m2, "retainer_cluster_spaces_owned") != 0 {
+		t.Fatalf("claims and owned spaces: gw-1 %v/%v, gw-2 %v", metricValue(m1, "retainer_cluster_claims_total"),
+			metricValue(m1, "retainer_cluster_spaces_owned"), metricValue(m2, "retainer_cluster_spaces_owned"))
 	}
 
-	// kill -9 of the owner: gw-2 serves within the lease (+5 s), the
-	// closure restarts and the kv count goes on.
-	a.cmd.Process.Kill()
-	a.cmd.Wait()
+	// The owner paused past its lease (SIGSTOP) with a write under way:
+	// another gateway serves, and the resumed owner commits nothing.
+	late := make(chan string, 1)
+	go func() {
+		status, body := visit(t, 1, "/slow")
+		late <- fmt.Sprintf("%d %s", status, body)
+	}()
+	time.Sleep(150 * time.Millisecond)
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	status, body = visitUntilServed(t, 2, "/", paused)
+	if n++; status != 200 || body != fmt.Sprintf("%d 1", n) {
+		t.Fatalf("after the owner paused: %d %q, want \"%d 1\" (kv kept, closure restarted)", status, body, n)
+	}
+	t.Logf("paused owner: served %v after SIGSTOP (lease 2s)", time.Since(paused).Round(time.Millisecond))
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	got := <-late
+	t.Logf("the paused owner's slow request answered %.120s", got)
+	if strings.HasPrefix(got, "200") {
+		t.Fatalf("the paused owner's write was acknowledged: %s", got)
+	}
+	if status, body := visit(t, 3, "/get?k=late"); status != 200 || body != "null" {
+		t.Fatalf("the paused owner's write after it resumed: %d %q", status, body)
+	}
+	// The resumed gateway forwards to the new owner.
+	status, body = visitUntilServed(t, 1, "/", time.Now())
+	if n++; status != 200 || body != fmt.Sprintf("%d 2", n) {
+		t.Fatalf("through the resumed gateway: %d %q, want \"%d 2\"", status, body, n)
+	}
+
+	// kill -9 of the new owner: the two survivors race for the space;
+	// one wins, and every visitor's count is a distinct next one.
+	_, members = clusterCall(t, "GET", "http://localhost:3983/retainer/cluster", "", "")
+	owner := b
+	if !strings.Contains(members, `"name":"gw-2","address":"127.0.0.1:7942","spaces":[{`) {
+		owner = c
+	}
+	owner.cmd.Process.Kill()
+	owner.cmd.Wait()
 	killed := time.Now()
-	for {
-		status, body := clusterCall(t, "GET", "http://shop.apps.localhost:9282/", "", "")
-		if status == 200 {
-			if body != "11 1" {
-				t.Fatalf("after failover: %q, want \"11 1\" (kv kept, closure restarted)", body)
-			}
-			break
-		}
-		if status != 503 {
-			t.Fatalf("during failover: %d %s", status, body)
-		}
-		if time.Since(killed) > 2*time.Second+5*time.Second {
-			t.Fatalf("gw-2 did not take over in %v: %d %s", time.Since(killed), status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	survivors := []int{1, 2}
+	if owner == b {
+		survivors = []int{1, 3}
 	}
-	t.Logf("failover: gw-2 served %v after kill -9 of gw-1 (lease 2s)", time.Since(killed).Round(time.Millisecond))
+	answers := make(chan string, 6)
+	for k := 0; k < 6; k++ {
+		go func(i int) {
+			status, body := visitUntilServed(t, i, "/", killed)
+			answers <- fmt.Sprintf("%d %s", status, body)
+		}(survivors[k%2])
+	}
+	seenN, seenServed := map[int]bool{}, map[int]bool{}
+	for k := 0; k < 6; k++ {
+		var status, kn, ks int
+		got := <-answers
+		if _, err := fmt.Sscan(got, &status, &kn, &ks); err != nil || status != 200 || kn <= n || kn > n+6 || seenN[kn] || ks < 1 || ks > 6 || seenServed[ks] {
+			t.Fatalf("racing survivors: %q (counts after %d seen: %v, closures seen: %v)", got, n, seenN, seenServed)
+		}
+		seenN[kn], seenServed[ks] = true, true
+	}
+	t.Logf("failover: the survivors served %v after kill -9 of the owner (lease 2s)", time.Since(killed).Round(time.Millisecond))
 }
