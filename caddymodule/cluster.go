@@ -30,6 +30,10 @@ type EtcdStore struct {
 	Username string   `json:"username,omitempty"`
 	// Password may be a placeholder ({env.ETCD_PASSWORD}).
 	Password string `json:"password,omitempty"`
+	// KVBudget, in bytes, refuses writes that grow tenants' kv
+	// (QUOTA_EXCEEDED) while etcd's database is this large or larger.
+	// Cluster-wide; 0 is no budget beyond etcd's own quota.
+	KVBudget int64 `json:"kv_budget,omitempty"`
 }
 
 // EtcdTLS is the client's certificate authority and key pair files.
@@ -90,6 +94,8 @@ func (a *App) validateCluster() error {
 		return errors.New("retainer: store etcd needs endpoints")
 	case a.ReceiptsPostgres.DSN == "":
 		return errors.New("retainer: receipts postgres needs a dsn")
+	case a.StoreEtcd.KVBudget < 0:
+		return errors.New("retainer: store etcd kv_budget must be a positive size")
 	case a.Cluster.Listen == "":
 		return errors.New("retainer: cluster needs listen (host:port of the internal listener)")
 	case time.Duration(a.Cluster.Lease) < cluster.MinLease:
@@ -234,6 +240,7 @@ func etcdTLS(t *EtcdTLS) (*tls.Config, error) {
 //		tls { ca <file>; cert <file>; key <file> }
 //		username <name>
 //		password <password>
+//		kv_budget <size>
 //	}
 func parseStoreEtcd(d *caddyfile.Dispenser) (*EtcdStore, error) {
 	cfg := &EtcdStore{}
@@ -256,6 +263,16 @@ func parseStoreEtcd(d *caddyfile.Dispenser) (*EtcdStore, error) {
 			if !d.AllArgs(&cfg.Password) {
 				return nil, d.ArgErr()
 			}
+		case "kv_budget":
+			var v string
+			if !d.AllArgs(&v) {
+				return nil, d.ArgErr()
+			}
+			n, err := size(d, v)
+			if err != nil {
+				return nil, err
+			}
+			cfg.KVBudget = n
 		case "tls":
 			cfg.TLS = &EtcdTLS{}
 			for n := d.Nesting(); d.NextBlock(n); {
@@ -328,3 +345,36 @@ func parseCluster(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 	}
 	return cfg, nil
 }
+
+// watchKVBudget measures etcd's database every few seconds while the
+// runtime lives and answers, through full, whether it is at kv_budget.
+// A write is refused from the first measurement past the budget to the
+// first below it; etcd's size is not read per write (a status call costs
+// a round trip to every endpoint).
+func (rt *runtime) watchKVBudget(e *store.Etcd, budget int64, full *atomic.Bool) {
+	measure := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := e.DBSize(ctx)
+		if err != nil {
+			rt.logger.Load().Warn("measuring etcd for kv_budget: " + err.Error())
+			return
+		}
+		metricEtcdSize.Set(float64(n))
+		full.Store(n >= budget)
+	}
+	measure()
+	t := time.NewTicker(kvBudgetEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-rt.closing:
+			return
+		case <-t.C:
+			measure()
+		}
+	}
+}
+
+// kvBudgetEvery is how often etcd's size is measured for kv_budget.
+const kvBudgetEvery = 5 * time.Second

@@ -45,6 +45,10 @@ var (
 		Namespace: "retainer", Name: "cluster_claims_total",
 		Help: "Spaces this gateway claimed (first owned, or owned again after another gateway or a lost lease).",
 	})
+	metricEtcdSize = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "retainer", Name: "cluster_etcd_db_bytes",
+		Help: "etcd's database size in use, as last measured for kv_budget.",
+	})
 	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "rebuilds_total",
 		Help: "Handle isolates rebuilt after a restart, crash, bound hit or parking.",
@@ -198,7 +202,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

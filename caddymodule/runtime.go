@@ -200,6 +200,11 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	// Values read from writes a failed commit lost leave every cache.
 	kv.OnCommitFailed = pool.InvalidateAllKV
+	if a.clustered() && a.StoreEtcd.KVBudget > 0 {
+		full := &atomic.Bool{}
+		kv.Full = full.Load
+		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
+	}
 	registry.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {

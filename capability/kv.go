@@ -65,6 +65,11 @@ type KV struct {
 	// OnCommitFailed, when set, runs after a commit failed: values read
 	// from the lost writes (the workers' read caches) must be dropped.
 	OnCommitFailed func()
+	// Full, when set, answers whether the store as a whole is past its
+	// budget (a cluster's kv_budget, docs/cluster.md): a write that would
+	// grow a tenant's kv is refused then; deletes and shrinking writes,
+	// which free room, are still accepted. Set before the first write.
+	Full func() bool
 }
 
 // failedBatch is a commit that failed: writes from..to are lost.
@@ -229,9 +234,13 @@ func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) er
 		used -= int64(len(key) + len(old))
 	}
 	if value != nil {
+		grows := !had || len(*value) > len(old)
 		used += int64(len(key) + len(*value))
 		if used > kv.quota {
 			return fault.New(fault.QuotaExceeded, "The tenant's kv quota of %d bytes is used up.", kv.quota)
+		}
+		if grows && kv.Full != nil && kv.Full() {
+			return fault.New(fault.QuotaExceeded, "The gateway's kv store is full (its kv_budget); deleting keys frees room.")
 		}
 	}
 	if used < 0 {

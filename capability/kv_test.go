@@ -216,3 +216,30 @@ func TestCommitWritesOnlyTouchedUsage(t *testing.T) {
 		t.Fatalf("another tenant's value: %s", v)
 	}
 }
+
+// A store past its budget (Full) refuses writes that grow a tenant's kv,
+// and still takes the deletes and shrinking writes that free room.
+func TestFullStoreRefusesGrowth(t *testing.T) {
+	_, kv := openKV(t, 0)
+	var full atomic.Bool
+	kv.Full = full.Load
+	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "a", "value": "12345"}); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	for _, w := range []map[string]any{{"key": "b", "value": "1"}, {"key": "a", "value": "123456"}} {
+		if _, err := kvDo(t, kv, "h", "kv.put", w); fault.CodeOf(err) != fault.QuotaExceeded {
+			t.Fatalf("a growing write %v to a full store: %v", w, err)
+		}
+	}
+	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "a", "value": "12"}); err != nil {
+		t.Fatalf("a shrinking write: %v", err)
+	}
+	if _, err := kvDo(t, kv, "h", "kv.delete", map[string]any{"key": "a"}); err != nil {
+		t.Fatalf("a delete: %v", err)
+	}
+	full.Store(false)
+	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "b", "value": "1"}); err != nil {
+		t.Fatalf("a write once there is room: %v", err)
+	}
+}

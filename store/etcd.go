@@ -133,6 +133,28 @@ func (e *Etcd) Limits() Limits { return etcdLimits }
 // Close implements Store.
 func (e *Etcd) Close() error { return e.cli.Close() }
 
+// DBSize answers the largest database size in use that etcd's endpoints
+// report (bytes holding live data and the history not yet compacted;
+// what a cluster's kv_budget is measured against).
+func (e *Etcd) DBSize(ctx context.Context) (int64, error) {
+	var most int64
+	var lastErr error
+	answered := false
+	for _, ep := range e.cli.Endpoints() {
+		st, err := e.cli.Status(ctx, ep)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		answered = true
+		most = max(most, st.DbSizeInUse)
+	}
+	if !answered {
+		return 0, fmt.Errorf("store etcd: no endpoint answered its status: %w", lastErr)
+	}
+	return most, nil
+}
+
 func (e *Etcd) tableKey(table string, key []byte) string {
 	return e.prefix + "/t/" + table + "/" + string(key)
 }

@@ -75,3 +75,35 @@ func TestEtcdRefusesOtherKeysAndNamesTheEndpoint(t *testing.T) {
 		t.Fatalf("an unreachable etcd took %v to fail", d)
 	}
 }
+
+// DBSize answers etcd's database size in use, which grows with what is
+// written (a cluster's kv_budget is measured against it).
+func TestEtcdDBSizeGrowsWithWrites(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/size"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	before, err := e.DBSize(ctx)
+	if err != nil || before <= 0 {
+		t.Fatalf("DBSize: %d, %v", before, err)
+	}
+	value := []byte(strings.Repeat("v", 512<<10))
+	for i := 0; i < 8; i++ {
+		if err := e.Commit(ctx, store.Txn{Then: []store.Op{{Table: "kv", Key: []byte(fmt.Sprint(i)), Value: value}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// etcd's backend commits its batch within 100 ms; the size follows.
+	var after int64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if after, err = e.DBSize(ctx); err != nil || after >= before+4<<20 {
+			break
+		}
+	}
+	if err != nil || after < before+4<<20 {
+		t.Fatalf("4 MiB written: DBSize %d → %d (%v)", before, after, err)
+	}
+}
