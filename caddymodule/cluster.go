@@ -378,3 +378,34 @@ func (rt *runtime) watchKVBudget(e *store.Etcd, budget int64, full *atomic.Bool)
 
 // kvBudgetEvery is how often etcd's size is measured for kv_budget.
 const kvBudgetEvery = 5 * time.Second
+
+// sweepUnowned runs, on the elected member only, the sweep of spaces
+// nobody owns (handles.Store.SweepUnowned) every unownedSweepEvery.
+func (rt *runtime) sweepUnowned() {
+	b := rt.backing
+	t := time.NewTicker(unownedSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-rt.closing:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), unownedSweepEvery)
+		if elected, err := b.member.Load().Elected(ctx); err == nil && elected {
+			err = rt.store.SweepUnowned(ctx, func(ctx context.Context, space string) (bool, error) {
+				owner, err := b.etcd.OwnerOf(ctx, space)
+				return owner != "", err
+			})
+			if err != nil {
+				rt.logger.Load().Warn("sweeping unowned spaces: " + err.Error())
+			}
+		}
+		cancel()
+	}
+}
+
+// unownedSweepEvery is how often the elected member sweeps spaces nobody
+// owns; an idle handle of a dead gateway's space ends within its idle
+// bound plus this.
+const unownedSweepEvery = time.Minute

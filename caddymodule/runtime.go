@@ -225,6 +225,7 @@ func newRuntime(a *App) (*runtime, error) {
 			return nil, err
 		}
 		go rt.watchLease()
+		go rt.sweepUnowned()
 	}
 	return rt, nil
 }

@@ -286,6 +286,24 @@ func (m *Member) Members(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
+// Elected answers whether this member is the one that runs the cluster's
+// shared chores (the sweep of spaces nobody owns): the live member whose
+// name sorts first. Two members may both believe it for a moment while
+// one joins or dies; a chore is safe to run twice, as claims are compare
+// and swap.
+func (m *Member) Elected(ctx context.Context) (bool, error) {
+	if !m.Serving() {
+		return false, nil
+	}
+	base := m.memberKey("")
+	r, err := m.e.Client().Get(ctx, base, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return false, err
+	}
+	return len(r.Kvs) == 1 && string(r.Kvs[0].Key[len(base):]) == m.cfg.Name, nil
+}
+
 // Leave stops renewing and revokes the lease: the member's name and every
 // space it owned are free at once.
 func (m *Member) Leave(ctx context.Context) error {

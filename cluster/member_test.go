@@ -149,7 +149,8 @@ func TestFailoverFencesTheFormerOwner(t *testing.T) {
 	}
 }
 
-// A member that leaves frees its name and spaces at once.
+// A member that leaves frees its name and spaces at once, and the next
+// by name is elected for the cluster's chores.
 func TestLeaveFreesAtOnce(t *testing.T) {
 	srv := etcdtest.Start(t)
 	a, b := join(t, srv, "gw-a"), join(t, srv, "gw-b")
@@ -157,8 +158,17 @@ func TestLeaveFreesAtOnce(t *testing.T) {
 	if err := put(a, space, "k", "1"); err != nil {
 		t.Fatal(err)
 	}
+	if ea, _ := a.m.Elected(ctx); !ea {
+		t.Fatal("gw-a, first by name, is not elected")
+	}
+	if eb, _ := b.m.Elected(ctx); eb {
+		t.Fatal("gw-b is elected beside gw-a")
+	}
 	if err := a.m.Leave(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if eb, _ := b.m.Elected(ctx); !eb {
+		t.Fatal("gw-b is not elected once gw-a left")
 	}
 	if a.m.Serving() {
 		t.Fatal("a member that left still serves")

@@ -390,12 +390,13 @@ func (s *Store) domainsGone(registry string, hosts []string) {
 func (s *Store) sweepDomains() {
 	now := s.opts.Now()
 	gone := spaceOps{}
+	served := s.servedFilter()
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
 	s.mu.Lock()
 	for reg, hosts := range s.domains {
 		for host, d := range hosts {
-			if d.Status == DomainPending && now.Sub(d.ClaimedAt) >= pendingClaim {
+			if d.Status == DomainPending && now.Sub(d.ClaimedAt) >= pendingClaim && served(reg, d.Tenant) {
 				delete(hosts, host)
 				gone.add(reg, d.Tenant, store.Delete(tableDomains, key(reg, host)))
 			}

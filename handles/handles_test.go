@@ -73,7 +73,7 @@ func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg wor
 }
 
 // startOn is start on any backend of package store.
-func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock, ends *eventLog, pcfg worker.Config) *gateway {
+func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock, ends *eventLog, pcfg worker.Config, tune ...func(*Options)) *gateway {
 	t.Helper()
 	var store atomic.Pointer[Store]
 	pcfg.Logf = t.Logf
@@ -110,7 +110,11 @@ func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock,
 		pool.Shutdown()
 		t.Fatal(err)
 	}
-	s, err := Open(persist.NewWriter(backing), Options{Executor: pool, Now: clock.Now, OnEnd: ends.add, FlushEvery: 50 * time.Millisecond})
+	opts := Options{Executor: pool, Now: clock.Now, OnEnd: ends.add, FlushEvery: 50 * time.Millisecond}
+	for _, f := range tune {
+		f(&opts)
+	}
+	s, err := Open(persist.NewWriter(backing), opts)
 	if err != nil {
 		pool.Shutdown()
 		t.Fatal(err)

@@ -298,10 +298,11 @@ func (s *Store) SweepIdle() {
 		id  string
 	}
 	var victims []victim
+	served := s.servedFilter()
 	s.mu.Lock()
 	for id, rec := range s.records {
 		reg := s.registries[rec.Registry]
-		if reg == nil {
+		if reg == nil || !served(rec.Registry, rec.Tenant) {
 			continue
 		}
 		if ls := s.live[id]; ls != nil && !ls.idle() {

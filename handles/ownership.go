@@ -3,7 +3,9 @@ package handles
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
+	"time"
 
 	"github.com/retainer-gw/retainer/store"
 )
@@ -51,6 +53,73 @@ func (s *Store) Disowned() {
 	s.ownMu.Lock()
 	s.owned = map[string]bool{}
 	s.ownMu.Unlock()
+}
+
+// servedFilter answers whether this gateway keeps a space current and may
+// act on it (flush its counters, sweep its idle handles, domains and
+// reservations): always on one machine; in a cluster only for the spaces
+// it owns and has loaded, since its copy of any other may be stale (a
+// space another gateway served since). Called before s.mu is taken
+// (ownMu comes first).
+func (s *Store) servedFilter() func(registry, tenant string) bool {
+	if s.opts.Own == nil {
+		return func(string, string) bool { return true }
+	}
+	s.ownMu.Lock()
+	owned := maps.Clone(s.owned)
+	s.ownMu.Unlock()
+	return func(registry, tenant string) bool { return owned[store.Space(registry, tenant)] }
+}
+
+// SweepUnowned is the cluster's sweep of spaces nobody owns (their owner
+// died and no request came since), run by one elected gateway at a time:
+// a space with a handle idle past its registry's bound is owned here,
+// which loads it, and the ordinary idle sweep ends what is due. hasOwner
+// answers whether a live gateway owns a space; a space it owns is its
+// owner's to sweep.
+func (s *Store) SweepUnowned(ctx context.Context, hasOwner func(ctx context.Context, space string) (bool, error)) error {
+	if s.opts.Own == nil {
+		return nil
+	}
+	now := s.opts.Now()
+	bounds := map[string]time.Duration{}
+	s.mu.Lock()
+	for name, reg := range s.registries {
+		bounds[name] = reg.config().IdleBound
+	}
+	s.mu.Unlock()
+	served := s.servedFilter()
+	due := map[[2]string]bool{}
+	err := s.w.Scan(ctx, tableHandles, store.Range{}, func(_, v []byte) bool {
+		var rec Record
+		if json.Unmarshal(v, &rec) != nil {
+			return true
+		}
+		bound, ok := bounds[rec.Registry]
+		if ok && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
+			due[[2]string{rec.Registry, rec.Tenant}] = true
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for sp := range due {
+		owned, err := hasOwner(ctx, store.Space(sp[0], sp[1]))
+		if err != nil {
+			return err
+		}
+		if owned {
+			continue
+		}
+		if err := s.own(ctx, sp[0], sp[1]); err != nil {
+			continue // claimed meanwhile by a gateway that got a request
+		}
+	}
+	if len(due) > 0 {
+		s.SweepIdle()
+	}
+	return nil
 }
 
 // OwnedSpaces answers how many spaces this gateway owns and has loaded.

@@ -74,10 +74,11 @@ func (s *Store) unreserve(registry, name string) store.Op {
 func (s *Store) sweepReservations() {
 	now := s.opts.Now()
 	gone := spaceOps{}
+	served := s.servedFilter()
 	s.mu.Lock()
 	for reg, names := range s.reserved {
 		for name, res := range names {
-			if !now.Before(res.Until) {
+			if !now.Before(res.Until) && served(reg, res.Tenant) {
 				delete(names, name)
 				gone.add(reg, res.Tenant, store.Delete(tableReserved, key(reg, name)))
 			}

@@ -259,6 +259,7 @@ func (s *Store) background() {
 
 // flush writes the coalesced lastInvokedAt and invocation counts.
 func (s *Store) flush() {
+	served := s.servedFilter()
 	s.mu.Lock()
 	if len(s.dirty) == 0 {
 		s.mu.Unlock()
@@ -266,7 +267,7 @@ func (s *Store) flush() {
 	}
 	recs := make([]Record, 0, len(s.dirty))
 	for id := range s.dirty {
-		if r := s.records[id]; r != nil {
+		if r := s.records[id]; r != nil && served(r.Registry, r.Tenant) {
 			recs = append(recs, *r)
 		}
 	}
