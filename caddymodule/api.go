@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/authz"
-	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/receipts"
@@ -172,27 +171,12 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
 		h.mux.ServeHTTP(w, r) // answered by the handler: UNAUTHENTICATED
 		return
 	}
-	for attempt := 0; ; attempt++ {
-		err := h.registry().Own(r.Context(), c.tenant)
-		if err == nil {
-			break
-		}
-		var el *cluster.Elsewhere
-		switch {
-		case errors.As(err, &el) && !forwarded:
-			f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant}
-			if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-				f.Scope, _ = repl.GetString("http.auth.user.scope")
-				f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
-			}
-			if rt.cluster.forwardTo(w, r, el.Address, f, attempt == 0) {
-				continue
-			}
-		case forwarded && isNotOwner(err):
-			writeNotOwner(w, err)
-		default:
-			writeFault(w, err, "")
-		}
+	f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		f.Scope, _ = repl.GetString("http.auth.user.scope")
+		f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
+	}
+	if !rt.cluster.dispatch(w, r, "api\x00"+h.Registry+"\x00"+c.tenant, f, forwarded, func() error { return h.registry().Own(r.Context(), c.tenant) }) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -159,23 +157,9 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		r.Header.Del(forwardHeader) // a visitor's is never believed, nor passed on
 	}
 	if rt := h.live.rt.Load(); rt != nil && rt.cluster != nil {
-		for attempt := 0; ; attempt++ {
-			err := reg.Locate(r.Context(), key, resolve)
-			if err == nil {
-				break
-			}
-			var el *cluster.Elsewhere
-			switch {
-			case errors.As(err, &el) && !forwarded:
-				f := forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve}
-				if rt.cluster.forwardTo(w, r, el.Address, f, attempt == 0) {
-					continue
-				}
-			case forwarded && isNotOwner(err):
-				writeNotOwner(w, err)
-			default:
-				writeFault(w, err, "")
-			}
+		f := forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve}
+		ck := fmt.Sprintf("data\x00%s\x00%d\x00%s", h.Registry, resolve, key)
+		if !rt.cluster.dispatch(w, r, ck, f, forwarded, func() error { return reg.Locate(r.Context(), key, resolve) }) {
 			return
 		}
 	}

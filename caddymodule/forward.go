@@ -127,6 +127,7 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 // request is served by.
 type clusterNode struct {
 	secret    []byte
+	owners    ownerCache
 	transport *http.Transport
 	server    *http.Server
 	mu        sync.Mutex
@@ -158,13 +159,22 @@ func isNotOwner(err error) bool {
 // errNotOwner is how a not-owner answer leaves the proxy unwritten.
 var errNotOwner = errors.New("the gateway sent to does not own the space")
 
+// forwardOutcome is what became of a forwarded request.
+type forwardOutcome int
+
+const (
+	forwardRelayed   forwardOutcome = iota // the owner's answer went to the visitor
+	forwardLookAgain                       // nothing written: the owner is not the owner
+	forwardFailed                          // the owner did not answer; a retryable fault was written
+)
+
 // forwardTo sends r to the owner at addr and relays its answer (streams
 // and WebSocket upgrades included). When lookAgain is set and r has no
 // body, an owner that answers it no longer owns the space is not relayed:
-// forwardTo writes nothing and answers true, for the caller to look up the
-// owner again (once). A request with a body is never sent twice; its
-// caller gets the owner's retryable 503.
-func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward, lookAgain bool) (again bool) {
+// forwardTo writes nothing and answers forwardLookAgain, for the caller to
+// look up the owner again (once). A request with a body is never sent
+// twice; its caller gets the owner's retryable 503.
+func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward, lookAgain bool) (outcome forwardOutcome) {
 	f.At = time.Now()
 	if r.TLS != nil {
 		f.Scheme = "https"
@@ -201,14 +211,99 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if errors.Is(err, errNotOwner) {
-				again = true
+				outcome = forwardLookAgain
 				return
 			}
+			outcome = forwardFailed
 			writeFault(w, fault.Wrap(fault.Overloaded, err, "The gateway serving this tenant did not answer; try again."), "")
 		},
 	}
 	proxy.ServeHTTP(w, r)
-	return again
+	return outcome
+}
+
+// dispatch sends a request whose space another gateway owns to that
+// gateway, and answers true when this gateway owns it and should serve it
+// (or false once the request is answered). locate owns the space here or
+// answers a *cluster.Elsewhere. The owner found is remembered under ck for
+// ownerMemory, so a gateway's steady forwards cost no etcd round trip; a
+// remembered owner that no longer owns the space answers so, and the
+// request looks again, once, in etcd.
+func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string, f forward, forwarded bool, locate func() error) bool {
+	for attempt := 0; ; attempt++ {
+		addr, remembered := "", false
+		if attempt == 0 && !forwarded {
+			addr, remembered = n.owners.get(ck)
+		}
+		if !remembered {
+			err := locate()
+			var el *cluster.Elsewhere
+			switch {
+			case err == nil:
+				return true
+			case errors.As(err, &el) && !forwarded:
+				addr = el.Address
+				n.owners.put(ck, addr)
+			case forwarded && isNotOwner(err):
+				writeNotOwner(w, err)
+				return false
+			default:
+				writeFault(w, err, "")
+				return false
+			}
+		}
+		switch n.forwardTo(w, r, addr, f, attempt == 0) {
+		case forwardRelayed:
+			return false
+		case forwardFailed:
+			n.owners.forget(ck)
+			return false
+		}
+		n.owners.forget(ck)
+	}
+}
+
+// ownerMemory is how long a forwarder trusts the owner it found.
+const ownerMemory = 5 * time.Second
+
+// ownerCache remembers, per route key or tenant, the gateway found to own
+// its space: at most ownerCacheMax entries (all dropped past it), each for
+// ownerMemory.
+type ownerCache struct {
+	mu sync.Mutex
+	m  map[string]ownerEntry
+}
+
+type ownerEntry struct {
+	addr  string
+	until time.Time
+}
+
+const ownerCacheMax = 100_000
+
+func (c *ownerCache) get(k string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || time.Now().After(e.until) {
+		return "", false
+	}
+	return e.addr, true
+}
+
+func (c *ownerCache) put(k, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= ownerCacheMax {
+		c.m = map[string]ownerEntry{}
+	}
+	c.m[k] = ownerEntry{addr: addr, until: time.Now().Add(ownerMemory)}
+}
+
+func (c *ownerCache) forget(k string) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
 }
 
 // writeNotOwner answers a forwarded request for a space this gateway does

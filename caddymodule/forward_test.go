@@ -69,7 +69,7 @@ func TestForwarderLooksAgainOnce(t *testing.T) {
 	addr := strings.TrimPrefix(owner.URL, "http://")
 
 	w := httptest.NewRecorder()
-	if again := n.forwardTo(w, httptest.NewRequest("GET", "/", nil), addr, forward{Kind: "data"}, true); !again {
+	if got := n.forwardTo(w, httptest.NewRequest("GET", "/", nil), addr, forward{Kind: "data"}, true); got != forwardLookAgain {
 		t.Fatal("a bodiless request was not looked up again")
 	}
 	if w.Code != 200 || w.Body.Len() != 0 || len(w.Header()) != 0 {
@@ -77,7 +77,7 @@ func TestForwarderLooksAgainOnce(t *testing.T) {
 	}
 
 	w = httptest.NewRecorder()
-	if again := n.forwardTo(w, httptest.NewRequest("GET", "/", nil), addr, forward{Kind: "data"}, false); again {
+	if got := n.forwardTo(w, httptest.NewRequest("GET", "/", nil), addr, forward{Kind: "data"}, false); got != forwardRelayed {
 		t.Fatal("a second look was asked for")
 	}
 	if w.Code != 503 || w.Header().Get(notOwnerHeader) != "" || w.Header().Get("Retry-After") == "" {
@@ -85,7 +85,7 @@ func TestForwarderLooksAgainOnce(t *testing.T) {
 	}
 
 	w = httptest.NewRecorder()
-	if again := n.forwardTo(w, httptest.NewRequest("POST", "/", strings.NewReader("body")), addr, forward{Kind: "data"}, true); again {
+	if got := n.forwardTo(w, httptest.NewRequest("POST", "/", strings.NewReader("body")), addr, forward{Kind: "data"}, true); got != forwardRelayed {
 		t.Fatal("a request with a body would be sent twice")
 	}
 	if w.Code != 503 || w.Header().Get(notOwnerHeader) != "" {

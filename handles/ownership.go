@@ -55,6 +55,13 @@ func (s *Store) Disowned() {
 	s.ownMu.Unlock()
 }
 
+// owns answers whether this gateway owns the space and has loaded it.
+func (s *Store) owns(registry, tenant string) bool {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	return s.owned[store.Space(registry, tenant)]
+}
+
 // servedFilter answers whether this gateway keeps a space current and may
 // act on it (flush its counters, sweep its idle handles, domains and
 // reservations): always on one machine; in a cluster only for the spaces
@@ -138,8 +145,10 @@ func (r *Registry) Locate(ctx context.Context, key string, resolve Resolve) erro
 	if s.opts.Own == nil {
 		return nil
 	}
+	// Memory is current only for the spaces this gateway owns: a key
+	// found there for another space may since have moved.
 	tenant := r.tenantOfKey(key, resolve)
-	if tenant == "" {
+	if tenant == "" || !s.owns(r.name, tenant) {
 		tenant = r.storedTenantOfKey(ctx, key, resolve)
 	}
 	return s.own(ctx, r.name, tenant)
