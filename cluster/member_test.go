@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ type gateway struct {
 	w *store.Writer
 }
 
-func join(t *testing.T, srv *etcdtest.Server, name string) *gateway {
+func join(t testing.TB, srv *etcdtest.Server, name string) *gateway {
 	t.Helper()
 	g, err := tryJoin(t, srv, name)
 	if err != nil {
@@ -34,7 +35,7 @@ func join(t *testing.T, srv *etcdtest.Server, name string) *gateway {
 	return g
 }
 
-func tryJoin(t *testing.T, srv *etcdtest.Server, name string) (*gateway, error) {
+func tryJoin(t testing.TB, srv *etcdtest.Server, name string) (*gateway, error) {
 	t.Helper()
 	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/c"})
 	if err != nil {
@@ -242,4 +243,31 @@ func TestJoinRefusesBadConfig(t *testing.T) {
 			t.Errorf("%+v: %v, want an error about %s", c.cfg, err, c.want)
 		}
 	}
+}
+
+// BenchmarkClaim: claims of new spaces by one member, one at a time and
+// from 32 goroutines (each claim is one compare-and-swap transaction).
+func BenchmarkClaim(b *testing.B) {
+	srv := etcdtest.Start(b)
+	g := join(b, srv, "gw-a")
+	var n atomic.Int64
+	b.Run("serial", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := g.m.Claim(ctx, store.Space("apps", fmt.Sprint("t", n.Add(1)))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	})
+	b.Run("parallel32", func(b *testing.B) {
+		b.SetParallelism(16) // 2 cores × 16
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := g.m.Claim(ctx, store.Space("apps", fmt.Sprint("t", n.Add(1)))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	})
 }
