@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
 )
@@ -146,9 +148,28 @@ export default { async fetch(req, env) {
 	if (u.pathname === '/slow') { await new Promise(r => setTimeout(r, 300)); await env.kv.put('late', String(served)); return new Response('late ' + served) }
 	const n = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(n)); served++; return new Response(n + ' ' + served) } }`
 
+// roomHandler is a chat room in one closure, and a streamed answer.
+const roomHandler = `const room = new Set();
+export default { fetch(request) {
+	if (new URL(request.url).pathname === '/stream') {
+		const words = ['one', 'two', 'three'];
+		return new Response(new ReadableStream({ async pull(c) {
+			await new Promise(r => setTimeout(r, 50));
+			const w = words.shift();
+			if (w) c.enqueue(new TextEncoder().encode(w + '\n')); else c.close();
+		} }));
+	}
+	const [client, server] = Object.values(new WebSocketPair());
+	server.accept(); room.add(server);
+	server.addEventListener('message', (e) => { for (const peer of room) peer.send(e.data) });
+	server.addEventListener('close', () => room.delete(server));
+	return new Response(null, {status: 101, webSocket: client});
+} }`
+
 // Three gateways on one etcd and one PostgreSQL (docs/cluster.md): a
 // tenant's handle is served by one owner whichever gateway a visitor
-// reaches (one counter sequence, kv read-your-writes, a route moved
+// reaches (one counter sequence, kv read-your-writes, a WebSocket room
+// shared by visitors of two gateways, a stream, a route moved
 // through one gateway honoured by the next request at every other, the
 // API answered by the owner), receipts are read through any, the cluster
 // listener refuses unsigned requests; an owner paused past its lease is
@@ -219,6 +240,40 @@ func TestClusterOfThreeGateways(t *testing.T) {
 			}
 		}
 	}
+	// A WebSocket room and a stream, each through gateways that forward
+	// to the owner: two visitors on two gateways share one room.
+	status, body = clusterCall(t, "POST", b.api+"/executions", b.token, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, roomHandler))
+	var room struct{ ExecutionID string }
+	json.Unmarshal([]byte(body), &room)
+	if status != 200 || room.ExecutionID == "" {
+		t.Fatalf("deploying the room through gw-2: %d %s", status, body)
+	}
+	if status, body := clusterCall(t, "PUT", c.api+"/routes/room", c.token, fmt.Sprintf(`{"executionId": %q}`, room.ExecutionID)); status != 200 {
+		t.Fatalf("the room's route: %d %s", status, body)
+	}
+	wsCtx, wsCancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wsCancel()
+	var peers []*websocket.Conn
+	for _, i := range []int{2, 3} {
+		conn, res, err := websocket.Dial(wsCtx, fmt.Sprintf("ws://room.apps.localhost:%d/", 9280+i), &websocket.DialOptions{HTTPClient: clusterClient})
+		if err != nil {
+			t.Fatalf("a WebSocket through gw-%d: %v %v", i, res, err)
+		}
+		defer conn.CloseNow()
+		peers = append(peers, conn)
+	}
+	if err := peers[0].Write(wsCtx, websocket.MessageText, []byte("hello from gw-2")); err != nil {
+		t.Fatal(err)
+	}
+	for k, p := range peers {
+		if _, msg, err := p.Read(wsCtx); err != nil || string(msg) != "hello from gw-2" {
+			t.Fatalf("peer %d read %q, %v", k, msg, err)
+		}
+	}
+	if status, body := clusterCall(t, "GET", "http://room.apps.localhost:9283/stream", "", ""); status != 200 || body != "one\ntwo\nthree\n" {
+		t.Fatalf("a stream through gw-3: %d %q", status, body)
+	}
+
 	// The API through another gateway answers the owner's view.
 	status, body = clusterCall(t, "GET", b.api+"/handles/"+dep.ExecutionID, b.token, "")
 	if status != 200 || !strings.Contains(body, fmt.Sprintf(`"invocations":%d`, n+6)) || !strings.Contains(body, `"shop"`) {
