@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -78,22 +80,45 @@ func (f forward) values() url.Values {
 	return v
 }
 
-// signature is the HMAC over the request's method, target, Host, declared
-// body framing and every field of f.
-func signature(secret []byte, r *http.Request, fields string) string {
-	framing := "chunked"
-	if r.ContentLength >= 0 {
-		framing = "length " + strconv.FormatInt(r.ContentLength, 10)
+// forwardDigestMax is the largest body of known length whose SHA-256 the
+// forwarding HMAC covers (it is read whole on both gateways); a larger or
+// chunked body streams, and the HMAC covers its declared framing.
+const forwardDigestMax = 64 << 10
+
+// bodyFraming reads a small body of known length whole (putting it back
+// on r) and answers its digest, or else the body's declared framing: what
+// the HMAC covers of the body.
+func bodyFraming(r *http.Request) (string, error) {
+	switch {
+	case r.ContentLength > 0 && r.ContentLength <= forwardDigestMax:
+		body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
+		if err != nil {
+			return "", err
+		}
+		if int64(len(body)) != r.ContentLength {
+			return "", errors.New("the body is not as long as it says")
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sum := sha256.Sum256(body)
+		return "sha256 " + hex.EncodeToString(sum[:]), nil
+	case r.ContentLength >= 0:
+		return "length " + strconv.FormatInt(r.ContentLength, 10), nil
 	}
+	return "chunked", nil
+}
+
+// signature is the HMAC over the request's method, target, Host, body
+// (bodyFraming) and every field of f.
+func signature(secret []byte, r *http.Request, framing, fields string) string {
 	mac := hmac.New(sha256.New, secret)
 	fmt.Fprintf(mac, "%s\n%s\n%s\n%s\n%s", r.Method, r.URL.RequestURI(), r.Host, framing, fields)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-func (f forward) header(secret []byte, r *http.Request) string {
+func (f forward) header(secret []byte, r *http.Request, framing string) string {
 	v := f.values()
 	fields := v.Encode()
-	return fields + "&sig=" + signature(secret, r, fields)
+	return fields + "&sig=" + signature(secret, r, framing, fields)
 }
 
 // parseForward checks a forwarded request's header: signed under secret,
@@ -105,7 +130,11 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 		return forward{}, errors.New("no signature")
 	}
 	fields, sig := raw[:i], raw[i+5:]
-	if !hmac.Equal([]byte(sig), []byte(signature(secret, r, fields))) {
+	framing, err := bodyFraming(r)
+	if err != nil {
+		return forward{}, err
+	}
+	if !hmac.Equal([]byte(sig), []byte(signature(secret, r, framing, fields))) {
 		return forward{}, errors.New("a bad signature")
 	}
 	v, err := url.ParseQuery(fields)
@@ -188,6 +217,11 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 	if v, ok := caddyhttp.GetVar(r.Context(), jwtQueryVar).(string); ok {
 		f.JWTQuery = v
 	}
+	framing, err := bodyFraming(r)
+	if err != nil {
+		writeFault(w, fault.Wrap(fault.BadRequest, err, "The request body could not be read."), "")
+		return forwardFailed
+	}
 	metricForwards.Inc()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -195,7 +229,7 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 			pr.Out.URL.Host = addr
 			pr.Out.Host = r.Host
 			pr.Out.Header.Del(forwardHeader)
-			pr.Out.Header.Set(forwardHeader, f.header(n.secret, pr.Out))
+			pr.Out.Header.Set(forwardHeader, f.header(n.secret, pr.Out, framing))
 		},
 		Transport:     n.transport,
 		FlushInterval: -1,

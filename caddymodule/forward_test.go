@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,13 +21,30 @@ func TestForwardedHeaderCoversTheRequest(t *testing.T) {
 		r := httptest.NewRequest(method, target, strings.NewReader(body))
 		r.Host = host
 		f := forward{Kind: "data", Registry: "default", Key: "shop", Tenant: "alice", Scope: "retainer:deploy", At: now}
-		r.Header.Set(forwardHeader, f.header(secret, r))
+		framing, err := bodyFraming(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set(forwardHeader, f.header(secret, r, framing))
 		return r
 	}
 	r := signed("GET", "/a?b=1", "shop.example", "")
 	f, err := parseForward(secret, r, now)
 	if err != nil || f.Key != "shop" || f.Tenant != "alice" || f.Scope != "retainer:deploy" {
 		t.Fatalf("a signed request: %+v, %v", f, err)
+	}
+	// A small body is covered by its digest, and still there to read.
+	r = signed("POST", "/hook", "shop.example", `{"amount": 10}`)
+	if _, err := parseForward(secret, r, now); err != nil {
+		t.Fatalf("a signed body: %v", err)
+	}
+	if b, _ := io.ReadAll(r.Body); string(b) != `{"amount": 10}` {
+		t.Fatalf("the body after the check: %q", b)
+	}
+	r = signed("POST", "/hook", "shop.example", `{"amount": 10}`)
+	r.Body = io.NopCloser(strings.NewReader(`{"amount": 99}`))
+	if _, err := parseForward(secret, r, now); err == nil {
+		t.Error("a request whose body changed after signing was believed")
 	}
 	tamper := []struct {
 		name string
