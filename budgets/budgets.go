@@ -39,6 +39,12 @@ const (
 	// stay silent.
 	ExecutorSocketsPerTenant = 64
 	ExecutorSocketIdle       = 5 * time.Minute
+	// In a cluster, the owners a gateway remembers for the keys and
+	// tenants it forwarded (all forgotten past it; docs/cluster.md), and
+	// the largest forwarded body the forwarding HMAC covers by its digest
+	// (read whole on both gateways).
+	ForwardOwners     = 100_000
+	ForwardDigestBody = 64 << 10
 	// Names a tenant binds in a registry; a name or host freed by its
 	// handle's end stays its tenant's for NameReservation.
 	RoutesPerTenant  = 100

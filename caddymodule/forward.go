@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
@@ -80,17 +81,12 @@ func (f forward) values() url.Values {
 	return v
 }
 
-// forwardDigestMax is the largest body of known length whose SHA-256 the
-// forwarding HMAC covers (it is read whole on both gateways); a larger or
-// chunked body streams, and the HMAC covers its declared framing.
-const forwardDigestMax = 64 << 10
-
-// bodyFraming reads a small body of known length whole (putting it back
+// bodyFraming reads a small body (budgets.ForwardDigestBody) of known length whole (putting it back
 // on r) and answers its digest, or else the body's declared framing: what
 // the HMAC covers of the body.
 func bodyFraming(r *http.Request) (string, error) {
 	switch {
-	case r.ContentLength > 0 && r.ContentLength <= forwardDigestMax:
+	case r.ContentLength > 0 && r.ContentLength <= budgets.ForwardDigestBody:
 		body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
 		if err != nil {
 			return "", err
@@ -301,8 +297,9 @@ func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string
 const ownerMemory = 5 * time.Second
 
 // ownerCache remembers, per route key or tenant, the gateway found to own
-// its space: at most ownerCacheMax entries (all dropped past it), each for
-// ownerMemory.
+// its space: at most budgets.ForwardOwners entries (all dropped past it),
+// each for ownerMemory. Only keys that named a space owned elsewhere are
+// kept, so a visitor's made-up hosts add nothing.
 type ownerCache struct {
 	mu sync.Mutex
 	m  map[string]ownerEntry
@@ -312,8 +309,6 @@ type ownerEntry struct {
 	addr  string
 	until time.Time
 }
-
-const ownerCacheMax = 100_000
 
 func (c *ownerCache) get(k string) (string, bool) {
 	c.mu.Lock()
@@ -328,7 +323,7 @@ func (c *ownerCache) get(k string) (string, bool) {
 func (c *ownerCache) put(k, addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= ownerCacheMax {
+	if c.m == nil || len(c.m) >= budgets.ForwardOwners {
 		c.m = map[string]ownerEntry{}
 	}
 	c.m[k] = ownerEntry{addr: addr, until: time.Now().Add(ownerMemory)}
