@@ -45,6 +45,12 @@ const (
 	// (read whole on both gateways).
 	ForwardOwners     = 100_000
 	ForwardDigestBody = 64 << 10
+	// In a cluster, the store reads a visitor address may cause by naming
+	// keys a gateway has not seen (a second's worth, and a burst), counted
+	// in LookupBuckets buckets that addresses share by hash.
+	LookupsPerVisitor     = 50
+	LookupBurstPerVisitor = 100
+	LookupBuckets         = 4096
 	// Names a tenant binds in a registry; a name or host freed by its
 	// handle's end stays its tenant's for NameReservation.
 	RoutesPerTenant  = 100

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/time/rate"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/cluster"
@@ -153,6 +155,7 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 type clusterNode struct {
 	secret    []byte
 	owners    ownerCache
+	lookups   lookupBuckets
 	transport *http.Transport
 	server    *http.Server
 	mu        sync.Mutex
@@ -439,4 +442,26 @@ func (rt *runtime) watchLease() {
 			}
 		}
 	}
+}
+
+// lookupBuckets charges the store reads a visitor's unknown keys cause to
+// its address (budgets.LookupsPerVisitor a second): a fixed set of token
+// buckets that addresses share by hash, so the table never grows.
+type lookupBuckets struct {
+	once    sync.Once
+	buckets []*rate.Limiter
+}
+
+// allow answers the gate for addr's next store read.
+func (l *lookupBuckets) allow(addr string) func() bool {
+	l.once.Do(func() {
+		l.buckets = make([]*rate.Limiter, budgets.LookupBuckets)
+		for i := range l.buckets {
+			l.buckets[i] = rate.NewLimiter(budgets.LookupsPerVisitor, budgets.LookupBurstPerVisitor)
+		}
+	})
+	h := fnv.New32a()
+	h.Write([]byte(addr))
+	b := l.buckets[h.Sum32()%uint32(len(l.buckets))]
+	return b.Allow
 }

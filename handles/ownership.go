@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -136,6 +137,18 @@ func (s *Store) OwnedSpaces() int {
 	return len(s.owned)
 }
 
+// storeLookupsKey carries the gate of Locate's store reads.
+type storeLookupsKey struct{}
+
+// WithStoreLookups answers ctx with a gate on the store reads Locate makes
+// for a key it does not find in what this gateway owns: when allow answers
+// false, Locate answers QUOTA_EXCEEDED instead of reading. The Caddy
+// module charges them to the visitor's address, since a made-up host is
+// a store read on every request that names it.
+func WithStoreLookups(ctx context.Context, allow func() bool) context.Context {
+	return context.WithValue(ctx, storeLookupsKey{}, allow)
+}
+
 // Locate is the data plane's first step in a cluster: it finds the tenant
 // whose handle key names (in memory, else in the store: another gateway
 // may have bound it) and owns its space, or answers who does. A key that
@@ -149,6 +162,9 @@ func (r *Registry) Locate(ctx context.Context, key string, resolve Resolve) erro
 	// found there for another space may since have moved.
 	tenant := r.tenantOfKey(key, resolve)
 	if tenant == "" || !s.owns(r.name, tenant) {
+		if allow, ok := ctx.Value(storeLookupsKey{}).(func() bool); ok && !allow() {
+			return fault.New(fault.QuotaExceeded, "This address asks for too many names this gateway has not seen; slow down.")
+		}
 		tenant = r.storedTenantOfKey(ctx, key, resolve)
 	}
 	return s.own(ctx, r.name, tenant)
