@@ -11,60 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/miekg/dns"
+
+	"github.com/retainer-gw/retainer/internal/dnstest"
 )
 
 const httpsPort = 9443
-
-// txtServer is a DNS server of the test's own: it answers TXT queries from
-// a table the test edits.
-type txtServer struct {
-	mu      sync.Mutex
-	records map[string][]string // fqdn → TXT values
-	addr    string
-}
-
-func startTXTServer(t *testing.T) *txtServer {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &txtServer{records: map[string][]string{}, addr: pc.LocalAddr().String()}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		ts.mu.Lock()
-		for _, question := range q.Question {
-			vals, ok := ts.records[strings.ToLower(question.Name)]
-			if !ok {
-				m.Rcode = dns.RcodeNameError
-				continue
-			}
-			if question.Qtype == dns.TypeTXT {
-				for _, v := range vals {
-					m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 1}, Txt: []string{v}})
-				}
-			}
-		}
-		ts.mu.Unlock()
-		w.WriteMsg(m)
-	})}
-	go srv.ActivateAndServe()
-	t.Cleanup(func() { srv.Shutdown() })
-	return ts
-}
-
-func (ts *txtServer) set(name string, vals ...string) {
-	ts.mu.Lock()
-	ts.records[dns.Fqdn(name)] = vals
-	ts.mu.Unlock()
-}
 
 func domainsGatewayConfig(store, caddyData, resolver string) string {
 	return fmt.Sprintf(`{
@@ -151,10 +106,10 @@ func httpsGet(host string, roots *x509.CertPool) (string, *x509.Certificate, err
 // claim nor see it; a deleted domain and one whose handle ended lose
 // traffic and certificate at once.
 func TestCustomDomainOverHTTPS(t *testing.T) {
-	dnsSrv := startTXTServer(t)
+	dnsSrv := dnstest.Start(t)
 	caddyData := t.TempDir()
 	tester := caddytest.NewTester(t)
-	tester.InitServer(domainsGatewayConfig(filepath.Join(t.TempDir(), "registry.db"), caddyData, dnsSrv.addr), "caddyfile")
+	tester.InitServer(domainsGatewayConfig(filepath.Join(t.TempDir(), "registry.db"), caddyData, dnsSrv.Addr), "caddyfile")
 	alice := token(t, "alice", allScopes)
 	bob := token(t, "bob", allScopes)
 	id := deployCounter(t, alice)
@@ -200,11 +155,11 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	if a := do(t, "POST", api("/domains/shop.example.test/verify"), alice, nil); a.status != 409 || a.code() != "CONFLICT" || !strings.Contains(string(a.body), "No TXT record") {
 		t.Fatalf("verify with nothing published: %d %s", a.status, a.body)
 	}
-	dnsSrv.set("_retainer-challenge.shop.example.test", "an-old-value")
+	dnsSrv.Set("_retainer-challenge.shop.example.test", "an-old-value")
 	if a := do(t, "POST", api("/domains/shop.example.test/verify"), alice, nil); a.status != 409 || !strings.Contains(string(a.body), "an-old-value") {
 		t.Fatalf("verify with the wrong value: %d %s", a.status, a.body)
 	}
-	dnsSrv.set("_retainer-challenge.shop.example.test", "an-old-value", claim.Verify.TXT.Value)
+	dnsSrv.Set("_retainer-challenge.shop.example.test", "an-old-value", claim.Verify.TXT.Value)
 	if a := do(t, "POST", api("/domains/shop.example.test/verify"), alice, nil); a.status != 200 || a.json(t)["status"] != "active" {
 		t.Fatalf("verify: %d %s", a.status, a.body)
 	}
@@ -269,7 +224,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	}
 
 	// A domain ends with its handle.
-	dnsSrv.set("_retainer-challenge.www.example.test", do(t, "GET", api("/domains/www.example.test"), alice, nil).json(t)["verify"].(map[string]any)["txt"].(map[string]any)["value"].(string))
+	dnsSrv.Set("_retainer-challenge.www.example.test", do(t, "GET", api("/domains/www.example.test"), alice, nil).json(t)["verify"].(map[string]any)["txt"].(map[string]any)["value"].(string))
 	if a := do(t, "POST", api("/domains/www.example.test/verify"), alice, nil); a.status != 200 {
 		t.Fatalf("verify www: %d %s", a.status, a.body)
 	}

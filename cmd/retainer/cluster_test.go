@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/retainer-gw/retainer/internal/dnstest"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
 )
@@ -24,8 +25,10 @@ import (
 const clusterSecret = "cluster-test-secret-cluster-test-secret"
 
 // clusterConfig is Caddyfile.example for member i of a cluster on etcd
-// and PostgreSQL: its own admin, public and cluster ports.
-func clusterConfig(t *testing.T, i int, etcd, dsn string) string {
+// and PostgreSQL: its own admin, public and cluster ports. With a
+// resolver, tenants' own domains are verified through it and served on
+// the public port.
+func clusterConfig(t *testing.T, i int, etcd, dsn string, resolver ...string) string {
 	data, err := os.ReadFile("../../Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +52,10 @@ func clusterConfig(t *testing.T, i int, etcd, dsn string) string {
 			lease 2s
 		}`, etcd, dsn, i, 7940+i), 1)
 	s = strings.Replace(s, "workers auto", "", 1)
+	if len(resolver) > 0 {
+		s = strings.Replace(s, "retainer_api apps {", fmt.Sprintf("retainer_api apps {\n\t\tdomains {\n\t\t\tresolver %s\n\t\t}", resolver[0]), 1)
+		s += fmt.Sprintf("\nhttp://:%d {\n\tretainer apps {\n\t\tkey {host}\n\t\tresolve domains\n\t}\n}\n", 9280+i)
+	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
@@ -56,9 +63,10 @@ func clusterConfig(t *testing.T, i int, etcd, dsn string) string {
 	return path
 }
 
-// clusterClient reaches *.localhost on loopback.
+// clusterClient reaches every host on loopback (the gateways' public
+// names and tenants' domains alike).
 var clusterClient = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if host, port, err := net.SplitHostPort(addr); err == nil && strings.HasSuffix(host, "localhost") {
+	if _, port, err := net.SplitHostPort(addr); err == nil {
 		addr = "127.0.0.1:" + port
 	}
 	return (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -80,9 +88,9 @@ func clusterCall(t *testing.T, method, url, token, body string) (int, string) {
 }
 
 // startMember starts member i and waits for its API.
-func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string) *gateway {
+func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string, resolver ...string) *gateway {
 	t.Helper()
-	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", clusterConfig(t, i, etcd, dsn)), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", 9280+i)}
+	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", clusterConfig(t, i, etcd, dsn, resolver...)), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", 9280+i)}
 	gw.cmd.Env = append(gw.cmd.Env, "RETAINER_CLUSTER_SECRET="+clusterSecret)
 	gw.cmd.Stdout, gw.cmd.Stderr = gw.log, gw.log
 	if err := gw.cmd.Start(); err != nil {
@@ -182,9 +190,10 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	dns := dnstest.Start(t)
 	gws := map[int]*gateway{}
 	for i := 1; i <= 3; i++ {
-		gws[i] = startMember(t, ctx, i, srv.Endpoint, pg.DSN)
+		gws[i] = startMember(t, ctx, i, srv.Endpoint, pg.DSN, dns.Addr)
 	}
 	a, b, c := gws[1], gws[2], gws[3]
 
@@ -241,6 +250,35 @@ func TestClusterOfThreeGateways(t *testing.T) {
 			}
 		}
 	}
+	// A tenant's own domain, claimed through gw-3 and verified through
+	// gw-2, is served through every gateway; deleted through gw-1, by none.
+	status, body = clusterCall(t, "PUT", c.api+"/domains/shop.example.test", c.token, `{"route": "shop"}`)
+	var claim struct {
+		Verify struct{ TXT struct{ Name, Value string } }
+	}
+	json.Unmarshal([]byte(body), &claim)
+	if status != 202 || claim.Verify.TXT.Value == "" {
+		t.Fatalf("claiming a domain through gw-3: %d %s", status, body)
+	}
+	dns.Set(claim.Verify.TXT.Name, claim.Verify.TXT.Value)
+	if status, body := clusterCall(t, "POST", b.api+"/domains/shop.example.test/verify", b.token, ""); status != 200 || !strings.Contains(body, `"active"`) {
+		t.Fatalf("verifying through gw-2: %d %s", status, body)
+	}
+	for i := 1; i <= 3; i++ {
+		n++
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", 9280+i), "", ""); status != 200 || body != fmt.Sprintf("%d %d", n, n) {
+			t.Fatalf("the domain through gw-%d: %d %q, want \"%d %d\"", i, status, body, n, n)
+		}
+	}
+	if status, body := clusterCall(t, "DELETE", a.api+"/domains/shop.example.test", a.token, ""); status != 204 {
+		t.Fatalf("deleting the domain through gw-1: %d %s", status, body)
+	}
+	for i := 1; i <= 3; i++ {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", 9280+i), "", ""); status != 404 {
+			t.Fatalf("the deleted domain through gw-%d: %d %q", i, status, body)
+		}
+	}
+
 	// A WebSocket room and a stream, each through gateways that forward
 	// to the owner: two visitors on two gateways share one room.
 	status, body = clusterCall(t, "POST", b.api+"/executions", b.token, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, roomHandler))

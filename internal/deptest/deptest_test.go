@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"store/storetest":   {"store"},
 	"internal/etcdtest": {},
 	"internal/pgtest":   {},
+	"internal/dnstest":  {},
 	"internal/docstest": {},
 	"cluster":           {"store"},
 	"capability":        {"fault", "budgets", "store", "internal/wirejson", "internal/readsome"},
