@@ -39,6 +39,11 @@ const (
 	// stay silent.
 	ExecutorSocketsPerTenant = 64
 	ExecutorSocketIdle       = 5 * time.Minute
+	// A tenant's kv: a key's and a value's bytes (the gateway refuses
+	// past them, and a worker's cache refuses at once what the gateway
+	// would).
+	KVKeyBytes   = 512
+	KVValueBytes = 1 << 20
 	// In a cluster, the owners a gateway remembers for the keys and
 	// tenants it forwarded (all forgotten past it; docs/cluster.md), and
 	// the largest forwarded body the forwarding HMAC covers by its digest

@@ -9,15 +9,16 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/store"
 )
 
-// KV limits (docs/threat-model.md).
+// KV limits (docs/threat-model.md), defined in package budgets.
 const (
-	MaxKeyBytes   = 512
-	MaxValueBytes = 1 << 20
+	MaxKeyBytes   = budgets.KVKeyBytes
+	MaxValueBytes = budgets.KVValueBytes
 )
 
 // The kv tables in the store: values by space and key, and each space's

@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"cluster":           {"store"},
 	"capability":        {"fault", "budgets", "store", "internal/wirejson", "internal/readsome"},
 	"sandbox":           {"fault", "budgets", "internal/wirejson", "internal/urlparse"},
-	"sandbox/worker":    {"fault", "sandbox", "internal/wirejson", "internal/gctarget"},
+	"sandbox/worker":    {"fault", "budgets", "sandbox", "internal/wirejson", "internal/gctarget"},
 	"handles":           {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
 	"caddymodule":       {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "handles", "authz", "receipts", "capability", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
@@ -140,8 +141,8 @@ func newKVCache() *kvCache {
 // maxKeyBytes and maxValueBytes are the gateway's kv bounds, checked here
 // too so that a write the gateway would refuse is refused at once.
 const (
-	maxKeyBytes   = 512
-	maxValueBytes = 1 << 20
+	maxKeyBytes   = budgets.KVKeyBytes
+	maxValueBytes = budgets.KVValueBytes
 )
 
 // writeNow answers a kv write at once when it can (ok false: send it).
