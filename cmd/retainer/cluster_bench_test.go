@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -36,16 +35,8 @@ func TestClusterCosts(t *testing.T) {
 	defer cancel()
 	gws := map[int]*gateway{1: startMember(t, ctx, 1, srv.Endpoint, pg.DSN), 2: startMember(t, ctx, 2, srv.Endpoint, pg.DSN)}
 	deploy := func(route, code string) {
-		status, body := clusterCall(t, "POST", gws[1].api+"/executions", gws[1].token,
-			fmt.Sprintf(`{"retainHandles": true, "concurrency": 64, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, code))
-		var dep struct{ ExecutionID string }
-		json.Unmarshal([]byte(body), &dep)
-		if status != 200 {
-			t.Fatalf("deploy: %d %s", status, body)
-		}
-		if status, body := clusterCall(t, "PUT", gws[1].api+"/routes/"+route, gws[1].token, fmt.Sprintf(`{"executionId": %q}`, dep.ExecutionID)); status != 200 {
-			t.Fatalf("route: %d %s", status, body)
-		}
+		bindThrough(t, gws[1], route, deployThrough(t, gws[1],
+			fmt.Sprintf(`{"retainHandles": true, "concurrency": 64, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, code)))
 	}
 	deploy("hello", `export default { fetch() { return new Response('ok') } }`)
 	deploy("counter", `export default { async fetch(req, env) { const n = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(n)); return new Response(String(n)) } }`)

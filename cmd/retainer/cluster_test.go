@@ -87,6 +87,27 @@ func clusterCall(t *testing.T, method, url, token, body string) (int, string) {
 	return res.StatusCode, string(data)
 }
 
+// deployThrough deploys a retained handle through gw (body is the
+// request's JSON) and answers its id.
+func deployThrough(t *testing.T, gw *gateway, body string) string {
+	t.Helper()
+	status, answer := clusterCall(t, "POST", gw.api+"/executions", gw.token, body)
+	var dep struct{ ExecutionID string }
+	json.Unmarshal([]byte(answer), &dep)
+	if status != 200 || dep.ExecutionID == "" {
+		t.Fatalf("deploying through %s: %d %s", gw.api, status, answer)
+	}
+	return dep.ExecutionID
+}
+
+// bindThrough binds route to the handle id through gw.
+func bindThrough(t *testing.T, gw *gateway, route, id string) {
+	t.Helper()
+	if status, body := clusterCall(t, "PUT", gw.api+"/routes/"+route, gw.token, fmt.Sprintf(`{"executionId": %q}`, id)); status != 200 {
+		t.Fatalf("binding %s through %s: %d %s", route, gw.api, status, body)
+	}
+}
+
 // startMember starts member i and waits for its API.
 func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string, resolver ...string) *gateway {
 	t.Helper()
@@ -197,16 +218,8 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	}
 	a, b, c := gws[1], gws[2], gws[3]
 
-	status, body := clusterCall(t, "POST", a.api+"/executions", a.token,
-		fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler))
-	var dep struct{ ExecutionID string }
-	json.Unmarshal([]byte(body), &dep)
-	if status != 200 || dep.ExecutionID == "" {
-		t.Fatalf("deploy through gw-1: %d %s", status, body)
-	}
-	if status, body := clusterCall(t, "PUT", b.api+"/routes/shop", b.token, fmt.Sprintf(`{"executionId": %q}`, dep.ExecutionID)); status != 200 {
-		t.Fatalf("a route bound through gw-2: %d %s", status, body)
-	}
+	shop := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler))
+	bindThrough(t, b, "shop", shop)
 	// Visitors go round the gateways: one isolate serves them all (its
 	// closure count goes on with the kv count).
 	n := 0
@@ -227,23 +240,16 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		}
 	}
 	// A route moved through gw-3 is honoured by the next request at each.
-	status, body = clusterCall(t, "POST", c.api+"/executions", c.token, `{"retainHandles": true, "code": "export default { fetch() { return new Response('v2') } }"}`)
-	var v2 struct{ ExecutionID string }
-	json.Unmarshal([]byte(body), &v2)
-	if status != 200 || v2.ExecutionID == "" {
-		t.Fatalf("deploy through gw-3: %d %s", status, body)
-	}
+	v2 := deployThrough(t, c, `{"retainHandles": true, "code": "export default { fetch() { return new Response('v2') } }"}`)
 	for _, to := range []struct {
 		via  *gateway
 		id   string
 		want func(int, string) bool
 	}{
-		{c, v2.ExecutionID, func(_ int, body string) bool { return body == "v2" }},
-		{b, dep.ExecutionID, func(i int, body string) bool { n++; return body == fmt.Sprintf("%d %d", n, n) }},
+		{c, v2, func(_ int, body string) bool { return body == "v2" }},
+		{b, shop, func(i int, body string) bool { n++; return body == fmt.Sprintf("%d %d", n, n) }},
 	} {
-		if status, body := clusterCall(t, "PUT", to.via.api+"/routes/shop", to.via.token, fmt.Sprintf(`{"executionId": %q}`, to.id)); status != 200 {
-			t.Fatalf("moving the route: %d %s", status, body)
-		}
+		bindThrough(t, to.via, "shop", to.id)
 		for i := 1; i <= 3; i++ {
 			if status, body := visit(t, i, "/"); status != 200 || !to.want(i, body) {
 				t.Fatalf("after the route moved to %s, gw-%d answered %d %q", to.id, i, status, body)
@@ -252,7 +258,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	}
 	// A tenant's own domain, claimed through gw-3 and verified through
 	// gw-2, is served through every gateway; deleted through gw-1, by none.
-	status, body = clusterCall(t, "PUT", c.api+"/domains/shop.example.test", c.token, `{"route": "shop"}`)
+	status, body := clusterCall(t, "PUT", c.api+"/domains/shop.example.test", c.token, `{"route": "shop"}`)
 	var claim struct {
 		Verify struct{ TXT struct{ Name, Value string } }
 	}
@@ -281,15 +287,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 
 	// A WebSocket room and a stream, each through gateways that forward
 	// to the owner: two visitors on two gateways share one room.
-	status, body = clusterCall(t, "POST", b.api+"/executions", b.token, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, roomHandler))
-	var room struct{ ExecutionID string }
-	json.Unmarshal([]byte(body), &room)
-	if status != 200 || room.ExecutionID == "" {
-		t.Fatalf("deploying the room through gw-2: %d %s", status, body)
-	}
-	if status, body := clusterCall(t, "PUT", c.api+"/routes/room", c.token, fmt.Sprintf(`{"executionId": %q}`, room.ExecutionID)); status != 200 {
-		t.Fatalf("the room's route: %d %s", status, body)
-	}
+	bindThrough(t, c, "room", deployThrough(t, b, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, roomHandler)))
 	wsCtx, wsCancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wsCancel()
 	var peers []*websocket.Conn
@@ -314,7 +312,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	}
 
 	// The API through another gateway answers the owner's view.
-	status, body = clusterCall(t, "GET", b.api+"/handles/"+dep.ExecutionID, b.token, "")
+	status, body = clusterCall(t, "GET", b.api+"/handles/"+shop, b.token, "")
 	if status != 200 || !strings.Contains(body, fmt.Sprintf(`"invocations":%d`, n+6)) || !strings.Contains(body, `"shop"`) {
 		t.Fatalf("the handle through gw-2: %d %s", status, body)
 	}

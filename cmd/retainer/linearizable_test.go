@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
@@ -73,16 +72,7 @@ func TestClusterKVIsLinearizable(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		gws[i] = startMember(t, ctx, i, srv.Endpoint, pg.DSN)
 	}
-	status, body := clusterCall(t, "POST", gws[1].api+"/executions", gws[1].token,
-		fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler))
-	var dep struct{ ExecutionID string }
-	json.Unmarshal([]byte(body), &dep)
-	if status != 200 {
-		t.Fatalf("deploy: %d %s", status, body)
-	}
-	if status, body := clusterCall(t, "PUT", gws[1].api+"/routes/shop", gws[1].token, fmt.Sprintf(`{"executionId": %q}`, dep.ExecutionID)); status != 200 {
-		t.Fatalf("route: %d %s", status, body)
-	}
+	bindThrough(t, gws[1], "shop", deployThrough(t, gws[1], fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler)))
 
 	var mu sync.Mutex
 	var history []porcupine.Operation
