@@ -414,16 +414,23 @@ func domainOp(registry string, d *domainRecord) store.Op {
 
 // loadDomains reads the domains at Open.
 func (s *Store) loadDomains(ctx context.Context) error {
-	return s.w.Scan(ctx, tableDomains, store.Range{}, func(k, v []byte) bool {
-		reg, host, ok := splitKey(k)
-		var d domainRecord
-		if !ok || json.Unmarshal(v, &d) != nil || d.Host != host {
-			return true // a corrupt claim serves nothing
-		}
+	return s.scanDomains(ctx, store.Range{}, func(reg string, d *domainRecord) {
 		if s.domains[reg] == nil {
 			s.domains[reg] = map[string]*domainRecord{}
 		}
-		s.domains[reg][host] = &d
+		s.domains[reg][d.Host] = d
+	})
+}
+
+// scanDomains calls each with every stored domain claim in rng; a
+// corrupt claim serves nothing and is skipped.
+func (s *Store) scanDomains(ctx context.Context, rng store.Range, each func(registry string, d *domainRecord)) error {
+	return s.w.Scan(ctx, tableDomains, rng, func(k, v []byte) bool {
+		reg, host, ok := splitKey(k)
+		var d domainRecord
+		if ok && json.Unmarshal(v, &d) == nil && d.Host == host {
+			each(reg, &d)
+		}
 		return true
 	})
 }

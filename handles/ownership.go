@@ -203,18 +203,18 @@ func (r *Registry) lookupLocked(key string, resolve Resolve) *Record {
 }
 
 // storedTenantOfKey resolves key in the store.
-func (r *Registry) storedTenantOfKey(ctx context.Context, key string, resolve Resolve) string {
+func (r *Registry) storedTenantOfKey(ctx context.Context, k string, resolve Resolve) string {
 	s := r.store
 	tenantOfID := func(id string) string {
-		v, err := s.w.Get(ctx, tableHandles, []byte(r.name+"\x00"+id))
+		v, err := s.w.Get(ctx, tableHandles, key(r.name, id))
 		var rec Record
 		if err != nil || v == nil || json.Unmarshal(v, &rec) != nil {
 			return ""
 		}
 		return rec.Tenant
 	}
-	if resolve&ResolveDomains != 0 && strings.IndexByte(key, '.') >= 0 {
-		v, err := s.w.Get(ctx, tableDomains, []byte(r.name+"\x00"+key))
+	if resolve&ResolveDomains != 0 && strings.IndexByte(k, '.') >= 0 {
+		v, err := s.w.Get(ctx, tableDomains, key(r.name, k))
 		var d domainRecord
 		if err == nil && v != nil && json.Unmarshal(v, &d) == nil {
 			return d.Tenant
@@ -222,12 +222,12 @@ func (r *Registry) storedTenantOfKey(ctx context.Context, key string, resolve Re
 		return ""
 	}
 	if resolve&ResolveRoutes != 0 {
-		if id, err := s.w.Get(ctx, tableRoutes, []byte(r.name+"\x00"+key)); err == nil && id != nil {
+		if id, err := s.w.Get(ctx, tableRoutes, key(r.name, k)); err == nil && id != nil {
 			return tenantOfID(string(id))
 		}
 	}
 	if resolve&ResolveIDs != 0 {
-		return tenantOfID(key)
+		return tenantOfID(k)
 	}
 	return ""
 }
@@ -265,23 +265,19 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 		return err
 	}
 	domains := map[string]*domainRecord{}
-	err = s.w.Scan(ctx, tableDomains, store.Range{Prefix: prefix}, func(k, v []byte) bool {
-		var d domainRecord
-		if json.Unmarshal(v, &d) == nil && d.Tenant == tenant && d.Host == string(k[len(prefix):]) {
-			domains[d.Host] = &d
+	err = s.scanDomains(ctx, store.Range{Prefix: prefix}, func(_ string, d *domainRecord) {
+		if d.Tenant == tenant {
+			domains[d.Host] = d
 		}
-		return true
 	})
 	if err != nil {
 		return err
 	}
 	reserved := map[string]reservation{}
-	err = s.w.Scan(ctx, tableReserved, store.Range{Prefix: prefix}, func(k, v []byte) bool {
-		var res reservation
-		if json.Unmarshal(v, &res) == nil && res.Tenant == tenant {
-			reserved[string(k[len(prefix):])] = res
+	err = s.scanReservations(ctx, store.Range{Prefix: prefix}, func(_, name string, res reservation) {
+		if res.Tenant == tenant {
+			reserved[name] = res
 		}
-		return true
 	})
 	if err != nil {
 		return err

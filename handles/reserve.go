@@ -106,16 +106,23 @@ func (g spaceOps) commit(s *Store) {
 
 // loadReservations reads the reservations at Open.
 func (s *Store) loadReservations(ctx context.Context) error {
-	return s.w.Scan(ctx, tableReserved, store.Range{}, func(k, v []byte) bool {
-		reg, name, ok := splitKey(k)
-		var res reservation
-		if !ok || json.Unmarshal(v, &res) != nil {
-			return true // a corrupt reservation reserves nothing
-		}
+	return s.scanReservations(ctx, store.Range{}, func(reg, name string, res reservation) {
 		if s.reserved[reg] == nil {
 			s.reserved[reg] = map[string]reservation{}
 		}
 		s.reserved[reg][name] = res
+	})
+}
+
+// scanReservations calls each with every stored reservation in rng; a
+// corrupt one reserves nothing and is skipped.
+func (s *Store) scanReservations(ctx context.Context, rng store.Range, each func(registry, name string, res reservation)) error {
+	return s.w.Scan(ctx, tableReserved, rng, func(k, v []byte) bool {
+		reg, name, ok := splitKey(k)
+		var res reservation
+		if ok && json.Unmarshal(v, &res) == nil {
+			each(reg, name, res)
+		}
 		return true
 	})
 }
