@@ -334,11 +334,11 @@ func parseCluster(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 		case "secret":
 			cfg.Secret = v
 		case "lease":
-			dur, err := caddy.ParseDuration(v)
+			dur, err := duration(d, v)
 			if err != nil {
-				return nil, d.Errf("cluster lease: %v", err)
+				return nil, err
 			}
-			cfg.Lease = caddy.Duration(dur)
+			cfg.Lease = dur
 		default:
 			return nil, d.Errf("cluster: unknown option %q (docs/cluster.md)", name)
 		}

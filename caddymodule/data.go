@@ -159,8 +159,12 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 	if rt := h.live.rt.Load(); rt != nil && rt.cluster != nil {
 		f := forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve}
 		ck := fmt.Sprintf("data\x00%s\x00%d\x00%s", h.Registry, resolve, key)
-		lookups := handles.WithStoreLookups(r.Context(), rt.cluster.lookups.allow(visitorAddr(r)))
-		if !rt.cluster.dispatch(w, r, ck, f, forwarded, func() error { return reg.Locate(lookups, key, resolve) }) {
+		locate := func() error {
+			// Only a lookup (a remembered owner needs none) is charged.
+			lookups := handles.WithStoreLookups(r.Context(), rt.cluster.lookups.allow(visitorAddr(r)))
+			return reg.Locate(lookups, key, resolve)
+		}
+		if !rt.cluster.dispatch(w, r, ck, f, forwarded, locate) {
 			return
 		}
 	}
