@@ -45,15 +45,8 @@ func adminCluster(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
 	}
-	var rt *runtime
-	runtimes.Range(func(_, v any) bool {
-		if c := v.(*runtime); c.cluster != nil {
-			rt = c
-			return false
-		}
-		return true
-	})
-	if rt == nil {
+	rt := current()
+	if rt == nil || rt.cluster == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("this gateway is not in a cluster (docs/cluster.md)")}
 	}
 	m := rt.backing.member.Load()
