@@ -314,10 +314,13 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 // handles come back on their next request, without a strike.
 func TestTenantCordons(t *testing.T) {
 	bob, mallory := attacked(t, "workers 2\nisolation tenant\nrecycle_idle 200ms")
+	// The deploy may wait for the spare worker bob's deploy set starting
+	// (a newcomer waits within its own timeout): on a loaded machine a
+	// worker's start can take longer than the default 500 ms.
 	evil := deploy(t, mallory, `async () => ({ fetch(req) {
 		if (req.url.endsWith('/crash')) return new Response('x'.repeat(2**29 - 32).toLowerCase());
 		return new Response('ok');
-	} })`, nil)
+	} })`, map[string]any{"timeoutMs": 5000})
 	if hostPID(t, evil) == bob.pid || hostPID(t, evil) == 0 {
 		t.Fatalf("mallory's handle shares bob's worker %d", bob.pid)
 	}

@@ -27,7 +27,10 @@ const endlessStream = `async () => { let cancelled = 0; return { fetch(request) 
 // the write deadline (docs/architecture.md, "Budgets").
 func TestVisitorStreamBounds(t *testing.T) {
 	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "stream_timeout 2s"), "caddyfile")
+	// stream_timeout must outlast opening the 64 streams, or the first is
+	// cut (and its slot freed) before the 65th asks: 5 s, for a loaded
+	// machine.
+	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "stream_timeout 5s"), "caddyfile")
 	alice := token(t, "alice", allScopes)
 	a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": endlessStream, "retainHandles": true, "concurrency": 100, "timeoutMs": 5000}))
 	id, _ := a.json(t)["executionId"].(string)
@@ -65,7 +68,7 @@ func TestVisitorStreamBounds(t *testing.T) {
 	} else {
 		c.Close()
 	}
-	// None of them is read: stream_timeout (2 s) cuts every one, though
+	// None of them is read: stream_timeout (5 s) cuts every one, though
 	// its writes are blocked, and the handler's cancel runs for each.
 	deadline := time.Now().Add(20 * time.Second)
 	for {

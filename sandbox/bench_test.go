@@ -24,8 +24,8 @@ func reportLatencies(b *testing.B, d []time.Duration) {
 	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
 }
 
-func benchComputation(b *testing.B, prewarm int) {
-	e := New(Config{Prewarm: prewarm})
+func benchComputation(b *testing.B, prewarm int, compiled bool) {
+	e := New(Config{Prewarm: prewarm, CompiledRuntime: compiled})
 	defer e.Shutdown()
 	time.Sleep(200 * time.Millisecond) // let the prewarm pool fill
 	job := Job{Program: Program{Code: "async () => 1 + 1"}}
@@ -51,9 +51,20 @@ func benchComputation(b *testing.B, prewarm int) {
 	reportLatencies(b, lat)
 }
 
-// go test ./sandbox -run ^$ -bench Computation
-func BenchmarkComputationPrewarmed(b *testing.B) { benchComputation(b, 4) }
-func BenchmarkComputationCold(b *testing.B)      { benchComputation(b, 0) }
+// go test ./sandbox -run ^$ -bench Computation: isolates restored from the
+// startup snapshot, and (compiled) isolates that install the runtime from
+// its bundle, side by side.
+func BenchmarkComputationPrewarmed(b *testing.B) {
+	bothRuntimes(b, func(b *testing.B, c bool) { benchComputation(b, 4, c) })
+}
+func BenchmarkComputationCold(b *testing.B) {
+	bothRuntimes(b, func(b *testing.B, c bool) { benchComputation(b, 0, c) })
+}
+
+func bothRuntimes(b *testing.B, f func(b *testing.B, compiled bool)) {
+	b.Run("snapshot", func(b *testing.B) { f(b, false) })
+	b.Run("compiled", func(b *testing.B) { f(b, true) })
+}
 
 // go test ./sandbox -run ^$ -bench InvokeTrivial
 func BenchmarkInvokeTrivial(b *testing.B) {
@@ -204,15 +215,20 @@ func flatInvocations(b *testing.B, id, code string, throws bool) {
 // BenchmarkContextInstall is an isolate with the runtime installed and
 // nothing touched; BenchmarkBareContext is v8go's bare isolate and context.
 func BenchmarkContextInstall(b *testing.B) {
-	e := engine(b)
-	for i := 0; i < b.N; i++ {
-		m, err := newVM(e, 64, false)
-		if err != nil {
-			b.Fatal(err)
+	bothRuntimes(b, func(b *testing.B, compiled bool) {
+		e := New(Config{CompiledRuntime: compiled})
+		defer e.Shutdown()
+		mustRunIn(b, e, "() => 0") // the code caches exist
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			m, err := newVM(e, 64, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.submit(func() { m.kill() })
+			<-m.done
 		}
-		m.submit(func() { m.kill() })
-		<-m.done
-	}
+	})
 }
 
 func BenchmarkBareContext(b *testing.B) {
@@ -345,5 +361,12 @@ func BenchmarkInvokeAcrossHandles(b *testing.B) {
 			}
 			reportLatencies(b, lat)
 		})
+	}
+}
+
+// mustRunIn runs code in engine e.
+func mustRunIn(b *testing.B, e *Engine, code string) {
+	if _, err := e.Run(context.Background(), Job{Program: Program{Code: code}}); err != nil {
+		b.Fatal(err)
 	}
 }

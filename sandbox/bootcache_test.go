@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -14,8 +15,11 @@ import (
 // is smaller, and a fresh isolate then compiles those functions itself.
 // The first calls' times are logged, not asserted.
 func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
-	e := engine(t)
-	mustRun(t, "() => 0")
+	e := New(Config{CompiledRuntime: true})
+	t.Cleanup(e.Shutdown)
+	if _, err := e.Run(context.Background(), Job{Program: Program{Code: "() => 0"}}); err != nil {
+		t.Fatal(err)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	process := processBootstrapCache()

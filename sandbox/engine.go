@@ -35,6 +35,11 @@ type Config struct {
 	JIT bool
 	// Wasm exposes WebAssembly (needs JIT).
 	Wasm bool
+	// CompiledRuntime makes isolates compile and install the runtime from
+	// its bundle instead of restoring it from the process's startup
+	// snapshot (snapshot.go), as they do anyway when the snapshot could not
+	// be made. For tests and measurements of that path.
+	CompiledRuntime bool
 	// OnLog receives console output of a retained handler after its
 	// deploying run, with the handle's id.
 	OnLog func(handleID string, e LogEntry)
@@ -139,6 +144,7 @@ func New(cfg Config) *Engine {
 			v8.SetFlags(flags...)
 		}
 	})
+	makeProcessSnapshot()
 	e := &Engine{
 		cfg:     cfg,
 		closing: make(chan struct{}),

@@ -7,10 +7,10 @@
 // and grants a little more heap so the termination can unwind instead of the
 // process dying. The engine then disposes the isolate and answers MEMORY.
 //
-// No V8 header is included (none ships with this repository and none may be
-// copied into it): the two member functions used are declared here with the
-// exact signatures of V8 10.9 (include/v8-isolate.h), which the static
-// library that v8go links defines. Only non-virtual members are called, so
+// No V8 header is included (third_party/v8 has them; this file needs two
+// members only): the two member functions used are declared here with the
+// exact signatures of include/v8-isolate.h, which the static library that
+// v8go links defines. Only non-virtual members are called, so
 // the class layout does not matter.
 #include <stddef.h>
 #include <stdint.h>

@@ -45,23 +45,29 @@ func joinRuntime(files embed.FS) string {
 // bootstrap (BenchmarkRuntimeInstall measures it alone).
 func (m *vm) installRuntime() error { return m.installRuntimeFrom(processBootstrapCache()) }
 
+// hotHost are the host functions with a native function each: those called
+// per request or per log line. The rarely called ones share one, host.op,
+// which the bootstrap wraps by name where it needs one (coldHost). Each
+// native function is a template every isolate makes: 26 of them took
+// 157 µs an isolate, the 8 now 64 µs (side by side in one process).
+var hotHost = []struct {
+	name string
+	f    func(*vm, []*v8.Value) (*v8.Value, error)
+}{
+	{"log", (*vm).hostLog}, {"setTimer", (*vm).hostSetTimer}, {"clearTimer", (*vm).hostClearTimer},
+	{"random", (*vm).hostRandom}, {"call", (*vm).hostCallFn}, {"now", (*vm).hostNowFn},
+	{"streamWrite", (*vm).hostStreamWrite}, {"op", (*vm).hostOp},
+}
+
 // installRuntimeFrom installs the runtime with the bootstrap compiled from
 // cache (nil: compiled afresh, and this isolate then makes the cache).
 func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	host := v8.NewObjectTemplate(m.iso)
-	// The functions called per request or per log line each have a native
-	// function of their own; the rarely called ones share one, host.op,
-	// which the bootstrap wraps by name where it needs one (coldHost). Each
-	// native function is a template every isolate makes: 26 of them took
-	// 157 µs an isolate, the 8 now 64 µs (side by side in one process).
-	m.hostFunc(host, "log", m.hostLog)
-	m.hostFunc(host, "setTimer", m.hostSetTimer)
-	m.hostFunc(host, "clearTimer", m.hostClearTimer)
-	m.hostFunc(host, "random", m.hostRandom)
-	m.hostFunc(host, "call", m.hostCallFn)
-	m.hostFunc(host, "now", m.hostNowFn)
-	m.hostFunc(host, "streamWrite", m.hostStreamWrite)
-	m.hostFunc(host, "op", m.hostOp)
+	for _, h := range hotHost {
+		if err := host.Set(h.name, m.hostFunc(h.name, h.f), v8.ReadOnly); err != nil {
+			return err
+		}
+	}
 	hostObj, err := host.NewInstance(m.ctx)
 	if err != nil {
 		return err
@@ -91,6 +97,85 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	if err != nil {
 		return err
 	}
+	if err := m.takeEntries(obj); err != nil {
+		return err
+	}
+	bootVal.Release()
+	hostObj.Release()
+	return nil
+}
+
+// restoreRuntime finishes a context restored from the startup snapshot
+// (snapshot.go): the runtime is installed there already, and waits on the
+// global object as __retainerRuntime, [its entry points, its host object].
+// The entry is taken away before anything else runs, the host object gets
+// this isolate's host functions, and the clock starts.
+func (m *vm) restoreRuntime() error {
+	global := m.ctx.Global()
+	defer global.Release()
+	v, err := global.Get("__retainerRuntime")
+	if err != nil {
+		return err
+	}
+	defer v.Release()
+	if !v.IsArray() {
+		return errors.New("the context holds no runtime (it was not restored from the snapshot)")
+	}
+	if !global.Delete("__retainerRuntime") {
+		return errors.New("the runtime's entry could not be taken from the global object")
+	}
+	pair, err := v.AsObject()
+	if err != nil {
+		return err
+	}
+	internalsVal, err := pair.GetIdx(0)
+	if err != nil {
+		return err
+	}
+	defer internalsVal.Release()
+	hostVal, err := pair.GetIdx(1)
+	if err != nil {
+		return err
+	}
+	defer hostVal.Release()
+	internals, err := internalsVal.AsObject()
+	if err != nil {
+		return err
+	}
+	host, err := hostVal.AsObject()
+	if err != nil {
+		return err
+	}
+	for _, h := range hotHost {
+		fn := m.hostFunc(h.name, h.f).GetFunction(m.ctx)
+		err := host.Set(h.name, fn)
+		fn.Release()
+		if err != nil {
+			return err
+		}
+	}
+	if err := m.takeEntries(internals); err != nil {
+		return err
+	}
+	start, err := internals.Get("startIsolate")
+	if err != nil {
+		return err
+	}
+	defer start.Release()
+	startFn, err := start.AsFunction()
+	if err != nil {
+		return err
+	}
+	r, err := startFn.Call(v8.Undefined(m.iso))
+	if err != nil {
+		return err
+	}
+	r.Release()
+	return nil
+}
+
+// takeEntries keeps the runtime's entry points, which the engine calls.
+func (m *vm) takeEntries(obj *v8.Object) error {
 	for name, dst := range map[string]**v8.Function{
 		"runProgram": &m.runProgram, "invoke": &m.invoke, "setEnv": &m.setEnv,
 		"fireTimer": &m.fireTimer, "pendingWork": &m.pendingWork,
@@ -105,8 +190,6 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 			return fmt.Errorf("runtime entry %s: %w", name, err)
 		}
 	}
-	bootVal.Release()
-	hostObj.Release()
 	return nil
 }
 
@@ -147,18 +230,19 @@ func (m *vm) hostOp(args []*v8.Value) (*v8.Value, error) {
 	return coldHost[i].f(m, args[1:])
 }
 
-// hostFunc installs a Go function in the host object handed to the
-// bootstrap. Every callback releases its arguments, and recovers a Go panic
+// hostFunc makes the native function of a Go host function, for the host
+// object the bootstrap is handed (or, restored from the snapshot, holds).
+// Every callback releases its arguments, and recovers a Go panic
 // into a JavaScript exception (a panic would leave V8's lock held).
-func (m *vm) hostFunc(tmpl *v8.ObjectTemplate, name string, f func(args []*v8.Value) (*v8.Value, error)) {
-	fn := v8.NewFunctionTemplate(m.iso, func(info *v8.FunctionCallbackInfo) (ret *v8.Value) {
+func (m *vm) hostFunc(name string, f func(*vm, []*v8.Value) (*v8.Value, error)) *v8.FunctionTemplate {
+	return v8.NewFunctionTemplate(m.iso, func(info *v8.FunctionCallbackInfo) (ret *v8.Value) {
 		defer info.Release()
 		defer func() {
 			if r := recover(); r != nil {
 				ret = m.throw(fmt.Sprintf("host function %s failed", name))
 			}
 		}()
-		v, err := f(info.Args())
+		v, err := f(m, info.Args())
 		if err != nil {
 			return m.throw(err.Error())
 		}
@@ -169,9 +253,6 @@ func (m *vm) hostFunc(tmpl *v8.ObjectTemplate, name string, f func(args []*v8.Va
 		}
 		return v
 	})
-	if err := tmpl.Set(name, fn, v8.ReadOnly); err != nil {
-		panic(err)
-	}
 }
 
 func (m *vm) throw(msg string) *v8.Value {

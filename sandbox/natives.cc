@@ -377,3 +377,5 @@ extern "C" int retainer_install_natives(void* isolate) {
   }
   return ctx->Global()->Set(ctx, String::NewFromUtf8(iso, "__retainerNatives").ToLocalChecked(), fn).FromMaybe(false) ? 1 : 0;
 }
+
+extern "C" intptr_t retainer_natives_reference(void) { return reinterpret_cast<intptr_t>(Convert); }

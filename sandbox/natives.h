@@ -9,6 +9,11 @@ extern "C" {
 // answers 0 when there is no current context or V8 refused.
 int retainer_install_natives(void* isolate);
 
+// retainer_natives_reference is the address of the natives' one C++
+// function, which a startup snapshot holding it names (snapshot.cc).
+#include <stdint.h>
+intptr_t retainer_natives_reference(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,18 @@ import (
 
 // TestRuntimeSpecs checks the web platform inside a real isolate, case by
 // case, from the specs (Fetch, URL, Encoding, DOM, File API, WebCrypto).
-func TestRuntimeSpecs(t *testing.T) {
+func TestRuntimeSpecs(t *testing.T) { checkRuntimeSpecs(t, engine(t)) }
+
+// TestRuntimeSpecsOnTheCompiledRuntime: the same cases where the runtime
+// is compiled and installed in each isolate, as when the process's startup
+// snapshot could not be made (snapshot.go).
+func TestRuntimeSpecsOnTheCompiledRuntime(t *testing.T) {
+	e := New(Config{CompiledRuntime: true})
+	t.Cleanup(e.Shutdown)
+	checkRuntimeSpecs(t, e)
+}
+
+func checkRuntimeSpecs(t *testing.T, e *Engine) {
 	cases := []struct{ name, code, want string }{
 		{"invalid header name", `() => { try { new Headers({'bad name': 'x'}); return 'no' } catch (e) { return e.constructor.name } }`, `"TypeError"`},
 		{"invalid header value", `() => { try { new Headers().set('x', 'a\r\nb'); return 'no' } catch (e) { return e.constructor.name } }`, `"TypeError"`},
@@ -78,7 +89,7 @@ func TestRuntimeSpecs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: c.code}, Timeout: 5 * time.Second})
+			out, err := e.Run(context.Background(), Job{Program: Program{Code: c.code}, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	_ "embed"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type vm struct {
 	ctx       *v8.Context
 	guard     heapGuard
 	hold      threadHold // the loop thread's outer Locker (threadhold.cc)
+	restored  bool       // the runtime came from the startup snapshot (snapshot.go)
 	memoryMiB int
 
 	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants, setSource *v8.Function
@@ -113,6 +115,10 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		// The process's first isolate: its calls decide what the code
 		// caches hold (codecache.go).
 		err = m.trainBootstrap()
+	case m.restored && modulesUntrained():
+		// The first isolate made from the snapshot trains the modules'
+		// caches (the bootstrap needs none).
+		err = m.trainFromSnapshot()
 	case warm:
 		err = m.warmUp()
 	}
@@ -245,14 +251,34 @@ func (m *vm) create() (err error) {
 			err = fmt.Errorf("creating an isolate: %v", r)
 		}
 	}()
+	// One thread from the isolate's making to its context's: the snapshot's
+	// context is restored on it (snapshot.go).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	flagsMu.Lock()
+	snapshot := snapshotOn && !m.eng.cfg.CompiledRuntime
 	v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(m.memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
+	if snapshot {
+		askRuntimeContext()
+	}
 	m.iso = v8.NewIsolate()
 	poolArrayBuffers()
 	flagsMu.Unlock()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
+	if snapshot {
+		// The runtime is in the snapshot's context, installed already
+		// (snapshot.go); only this isolate's host functions are added.
+		m.ctx = v8.NewContext(m.iso)
+		if m.restoreRuntime() == nil {
+			m.restored = true
+			return nil
+		}
+		// Not restored: this isolate installs the compiled runtime in a
+		// context of its own.
+		m.ctx.Close()
+	}
 	m.ctx = v8.NewContext(m.iso)
 	return m.installRuntime()
 }

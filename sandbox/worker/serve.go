@@ -202,6 +202,11 @@ func (w *workerServer) hello(body []byte) helloReply {
 		return helloReply{Error: err.Error()}
 	}
 	w.engine = engine
+	if on, err := sandbox.SnapshotStatus(); !on {
+		// Slower isolates, the same behaviour: worth an operator's eye.
+		// The worker's stderr is the gateway's log ("worker N: ...").
+		fmt.Fprintf(os.Stderr, "isolates install the compiled runtime: %v\n", err)
+	}
 	return helloReply{Version: ProtocolVersion, PID: os.Getpid()}
 }
 

@@ -11,13 +11,15 @@
   // The host's rarely called functions share one native entry: host.op(i,
   // ...args) calls the i-th of coldNames (install.go says why). coldHost
   // answers one of them by name; most are asked for inside what is made on
-  // first touch, so an isolate makes few of these wrappers.
-  const hostOp = host.op;
+  // first touch, so an isolate makes few of these wrappers. Every host
+  // function is read from host when called, never kept: an isolate made
+  // from the startup snapshot gets its host functions after the runtime
+  // was installed (snapshot.cc, install.go).
   const coldIndex = coldNames.split(',');
   function coldHost(name) {
     const i = coldIndex.indexOf(name);
     if (i < 0) throw new TypeError('No host function ' + name + '.');
-    return (...args) => hostOp(i, ...args);
+    return (...args) => host.op(i, ...args);
   }
   const G = globalThis;
   const { defineProperty, freeze, getPrototypeOf, keys: objectKeys } = Object;
@@ -35,14 +37,16 @@
   const SetCtor = Set;
   const ObjectCreate = Object.create;
   const fromCharCode = String.fromCharCode;
-  const hostLog = host.log;
-  const hostSetTimer = host.setTimer;
-  const hostClearTimer = host.clearTimer;
-  const hostRandom = host.random;
 
-  // Nothing of the host and no shared memory (docs/runtime.md).
-  delete G.SharedArrayBuffer;
-  if (G.Atomics) { delete G.Atomics.wait; delete G.Atomics.waitAsync; }
+  // Nothing of the host and no shared memory (docs/runtime.md). V8 puts
+  // SharedArrayBuffer and Atomics.wait back on a context it restores from
+  // a snapshot, so an isolate made from one removes them again when it
+  // starts (startIsolate).
+  function noSharedMemory() {
+    delete G.SharedArrayBuffer;
+    if (G.Atomics) { delete G.Atomics.wait; delete G.Atomics.waitAsync; }
+  }
+  noSharedMemory();
   delete G.__host;
 
   // ES2024 accessors V8 10.9 lacks; no resizable ArrayBuffer exists here,

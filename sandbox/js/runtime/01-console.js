@@ -58,8 +58,8 @@
   }
   const consoleObj = {};
   for (const level of ['log', 'info', 'warn', 'error', 'debug']) {
-    hidden(consoleObj, level, function () { hostLog(level, format(arguments)); });
+    hidden(consoleObj, level, function () { host.log(level, format(arguments)); });
   }
-  hidden(consoleObj, 'trace', function () { hostLog('debug', format(arguments)); });
+  hidden(consoleObj, 'trace', function () { host.log('debug', format(arguments)); });
   hidden(G, 'console', consoleObj);
 

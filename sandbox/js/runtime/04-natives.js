@@ -5,7 +5,8 @@
   // Uint8Array), and the JavaScript below is then the answer, as before.
   // They are one function, convert(op, ...args), numbered as natives.cc's
   // Convert numbers them.
-  coldHost('natives')();
+  // The startup snapshot's maker installs them itself (snapshot.cc).
+  if (!G.__retainerNatives) coldHost('natives')();
   const convert = G.__retainerNatives;
   delete G.__retainerNatives;
   const nativeUtf8Length = (s) => convert(0, s), nativeWriteUtf8 = (s, b) => convert(1, s, b);

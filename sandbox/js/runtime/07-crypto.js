@@ -1,6 +1,6 @@
   // ------------------------------------------------------------ crypto
   function randomBytes(n) {
-    const s = hostRandom(n); // n bytes as a Latin-1 string
+    const s = host.random(n); // n bytes as a Latin-1 string
     const b = new Uint8ArrayCtor(n);
     for (let i = 0; i < n; i++) b[i] = s.charCodeAt(i);
     return b;
@@ -14,7 +14,7 @@
     new Uint8ArrayCtor(view.buffer, view.byteOffset, view.byteLength).set(randomBytes(view.byteLength));
     return view;
   });
-  // A version 4 UUID, made by the host (hostRandom's -1).
-  hidden(cryptoObj, 'randomUUID', function randomUUID() { return hostRandom(-1); });
+  // A version 4 UUID, made by the host (host.random's -1).
+  hidden(cryptoObj, 'randomUUID', function randomUUID() { return host.random(-1); });
   hidden(G, 'crypto', cryptoObj);
 

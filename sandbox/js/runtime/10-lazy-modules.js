@@ -5,7 +5,7 @@
   // The URL module's Go parser (js/url-fast.js, sandbox/urlnative.go).
   {
     const i = coldIndex.indexOf('urlParse');
-    modules['url-native'] = freeze({ parse: (input, base) => hostOp(i, input, base) });
+    modules['url-native'] = freeze({ parse: (input, base) => host.op(i, input, base) });
   }
   // A module's factory gets loadModule, for the modules it loads on first
   // need (url loads tr46 for a host that is not plain ASCII).

@@ -1,7 +1,6 @@
   // ------------------------------------------------------------ host calls: kv, fetch, providers
   // Every call goes to the host, which checks it against the run's grants;
   // what is installed here grants nothing by itself.
-  const hostCall = host.call;
   let nextCall = 1;
   const pendingCalls = new MapCtor();
   function call(op, args) {
@@ -9,7 +8,7 @@
       const id = nextCall++;
       pendingCalls.set(id, { resolve, reject });
       // The host throws its refusals (a bound, too many calls) as strings.
-      try { hostCall(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(typeof e === 'string' ? new ErrorCtor(e) : e); }
+      try { host.call(op, JSONstringify(args), id); } catch (e) { pendingCalls.delete(id); reject(typeof e === 'string' ? new ErrorCtor(e) : e); }
     });
   }
   function settleHost(id, ok, payload, code) {
@@ -23,9 +22,8 @@
   }
   // kv calls the worker can answer at once (its read cache, its write
   // queue) come back synchronously from host.now; the others go out.
-  const hostNow = host.now;
   function callNow(op, args) {
-    const r = hostNow(op, JSONstringify(args));
+    const r = host.now(op, JSONstringify(args));
     return r === undefined ? call(op, args) : JSONparse(r);
   }
   const kv = {};

@@ -3,7 +3,6 @@
   // false and the pump waits for streamDrained (a read made room) or
   // cancelStream (the visitor went away, or a bound ended the stream).
   const hostStreamOpen = coldHost('streamOpen');
-  const hostStreamWrite = host.streamWrite;
   const hostStreamEnd = coldHost('streamEnd');
   let nextStream = 1;
   const pumping = new MapCtor(); // id -> {reader, resume}
@@ -18,7 +17,7 @@
         if (state.cancelled) return;
         if (done) break;
         if (!latin1 && !(value instanceof Uint8ArrayCtor)) throw new TypeErrorCtor('A body stream must yield Uint8Array chunks.');
-        if (!hostStreamWrite(id, latin1 ? value : latin1FromBytes(value))) {
+        if (!host.streamWrite(id, latin1 ? value : latin1FromBytes(value))) {
           await new PromiseCtor((resolve) => { state.resume = resolve; });
           if (state.cancelled) return;
         }

@@ -109,7 +109,7 @@
       if (st.queued > maxSocketQueue) abandonSocket(ws, st);
       return;
     }
-    if (!hostStreamWrite(st.stream, record)) st.blocked = true;
+    if (!host.streamWrite(st.stream, record)) st.blocked = true;
   }
   // flushSocket writes what waits, as the window allows.
   function flushSocket(st) {
@@ -117,7 +117,7 @@
     while (st.queue.length > 0 && !st.blocked) {
       const r = st.queue.shift();
       st.queued -= r.length;
-      if (!hostStreamWrite(st.stream, r)) st.blocked = true;
+      if (!host.streamWrite(st.stream, r)) st.blocked = true;
     }
     if (st.queue.length === 0) endSocketStream(st);
   }
@@ -134,7 +134,7 @@
   function abandonSocket(ws, st) {
     st.queue = []; st.queued = 0; st.readyState = 3; st.closeAfter = true;
     if (st.stream !== 0 && !st.ended) {
-      hostStreamWrite(st.stream, socketRecord('c', fromCharCode(1008 >> 8, 1008 & 255) + 'the visitor is not reading'));
+      host.streamWrite(st.stream, socketRecord('c', fromCharCode(1008 >> 8, 1008 & 255) + 'the visitor is not reading'));
       endSocketStream(st);
     }
   }
