@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -140,6 +141,7 @@ func New(cfg Config) *Engine {
 		if !cfg.Wasm {
 			flags = append(flags, "--no-expose-wasm")
 		}
+		flags = append(flags, fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
 		if len(flags) > 0 {
 			v8.SetFlags(flags...)
 		}

@@ -65,6 +65,9 @@ intptr_t g_references[2] = {0, 0};
 // one context, not two. Values v8go makes without a context are then made
 // in the runtime's, which is the only realm the isolate has.
 thread_local bool t_runtime_context = false;
+// The old generation's bound for the next isolate made on this thread
+// (retainer_isolate_heap; 0: V8's flags decide).
+thread_local size_t t_old_space = 0;
 thread_local Isolate* t_restored_isolate = nullptr;
 thread_local v8::Global<Context>* t_restored = nullptr;
 
@@ -231,6 +234,8 @@ extern "C" void retainer_snapshot_use(const char* blob, int len) {
   g_blob.raw_size = len;
 }
 
+extern "C" void retainer_isolate_heap(size_t bytes) { t_old_space = bytes; }
+
 extern "C" void retainer_snapshot_next_context(void) {
   t_runtime_context = true;
   // A context restored for an isolate that never asked for it (the engine
@@ -247,12 +252,15 @@ extern "C" Local<Context> __real__ZN2v87Context3NewEPNS_7IsolateEPNS_22Extension
     v8::DeserializeInternalFieldsCallback internal_fields_deserializer, v8::MicrotaskQueue* microtask_queue);
 
 extern "C" Isolate* __wrap__ZN2v87Isolate3NewERKNS0_12CreateParamsE(const Isolate::CreateParams& params) {
-  if (g_blob.data == nullptr || params.snapshot_blob != nullptr) {
-    return __real__ZN2v87Isolate3NewERKNS0_12CreateParamsE(params);
-  }
   Isolate::CreateParams p = params;
-  p.snapshot_blob = &g_blob;
-  p.external_references = g_references;
+  if (g_blob.data != nullptr && p.snapshot_blob == nullptr) {
+    p.snapshot_blob = &g_blob;
+    p.external_references = g_references;
+  }
+  if (t_old_space > 0) {
+    p.constraints.set_max_old_generation_size_in_bytes(t_old_space);
+    t_old_space = 0;
+  }
   return __real__ZN2v87Isolate3NewERKNS0_12CreateParamsE(p);
 }
 

@@ -50,6 +50,7 @@ func makeProcessSnapshot() {
 		// needs; it is disposed before any isolate starts from the
 		// snapshot.
 		v8.NewIsolate().Dispose()
+		poolArrayBuffers()
 		s, err := makeSnapshot()
 		if err == nil {
 			err = s.check()
@@ -119,3 +120,12 @@ func askRuntimeContext() { C.retainer_snapshot_next_context() }
 
 // free gives back a snapshot's C memory (one never put in use).
 func (s *runtimeSnapshot) free() { C.free(unsafe.Pointer(&s.blob[0])) }
+
+// isolateParamsWrapped: this build wraps V8's isolate constructor, so an
+// isolate's heap bound goes with its own parameters (nextIsolateHeap)
+// rather than through V8's process-wide flags.
+var isolateParamsWrapped = C.retainer_snapshot_wrapped() == 1
+
+// nextIsolateHeap bounds the old generation of the next isolate made on
+// this thread (the goroutine is pinned) to mib MiB.
+func nextIsolateHeap(mib int) { C.retainer_isolate_heap(C.size_t(mib) << 20) }

@@ -1,5 +1,7 @@
 #ifndef RETAINER_SNAPSHOT_H
 #define RETAINER_SNAPSHOT_H
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +25,10 @@ void retainer_snapshot_use(const char* blob, int len);
 // retainer_snapshot_next_context makes the next context v8go makes on this
 // thread the snapshot's runtime context.
 void retainer_snapshot_next_context(void);
+
+// retainer_isolate_heap bounds the old generation of the next isolate made
+// on this thread (its CreateParams' constraints), in bytes.
+void retainer_isolate_heap(size_t bytes);
 
 // retainer_snapshot_wrapped answers 1 when this build wraps V8's isolate
 // and context constructors (snapshot.cc says why), else 0.

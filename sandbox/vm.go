@@ -12,9 +12,10 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// flagsMu serializes SetFlags with NewIsolate: V8 reads
-// --max-old-space-size when an isolate is created, so the flag and the
-// creation must not interleave with another isolate's.
+// flagsMu serializes SetFlags with NewIsolate where the heap bound must go
+// through V8's flags (a build that does not wrap V8's constructors:
+// snapshot.go): V8 reads --max-old-space-size when an isolate is created,
+// so the flag and the creation must not interleave with another isolate's.
 var flagsMu sync.Mutex
 
 // vm is one V8 isolate with its context and runtime. It is owned by exactly
@@ -252,18 +253,26 @@ func (m *vm) create() (err error) {
 		}
 	}()
 	// One thread from the isolate's making to its context's: the snapshot's
-	// context is restored on it (snapshot.go).
+	// context is restored on it, and the heap bound given for it
+	// (snapshot.go).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	flagsMu.Lock()
 	snapshot := snapshotOn && !m.eng.cfg.CompiledRuntime
-	v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(m.memoryMiB)), fmt.Sprintf("--max-semi-space-size=%d", semiSpaceMiB))
-	if snapshot {
-		askRuntimeContext()
+	if isolateParamsWrapped {
+		// The bound goes with this isolate's own parameters, so isolates
+		// are made side by side.
+		nextIsolateHeap(oldSpaceMiB(m.memoryMiB))
+		if snapshot {
+			askRuntimeContext()
+		}
+		m.iso = v8.NewIsolate()
+	} else {
+		flagsMu.Lock()
+		v8.SetFlags(fmt.Sprintf("--max-old-space-size=%d", oldSpaceMiB(m.memoryMiB)))
+		m.iso = v8.NewIsolate()
+		flagsMu.Unlock()
 	}
-	m.iso = v8.NewIsolate()
 	poolArrayBuffers()
-	flagsMu.Unlock()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
