@@ -1,5 +1,5 @@
 // Package budgets holds the caps on what the gateway keeps in memory for
-// tenants, and the byte budget that charges each hold to its tenant below a
+// tenants, the default bounds of a run, and the byte budget that charges each hold to its tenant below a
 // gateway-wide cap (docs/architecture.md, "Budgets", has the table of every
 // cap and where it is enforced). Past a tenant's share the tenant gets
 // QUOTA_EXCEEDED; past the gateway's cap the one who asked gets
@@ -66,6 +66,18 @@ const (
 	WebsocketsPerHandle = 1000
 	WebsocketsPerTenant = 10000
 	WebsocketMessage    = 1 << 20
+)
+
+// A run's bounds where the configuration names none: the gateway's
+// configuration (timeout, memory, max_request_body, max_response_body),
+// the worker pool and the engine each default to these, defined once
+// here. A handle's queue is the invocations one isolate holds waiting.
+const (
+	RunTimeout        = 500 * time.Millisecond
+	RunMemoryMiB      = 64
+	RequestBodyBytes  = 1 << 20
+	ResponseBodyBytes = 8 << 20
+	HandleQueue       = 64
 )
 
 // Buffered bodies: what the gateway holds whole in memory while it answers

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -171,13 +172,13 @@ func (a *App) setDefaults() {
 		a.Queue = 256
 	}
 	if a.Timeout <= 0 {
-		a.Timeout = caddy.Duration(500 * time.Millisecond)
+		a.Timeout = caddy.Duration(budgets.RunTimeout)
 	}
 	if a.MaxTimeout <= 0 {
 		a.MaxTimeout = caddy.Duration(30 * time.Second)
 	}
 	if a.MemoryMiB <= 0 {
-		a.MemoryMiB = 64
+		a.MemoryMiB = budgets.RunMemoryMiB
 	}
 	if a.MaxMemoryMiB <= 0 {
 		a.MaxMemoryMiB = 256
@@ -186,13 +187,13 @@ func (a *App) setDefaults() {
 		a.Idle = caddy.Duration(10 * time.Minute)
 	}
 	if a.MaxRequestBody <= 0 {
-		a.MaxRequestBody = 1 << 20
+		a.MaxRequestBody = budgets.RequestBodyBytes
 	}
 	if a.StreamTimeout <= 0 {
 		a.StreamTimeout = caddy.Duration(5 * time.Minute)
 	}
 	if a.MaxResponseBody <= 0 {
-		a.MaxResponseBody = 8 << 20
+		a.MaxResponseBody = budgets.ResponseBodyBytes
 	}
 	if a.MaxHandlesPerTenant <= 0 {
 		a.MaxHandlesPerTenant = 100

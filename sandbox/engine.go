@@ -12,6 +12,7 @@ import (
 
 	v8 "rogchap.com/v8go"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -58,19 +59,19 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Timeout <= 0 {
-		c.Timeout = 500 * time.Millisecond
+		c.Timeout = budgets.RunTimeout
 	}
 	if c.MemoryMiB <= 0 {
-		c.MemoryMiB = 64
+		c.MemoryMiB = budgets.RunMemoryMiB
 	}
 	if c.MaxResponseBody <= 0 {
-		c.MaxResponseBody = 8 << 20
+		c.MaxResponseBody = budgets.ResponseBodyBytes
 	}
 	if c.MaxRequestBody <= 0 {
-		c.MaxRequestBody = 1 << 20
+		c.MaxRequestBody = budgets.RequestBodyBytes
 	}
 	if c.HandleQueue <= 0 {
-		c.HandleQueue = 64
+		c.HandleQueue = budgets.HandleQueue
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -137,19 +138,19 @@ func (c *Config) defaults() {
 		c.Command = []string{Subcommand}
 	}
 	if c.Engine.Timeout <= 0 {
-		c.Engine.Timeout = 500 * time.Millisecond
+		c.Engine.Timeout = budgets.RunTimeout
 	}
 	if c.Engine.MemoryMiB <= 0 {
-		c.Engine.MemoryMiB = 64
+		c.Engine.MemoryMiB = budgets.RunMemoryMiB
 	}
 	if c.Engine.HandleQueue <= 0 {
-		c.Engine.HandleQueue = 64
+		c.Engine.HandleQueue = budgets.HandleQueue
 	}
 	if c.Engine.MaxResponseBody <= 0 {
-		c.Engine.MaxResponseBody = 8 << 20
+		c.Engine.MaxResponseBody = budgets.ResponseBodyBytes
 	}
 	if c.Engine.MaxRequestBody <= 0 {
-		c.Engine.MaxRequestBody = 1 << 20
+		c.Engine.MaxRequestBody = budgets.RequestBodyBytes
 	}
 }
 
