@@ -59,6 +59,17 @@ var hotHost = []struct {
 	{"streamWrite", (*vm).hostStreamWrite}, {"op", (*vm).hostOp},
 }
 
+// hotHostNames are hotHost's names, comma-separated, for the startup
+// snapshot's maker (snapshot.cc), which gives the host object a
+// placeholder under each.
+var hotHostNames = func() string {
+	names := make([]string, len(hotHost))
+	for i, h := range hotHost {
+		names[i] = h.name
+	}
+	return strings.Join(names, ",")
+}()
+
 // installRuntimeFrom installs the runtime with the bootstrap compiled from
 // cache (nil: compiled afresh, and this isolate then makes the cache).
 func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {

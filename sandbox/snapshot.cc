@@ -92,7 +92,7 @@ void fail(Isolate* iso, v8::TryCatch& tc, const char* what, char** err) {
 // made: what it answered would be every isolate's), and leaves
 // [internals, host] on the global object as __retainerRuntime for the
 // engine to take at restore.
-bool runRuntime(Isolate* iso, Local<Context> ctx, const char* src, int len, const char* cold, char** err) {
+bool runRuntime(Isolate* iso, Local<Context> ctx, const char* src, int len, const char* hot, const char* cold, char** err) {
   v8::TryCatch tc(iso);
   if (!retainer_install_natives(iso)) {
     fail(iso, tc, "installing the natives", err);
@@ -118,9 +118,15 @@ bool runRuntime(Isolate* iso, Local<Context> ctx, const char* src, int len, cons
     fail(iso, tc, "the placeholder host function", err);
     return false;
   }
+  // The host object has the engine's host functions by name (install.go's
+  // hotHost, handed here comma-separated), each the placeholder for now.
   Local<v8::Object> host = v8::Object::New(iso);
-  for (const char* name : {"log", "setTimer", "clearTimer", "random", "call", "now", "streamWrite", "op"}) {
-    if (!host->Set(ctx, str(iso, name), unbound).FromMaybe(false)) {
+  for (const char *name = hot, *end; *name != '\0'; name = *end == ',' ? end + 1 : end) {
+    end = strchr(name, ',');
+    if (end == nullptr) end = name + strlen(name);
+    Local<String> key;
+    if (!String::NewFromUtf8(iso, name, v8::NewStringType::kNormal, static_cast<int>(end - name)).ToLocal(&key) ||
+        !host->Set(ctx, key, unbound).FromMaybe(false)) {
       fail(iso, tc, "the host object", err);
       return false;
     }
@@ -170,7 +176,7 @@ extern "C" void _ZN2v815SnapshotCreatorC1EPKlPNS_11StartupDataE(v8::SnapshotCrea
 // this is its symbol.
 extern "C" const v8::StartupData* _ZN2v88internal8Snapshot19DefaultSnapshotBlobEv();
 
-extern "C" int retainer_snapshot_make(const char* src, int len, const char* cold, char** blob, int* blobLen, char** err) {
+extern "C" int retainer_snapshot_make(const char* src, int len, const char* hot, const char* cold, char** blob, int* blobLen, char** err) {
   g_references[0] = retainer_natives_reference();
   *blob = nullptr;
   *err = nullptr;
@@ -190,7 +196,7 @@ extern "C" int retainer_snapshot_make(const char* src, int len, const char* cold
         Local<Context> ctx = Context::New(iso);
         {
           Context::Scope cscope(ctx);
-          ok = runRuntime(iso, ctx, src, len, cold, err);
+          ok = runRuntime(iso, ctx, src, len, hot, cold, err);
         }
         if (ok) creator.AddContext(ctx);
       }

@@ -79,11 +79,13 @@ func makeSnapshot() (*runtimeSnapshot, error) {
 	}
 	src := C.CString(bootstrapSource)
 	defer C.free(unsafe.Pointer(src))
+	hot := C.CString(hotHostNames)
+	defer C.free(unsafe.Pointer(hot))
 	cold := C.CString(coldHostNames)
 	defer C.free(unsafe.Pointer(cold))
 	var blob, cerr *C.char
 	var n C.int
-	if C.retainer_snapshot_make(src, C.int(len(bootstrapSource)), cold, &blob, &n, &cerr) == 0 {
+	if C.retainer_snapshot_make(src, C.int(len(bootstrapSource)), hot, cold, &blob, &n, &cerr) == 0 {
 		defer C.free(unsafe.Pointer(cerr))
 		return nil, fmt.Errorf("making the runtime's startup snapshot: %s", C.GoString(cerr))
 	}

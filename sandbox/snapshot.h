@@ -7,10 +7,10 @@ extern "C" {
 #endif
 
 // retainer_snapshot_make runs the runtime's source (its bootstrap called
-// with placeholder host functions and the cold host names) in a fresh
-// snapshot-making isolate and answers the blob (malloc'd) or, with 0, the
-// reason in *err (malloc'd).
-int retainer_snapshot_make(const char* src, int len, const char* cold, char** blob, int* blobLen, char** err);
+// with a placeholder for each of the hot host functions and with the cold
+// host names, both comma-separated) in a fresh snapshot-making isolate and
+// answers the blob (malloc'd) or, with 0, the reason in *err (malloc'd).
+int retainer_snapshot_make(const char* src, int len, const char* hot, const char* cold, char** blob, int* blobLen, char** err);
 
 // retainer_snapshot_valid answers whether this V8 made the blob (its
 // version check); retainer_snapshot_rehashable whether V8 can give an
