@@ -102,6 +102,20 @@ func (s *Store) insertRecord(r *Record, body []store.Op) error {
 // stored: a strike or a touch that races with the handle's end can never
 // bring a closed handle back (end deletes the key in its own transaction).
 func (s *Store) updateRecord(r *Record) error {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	// The record as it is now, which holds r's change and any made since.
+	s.mu.Lock()
+	if cur := s.records[r.ID]; cur != nil {
+		now := *cur
+		r = &now
+	}
+	s.mu.Unlock()
+	return s.writeMeta(r)
+}
+
+// writeMeta commits r's meta if its record is still stored (metaMu held).
+func (s *Store) writeMeta(r *Record) error {
 	k := key(r.Registry, r.ID)
 	err := s.commit(r.Registry, r.Tenant, []store.Cond{store.Exists(tableHandles, k)}, []store.Op{metaOp(r)})
 	if errors.Is(err, store.ErrConflict) {

@@ -3,8 +3,10 @@ package handles
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +155,63 @@ func TestWholeRecordsAreSplitOnLoad(t *testing.T) {
 	}
 	if n := bodyChunks(t, g.backing, "apps", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"); n != 1 {
 		t.Fatalf("the program is in %d chunks, want 1", n)
+	}
+}
+
+// gatedStore holds the first commit of a record's meta until released,
+// as a slow store would.
+type gatedStore struct {
+	persist.Store
+	armed   atomic.Bool
+	held    chan struct{} // closed when the gated commit is waiting
+	release chan struct{}
+}
+
+func (g *gatedStore) Commit(ctx context.Context, txn persist.Txn) error {
+	for _, o := range txn.Then {
+		if o.Table == tableHandles && g.armed.CompareAndSwap(true, false) {
+			close(g.held)
+			<-g.release
+			break
+		}
+	}
+	return g.Store.Commit(ctx, txn)
+}
+
+// TestFlushesStoreTheNewestState: two flushes of a record's meta, the
+// first slow to commit, store the newer state last: a flush takes its
+// copies and commits them before another may (the store's metaMu), so a
+// slow first flush cannot land over a newer second one.
+func TestFlushesStoreTheNewestState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	gated := &gatedStore{held: make(chan struct{}), release: make(chan struct{})}
+	open := func() (persist.Store, error) {
+		s, err := persist.OpenBolt(path, 0)
+		gated.Store = s
+		return gated, err
+	}
+	// No periodic flush: the test makes the two.
+	g := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) { o.FlushEvery = time.Hour })
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	id := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", id, `{"served":1}`)
+	gated.armed.Store(true)
+	first := make(chan struct{})
+	go func() { g.store.flush(); close(first) }() // copies 1 invocation, then waits in its commit
+	<-gated.held
+	mustCall(t, reg, "alice", id, `{"served":2}`)
+	second := make(chan struct{})
+	go func() { g.store.flush(); close(second) }() // 2 invocations
+	time.Sleep(50 * time.Millisecond)              // the second flush, unhindered, would commit now
+	close(gated.release)
+	<-first
+	<-second
+	g.stop()
+
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	if info, err := reg.Get("alice", id); err != nil || info.Invocations != 2 {
+		t.Fatalf("after a restart the record says %d invocations (%v), want 2: an older flush landed last", info.Invocations, err)
 	}
 }
