@@ -4,6 +4,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
 
 func init() {
@@ -16,7 +17,7 @@ socketpairs it inherits. It hardens itself (seccomp, Landlock, rlimits) and
 exits when its connection to the gateway closes. The gateway starts workers
 itself; running this command by hand only prints an error.`,
 		Func: func(caddycmd.Flags) (int, error) {
-			worker.Main()
+			child.Main()
 			return 0, nil
 		},
 	})

@@ -27,11 +27,12 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
-		worker.Main()
+		child.Main()
 	}
 	os.Exit(m.Run())
 }

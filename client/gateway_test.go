@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/retainer-gw/retainer/caddymodule"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
 
 // The tests talk to a real gateway started in this process (its workers
@@ -34,7 +35,7 @@ var apiURL = fmt.Sprintf("http://127.0.0.1:%d", testPort)
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
-		worker.Main()
+		child.Main()
 	}
 	dir, err := os.MkdirTemp("", "retainer-client-test")
 	if err != nil {

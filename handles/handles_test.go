@@ -19,11 +19,12 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
-		worker.Main()
+		child.Main()
 	}
 	os.Exit(m.Run())
 }

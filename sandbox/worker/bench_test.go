@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 func reportLatencies(b *testing.B, d []time.Duration) {
@@ -52,7 +53,7 @@ func invokeBench(b *testing.B, pool *Pool) {
 
 // go test ./sandbox/worker -run ^$ -bench ComputationThroughPool
 func BenchmarkComputationThroughPool(b *testing.B) {
-	pool := benchPool(b, Config{Workers: 1, Engine: EngineConfig{Prewarm: 4}})
+	pool := benchPool(b, Config{Workers: 1, Engine: wire.EngineConfig{Prewarm: 4}})
 	time.Sleep(300 * time.Millisecond)
 	job := sandbox.Job{Program: sandbox.Program{Code: "async () => 1 + 1"}}
 	lat := make([]time.Duration, 0, b.N)
@@ -99,8 +100,8 @@ func BenchmarkPingAcrossBoundary(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s := time.Now()
-		var rep closeReply
-		p.post(context.Background(), pathClose, closeRequest{ID: "none"}, &rep)
+		var rep wire.CloseReply
+		p.post(context.Background(), wire.PathClose, wire.CloseRequest{ID: "none"}, &rep)
 		lat = append(lat, time.Since(s))
 	}
 	reportLatencies(b, lat)

@@ -8,7 +8,7 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-// A run whose caller leaves ends in its worker (rpc.go's cancel frame),
+// A run whose caller leaves ends in its worker (wire's cancel frame),
 // long before its own bound: the worker stops spending CPU on it. (Host
 // calls would not show it: a run its caller left has none answered.)
 func TestCancelledRunEndsInItsWorker(t *testing.T) {

@@ -1,10 +1,13 @@
-// Package worker puts the sandbox engine behind a process boundary.
+// Package worker puts the sandbox engine behind a process boundary: it is
+// the gateway's side, the Pool of worker processes. The worker process
+// itself is package child, and what the two say to each other is package
+// wire.
 //
 // The gateway never hosts V8. A Pool starts worker processes (the gateway's
 // own binary re-executed through /proc/self/exe in a worker mode, with an
 // empty environment) and talks to each over one socketpair carrying
-// length-prefixed request/response frames in both directions (rpc.go says
-// why not h2c): the worker serves the gateway's calls (hello, run, invoke,
+// length-prefixed request/response frames in both directions (wire's
+// rpc.go says why not h2c): the worker serves the gateway's calls (hello, run, invoke,
 // close); the gateway serves the worker's requests (handle logs, lost
 // isolates, and the kv, fetch and tool calls of its programs). A worker
 // exits when its connection closes, and is killed with its parent
@@ -21,7 +24,7 @@
 // worker; a worker that answers garbage or names an isolate it does not hold
 // is killed.
 //
-// Workers harden themselves before serving (see harden_linux.go):
+// Workers harden themselves before serving (child's harden_linux.go):
 // no_new_privs, a seccomp filter, Landlock, rlimits, and V8 --jitless
 // without WebAssembly unless enabled.
 //

@@ -1,10 +1,12 @@
 package worker
 
+import "github.com/retainer-gw/retainer/budgets"
+
 // kvHeld is, for one worker, what its kv read cache may hold as the gateway
 // can tell: a worker caches a value only from a kv call the gateway
 // answered or a write the gateway accepted, so every key it may hold is
 // one it read or wrote through the gateway. A write then has to leave the
-// caches of those workers only (kvInvalidate), instead of every worker
+// caches of those workers only (wire.KVInvalidate), instead of every worker
 // that ever used the space: a tenant's counter written 7,000 times a
 // second woke its other worker for each batch, whether or not that worker
 // had ever read the counter (~10 µs of worker CPU a request, measured in
@@ -19,7 +21,7 @@ package worker
 // What is noted is bounded in bytes (maxHeldBytes a worker: a worker
 // taken over could otherwise make the gateway keep every key it names);
 // past the bound a space counts as wholly held, and every write to it is
-// told, as before. A key the gateway refuses (empty, over maxKeyBytes) is
+// told, as before. A key the gateway refuses (empty, over budgets.KVKeyBytes) is
 // never cached, so it is never noted.
 type kvHeld struct {
 	spaces map[string]map[string]struct{} // a nil set: any key of the space
@@ -53,7 +55,7 @@ func (h *kvHeld) note(space string, keys ...string) {
 		h.spaces[space] = set
 	}
 	for _, k := range keys {
-		if k == "" || len(k) > maxKeyBytes {
+		if k == "" || len(k) > budgets.KVKeyBytes {
 			continue // refused by the gateway: never cached
 		}
 		if _, ok := set[k]; ok {

@@ -13,6 +13,17 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+)
+
+// The protocol's names the pool's callers use (package wire defines them):
+// the subcommand a worker process runs under, the engine's configuration
+// a worker is started with, and one write of a kv batch.
+const Subcommand = wire.Subcommand
+
+type (
+	EngineConfig = wire.EngineConfig
+	KVWrite      = wire.KVWrite
 )
 
 // Config sets up a Pool. Zero values take the defaults.
@@ -43,7 +54,7 @@ type Config struct {
 	// slot; past it calls fail at once with OVERLOADED. Default 256.
 	Queue int
 	// Engine configures the engine inside each worker.
-	Engine EngineConfig
+	Engine wire.EngineConfig
 	// DisableLandlock and DisableSeccomp weaken the worker sandbox (tests
 	// on kernels without Landlock; never the default).
 	DisableLandlock bool
@@ -54,7 +65,7 @@ type Config struct {
 	// killed. Default 2s.
 	Grace time.Duration
 	// Command is the argument list that starts the binary in worker mode.
-	// Default [Subcommand].
+	// Default [wire.Subcommand].
 	Command []string
 	// CPUs is where workers run: CPUsShared (default here: anywhere),
 	// CPUsPinned (each on one CPU, placed and moved by the gateway) or
@@ -79,11 +90,11 @@ type Config struct {
 	// OnKVWrites applies kv writes of run or handle id, in order, each
 	// checked as a kv.put or kv.delete host call of its own; the first
 	// refused ends them with its error. It serves the workers' kv.batch
-	// (kvcache.go); without it a batch is refused.
-	OnKVWrites func(ctx context.Context, tenant, id string, writes []KVWrite) error
+	// (child's kvcache.go); without it a batch is refused.
+	OnKVWrites func(ctx context.Context, tenant, id string, writes []wire.KVWrite) error
 	// KVSpace names the kv key space of run or handle id ("" for none)
 	// and whether the id may read and write it: with it, workers cache kv reads of
-	// ids that may read (kvcache.go) and the pool keeps their caches
+	// ids that may read (child's kvcache.go) and the pool keeps their caches
 	// coherent. Without it nothing is cached.
 	KVSpace func(id string) (space string, readable, writable bool)
 }
@@ -135,7 +146,7 @@ func (c *Config) defaults() {
 		c.Grace = 2 * time.Second
 	}
 	if len(c.Command) == 0 {
-		c.Command = []string{Subcommand}
+		c.Command = []string{wire.Subcommand}
 	}
 	if c.Engine.Timeout <= 0 {
 		c.Engine.Timeout = budgets.RunTimeout
@@ -226,14 +237,14 @@ func Start(cfg Config) (*Pool, error) {
 	return pool, nil
 }
 
-func (pool *Pool) workerConfig() WorkerConfig {
-	c := WorkerConfig{
+func (pool *Pool) workerConfig() wire.WorkerConfig {
+	c := wire.WorkerConfig{
 		Engine:     pool.cfg.Engine,
 		Landlock:   !pool.cfg.DisableLandlock,
 		Seccomp:    !pool.cfg.DisableSeccomp,
 		RlimitData: pool.cfg.RlimitData,
 		Probe:      pool.cfg.Probe,
-		FrameCap:   workerFrameCap(pool.cfg.Engine),
+		FrameCap:   wire.WorkerFrameCap(pool.cfg.Engine),
 	}
 	c.GCPercent, c.GCHeadroom = gctarget.Policy()
 	return c
@@ -336,8 +347,8 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 			p.mu.Unlock()
 		}()
 	}
-	var rep runReply
-	if err := p.call(ctx, pathRun, job, &rep, job.ID, bound); err != nil {
+	var rep wire.RunReply
+	if err := p.call(ctx, wire.PathRun, job, &rep, job.ID, bound); err != nil {
 		return sandbox.Outcome{Logs: []string{}}, err
 	}
 	if rep.Outcome.Logs == nil {
@@ -361,7 +372,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		pool.where[job.ID] = p
 		pool.mu.Unlock()
 	}
-	return rep.Outcome, rep.Fault.err()
+	return rep.Outcome, rep.Fault.Err()
 }
 
 // ReadStream takes the next chunk of a streamed response of handle id
@@ -376,10 +387,10 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 	if p == nil {
 		return nil, true, fault.New(fault.HandlesClosed, "The handle's isolate ended during its response stream.")
 	}
-	ctx, cancel := context.WithTimeout(ctx, streamWait+pool.cfg.Grace+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, wire.StreamWait+pool.cfg.Grace+5*time.Second)
 	defer cancel()
-	var rep streamReply
-	if err := p.post(ctx, pathStreamRead, streamRequest{ID: id, Stream: stream, WaitMs: streamWait.Milliseconds()}, &rep); err != nil {
+	var rep wire.StreamReply
+	if err := p.post(ctx, wire.PathStreamRead, wire.StreamRequest{ID: id, Stream: stream, WaitMs: wire.StreamWait.Milliseconds()}, &rep); err != nil {
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
@@ -393,7 +404,7 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 	if rep.Done {
 		p.streamEnded(id, stream)
 	}
-	return rep.Data, rep.Done, rep.Fault.err()
+	return rep.Data, rep.Done, rep.Fault.Err()
 }
 
 // CancelStream gives a streamed response up; its source's cancel runs.
@@ -407,8 +418,8 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	defer p.streamEnded(id, stream)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var rep streamReply
-	p.post(ctx, pathStreamCancel, streamRequest{ID: id, Stream: stream}, &rep)
+	var rep wire.StreamReply
+	p.post(ctx, wire.PathStreamCancel, wire.StreamRequest{ID: id, Stream: stream}, &rep)
 }
 
 // invalidateKV drops keys of space from the cache of every worker but
@@ -444,7 +455,7 @@ func (pool *Pool) invalidateKV(except *process, space string, keys []string, all
 			defer cancel()
 			var rep struct{}
 			t.p.kvDropsSent.Add(1)
-			if err := t.p.post(ctx, pathKVInvalidate, kvInvalidate{Space: space, Keys: t.keys, All: all}, &rep); err != nil {
+			if err := t.p.post(ctx, wire.PathKVInvalidate, wire.KVInvalidate{Space: space, Keys: t.keys, All: all}, &rep); err != nil {
 				t.p.kill("did not drop a changed kv value from its cache")
 			}
 		}()
@@ -549,9 +560,9 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	if conc > 1 {
 		queued = ahead/conc + 1
 	}
-	var rep invokeReply
+	var rep wire.InvokeReply
 	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
-	if err := p.callOrdered(ctx, pathInvoke, invokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
+	if err := p.callOrdered(ctx, wire.PathInvoke, wire.InvokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}
 	if len(rep.Response.Body) > pool.cfg.Engine.MaxResponseBody {
@@ -561,7 +572,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		return sandbox.WireResponse{}, fault.CrashedWorker()
 	}
 	p.recordLogs(id, rep.Logs)
-	err := rep.Fault.err()
+	err := rep.Fault.Err()
 	if err == nil && rep.Response.Stream != 0 {
 		p.streamOpened(id, rep.Response.Stream)
 	}
@@ -586,12 +597,12 @@ func (pool *Pool) Close(id string) error {
 	if p == nil || !p.release(id) {
 		return fault.Closed(id)
 	}
-	var rep closeReply
+	var rep wire.CloseReply
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// A failure to close leaves the isolate in a worker that will be
 	// replaced anyway; the record is already gone.
-	_ = p.call(ctx, pathClose, closeRequest{ID: id}, &rep, "", 5*time.Second)
+	_ = p.call(ctx, wire.PathClose, wire.CloseRequest{ID: id}, &rep, "", 5*time.Second)
 	return nil
 }
 

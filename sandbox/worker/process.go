@@ -19,6 +19,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // process is one worker process as the gateway sees it.
@@ -27,8 +28,8 @@ type process struct {
 	index int
 	cmd   *exec.Cmd
 	pid   int
-	rpc   *rpcConn
-	// kvDropsSent counts the kvInvalidate messages sent to this worker.
+	rpc   *wire.Conn
+	// kvDropsSent counts the wire.KVInvalidate messages sent to this worker.
 	kvDropsSent atomic.Int64
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
@@ -176,8 +177,8 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		streams:  map[string]bool{},
 		visitor:  map[string]*visitorTime{},
 	}
-	p.rpc = newRPC(conn, workerFrameCap(pool.cfg.Engine), maxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
-	p.rpc.start()
+	p.rpc = wire.NewConn(conn, wire.WorkerFrameCap(pool.cfg.Engine), wire.MaxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
+	p.rpc.Start()
 	go p.reap()
 	if err := p.handshake(); err != nil {
 		pool.cpus.started(cpu, nil)
@@ -217,17 +218,17 @@ func (pool *Pool) stderrSink(index int) (*os.File, error) {
 }
 
 func (p *process) handshake() error {
-	var rep helloReply
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimout)
+	var rep wire.HelloReply
+	ctx, cancel := context.WithTimeout(context.Background(), wire.HandshakeTimeout)
 	defer cancel()
-	if err := p.post(ctx, pathHello, helloRequest{Version: ProtocolVersion, Config: p.pool.workerConfig()}, &rep); err != nil {
+	if err := p.post(ctx, wire.PathHello, wire.HelloRequest{Version: wire.ProtocolVersion, Config: p.pool.workerConfig()}, &rep); err != nil {
 		return fmt.Errorf("worker handshake: %w", err)
 	}
 	if rep.Error != "" {
 		return fmt.Errorf("worker start-up: %s", rep.Error)
 	}
-	if rep.Version != ProtocolVersion {
-		return fmt.Errorf("worker speaks %q, want %q", rep.Version, ProtocolVersion)
+	if rep.Version != wire.ProtocolVersion {
+		return fmt.Errorf("worker speaks %q, want %q", rep.Version, wire.ProtocolVersion)
 	}
 	if rep.PID != p.pid {
 		return fmt.Errorf("worker says it is pid %d, it is %d", rep.PID, p.pid)
@@ -455,7 +456,7 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 	// work may go on within its bound after its answer.
 	now := time.Now()
 	p.lastActive = now
-	if until := now.Add(bound); path == pathInvoke && until.After(p.busyUntil) {
+	if until := now.Add(bound); path == wire.PathInvoke && until.After(p.busyUntil) {
 		p.busyUntil = until
 	}
 	overran, notCaused := p.overrunner == id, p.overrunNotCaused
@@ -463,7 +464,7 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, errNotSent) {
+	if errors.Is(err, wire.ErrNotSent) {
 		return fault.NotStarted()
 	}
 	if overran {
@@ -490,8 +491,8 @@ func (p *process) post(ctx context.Context, path string, body, out any) error {
 
 func (p *process) postOrdered(ctx context.Context, path string, body, out any, order *sendOrder) error {
 	var data []byte
-	if enc, ok := body.(frameEncoder); ok {
-		data = enc.encodeFrame()
+	if enc, ok := body.(wire.FrameEncoder); ok {
+		data = enc.EncodeFrame()
 	} else {
 		var err error
 		if data, err = wirejson.Marshal(body); err != nil {
@@ -506,8 +507,8 @@ func (p *process) postOrdered(ctx context.Context, path string, body, out any, o
 	if err != nil {
 		return err
 	}
-	if dec, ok := out.(frameDecoder); ok {
-		err = dec.decodeFrame(res)
+	if dec, ok := out.(wire.FrameDecoder); ok {
+		err = dec.DecodeFrame(res)
 	} else {
 		err = json.Unmarshal(res, out)
 	}
@@ -523,39 +524,39 @@ func (p *process) postOrdered(ctx context.Context, path string, body, out any, o
 func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]byte, error) {
 	p.touch()
 	switch path {
-	case pathLog:
-		var m logPost
-		if err := decodeCapped(body, maxWorkerPost, &m); err != nil {
+	case wire.PathLog:
+		var m wire.LogPost
+		if err := wire.DecodeCapped(body, wire.MaxWorkerPost, &m); err != nil {
 			return nil, fmt.Errorf("a malformed log line")
 		}
 		if p.holds(m.ID) {
 			p.recordLogs(m.ID, []sandbox.LogEntry{m.Entry})
 		}
 		return []byte("{}"), nil
-	case pathLost:
-		var m lostPost
-		if err := decodeCapped(body, maxWorkerPost, &m); err != nil {
+	case wire.PathLost:
+		var m wire.LostPost
+		if err := wire.DecodeCapped(body, wire.MaxWorkerPost, &m); err != nil {
 			return nil, fmt.Errorf("a malformed lost notice")
 		}
 		if p.release(m.ID) {
 			p.pool.forget(m.ID, p)
 			if f := p.pool.cfg.OnLost; f != nil {
-				f(m.ID, m.Fault.err())
+				f(m.ID, m.Fault.Err())
 			}
 		}
 		return []byte("{}"), nil
-	case pathHost:
-		var m hostPost
-		if err := decodeCapped(body, p.rpc.maxFrame, &m); err != nil {
+	case wire.PathHost:
+		var m wire.HostPost
+		if err := wire.DecodeCapped(body, p.rpc.MaxFrame, &m); err != nil {
 			return nil, fmt.Errorf("a malformed host call")
 		}
-		var rep hostReply
+		var rep wire.HostReply
 		f := p.pool.cfg.OnHostCall
 		switch {
 		case m.ID == "" || !p.holdsOrRuns(m.ID):
-			rep.Fault = toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))
+			rep.Fault = wire.ToWire(fault.New(fault.Forbidden, "No run of this worker has that id."))
 		case f == nil:
-			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
+			rep.Fault = wire.ToWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
 		default:
 			// A kv call's key and its run's space are read once: the key
 			// is noted before the call is served, the hint made after.
@@ -564,7 +565,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			switch m.Op {
 			case "kv.get", "kv.put", "kv.delete":
 				run = p.kvRunOf(m.ID)
-				if a, err := decodeKVArgs(m.Args); err == nil && a.Key != nil {
+				if a, err := wire.DecodeKVArgs(m.Args); err == nil && a.Key != nil {
 					key = a.Key
 					p.noteKV(run, *key)
 				}
@@ -575,23 +576,23 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 				defer p.bodyRead(m.ID)()
 			}
 			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
-			rep = hostReply{Result: res, Fault: toWire(err)}
+			rep = wire.HostReply{Result: res, Fault: wire.ToWire(err)}
 			if err == nil {
 				rep.KV = p.kvHint(m.Op, run, key)
 			}
 		}
 		return wirejson.Marshal(rep)
-	case pathKVBatch:
-		var b kvBatch
+	case wire.PathKVBatch:
+		var b wire.KVBatch
 		// The body is part of a frame the read loop already held to maxFrame.
-		if b.decodeFrame(body) != nil {
+		if b.DecodeFrame(body) != nil {
 			return nil, fmt.Errorf("a malformed kv batch")
 		}
-		var rep hostReply
+		var rep wire.HostReply
 		if f := p.pool.cfg.OnKVWrites; f != nil {
 			rep = p.serveBatch(ctx, b.Writes, f)
 		} else {
-			rep.Fault = toWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
+			rep.Fault = wire.ToWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
 		}
 		return wirejson.Marshal(rep)
 	}
@@ -602,9 +603,9 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 // consecutive writes as one call of OnKVWrites for that run (checked like
 // any of its host calls), and answers how many were applied before a
 // refusal.
-func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(ctx context.Context, tenant, id string, writes []KVWrite) error) hostReply {
+func (p *process) serveBatch(ctx context.Context, writes []wire.KVBatchWrite, apply func(ctx context.Context, tenant, id string, writes []wire.KVWrite) error) wire.HostReply {
 	applied := 0
-	var seg []KVWrite
+	var seg []wire.KVWrite
 	var keys []string
 	// What the batch wrote leaves the other workers' caches before the
 	// batch is answered, whichever way it ends: one message to each for the
@@ -624,7 +625,7 @@ func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(c
 			end++
 		}
 		if id == "" || !p.holdsOrRuns(id) {
-			return hostReply{Applied: applied, Fault: toWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
+			return wire.HostReply{Applied: applied, Fault: wire.ToWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
 		}
 		run := p.kvRunOf(id)
 		p.noteKV(run, keys...)
@@ -634,12 +635,12 @@ func (p *process) serveBatch(ctx context.Context, writes []kvWrite, apply func(c
 			// writes of this batch count as not applied (they are sent
 			// again or fail their run; a write applied twice is the same
 			// write).
-			return hostReply{Applied: applied, Fault: toWire(err)}
+			return wire.HostReply{Applied: applied, Fault: wire.ToWire(err)}
 		}
 		p.kvSpaceHint(run, keys, &drops)
 		applied = end
 	}
-	return hostReply{Applied: applied}
+	return wire.HostReply{Applied: applied}
 }
 
 // kvRun is what the gateway says of a run's kv (Config.KVSpace): its key
@@ -660,7 +661,7 @@ func (p *process) kvRunOf(id string) kvRun {
 // kvHint tells the worker the key space of a kv call (op, of key) that
 // succeeded, and for a write, first drops the key from every other
 // worker's cache.
-func (p *process) kvHint(op string, run kvRun, key *string) *kvHint {
+func (p *process) kvHint(op string, run kvRun, key *string) *wire.KVHint {
 	switch op {
 	case "kv.get":
 		return p.kvSpaceHint(run, nil, nil)
@@ -677,7 +678,7 @@ func (p *process) kvHint(op string, run kvRun, key *string) *kvHint {
 
 // kvSpaceHint names run's key space; the keys it wrote are added to drops,
 // which the caller sends to every other worker before it answers the write.
-func (p *process) kvSpaceHint(run kvRun, written []string, drops *kvDrops) *kvHint {
+func (p *process) kvSpaceHint(run kvRun, written []string, drops *kvDrops) *wire.KVHint {
 	if run.space == "" {
 		return nil
 	}
@@ -693,7 +694,7 @@ func (p *process) kvSpaceHint(run kvRun, written []string, drops *kvDrops) *kvHi
 	if !run.readable {
 		return nil
 	}
-	return &kvHint{Space: run.space, Write: run.writable}
+	return &wire.KVHint{Space: run.space, Write: run.writable}
 }
 
 // noteKV records, before the call that reads or writes them is served,
@@ -766,8 +767,8 @@ func (p *process) recordLogs(id string, logs []sandbox.LogEntry) {
 	}
 	now := time.Now()
 	for _, e := range logs {
-		if len(e.Message) > maxLogMessage {
-			e.Message = e.Message[:maxLogMessage]
+		if len(e.Message) > wire.MaxLogMessage {
+			e.Message = e.Message[:wire.MaxLogMessage]
 		}
 		if !validLevel(e.Level) {
 			e.Level = "log"

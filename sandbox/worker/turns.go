@@ -10,7 +10,7 @@ import (
 // caller's goroutine. A ticket is taken where the order is known (the pool
 // counting the calls ahead), and the frame's write waits for its turn. The
 // worker needs none: its read loop queues each invocation on its isolate
-// as the frame arrives (takeInvoke in serve.go).
+// as the frame arrives (takeInvoke in child's serve.go).
 //
 // A turn is waited for at most turnWait: a ticket whose holder never
 // arrives must not hold the others for ever. Every path gives its ticket

@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // takeTickets takes n of id's tickets, in order.
@@ -61,7 +65,7 @@ func TestTurnsKeepTicketOrder(t *testing.T) {
 // Invocations of one handle run in the order the pool took them in, though
 // each is sent from its own goroutine and served on another in the worker.
 func TestInvocationsRunInArrivalOrder(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, Queue: 1024, Engine: EngineConfig{HandleQueue: 512}})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, Queue: 1024, Engine: wire.EngineConfig{HandleQueue: 512}})
 	var mu sync.Mutex
 	ticketOf := map[string]uint64{}
 	epochOf := map[string]uint64{}
@@ -115,4 +119,68 @@ func TestInvocationsRunInArrivalOrder(t *testing.T) {
 	if out > 0 {
 		t.Fatalf("%d of %d invocations ran out of their arrival order", out, calls)
 	}
+}
+
+// Frames written one after another by an ordered line arrive in that order,
+// and the turn passes once a frame's place is taken.
+func TestOrderedWritesArriveInOrder(t *testing.T) {
+	a, b := connPair(t)
+	var mu sync.Mutex
+	var got []string
+	peer := wire.NewConn(b, 1<<20, 1<<20, func(_ context.Context, path string, _ []byte) ([]byte, error) {
+		return []byte("ok"), nil
+	}, nil)
+	peer.Take = func(_ uint64, path string, _ []byte) bool {
+		mu.Lock()
+		got = append(got, path)
+		mu.Unlock()
+		return false // served on its own goroutine as usual
+	}
+	peer.Start()
+	caller := wire.NewConn(a, 1<<20, 1<<20, nil, nil).Start()
+	defer caller.Close()
+	defer peer.Close()
+	ts := newTurns()
+	const n = 200
+	tickets := takeTickets(ts, "h", n)
+	var wg sync.WaitGroup
+	for i := n - 1; i >= 0; i-- {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			tk := tickets[i]
+			if _, err := caller.CallOrdered(context.Background(), fmt.Sprint(i), nil,
+				func() { ts.wait("h", tk) }, func() { ts.done("h", tk) }, false); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, p := range got {
+		if p != fmt.Sprint(i) {
+			t.Fatalf("frame %d arrived as %s-th: %v", i, p, got)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d frames arrived, want %d", len(got), n)
+	}
+}
+
+// connPair is the two ends of a socketpair, as a worker and its pool hold.
+func connPair(t *testing.T) (net.Conn, net.Conn) {
+	parent, child, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(f *os.File) net.Conn {
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return conn(parent), conn(child)
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // TestMain doubles as the worker binary: the pool re-executes this test
@@ -25,8 +27,8 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case Subcommand:
-			Main()
+		case wire.Subcommand:
+			child.Main()
 		case "rogue-worker":
 			rogueMain(os.Args[2])
 		}
@@ -110,12 +112,12 @@ func waitReplaced(t *testing.T, pool *Pool, old int) {
 func TestWorkerFollowsTheGatewaysGCTarget(t *testing.T) {
 	old := debug.SetGCPercent(250)
 	defer debug.SetGCPercent(old)
-	probe := func() ProbeReport {
+	probe := func() wire.ProbeReport {
 		t.Helper()
 		pool := startPool(t, Config{Workers: 1, Probe: true})
 		defer pool.Shutdown()
-		var rep ProbeReport
-		if err := pool.workers[0].post(context.Background(), pathProbe, struct{}{}, &rep); err != nil {
+		var rep wire.ProbeReport
+		if err := pool.workers[0].post(context.Background(), wire.PathProbe, struct{}{}, &rep); err != nil {
 			t.Fatal(err)
 		}
 		if len(rep.Environment) != 0 {
@@ -141,9 +143,9 @@ func TestWorkerRunsAndIsHardened(t *testing.T) {
 	if err != nil || string(out.Result) != "42" {
 		t.Fatalf("run: %v %s", err, out.Result)
 	}
-	var rep ProbeReport
+	var rep wire.ProbeReport
 	p := pool.workers[0]
-	if err := p.post(context.Background(), pathProbe, struct{}{}, &rep); err != nil {
+	if err := p.post(context.Background(), wire.PathProbe, struct{}{}, &rep); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("probe: %v", rep.Results)
@@ -179,7 +181,7 @@ func TestForeignSystemCallEntriesKillTheWorker(t *testing.T) {
 	pool := startPool(t, Config{Workers: 1, Probe: true})
 	for _, kind := range []string{"i386", "x32"} {
 		p := waitUp(t, pool)
-		res, err := p.rpc.Call(context.Background(), pathProbeForeign, []byte(kind))
+		res, err := p.rpc.Call(context.Background(), wire.PathProbeForeign, []byte(kind))
 		if err == nil {
 			t.Fatalf("%s: the worker survived a foreign system call: %s", kind, res)
 		}
@@ -216,7 +218,7 @@ func waitUp(t *testing.T, pool *Pool) *process {
 }
 
 func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, RlimitData: 2 << 30, Grace: 500 * time.Millisecond, Engine: EngineConfig{Timeout: 2 * time.Second}})
+	pool := startPool(t, Config{Workers: 1, RlimitData: 2 << 30, Grace: 500 * time.Millisecond, Engine: wire.EngineConfig{Timeout: 2 * time.Second}})
 	for name, code := range map[string]string{
 		"4 GiB ArrayBuffer": "async () => new Uint8Array(2**32).length",
 		"512 MiB string":    "async () => { const s = 'x'.repeat(2**29 - 32); return s.toLowerCase().length }",
@@ -325,7 +327,7 @@ func TestUninterruptibleBuiltinGetsItsWorkerKilled(t *testing.T) {
 }
 
 func TestOverloadAnswersAtOnce(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, Engine: EngineConfig{HandleQueue: 2, Timeout: 2 * time.Second}})
+	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{HandleQueue: 2, Timeout: 2 * time.Second}})
 	deploy(t, pool, "slow", counter)
 	var wg sync.WaitGroup
 	results := make(chan error, 10)
@@ -411,7 +413,7 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 	var mu sync.Mutex
 	logs := map[string][]string{}
 	lost := map[string]error{}
-	pool := startPool(t, Config{Workers: 1, Engine: EngineConfig{Timeout: 100 * time.Millisecond},
+	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Timeout: 100 * time.Millisecond},
 		OnLog: func(id string, e sandbox.LogEntry) {
 			mu.Lock()
 			logs[id] = append(logs[id], e.Level+":"+e.Message)
@@ -447,12 +449,12 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 // rogueMain is a worker taken over by a program: it shakes hands properly,
 // then answers with what its mode says.
 func rogueMain(mode string) {
-	conn, _ := fileConn(fdConn, "gateway")
-	rpc := newRPC(conn, maxGatewayFrame, maxGatewayFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
+	conn, _ := wire.FileConn(wire.FdConn, "gateway")
+	rpc := wire.NewConn(conn, wire.MaxGatewayFrame, wire.MaxGatewayFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
 		switch path {
-		case pathHello:
-			return json.Marshal(helloReply{Version: ProtocolVersion, PID: os.Getpid()})
-		case pathRun:
+		case wire.PathHello:
+			return json.Marshal(wire.HelloReply{Version: wire.ProtocolVersion, PID: os.Getpid()})
+		case wire.PathRun:
 			switch mode {
 			case "garbage":
 				return []byte("\x00\x01 not json"), nil
@@ -462,16 +464,16 @@ func rogueMain(mode string) {
 				conn.Write(head[:])
 				select {}
 			case "claims", "bigbody":
-				return json.Marshal(runReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
+				return json.Marshal(wire.RunReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
 			}
-		case pathInvoke:
+		case wire.PathInvoke:
 			if mode == "bigbody" { // one byte over the gateway's bound
-				return invokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: make([]byte, rogueMaxBody+1)}}.encodeFrame(), nil
+				return wire.InvokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: make([]byte, rogueMaxBody+1)}}.EncodeFrame(), nil
 			}
 		}
 		return []byte("{}"), nil
 	}, nil)
-	rpc.start()
+	rpc.Start()
 	<-rpc.Done()
 	os.Exit(0)
 }
@@ -498,7 +500,7 @@ const rogueMaxBody = 1024
 // against max_response_body; one that sends more is killed, the visitor
 // gets no part of it, and a new worker takes its place.
 func TestRogueWorkerAnswersTooMuch(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, Command: []string{"rogue-worker", "bigbody"}, Engine: EngineConfig{MaxResponseBody: rogueMaxBody}})
+	pool := startPool(t, Config{Workers: 1, Command: []string{"rogue-worker", "bigbody"}, Engine: wire.EngineConfig{MaxResponseBody: rogueMaxBody}})
 	pid := pool.Status()[0].PID
 	deploy(t, pool, "big", "async () => ({ fetch() { return new Response('x') } })")
 	res, err := get(pool, "big", "https://x/")

@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"encoding/json"
@@ -19,29 +19,29 @@ const Subcommand = "retainer-worker"
 
 // Paths of the worker's server (gateway → worker).
 const (
-	pathHello  = "/hello"
-	pathRun    = "/run"
-	pathInvoke = "/invoke"
-	pathClose  = "/close"
-	// pathStreamRead takes the next chunk of a streamed response, waiting
-	// up to streamWait for one; pathStreamCancel gives a stream up.
-	pathStreamRead   = "/stream-read"
-	pathStreamCancel = "/stream-cancel"
-	// pathKVInvalidate drops cached kv values another worker's write
+	PathHello  = "/hello"
+	PathRun    = "/run"
+	PathInvoke = "/invoke"
+	PathClose  = "/close"
+	// PathStreamRead takes the next chunk of a streamed response, waiting
+	// up to StreamWait for one; PathStreamCancel gives a stream up.
+	PathStreamRead   = "/stream-read"
+	PathStreamCancel = "/stream-cancel"
+	// PathKVInvalidate drops cached kv values another worker's write
 	// changed (kvcache.go).
-	pathKVInvalidate = "/kv-invalidate"
-	pathProbe        = "/probe"
-	// pathProbeForeign makes one system call through a foreign entry
+	PathKVInvalidate = "/kv-invalidate"
+	PathProbe        = "/probe"
+	// PathProbeForeign makes one system call through a foreign entry
 	// (body: "i386" or "x32"); a hardened worker dies of it.
-	pathProbeForeign = "/probe-foreign"
+	PathProbeForeign = "/probe-foreign"
 )
 
 // Paths of the gateway's server (worker → gateway).
 const (
-	pathLog     = "/log"
-	pathLost    = "/lost"
-	pathHost    = "/host"
-	pathKVBatch = "/kv-batch" // a binary frame (kvwire.go)
+	PathLog     = "/log"
+	PathLost    = "/lost"
+	PathHost    = "/host"
+	PathKVBatch = "/kv-batch" // a binary frame (kvwire.go)
 )
 
 // Size caps for what crosses the boundary. Every bound on what a program
@@ -51,24 +51,24 @@ const (
 // protocol anyway from costing the gateway memory, and such a worker is
 // killed (a crash no call explains, docs/architecture.md).
 const (
-	maxWorkerPost   = 256 << 10           // a worker's own request (a log line, a lost isolate)
-	maxLogMessage   = sandbox.MaxLogBytes // one log line, encoded
-	fdConn          = 3                   // the worker's end of the socketpair
-	handshakeTimout = 30 * time.Second
-	// maxGatewayFrame is what a worker reads from the gateway (trusted; a
+	MaxWorkerPost    = 256 << 10           // a worker's own request (a log line, a lost isolate)
+	MaxLogMessage    = sandbox.MaxLogBytes // one log line, encoded
+	FdConn           = 3                   // the worker's end of the socketpair
+	HandshakeTimeout = 30 * time.Second
+	// MaxGatewayFrame is what a worker reads from the gateway (trusted; a
 	// fetch answer of 8 MiB of control bytes encodes to 48 MiB).
-	maxGatewayFrame = 256 << 20
-	// helloFrame is what a worker may send before it knows the gateway's
+	MaxGatewayFrame = 256 << 20
+	// HelloFrame is what a worker may send before it knows the gateway's
 	// cap from the handshake.
-	helloFrame = 64 << 10
+	HelloFrame = 64 << 10
 )
 
-// workerFrameCap is the largest frame the gateway reads from a worker, for
+// WorkerFrameCap is the largest frame the gateway reads from a worker, for
 // the bounds the worker enforces: a run's result (8 MiB encoded) or a
 // response body (its bytes as they are) plus their logs and heads, or a
 // host call's arguments, each with a MiB to spare. Pool.Invoke holds a
 // body to its own bound again.
-func workerFrameCap(e EngineConfig) int {
+func WorkerFrameCap(e EngineConfig) int {
 	c := sandbox.MaxResultBytes
 	if e.MaxResponseBody > c {
 		c = e.MaxResponseBody
@@ -112,19 +112,19 @@ type EngineConfig struct {
 	Wasm            bool          `json:"wasm"`
 }
 
-type helloRequest struct {
+type HelloRequest struct {
 	Version string       `json:"version"`
 	Config  WorkerConfig `json:"config"`
 }
 
-type helloReply struct {
+type HelloReply struct {
 	Version string `json:"version"`
 	PID     int    `json:"pid"`
 	Error   string `json:"error,omitempty"`
 }
 
-// wireFault is a fault as it crosses the boundary.
-type wireFault struct {
+// Fault is a fault as it crosses the boundary.
+type Fault struct {
 	Code    fault.Code `json:"code"`
 	Message string     `json:"message"`
 	// Collateral: a bound hit this invocation's isolate while another
@@ -135,15 +135,15 @@ type wireFault struct {
 	NotCaused bool `json:"notCaused,omitempty"`
 }
 
-func toWire(err error) *wireFault {
+func ToWire(err error) *Fault {
 	if err == nil {
 		return nil
 	}
 	f := fault.As(err)
-	return &wireFault{Code: f.Code, Message: f.Message, Collateral: errors.Is(err, fault.ErrCollateral), NotCaused: errors.Is(err, fault.ErrNotCaused)}
+	return &Fault{Code: f.Code, Message: f.Message, Collateral: errors.Is(err, fault.ErrCollateral), NotCaused: errors.Is(err, fault.ErrNotCaused)}
 }
 
-func (w *wireFault) err() error {
+func (w *Fault) Err() error {
 	if w == nil {
 		return nil
 	}
@@ -157,73 +157,73 @@ func (w *wireFault) err() error {
 	return f
 }
 
-type runReply struct {
+type RunReply struct {
 	Outcome sandbox.Outcome `json:"outcome"`
-	Fault   *wireFault      `json:"fault,omitempty"`
+	Fault   *Fault          `json:"fault,omitempty"`
 }
 
-type invokeRequest struct {
+type InvokeRequest struct {
 	ID      string              `json:"id"`
 	Name    string              `json:"name"`
 	Request sandbox.WireRequest `json:"request"`
 }
 
-type invokeReply struct {
+type InvokeReply struct {
 	Response sandbox.WireResponse `json:"response"`
 	// Logs are the invocation's console lines, recorded before it answers.
 	Logs  []sandbox.LogEntry `json:"logs,omitempty"`
-	Fault *wireFault         `json:"fault,omitempty"`
+	Fault *Fault             `json:"fault,omitempty"`
 }
 
-// streamWait is the longest a stream read waits in the worker for a chunk;
+// StreamWait is the longest a stream read waits in the worker for a chunk;
 // the gateway then asks again (so a read is never a call without an end).
-const streamWait = 15 * time.Second
+const StreamWait = 15 * time.Second
 
-type streamRequest struct {
+type StreamRequest struct {
 	ID     string `json:"id"`
 	Stream int64  `json:"stream"`
 	WaitMs int64  `json:"waitMs,omitempty"`
 }
 
-type streamReply struct {
-	Data  []byte     `json:"data,omitempty"` // at most sandbox.StreamWindow bytes
-	Done  bool       `json:"done,omitempty"`
-	Fault *wireFault `json:"fault,omitempty"`
+type StreamReply struct {
+	Data  []byte `json:"data,omitempty"` // at most sandbox.StreamWindow bytes
+	Done  bool   `json:"done,omitempty"`
+	Fault *Fault `json:"fault,omitempty"`
 }
 
-type closeRequest struct {
+type CloseRequest struct {
 	ID string `json:"id"`
 }
 
-type closeReply struct {
-	Fault *wireFault `json:"fault,omitempty"`
+type CloseReply struct {
+	Fault *Fault `json:"fault,omitempty"`
 }
 
-type logPost struct {
+type LogPost struct {
 	ID    string           `json:"id"`
 	Entry sandbox.LogEntry `json:"entry"`
 }
 
-// hostPost is a program's request for a host service (kv, fetch, a tool).
-type hostPost struct {
+// HostPost is a program's request for a host service (kv, fetch, a tool).
+type HostPost struct {
 	ID   string          `json:"id"`
 	Op   string          `json:"op"`
 	Args json.RawMessage `json:"args"`
 }
 
-type hostReply struct {
+type HostReply struct {
 	Result json.RawMessage `json:"result,omitempty"`
-	Fault  *wireFault      `json:"fault,omitempty"`
+	Fault  *Fault          `json:"fault,omitempty"`
 	// KV names the key space a kv call reached, for the read cache.
-	KV *kvHint `json:"kv,omitempty"`
+	KV *KVHint `json:"kv,omitempty"`
 	// Applied is, for a kv.batch, how many writes were applied before
 	// the one the fault refused.
 	Applied int `json:"applied,omitempty"`
 }
 
-type lostPost struct {
-	ID    string     `json:"id"`
-	Fault *wireFault `json:"fault"`
+type LostPost struct {
+	ID    string `json:"id"`
+	Fault *Fault `json:"fault"`
 }
 
 // ProbeReport says what each forbidden action did inside a worker.
@@ -236,9 +236,9 @@ type ProbeReport struct {
 	GCHeadroom uint64 `json:"gcHeadroom"`
 }
 
-// decodeCapped reads one JSON value of at most max bytes; anything bigger
+// DecodeCapped reads one JSON value of at most max bytes; anything bigger
 // or malformed is an error.
-func decodeCapped(data []byte, max int, v any) error {
+func DecodeCapped(data []byte, max int, v any) error {
 	if len(data) > max {
 		return fmt.Errorf("message over %d bytes", max)
 	}

@@ -1,4 +1,4 @@
-package worker
+package child
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -15,12 +14,13 @@ import (
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // Main runs the worker mode: it serves the gateway on the inherited
 // socketpair until the connection closes, then exits. It never returns.
 func Main() {
-	conn, err := fileConn(fdConn, "gateway")
+	conn, err := wire.FileConn(wire.FdConn, "gateway")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "retainer worker: not started by a gateway:", err)
 		os.Exit(2)
@@ -28,51 +28,42 @@ func Main() {
 	w := &workerServer{kv: newKVCache()}
 	w.kv.send = w.sendWrites
 	w.kv.answering = w.answerTogether
-	w.conn = newRPC(conn, maxGatewayFrame, helloFrame, w.handle, func(reason string) {
+	w.conn = wire.NewConn(conn, wire.MaxGatewayFrame, wire.HelloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
-	w.conn.tooLarge = tooLargeReply
-	w.conn.take = w.takeInvoke
-	w.logs = make(chan logPost, 4096)
+	w.conn.TooLarge = tooLargeReply
+	w.conn.Take = w.takeInvoke
+	w.logs = make(chan wire.LogPost, 4096)
 	go w.sendLogs()
-	w.conn.start()
+	w.conn.Start()
 	<-w.conn.Done()
 	// The gateway closed the connection (or died): nothing is left to serve.
 	os.Exit(0)
 }
 
-func fileConn(fd uintptr, name string) (net.Conn, error) {
-	f := os.NewFile(fd, name)
-	if f == nil {
-		return nil, fmt.Errorf("fd %d is not open", fd)
-	}
-	defer f.Close()
-	return net.FileConn(f)
-}
-
 // workerServer answers the gateway's calls inside the worker.
 type workerServer struct {
-	conn *rpcConn
-	logs chan logPost
+	conn *wire.Conn
+	logs chan wire.LogPost
 	kv   *kvCache // kv reads answered without a round trip (kvcache.go)
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
-	cfg    WorkerConfig
+	cfg    wire.WorkerConfig
 }
 
 func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]byte, error) {
 	var reply any
 	switch path {
-	case pathHello:
+	case wire.PathHello:
 		reply = w.hello(body)
-	case pathRun, pathInvoke, pathClose, pathStreamRead, pathStreamCancel:
+	case wire.PathRun, wire.PathInvoke, wire.PathClose, wire.PathStreamRead, wire.PathStreamCancel:
 		e := w.ready()
 		if e == nil {
 			return nil, fmt.Errorf("%s before hello", path)
 		}
 		switch path {
-		case pathRun:
+		case wire.PathRun:
 			var job sandbox.Job
 			if err := json.Unmarshal(body, &job); err != nil {
 				return nil, err
@@ -84,42 +75,42 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 				}
 				out, err = sandbox.Outcome{Logs: out.Logs}, werr
 			}
-			reply = runReply{Outcome: out, Fault: toWire(err)}
-		case pathInvoke:
+			reply = wire.RunReply{Outcome: out, Fault: wire.ToWire(err)}
+		case wire.PathInvoke:
 			// takeInvoke takes every well-formed invocation on the read loop.
 			return nil, errors.New("a malformed invoke frame")
-		case pathClose:
-			var req closeRequest
+		case wire.PathClose:
+			var req wire.CloseRequest
 			if err := json.Unmarshal(body, &req); err != nil {
 				return nil, err
 			}
-			reply = closeReply{Fault: toWire(e.Close(req.ID))}
-		case pathStreamRead, pathStreamCancel:
-			var req streamRequest
+			reply = wire.CloseReply{Fault: wire.ToWire(e.Close(req.ID))}
+		case wire.PathStreamRead, wire.PathStreamCancel:
+			var req wire.StreamRequest
 			if err := json.Unmarshal(body, &req); err != nil {
 				return nil, err
 			}
-			if path == pathStreamCancel {
+			if path == wire.PathStreamCancel {
 				e.CancelStream(req.ID, req.Stream)
-				reply = streamReply{Done: true}
+				reply = wire.StreamReply{Done: true}
 				break
 			}
-			wait := min(time.Duration(req.WaitMs)*time.Millisecond, streamWait)
+			wait := min(time.Duration(req.WaitMs)*time.Millisecond, wire.StreamWait)
 			data, done, err := e.ReadStream(ctx, req.ID, req.Stream, wait)
 			if werr := w.kv.settle(req.ID); werr != nil && err == nil {
 				e.CancelStream(req.ID, req.Stream)
 				data, done, err = nil, true, werr
 			}
-			reply = streamReply{Data: data, Done: done, Fault: toWire(err)}
+			reply = wire.StreamReply{Data: data, Done: done, Fault: wire.ToWire(err)}
 		}
-	case pathKVInvalidate:
-		var m kvInvalidate
+	case wire.PathKVInvalidate:
+		var m wire.KVInvalidate
 		if err := json.Unmarshal(body, &m); err != nil {
 			return nil, err
 		}
 		w.kv.invalidate(m)
 		reply = struct{}{}
-	case pathProbe:
+	case wire.PathProbe:
 		w.mu.Lock()
 		enabled := w.cfg.Probe
 		w.mu.Unlock()
@@ -127,7 +118,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			return nil, fmt.Errorf("probe is not enabled")
 		}
 		reply = runProbe()
-	case pathProbeForeign:
+	case wire.PathProbeForeign:
 		w.mu.Lock()
 		enabled := w.cfg.Probe
 		w.mu.Unlock()
@@ -139,8 +130,8 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 	default:
 		return nil, fmt.Errorf("unknown call %q", path)
 	}
-	if enc, ok := reply.(frameEncoder); ok {
-		return enc.encodeFrame(), nil
+	if enc, ok := reply.(wire.FrameEncoder); ok {
+		return enc.EncodeFrame(), nil
 	}
 	return wirejson.Marshal(reply)
 }
@@ -153,29 +144,29 @@ func tooLargeReply(path string, size int) []byte {
 	msg := fmt.Sprintf("The answer (%d bytes encoded) is larger than the worker boundary allows.", size)
 	var reply any
 	switch path {
-	case pathInvoke:
-		return invokeReply{Fault: toWire(fault.New(fault.BadResponse, "%s", msg))}.encodeFrame()
-	case pathRun:
-		reply = runReply{Outcome: sandbox.Outcome{Logs: []string{}}, Fault: toWire(fault.New(fault.Runtime, "%s", msg))}
+	case wire.PathInvoke:
+		return wire.InvokeReply{Fault: wire.ToWire(fault.New(fault.BadResponse, "%s", msg))}.EncodeFrame()
+	case wire.PathRun:
+		reply = wire.RunReply{Outcome: sandbox.Outcome{Logs: []string{}}, Fault: wire.ToWire(fault.New(fault.Runtime, "%s", msg))}
 	default:
-		reply = closeReply{Fault: toWire(fault.New(fault.Internal, "%s", msg))}
+		reply = wire.CloseReply{Fault: wire.ToWire(fault.New(fault.Internal, "%s", msg))}
 	}
 	b, _ := wirejson.Marshal(reply)
 	return b
 }
 
-func (w *workerServer) hello(body []byte) helloReply {
-	var req helloRequest
+func (w *workerServer) hello(body []byte) wire.HelloReply {
+	var req wire.HelloRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return helloReply{Error: "bad hello: " + err.Error()}
+		return wire.HelloReply{Error: "bad hello: " + err.Error()}
 	}
-	if req.Version != ProtocolVersion {
-		return helloReply{Version: ProtocolVersion, Error: "version mismatch"}
+	if req.Version != wire.ProtocolVersion {
+		return wire.HelloReply{Version: wire.ProtocolVersion, Error: "version mismatch"}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.engine != nil {
-		return helloReply{Error: "hello twice"}
+		return wire.HelloReply{Error: "hello twice"}
 	}
 	// The worker collects as the gateway does: a gateway at Go's default
 	// leaves its workers there too.
@@ -183,7 +174,7 @@ func (w *workerServer) hello(body []byte) helloReply {
 	c := req.Config.Engine
 	w.cfg = req.Config
 	if req.Config.FrameCap > 0 {
-		w.conn.peerMax.Store(int64(req.Config.FrameCap))
+		w.conn.PeerMax.Store(int64(req.Config.FrameCap))
 	}
 	engine := sandbox.New(sandbox.Config{
 		Prewarm: c.Prewarm, Timeout: c.Timeout, MemoryMiB: c.MemoryMiB,
@@ -196,10 +187,10 @@ func (w *workerServer) hello(body []byte) helloReply {
 	})
 	// Start V8 (its platform threads) before the filters close the doors.
 	if _, err := engine.Run(context.Background(), sandbox.Job{Program: sandbox.Program{Code: "() => 0"}}); err != nil {
-		return helloReply{Error: "starting V8: " + err.Error()}
+		return wire.HelloReply{Error: "starting V8: " + err.Error()}
 	}
 	if err := harden(req.Config); err != nil {
-		return helloReply{Error: err.Error()}
+		return wire.HelloReply{Error: err.Error()}
 	}
 	w.engine = engine
 	if on, err := sandbox.SnapshotStatus(); !on {
@@ -207,7 +198,7 @@ func (w *workerServer) hello(body []byte) helloReply {
 		// The worker's stderr is the gateway's log ("worker N: ...").
 		fmt.Fprintf(os.Stderr, "isolates install the compiled runtime: %v\n", err)
 	}
-	return helloReply{Version: ProtocolVersion, PID: os.Getpid()}
+	return wire.HelloReply{Version: wire.ProtocolVersion, PID: os.Getpid()}
 }
 
 func (w *workerServer) ready() *sandbox.Engine {
@@ -219,21 +210,21 @@ func (w *workerServer) ready() *sandbox.Engine {
 // log queues a handler's console line for the gateway; a full queue drops
 // lines rather than block an isolate.
 func (w *workerServer) log(id string, e sandbox.LogEntry) {
-	e.Message, _ = wirejson.Cut(e.Message, maxLogMessage)
+	e.Message, _ = wirejson.Cut(e.Message, wire.MaxLogMessage)
 	select {
-	case w.logs <- logPost{ID: id, Entry: e}:
+	case w.logs <- wire.LogPost{ID: id, Entry: e}:
 	default:
 	}
 }
 
 func (w *workerServer) sendLogs() {
 	for p := range w.logs {
-		w.post(pathLog, p)
+		w.post(wire.PathLog, p)
 	}
 }
 
 func (w *workerServer) lost(id string, err error) {
-	go w.post(pathLost, lostPost{ID: id, Fault: toWire(err)})
+	go w.post(wire.PathLost, wire.LostPost{ID: id, Fault: wire.ToWire(err)})
 }
 
 func (w *workerServer) post(path string, v any) {
@@ -250,15 +241,15 @@ func (w *workerServer) post(path string, v any) {
 // A frame it cannot take (before hello, malformed) goes the usual way,
 // which reports it.
 func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) bool {
-	if path != pathInvoke {
+	if path != wire.PathInvoke {
 		return false
 	}
 	e := w.ready()
 	if e == nil {
 		return false
 	}
-	var req invokeRequest
-	if req.decodeFrame(payload) != nil {
+	var req wire.InvokeRequest
+	if req.DecodeFrame(payload) != nil {
 		return false
 	}
 	e.InvokeAsync(req.ID, req.Name, req.Request, func(res sandbox.WireResponse, logs []sandbox.LogEntry, err error) {
@@ -276,8 +267,8 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 // answerTogether runs the answers of the invocations a kv batch settled,
 // their frames held back and written in one system call.
 func (w *workerServer) answerTogether(answers []func()) {
-	w.conn.cork()
-	defer w.conn.uncork()
+	w.conn.Cork()
+	defer w.conn.Uncork()
 	for _, a := range answers {
 		a()
 	}
@@ -295,7 +286,7 @@ func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, 
 	}
 	// A streamed answer's head leaves at once: its chunks follow on their
 	// own calls.
-	w.conn.replyLater(frame, pathInvoke, invokeReply{Response: res, Logs: logs, Fault: toWire(err)}.encodeFrame(), more && res.Stream == 0)
+	w.conn.ReplyLater(frame, wire.PathInvoke, wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.EncodeFrame(), more && res.Stream == 0)
 }
 
 // hostCall asks the gateway for a host service on behalf of run id; kv
@@ -303,7 +294,7 @@ func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, 
 func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
 	switch op {
 	case "kv.get", "kv.put", "kv.delete":
-		return w.kv.call(ctx, id, op, args, func() (json.RawMessage, *kvHint, error) {
+		return w.kv.call(ctx, id, op, args, func() (json.RawMessage, *wire.KVHint, error) {
 			return w.roundTrip(ctx, id, op, args)
 		})
 	}
@@ -320,37 +311,37 @@ func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.Ra
 
 // sendWrites applies a batch of queued kv writes at the gateway, in order;
 // it answers how many were applied and why the next was not.
-func (w *workerServer) sendWrites(writes []kvWrite) (int, error) {
-	res, err := w.conn.Call(context.Background(), pathKVBatch, kvBatch{Writes: writes}.encodeFrame())
+func (w *workerServer) sendWrites(writes []wire.KVBatchWrite) (int, error) {
+	res, err := w.conn.Call(context.Background(), wire.PathKVBatch, wire.KVBatch{Writes: writes}.EncodeFrame())
 	if err != nil {
 		return 0, fault.New(fault.Internal, "The gateway did not answer.")
 	}
-	var rep hostReply
+	var rep wire.HostReply
 	if err := json.Unmarshal(res, &rep); err != nil {
 		return 0, fault.New(fault.Internal, "The gateway's answer was malformed.")
 	}
 	if rep.Fault != nil {
-		return rep.Applied, rep.Fault.err()
+		return rep.Applied, rep.Fault.Err()
 	}
 	return len(writes), nil
 }
 
-func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, *kvHint, error) {
-	body, _ := wirejson.Marshal(hostPost{ID: id, Op: op, Args: args})
-	res, err := w.conn.Call(ctx, pathHost, body)
-	if errors.Is(err, errFrameTooLarge) {
+func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, *wire.KVHint, error) {
+	body, _ := wirejson.Marshal(wire.HostPost{ID: id, Op: op, Args: args})
+	res, err := w.conn.Call(ctx, wire.PathHost, body)
+	if errors.Is(err, wire.ErrFrameTooLarge) {
 		// The sandbox bounds arguments before they get here (HostArgsCap).
 		return nil, nil, fault.New(fault.TooLarge, "The %s call's arguments are larger than the worker boundary allows.", op)
 	}
 	if err != nil {
 		return nil, nil, fault.New(fault.Internal, "The gateway did not answer.")
 	}
-	var rep hostReply
+	var rep wire.HostReply
 	if err := json.NewDecoder(bytes.NewReader(res)).Decode(&rep); err != nil {
 		return nil, nil, fault.New(fault.Internal, "The gateway's answer was malformed.")
 	}
 	if rep.Fault != nil {
-		return nil, nil, rep.Fault.err()
+		return nil, nil, rep.Fault.Err()
 	}
 	return rep.Result, rep.KV, nil
 }

@@ -1,4 +1,4 @@
-package worker
+package child
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // The worker's kv read cache (issue 19): a kv.get answered from the worker
@@ -23,24 +24,10 @@ import (
 //     it or an invalidation arrived meanwhile.
 //
 // Before the gateway acknowledges a write from one worker, every other
-// worker that was told of that space drops the key (kvInvalidate, answered
+// worker that was told of that space drops the key (wire.KVInvalidate, answered
 // before the write's own answer), so a write is visible everywhere before
 // the writer's await ends and long before its response leaves (the output
 // gate). A failed commit drops every worker's whole cache.
-
-// kvHint is the gateway's word, with a kv answer, on the space it reached.
-type kvHint struct {
-	Space string `json:"space"`
-	// Write: the run may write the space too (its writes may be answered
-	// at once).
-	Write bool `json:"write,omitempty"`
-}
-
-type kvInvalidate struct {
-	Space string   `json:"space,omitempty"`
-	Keys  []string `json:"keys,omitempty"` // every key one write batch changed
-	All   bool     `json:"all,omitempty"`  // every space (a failed commit)
-}
 
 // maxCacheBytes bounds the cached values of one worker; past it the cache
 // starts afresh.
@@ -55,7 +42,7 @@ type kvCache struct {
 	// send delivers a batch of writes, each of its run, to the gateway in
 	// order (set by the worker): it answers how many were applied and the
 	// error of the one after them, if any.
-	send func(writes []kvWrite) (int, error)
+	send func(writes []wire.KVBatchWrite) (int, error)
 	// answering runs the answers a batch settled (whenSettled), together:
 	// the worker writes them in one system call (answerTogether); by
 	// default they run one after another.
@@ -63,7 +50,7 @@ type kvCache struct {
 
 	mu       sync.Mutex
 	spaceOf  map[string]string // run or handle id → its kv space
-	writable map[string]bool   // run or handle id → it holds kvWrite
+	writable map[string]bool   // run or handle id → it holds wire.KVBatchWrite
 	values   map[cacheKey]json.RawMessage
 	// writers names, for a value this worker wrote, the run or handle that
 	// wrote it: until the gateway answers a read of the key (its commit
@@ -92,23 +79,9 @@ type settleWaiter struct {
 	f  func(error)
 }
 
-// KVWrite is one write of a kv.batch as the gateway applies it.
-type KVWrite struct {
-	Op    string // kv.put or kv.delete
-	Key   string
-	Value *string // nil for a delete
-}
-
-// kvWrite is one queued write as the kv batch carries it (kvwire.go): the
-// write and whose it is.
-type kvWrite struct {
-	ID string // the run or handle that wrote
-	KVWrite
-}
-
 type queuedWrite struct {
 	id string
-	w  kvWrite
+	w  wire.KVBatchWrite
 	k  cacheKey
 }
 
@@ -150,7 +123,7 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	if c.send == nil || op != "kv.put" && op != "kv.delete" {
 		return nil, false
 	}
-	a, err := decodeKVArgs(args)
+	a, err := wire.DecodeKVArgs(args)
 	if err != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > maxKeyBytes ||
 		op == "kv.put" && (a.Value == nil || len(*a.Value) > maxValueBytes) {
 		return nil, false // the gateway answers the error
@@ -165,7 +138,7 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	c.writes[k]++
 	c.inflight[k]++
 	v := json.RawMessage("null")
-	w := kvWrite{ID: id, KVWrite: KVWrite{Op: op, Key: *a.Key}}
+	w := wire.KVBatchWrite{ID: id, KVWrite: wire.KVWrite{Op: op, Key: *a.Key}}
 	if op == "kv.put" {
 		v, _ = wirejson.Marshal(*a.Value)
 		w.Value = a.Value
@@ -188,7 +161,7 @@ func (c *kvCache) flush() {
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
 		n, size := 0, 0
-		var batch []kvWrite
+		var batch []wire.KVBatchWrite
 		for n < len(c.queue) && (n == 0 || size < maxBatchBytes) {
 			w := c.queue[n].w
 			batch = append(batch, w)
@@ -307,7 +280,7 @@ func (c *kvCache) now(id, op string, args json.RawMessage) (json.RawMessage, boo
 
 // lookup answers a kv.get from the cache, if it can.
 func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool) {
-	a, err := decodeKVArgs(args)
+	a, err := wire.DecodeKVArgs(args)
 	if err != nil || a.Key == nil {
 		return nil, false
 	}
@@ -327,8 +300,8 @@ func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool
 
 // call serves kv.get from the cache when it can, and otherwise asks the
 // gateway through rt, caching what the rule allows.
-func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage, rt func() (json.RawMessage, *kvHint, error)) (json.RawMessage, error) {
-	a, err := decodeKVArgs(args)
+func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage, rt func() (json.RawMessage, *wire.KVHint, error)) (json.RawMessage, error) {
+	a, err := wire.DecodeKVArgs(args)
 	if err != nil || a.Key == nil {
 		res, _, err := rt()
 		return res, err
@@ -431,7 +404,7 @@ func (c *kvCache) drop(k cacheKey) {
 }
 
 // invalidate drops what the gateway says another worker's write changed.
-func (c *kvCache) invalidate(m kvInvalidate) {
+func (c *kvCache) invalidate(m wire.KVInvalidate) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++

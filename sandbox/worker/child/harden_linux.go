@@ -1,4 +1,4 @@
-package worker
+package child
 
 import (
 	"errors"
@@ -15,13 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/retainer-gw/retainer/internal/gctarget"
+	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // harden closes the worker's doors after V8 has started: rlimits, Landlock
 // (no file-system access at all) and a seccomp filter, all with
 // no_new_privs. Order matters: Landlock's own system calls must run before
 // seccomp would refuse them, and nothing after this opens a file.
-func harden(cfg WorkerConfig) error {
+func harden(cfg wire.WorkerConfig) error {
 	if err := setRlimits(cfg); err != nil {
 		return fmt.Errorf("worker rlimits: %w", err)
 	}
@@ -101,7 +102,7 @@ func loadFilter(f seccomp.Filter) error {
 // files, and a data-segment bound so that a huge ArrayBuffer (outside V8's
 // heap bound) throws instead of growing the worker without end. RLIMIT_NPROC
 // is left alone: Linux counts threads against it.
-func setRlimits(cfg WorkerConfig) error {
+func setRlimits(cfg wire.WorkerConfig) error {
 	limits := map[int]uint64{unix.RLIMIT_CORE: 0, unix.RLIMIT_NOFILE: 64}
 	if cfg.RlimitData > 0 {
 		limits[unix.RLIMIT_DATA] = cfg.RlimitData
@@ -181,7 +182,7 @@ func filter() seccomp.Filter {
 }
 
 // runProbe tries each forbidden action from inside the worker.
-func runProbe() ProbeReport {
+func runProbe() wire.ProbeReport {
 	res := map[string]string{}
 	record := func(name string, err error) {
 		if err == nil {
@@ -250,7 +251,7 @@ func runProbe() ProbeReport {
 	record("fcntl F_SETOWN", err)
 
 	_, headroom := gctarget.Policy()
-	return ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom}
+	return wire.ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom}
 }
 
 func errnoOrNil(e syscall.Errno) error {

@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"bufio"
@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// rpcConn is the protocol between the gateway and a worker: length-prefixed
+// Conn is the protocol between the gateway and a worker: length-prefixed
 // frames on the socketpair, each a request or the response to one, matched
 // by id, in both directions (the gateway calls run/invoke/close; the worker
 // calls log/lost/host).
@@ -35,15 +36,15 @@ import (
 // length of the path, the path, the payload (JSON). Frames from a worker are
 // hostile: a length over the cap, an unknown kind or a short frame closes
 // the connection and onBad names why (the gateway then kills the worker).
-type rpcConn struct {
+type Conn struct {
 	conn     net.Conn
 	r        *bufio.Reader
-	maxFrame int // the largest frame this side reads
-	// peerMax is the largest frame the peer reads: nothing bigger is ever
-	// written (a call fails locally, an answer is replaced by tooLarge's),
+	MaxFrame int // the largest frame this side reads
+	// PeerMax is the largest frame the peer reads: nothing bigger is ever
+	// written (a call fails locally, an answer is replaced by TooLarge's),
 	// so no program can make its side send a frame the other must refuse.
-	peerMax  atomic.Int64
-	tooLarge func(path string, size int) []byte
+	PeerMax  atomic.Int64
+	TooLarge func(path string, size int) []byte
 
 	// Writes are grouped (write): whoever finds no write in progress
 	// writes everything pending, again and again until nothing is, and
@@ -80,12 +81,12 @@ type rpcConn struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
-	// take, when set, may take a request on the read loop, in arrival
+	// Take, when set, may take a request on the read loop, in arrival
 	// order, instead of a goroutine of its own (it must not block): it
 	// answers true when it did, and the request is then answered with
 	// reply, from wherever its answer is ready. The worker takes its
-	// invocations this way (serve.go).
-	take func(id uint64, path string, payload []byte) bool
+	// invocations this way (child's serve.go).
+	Take func(id uint64, path string, payload []byte) bool
 }
 
 // maxServing bounds the requests one side handles at once for its peer.
@@ -103,35 +104,35 @@ const (
 
 var errConnClosed = errors.New("connection closed")
 
-// errNotSent is a call refused because the connection had closed before
+// ErrNotSent is a call refused because the connection had closed before
 // its frame was written: the peer never saw it.
-var errNotSent = errors.New("connection closed before the call was sent")
+var ErrNotSent = errors.New("connection closed before the call was sent")
 
-func newRPC(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, string, []byte) ([]byte, error), onBad func(string)) *rpcConn {
+func NewConn(conn net.Conn, maxFrame, peerMax int, handle func(context.Context, string, []byte) ([]byte, error), onBad func(string)) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &rpcConn{
+	c := &Conn{
 		conn: conn, r: bufio.NewReaderSize(conn, 64<<10),
-		maxFrame: maxFrame, waits: map[uint64]chan []byte{}, stops: map[uint64]context.CancelFunc{}, handle: handle, onBad: onBad, holdFor: holdFor,
+		MaxFrame: maxFrame, waits: map[uint64]chan []byte{}, stops: map[uint64]context.CancelFunc{}, handle: handle, onBad: onBad, holdFor: holdFor,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
-	c.peerMax.Store(int64(peerMax))
+	c.PeerMax.Store(int64(peerMax))
 	return c
 }
 
 // start begins reading: the owner finishes wiring itself (the handler may
 // use the connection) before the first request can arrive.
-func (c *rpcConn) start() *rpcConn {
+func (c *Conn) Start() *Conn {
 	go c.readLoop()
 	return c
 }
 
 // Done is closed when the connection ends.
-func (c *rpcConn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Close ends the connection.
-func (c *rpcConn) Close() { c.conn.Close() }
+func (c *Conn) Close() { c.conn.Close() }
 
-func (c *rpcConn) readLoop() {
+func (c *Conn) readLoop() {
 	defer close(c.done)
 	defer c.cancel()
 	err := c.read()
@@ -145,14 +146,14 @@ func (c *rpcConn) readLoop() {
 	c.mu.Unlock()
 }
 
-func (c *rpcConn) read() error {
+func (c *Conn) read() error {
 	var lenBuf [4]byte
 	for {
 		if _, err := io.ReadFull(c.r, lenBuf[:]); err != nil {
 			return err
 		}
 		n := int(binary.BigEndian.Uint32(lenBuf[:]))
-		if n < frameHeader || n > c.maxFrame {
+		if n < frameHeader || n > c.MaxFrame {
 			c.bad(fmt.Sprintf("a frame of %d bytes", n))
 			return errors.New("bad frame length")
 		}
@@ -183,7 +184,7 @@ func (c *rpcConn) read() error {
 				c.bad(fmt.Sprintf("more than %d requests at once", maxServing))
 				return errors.New("request flood")
 			}
-			if c.take != nil && c.take(id, path, payload) {
+			if c.Take != nil && c.Take(id, path, payload) {
 				continue
 			}
 			ctx, stop := context.WithCancel(c.ctx)
@@ -205,13 +206,13 @@ func (c *rpcConn) read() error {
 	}
 }
 
-func (c *rpcConn) bad(reason string) {
+func (c *Conn) bad(reason string) {
 	if c.onBad != nil {
 		c.onBad(reason)
 	}
 }
 
-func (c *rpcConn) serve(ctx context.Context, id uint64, path string, payload []byte) {
+func (c *Conn) serve(ctx context.Context, id uint64, path string, payload []byte) {
 	defer func() {
 		c.mu.Lock()
 		stop := c.stops[id]
@@ -240,8 +241,8 @@ func (c *rpcConn) serve(ctx context.Context, id uint64, path string, payload []b
 
 // reply answers request id (of path) with res: a request served on its own
 // goroutine, or one that take took.
-func (c *rpcConn) reply(id uint64, path string, res []byte) {
-	c.replyLater(id, path, res, false)
+func (c *Conn) reply(id uint64, path string, res []byte) {
+	c.ReplyLater(id, path, res, false)
 }
 
 // replyLater is reply for an answer that has more answers right behind it
@@ -251,10 +252,10 @@ func (c *rpcConn) reply(id uint64, path string, res []byte) {
 // for them; at most maxHeld frames wait, and none longer than holdFor
 // (the next invocation may be slow). Measured in docs/performance-log.md
 // (round 8).
-func (c *rpcConn) replyLater(id uint64, path string, res []byte, more bool) {
+func (c *Conn) ReplyLater(id uint64, path string, res []byte, more bool) {
 	defer c.serving.Add(-1)
-	if size := 4 + frameHeader + len(res); size > int(c.peerMax.Load()) && c.tooLarge != nil {
-		res = c.tooLarge(path, size)
+	if size := 4 + frameHeader + len(res); size > int(c.PeerMax.Load()) && c.TooLarge != nil {
+		res = c.TooLarge(path, size)
 	}
 	c.write(id, kindResponse, "", res, nil, more)
 }
@@ -266,7 +267,7 @@ const (
 )
 
 // flushHeld writes held answers that no write has carried yet.
-func (c *rpcConn) flushHeld() {
+func (c *Conn) flushHeld() {
 	c.wmu.Lock()
 	lead := c.held > 0 && !c.writing && c.corked == 0
 	if lead {
@@ -278,8 +279,8 @@ func (c *rpcConn) flushHeld() {
 	}
 }
 
-// errFrameTooLarge is a frame the peer would refuse; it is never written.
-var errFrameTooLarge = errors.New("frame over the peer's cap")
+// ErrFrameTooLarge is a frame the peer would refuse; it is never written.
+var ErrFrameTooLarge = errors.New("frame over the peer's cap")
 
 // write sends a frame. It returns once the frame is queued behind every
 // frame written before it: written by this call, or by the call already
@@ -291,13 +292,13 @@ var errFrameTooLarge = errors.New("frame over the peer's cap")
 // the same write. A write that fails closes the connection (the read loop
 // then fails every waiting call); later writes fail at once. hold lets the
 // frame wait for the next write instead (replyLater).
-func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte, queued func(), hold bool) error {
+func (c *Conn) write(id uint64, kind byte, path string, payload []byte, queued func(), hold bool) error {
 	if queued == nil {
 		queued = func() {}
 	}
-	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
+	if 4+frameHeader+len(path)+len(payload) > int(c.PeerMax.Load()) {
 		queued()
-		return errFrameTooLarge
+		return ErrFrameTooLarge
 	}
 	var head [4 + frameHeader]byte
 	binary.BigEndian.PutUint32(head[:4], uint32(frameHeader+len(path)+len(payload)))
@@ -337,14 +338,14 @@ func (c *rpcConn) write(id uint64, kind byte, path string, payload []byte, queue
 // about to write several frames (the kv flusher answering the invocations
 // its batch settled) sends them in one system call, and the peer's read
 // loop wakes once for them.
-func (c *rpcConn) cork() {
+func (c *Conn) Cork() {
 	c.wmu.Lock()
 	c.corked++
 	c.wmu.Unlock()
 }
 
 // uncork ends a cork; the last one writes what was held back.
-func (c *rpcConn) uncork() {
+func (c *Conn) Uncork() {
 	c.wmu.Lock()
 	c.corked--
 	lead := c.corked == 0 && !c.writing && len(c.pend) > 0
@@ -359,7 +360,7 @@ func (c *rpcConn) uncork() {
 
 // writePending writes what is pending until nothing is; only the call that
 // set c.writing runs it.
-func (c *rpcConn) writePending() error {
+func (c *Conn) writePending() error {
 	c.wmu.Lock()
 	for len(c.pend) > 0 && c.werr == nil {
 		buf := c.pend
@@ -394,7 +395,7 @@ func (c *rpcConn) writePending() error {
 const maxSpare = 256 << 10
 
 // Call sends a request and waits for its response.
-func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte, error) {
+func (c *Conn) Call(ctx context.Context, path string, payload []byte) ([]byte, error) {
 	return c.CallOrdered(ctx, path, payload, nil, nil, false)
 }
 
@@ -404,20 +405,20 @@ func (c *rpcConn) Call(ctx context.Context, path string, payload []byte) ([]byte
 // next write, as replyLater's answers do (up to maxHeld frames, holdFor):
 // for a call whose peer has enough work ahead of it that the wait costs
 // it nothing.
-func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, before, after func(), hold bool) ([]byte, error) {
+func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, before, after func(), hold bool) ([]byte, error) {
 	defer func() { // on the paths that end before the write
 		if after != nil {
 			after()
 		}
 	}()
-	if 4+frameHeader+len(path)+len(payload) > int(c.peerMax.Load()) {
-		return nil, errFrameTooLarge
+	if 4+frameHeader+len(path)+len(payload) > int(c.PeerMax.Load()) {
+		return nil, ErrFrameTooLarge
 	}
 	ch := make(chan []byte, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
-		return nil, errNotSent
+		return nil, ErrNotSent
 	}
 	c.next++
 	id := c.next
@@ -430,7 +431,7 @@ func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, 
 	after = nil
 	if err != nil {
 		c.forget(id)
-		if errors.Is(err, errFrameTooLarge) {
+		if errors.Is(err, ErrFrameTooLarge) {
 			return nil, err
 		}
 		return nil, errConnClosed
@@ -450,8 +451,18 @@ func (c *rpcConn) CallOrdered(ctx context.Context, path string, payload []byte, 
 	}
 }
 
-func (c *rpcConn) forget(id uint64) {
+func (c *Conn) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.waits, id)
 	c.mu.Unlock()
+}
+
+// FileConn is a worker's end of its socketpair, inherited as fd.
+func FileConn(fd uintptr, name string) (net.Conn, error) {
+	f := os.NewFile(fd, name)
+	if f == nil {
+		return nil, fmt.Errorf("fd %d is not open", fd)
+	}
+	defer f.Close()
+	return net.FileConn(f)
 }

@@ -1,4 +1,4 @@
-package worker
+package child
 
 import "golang.org/x/sys/unix"
 

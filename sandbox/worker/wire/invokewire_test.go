@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"encoding/binary"
@@ -12,44 +12,44 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
-func sampleReply() invokeReply {
-	return invokeReply{
+func sampleReply() InvokeReply {
+	return InvokeReply{
 		Response: sandbox.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: []byte("{\"served\":1}\x00\xff"), Stream: 7, Relay: "r1"},
 		Logs:     []sandbox.LogEntry{{Time: time.Unix(1700000000, 123456789).UTC(), Level: "warn", Message: "line\nwith a newline \x00 and a NUL"}},
-		Fault:    &wireFault{Code: fault.Timeout, Message: "slow", Collateral: true},
+		Fault:    &Fault{Code: fault.Timeout, Message: "slow", Collateral: true},
 	}
 }
 
 // Both invocation frames come back as they were sent, strings with any
 // bytes in them included.
 func TestInvokeFramesRoundTrip(t *testing.T) {
-	req := invokeRequest{ID: "h-1", Name: "fetch", Request: sandbox.WireRequest{
+	req := InvokeRequest{ID: "h-1", Name: "fetch", Request: sandbox.WireRequest{
 		Method: "POST", URL: "http://x.apps.localhost/a?b=c", Headers: [][2]string{{"a", "1"}, {"b", ""}}, Body: []byte("hi\x00\x80"), BodyStream: "s"}}
-	var got invokeRequest
-	if err := got.decodeFrame(req.encodeFrame()); err != nil {
+	var got InvokeRequest
+	if err := got.DecodeFrame(req.EncodeFrame()); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, req) {
 		t.Fatalf("request: got %+v, want %+v", got, req)
 	}
 	rep := sampleReply()
-	var back invokeReply
-	if err := back.decodeFrame(rep.encodeFrame()); err != nil {
+	var back InvokeReply
+	if err := back.DecodeFrame(rep.EncodeFrame()); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(back, rep) {
 		t.Fatalf("reply: got %+v, want %+v", back, rep)
 	}
 	// No body and no fault stay absent (null body, no error).
-	empty := invokeReply{Response: sandbox.WireResponse{Status: 204, Headers: [][2]string{}}}
-	back = invokeReply{}
-	if err := back.decodeFrame(empty.encodeFrame()); err != nil || back.Response.Body != nil || back.Fault != nil || back.Response.Status != 204 {
+	empty := InvokeReply{Response: sandbox.WireResponse{Status: 204, Headers: [][2]string{}}}
+	back = InvokeReply{}
+	if err := back.DecodeFrame(empty.EncodeFrame()); err != nil || back.Response.Body != nil || back.Fault != nil || back.Response.Status != 204 {
 		t.Fatalf("empty reply: %+v, %v", back, err)
 	}
 	// An empty body is a body: it stays present, apart from none.
-	emptyBody := invokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: []byte{}}}
-	back = invokeReply{}
-	if err := back.decodeFrame(emptyBody.encodeFrame()); err != nil || back.Response.Body == nil || len(back.Response.Body) != 0 {
+	emptyBody := InvokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: []byte{}}}
+	back = InvokeReply{}
+	if err := back.DecodeFrame(emptyBody.EncodeFrame()); err != nil || back.Response.Body == nil || len(back.Response.Body) != 0 {
 		t.Fatalf("empty body: %+v, %v", back, err)
 	}
 }
@@ -58,25 +58,25 @@ func TestInvokeFramesRoundTrip(t *testing.T) {
 // version or a count larger than the frame is refused, and a count never
 // makes the decoder allocate past the frame's own size.
 func TestInvokeReplyFromAHostileWorker(t *testing.T) {
-	refusesMangled(t, "a reply", sampleReply().encodeFrame(), func(b []byte) error {
-		var a invokeReply
-		return a.decodeFrame(b)
+	refusesMangled(t, "a reply", sampleReply().EncodeFrame(), func(b []byte) error {
+		var a InvokeReply
+		return a.DecodeFrame(b)
 	})
-	var a invokeReply
+	var a InvokeReply
 	// status, statusText "", then a header count of 2^40.
 	huge := []byte{invokeWireVersion}
 	huge = binary.AppendVarint(huge, 200)
 	huge = binary.AppendUvarint(huge, 0)
 	huge = binary.AppendVarint(huge, 1<<40)
 	refusesCheaply(t, "a header count past the frame", huge, 2, func(b []byte) error {
-		var a invokeReply
-		return a.decodeFrame(b)
+		var a InvokeReply
+		return a.DecodeFrame(b)
 	})
 	// A string length past the frame.
 	long := []byte{invokeWireVersion}
 	long = binary.AppendVarint(long, 200)
 	long = binary.AppendUvarint(long, 1<<62)
-	if a.decodeFrame(long) == nil {
+	if a.DecodeFrame(long) == nil {
 		t.Fatal("a string past the frame was accepted")
 	}
 }
@@ -117,16 +117,16 @@ func refusesMangled(t *testing.T, what string, frame []byte, decode func([]byte)
 }
 
 func FuzzInvokeReplyDecode(f *testing.F) {
-	f.Add(sampleReply().encodeFrame())
+	f.Add(sampleReply().EncodeFrame())
 	f.Add([]byte{invokeWireVersion})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var a invokeReply
-		if a.decodeFrame(b) != nil {
+		var a InvokeReply
+		if a.DecodeFrame(b) != nil {
 			return
 		}
 		// What decodes encodes back to the same bytes.
-		var again invokeReply
-		if err := again.decodeFrame(a.encodeFrame()); err != nil || !reflect.DeepEqual(a, again) {
+		var again InvokeReply
+		if err := again.DecodeFrame(a.EncodeFrame()); err != nil || !reflect.DeepEqual(a, again) {
 			t.Fatalf("decoded %+v, re-encoded to %+v (%v)", a, again, err)
 		}
 	})
@@ -138,8 +138,8 @@ func BenchmarkInvokeReplyCodec(b *testing.B) {
 	b.Run("binary", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			var a invokeReply
-			if err := a.decodeFrame(rep.encodeFrame()); err != nil {
+			var a InvokeReply
+			if err := a.DecodeFrame(rep.EncodeFrame()); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -147,7 +147,7 @@ func BenchmarkInvokeReplyCodec(b *testing.B) {
 	b.Run("json", func(b *testing.B) { // what these frames were before
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			var a invokeReply
+			var a InvokeReply
 			data, _ := wirejson.Marshal(rep)
 			if err := json.Unmarshal(data, &a); err != nil {
 				b.Fatal(err)
@@ -159,18 +159,18 @@ func BenchmarkInvokeReplyCodec(b *testing.B) {
 // A stream read's answer comes back as it was sent (a chunk with any bytes,
 // the end, a fault), and a worker's mangled one is refused.
 func TestStreamReplyFrame(t *testing.T) {
-	for _, rep := range []streamReply{
+	for _, rep := range []StreamReply{
 		{Data: []byte("data: x\n\n\x00\xff")},
 		{Data: []byte{}, Done: true},
-		{Data: []byte{}, Done: true, Fault: &wireFault{Code: fault.Timeout, Message: "slow"}},
+		{Data: []byte{}, Done: true, Fault: &Fault{Code: fault.Timeout, Message: "slow"}},
 	} {
-		var back streamReply
-		if err := back.decodeFrame(rep.encodeFrame()); err != nil || !reflect.DeepEqual(back, rep) {
+		var back StreamReply
+		if err := back.DecodeFrame(rep.EncodeFrame()); err != nil || !reflect.DeepEqual(back, rep) {
 			t.Fatalf("stream reply: got %+v (%v), want %+v", back, err, rep)
 		}
 	}
-	refusesMangled(t, "a stream reply", streamReply{Data: []byte("chunk"), Fault: &wireFault{Code: fault.Timeout, Message: "slow"}}.encodeFrame(), func(b []byte) error {
-		var a streamReply
-		return a.decodeFrame(b)
+	refusesMangled(t, "a stream reply", StreamReply{Data: []byte("chunk"), Fault: &Fault{Code: fault.Timeout, Message: "slow"}}.EncodeFrame(), func(b []byte) error {
+		var a StreamReply
+		return a.DecodeFrame(b)
 	})
 }

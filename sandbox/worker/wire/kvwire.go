@@ -1,4 +1,4 @@
-package worker
+package wire
 
 // The kv.batch frame (/kv-batch, worker → gateway): the writes a worker's
 // flusher sends in one round trip (kvcache.go), in the binary layout of
@@ -10,8 +10,8 @@ package worker
 // everything a worker sends: every length checked against what is left, a
 // frame with bytes left over or missing is malformed, which kills the
 // worker.
-type kvBatch struct {
-	Writes []kvWrite
+type KVBatch struct {
+	Writes []KVBatchWrite
 }
 
 const (
@@ -19,7 +19,7 @@ const (
 	kvOpDelete = 2
 )
 
-func (b kvBatch) encodeFrame() []byte {
+func (b KVBatch) EncodeFrame() []byte {
 	size := 16
 	for _, w := range b.Writes {
 		size += len(w.ID) + len(w.Key) + 12
@@ -48,14 +48,14 @@ func (b kvBatch) encodeFrame() []byte {
 	return w.b
 }
 
-func (b *kvBatch) decodeFrame(data []byte) error {
+func (b *KVBatch) DecodeFrame(data []byte) error {
 	r := wireReader{b: data}
 	r.version()
 	// Each write takes at least 3 bytes (an empty id, the op, an empty key).
 	n := r.count(3)
-	b.Writes = make([]kvWrite, 0, n)
+	b.Writes = make([]KVBatchWrite, 0, n)
 	for i := 0; i < n && !r.bad; i++ {
-		x := kvWrite{ID: r.str()}
+		x := KVBatchWrite{ID: r.str()}
 		var op byte
 		if len(r.b) > 0 {
 			op, r.b = r.b[0], r.b[1:]
@@ -73,4 +73,32 @@ func (b *kvBatch) decodeFrame(data []byte) error {
 		b.Writes = append(b.Writes, x)
 	}
 	return r.end()
+}
+
+// KVHint is the gateway's word, with a kv answer, on the space it reached.
+type KVHint struct {
+	Space string `json:"space"`
+	// Write: the run may write the space too (its writes may be answered
+	// at once).
+	Write bool `json:"write,omitempty"`
+}
+
+type KVInvalidate struct {
+	Space string   `json:"space,omitempty"`
+	Keys  []string `json:"keys,omitempty"` // every key one write batch changed
+	All   bool     `json:"all,omitempty"`  // every space (a failed commit)
+}
+
+// KVWrite is one write of a kv.batch as the gateway applies it.
+type KVWrite struct {
+	Op    string // kv.put or kv.delete
+	Key   string
+	Value *string // nil for a delete
+}
+
+// KVBatchWrite is one queued write as the kv batch carries it: the
+// write and whose it is.
+type KVBatchWrite struct {
+	ID string // the run or handle that wrote
+	KVWrite
 }

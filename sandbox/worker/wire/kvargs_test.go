@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"encoding/json"
@@ -56,9 +56,9 @@ func checkKVArgs(t *testing.T, in []byte) {
 	if ok && (werr != nil || !reflect.DeepEqual(fast, want)) {
 		t.Fatalf("%q: fast %v, json.Unmarshal %v (%v)", in, show(fast), show(want), werr)
 	}
-	got, gerr := decodeKVArgs(in)
+	got, gerr := DecodeKVArgs(in)
 	if (gerr == nil) != (werr == nil) || werr == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q: decodeKVArgs %v (%v), json.Unmarshal %v (%v)", in, show(got), gerr, show(want), werr)
+		t.Fatalf("%q: DecodeKVArgs %v (%v), json.Unmarshal %v (%v)", in, show(got), gerr, show(want), werr)
 	}
 }
 

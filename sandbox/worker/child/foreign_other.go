@@ -1,6 +1,6 @@
 //go:build !(linux && amd64)
 
-package worker
+package child
 
 // foreignSyscall: only amd64 has a second (32-bit) system call entry to
 // probe.

@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"bufio"
@@ -38,13 +38,13 @@ func socketPair(t testing.TB) (net.Conn, net.Conn) {
 
 // echoPair is a caller and a peer that answers each request with its
 // payload, behind the payload's path.
-func echoPair(t testing.TB) (*rpcConn, *rpcConn) {
+func echoPair(t testing.TB) (*Conn, *Conn) {
 	a, b := socketPair(t)
 	const max = 16 << 20
-	peer := newRPC(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
+	peer := NewConn(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
 		return append([]byte(path+":"), body...), nil
-	}, nil).start()
-	caller := newRPC(a, max, max, nil, nil).start()
+	}, nil).Start()
+	caller := NewConn(a, max, max, nil, nil).Start()
 	t.Cleanup(func() { caller.Close(); peer.Close() })
 	return caller, peer
 }
@@ -82,58 +82,11 @@ func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
 	}
 }
 
-// Frames written one after another by an ordered line arrive in that order,
-// and the turn passes once a frame's place is taken.
-func TestOrderedWritesArriveInOrder(t *testing.T) {
-	a, b := socketPair(t)
-	var mu sync.Mutex
-	var got []string
-	peer := newRPC(b, 1<<20, 1<<20, func(_ context.Context, path string, _ []byte) ([]byte, error) {
-		return []byte("ok"), nil
-	}, nil)
-	peer.take = func(_ uint64, path string, _ []byte) bool {
-		mu.Lock()
-		got = append(got, path)
-		mu.Unlock()
-		return false // served on its own goroutine as usual
-	}
-	peer.start()
-	caller := newRPC(a, 1<<20, 1<<20, nil, nil).start()
-	defer caller.Close()
-	defer peer.Close()
-	ts := newTurns()
-	const n = 200
-	tickets := takeTickets(ts, "h", n)
-	var wg sync.WaitGroup
-	for i := n - 1; i >= 0; i-- {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			tk := tickets[i]
-			if _, err := caller.CallOrdered(context.Background(), fmt.Sprint(i), nil,
-				func() { ts.wait("h", tk) }, func() { ts.done("h", tk) }, false); err != nil {
-				t.Error(err)
-			}
-		}(i)
-	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for i, p := range got {
-		if p != fmt.Sprint(i) {
-			t.Fatalf("frame %d arrived as %s-th: %v", i, p, got)
-		}
-	}
-	if len(got) != n {
-		t.Fatalf("%d frames arrived, want %d", len(got), n)
-	}
-}
-
 // A write that fails closes the connection: calls waiting for answers
 // fail instead of waiting for ever, and later calls fail at once.
 func TestFailedWriteFailsTheCalls(t *testing.T) {
 	a, b := socketPair(t)
-	caller := newRPC(a, 1<<20, 1<<20, nil, nil).start()
+	caller := NewConn(a, 1<<20, 1<<20, nil, nil).Start()
 	defer caller.Close()
 	// The peer reads nothing and goes away.
 	b.Close()
@@ -142,14 +95,14 @@ func TestFailedWriteFailsTheCalls(t *testing.T) {
 		t.Fatal("a call to a closed peer succeeded")
 	}
 	// A later call fails at once: refused before anything is written once
-	// the connection is known closed (errNotSent: the pool sends such a
+	// the connection is known closed (ErrNotSent: the pool sends such a
 	// call again elsewhere), or by its own failed write before then.
-	if _, err := caller.Call(context.Background(), "/x", nil); !errors.Is(err, errNotSent) && !errors.Is(err, errConnClosed) {
-		t.Fatalf("a later call: %v, want errNotSent or errConnClosed", err)
+	if _, err := caller.Call(context.Background(), "/x", nil); !errors.Is(err, ErrNotSent) && !errors.Is(err, errConnClosed) {
+		t.Fatalf("a later call: %v, want ErrNotSent or errConnClosed", err)
 	}
 	<-caller.Done()
-	if _, err := caller.Call(context.Background(), "/x", nil); !errors.Is(err, errNotSent) {
-		t.Fatalf("a call after the connection ended: %v, want errNotSent", err)
+	if _, err := caller.Call(context.Background(), "/x", nil); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("a call after the connection ended: %v, want ErrNotSent", err)
 	}
 }
 
@@ -175,16 +128,16 @@ func TestCorkedWritesLeaveTogether(t *testing.T) {
 	a, b := socketPair(t)
 	defer a.Close()
 	defer b.Close()
-	c := newRPC(a, 1<<20, 1<<20, nil, nil)
-	c.cork()
+	c := NewConn(a, 1<<20, 1<<20, nil, nil)
+	c.Cork()
 	for i := 1; i <= 3; i++ {
-		c.reply(uint64(i), pathInvoke, []byte(fmt.Sprint("answer ", i)))
+		c.reply(uint64(i), PathInvoke, []byte(fmt.Sprint("answer ", i)))
 	}
 	b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if n, err := b.Read(make([]byte, 1)); n > 0 || err == nil {
 		t.Fatal("a frame left while corked")
 	}
-	c.uncork()
+	c.Uncork()
 	b.SetReadDeadline(time.Now().Add(5 * time.Second))
 	readAnswers(t, bufio.NewReader(b), 1, 3)
 }
@@ -226,24 +179,24 @@ func TestHeldAnswersLeaveWithTheNext(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	conn := &countingConn{Conn: a}
-	c := newRPC(conn, 1<<20, 1<<20, nil, nil)
+	c := NewConn(conn, 1<<20, 1<<20, nil, nil)
 	c.holdFor = time.Hour // only a write lets them out, for the counts below
 	b.SetReadDeadline(time.Now().Add(10 * time.Second))
 	r := bufio.NewReader(b)
 
-	c.replyLater(1, pathInvoke, []byte("answer 1"), true)
-	c.replyLater(2, pathInvoke, []byte("answer 2"), true)
+	c.ReplyLater(1, PathInvoke, []byte("answer 1"), true)
+	c.ReplyLater(2, PathInvoke, []byte("answer 2"), true)
 	if n := conn.writes.Load(); n != 0 {
 		t.Fatalf("%d writes before the last answer", n)
 	}
-	c.replyLater(3, pathInvoke, []byte("answer 3"), false)
+	c.ReplyLater(3, PathInvoke, []byte("answer 3"), false)
 	if n := conn.writes.Load(); n != 1 {
 		t.Fatalf("three answers took %d writes, want 1", n)
 	}
 	readAnswers(t, r, 1, 3)
 
 	for i := 4; i < 4+maxHeld+1; i++ {
-		c.replyLater(uint64(i), pathInvoke, []byte(fmt.Sprint("answer ", i)), true)
+		c.ReplyLater(uint64(i), PathInvoke, []byte(fmt.Sprint("answer ", i)), true)
 	}
 	if n := conn.writes.Load(); n != 2 {
 		t.Fatalf("%d answers, all with more behind, took %d writes in all, want 2 (at most %d wait)", maxHeld+1, n, maxHeld)
@@ -252,7 +205,7 @@ func TestHeldAnswersLeaveWithTheNext(t *testing.T) {
 
 	// Nothing follows: the timer lets it out.
 	c.holdFor = time.Millisecond
-	c.replyLater(100, pathInvoke, []byte("answer 100"), true)
+	c.ReplyLater(100, PathInvoke, []byte("answer 100"), true)
 	readAnswers(t, r, 100, 1)
 }
 
@@ -261,11 +214,11 @@ func TestHeldAnswersLeaveWithTheNext(t *testing.T) {
 func TestHeldCallsLeaveWithTheNext(t *testing.T) {
 	a, b := socketPair(t)
 	const max = 1 << 20
-	peer := newRPC(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
+	peer := NewConn(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
 		return []byte(path), nil
-	}, nil).start()
+	}, nil).Start()
 	conn := &countingConn{Conn: a}
-	caller := newRPC(conn, max, max, nil, nil).start()
+	caller := NewConn(conn, max, max, nil, nil).Start()
 	defer func() { caller.Close(); peer.Close() }()
 	caller.holdFor = time.Hour // only a write lets them out
 	call := func(path string, hold bool) {

@@ -1,4 +1,4 @@
-package worker
+package wire
 
 import (
 	"encoding/binary"
@@ -26,10 +26,10 @@ import (
 // (postOrdered).
 const invokeWireVersion = 1
 
-// frameEncoder and frameDecoder are payloads with their own encoding;
+// FrameEncoder and FrameDecoder are payloads with their own encoding;
 // postOrdered and the worker's read loop use them instead of JSON.
-type frameEncoder interface{ encodeFrame() []byte }
-type frameDecoder interface{ decodeFrame([]byte) error }
+type FrameEncoder interface{ EncodeFrame() []byte }
+type FrameDecoder interface{ DecodeFrame([]byte) error }
 
 var errMalformedFrame = errors.New("a malformed binary frame")
 
@@ -47,7 +47,7 @@ func (w *wireWriter) bytes(b []byte) {
 
 // fault is an answer's fault: a presence flag, then its code, message,
 // collateral flag and not-caused flag.
-func (w *wireWriter) fault(f *wireFault) {
+func (w *wireWriter) fault(f *Fault) {
 	w.flag(f != nil)
 	if f != nil {
 		w.str(string(f.Code))
@@ -114,11 +114,11 @@ func (r *wireReader) bytes() []byte {
 }
 
 // fault reads what wireWriter.fault wrote (nil for none).
-func (r *wireReader) fault() *wireFault {
+func (r *wireReader) fault() *Fault {
 	if !r.flag() {
 		return nil
 	}
-	return &wireFault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag(), NotCaused: r.flag()}
+	return &Fault{Code: fault.Code(r.str()), Message: r.str(), Collateral: r.flag(), NotCaused: r.flag()}
 }
 
 func (r *wireReader) num() int64 {
@@ -177,7 +177,7 @@ func (r *wireReader) end() error {
 	return nil
 }
 
-func (q invokeRequest) encodeFrame() []byte {
+func (q InvokeRequest) EncodeFrame() []byte {
 	size := 128 + len(q.ID) + len(q.Request.URL) + len(q.Request.BodyStream)
 	if q.Request.Body != nil {
 		size += len(q.Request.Body)
@@ -200,7 +200,7 @@ func (q invokeRequest) encodeFrame() []byte {
 	return w.b
 }
 
-func (q *invokeRequest) decodeFrame(b []byte) error {
+func (q *InvokeRequest) DecodeFrame(b []byte) error {
 	r := wireReader{b: b}
 	r.version()
 	q.ID = r.str()
@@ -215,7 +215,7 @@ func (q *invokeRequest) decodeFrame(b []byte) error {
 	return r.end()
 }
 
-func (a invokeReply) encodeFrame() []byte {
+func (a InvokeReply) EncodeFrame() []byte {
 	res := a.Response
 	size := 64 + len(res.StatusText) + len(res.Relay)
 	if res.Body != nil {
@@ -248,7 +248,7 @@ func (a invokeReply) encodeFrame() []byte {
 	return w.b
 }
 
-func (a *invokeReply) decodeFrame(b []byte) error {
+func (a *InvokeReply) DecodeFrame(b []byte) error {
 	r := wireReader{b: b}
 	r.version()
 	res := &a.Response
@@ -272,7 +272,7 @@ func (a *invokeReply) decodeFrame(b []byte) error {
 
 // A stream read's answer (/stream-read, /stream-cancel) is binary too: a
 // streamed response's chunks are bytes, which JSON would carry as base64.
-func (a streamReply) encodeFrame() []byte {
+func (a StreamReply) EncodeFrame() []byte {
 	w := wireWriter{b: make([]byte, 0, 16+len(a.Data))}
 	w.b = append(w.b, invokeWireVersion)
 	w.bytes(a.Data)
@@ -281,7 +281,7 @@ func (a streamReply) encodeFrame() []byte {
 	return w.b
 }
 
-func (a *streamReply) decodeFrame(b []byte) error {
+func (a *StreamReply) DecodeFrame(b []byte) error {
 	r := wireReader{b: b}
 	r.version()
 	a.Data = r.bytes()
