@@ -22,3 +22,20 @@ func TestLazyGlobals(t *testing.T) {
 		{"compression round trip", `async () => { const s = new Blob(['hello hello hello']).stream().pipeThrough(new CompressionStream('gzip')).pipeThrough(new DecompressionStream('gzip')).pipeThrough(new TextDecoderStream()); let out = ''; for await (const c of s) out += c; return out }`, `"hello hello hello"`},
 	})
 }
+
+// TestLazyGlobalsAfterPrototypePollution: a module made on first touch is
+// made after the program ran, so what the program added to
+// Object.prototype (as some libraries do, enumerable) must not reach the
+// module's making: esbuild's export helper walked it with for...in, and
+// URL, URLSearchParams, Request and the streams threw "Getter must be a
+// function" (sandbox/js/build rewrites the helper).
+func TestLazyGlobalsAfterPrototypePollution(t *testing.T) {
+	const pollute = `Object.prototype.extend = function () {}; Object.prototype.leak = 3; `
+	runCases(t, []jsCase{
+		{"URL", `() => { ` + pollute + `return new URL('https://a.test/x?y=1').searchParams.get('y') }`, `"1"`},
+		{"URLSearchParams", `() => { ` + pollute + `return new URLSearchParams('a=1&b=2').get('b') }`, `"2"`},
+		{"Request", `() => { ` + pollute + `return new Request('https://a.test/x').url }`, `"https://a.test/x"`},
+		{"ReadableStream", `async () => { ` + pollute + `const r = new ReadableStream({ start(c) { c.enqueue('x'); c.close() } }).getReader(); return (await r.read()).value }`, `"x"`},
+		{"TextDecoderStream", `() => { ` + pollute + `return new TextDecoderStream().encoding }`, `"utf-8"`},
+	})
+}
