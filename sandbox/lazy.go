@@ -9,8 +9,9 @@ import (
 
 // Runtime modules bundled from npm packages (sandbox/js/gen, made by
 // `go generate ./sandbox`). They are compiled on first touch of one of
-// their globals, not at isolate start (v8go 0.9 has no startup snapshots),
-// and their V8 code cache is shared by every isolate of the process.
+// their globals, not in the startup snapshot (which every isolate
+// deserializes whole), and their V8 code cache is shared by every isolate
+// of the process.
 //
 //go:generate sh -c "cd js && npm ci --no-audit --no-fund && go run build/main.go"
 var (

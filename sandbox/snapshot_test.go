@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/evanw/esbuild/pkg/api"
 )
 
 // TestIsolatesStartFromTheSnapshot: the process made its startup snapshot,
@@ -117,3 +119,15 @@ func (s *runtimeSnapshot) copy() *runtimeSnapshot {
 
 // resum makes the SHA-256 agree with the blob as it now is.
 func (s *runtimeSnapshot) resum() { s.sum = sha256.Sum256(s.blob) }
+
+// TestMinifiedRuntimeIsCurrent: the runtime the snapshot holds
+// (js/gen/runtime.min.js) is today's runtime, minified.
+func TestMinifiedRuntimeIsCurrent(t *testing.T) {
+	res := api.Transform(bootstrapSource, api.TransformOptions{Loader: api.LoaderJS, MinifyWhitespace: true, Target: api.ES2022})
+	if len(res.Errors) > 0 {
+		t.Fatal(res.Errors[0].Text)
+	}
+	if string(res.Code) != runtimeMinified {
+		t.Fatal("sandbox/js/gen/runtime.min.js is not the runtime of sandbox/js/runtime: run `go generate ./sandbox` (or `cd sandbox/js && go run minify/main.go`)")
+	}
+}
