@@ -364,14 +364,19 @@ func (rt *runtime) watchKVBudget(e *store.Etcd, budget int64, full *atomic.Bool)
 		full.Store(n >= budget)
 	}
 	measure()
-	t := time.NewTicker(kvBudgetEvery)
+	rt.every(kvBudgetEvery, measure)
+}
+
+// every calls f each interval until the runtime closes.
+func (rt *runtime) every(interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-rt.closing:
 			return
 		case <-t.C:
-			measure()
+			f()
 		}
 	}
 }
@@ -383,15 +388,9 @@ const kvBudgetEvery = 5 * time.Second
 // nobody owns (handles.Store.SweepUnowned) every unownedSweepEvery.
 func (rt *runtime) sweepUnowned() {
 	b := rt.backing
-	t := time.NewTicker(unownedSweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-rt.closing:
-			return
-		case <-t.C:
-		}
+	rt.every(unownedSweepEvery, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), unownedSweepEvery)
+		defer cancel()
 		if elected, err := b.member.Load().Elected(ctx); err == nil && elected {
 			err = rt.store.SweepUnowned(ctx, func(ctx context.Context, space string) (bool, error) {
 				owner, err := b.etcd.OwnerOf(ctx, space)
@@ -401,8 +400,7 @@ func (rt *runtime) sweepUnowned() {
 				rt.logger.Load().Warn("sweeping unowned spaces: " + err.Error())
 			}
 		}
-		cancel()
-	}
+	})
 }
 
 // unownedSweepEvery is how often the elected member sweeps spaces nobody
