@@ -364,13 +364,6 @@ func BenchmarkInvokeAcrossHandles(b *testing.B) {
 	}
 }
 
-// mustRunIn runs code in engine e.
-func mustRunIn(b *testing.B, e *Engine, code string) {
-	if _, err := e.Run(context.Background(), Job{Program: Program{Code: code}}); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // go test ./sandbox -run ^$ -bench IsolateCreate -benchtime 300x
 // Making an isolate with the runtime ready (vm.create: the isolate, its
 // context, the runtime restored from the snapshot or compiled and
@@ -384,7 +377,7 @@ func BenchmarkIsolateCreate(b *testing.B) {
 		defer runtime.UnlockOSThread()
 		var made time.Duration
 		for i := 0; i < b.N; i++ {
-			m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+			m := unmadeVM(e)
 			start := time.Now()
 			if err := m.create(); err != nil {
 				b.Fatal(err)

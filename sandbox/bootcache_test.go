@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -17,9 +16,7 @@ import (
 func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 	e := New(Config{CompiledRuntime: true})
 	t.Cleanup(e.Shutdown)
-	if _, err := e.Run(context.Background(), Job{Program: Program{Code: "() => 0"}}); err != nil {
-		t.Fatal(err)
-	}
+	mustRunIn(t, e, "() => 0")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	process := processBootstrapCache()
@@ -70,10 +67,15 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 	}
 }
 
+// unmadeVM is a vm of engine e with a 64 MiB bound and no isolate yet.
+func unmadeVM(e *Engine) *vm {
+	return &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+}
+
 // bareIsolate is an isolate and context held on this (pinned) thread, as
 // an isolate's loop holds them, without a loop or the runtime.
 func bareIsolate(e *Engine) *vm {
-	m := &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+	m := unmadeVM(e)
 	m.iso = v8.NewIsolate()
 	m.guard = installHeapGuard(m.iso)
 	m.hold = newThreadHold(m.iso)

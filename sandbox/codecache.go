@@ -110,8 +110,9 @@ func (m *vm) trainBootstrap() error {
 	return nil
 }
 
-// The first isolate made from the snapshot trains the modules' caches; the
-// others wait for nothing (a module loaded before then is compiled afresh).
+// The first isolate made from the snapshot trains the modules' caches;
+// isolates made at the same time take turns, and one that finds them
+// trained goes on (a module loaded before then is compiled afresh).
 var modulesTraining sync.Mutex
 
 // modulesUntrained answers whether no isolate has trained the modules'

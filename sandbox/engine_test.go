@@ -67,7 +67,13 @@ func runCases(t *testing.T, cases []jsCase) {
 
 func mustRun(t testing.TB, code string) Outcome {
 	t.Helper()
-	out, err := run(t, code)
+	return mustRunIn(t, engine(t), code)
+}
+
+// mustRunIn is mustRun in engine e.
+func mustRunIn(t testing.TB, e *Engine, code string) Outcome {
+	t.Helper()
+	out, err := e.Run(context.Background(), Job{Program: Program{Code: code}})
 	if err != nil {
 		t.Fatalf("run %q: %v", code, err)
 	}

@@ -75,7 +75,7 @@ func SnapshotStatus() (bool, error) {
 // makeSnapshot runs the runtime in a snapshot-making isolate and answers
 // its blob.
 func makeSnapshot() (*runtimeSnapshot, error) {
-	if C.retainer_snapshot_wrapped() == 0 {
+	if !isolateParamsWrapped {
 		return nil, errors.New("this build cannot start isolates from a snapshot (it needs GNU ld's --wrap: Linux)")
 	}
 	source := runtimeMinified

@@ -111,18 +111,12 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 		w.kv.invalidate(m)
 		reply = struct{}{}
 	case wire.PathProbe:
-		w.mu.Lock()
-		enabled := w.cfg.Probe
-		w.mu.Unlock()
-		if !enabled {
+		if !w.probing() {
 			return nil, fmt.Errorf("probe is not enabled")
 		}
 		reply = runProbe()
 	case wire.PathProbeForeign:
-		w.mu.Lock()
-		enabled := w.cfg.Probe
-		w.mu.Unlock()
-		if !enabled {
+		if !w.probing() {
 			return nil, fmt.Errorf("probe is not enabled")
 		}
 		foreignSyscall(string(body))
@@ -199,6 +193,14 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		fmt.Fprintf(os.Stderr, "isolates install the compiled runtime: %v\n", err)
 	}
 	return wire.HelloReply{Version: wire.ProtocolVersion, PID: os.Getpid()}
+}
+
+// probing says whether the gateway's hello enabled the probe paths (tests
+// of the hardening).
+func (w *workerServer) probing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cfg.Probe
 }
 
 func (w *workerServer) ready() *sandbox.Engine {
