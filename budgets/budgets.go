@@ -68,10 +68,8 @@ const (
 	WebsocketMessage    = 1 << 20
 )
 
-// A run's bounds where the configuration names none: the gateway's
-// configuration (timeout, memory, max_request_body, max_response_body),
-// the worker pool and the engine each default to these, defined once
-// here. A handle's queue is the invocations one isolate holds waiting.
+// A run's bounds where the configuration names none (Limits). A handle's
+// queue is the invocations one isolate holds waiting.
 const (
 	RunTimeout        = 500 * time.Millisecond
 	RunMemoryMiB      = 64
@@ -79,6 +77,48 @@ const (
 	ResponseBodyBytes = 8 << 20
 	HandleQueue       = 64
 )
+
+// Limits are a run's bounds as the gateway's configuration sets them
+// (timeout, memory, max_request_body, max_response_body, and a handle's
+// queue). They are built once from the configuration (caddymodule) and
+// passed down whole: to the registry, to the worker pool, across the
+// process boundary to each worker, and to its engine. No package keeps a
+// default of its own; a zero field takes the one above (WithDefaults).
+type Limits struct {
+	// Timeout bounds a run or an invocation.
+	Timeout time.Duration `json:"timeout"`
+	// MemoryMiB bounds an isolate's heap.
+	MemoryMiB int `json:"memoryMiB"`
+	// RequestBody bounds a request body: an API request's, a visitor's,
+	// an outbound fetch's.
+	RequestBody int `json:"requestBody"`
+	// ResponseBody bounds a handler's response body and an outbound
+	// fetch's answer.
+	ResponseBody int `json:"responseBody"`
+	// HandleQueue is how many invocations wait for one isolate.
+	HandleQueue int `json:"handleQueue"`
+}
+
+// WithDefaults answers l with each unset (zero or negative) field at its
+// default.
+func (l Limits) WithDefaults() Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = RunTimeout
+	}
+	if l.MemoryMiB <= 0 {
+		l.MemoryMiB = RunMemoryMiB
+	}
+	if l.RequestBody <= 0 {
+		l.RequestBody = RequestBodyBytes
+	}
+	if l.ResponseBody <= 0 {
+		l.ResponseBody = ResponseBodyBytes
+	}
+	if l.HandleQueue <= 0 {
+		l.HandleQueue = HandleQueue
+	}
+	return l
+}
 
 // Buffered bodies: what the gateway holds whole in memory while it answers
 // (a streamed answer read whole for the API's invoke or the executor

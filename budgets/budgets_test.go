@@ -2,6 +2,7 @@ package budgets
 
 import (
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 )
@@ -40,5 +41,22 @@ func TestCounts(t *testing.T) {
 	c.Give("a")
 	if c.Held("a") != 1 || !c.Take("a", 2) {
 		t.Fatal("a place given back")
+	}
+}
+
+// TestLimitsDefaults: an unset limit takes its default, a set one is kept,
+// and a negative one counts as unset.
+func TestLimitsDefaults(t *testing.T) {
+	got := Limits{}.WithDefaults()
+	want := Limits{Timeout: RunTimeout, MemoryMiB: RunMemoryMiB, RequestBody: RequestBodyBytes, ResponseBody: ResponseBodyBytes, HandleQueue: HandleQueue}
+	if got != want {
+		t.Fatalf("defaults: %+v, want %+v", got, want)
+	}
+	set := Limits{Timeout: 2 * time.Second, MemoryMiB: 128, RequestBody: 10, ResponseBody: 20, HandleQueue: 3}
+	if got := set.WithDefaults(); got != set {
+		t.Fatalf("set limits changed: %+v, want %+v", got, set)
+	}
+	if got := (Limits{MemoryMiB: -1, HandleQueue: 5}).WithDefaults(); got.MemoryMiB != RunMemoryMiB || got.HandleQueue != 5 {
+		t.Fatalf("a negative field: %+v", got)
 	}
 }

@@ -171,14 +171,13 @@ func (a *App) setDefaults() {
 	if a.Queue <= 0 {
 		a.Queue = 256
 	}
-	if a.Timeout <= 0 {
-		a.Timeout = caddy.Duration(budgets.RunTimeout)
-	}
+	// The run limits take their defaults in one place (budgets.Limits);
+	// the fields then show them as they apply.
+	l := a.limits().WithDefaults()
+	a.Timeout, a.MemoryMiB = caddy.Duration(l.Timeout), l.MemoryMiB
+	a.MaxRequestBody, a.MaxResponseBody = int64(l.RequestBody), int64(l.ResponseBody)
 	if a.MaxTimeout <= 0 {
 		a.MaxTimeout = caddy.Duration(30 * time.Second)
-	}
-	if a.MemoryMiB <= 0 {
-		a.MemoryMiB = budgets.RunMemoryMiB
 	}
 	if a.MaxMemoryMiB <= 0 {
 		a.MaxMemoryMiB = 256
@@ -186,14 +185,8 @@ func (a *App) setDefaults() {
 	if a.Idle <= 0 {
 		a.Idle = caddy.Duration(10 * time.Minute)
 	}
-	if a.MaxRequestBody <= 0 {
-		a.MaxRequestBody = budgets.RequestBodyBytes
-	}
 	if a.StreamTimeout <= 0 {
 		a.StreamTimeout = caddy.Duration(5 * time.Minute)
-	}
-	if a.MaxResponseBody <= 0 {
-		a.MaxResponseBody = budgets.ResponseBodyBytes
 	}
 	if a.MaxHandlesPerTenant <= 0 {
 		a.MaxHandlesPerTenant = 100
@@ -306,6 +299,18 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
+// limits are the run limits as this configuration sets them, built here
+// once and passed down whole: to the registries, the worker pool (and
+// through it each worker's engine) and outbound fetch.
+func (a *App) limits() budgets.Limits {
+	return budgets.Limits{
+		Timeout:      time.Duration(a.Timeout),
+		MemoryMiB:    a.MemoryMiB,
+		RequestBody:  int(a.MaxRequestBody),
+		ResponseBody: int(a.MaxResponseBody),
+	}
+}
+
 // registryConfig is a registry's limits from the app.
 func (a *App) registryConfig() handles.RegistryConfig {
 	return handles.RegistryConfig{
@@ -313,7 +318,7 @@ func (a *App) registryConfig() handles.RegistryConfig {
 		BoundStrikes:        a.BoundStrikes,
 		HandleConcurrency:   a.HandleConcurrency,
 		MaxHandlesPerTenant: a.MaxHandlesPerTenant,
-		MaxResponseBody:     int(a.MaxResponseBody),
+		Limits:              a.limits(),
 		StreamTimeout:       time.Duration(a.StreamTimeout),
 		RequestBodyIdle:     time.Duration(a.RequestBodyIdle),
 		WebsocketsPerHandle: a.WebsocketsPerHandle,

@@ -95,13 +95,10 @@ func newRuntime(a *App) (*runtime, error) {
 		IsolatesPerWorker: a.IsolatesPerWorker,
 		Queue:             a.Queue,
 		Engine: worker.EngineConfig{
-			Prewarm:         *a.Prewarm,
-			Timeout:         time.Duration(a.Timeout),
-			MemoryMiB:       a.MemoryMiB,
-			MaxResponseBody: int(a.MaxResponseBody),
-			MaxRequestBody:  int(a.MaxRequestBody),
-			JIT:             a.JIT,
-			Wasm:            a.Wasm,
+			Prewarm: *a.Prewarm,
+			Limits:  a.limits(),
+			JIT:     a.JIT,
+			Wasm:    a.Wasm,
 		},
 		DisableLandlock: a.NoLandlock,
 		CPUs:            a.WorkerCPUs,
@@ -205,7 +202,7 @@ func newRuntime(a *App) (*runtime, error) {
 		kv.Full = full.Load
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
-	registry.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{MaxBody: a.MaxResponseBody, MaxRequestBody: a.MaxRequestBody, Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	registry.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		kv.Close()

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/retainer-gw/retainer/budgets"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -103,7 +104,7 @@ func TestFetchBodyAsTextOrBytes(t *testing.T) {
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got, _ = io.ReadAll(r.Body) }))
 	defer target.Close()
 	tu, _ := url.Parse(target.URL)
-	f := &Fetcher{MaxRequestBody: 8}
+	f := &Fetcher{Limits: budgets.Limits{RequestBody: 8}}
 	args := func(extra map[string]any) json.RawMessage {
 		m := map[string]any{"method": "POST", "url": target.URL, "headers": [][]string{}}
 		for k, v := range extra {

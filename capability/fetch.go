@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -26,11 +27,10 @@ import (
 // checked (so DNS rebinding cannot slip past), on every redirect too; proxy
 // environment variables are ignored.
 type Fetcher struct {
-	// MaxBody bounds a response body. Default 8 MiB.
-	MaxBody int64
-	// MaxRequestBody bounds a request body (README.md, Caddyfile: the request-body
-	// bound). Default 1 MiB.
-	MaxRequestBody int64
+	// Limits are the gateway's run limits (budgets.Limits): here an
+	// answer's body (ResponseBody) and a request's (RequestBody, README.md,
+	// Caddyfile: the request-body bound); zero fields take their defaults.
+	Limits budgets.Limits
 	// MaxRedirects bounds a redirect chain. Default 10.
 	MaxRedirects int
 	// Timeout bounds one fetch. Default 30s (the run's bound usually ends
@@ -207,10 +207,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 	if !Allowed(allow, u.Scheme, u.Hostname(), u.Port()) {
 		return nil, fault.New(fault.Forbidden, "fetch to %s is not in this execution's outbound allow list.", u.Host)
 	}
-	maxBody := f.MaxBody
-	if maxBody <= 0 {
-		maxBody = 8 << 20
-	}
+	maxBody := int64(f.Limits.WithDefaults().ResponseBody)
 	maxRedirects := f.MaxRedirects
 	if maxRedirects <= 0 {
 		maxRedirects = 10
@@ -296,10 +293,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 		} else {
 			b = wirejson.Latin1Bytes(*a.Body)
 		}
-		maxReq := f.MaxRequestBody
-		if maxReq <= 0 {
-			maxReq = 1 << 20
-		}
+		maxReq := int64(f.Limits.WithDefaults().RequestBody)
 		if int64(len(b)) > maxReq {
 			return nil, fault.New(fault.TooLarge, "fetch: the request body is over its %d byte bound.", maxReq)
 		}

@@ -64,7 +64,7 @@ func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res sandbox
 	cfg := r.config()
 	sctx, cancel := context.WithTimeout(ctx, cfg.StreamTimeout)
 	defer cancel()
-	body, release, err := st.readWhole(sctx, cfg.MaxResponseBody)
+	body, release, err := st.readWhole(sctx, cfg.Limits.ResponseBody)
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
 			return sandbox.WireResponse{}, release, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
@@ -154,7 +154,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 	// Invocations of a live isolate go straight to the executor, which runs
 	// them one at a time in arrival order; only a rebuild is exclusive, so
 	// the invocations behind it wait for it instead of rebuilding again.
-	if n := ls.inflight.Add(1); n > int64(cfg.HandleQueue+max(rec.Concurrency, 1)-1) {
+	if n := ls.inflight.Add(1); n > int64(cfg.Limits.HandleQueue+max(rec.Concurrency, 1)-1) {
 		ls.inflight.Add(-1)
 		return sandbox.WireResponse{}, fault.Overload()
 	}

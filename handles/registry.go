@@ -25,8 +25,10 @@ type RegistryConfig struct {
 	BoundStrikes int
 	// MaxHandlesPerTenant answers QUOTA_EXCEEDED past it. Default 100.
 	MaxHandlesPerTenant int
-	// HandleQueue is how many invocations may wait for one handle. Default 64.
-	HandleQueue int
+	// Limits are the gateway's run limits (budgets.Limits): here a handle's
+	// queue, and the bound of a streamed body the API reads whole (the
+	// data plane counts what it sends itself).
+	Limits budgets.Limits
 	// HandleConcurrency is a deploy's concurrency when it names none.
 	// Default 1 (one invocation at a time).
 	HandleConcurrency int
@@ -35,9 +37,6 @@ type RegistryConfig struct {
 	Providers map[string]map[string]string
 	// OutboundAllowPrivate lets granted fetch reach internal addresses.
 	OutboundAllowPrivate bool
-	// MaxResponseBody bounds a streamed body the API reads whole (the data
-	// plane counts what it sends itself). 0: no bound here.
-	MaxResponseBody int
 	// StreamTimeout bounds a whole streamed response. Default 5m.
 	StreamTimeout time.Duration
 	// RequestBodyIdle ends a visitor's request body that stops arriving
@@ -60,9 +59,7 @@ func (c *RegistryConfig) defaults() {
 	if c.MaxHandlesPerTenant <= 0 {
 		c.MaxHandlesPerTenant = 100
 	}
-	if c.HandleQueue <= 0 {
-		c.HandleQueue = 64
-	}
+	c.Limits = c.Limits.WithDefaults()
 	if c.RequestBodyIdle <= 0 {
 		c.RequestBodyIdle = 10 * time.Second
 	}

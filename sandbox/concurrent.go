@@ -203,7 +203,7 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 		m.answer(inv, WireResponse{}, fault.NotAResponse())
 		return
 	}
-	res, err := parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody)
+	res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 	if err != nil && res.Stream != 0 {
 		m.dropStream(res.Stream)
 		res = WireResponse{}

@@ -23,16 +23,10 @@ type Config struct {
 	// Prewarm is how many fresh isolates with the default memory bound are
 	// kept ready for computations. Default 0 (none).
 	Prewarm int
-	// Timeout is the default run bound. Default 500ms.
-	Timeout time.Duration
-	// MemoryMiB is the default heap bound. Default 64.
-	MemoryMiB int
-	// MaxResponseBody bounds a handler's response body. Default 8 MiB.
-	MaxResponseBody int
-	// MaxRequestBody bounds an outbound fetch's body. Default 1 MiB.
-	MaxRequestBody int
-	// HandleQueue bounds the invocations waiting for one isolate. Default 64.
-	HandleQueue int
+	// Limits are the default run bounds (timeout, heap), a handler's
+	// response body, an outbound fetch's request body and a handle's queue;
+	// zero fields take their defaults (budgets.Limits).
+	Limits budgets.Limits
 	// JIT lets V8 compile to machine code; off, V8 runs --jitless.
 	JIT bool
 	// Wasm exposes WebAssembly (needs JIT).
@@ -58,21 +52,7 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	if c.Timeout <= 0 {
-		c.Timeout = budgets.RunTimeout
-	}
-	if c.MemoryMiB <= 0 {
-		c.MemoryMiB = budgets.RunMemoryMiB
-	}
-	if c.MaxResponseBody <= 0 {
-		c.MaxResponseBody = budgets.ResponseBodyBytes
-	}
-	if c.MaxRequestBody <= 0 {
-		c.MaxRequestBody = budgets.RequestBodyBytes
-	}
-	if c.HandleQueue <= 0 {
-		c.HandleQueue = budgets.HandleQueue
-	}
+	c.Limits = c.Limits.WithDefaults()
 }
 
 // Job is one run of a program.
@@ -172,7 +152,7 @@ func New(cfg Config) *Engine {
 // run, so no state passes from one run to the next.
 func (e *Engine) prewarm() {
 	for {
-		m, err := newVM(e, e.cfg.MemoryMiB, true)
+		m, err := newVM(e, e.cfg.Limits.MemoryMiB, true)
 		if err != nil {
 			select {
 			case <-e.closing:
@@ -214,7 +194,7 @@ func (e *Engine) prewarm() {
 const refillDelay = 1500 * time.Microsecond
 
 func (e *Engine) isolateFor(memoryMiB int) (*vm, error) {
-	if memoryMiB == e.cfg.MemoryMiB {
+	if memoryMiB == e.cfg.Limits.MemoryMiB {
 		select {
 		case m := <-e.warm:
 			return m, nil
@@ -234,10 +214,10 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 		return out, err
 	}
 	if job.Timeout <= 0 {
-		job.Timeout = e.cfg.Timeout
+		job.Timeout = e.cfg.Limits.Timeout
 	}
 	if job.MemoryMiB <= 0 {
-		job.MemoryMiB = e.cfg.MemoryMiB
+		job.MemoryMiB = e.cfg.Limits.MemoryMiB
 	}
 	envJSON := []byte("{}")
 	if job.Env != nil {
@@ -558,7 +538,7 @@ func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 		if s == "" || s[0] != 'R' && s[0] != 'W' {
 			return fault.NotAResponse()
 		}
-		res, err := parseWireResponse(s[1:], m.eng.cfg.MaxResponseBody)
+		res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 		if err != nil {
 			if res.Stream != 0 {
 				m.dropStream(res.Stream)

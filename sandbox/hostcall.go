@@ -53,7 +53,7 @@ func (m *vm) hostNowFn(args []*v8.Value) (*v8.Value, error) {
 		return nil, nil
 	}
 	op, raw := args[0].String(), json.RawMessage(args[1].String())
-	if limit, _ := hostArgsBound(op, m.eng.cfg.MaxRequestBody); len(raw) > limit {
+	if limit, _ := hostArgsBound(op, m.eng.cfg.Limits.RequestBody); len(raw) > limit {
 		return nil, nil // host.call refuses it with its message
 	}
 	res, ok := now(m.runID, op, raw)
@@ -79,7 +79,7 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 	op, raw, id := args[0].String(), json.RawMessage(args[1].String()), args[2].Int32()
 	// Measured where built: the arguments cross as they are (wirejson
 	// escapes nothing JSON.stringify did not).
-	if limit, msg := hostArgsBound(op, m.eng.cfg.MaxRequestBody); len(raw) > limit {
+	if limit, msg := hostArgsBound(op, m.eng.cfg.Limits.RequestBody); len(raw) > limit {
 		return nil, errors.New(msg)
 	}
 	activity := m.hostActivity

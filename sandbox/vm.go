@@ -88,7 +88,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m := &vm{
 		eng:       e,
 		memoryMiB: memoryMiB,
-		jobs:      make(chan func(), e.cfg.HandleQueue),
+		jobs:      make(chan func(), e.cfg.Limits.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		timers:    map[int32]time.Time{},

@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"cluster":              {"store"},
 	"capability":           {"fault", "budgets", "store", "internal/wirejson", "internal/readsome"},
 	"sandbox":              {"fault", "budgets", "internal/wirejson", "internal/urlparse"},
-	"sandbox/worker/wire":  {"fault", "sandbox"},
+	"sandbox/worker/wire":  {"fault", "budgets", "sandbox"},
 	"sandbox/worker":       {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget"},
 	"sandbox/worker/child": {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget"},
 	"handles":              {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},

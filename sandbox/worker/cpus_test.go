@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"github.com/retainer-gw/retainer/budgets"
 	"os"
 	"strconv"
 	"sync"
@@ -125,7 +126,7 @@ func TestBusyPinnedWorkersAreMovedApart(t *testing.T) {
 	if len(cpus) < 2 {
 		t.Skipf("one CPU allowed (%v): nothing to move to", cpus)
 	}
-	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: wire.EngineConfig{Timeout: 10 * time.Second}})
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
 	// Both onto the first CPU, as two tenants' workers placed there would be.
 	var first unix.CPUSet
 	first.Set(cpus[0])
@@ -198,7 +199,7 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 	if len(cpus) < 2 {
 		t.Skipf("one CPU allowed (%v): no other CPU to give it", cpus)
 	}
-	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: wire.EngineConfig{Timeout: 10 * time.Second}})
+	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
 	// The other CPUs have time to spare, and a busy worker counts as
 	// saturated at a quarter of its CPU (calm below a tenth), whatever else runs on this
 	// machine beside the test (go test runs packages in parallel, and a
@@ -251,7 +252,7 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 // to give: letting it go would only spread it over busy CPUs.
 func TestAutoKeepsASaturatedWorkerPinnedOnABusyMachine(t *testing.T) {
 	cpus := allowedCPUs(t)
-	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: wire.EngineConfig{Timeout: 10 * time.Second}})
+	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
 	pool.cpus.mu.Lock()
 	pool.cpus.idle = func() map[int]float64 { return map[int]float64{} } // no CPU idle
 	pool.cpus.mu.Unlock()

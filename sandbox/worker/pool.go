@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -148,21 +147,7 @@ func (c *Config) defaults() {
 	if len(c.Command) == 0 {
 		c.Command = []string{wire.Subcommand}
 	}
-	if c.Engine.Timeout <= 0 {
-		c.Engine.Timeout = budgets.RunTimeout
-	}
-	if c.Engine.MemoryMiB <= 0 {
-		c.Engine.MemoryMiB = budgets.RunMemoryMiB
-	}
-	if c.Engine.HandleQueue <= 0 {
-		c.Engine.HandleQueue = budgets.HandleQueue
-	}
-	if c.Engine.MaxResponseBody <= 0 {
-		c.Engine.MaxResponseBody = budgets.ResponseBodyBytes
-	}
-	if c.Engine.MaxRequestBody <= 0 {
-		c.Engine.MaxRequestBody = budgets.RequestBodyBytes
-	}
+	c.Engine.Limits = c.Engine.Limits.WithDefaults()
 }
 
 // Pool supervises the worker processes. Safe for concurrent use.
@@ -317,7 +302,7 @@ func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
-		bound = pool.cfg.Engine.Timeout
+		bound = pool.cfg.Engine.Limits.Timeout
 	}
 	out, err := pool.runOnce(ctx, tenant, job, bound)
 	if errors.Is(err, fault.ErrNotStarted) {
@@ -551,7 +536,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	p.mu.Lock()
 	inflight := len(p.running)
 	p.mu.Unlock()
-	if ahead >= pool.cfg.Engine.HandleQueue+conc-1 || inflight >= limit {
+	if ahead >= pool.cfg.Engine.Limits.HandleQueue+conc-1 || inflight >= limit {
 		return sandbox.WireResponse{}, fault.Overload()
 	}
 	// With concurrency N, the calls ahead run N at a time, and JavaScript
@@ -565,10 +550,10 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	if err := p.callOrdered(ctx, wire.PathInvoke, wire.InvokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}
-	if len(rep.Response.Body) > pool.cfg.Engine.MaxResponseBody {
+	if len(rep.Response.Body) > pool.cfg.Engine.Limits.ResponseBody {
 		// The worker checks the bound (sandbox's parseWireResponse); one
 		// that sent more is not the code it was.
-		p.kill(fmt.Sprintf("answered an invocation with a %d byte body, over the %d byte bound", len(rep.Response.Body), pool.cfg.Engine.MaxResponseBody))
+		p.kill(fmt.Sprintf("answered an invocation with a %d byte body, over the %d byte bound", len(rep.Response.Body), pool.cfg.Engine.Limits.ResponseBody))
 		return sandbox.WireResponse{}, fault.CrashedWorker()
 	}
 	p.recordLogs(id, rep.Logs)

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"github.com/retainer-gw/retainer/budgets"
 	"net"
 	"os"
 	"sort"
@@ -65,7 +66,7 @@ func TestTurnsKeepTicketOrder(t *testing.T) {
 // Invocations of one handle run in the order the pool took them in, though
 // each is sent from its own goroutine and served on another in the worker.
 func TestInvocationsRunInArrivalOrder(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, Queue: 1024, Engine: wire.EngineConfig{HandleQueue: 512}})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, Queue: 1024, Engine: wire.EngineConfig{Limits: budgets.Limits{HandleQueue: 512}}})
 	var mu sync.Mutex
 	ticketOf := map[string]uint64{}
 	epochOf := map[string]uint64{}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/retainer-gw/retainer/budgets"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -218,7 +219,7 @@ func waitUp(t *testing.T, pool *Pool) *process {
 }
 
 func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, RlimitData: 2 << 30, Grace: 500 * time.Millisecond, Engine: wire.EngineConfig{Timeout: 2 * time.Second}})
+	pool := startPool(t, Config{Workers: 1, RlimitData: 2 << 30, Grace: 500 * time.Millisecond, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 2 * time.Second}}})
 	for name, code := range map[string]string{
 		"4 GiB ArrayBuffer": "async () => new Uint8Array(2**32).length",
 		"512 MiB string":    "async () => { const s = 'x'.repeat(2**29 - 32); return s.toLowerCase().length }",
@@ -327,7 +328,7 @@ func TestUninterruptibleBuiltinGetsItsWorkerKilled(t *testing.T) {
 }
 
 func TestOverloadAnswersAtOnce(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{HandleQueue: 2, Timeout: 2 * time.Second}})
+	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Limits: budgets.Limits{HandleQueue: 2, Timeout: 2 * time.Second}}})
 	deploy(t, pool, "slow", counter)
 	var wg sync.WaitGroup
 	results := make(chan error, 10)
@@ -413,7 +414,7 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 	var mu sync.Mutex
 	logs := map[string][]string{}
 	lost := map[string]error{}
-	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Timeout: 100 * time.Millisecond},
+	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 100 * time.Millisecond}},
 		OnLog: func(id string, e sandbox.LogEntry) {
 			mu.Lock()
 			logs[id] = append(logs[id], e.Level+":"+e.Message)
@@ -500,7 +501,7 @@ const rogueMaxBody = 1024
 // against max_response_body; one that sends more is killed, the visitor
 // gets no part of it, and a new worker takes its place.
 func TestRogueWorkerAnswersTooMuch(t *testing.T) {
-	pool := startPool(t, Config{Workers: 1, Command: []string{"rogue-worker", "bigbody"}, Engine: wire.EngineConfig{MaxResponseBody: rogueMaxBody}})
+	pool := startPool(t, Config{Workers: 1, Command: []string{"rogue-worker", "bigbody"}, Engine: wire.EngineConfig{Limits: budgets.Limits{ResponseBody: rogueMaxBody}}})
 	pid := pool.Status()[0].PID
 	deploy(t, pool, "big", "async () => ({ fetch() { return new Response('x') } })")
 	res, err := get(pool, "big", "https://x/")

@@ -171,9 +171,7 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		w.conn.PeerMax.Store(int64(req.Config.FrameCap))
 	}
 	engine := sandbox.New(sandbox.Config{
-		Prewarm: c.Prewarm, Timeout: c.Timeout, MemoryMiB: c.MemoryMiB,
-		MaxResponseBody: c.MaxResponseBody, MaxRequestBody: c.MaxRequestBody, HandleQueue: c.HandleQueue,
-		JIT: c.JIT, Wasm: c.Wasm,
+		Prewarm: c.Prewarm, Limits: c.Limits, JIT: c.JIT, Wasm: c.Wasm,
 		OnLog:       w.log,
 		OnLost:      w.lost,
 		HostCall:    w.hostCall,

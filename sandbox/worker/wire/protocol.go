@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
 
 // ProtocolVersion is checked in the hello handshake: a worker from another
 // build is refused.
-const ProtocolVersion = "retainer-worker/2"
+const ProtocolVersion = "retainer-worker/3"
 
 // Subcommand is the first argument that puts the binary in worker mode.
 const Subcommand = "retainer-worker"
@@ -70,10 +71,10 @@ const (
 // body to its own bound again.
 func WorkerFrameCap(e EngineConfig) int {
 	c := sandbox.MaxResultBytes
-	if e.MaxResponseBody > c {
-		c = e.MaxResponseBody
+	if e.Limits.ResponseBody > c {
+		c = e.Limits.ResponseBody
 	}
-	if h := sandbox.HostArgsCap(e.MaxRequestBody); h > c {
+	if h := sandbox.HostArgsCap(e.Limits.RequestBody); h > c {
 		c = h
 	}
 	return c + 1<<20
@@ -99,17 +100,14 @@ type WorkerConfig struct {
 	GCHeadroom uint64 `json:"gcHeadroom,omitempty"`
 }
 
-// EngineConfig is the part of sandbox.Config that crosses the boundary.
+// EngineConfig is the part of sandbox.Config that crosses the boundary:
+// the run limits as the gateway's configuration set them, whole.
 type EngineConfig struct {
-	Prewarm         int           `json:"prewarm"`
-	HostCalls       bool          `json:"hostCalls"`
-	Timeout         time.Duration `json:"timeout"`
-	MemoryMiB       int           `json:"memoryMiB"`
-	MaxResponseBody int           `json:"maxResponseBody"`
-	MaxRequestBody  int           `json:"maxRequestBody"`
-	HandleQueue     int           `json:"handleQueue"`
-	JIT             bool          `json:"jit"`
-	Wasm            bool          `json:"wasm"`
+	Prewarm   int            `json:"prewarm"`
+	HostCalls bool           `json:"hostCalls"`
+	Limits    budgets.Limits `json:"limits"`
+	JIT       bool           `json:"jit"`
+	Wasm      bool           `json:"wasm"`
 }
 
 type HelloRequest struct {
