@@ -15,6 +15,8 @@ import (
 	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/kv"
+	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -38,7 +40,7 @@ type runtime struct {
 	closing  chan struct{}
 	store    *handles.Store
 	receipts *receipts.Store
-	kv       *capability.KV
+	kv       *kv.KV
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -86,6 +88,27 @@ func newRuntime(a *App) (*runtime, error) {
 	rt := &runtime{key: a.storeKey(), closing: make(chan struct{}), logLimiter: rate.NewLimiter(50, 200)}
 	rt.logger.Store(zap.NewNop())
 	rt.app.Store(a)
+	// The gateway's side of the workers' kv caches (kv/cache): what each
+	// worker may hold, and what a write must drop from the others.
+	kvCache := cache.NewGateway(cache.GatewayConfig{
+		Apply: func(ctx context.Context, tenant, id string, writes []cache.Write) error {
+			s := rt.store
+			if s == nil {
+				return fault.New(fault.Overloaded, "The gateway is starting.")
+			}
+			ws := make([]handles.KVWrite, len(writes))
+			for i, w := range writes {
+				ws[i] = handles.KVWrite(w)
+			}
+			return s.KVWrites(ctx, tenant, id, ws)
+		},
+		SpaceOf: func(id string) (string, bool, bool) {
+			if s := rt.store; s != nil {
+				return s.KVSpace(id)
+			}
+			return "", false, false
+		},
+	})
 	pool, err := worker.Start(worker.Config{
 		Workers:           a.Workers,
 		WorkerMemory:      a.WorkerMemory,
@@ -121,23 +144,7 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},
-		OnKVWrites: func(ctx context.Context, tenant, id string, writes []worker.KVWrite) error {
-			s := rt.store
-			if s == nil {
-				return fault.New(fault.Overloaded, "The gateway is starting.")
-			}
-			ws := make([]handles.KVWrite, len(writes))
-			for i, w := range writes {
-				ws[i] = handles.KVWrite(w)
-			}
-			return s.KVWrites(ctx, tenant, id, ws)
-		},
-		KVSpace: func(id string) (string, bool, bool) {
-			if s := rt.store; s != nil {
-				return s.KVSpace(id)
-			}
-			return "", false, false
-		},
+		HostCache: kvCache,
 		OnCrash: func(c worker.Crash) {
 			metricWorkerRestarts.Inc()
 			if s := rt.store; s != nil {
@@ -188,7 +195,7 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	kv, err := capability.NewKV(writer, 0)
+	kvs, err := kv.NewKV(writer, 0)
 	if err != nil {
 		registry.Close()
 		backing.close()
@@ -196,16 +203,16 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, err
 	}
 	// Values read from writes a failed commit lost leave every cache.
-	kv.OnCommitFailed = pool.InvalidateAllKV
+	kvs.OnCommitFailed = kvCache.DropAll
 	if a.clustered() && a.StoreEtcd.KVBudget > 0 {
 		full := &atomic.Bool{}
-		kv.Full = full.Load
+		kvs.Full = full.Load
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
-	registry.SetHost(&capability.Host{KV: kv, Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	registry.SetHost(&capability.Host{KV: kvs, Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
-		kv.Close()
+		kvs.Close()
 		registry.Close()
 		backing.close()
 		pool.Shutdown()
@@ -214,7 +221,7 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.backing = backing
 	rt.store = registry
 	rt.pool = pool
-	rt.kv = kv
+	rt.kv = kvs
 	rt.receipts = rs
 	if a.clustered() {
 		if err := rt.listen(a); err != nil {

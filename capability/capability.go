@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/kv"
 )
 
 // Grants are what one run may use.
@@ -51,7 +52,7 @@ func IsDenial(err error) bool {
 
 // Host serves calls. Safe for concurrent use.
 type Host struct {
-	KV      *KV
+	KV      *kv.KV
 	Fetcher *Fetcher
 	Tools   *Tools
 }

@@ -1,5 +1,5 @@
 // Package capability serves what a program may reach outside its isolate,
-// and only what it was granted (docs/threat-model.md): a tenant's kv key space in the store,
+// and only what it was granted (docs/threat-model.md): a tenant's kv key space (package kv),
 // outbound fetch to allow-listed hosts that can never be turned against the
 // gateway's own network, and provider tools (upstream endpoints declared in
 // the Caddyfile).

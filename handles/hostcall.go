@@ -351,7 +351,7 @@ func compact(raw json.RawMessage) json.RawMessage {
 
 // KVSpace names, opaquely, the kv key space of run or handle id ("" for
 // an id that holds none) and whether it may read and write it: workers
-// cache kv reads under that name (sandbox/worker/child/kvcache.go) for ids that
+// cache kv reads under that name (kv/cache) for ids that
 // may read, answer writes at once only for ids that may write, and every
 // write drops the key from the caches.
 func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
@@ -372,7 +372,7 @@ func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 }
 
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order
-// its programs made them (sandbox/worker/child/kvcache.go).
+// its programs made them (kv/cache).
 type KVWrite struct {
 	Op    string // kv.put or kv.delete
 	Key   string

@@ -3,15 +3,12 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/sandbox"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // kvHost is a gateway's kv in memory for the cache tests, counting what
@@ -21,6 +18,7 @@ type kvHost struct {
 	values  map[string]string
 	gets    int
 	batches int
+	gw      *cache.Gateway
 }
 
 func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage) (json.RawMessage, error) {
@@ -44,7 +42,7 @@ func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage)
 }
 
 // writes is the gateway's Store.KVWrites, in memory.
-func (h *kvHost) writes(_ context.Context, _, _ string, writes []wire.KVWrite) error {
+func (h *kvHost) writes(_ context.Context, _, _ string, writes []cache.Write) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range writes {
@@ -59,6 +57,17 @@ func (h *kvHost) writes(_ context.Context, _, _ string, writes []wire.KVWrite) e
 	}
 	h.batches++
 	return nil
+}
+
+// cache is the gateway's side of the workers' kv caches over this host,
+// every run's space one space it may read and write.
+func (h *kvHost) cache() *cache.Gateway {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gw == nil {
+		h.gw = cache.NewGateway(cache.GatewayConfig{Apply: h.writes, SpaceOf: func(string) (string, bool, bool) { return "space", true, true }})
+	}
+	return h.gw
 }
 
 func (h *kvHost) getCount() int {
@@ -103,7 +112,7 @@ func getBody(t *testing.T, pool *Pool, id, url string) string {
 // its cache before the write is acknowledged.
 func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, HostCache: host.cache()})
 	code := `async () => ({ async fetch(req) {
 		const url = new URL(req.url);
 		const v = url.searchParams.get('v');
@@ -171,7 +180,7 @@ func TestKVCacheIsCoherentAcrossWorkers(t *testing.T) {
 // key is not woken for it.
 func TestKVWritesAreToldOnlyWhereTheKeyMayBeCached(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 2, IsolatesPerWorker: 8, OnHostCall: host.serve, HostCache: host.cache()})
 	code := `async () => ({ async fetch(req) {
 		const url = new URL(req.url);
 		const k = url.searchParams.get('k'), v = url.searchParams.get('v');
@@ -190,16 +199,16 @@ func TestKVWritesAreToldOnlyWhereTheKeyMayBeCached(t *testing.T) {
 		call(a, "k=shared")
 		call(b, "k=shared")
 	}
-	told := bw.kvDropsSent.Load()
+	told := host.gw.Told(bw)
 	for i := 0; i < 5; i++ {
 		call(a, "k=mine&v="+string(rune('0'+i)))
 	}
-	if n := bw.kvDropsSent.Load() - told; n != 0 {
+	if n := host.gw.Told(bw) - told; n != 0 {
 		t.Fatalf("5 writes of a key %s never read reached its worker %d times", b, n)
 	}
 	call(a, "k=shared&v=new")
-	if bw.kvDropsSent.Load() != told+1 {
-		t.Fatalf("a write of a key %s cached was told to its worker %d times, want 1", b, bw.kvDropsSent.Load()-told)
+	if host.gw.Told(bw) != told+1 {
+		t.Fatalf("a write of a key %s cached was told to its worker %d times, want 1", b, host.gw.Told(bw)-told)
 	}
 	if got := call(b, "k=shared"); got != "new" {
 		t.Fatalf("%s read %q after %s wrote \"new\"", b, got, a)
@@ -209,76 +218,13 @@ func TestKVWritesAreToldOnlyWhereTheKeyMayBeCached(t *testing.T) {
 	if got := call(b, "k=theirs"); got != "b" {
 		t.Fatalf("%s read back %q", b, got)
 	}
-	told = bw.kvDropsSent.Load()
+	told = host.gw.Told(bw)
 	call(a, "k=theirs&v=a")
-	if bw.kvDropsSent.Load() != told+1 {
-		t.Fatalf("a write of a key %s wrote was told to its worker %d times, want 1", b, bw.kvDropsSent.Load()-told)
+	if host.gw.Told(bw) != told+1 {
+		t.Fatalf("a write of a key %s wrote was told to its worker %d times, want 1", b, host.gw.Told(bw)-told)
 	}
 	if got := call(b, "k=theirs"); got != "a" {
 		t.Fatalf("%s read %q after %s wrote \"a\"", b, got, a)
-	}
-}
-
-// Past its bound in bytes, a space counts as wholly held: every key of it
-// is told, as for a worker whose keys are not known. A key the gateway
-// refuses is not noted at all, so a worker cannot make the gateway keep
-// keys of any size.
-func TestKVHeldKeysAreBounded(t *testing.T) {
-	h := kvHeld{limit: 3 * (1 + heldKeyCost)}
-	h.note("s", "a", "b")
-	h.note("t", "x")
-	if got := strings.Join(h.mayHold("s", []string{"a", "c", "b"}), ","); got != "a,b" {
-		t.Fatalf("held of s: %s, want a,b", got)
-	}
-	if got := h.mayHold("u", []string{"a"}); got != nil {
-		t.Fatalf("a space never noted holds %v", got)
-	}
-	h.note("s", "c") // the fourth key: s is now wholly held
-	if got := strings.Join(h.mayHold("s", []string{"z", "y"}), ","); got != "z,y" {
-		t.Fatalf("held of s past the bound: %s, want z,y", got)
-	}
-	if h.bytes != 1+heldKeyCost {
-		t.Fatalf("%d bytes counted after s went whole, want %d (t's one key)", h.bytes, 1+heldKeyCost)
-	}
-	if got := strings.Join(h.mayHold("t", []string{"x", "y"}), ","); got != "x" {
-		t.Fatalf("held of t: %s, want x", got)
-	}
-	// Keys the gateway refuses cost nothing: 10,000 of them over the key
-	// bound, and an empty one, leave the budget as it was.
-	var big kvHeld
-	huge := strings.Repeat("k", budgets.KVKeyBytes+1)
-	for i := 0; i < 10000; i++ {
-		big.note("s", huge+strconv.Itoa(i), "")
-	}
-	if big.bytes != 0 || len(big.spaces["s"]) != 0 {
-		t.Fatalf("refused keys were noted: %d bytes, %d keys", big.bytes, len(big.spaces["s"]))
-	}
-	// The default budget holds what it says: past it the space is whole,
-	// and the bytes counted stay under the bound.
-	for i := 0; i < 100000; i++ {
-		big.note("s", strings.Repeat("k", 400)+strconv.Itoa(i))
-	}
-	if big.spaces["s"] != nil || big.bytes > maxHeldBytes {
-		t.Fatalf("past the budget: whole %v, %d bytes (bound %d)", big.spaces["s"] == nil, big.bytes, maxHeldBytes)
-	}
-}
-
-// A batch's keys are told to the other workers once each, per space and
-// per worker whose own cache is current.
-func TestKVDropsGatherEachKeyOnce(t *testing.T) {
-	p, q := &process{}, &process{}
-	var d kvDrops
-	d.add(p, "s", []string{"a", "b", "a"})
-	d.add(p, "s", []string{"b", "c"})
-	d.add(q, "s", []string{"a"})
-	d.add(p, "t", []string{"a"})
-	if len(d.list) != 3 {
-		t.Fatalf("%d drops, want 3 (two spaces of p, one of q)", len(d.list))
-	}
-	for i, want := range []string{"a,b,c", "a", "a"} {
-		if got := strings.Join(d.list[i].keys, ","); got != want {
-			t.Fatalf("drop %d: keys %s, want %s", i, got, want)
-		}
 	}
 }
 
@@ -286,7 +232,7 @@ func TestKVDropsGatherEachKeyOnce(t *testing.T) {
 // space: the write still drops the key other runs of the worker cached.
 func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, HostCache: host.cache()})
 	code := `async () => ({ async fetch() { return new Response(String(await kv.get('k'))); } })`
 	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "reader", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
 		t.Fatal(err)
@@ -308,7 +254,7 @@ func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 // that made it: its response never leaves. The handle serves on.
 func TestKVQueuedWriteRefusedFailsItsInvocation(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, HostCache: host.cache()})
 	code := `async () => ({ async fetch(req) {
 		const key = new URL(req.url).pathname.slice(1);
 		await kv.get(key);
@@ -336,10 +282,10 @@ func TestKVQueuedWriteRefusedFailsItsInvocation(t *testing.T) {
 
 // A value one handle wrote is read from the worker's cache by that handle
 // only; another handle of the worker reads it through the gateway, which
-// answers it once it is durable (no phantom reads, capability/kv.go).
+// answers it once it is durable (no phantom reads, kv/kv.go).
 func TestKVCacheServesAWriteOnlyToItsWriter(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
-	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, OnKVWrites: host.writes, KVSpace: func(string) (string, bool, bool) { return "space", true, true }})
+	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, HostCache: host.cache()})
 	code := `async () => ({ async fetch(req) {
 		const url = new URL(req.url);
 		if (url.pathname === '/put') { await kv.put('k', url.searchParams.get('v')); return new Response('ok'); }

@@ -11,19 +11,17 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
+	"github.com/retainer-gw/retainer/internal/hostcache"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // The protocol's names the pool's callers use (package wire defines them):
-// the subcommand a worker process runs under, the engine's configuration
-// a worker is started with, and one write of a kv batch.
+// the subcommand a worker process runs under, and the engine's
+// configuration a worker is started with.
 const Subcommand = wire.Subcommand
 
-type (
-	EngineConfig = wire.EngineConfig
-	KVWrite      = wire.KVWrite
-)
+type EngineConfig = wire.EngineConfig
 
 // Config sets up a Pool. Zero values take the defaults.
 type Config struct {
@@ -86,16 +84,11 @@ type Config struct {
 	// that worker hosts ("" when shared): a call for another tenant's id
 	// must be refused.
 	OnHostCall func(ctx context.Context, tenant, id, op string, args json.RawMessage) (json.RawMessage, error)
-	// OnKVWrites applies kv writes of run or handle id, in order, each
-	// checked as a kv.put or kv.delete host call of its own; the first
-	// refused ends them with its error. It serves the workers' kv.batch
-	// (child's kvcache.go); without it a batch is refused.
-	OnKVWrites func(ctx context.Context, tenant, id string, writes []wire.KVWrite) error
-	// KVSpace names the kv key space of run or handle id ("" for none)
-	// and whether the id may read and write it: with it, workers cache kv reads of
-	// ids that may read (child's kvcache.go) and the pool keeps their caches
-	// coherent. Without it nothing is cached.
-	KVSpace func(id string) (space string, readable, writable bool)
+	// HostCache is the gateway's side of what workers cache of host
+	// calls' answers (kv/cache): the pool hands it every host call and
+	// what a worker's cache sends, carries its notes and messages, and
+	// tells it of each worker's end. nil: workers cache nothing.
+	HostCache hostcache.Gateway
 }
 
 // Crash describes a worker's death for the handles layer: Lost are the
@@ -407,50 +400,6 @@ func (pool *Pool) CancelStream(id string, stream int64) {
 	p.post(ctx, wire.PathStreamCancel, wire.StreamRequest{ID: id, Stream: stream}, &rep)
 }
 
-// invalidateKV drops keys of space from the cache of every worker but
-// except's that may hold one of them (kvHeld), one message to each with
-// the keys it may hold, and waits until each has done it; a worker that
-// does not answer is killed (its cache would stay stale). all drops every
-// cache.
-func (pool *Pool) invalidateKV(except *process, space string, keys []string, all bool) {
-	pool.mu.Lock()
-	workers := append([]*process(nil), pool.workers...)
-	pool.mu.Unlock()
-	type target struct {
-		p    *process
-		keys []string
-	}
-	var targets []target
-	for _, p := range workers {
-		if p == nil || p == except || !p.alive() {
-			continue
-		}
-		if all {
-			targets = append(targets, target{p, nil})
-		} else if held := p.mayHoldKV(space, keys); len(held) > 0 {
-			targets = append(targets, target{p, held})
-		}
-	}
-	var wg sync.WaitGroup
-	for _, t := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			var rep struct{}
-			t.p.kvDropsSent.Add(1)
-			if err := t.p.post(ctx, wire.PathKVInvalidate, wire.KVInvalidate{Space: space, Keys: t.keys, All: all}, &rep); err != nil {
-				t.p.kill("did not drop a changed kv value from its cache")
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// InvalidateAllKV drops every worker's kv cache (a commit failed).
-func (pool *Pool) InvalidateAllKV() { pool.invalidateKV(nil, "", nil, true) }
-
 // progress answers how many invocations of handle id were answered while
 // others were in flight, and whether any other is in flight now.
 func (pool *Pool) progress(id string) (uint64, bool) {
@@ -611,6 +560,9 @@ func (pool *Pool) forget(id string, p *process) {
 // what was lost, and a replacement starts with backoff.
 func (pool *Pool) died(p *process, c Crash) {
 	pool.cpus.forget(p)
+	if hc := pool.cfg.HostCache; hc != nil {
+		hc.Gone(p)
+	}
 	pool.mu.Lock()
 	for _, id := range c.Lost {
 		if pool.where[id] == p {

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,15 +28,12 @@ type process struct {
 	cmd   *exec.Cmd
 	pid   int
 	rpc   *wire.Conn
-	// kvDropsSent counts the wire.KVInvalidate messages sent to this worker.
-	kvDropsSent atomic.Int64
 	// exited is closed once the process has been reaped.
 	exited chan struct{}
 	// mem is its memory as last measured (memory.go).
 	mem memUse
 
 	mu         sync.Mutex             // guards everything below
-	kvHeld     kvHeld                 // the kv keys its cache may hold
 	tenant     string                 // cordoned: the tenant it hosts ("" while spare)
 	lastActive time.Time              // when work here last began or ended (recycling: cordon.go)
 	busyUntil  time.Time              // waitUntil work of an answered invocation may run until then
@@ -558,202 +554,50 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		case f == nil:
 			rep.Fault = wire.ToWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
 		default:
-			// A kv call's key and its run's space are read once: the key
-			// is noted before the call is served, the hint made after.
-			var run kvRun
-			var key *string
-			switch m.Op {
-			case "kv.get", "kv.put", "kv.delete":
-				run = p.kvRunOf(m.ID)
-				if a, err := wire.DecodeKVArgs(m.Args); err == nil && a.Key != nil {
-					key = a.Key
-					p.noteKV(run, *key)
-				}
-			}
 			// The tenant this worker hosts ("" when shared): the host
 			// answers only for that tenant's runs and handles.
 			if m.Op == "body.read" {
 				defer p.bodyRead(m.ID)()
 			}
-			res, err := f(ctx, p.owner(), m.ID, m.Op, m.Args)
-			rep = wire.HostReply{Result: res, Fault: wire.ToWire(err)}
-			if err == nil {
-				rep.KV = p.kvHint(m.Op, run, key)
+			serve := func() (json.RawMessage, error) { return f(ctx, p.owner(), m.ID, m.Op, m.Args) }
+			var res, note json.RawMessage
+			var err error
+			if hc := p.pool.cfg.HostCache; hc != nil {
+				res, note, err = hc.Call(p, m.ID, m.Op, m.Args, serve)
+			} else {
+				res, err = serve()
 			}
+			rep = wire.HostReply{Result: res, Fault: wire.ToWire(err), Cache: note}
 		}
 		return wirejson.Marshal(rep)
-	case wire.PathKVBatch:
-		var b wire.KVBatch
+	case wire.PathCacheBatch:
+		hc := p.pool.cfg.HostCache
+		if hc == nil {
+			return nil, fmt.Errorf("a host cache's batch, and this gateway keeps none")
+		}
 		// The body is part of a frame the read loop already held to maxFrame.
-		if b.DecodeFrame(body) != nil {
-			return nil, fmt.Errorf("a malformed kv batch")
-		}
-		var rep wire.HostReply
-		if f := p.pool.cfg.OnKVWrites; f != nil {
-			rep = p.serveBatch(ctx, b.Writes, f)
-		} else {
-			rep.Fault = wire.ToWire(fault.New(fault.Forbidden, "This gateway serves no host calls."))
-		}
-		return wirejson.Marshal(rep)
+		return hc.Batch(ctx, p, body)
 	}
 	return nil, fmt.Errorf("an unknown request %q", path)
 }
 
-// serveBatch applies a worker's queued kv writes in order, each run's
-// consecutive writes as one call of OnKVWrites for that run (checked like
-// any of its host calls), and answers how many were applied before a
-// refusal.
-func (p *process) serveBatch(ctx context.Context, writes []wire.KVBatchWrite, apply func(ctx context.Context, tenant, id string, writes []wire.KVWrite) error) wire.HostReply {
-	applied := 0
-	var seg []wire.KVWrite
-	var keys []string
-	// What the batch wrote leaves the other workers' caches before the
-	// batch is answered, whichever way it ends: one message to each for the
-	// whole batch (it was one per key written, each waited for in turn: a
-	// counter's batch of ~9 writes of one key cost 9 round trips to every
-	// other worker of the tenant).
-	var drops kvDrops
-	defer drops.send(p.pool)
-	for applied < len(writes) {
-		id := writes[applied].ID
-		end := applied
-		seg, keys = seg[:0], keys[:0]
-		for end < len(writes) && writes[end].ID == id {
-			w := writes[end]
-			seg = append(seg, w.KVWrite)
-			keys = append(keys, w.Key)
-			end++
-		}
-		if id == "" || !p.holdsOrRuns(id) {
-			return wire.HostReply{Applied: applied, Fault: wire.ToWire(fault.New(fault.Forbidden, "No run of this worker has that id."))}
-		}
-		run := p.kvRunOf(id)
-		p.noteKV(run, keys...)
-		if err := apply(ctx, p.owner(), id, seg); err != nil {
-			// The gateway applies a run's writes in order and stops at
-			// the first it refuses; which one is not said, so the run's
-			// writes of this batch count as not applied (they are sent
-			// again or fail their run; a write applied twice is the same
-			// write).
-			return wire.HostReply{Applied: applied, Fault: wire.ToWire(err)}
-		}
-		p.kvSpaceHint(run, keys, &drops)
-		applied = end
-	}
-	return wire.HostReply{Applied: applied}
-}
-
-// kvRun is what the gateway says of a run's kv (Config.KVSpace): its key
-// space ("" for none) and whether it may read and write it.
-type kvRun struct {
-	space              string
-	readable, writable bool
-}
-
-func (p *process) kvRunOf(id string) kvRun {
-	if spaceOf := p.pool.cfg.KVSpace; spaceOf != nil {
-		space, readable, writable := spaceOf(id)
-		return kvRun{space, readable, writable}
-	}
-	return kvRun{}
-}
-
-// kvHint tells the worker the key space of a kv call (op, of key) that
-// succeeded, and for a write, first drops the key from every other
-// worker's cache.
-func (p *process) kvHint(op string, run kvRun, key *string) *wire.KVHint {
-	switch op {
-	case "kv.get":
-		return p.kvSpaceHint(run, nil, nil)
-	case "kv.put", "kv.delete":
-		if key == nil {
-			return nil
-		}
-		var drops kvDrops
-		defer drops.send(p.pool)
-		return p.kvSpaceHint(run, []string{*key}, &drops)
+// Tell sends a message of the host cache to the worker's and waits for its
+// answer; a worker that does not answer is killed (its cache would stay
+// stale). (hostcache.Peer)
+func (p *process) Tell(ctx context.Context, msg []byte) error {
+	if _, err := p.rpc.Call(ctx, wire.PathCacheTell, msg); err != nil {
+		p.kill("did not take a host cache's message")
+		return err
 	}
 	return nil
 }
 
-// kvSpaceHint names run's key space; the keys it wrote are added to drops,
-// which the caller sends to every other worker before it answers the write.
-func (p *process) kvSpaceHint(run kvRun, written []string, drops *kvDrops) *wire.KVHint {
-	if run.space == "" {
-		return nil
-	}
-	// The writer's own worker updates its cache itself; a writer that may
-	// not read keeps nothing, so its worker is told too.
-	except := p
-	if !run.readable {
-		except = nil
-	}
-	if len(written) > 0 {
-		drops.add(except, run.space, written)
-	}
-	if !run.readable {
-		return nil
-	}
-	return &wire.KVHint{Space: run.space, Write: run.writable}
-}
+// Tenant is the tenant the worker hosts ("" when shared). (hostcache.Peer)
+func (p *process) Tenant() string { return p.owner() }
 
-// noteKV records, before the call that reads or writes them is served,
-// that the worker's cache may come to hold keys of run's space (kvHeld
-// says why before and not after).
-func (p *process) noteKV(run kvRun, keys ...string) {
-	if run.space == "" || !run.readable || len(keys) == 0 {
-		return // a run that may not read caches nothing
-	}
-	p.mu.Lock()
-	p.kvHeld.note(run.space, keys...)
-	p.mu.Unlock()
-}
-
-// mayHoldKV answers those of keys (of space) the worker's cache may hold.
-func (p *process) mayHoldKV(space string, keys []string) []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.kvHeld.mayHold(space, keys)
-}
-
-// kvDrops gathers the keys a write batch changed, per space (and per
-// worker whose own cache is current), each once.
-type kvDrops struct{ list []kvDrop }
-
-type kvDrop struct {
-	except *process
-	space  string
-	keys   []string
-	seen   map[string]bool
-}
-
-func (d *kvDrops) add(except *process, space string, keys []string) {
-	var t *kvDrop
-	for i := range d.list {
-		if d.list[i].except == except && d.list[i].space == space {
-			t = &d.list[i]
-			break
-		}
-	}
-	if t == nil {
-		d.list = append(d.list, kvDrop{except: except, space: space, seen: map[string]bool{}})
-		t = &d.list[len(d.list)-1]
-	}
-	for _, k := range keys {
-		if !t.seen[k] {
-			t.seen[k] = true
-			t.keys = append(t.keys, k)
-		}
-	}
-}
-
-// send drops the gathered keys from the other workers' caches, one message
-// to each per space, and waits for them.
-func (d *kvDrops) send(pool *Pool) {
-	for _, t := range d.list {
-		pool.invalidateKV(t.except, t.space, t.keys, false)
-	}
-}
+// Holds reports whether id is a run or handle of this worker.
+// (hostcache.Peer)
+func (p *process) Holds(id string) bool { return p.holdsOrRuns(id) }
 
 // recordLogs hands an invocation's console lines to OnLog, capped and
 // checked like every other word of a worker.

@@ -12,7 +12,9 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
+	"github.com/retainer-gw/retainer/internal/hostcache"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
@@ -25,9 +27,9 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "retainer worker: not started by a gateway:", err)
 		os.Exit(2)
 	}
-	w := &workerServer{kv: newKVCache()}
-	w.kv.send = w.sendWrites
-	w.kv.answering = w.answerTogether
+	w := &workerServer{}
+	// The one host cache there is: kv's reads and queued writes.
+	w.cache = cache.NewWorker(w.sendCacheBatch, w.answerTogether)
 	w.conn = wire.NewConn(conn, wire.MaxGatewayFrame, wire.HelloFrame, w.handle, func(reason string) {
 		fmt.Fprintln(os.Stderr, "retainer worker: the gateway sent", reason)
 	})
@@ -45,7 +47,10 @@ func Main() {
 type workerServer struct {
 	conn *wire.Conn
 	logs chan wire.LogPost
-	kv   *kvCache // kv reads answered without a round trip (kvcache.go)
+	// cache answers what it can of host calls without a round trip, and
+	// holds a run's answers and other calls until what it queued for the
+	// run is applied (internal/hostcache; kv/cache).
+	cache hostcache.Worker
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -69,7 +74,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 				return nil, err
 			}
 			out, err := e.Run(ctx, job)
-			if werr := w.kv.settle(job.ID); werr != nil && err == nil {
+			if werr := w.cache.Settle(job.ID); werr != nil && err == nil {
 				if out.Retained {
 					e.Close(job.ID)
 				}
@@ -97,18 +102,16 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 			}
 			wait := min(time.Duration(req.WaitMs)*time.Millisecond, wire.StreamWait)
 			data, done, err := e.ReadStream(ctx, req.ID, req.Stream, wait)
-			if werr := w.kv.settle(req.ID); werr != nil && err == nil {
+			if werr := w.cache.Settle(req.ID); werr != nil && err == nil {
 				e.CancelStream(req.ID, req.Stream)
 				data, done, err = nil, true, werr
 			}
 			reply = wire.StreamReply{Data: data, Done: done, Fault: wire.ToWire(err)}
 		}
-	case wire.PathKVInvalidate:
-		var m wire.KVInvalidate
-		if err := json.Unmarshal(body, &m); err != nil {
+	case wire.PathCacheTell:
+		if err := w.cache.Tell(body); err != nil {
 			return nil, err
 		}
-		w.kv.invalidate(m)
 		reply = struct{}{}
 	case wire.PathProbe:
 		if !w.probing() {
@@ -175,7 +178,7 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		OnLog:       w.log,
 		OnLost:      w.lost,
 		HostCall:    w.hostCall,
-		HostCallNow: w.kv.now,
+		HostCallNow: w.cache.Now,
 	})
 	// Start V8 (its platform threads) before the filters close the doors.
 	if _, err := engine.Run(context.Background(), sandbox.Job{Program: sandbox.Program{Code: "() => 0"}}); err != nil {
@@ -257,7 +260,7 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 		// behind this one will answer in a moment, and this answer may
 		// leave with theirs.
 		more := e.Queued(req.ID) > 0
-		w.kv.whenSettled(req.ID, func(werr error) {
+		w.cache.WhenSettled(req.ID, func(werr error) {
 			w.answerInvoke(frame, e, req.ID, res, logs, err, werr, more)
 		})
 	})
@@ -289,44 +292,21 @@ func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, 
 	w.conn.ReplyLater(frame, wire.PathInvoke, wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.EncodeFrame(), more && res.Stream == 0)
 }
 
-// hostCall asks the gateway for a host service on behalf of run id; kv
-// calls go through the read cache.
+// hostCall asks the gateway for a host service on behalf of run id,
+// through the host cache.
 func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, error) {
-	switch op {
-	case "kv.get", "kv.put", "kv.delete":
-		return w.kv.call(ctx, id, op, args, func() (json.RawMessage, *wire.KVHint, error) {
-			return w.roundTrip(ctx, id, op, args)
-		})
-	}
-	// Nothing leaves on the run's behalf before its writes are applied.
-	if op == "kv.list" {
-		w.kv.drain()
-	}
-	if err := w.kv.settle(id); err != nil {
-		return nil, err
-	}
-	res, _, err := w.roundTrip(ctx, id, op, args)
-	return res, err
+	return w.cache.Call(ctx, id, op, args, func() (json.RawMessage, json.RawMessage, error) {
+		return w.roundTrip(ctx, id, op, args)
+	})
 }
 
-// sendWrites applies a batch of queued kv writes at the gateway, in order;
-// it answers how many were applied and why the next was not.
-func (w *workerServer) sendWrites(writes []wire.KVBatchWrite) (int, error) {
-	res, err := w.conn.Call(context.Background(), wire.PathKVBatch, wire.KVBatch{Writes: writes}.EncodeFrame())
-	if err != nil {
-		return 0, fault.New(fault.Internal, "The gateway did not answer.")
-	}
-	var rep wire.HostReply
-	if err := json.Unmarshal(res, &rep); err != nil {
-		return 0, fault.New(fault.Internal, "The gateway's answer was malformed.")
-	}
-	if rep.Fault != nil {
-		return rep.Applied, rep.Fault.Err()
-	}
-	return len(writes), nil
+// sendCacheBatch carries what the host cache sends on its own to the
+// gateway's side, and answers its reply.
+func (w *workerServer) sendCacheBatch(body []byte) ([]byte, error) {
+	return w.conn.Call(context.Background(), wire.PathCacheBatch, body)
 }
 
-func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, *wire.KVHint, error) {
+func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, json.RawMessage, error) {
 	body, _ := wirejson.Marshal(wire.HostPost{ID: id, Op: op, Args: args})
 	res, err := w.conn.Call(ctx, wire.PathHost, body)
 	if errors.Is(err, wire.ErrFrameTooLarge) {
@@ -343,5 +323,5 @@ func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.R
 	if rep.Fault != nil {
 		return nil, nil, rep.Fault.Err()
 	}
-	return rep.Result, rep.KV, nil
+	return rep.Result, rep.Cache, nil
 }

@@ -5,7 +5,8 @@
 // and held writes), every path with its direction and its caps and the
 // JSON messages on it (protocol.go), and the binary frames of the hot
 // paths, each with its own version byte: invocations and stream reads
-// (invokewire.go) and the kv batch (kvwire.go, kvargs.go).
+// (invokewire.go). What a worker's host cache says to the gateway's side
+// (kv/cache) crosses as opaque bytes on paths of its own.
 //
 // Everything a worker sends is read here as hostile input: every decoder
 // checks lengths against what it was given and answers an error, never a

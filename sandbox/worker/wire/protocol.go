@@ -28,10 +28,11 @@ const (
 	// up to StreamWait for one; PathStreamCancel gives a stream up.
 	PathStreamRead   = "/stream-read"
 	PathStreamCancel = "/stream-cancel"
-	// PathKVInvalidate drops cached kv values another worker's write
-	// changed (kvcache.go).
-	PathKVInvalidate = "/kv-invalidate"
-	PathProbe        = "/probe"
+	// PathCacheTell carries a message of the gateway's side of the host
+	// cache to the worker's (opaque here: internal/hostcache; kv/cache
+	// drops what another worker's write changed).
+	PathCacheTell = "/cache-tell"
+	PathProbe     = "/probe"
 	// PathProbeForeign makes one system call through a foreign entry
 	// (body: "i386" or "x32"); a hardened worker dies of it.
 	PathProbeForeign = "/probe-foreign"
@@ -39,10 +40,13 @@ const (
 
 // Paths of the gateway's server (worker → gateway).
 const (
-	PathLog     = "/log"
-	PathLost    = "/lost"
-	PathHost    = "/host"
-	PathKVBatch = "/kv-batch" // a binary frame (kvwire.go)
+	PathLog  = "/log"
+	PathLost = "/lost"
+	PathHost = "/host"
+	// PathCacheBatch carries what the worker's host cache sends on its
+	// own (kv/cache: a binary frame of queued writes, with its own
+	// version) and the gateway side's reply; opaque here.
+	PathCacheBatch = "/cache-batch"
 )
 
 // Size caps for what crosses the boundary. Every bound on what a program
@@ -212,11 +216,9 @@ type HostPost struct {
 type HostReply struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Fault  *Fault          `json:"fault,omitempty"`
-	// KV names the key space a kv call reached, for the read cache.
-	KV *KVHint `json:"kv,omitempty"`
-	// Applied is, for a kv.batch, how many writes were applied before
-	// the one the fault refused.
-	Applied int `json:"applied,omitempty"`
+	// Cache is the gateway side's note for the worker's host cache
+	// (internal/hostcache), opaque here.
+	Cache json.RawMessage `json:"cache,omitempty"`
 }
 
 type LostPost struct {

@@ -1,4 +1,4 @@
-package child
+package cache
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"sync"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/hostcache"
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
-// The worker's kv read cache (issue 19): a kv.get answered from the worker
-// costs no round trip to the gateway.
+// The worker's kv read cache: a kv.get answered from the worker costs no
+// round trip to the gateway.
 //
 // Coherence rule. The gateway is the only writer of kv. It tells a worker
 // which key space (a tenant's, in a registry) a run's kv calls reach, with
@@ -24,7 +25,7 @@ import (
 //     it or an invalidation arrived meanwhile.
 //
 // Before the gateway acknowledges a write from one worker, every other
-// worker that was told of that space drops the key (wire.KVInvalidate, answered
+// worker that was told of that space drops the key (a drop, answered
 // before the write's own answer), so a write is visible everywhere before
 // the writer's await ends and long before its response leaves (the output
 // gate). A failed commit drops every worker's whole cache.
@@ -38,19 +39,21 @@ const maxCacheRuns = 10000
 
 type cacheKey struct{ space, key string }
 
-type kvCache struct {
+// Worker is the worker's side of the kv cache: reads answered from it,
+// writes answered at once and queued, and the output gate that holds a
+// run's answer and its other host calls until its writes are applied. It
+// implements hostcache.Worker.
+type Worker struct {
 	// send delivers a batch of writes, each of its run, to the gateway in
-	// order (set by the worker): it answers how many were applied and the
-	// error of the one after them, if any.
-	send func(writes []wire.KVBatchWrite) (int, error)
-	// answering runs the answers a batch settled (whenSettled), together:
-	// the worker writes them in one system call (answerTogether); by
-	// default they run one after another.
+	// order: it answers how many were applied and the error of the one
+	// after them, if any.
+	send func(writes []BatchWrite) (int, error)
+	// answering runs the answers a batch settled (WhenSettled), together.
 	answering func(answers []func())
 
 	mu       sync.Mutex
 	spaceOf  map[string]string // run or handle id → its kv space
-	writable map[string]bool   // run or handle id → it holds wire.KVBatchWrite
+	writable map[string]bool   // run or handle id → it may write its space
 	values   map[cacheKey]json.RawMessage
 	// writers names, for a value this worker wrote, the run or handle that
 	// wrote it: until the gateway answers a read of the key (its commit
@@ -81,27 +84,52 @@ type settleWaiter struct {
 
 type queuedWrite struct {
 	id string
-	w  wire.KVBatchWrite
+	w  BatchWrite
 	k  cacheKey
 }
 
 // maxBatchBytes bounds one batch of writes sent to the gateway.
 const maxBatchBytes = 4 << 20
 
-func newKVCache() *kvCache {
-	c := &kvCache{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{}, writers: map[cacheKey]string{},
+// NewWorker is a worker's cache. send carries a batch frame of queued
+// writes to the gateway's side (Gateway.Batch) and answers its reply;
+// answering runs the answers one batch settled, together (the worker
+// writes them in one system call); nil runs them one after another.
+func NewWorker(send func(frame []byte) ([]byte, error), answering func(answers []func())) *Worker {
+	c := &Worker{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{}, writers: map[cacheKey]string{},
 		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{},
 		owed: map[string]int{}, failed: map[string]error{},
-		answering: func(answers []func()) {
+		answering: answering}
+	if c.answering == nil {
+		c.answering = func(answers []func()) {
 			for _, a := range answers {
 				a()
 			}
-		}}
+		}
+	}
+	if send != nil {
+		c.send = func(writes []BatchWrite) (int, error) {
+			res, err := send(batch{Writes: writes}.encode())
+			if err != nil {
+				return 0, fault.New(fault.Internal, "The gateway did not answer.")
+			}
+			var rep batchReply
+			if err := json.Unmarshal(res, &rep); err != nil {
+				return 0, fault.New(fault.Internal, "The gateway's answer was malformed.")
+			}
+			if err := rep.err(); err != nil {
+				return rep.Applied, err
+			}
+			return len(writes), nil
+		}
+	}
 	c.applied = sync.NewCond(&c.mu)
 	return c
 }
 
-// Writes that do not wait (issue 19). A kv.put or kv.delete of a run whose
+var _ hostcache.Worker = (*Worker)(nil)
+
+// Writes that do not wait. A kv.put or kv.delete of a run whose
 // space the worker knows is answered at once: the value goes into the
 // cache (so the run, and this worker's other runs, read it) and into an
 // ordered queue that one flusher sends to the gateway in batches. Nothing
@@ -119,13 +147,13 @@ const (
 )
 
 // writeNow answers a kv write at once when it can (ok false: send it).
-func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage, bool) {
-	if c.send == nil || op != "kv.put" && op != "kv.delete" {
+func (c *Worker) writeNow(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+	if c.send == nil || op != opPut && op != opDelete {
 		return nil, false
 	}
-	a, err := wire.DecodeKVArgs(args)
+	a, err := decodeArgs(args)
 	if err != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > maxKeyBytes ||
-		op == "kv.put" && (a.Value == nil || len(*a.Value) > maxValueBytes) {
+		op == opPut && (a.Value == nil || len(*a.Value) > maxValueBytes) {
 		return nil, false // the gateway answers the error
 	}
 	c.mu.Lock()
@@ -138,8 +166,8 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 	c.writes[k]++
 	c.inflight[k]++
 	v := json.RawMessage("null")
-	w := wire.KVBatchWrite{ID: id, KVWrite: wire.KVWrite{Op: op, Key: *a.Key}}
-	if op == "kv.put" {
+	w := BatchWrite{ID: id, Write: Write{Op: op, Key: *a.Key}}
+	if op == opPut {
 		v, _ = wirejson.Marshal(*a.Value)
 		w.Value = a.Value
 	}
@@ -156,12 +184,12 @@ func (c *kvCache) writeNow(id, op string, args json.RawMessage) (json.RawMessage
 // flush sends the queue in order, in batches of writes of any runs: one
 // round trip carries what every run of the worker wrote meanwhile. A write
 // the gateway refuses fails its run; the writes after it are sent again.
-func (c *kvCache) flush() {
+func (c *Worker) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
 		n, size := 0, 0
-		var batch []wire.KVBatchWrite
+		var batch []BatchWrite
 		for n < len(c.queue) && (n == 0 || size < maxBatchBytes) {
 			w := c.queue[n].w
 			batch = append(batch, w)
@@ -207,9 +235,9 @@ func (c *kvCache) flush() {
 	c.flushing = false
 }
 
-// settle waits until every write run id made so far is applied, and
+// Settle waits until every write run id made so far is applied, and
 // answers the gateway's refusal of one of them, if any (once).
-func (c *kvCache) settle(id string) error {
+func (c *Worker) Settle(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.owed[id] > 0 {
@@ -220,11 +248,11 @@ func (c *kvCache) settle(id string) error {
 	return err
 }
 
-// whenSettled calls f with what settle would answer, once every write run
+// WhenSettled calls f with what Settle would answer, once every write run
 // id made so far is applied: at once, on the caller's goroutine, when none
 // is on its way; otherwise from the flusher, so an invocation's answer
 // waits for its writes with no goroutine parked for it (the output gate).
-func (c *kvCache) whenSettled(id string, f func(error)) {
+func (c *Worker) WhenSettled(id string, f func(error)) {
 	c.mu.Lock()
 	if c.owed[id] > 0 {
 		c.settled = append(c.settled, settleWaiter{id, f})
@@ -239,7 +267,7 @@ func (c *kvCache) whenSettled(id string, f func(error)) {
 
 // takeSettled removes the waiters whose writes are all applied and answers
 // their calls, to be made without c.mu.
-func (c *kvCache) takeSettled() []func() {
+func (c *Worker) takeSettled() []func() {
 	var ready []func()
 	kept := c.settled[:0]
 	for _, w := range c.settled {
@@ -261,7 +289,7 @@ func (c *kvCache) takeSettled() []func() {
 
 // drain waits until the whole queue is applied (a read that goes to the
 // gateway must see this worker's writes).
-func (c *kvCache) drain() {
+func (c *Worker) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
@@ -269,18 +297,21 @@ func (c *kvCache) drain() {
 	}
 }
 
-// now answers a kv call at once when it can: a read from the cache, a
+// Now answers a kv call at once when it can: a read from the cache, a
 // write into the queue. It never waits.
-func (c *kvCache) now(id, op string, args json.RawMessage) (json.RawMessage, bool) {
-	if op == "kv.get" {
+func (c *Worker) Now(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+	switch op {
+	case opGet:
 		return c.lookup(id, args)
+	case opPut, opDelete:
+		return c.writeNow(id, op, args)
 	}
-	return c.writeNow(id, op, args)
+	return nil, false
 }
 
 // lookup answers a kv.get from the cache, if it can.
-func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool) {
-	a, err := wire.DecodeKVArgs(args)
+func (c *Worker) lookup(id string, args json.RawMessage) (json.RawMessage, bool) {
+	a, err := decodeArgs(args)
 	if err != nil || a.Key == nil {
 		return nil, false
 	}
@@ -298,10 +329,38 @@ func (c *kvCache) lookup(id string, args json.RawMessage) (json.RawMessage, bool
 	return v, ok
 }
 
+// Call serves a host call of run or handle id: a kv call through the
+// cache (call); any other only once the run's writes are applied, as
+// nothing may leave on its behalf before (and kv.list after this
+// worker's writes are all applied, to read them).
+func (c *Worker) Call(ctx context.Context, id, op string, args json.RawMessage, roundTrip func() (res, note json.RawMessage, err error)) (json.RawMessage, error) {
+	switch op {
+	case opGet, opPut, opDelete:
+		return c.call(ctx, id, op, args, func() (json.RawMessage, *hint, error) {
+			res, note, err := roundTrip()
+			if err != nil || len(note) == 0 {
+				return res, nil, err
+			}
+			var h hint
+			if json.Unmarshal(note, &h) != nil {
+				return res, nil, nil // cache nothing of what cannot be read
+			}
+			return res, &h, nil
+		})
+	case opList:
+		c.drain()
+	}
+	if err := c.Settle(id); err != nil {
+		return nil, err
+	}
+	res, _, err := roundTrip()
+	return res, err
+}
+
 // call serves kv.get from the cache when it can, and otherwise asks the
 // gateway through rt, caching what the rule allows.
-func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage, rt func() (json.RawMessage, *wire.KVHint, error)) (json.RawMessage, error) {
-	a, err := wire.DecodeKVArgs(args)
+func (c *Worker) call(ctx context.Context, id, op string, args json.RawMessage, rt func() (json.RawMessage, *hint, error)) (json.RawMessage, error) {
+	a, err := decodeArgs(args)
 	if err != nil || a.Key == nil {
 		res, _, err := rt()
 		return res, err
@@ -309,7 +368,7 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	c.mu.Lock()
 	space, known := c.spaceOf[id]
 	k := cacheKey{space, *a.Key}
-	if op == "kv.get" && known {
+	if op == opGet && known {
 		if v, ok := c.values[k]; ok && (c.writers[k] == "" || c.writers[k] == id) {
 			c.mu.Unlock()
 			return v, nil
@@ -321,7 +380,7 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	gen := c.gen
 	var seq uint64
 	alone := false
-	if known && op != "kv.get" {
+	if known && op != opGet {
 		c.writes[k]++
 		seq = c.writes[k]
 		alone = c.inflight[k] == 0
@@ -334,13 +393,13 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if known && op != "kv.get" {
+	if known && op != opGet {
 		if c.inflight[k]--; c.inflight[k] <= 0 {
 			delete(c.inflight, k)
 		}
 	}
 	if err != nil || hint == nil || hint.Space == "" {
-		if known && op != "kv.get" {
+		if known && op != opGet {
 			c.drop(k)
 		}
 		return res, err
@@ -354,21 +413,21 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 	if !known || hint.Space != space {
 		// Nothing was sequenced against this key: a write drops it (and
 		// keeps gets in flight from caching what came before it).
-		if op != "kv.get" {
+		if op != opGet {
 			c.gen++
 			c.drop(cacheKey{hint.Space, *a.Key})
 		}
 		return res, nil
 	}
 	switch op {
-	case "kv.get":
+	case opGet:
 		if c.gen == gen && c.writes[k] == sentWrites && c.inflight[k] == 0 {
 			c.store(k, res, "")
 		}
-	case "kv.put", "kv.delete":
+	case opPut, opDelete:
 		if alone && c.gen == gen && c.writes[k] == seq {
 			v := json.RawMessage("null")
-			if op == "kv.put" && a.Value != nil {
+			if op == opPut && a.Value != nil {
 				v, _ = wirejson.Marshal(*a.Value)
 			}
 			c.store(k, v, id)
@@ -381,7 +440,7 @@ func (c *kvCache) call(ctx context.Context, id, op string, args json.RawMessage,
 
 // store caches v for k; writer is the run or handle that wrote it ("" for
 // a value the gateway answered, which is durable).
-func (c *kvCache) store(k cacheKey, v json.RawMessage, writer string) {
+func (c *Worker) store(k cacheKey, v json.RawMessage, writer string) {
 	c.drop(k)
 	if c.bytes+len(v)+len(k.key) > maxCacheBytes {
 		c.values = map[cacheKey]json.RawMessage{}
@@ -395,7 +454,7 @@ func (c *kvCache) store(k cacheKey, v json.RawMessage, writer string) {
 	c.bytes += len(v) + len(k.key)
 }
 
-func (c *kvCache) drop(k cacheKey) {
+func (c *Worker) drop(k cacheKey) {
 	if v, ok := c.values[k]; ok {
 		c.bytes -= len(v) + len(k.key)
 		delete(c.values, k)
@@ -403,8 +462,19 @@ func (c *kvCache) drop(k cacheKey) {
 	delete(c.writers, k)
 }
 
+// Tell serves the gateway side's message: it drops what another worker's
+// write changed (or everything, after a failed commit).
+func (c *Worker) Tell(msg []byte) error {
+	var m drop
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return err
+	}
+	c.invalidate(m)
+	return nil
+}
+
 // invalidate drops what the gateway says another worker's write changed.
-func (c *kvCache) invalidate(m wire.KVInvalidate) {
+func (c *Worker) invalidate(m drop) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++

@@ -1,12 +1,12 @@
-package worker
+package cache
 
 import "github.com/retainer-gw/retainer/budgets"
 
-// kvHeld is, for one worker, what its kv read cache may hold as the gateway
+// held is, for one worker, what its kv read cache may hold as the gateway
 // can tell: a worker caches a value only from a kv call the gateway
 // answered or a write the gateway accepted, so every key it may hold is
 // one it read or wrote through the gateway. A write then has to leave the
-// caches of those workers only (wire.KVInvalidate), instead of every worker
+// caches of those workers only (a drop), instead of every worker
 // that ever used the space: a tenant's counter written 7,000 times a
 // second woke its other worker for each batch, whether or not that worker
 // had ever read the counter (~10 µs of worker CPU a request, measured in
@@ -23,7 +23,7 @@ import "github.com/retainer-gw/retainer/budgets"
 // past the bound a space counts as wholly held, and every write to it is
 // told, as before. A key the gateway refuses (empty, over budgets.KVKeyBytes) is
 // never cached, so it is never noted.
-type kvHeld struct {
+type held struct {
 	spaces map[string]map[string]struct{} // a nil set: any key of the space
 	bytes  int                            // what the noted keys cost, over every space
 	limit  int                            // 0: maxHeldBytes
@@ -38,7 +38,7 @@ const (
 )
 
 // note records that the worker may cache keys of space.
-func (h *kvHeld) note(space string, keys ...string) {
+func (h *held) note(space string, keys ...string) {
 	if h.spaces == nil {
 		h.spaces = map[string]map[string]struct{}{}
 	}
@@ -75,7 +75,7 @@ func (h *kvHeld) note(space string, keys ...string) {
 
 // mayHold answers those of keys (of space) the worker may cache; nil when
 // none.
-func (h *kvHeld) mayHold(space string, keys []string) []string {
+func (h *held) mayHold(space string, keys []string) []string {
 	set, known := h.spaces[space]
 	if !known {
 		return nil

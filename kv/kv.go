@@ -1,4 +1,4 @@
-package capability
+package kv
 
 import (
 	"bytes"
@@ -477,4 +477,8 @@ func (kv *KV) list(ns []byte, a kvArgs) (json.RawMessage, error) {
 		return nil, err
 	}
 	return wirejson.Marshal(out)
+}
+
+func bad(format string, args ...any) error {
+	return fault.New(fault.BadRequest, format, args...)
 }

@@ -1,4 +1,4 @@
-package wire
+package cache
 
 import (
 	"encoding/json"
@@ -56,9 +56,9 @@ func checkKVArgs(t *testing.T, in []byte) {
 	if ok && (werr != nil || !reflect.DeepEqual(fast, want)) {
 		t.Fatalf("%q: fast %v, json.Unmarshal %v (%v)", in, show(fast), show(want), werr)
 	}
-	got, gerr := DecodeKVArgs(in)
+	got, gerr := decodeArgs(in)
 	if (gerr == nil) != (werr == nil) || werr == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q: DecodeKVArgs %v (%v), json.Unmarshal %v (%v)", in, show(got), gerr, show(want), werr)
+		t.Fatalf("%q: decodeArgs %v (%v), json.Unmarshal %v (%v)", in, show(got), gerr, show(want), werr)
 	}
 }
 
@@ -73,7 +73,7 @@ func show(a kvArgs) [2]any {
 	return out
 }
 
-// go test ./sandbox/worker -run '^$' -fuzz FuzzKVArgs -fuzztime 30s
+// go test ./kv/cache -run '^$' -fuzz FuzzKVArgs -fuzztime 30s
 func FuzzKVArgs(f *testing.F) {
 	for _, s := range kvArgsSeeds {
 		f.Add([]byte(s))

@@ -1,4 +1,4 @@
-package wire
+package cache
 
 import (
 	"bytes"
@@ -12,13 +12,13 @@ type kvArgs struct {
 	Value *string `json:"value"`
 }
 
-// DecodeKVArgs reads a kv call's arguments. The runtime writes them with
+// decodeArgs reads a kv call's arguments. The runtime writes them with
 // JSON.stringify, as {"key":K} or {"key":K,"value":V}; those whose strings
 // hold no escape (nearly all) are read here without encoding/json's
 // reflection, which was ~4% of a worker's samples under a kv counter.
 // Anything else goes to json.Unmarshal, whose answer is the definition:
 // FuzzKVArgs checks that the two never differ.
-func DecodeKVArgs(args []byte) (kvArgs, error) {
+func decodeArgs(args []byte) (kvArgs, error) {
 	if a, ok := plainKVArgs(args); ok {
 		return a, nil
 	}

@@ -1,4 +1,4 @@
-package capability
+package kv
 
 import (
 	"context"

@@ -1,11 +1,13 @@
-package capability
+package kv
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,5 +243,52 @@ func TestFullStoreRefusesGrowth(t *testing.T) {
 	full.Store(false)
 	if _, err := kvDo(t, kv, "h", "kv.put", map[string]any{"key": "b", "value": "1"}); err != nil {
 		t.Fatalf("a write once there is room: %v", err)
+	}
+}
+
+func TestKVIsolationAndQuota(t *testing.T) {
+	_, kv := openKV(t, 64)
+	do := func(reg, tenant, op string, args map[string]any) (string, error) {
+		raw, _ := json.Marshal(args)
+		res, err := kv.Serve(reg, tenant, "owner", op, raw)
+		return string(res), err
+	}
+	do("apps", "alice", "kv.put", map[string]any{"key": "a/1", "value": "x"})
+	do("apps", "alice", "kv.put", map[string]any{"key": "a/2", "value": "y"})
+	do("apps", "bob", "kv.put", map[string]any{"key": "a/9", "value": "z"})
+	do("other", "alice", "kv.put", map[string]any{"key": "a/7", "value": "w"})
+	if v, _ := do("apps", "bob", "kv.get", map[string]any{"key": "a/1"}); v != "null" {
+		t.Fatalf("bob reads alice's key: %s", v)
+	}
+	if v, _ := do("apps", "alice", "kv.get", map[string]any{"key": "a/1"}); v != `"x"` {
+		t.Fatalf("get %s", v)
+	}
+	page, _ := do("apps", "alice", "kv.list", map[string]any{"prefix": "a/", "limit": 1})
+	var p struct {
+		Keys   []string
+		Cursor *string
+	}
+	json.Unmarshal([]byte(page), &p)
+	if len(p.Keys) != 1 || p.Keys[0] != "a/1" || p.Cursor == nil {
+		t.Fatalf("page 1 %s", page)
+	}
+	page, _ = do("apps", "alice", "kv.list", map[string]any{"prefix": "a/", "cursor": *p.Cursor})
+	if page != `{"keys":["a/2"],"cursor":null}` {
+		t.Fatalf("page 2 %s", page)
+	}
+	// A forged cursor is read inside the caller's space: it cannot reach
+	// bob's keys or another registry's.
+	for _, forged := range []string{"\x00\x00\x00\x04apps", "../bob", string([]byte{0xff, 0xff})} {
+		c := base64.RawURLEncoding.EncodeToString([]byte(forged))
+		page, err := do("apps", "alice", "kv.list", map[string]any{"cursor": c})
+		if err == nil && (strings.Contains(page, "a/9") || strings.Contains(page, "a/7")) {
+			t.Fatalf("forged cursor %q leaked: %s", forged, page)
+		}
+	}
+	if _, err := do("apps", "alice", "kv.put", map[string]any{"key": "big", "value": strings.Repeat("v", 100)}); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("over quota: %v", err)
+	}
+	if _, err := do("apps", "alice", "kv.put", map[string]any{"key": strings.Repeat("k", 513), "value": "v"}); fault.CodeOf(err) != fault.BadRequest {
+		t.Fatalf("long key: %v", err)
 	}
 }

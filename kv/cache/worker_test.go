@@ -1,28 +1,31 @@
-package child
+package cache
 
 import (
 	"encoding/json"
 	"testing"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
 // An answer held for its run's writes (whenSettled) is released by the
 // flusher only once those writes are applied, and a refused write reaches
 // it as its error; an id that owes nothing is answered at once.
 func TestWhenSettledWaitsForTheWrites(t *testing.T) {
-	c := newKVCache()
 	release := make(chan struct{})
-	c.send = func(writes []wire.KVBatchWrite) (int, error) {
+	c := NewWorker(func(frame []byte) ([]byte, error) {
 		<-release
-		for i, w := range writes {
+		var b batch
+		if err := b.decode(frame); err != nil {
+			t.Error(err)
+			return nil, err
+		}
+		for i, w := range b.Writes {
 			if w.Key == "refused" {
-				return i, fault.New(fault.QuotaExceeded, "over the quota")
+				return encodeJSON(refused(i, fault.New(fault.QuotaExceeded, "over the quota"))), nil
 			}
 		}
-		return len(writes), nil
-	}
+		return encodeJSON(batchReply{Applied: len(b.Writes)}), nil
+	}, nil)
 	c.mu.Lock()
 	c.spaceOf["a"], c.writable["a"] = "s", true
 	c.spaceOf["b"], c.writable["b"] = "s", true
@@ -34,10 +37,10 @@ func TestWhenSettledWaitsForTheWrites(t *testing.T) {
 		t.Fatal("the write was not answered at once")
 	}
 	gotA, gotB := make(chan error, 1), make(chan error, 1)
-	c.whenSettled("a", func(err error) { gotA <- err })
-	c.whenSettled("b", func(err error) { gotB <- err })
+	c.WhenSettled("a", func(err error) { gotA <- err })
+	c.WhenSettled("b", func(err error) { gotB <- err })
 	now := make(chan error, 1)
-	c.whenSettled("nobody", func(err error) { now <- err })
+	c.WhenSettled("nobody", func(err error) { now <- err })
 	select {
 	case err := <-now:
 		if err != nil {
