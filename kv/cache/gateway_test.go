@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"sync"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/retainer-gw/retainer/budgets"
