@@ -6,33 +6,46 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
+	"sort"
 	"strings"
 
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
+	"github.com/retainer-gw/retainer/sandbox/webapi/crypto"
 )
 
 // The runtime is one JavaScript function, written as one file a web API
-// (or a part of the engine's side) in js/runtime/, joined in the order of
-// their names: 00-prelude.js opens the function and captures the built-ins
-// the rest relies on, 99-exports.js answers the engine's entry points and
-// closes it (docs/runtime.md, "Layout"). A new API is a new file between.
+// (or a part of the engine's side), joined in the order of their names
+// wherever they are: in js/runtime/, or beside their Go half in a web API's
+// folder under webapi/ (package webapi). 00-prelude.js opens the function
+// and captures the built-ins the rest relies on, 99-exports.js answers the
+// engine's entry points and closes it (docs/runtime.md, "Layout"). A new
+// API is a new file between.
 //
-//go:embed js/runtime/*.js
+//go:embed js/runtime/*.js webapi/*/*.js
 var runtimeFiles embed.FS
 
 // bootstrapSource is the runtime's whole source, as V8 compiles it.
 var bootstrapSource = joinRuntime(runtimeFiles)
 
 func joinRuntime(files embed.FS) string {
-	entries, err := files.ReadDir("js/runtime")
+	paths, err := fs.Glob(files, "js/runtime/*.js")
 	if err != nil {
 		panic(err)
 	}
+	apis, err := fs.Glob(files, "webapi/*/*.js")
+	if err != nil {
+		panic(err)
+	}
+	paths = append(paths, apis...)
+	sort.Slice(paths, func(i, j int) bool { return path.Base(paths[i]) < path.Base(paths[j]) })
 	var b strings.Builder
-	for _, e := range entries { // sorted by name
-		data, err := files.ReadFile("js/runtime/" + e.Name())
+	for _, p := range paths {
+		data, err := files.ReadFile(p)
 		if err != nil {
 			panic(err)
 		}
@@ -213,18 +226,37 @@ func (m *vm) takeEntries(obj *v8.Object) error {
 // coldHost are the host functions that share host.op, in the order of
 // their index there; coldHostNames hands the bootstrap their names.
 var (
-	coldHost = []hostFunction{
-		{"load", (*vm).hostLoad}, {"digest", (*vm).hostDigest}, {"hmac", (*vm).hostHMAC}, {"aes", (*vm).hostAES},
-		{"ecGenerate", (*vm).hostECGenerate}, {"ecImportPrivate", (*vm).hostECImportPrivate}, {"ecSign", (*vm).hostECSign},
-		{"rsaGenerate", (*vm).hostRSAGenerate}, {"rsaImport", (*vm).hostRSAImport}, {"rsaSign", (*vm).hostRSASign}, {"rsaJWK", (*vm).hostRSAJWK},
-		{"importPublic", (*vm).hostImportPublic}, {"verifySig", (*vm).hostVerify},
+	coldHost = append([]hostFunction{
+		{"load", (*vm).hostLoad},
 		{"encodingName", (*vm).hostEncodingName}, {"decodeLegacy", (*vm).hostDecodeLegacy},
 		{"codecInit", (*vm).hostCodecInit}, {"codecChunk", (*vm).hostCodecChunk},
 		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
 		{"urlParse", (*vm).hostURLParse}, {"natives", (*vm).hostNatives},
-	}
+	}, webAPIs(crypto.Ops)...)
 	coldHostNames = hostNames(coldHost)
 )
+
+// webAPIs are the host operations web API folders declare (package
+// webapi), as host functions.
+func webAPIs(ops ...[]webapi.Op) []hostFunction {
+	var out []hostFunction
+	for _, list := range ops {
+		for _, op := range list {
+			out = append(out, hostFunction{op.Name, func(m *vm, args []*v8.Value) (*v8.Value, error) {
+				in := make([]webapi.Arg, len(args))
+				for i, a := range args {
+					in[i] = a
+				}
+				res, err := op.Call(in)
+				if err != nil {
+					return nil, err
+				}
+				return v8.NewValue(m.iso, res)
+			}})
+		}
+	}
+	return out
+}
 
 // hostOp is host.op(i, ...args): the i-th of coldHost.
 func (m *vm) hostOp(args []*v8.Value) (*v8.Value, error) {

@@ -1,8 +1,8 @@
 //go:build ignore
 
 // Command minify writes gen/runtime.min.js: the runtime's files
-// (runtime/*.js, joined in the order of their names as the engine joins
-// them) without comments and indentation, as the startup snapshot holds
+// (runtime/*.js and the web API folders' ../webapi/*/*.js, joined in the
+// order of their names as the engine joins them) without comments and indentation, as the startup snapshot holds
 // them (sandbox/snapshot.go says why). esbuild minifies whitespace only:
 // every name stays. Run through `go generate ./sandbox`;
 // TestMinifiedRuntimeIsCurrent fails when it is out of date.
@@ -23,7 +23,12 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	sort.Strings(files)
+	apis, err := filepath.Glob(filepath.Join("..", "webapi", "*", "*.js"))
+	if err != nil {
+		panic(err)
+	}
+	files = append(files, apis...)
+	sort.Slice(files, func(i, j int) bool { return filepath.Base(files[i]) < filepath.Base(files[j]) })
 	var b strings.Builder
 	for _, f := range files {
 		data, err := os.ReadFile(f)

@@ -1,4 +1,4 @@
-package sandbox
+package crypto
 
 import (
 	"crypto"
@@ -17,7 +17,7 @@ import (
 	"math/big"
 	"strings"
 
-	v8 "rogchap.com/v8go"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -36,111 +36,102 @@ func hashFor(name string) (func() hash.Hash, error) {
 	return nil, errors.New("NotSupportedError: unsupported hash " + name)
 }
 
-// hostDigest(algorithm, data) → digest, for crypto.subtle.digest.
-func (m *vm) hostDigest(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 2 {
-		return nil, errors.New("digest needs an algorithm and data")
-	}
+// digest is digest(algorithm, data) → digest, for crypto.subtle.digest.
+func digest(args []webapi.Arg) (string, error) {
 	newHash, err := hashFor(args[0].String())
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	h := newHash()
 	h.Write(wirejson.Latin1Bytes(args[1].String()))
-	return v8.NewValue(m.iso, wirejson.Latin1(h.Sum(nil)))
+	return wirejson.Latin1(h.Sum(nil)), nil
 }
 
-// hostHMAC(hash, key, data) → MAC, for crypto.subtle.sign/verify with HMAC.
-func (m *vm) hostHMAC(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 3 {
-		return nil, errors.New("hmac needs a hash, a key and data")
-	}
+// hmacSum is hmac(hash, key, data) → MAC, for crypto.subtle.sign/verify with HMAC.
+func hmacSum(args []webapi.Arg) (string, error) {
 	newHash, err := hashFor(args[0].String())
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	mac := hmac.New(newHash, wirejson.Latin1Bytes(args[1].String()))
 	mac.Write(wirejson.Latin1Bytes(args[2].String()))
-	return v8.NewValue(m.iso, wirejson.Latin1(mac.Sum(nil)))
+	return wirejson.Latin1(mac.Sum(nil)), nil
 }
 
-// hostImportPublic(algorithm, format, data, namedCurve) → SPKI DER: checks
+// importPublic is importPublic(algorithm, format, data, namedCurve) → SPKI DER: checks
 // an ECDSA P-256/P-384 or RSA public key given as spki (DER), jwk (JSON) or
 // raw (an uncompressed EC point), for crypto.subtle.importKey.
-func (m *vm) hostImportPublic(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 4 {
-		return nil, errors.New("importPublic needs an algorithm, a format, data and a curve")
-	}
+func importPublic(args []webapi.Arg) (string, error) {
 	alg, format, data, curveName := args[0].String(), args[1].String(), args[2].String(), args[3].String()
 	var pub any
 	switch format {
 	case "spki":
 		k, err := x509.ParsePKIXPublicKey(wirejson.Latin1Bytes(data))
 		if err != nil {
-			return nil, errors.New("DataError: the key is not SPKI")
+			return "", errors.New("DataError: the key is not SPKI")
 		}
 		pub = k
 	case "jwk":
 		var j struct{ Kty, Crv, X, Y, N, E string }
 		if err := json.Unmarshal([]byte(data), &j); err != nil {
-			return nil, errors.New("DataError: the JWK is malformed")
+			return "", errors.New("DataError: the JWK is malformed")
 		}
 		b64 := func(s string) []byte { b, _ := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "=")); return b }
 		switch j.Kty {
 		case "EC":
 			c := curveByName(j.Crv)
 			if c == nil {
-				return nil, errors.New("NotSupportedError: unsupported curve " + j.Crv)
+				return "", errors.New("NotSupportedError: unsupported curve " + j.Crv)
 			}
 			size := (c.Params().BitSize + 7) / 8
 			x, y := b64(j.X), b64(j.Y)
 			if len(x) != size || len(y) != size {
-				return nil, errors.New("DataError: the JWK's coordinates are not the curve's size")
+				return "", errors.New("DataError: the JWK's coordinates are not the curve's size")
 			}
 			k, err := ecdsa.ParseUncompressedPublicKey(c, append(append([]byte{4}, x...), y...))
 			if err != nil {
-				return nil, errors.New("DataError: the JWK is not a point of the curve")
+				return "", errors.New("DataError: the JWK is not a point of the curve")
 			}
 			pub = k
 		case "RSA":
 			e := new(big.Int).SetBytes(b64(j.E))
 			if !e.IsInt64() || e.Int64() > 1<<31 {
-				return nil, errors.New("DataError: bad RSA exponent")
+				return "", errors.New("DataError: bad RSA exponent")
 			}
 			pub = &rsa.PublicKey{N: new(big.Int).SetBytes(b64(j.N)), E: int(e.Int64())}
 		default:
-			return nil, errors.New("NotSupportedError: unsupported JWK kty " + j.Kty)
+			return "", errors.New("NotSupportedError: unsupported JWK kty " + j.Kty)
 		}
 	case "raw":
 		c := curveByName(curveName)
 		if c == nil {
-			return nil, errors.New("NotSupportedError: raw keys are EC points of P-256 or P-384")
+			return "", errors.New("NotSupportedError: raw keys are EC points of P-256 or P-384")
 		}
 		k, err := ecdsa.ParseUncompressedPublicKey(c, wirejson.Latin1Bytes(data))
 		if err != nil {
-			return nil, errors.New("DataError: the raw key is not an uncompressed point of the curve")
+			return "", errors.New("DataError: the raw key is not an uncompressed point of the curve")
 		}
 		pub = k
 	default:
-		return nil, errors.New("NotSupportedError: unsupported key format " + format)
+		return "", errors.New("NotSupportedError: unsupported key format " + format)
 	}
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:
 		if alg != "ECDSA" || (curveName != "" && curveByName(curveName) != k.Curve) {
-			return nil, errors.New("DataError: the key does not fit the algorithm")
+			return "", errors.New("DataError: the key does not fit the algorithm")
 		}
 	case *rsa.PublicKey:
 		if (alg != "RSASSA-PKCS1-V1_5" && alg != "RSA-PSS") || k.N.BitLen() < 1024 {
-			return nil, errors.New("DataError: the key does not fit the algorithm")
+			return "", errors.New("DataError: the key does not fit the algorithm")
 		}
 	default:
-		return nil, errors.New("NotSupportedError: unsupported key type")
+		return "", errors.New("NotSupportedError: unsupported key type")
 	}
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
-		return nil, errors.New("DataError: the key cannot be used")
+		return "", errors.New("DataError: the key cannot be used")
 	}
-	return v8.NewValue(m.iso, wirejson.Latin1(der))
+	return wirejson.Latin1(der), nil
 }
 
 func curveByName(name string) elliptic.Curve {
@@ -153,20 +144,17 @@ func curveByName(name string) elliptic.Curve {
 	return nil
 }
 
-// hostVerify(algorithm, hash, spki, signature, data[, saltLength]) → "1"
+// verify is verifySig(algorithm, hash, spki, signature, data[, saltLength]) → "1"
 // or "0", for ECDSA (signature as r||s, as WebCrypto has it),
 // RSASSA-PKCS1-v1_5 and RSA-PSS.
-func (m *vm) hostVerify(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 5 {
-		return nil, errors.New("verify needs an algorithm, a hash, a key, a signature and data")
-	}
+func verify(args []webapi.Arg) (string, error) {
 	newHash, err := hashFor(args[1].String())
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	pub, err := x509.ParsePKIXPublicKey(wirejson.Latin1Bytes(args[2].String()))
 	if err != nil {
-		return nil, errors.New("InvalidAccessError: bad key")
+		return "", errors.New("InvalidAccessError: bad key")
 	}
 	h := newHash()
 	h.Write(wirejson.Latin1Bytes(args[4].String()))
@@ -197,7 +185,7 @@ func (m *vm) hostVerify(args []*v8.Value) (*v8.Value, error) {
 	if ok {
 		res = "1"
 	}
-	return v8.NewValue(m.iso, res)
+	return res, nil
 }
 
 func cryptoHash(name string) crypto.Hash {

@@ -1,4 +1,4 @@
-package sandbox
+package crypto
 
 import (
 	"crypto/rand"
@@ -9,7 +9,7 @@ import (
 	"errors"
 	"math/big"
 
-	v8 "rogchap.com/v8go"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -51,38 +51,32 @@ func rsaKeyJSON(priv *rsa.PrivateKey, pub *rsa.PublicKey) (string, error) {
 	return string(b), err
 }
 
-// hostRSAGenerate is rsaGenerate(bits, exponent as Latin-1 big-endian
+// rsaGenerate is rsaGenerate(bits, exponent as Latin-1 big-endian
 // bytes) → the key pair. Go's generator uses 65537 only, which is what
 // every WebCrypto caller asks for.
-func (m *vm) hostRSAGenerate(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 2 {
-		return nil, errors.New("rsaGenerate needs a size and an exponent")
-	}
+func rsaGenerate(args []webapi.Arg) (string, error) {
 	bits := int(args[0].Integer())
 	if bits < rsaMinBits || bits > rsaMaxBits || bits%8 != 0 {
-		return nil, errors.New("OperationError: modulusLength must be a multiple of 8 from 1024 to 4096")
+		return "", errors.New("OperationError: modulusLength must be a multiple of 8 from 1024 to 4096")
 	}
 	if e := new(big.Int).SetBytes(wirejson.Latin1Bytes(args[1].String())); e.Cmp(big.NewInt(65537)) != 0 {
-		return nil, errors.New("OperationError: publicExponent must be 65537 ([1, 0, 1])")
+		return "", errors.New("OperationError: publicExponent must be 65537 ([1, 0, 1])")
 	}
 	k, err := rsa.GenerateKey(rand.Reader, bits)
 	if err != nil {
-		return nil, errors.New("OperationError: key generation failed")
+		return "", errors.New("OperationError: key generation failed")
 	}
 	out, err := rsaKeyJSON(k, nil)
 	if err != nil {
-		return nil, errors.New("OperationError: key encoding failed")
+		return "", errors.New("OperationError: key encoding failed")
 	}
-	return v8.NewValue(m.iso, out)
+	return out, nil
 }
 
-// hostRSAImport is rsaImport(format, data) → the key: format "pkcs8" (DER,
+// rsaImport is rsaImport(format, data) → the key: format "pkcs8" (DER,
 // Latin-1), "spki" (DER, Latin-1) or "jwk" (JSON; a private key has d, p,
 // q, dp, dq, qi).
-func (m *vm) hostRSAImport(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 2 {
-		return nil, errors.New("rsaImport needs a format and data")
-	}
+func rsaImport(args []webapi.Arg) (string, error) {
 	format, data := args[0].String(), args[1].String()
 	var priv *rsa.PrivateKey
 	var pub *rsa.PublicKey
@@ -91,20 +85,20 @@ func (m *vm) hostRSAImport(args []*v8.Value) (*v8.Value, error) {
 		parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(data))
 		k, ok := parsed.(*rsa.PrivateKey)
 		if err != nil || !ok {
-			return nil, errors.New("DataError: not a PKCS #8 RSA private key")
+			return "", errors.New("DataError: not a PKCS #8 RSA private key")
 		}
 		priv = k
 	case "spki":
 		parsed, err := x509.ParsePKIXPublicKey(wirejson.Latin1Bytes(data))
 		k, ok := parsed.(*rsa.PublicKey)
 		if err != nil || !ok {
-			return nil, errors.New("DataError: not an SPKI RSA public key")
+			return "", errors.New("DataError: not an SPKI RSA public key")
 		}
 		pub = k
 	case "jwk":
 		var j struct{ Kty, N, E, D, P, Q, Dp, Dq, Qi string }
 		if json.Unmarshal([]byte(data), &j) != nil || j.Kty != "RSA" {
-			return nil, errors.New("DataError: the JWK is not an RSA key")
+			return "", errors.New("DataError: the JWK is not an RSA key")
 		}
 		num := func(s string) (*big.Int, bool) {
 			b, err := base64.RawURLEncoding.DecodeString(s)
@@ -113,7 +107,7 @@ func (m *vm) hostRSAImport(args []*v8.Value) (*v8.Value, error) {
 		n, okN := num(j.N)
 		e, okE := num(j.E)
 		if !okN || !okE || !e.IsInt64() || e.Int64() > 1<<31 {
-			return nil, errors.New("DataError: the JWK's n and e must be base64url")
+			return "", errors.New("DataError: the JWK's n and e must be base64url")
 		}
 		pub = &rsa.PublicKey{N: n, E: int(e.Int64())}
 		if j.D != "" {
@@ -121,46 +115,43 @@ func (m *vm) hostRSAImport(args []*v8.Value) (*v8.Value, error) {
 			p, okP := num(j.P)
 			q, okQ := num(j.Q)
 			if !okD || !okP || !okQ {
-				return nil, errors.New("DataError: a private RSA JWK needs d, p and q (base64url)")
+				return "", errors.New("DataError: a private RSA JWK needs d, p and q (base64url)")
 			}
 			priv = &rsa.PrivateKey{PublicKey: *pub, D: d, Primes: []*big.Int{p, q}}
 			if priv.Validate() != nil {
-				return nil, errors.New("DataError: the JWK's values do not make an RSA key")
+				return "", errors.New("DataError: the JWK's values do not make an RSA key")
 			}
 			priv.Precompute()
 			pub = nil
 		}
 	default:
-		return nil, errors.New("NotSupportedError: RSA keys import as pkcs8, spki or jwk")
+		return "", errors.New("NotSupportedError: RSA keys import as pkcs8, spki or jwk")
 	}
 	k := pub
 	if priv != nil {
 		k = &priv.PublicKey
 	}
 	if bits := k.N.BitLen(); bits < rsaMinBits || bits > 16384 {
-		return nil, errors.New("DataError: the RSA modulus must be 1024 to 16384 bits")
+		return "", errors.New("DataError: the RSA modulus must be 1024 to 16384 bits")
 	}
 	out, err := rsaKeyJSON(priv, pub)
 	if err != nil {
-		return nil, errors.New("DataError: the key cannot be encoded")
+		return "", errors.New("DataError: the key cannot be encoded")
 	}
-	return v8.NewValue(m.iso, out)
+	return out, nil
 }
 
-// hostRSASign is rsaSign(scheme, hash, pkcs8, data, saltLength) → the
+// rsaSign is rsaSign(scheme, hash, pkcs8, data, saltLength) → the
 // signature; scheme "RSASSA-PKCS1-V1_5" or "RSA-PSS".
-func (m *vm) hostRSASign(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 5 {
-		return nil, errors.New("rsaSign needs a scheme, a hash, a key, data and a salt length")
-	}
+func rsaSign(args []webapi.Arg) (string, error) {
 	newHash, err := hashFor(args[1].String())
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(args[2].String()))
 	k, ok := parsed.(*rsa.PrivateKey)
 	if err != nil || !ok {
-		return nil, errors.New("InvalidAccessError: bad key")
+		return "", errors.New("InvalidAccessError: bad key")
 	}
 	h := newHash()
 	h.Write(wirejson.Latin1Bytes(args[3].String()))
@@ -173,28 +164,25 @@ func (m *vm) hostRSASign(args []*v8.Value) (*v8.Value, error) {
 	case "RSA-PSS":
 		salt := int(args[4].Integer())
 		if salt < 0 || salt > k.Size()-len(digest)-2 {
-			return nil, errors.New("OperationError: saltLength is too large for this key and hash")
+			return "", errors.New("OperationError: saltLength is too large for this key and hash")
 		}
 		if salt == 0 {
 			// Go's PSSOptions reads 0 as "as long as possible".
-			return nil, errors.New("NotSupportedError: RSA-PSS signing needs a saltLength above 0 here")
+			return "", errors.New("NotSupportedError: RSA-PSS signing needs a saltLength above 0 here")
 		}
 		sig, err = rsa.SignPSS(rand.Reader, k, ch, digest, &rsa.PSSOptions{SaltLength: salt, Hash: ch})
 	default:
-		return nil, errors.New("NotSupportedError: unknown RSA scheme")
+		return "", errors.New("NotSupportedError: unknown RSA scheme")
 	}
 	if err != nil {
-		return nil, errors.New("OperationError: signing failed")
+		return "", errors.New("OperationError: signing failed")
 	}
-	return v8.NewValue(m.iso, wirejson.Latin1(sig))
+	return wirejson.Latin1(sig), nil
 }
 
-// hostRSAJWK is rsaJWK(der, private) → the key as a JWK's members (n, e,
+// rsaJWK is rsaJWK(der, private) → the key as a JWK's members (n, e,
 // and for a private key d, p, q, dp, dq, qi), JSON.
-func (m *vm) hostRSAJWK(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 2 {
-		return nil, errors.New("rsaJWK needs a key")
-	}
+func rsaJWK(args []webapi.Arg) (string, error) {
 	der := wirejson.Latin1Bytes(args[0].String())
 	b64 := func(x *big.Int) string { return base64.RawURLEncoding.EncodeToString(x.Bytes()) }
 	out := map[string]string{"kty": "RSA"}
@@ -202,7 +190,7 @@ func (m *vm) hostRSAJWK(args []*v8.Value) (*v8.Value, error) {
 		parsed, err := x509.ParsePKCS8PrivateKey(der)
 		k, ok := parsed.(*rsa.PrivateKey)
 		if err != nil || !ok || len(k.Primes) != 2 {
-			return nil, errors.New("NotSupportedError: the key cannot be exported as a JWK")
+			return "", errors.New("NotSupportedError: the key cannot be exported as a JWK")
 		}
 		k.Precompute()
 		out["n"], out["e"] = b64(k.N), b64(big.NewInt(int64(k.E)))
@@ -212,13 +200,13 @@ func (m *vm) hostRSAJWK(args []*v8.Value) (*v8.Value, error) {
 		parsed, err := x509.ParsePKIXPublicKey(der)
 		k, ok := parsed.(*rsa.PublicKey)
 		if err != nil || !ok {
-			return nil, errors.New("NotSupportedError: the key cannot be exported as a JWK")
+			return "", errors.New("NotSupportedError: the key cannot be exported as a JWK")
 		}
 		out["n"], out["e"] = b64(k.N), b64(big.NewInt(int64(k.E)))
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return v8.NewValue(m.iso, string(b))
+	return string(b), nil
 }

@@ -1,32 +1,28 @@
-package sandbox
+package crypto
 
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"errors"
 	"fmt"
 
-	v8 "rogchap.com/v8go"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// hostAES is aes(mode, op, key, iv, data, additional, tagBits) for
+// aesCipher is aes(mode, op, key, iv, data, additional, tagBits) for
 // crypto.subtle's AES-GCM, AES-CBC and AES-CTR encrypt and decrypt; bytes
 // cross as Latin-1 strings. Errors name the DOMException the runtime
 // throws ("OperationError: ...").
-func (m *vm) hostAES(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 7 {
-		return nil, errors.New("aes needs mode, op, key, iv, data, additional data and a tag length")
-	}
+func aesCipher(args []webapi.Arg) (string, error) {
 	mode, op := args[0].String(), args[1].String()
 	key, iv, data := wirejson.Latin1Bytes(args[2].String()), wirejson.Latin1Bytes(args[3].String()), wirejson.Latin1Bytes(args[4].String())
-	additional, tagBits := wirejson.Latin1Bytes(args[5].String()), int(args[6].Int32())
+	additional, tagBits := wirejson.Latin1Bytes(args[5].String()), int(args[6].Integer())
 	out, err := aesCrypt(mode, op == "encrypt", key, iv, data, additional, tagBits)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return v8.NewValue(m.iso, wirejson.Latin1(out))
+	return wirejson.Latin1(out), nil
 }
 
 func aesCrypt(mode string, encrypt bool, key, iv, data, additional []byte, tagBits int) ([]byte, error) {

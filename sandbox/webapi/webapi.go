@@ -1,0 +1,43 @@
+// Package webapi is how a web API of the runtime declares its Go half:
+// the host operations its JavaScript asks for by name (coldHost('name')),
+// each once, with the arguments it needs and a Go function that knows
+// nothing of V8. A web API is a folder under sandbox/webapi/ that holds
+// both halves: its JavaScript (files joined into the runtime in the order
+// of their names, with the rest of it) and its Go package, whose Ops the
+// engine installs (sandbox/install.go). The engine checks every name the
+// runtime asks for against the declared ones, and every declared one
+// against a use (TestHostFunctionsAreDeclaredOnce).
+//
+// It imports nothing: the Go halves of the web APIs build and test
+// without V8.
+package webapi
+
+import "fmt"
+
+// Arg is one argument as the runtime passed it; the engine's values
+// answer these (bytes cross as Latin-1 strings, internal/wirejson).
+type Arg interface {
+	String() string
+	Integer() int64
+	Boolean() bool
+}
+
+// Op is one host operation of a web API.
+type Op struct {
+	// Name is the name the runtime asks for.
+	Name string
+	// Args is how many arguments it needs, and Needs says which, for the
+	// error when fewer come ("a key and data").
+	Args  int
+	Needs string
+	// Do is the operation; it answers a string (bytes as Latin-1).
+	Do func(args []Arg) (string, error)
+}
+
+// Call runs op with args, refusing too few.
+func (op Op) Call(args []Arg) (string, error) {
+	if len(args) < op.Args {
+		return "", fmt.Errorf("%s needs %s", op.Name, op.Needs)
+	}
+	return op.Do(args)
+}
