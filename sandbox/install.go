@@ -16,6 +16,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox/webapi"
 	"github.com/retainer-gw/retainer/sandbox/webapi/crypto"
+	"github.com/retainer-gw/retainer/sandbox/webapi/text"
 )
 
 // The runtime is one JavaScript function, written as one file a web API
@@ -228,26 +229,33 @@ func (m *vm) takeEntries(obj *v8.Object) error {
 var (
 	coldHost = append([]hostFunction{
 		{"load", (*vm).hostLoad},
-		{"encodingName", (*vm).hostEncodingName}, {"decodeLegacy", (*vm).hostDecodeLegacy},
-		{"codecInit", (*vm).hostCodecInit}, {"codecChunk", (*vm).hostCodecChunk},
 		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
 		{"urlParse", (*vm).hostURLParse}, {"natives", (*vm).hostNatives},
-	}, webAPIs(crypto.Ops)...)
+	}, webAPIOps()...)
 	coldHostNames = hostNames(coldHost)
 )
 
-// webAPIs are the host operations web API folders declare (package
-// webapi), as host functions.
-func webAPIs(ops ...[]webapi.Op) []hostFunction {
+// webAPIs are the web APIs whose Go halves live in their own folders
+// (package webapi): their operations join coldHost, and an API with
+// state has a session in each isolate that calls it (vm.sessions, by the
+// API's index here).
+var webAPIs = []webapi.API{crypto.API, text.API}
+
+// webAPIOps are the web APIs' operations as host functions.
+func webAPIOps() []hostFunction {
 	var out []hostFunction
-	for _, list := range ops {
-		for _, op := range list {
+	for i, api := range webAPIs {
+		for _, op := range api.Ops {
 			out = append(out, hostFunction{op.Name, func(m *vm, args []*v8.Value) (*v8.Value, error) {
 				in := make([]webapi.Arg, len(args))
-				for i, a := range args {
-					in[i] = a
+				for j, a := range args {
+					in[j] = a
 				}
-				res, err := op.Call(in)
+				var s webapi.Session
+				if op.With != nil {
+					s = m.session(i)
+				}
+				res, err := op.Call(s, in)
 				if err != nil {
 					return nil, err
 				}
@@ -256,6 +264,27 @@ func webAPIs(ops ...[]webapi.Op) []hostFunction {
 		}
 	}
 	return out
+}
+
+// session is the isolate's session of web API i, made at its first call.
+func (m *vm) session(i int) webapi.Session {
+	if m.sessions == nil {
+		m.sessions = make([]webapi.Session, len(webAPIs))
+	}
+	if m.sessions[i] == nil {
+		m.sessions[i] = webAPIs[i].NewSession()
+	}
+	return m.sessions[i]
+}
+
+// closeSessions ends the web APIs' sessions (the isolate is ending).
+func (m *vm) closeSessions() {
+	for i, s := range m.sessions {
+		if s != nil {
+			s.Close()
+			m.sessions[i] = nil
+		}
+	}
 }
 
 // hostOp is host.op(i, ...args): the i-th of coldHost.

@@ -10,6 +10,7 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // flagsMu serializes SetFlags with NewIsolate where the heap bound must go
@@ -54,14 +55,13 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	visitor           visitorWait                 // the visitor's time in the current activity (visitor.go)
-	activityCPU       int64                       // the CPU account when the current activity began (blame: bounds.go)
-	activityLogs      logBuffer                   // a retained isolate's timer and waitUntil output, per bounded activity
-	conc              int                         // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
-	busy              *busyPeriod                 // concurrent invocations in progress (concurrent.go)
-	decoders          map[int32]*streamingDecoder // TextDecoders of other encodings mid-stream (encoding.go)
-	codecs            map[int32]*codec            // compression streams in progress (compression.go)
-	dead              bool                        // a bound was hit or the engine closed: dispose after this job
+	visitor           visitorWait      // the visitor's time in the current activity (visitor.go)
+	activityCPU       int64            // the CPU account when the current activity began (blame: bounds.go)
+	activityLogs      logBuffer        // a retained isolate's timer and waitUntil output, per bounded activity
+	conc              int              // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
+	busy              *busyPeriod      // concurrent invocations in progress (concurrent.go)
+	sessions          []webapi.Session // the web APIs' state in this isolate, by webAPIs' index (install.go)
+	dead              bool             // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
 
@@ -307,13 +307,14 @@ func (m *vm) dispose() {
 // teardownDelay is how long an ended isolate waits for its teardown.
 const teardownDelay = 1500 * time.Microsecond
 
-// end is the loop's last act on the isolate: streams and codecs end, the
+// end is the loop's last act on the isolate: streams and the web APIs'
+// sessions (compression streams, decoders) end, the
 // watchdog stops reaching it (disposed), the loop's hold is dropped, and
 // whatever was still queued is failed (each job sees m.dead) while later
 // submits are refused. What is left, V8's own teardown, needs no thread in
 // particular.
 func (m *vm) end() {
-	m.closeCodecs()
+	m.closeSessions()
 	m.endStreams()
 	m.mu.Lock()
 	m.disposed = true

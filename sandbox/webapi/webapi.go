@@ -22,6 +22,23 @@ type Arg interface {
 	Boolean() bool
 }
 
+// API is a web API's Go half: its host operations, and for an API that
+// keeps state between calls (a text decoder mid-stream, a compression
+// stream), how to make that state for one isolate.
+type API struct {
+	Ops []Op
+	// NewSession makes the API's state for one isolate, at the first call
+	// of one of its operations there; the engine closes it when the
+	// isolate ends. nil for an API without state.
+	NewSession func() Session
+}
+
+// Session is a web API's state in one isolate. Its operations are called
+// on the isolate's own thread, one at a time, and Close last.
+type Session interface {
+	Close()
+}
+
 // Op is one host operation of a web API.
 type Op struct {
 	// Name is the name the runtime asks for.
@@ -30,14 +47,21 @@ type Op struct {
 	// error when fewer come ("a key and data").
 	Args  int
 	Needs string
-	// Do is the operation; it answers a string (bytes as Latin-1).
-	Do func(args []Arg) (string, error)
+	// Do is the operation; it answers a string (bytes as Latin-1). With
+	// is instead the operation of an API with a session, given the
+	// isolate's.
+	Do   func(args []Arg) (string, error)
+	With func(s Session, args []Arg) (string, error)
 }
 
-// Call runs op with args, refusing too few.
-func (op Op) Call(args []Arg) (string, error) {
+// Call runs op with args (and the isolate's session, for an operation
+// that takes one), refusing too few.
+func (op Op) Call(s Session, args []Arg) (string, error) {
 	if len(args) < op.Args {
 		return "", fmt.Errorf("%s needs %s", op.Name, op.Needs)
+	}
+	if op.With != nil {
+		return op.With(s, args)
 	}
 	return op.Do(args)
 }

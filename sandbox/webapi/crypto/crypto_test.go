@@ -18,13 +18,13 @@ func (a arg) Boolean() bool  { return a == "true" }
 
 func call(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
-	for _, op := range Ops {
+	for _, op := range API.Ops {
 		if op.Name == name {
 			in := make([]webapi.Arg, len(args))
 			for i, a := range args {
 				in[i] = arg(a)
 			}
-			return op.Call(in)
+			return op.Call(nil, in)
 		}
 	}
 	t.Fatalf("no operation %q", name)
@@ -66,7 +66,7 @@ func TestOpsWithoutV8(t *testing.T) {
 // Every operation is declared once.
 func TestOpsDeclaredOnce(t *testing.T) {
 	seen := map[string]bool{}
-	for _, op := range Ops {
+	for _, op := range API.Ops {
 		if seen[op.Name] || op.Do == nil || op.Args < 1 {
 			t.Errorf("operation %q: declared twice, without a function or without arguments", op.Name)
 		}

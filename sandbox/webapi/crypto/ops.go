@@ -8,8 +8,9 @@ package crypto
 
 import "github.com/retainer-gw/retainer/sandbox/webapi"
 
-// Ops are the host operations crypto.subtle asks for, declared once.
-var Ops = []webapi.Op{
+// API is crypto's Go half: the host operations crypto.subtle asks for,
+// declared once. It keeps nothing between calls.
+var API = webapi.API{Ops: []webapi.Op{
 	{Name: "digest", Args: 2, Needs: "an algorithm and data", Do: digest},
 	{Name: "hmac", Args: 3, Needs: "a hash, a key and data", Do: hmacSum},
 	{Name: "aes", Args: 7, Needs: "mode, op, key, iv, data, additional data and a tag length", Do: aesCipher},
@@ -22,4 +23,4 @@ var Ops = []webapi.Op{
 	{Name: "rsaJWK", Args: 2, Needs: "a key", Do: rsaJWK},
 	{Name: "importPublic", Args: 4, Needs: "an algorithm, a format, data and a curve", Do: importPublic},
 	{Name: "verifySig", Args: 5, Needs: "an algorithm, a hash, a key, a signature and data", Do: verify},
-}
+}}

@@ -1,4 +1,4 @@
-package sandbox
+package text
 
 import (
 	"errors"
@@ -9,9 +9,9 @@ import (
 	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/transform"
-	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // The Encoding Standard's encodings other than UTF-8 (which the runtime
@@ -64,44 +64,38 @@ func decodeSingleByte(cm *charmap.Charmap, src []byte) string {
 	return b.String()
 }
 
-// hostEncodingName is encodingName(label) → the canonical name or "".
-func (m *vm) hostEncodingName(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 1 {
-		return nil, errors.New("encodingName needs a label")
-	}
+// encodingName is encodingName(label) → the canonical name or "".
+func encodingName(args []webapi.Arg) (string, error) {
 	_, name := encodingFor(args[0].String())
-	return v8.NewValue(m.iso, name)
+	return name, nil
 }
 
-// hostDecodeLegacy is decodeLegacy(id, label, bytesLatin1, stream) → the
+// decodeLegacy is decodeLegacy(id, label, bytesLatin1, stream) → the
 // decoded text; the runtime checks fatal errors on it.
-func (m *vm) hostDecodeLegacy(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 4 {
-		return nil, errors.New("decodeLegacy needs an id, a label, bytes and stream")
-	}
-	id, label, stream := args[0].Int32(), args[1].String(), args[3].Boolean()
+func (s *session) decodeLegacy(args []webapi.Arg) (string, error) {
+	id, label, stream := int32(args[0].Integer()), args[1].String(), args[3].Boolean()
 	src := wirejson.Latin1Bytes(args[2].String())
 	enc, _ := encodingFor(label)
 	if enc == nil {
-		return nil, errors.New("unsupported encoding")
+		return "", errors.New("unsupported encoding")
 	}
 	if cm, ok := enc.(*charmap.Charmap); ok {
-		return v8.NewValue(m.iso, decodeSingleByte(cm, src))
+		return decodeSingleByte(cm, src), nil
 	}
-	if m.decoders == nil {
-		m.decoders = map[int32]*streamingDecoder{}
+	if s.decoders == nil {
+		s.decoders = map[int32]*streamingDecoder{}
 	}
-	sd := m.decoders[id]
+	sd := s.decoders[id]
 	if sd == nil {
 		sd = &streamingDecoder{dec: enc.NewDecoder()}
 		if stream {
-			if len(m.decoders) >= maxStreamingDecoders {
-				for k := range m.decoders { // any one: a program juggling 64 streams loses one's state
-					delete(m.decoders, k)
+			if len(s.decoders) >= maxStreamingDecoders {
+				for k := range s.decoders { // any one: a program juggling 64 streams loses one's state
+					delete(s.decoders, k)
 					break
 				}
 			}
-			m.decoders[id] = sd
+			s.decoders[id] = sd
 		}
 	}
 	if len(sd.pending) > 0 {
@@ -123,12 +117,12 @@ func (m *vm) hostDecodeLegacy(args []*v8.Value) (*v8.Value, error) {
 		break
 	}
 	if !stream {
-		delete(m.decoders, id)
+		delete(s.decoders, id)
 		sd.dec.Reset()
 	}
-	s := out.String()
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+	text := out.String()
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	return v8.NewValue(m.iso, s)
+	return text, nil
 }

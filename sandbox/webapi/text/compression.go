@@ -1,4 +1,4 @@
-package sandbox
+package text
 
 import (
 	"bufio"
@@ -11,9 +11,9 @@ import (
 	"io"
 	"sync"
 
-	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // CompressionStream and DecompressionStream (gzip, deflate, deflate-raw)
@@ -45,18 +45,17 @@ type codec struct {
 	done    chan struct{}
 }
 
-func (m *vm) hostCodecInit(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 3 {
-		return nil, errors.New("codecInit needs an id, a format and a direction")
+// codecInit is codecInit(id, format, compress): stream id begins; past
+// maxCodecs another of the isolate's ends first.
+func (s *session) codecInit(args []webapi.Arg) (string, error) {
+	id, format, compress := int32(args[0].Integer()), args[1].String(), args[2].Boolean()
+	if s.codecs == nil {
+		s.codecs = map[int32]*codec{}
 	}
-	id, format, compress := args[0].Int32(), args[1].String(), args[2].Boolean()
-	if m.codecs == nil {
-		m.codecs = map[int32]*codec{}
-	}
-	if len(m.codecs) >= maxCodecs {
-		for k, c := range m.codecs {
+	if len(s.codecs) >= maxCodecs {
+		for k, c := range s.codecs {
 			c.close()
-			delete(m.codecs, k)
+			delete(s.codecs, k)
 			break
 		}
 	}
@@ -70,15 +69,15 @@ func (m *vm) hostCodecInit(args []*v8.Value) (*v8.Value, error) {
 		case "deflate-raw":
 			c.w, _ = flate.NewWriter(&c.out, flate.DefaultCompression)
 		default:
-			return nil, fmt.Errorf("unsupported format %q", format)
+			return "", fmt.Errorf("unsupported format %q", format)
 		}
 	} else {
 		c.in = &feeder{feed: make(chan []byte), idle: make(chan struct{})}
 		c.done = make(chan struct{})
 		go c.decompress(format, c.in)
 	}
-	m.codecs[id] = c
-	return nil, nil
+	s.codecs[id] = c
+	return "", nil
 }
 
 // decompress runs on its own goroutine until the input ends or is bad.
@@ -214,16 +213,13 @@ func (c *codec) close() {
 	}()
 }
 
-// hostCodecChunk is codecChunk(id, bytesLatin1, last) → the output so
+// codecChunk is codecChunk(id, bytesLatin1, last) → the output so
 // far (Latin-1); last ends the stream. A bad stream throws.
-func (m *vm) hostCodecChunk(args []*v8.Value) (*v8.Value, error) {
-	if len(args) < 3 {
-		return nil, errors.New("codecChunk needs an id, bytes and last")
-	}
-	id, last := args[0].Int32(), args[2].Boolean()
-	c := m.codecs[id]
+func (s *session) codecChunk(args []webapi.Arg) (string, error) {
+	id, last := int32(args[0].Integer()), args[2].Boolean()
+	c := s.codecs[id]
 	if c == nil {
-		return nil, errors.New("the stream is closed")
+		return "", errors.New("the stream is closed")
 	}
 	in := wirejson.Latin1Bytes(args[1].String())
 	var out []byte
@@ -256,18 +252,18 @@ func (m *vm) hostCodecChunk(args []*v8.Value) (*v8.Value, error) {
 	}
 	if last || err != nil {
 		c.close()
-		delete(m.codecs, id)
+		delete(s.codecs, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the data is not valid: %v", err)
+		return "", fmt.Errorf("the data is not valid: %v", err)
 	}
-	return v8.NewValue(m.iso, wirejson.Latin1(out))
+	return wirejson.Latin1(out), nil
 }
 
-// closeCodecs ends every stream of the isolate (it is being disposed).
-func (m *vm) closeCodecs() {
-	for id, c := range m.codecs {
+// closeCodecs ends every stream of the isolate (it is ending).
+func (s *session) closeCodecs() {
+	for id, c := range s.codecs {
 		c.close()
-		delete(m.codecs, id)
+		delete(s.codecs, id)
 	}
 }

@@ -110,7 +110,7 @@
     encode(s = '') { return utf8Encode(s); }
   }
   // UTF-8 is decoded here; every other encoding of the Encoding Standard
-  // by golang.org/x/text behind host.decodeLegacy (sandbox/encoding.go).
+  // by golang.org/x/text behind host.decodeLegacy (encoding.go beside it).
   const hostEncodingName = coldHost('encodingName'), hostDecodeLegacy = coldHost('decodeLegacy');
   let nextDecoderId = 1;
   const asciiWhitespace = /^[\t\n\f\r ]+|[\t\n\f\r ]+$/g;
@@ -169,7 +169,7 @@
   // The stream classes over TransformStream, made on first use.
   const textStreamClasses = once(() => {
     // CompressionStream / DecompressionStream: TransformStreams whose chunks
-    // go through Go's compress packages (sandbox/compression.go).
+    // go through Go's compress packages (compression.go beside it).
     const hostCodecInit = coldHost('codecInit'), hostCodecChunk = coldHost('codecChunk');
     const codecFormats = ['gzip', 'deflate', 'deflate-raw'];
     let nextCodecId = 1;
