@@ -3,8 +3,9 @@
 // each once, with the arguments it needs and a Go function that knows
 // nothing of V8. A web API is a folder under sandbox/webapi/ that holds
 // both halves: its JavaScript (files joined into the runtime in the order
-// of their names, with the rest of it) and its Go package, whose Ops the
-// engine installs (sandbox/install.go). The engine checks every name the
+// of their names, with the rest of it) and its Go package, whose API the
+// engine installs (webAPIs, sandbox/install.go). An API with no Go half
+// (fetch's classes, events, blobs) is a folder of JavaScript alone. The engine checks every name the
 // runtime asks for against the declared ones, and every declared one
 // against a use (TestHostFunctionsAreDeclaredOnce).
 //

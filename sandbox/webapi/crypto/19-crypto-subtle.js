@@ -96,7 +96,7 @@
       return bytesFromLatin1(hostCrypto(hostAES, name, op, d.raw, latin1FromBytes(bufferSource(iv)), latin1FromBytes(bufferSource(data)), additional, tag)).buffer;
     }
     // ECDSA private keys: the host holds nothing; the key's PKCS #8 bytes
-    // travel with each call (sandbox/ecdsa.go).
+    // travel with each call (ecdsa.go beside it).
     const hostECGenerate = coldHost('ecGenerate'), hostECImportPrivate = coldHost('ecImportPrivate'), hostECSign = coldHost('ecSign');
     function ecPair(json, curve, extractable, usages) {
       const pair = JSONparse(json);
@@ -110,7 +110,7 @@
       return { privateKey: priv, publicKey: pub };
     }
     // RSA key pairs (RSASSA-PKCS1-v1_5, RSA-PSS): like EC keys, DER bytes
-    // that travel with each call (sandbox/rsa.go).
+    // that travel with each call (rsa.go beside it).
     const rsaNames = { 'RSASSA-PKCS1-V1_5': 'RSASSA-PKCS1-v1_5', 'RSA-PSS': 'RSA-PSS' };
     const hostRSAGenerate = coldHost('rsaGenerate'), hostRSAImport = coldHost('rsaImport'), hostRSASign = coldHost('rsaSign'), hostRSAJWK = coldHost('rsaJWK');
     function rsaKeys(json, name, hash, extractable, usages, publicExtractable) {
