@@ -24,7 +24,14 @@ import (
 // make the decoder allocate more than the frame's own size), and a frame
 // with bytes left over, or too few, is malformed, which kills the worker
 // (postOrdered).
-const invokeWireVersion = 1
+//
+// Each frame has its own version byte, so one frame's layout can change
+// without the others'.
+const (
+	invokeRequestVersion = 1
+	invokeReplyVersion   = 1
+	streamReplyVersion   = 1
+)
 
 // FrameEncoder and FrameDecoder are payloads with their own encoding;
 // postOrdered and the worker's read loop use them instead of JSON.
@@ -161,8 +168,8 @@ func (r *wireReader) pairs() [][2]string {
 	return h
 }
 
-func (r *wireReader) version() {
-	if len(r.b) == 0 || r.b[0] != invokeWireVersion {
+func (r *wireReader) version(v byte) {
+	if len(r.b) == 0 || r.b[0] != v {
 		r.fail()
 		return
 	}
@@ -186,7 +193,7 @@ func (q InvokeRequest) EncodeFrame() []byte {
 		size += len(h[0]) + len(h[1]) + 4
 	}
 	w := wireWriter{b: make([]byte, 0, size)} // one allocation, not a growing few
-	w.b = append(w.b, invokeWireVersion)
+	w.b = append(w.b, invokeRequestVersion)
 	w.str(q.ID)
 	w.str(q.Name)
 	w.str(q.Request.Method)
@@ -202,7 +209,7 @@ func (q InvokeRequest) EncodeFrame() []byte {
 
 func (q *InvokeRequest) DecodeFrame(b []byte) error {
 	r := wireReader{b: b}
-	r.version()
+	r.version(invokeRequestVersion)
 	q.ID = r.str()
 	q.Name = r.str()
 	q.Request.Method = r.str()
@@ -228,7 +235,7 @@ func (a InvokeReply) EncodeFrame() []byte {
 		size += len(l.Level) + len(l.Message) + 16
 	}
 	w := wireWriter{b: make([]byte, 0, size)}
-	w.b = append(w.b, invokeWireVersion)
+	w.b = append(w.b, invokeReplyVersion)
 	w.num(int64(res.Status))
 	w.str(res.StatusText)
 	w.pairs(res.Headers)
@@ -250,7 +257,7 @@ func (a InvokeReply) EncodeFrame() []byte {
 
 func (a *InvokeReply) DecodeFrame(b []byte) error {
 	r := wireReader{b: b}
-	r.version()
+	r.version(invokeReplyVersion)
 	res := &a.Response
 	res.Status = int(r.num())
 	res.StatusText = r.str()
@@ -274,7 +281,7 @@ func (a *InvokeReply) DecodeFrame(b []byte) error {
 // streamed response's chunks are bytes, which JSON would carry as base64.
 func (a StreamReply) EncodeFrame() []byte {
 	w := wireWriter{b: make([]byte, 0, 16+len(a.Data))}
-	w.b = append(w.b, invokeWireVersion)
+	w.b = append(w.b, streamReplyVersion)
 	w.bytes(a.Data)
 	w.flag(a.Done)
 	w.fault(a.Fault)
@@ -283,7 +290,7 @@ func (a StreamReply) EncodeFrame() []byte {
 
 func (a *StreamReply) DecodeFrame(b []byte) error {
 	r := wireReader{b: b}
-	r.version()
+	r.version(streamReplyVersion)
 	a.Data = r.bytes()
 	a.Done = r.flag()
 	a.Fault = r.fault()

@@ -64,7 +64,7 @@ func TestInvokeReplyFromAHostileWorker(t *testing.T) {
 	})
 	var a InvokeReply
 	// status, statusText "", then a header count of 2^40.
-	huge := []byte{invokeWireVersion}
+	huge := []byte{invokeReplyVersion}
 	huge = binary.AppendVarint(huge, 200)
 	huge = binary.AppendUvarint(huge, 0)
 	huge = binary.AppendVarint(huge, 1<<40)
@@ -73,7 +73,7 @@ func TestInvokeReplyFromAHostileWorker(t *testing.T) {
 		return a.DecodeFrame(b)
 	})
 	// A string length past the frame.
-	long := []byte{invokeWireVersion}
+	long := []byte{invokeReplyVersion}
 	long = binary.AppendVarint(long, 200)
 	long = binary.AppendUvarint(long, 1<<62)
 	if a.DecodeFrame(long) == nil {
@@ -110,7 +110,7 @@ func refusesMangled(t *testing.T, what string, frame []byte, decode func([]byte)
 		t.Fatalf("%s with a byte left over was accepted", what)
 	}
 	other := append([]byte{}, frame...)
-	other[0] = invokeWireVersion + 1
+	other[0]++
 	if decode(other) == nil {
 		t.Fatalf("%s of another version was accepted", what)
 	}
@@ -118,7 +118,7 @@ func refusesMangled(t *testing.T, what string, frame []byte, decode func([]byte)
 
 func FuzzInvokeReplyDecode(f *testing.F) {
 	f.Add(sampleReply().EncodeFrame())
-	f.Add([]byte{invokeWireVersion})
+	f.Add([]byte{invokeReplyVersion})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var a InvokeReply
 		if a.DecodeFrame(b) != nil {

@@ -18,7 +18,12 @@ const ProtocolVersion = "retainer-worker/3"
 // Subcommand is the first argument that puts the binary in worker mode.
 const Subcommand = "retainer-worker"
 
-// Paths of the worker's server (gateway → worker).
+// Paths of the worker's server (gateway → worker). Each request and its
+// answer are JSON (the messages below) except: /invoke, a binary
+// InvokeRequest answered by a binary InvokeReply, and /stream-read,
+// answered by a binary StreamReply (invokewire.go); /cache-tell, whose
+// body is the host cache's own. The worker reads frames up to
+// MaxGatewayFrame.
 const (
 	PathHello  = "/hello"
 	PathRun    = "/run"
@@ -38,7 +43,11 @@ const (
 	PathProbeForeign = "/probe-foreign"
 )
 
-// Paths of the gateway's server (worker → gateway).
+// Paths of the gateway's server (worker → gateway), every one JSON but
+// /cache-batch, whose body and answer are the host cache's own; the
+// gateway reads frames up to WorkerFrameCap (MaxWorkerPost for /log and
+// /lost, whose messages are small), and a worker that sends more is
+// killed.
 const (
 	PathLog  = "/log"
 	PathLost = "/lost"
