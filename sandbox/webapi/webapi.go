@@ -13,7 +13,10 @@
 // without V8.
 package webapi
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Arg is one argument as the runtime passed it; the engine's values
 // answer these (bytes cross as Latin-1 strings, internal/wirejson).
@@ -65,4 +68,28 @@ func (op Op) Call(s Session, args []Arg) (string, error) {
 		return op.With(s, args)
 	}
 	return op.Do(args)
+}
+
+// TextArg is an argument given as its text (a number as its digits, true
+// as "true"), for running operations without an isolate: the APIs' own
+// tests do.
+type TextArg string
+
+func (a TextArg) String() string { return string(a) }
+func (a TextArg) Integer() int64 { n, _ := strconv.ParseInt(string(a), 10, 64); return n }
+func (a TextArg) Boolean() bool  { return a == "true" }
+
+// Run runs api's operation name with args given as text, in session s
+// (nil for an operation without one).
+func (api API) Run(s Session, name string, args ...string) (string, error) {
+	for _, op := range api.Ops {
+		if op.Name == name {
+			in := make([]Arg, len(args))
+			for i, a := range args {
+				in[i] = TextArg(a)
+			}
+			return op.Call(s, in)
+		}
+	}
+	return "", fmt.Errorf("no operation %q", name)
 }

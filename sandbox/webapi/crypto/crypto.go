@@ -188,6 +188,25 @@ func verify(args []webapi.Arg) (string, error) {
 	return res, nil
 }
 
+// signing is what both signers start from: the PKCS #8 private key (of
+// type K, else InvalidAccessError) and data's digest under the named hash,
+// each as the runtime passes them (Latin-1).
+func signing[K any](hashName, pkcs8, data string) (K, []byte, error) {
+	var k K
+	newHash, err := hashFor(hashName)
+	if err != nil {
+		return k, nil, err
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(pkcs8))
+	k, ok := parsed.(K)
+	if err != nil || !ok {
+		return k, nil, errors.New("InvalidAccessError: bad key")
+	}
+	h := newHash()
+	h.Write(wirejson.Latin1Bytes(data))
+	return k, h.Sum(nil), nil
+}
+
 func cryptoHash(name string) crypto.Hash {
 	switch name {
 	case "SHA-1":

@@ -2,33 +2,14 @@ package crypto
 
 import (
 	"encoding/hex"
-	"strconv"
 	"testing"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
-
-// arg is an argument as the runtime would pass it.
-type arg string
-
-func (a arg) String() string { return string(a) }
-func (a arg) Integer() int64 { n, _ := strconv.ParseInt(string(a), 10, 64); return n }
-func (a arg) Boolean() bool  { return a == "true" }
 
 func call(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
-	for _, op := range API.Ops {
-		if op.Name == name {
-			in := make([]webapi.Arg, len(args))
-			for i, a := range args {
-				in[i] = arg(a)
-			}
-			return op.Call(nil, in)
-		}
-	}
-	t.Fatalf("no operation %q", name)
-	return "", nil
+	return API.Run(nil, name, args...)
 }
 
 func latin1Hex(t *testing.T, s string) string {

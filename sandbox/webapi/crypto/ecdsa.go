@@ -100,18 +100,11 @@ func ecImportPrivate(args []webapi.Arg) (string, error) {
 
 // ecSign is ecSign(hash, pkcs8, data) → the P1363 signature.
 func ecSign(args []webapi.Arg) (string, error) {
-	newHash, err := hashFor(args[0].String())
+	k, digest, err := signing[*ecdsa.PrivateKey](args[0].String(), args[1].String(), args[2].String())
 	if err != nil {
 		return "", err
 	}
-	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(args[1].String()))
-	k, ok := parsed.(*ecdsa.PrivateKey)
-	if err != nil || !ok {
-		return "", errors.New("InvalidAccessError: bad key")
-	}
-	h := newHash()
-	h.Write(wirejson.Latin1Bytes(args[2].String()))
-	r, s, err := ecdsa.Sign(rand.Reader, k, h.Sum(nil))
+	r, s, err := ecdsa.Sign(rand.Reader, k, digest)
 	if err != nil {
 		return "", errors.New("OperationError: signing failed")
 	}

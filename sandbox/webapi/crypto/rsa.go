@@ -144,18 +144,10 @@ func rsaImport(args []webapi.Arg) (string, error) {
 // rsaSign is rsaSign(scheme, hash, pkcs8, data, saltLength) → the
 // signature; scheme "RSASSA-PKCS1-V1_5" or "RSA-PSS".
 func rsaSign(args []webapi.Arg) (string, error) {
-	newHash, err := hashFor(args[1].String())
+	k, digest, err := signing[*rsa.PrivateKey](args[1].String(), args[2].String(), args[3].String())
 	if err != nil {
 		return "", err
 	}
-	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(args[2].String()))
-	k, ok := parsed.(*rsa.PrivateKey)
-	if err != nil || !ok {
-		return "", errors.New("InvalidAccessError: bad key")
-	}
-	h := newHash()
-	h.Write(wirejson.Latin1Bytes(args[3].String()))
-	digest := h.Sum(nil)
 	ch := cryptoHash(args[1].String())
 	var sig []byte
 	switch args[0].String() {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"sync"
 
-
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox/webapi"
 )

@@ -1,32 +1,15 @@
 package text
 
 import (
-	"strconv"
 	"testing"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
-type arg string
-
-func (a arg) String() string { return string(a) }
-func (a arg) Integer() int64 { n, _ := strconv.ParseInt(string(a), 10, 64); return n }
-func (a arg) Boolean() bool  { return a == "true" }
-
 func call(t *testing.T, s webapi.Session, name string, args ...string) (string, error) {
 	t.Helper()
-	for _, op := range API.Ops {
-		if op.Name == name {
-			in := make([]webapi.Arg, len(args))
-			for i, a := range args {
-				in[i] = arg(a)
-			}
-			return op.Call(s, in)
-		}
-	}
-	t.Fatalf("no operation %q", name)
-	return "", nil
+	return API.Run(s, name, args...)
 }
 
 // A session keeps a streaming decoder's unfinished bytes between calls
