@@ -47,3 +47,35 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureNamesEveryPackage: docs/architecture.md names every
+// folder of Go code (outside third_party), so its picture of the packages
+// is the tree's, one to one.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	root := "../.."
+	text, err := os.ReadFile(filepath.Join(root, "docs/architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", ".git", "third_party", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || filepath.Dir(path) == root {
+			return nil
+		}
+		dir, _ := filepath.Rel(root, filepath.Dir(path))
+		dir = filepath.ToSlash(dir)
+		if !strings.Contains(string(text), "`"+dir+"`") {
+			t.Errorf("docs/architecture.md does not name the package folder `%s`", dir)
+		}
+		return nil
+	})
+}
