@@ -15,6 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox"
+	socketrec "github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
 
 // WebSockets to a handle (docs/websockets.md). The handler answers an
@@ -149,7 +150,7 @@ func (s *socketRelay) handlerEnded(code websocket.StatusCode, reason string, can
 
 // outbound sends the handler's records to the visitor, in order.
 func (s *socketRelay) outbound() {
-	records := &sandbox.SocketRecords{Max: maxSocketMessage}
+	records := &socketrec.Records{Max: maxSocketMessage}
 	for {
 		chunk, done, err := s.st.Next(s.ctx)
 		if err != nil {
@@ -165,12 +166,12 @@ func (s *socketRelay) outbound() {
 		}
 		recs, rerr := records.Add(chunk)
 		for _, rec := range recs {
-			if rec.Kind == sandbox.SocketClose {
+			if rec.Kind == socketrec.Close {
 				s.handlerEnded(closeCode(rec.Code), closeReason(rec.Data), false)
 				return
 			}
 			typ := websocket.MessageText
-			if rec.Kind == sandbox.SocketBinary {
+			if rec.Kind == socketrec.Binary {
 				typ = websocket.MessageBinary
 			}
 			wctx, wcancel := context.WithTimeout(s.ctx, visitorWriteBound)
@@ -184,7 +185,7 @@ func (s *socketRelay) outbound() {
 			s.touch()
 		}
 		if rerr != nil {
-			if errors.Is(rerr, sandbox.ErrSocketMessageTooBig) {
+			if errors.Is(rerr, socketrec.ErrMessageTooBig) {
 				s.close(websocket.StatusMessageTooBig, "a message over 1 MiB")
 			} else {
 				s.handlerEnded(websocket.StatusInternalError, "the handler's socket failed", true)
@@ -224,16 +225,16 @@ func (s *socketRelay) inbound() {
 				code = websocket.StatusAbnormalClosure
 			}
 			evctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			s.reg.SocketEvent(evctx, s.st, sandbox.SocketClose, int(code), []byte(reason))
+			s.reg.SocketEvent(evctx, s.st, socketrec.Close, int(code), []byte(reason))
 			cancel()
 			s.cancel()
 			return
 		}
 		metricSocketIn.Inc()
 		s.touch()
-		kind := sandbox.SocketText
+		kind := socketrec.Text
 		if typ == websocket.MessageBinary {
-			kind = sandbox.SocketBinary
+			kind = socketrec.Binary
 		}
 		if err := s.reg.SocketEvent(s.ctx, s.st, kind, 0, data); err != nil {
 			if s.ctx.Err() != nil {

@@ -50,8 +50,8 @@ func (r *Registry) AcquireSocket(id string) (release func(), err error) {
 // ErrSocketGone is an event for a socket its isolate no longer has.
 var ErrSocketGone = fault.New(fault.HandlesClosed, "The handler's WebSocket is gone.")
 
-// SocketEvent delivers a visitor's message (sandbox.SocketText or
-// SocketBinary) or close (SocketClose, with code, data the reason) to the
+// SocketEvent delivers a visitor's message (webapi/websocket's Text or
+// Binary) or close (Close, with code, data the reason) to the
 // handler's socket opened as stream st. It runs as an invocation does, in
 // order and under the handle's bounds, but never rebuilds the isolate: a
 // rebuilt isolate has no sockets (the visitor reconnects).

@@ -2,14 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 	"testing"
 	"time"
 )
 
 // readRecords reads a socket's stream until it holds n records (or ends).
-func readRecords(t *testing.T, id string, stream int64, recs *SocketRecords, n int) ([]SocketRecord, bool) {
+func readRecords(t *testing.T, id string, stream int64, recs *websocket.Records, n int) ([]websocket.Record, bool) {
 	t.Helper()
-	var out []SocketRecord
+	var out []websocket.Record
 	for len(out) < n {
 		chunk, done, err := engine(t).ReadStream(context.Background(), id, stream, 2*time.Second)
 		if err != nil {
@@ -50,9 +51,9 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 	if err != nil || res.Status != 101 || res.Stream == 0 {
 		t.Fatalf("upgrade: %+v %v", res, err)
 	}
-	recs := &SocketRecords{Max: 1 << 20}
+	recs := &websocket.Records{Max: 1 << 20}
 	got, _ := readRecords(t, id, res.Stream, recs, 1)
-	if got[0].Kind != SocketText || string(got[0].Data) != "hello" {
+	if got[0].Kind != websocket.Text || string(got[0].Data) != "hello" {
 		t.Fatalf("first record %+v", got[0])
 	}
 	event := func(kind byte, code int, data string) {
@@ -62,22 +63,22 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 			t.Fatalf("event: %+v %v", r, err)
 		}
 	}
-	event(SocketText, 0, "héllo")
-	event(SocketBinary, 0, "\x01\x02\xff")
+	event(websocket.Text, 0, "héllo")
+	event(websocket.Binary, 0, "\x01\x02\xff")
 	got, _ = readRecords(t, id, res.Stream, recs, 2)
-	if string(got[0].Data) != "echo: héllo" || got[1].Kind != SocketBinary || string(got[1].Data) != "\xff\x02\x01" {
+	if string(got[0].Data) != "echo: héllo" || got[1].Kind != websocket.Binary || string(got[1].Data) != "\xff\x02\x01" {
 		t.Fatalf("echoes %+v", got)
 	}
 	if r, _ := get(t, id, "https://x/size"); string(r.BodyBytes()) != "1" {
 		t.Fatalf("room size %s", r.BodyBytes())
 	}
-	event(SocketText, 0, "bye")
+	event(websocket.Text, 0, "bye")
 	got, done := readRecords(t, id, res.Stream, recs, 2)
-	if len(got) != 1 || got[0].Kind != SocketClose || got[0].Code != 4000 || string(got[0].Data) != "as asked" || !done {
+	if len(got) != 1 || got[0].Kind != websocket.Close || got[0].Code != 4000 || string(got[0].Data) != "as asked" || !done {
 		t.Fatalf("close %+v done %v", got, done)
 	}
 	// The visitor's close reaches onclose; an unknown socket answers 410.
-	r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(res.Stream, SocketClose, 1000, nil))
+	r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(res.Stream, websocket.Close, 1000, nil))
 	if err != nil || r.Status != 204 && r.Status != 410 {
 		t.Fatalf("close event: %+v %v", r, err)
 	}

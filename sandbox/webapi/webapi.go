@@ -5,7 +5,9 @@
 // both halves: its JavaScript (files joined into the runtime in the order
 // of their names, with the rest of it) and its Go package, whose API the
 // engine installs (webAPIs, sandbox/install.go). An API with no Go half
-// (fetch's classes, events, blobs) is a folder of JavaScript alone. The engine checks every name the
+// (fetch's classes, events, blobs) is a folder of JavaScript alone; one
+// whose Go half is not host operations (websocket's record format, which
+// the gateway reads) has no API table. The engine checks every name the
 // runtime asks for against the declared ones, and every declared one
 // against a use (TestHostFunctionsAreDeclaredOnce).
 //
