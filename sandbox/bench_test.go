@@ -88,7 +88,7 @@ func BenchmarkInvokeURLCounter(b *testing.B) {
 }
 
 // BenchmarkInvokeURLShapes is a handler building the URLs the canonical
-// fast path refuses (js/url-fast.js): against request.url as its base, an
+// fast path refuses (webapi/url/url-fast.js): against request.url as its base, an
 // upper-case host, an IP address; json is the same handler building none
 // (go test ./sandbox -run '^$' -bench InvokeURLShapes -benchtime 5000x).
 func BenchmarkInvokeURLShapes(b *testing.B) {

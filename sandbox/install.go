@@ -17,17 +17,20 @@ import (
 	"github.com/retainer-gw/retainer/sandbox/webapi"
 	"github.com/retainer-gw/retainer/sandbox/webapi/crypto"
 	"github.com/retainer-gw/retainer/sandbox/webapi/text"
+	weburl "github.com/retainer-gw/retainer/sandbox/webapi/url"
 )
 
 // The runtime is one JavaScript function, written as one file a web API
 // (or a part of the engine's side), joined in the order of their names
 // wherever they are: in js/runtime/, or beside their Go half in a web API's
-// folder under webapi/ (package webapi). 00-prelude.js opens the function
-// and captures the built-ins the rest relies on, 99-exports.js answers the
-// engine's entry points and closes it (docs/runtime.md, "Layout"). A new
-// API is a new file between.
+// folder under webapi/ (package webapi), where a runtime file's name is
+// numbered (NN-name.js) and other files are the sources of a bundled
+// module (url, streams). 00-prelude.js opens the function and captures the
+// built-ins the rest relies on, 99-exports.js answers the engine's entry
+// points and closes it (docs/runtime.md, "Layout"). A new API is a new
+// file between.
 //
-//go:embed js/runtime/*.js webapi/*/*.js
+//go:embed js/runtime/*.js webapi/*/[0-9][0-9]-*.js
 var runtimeFiles embed.FS
 
 // bootstrapSource is the runtime's whole source, as V8 compiles it.
@@ -38,7 +41,7 @@ func joinRuntime(files embed.FS) string {
 	if err != nil {
 		panic(err)
 	}
-	apis, err := fs.Glob(files, "webapi/*/*.js")
+	apis, err := fs.Glob(files, "webapi/*/[0-9][0-9]-*.js")
 	if err != nil {
 		panic(err)
 	}
@@ -230,7 +233,7 @@ var (
 	coldHost = append([]hostFunction{
 		{"load", (*vm).hostLoad},
 		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
-		{"urlParse", (*vm).hostURLParse}, {"natives", (*vm).hostNatives},
+		{"natives", (*vm).hostNatives},
 	}, webAPIOps()...)
 	coldHostNames = hostNames(coldHost)
 )
@@ -239,7 +242,7 @@ var (
 // (package webapi): their operations join coldHost, and an API with
 // state has a session in each isolate that calls it (vm.sessions, by the
 // API's index here).
-var webAPIs = []webapi.API{crypto.API, text.API}
+var webAPIs = []webapi.API{crypto.API, text.API, weburl.API}
 
 // webAPIOps are the web APIs' operations as host functions.
 func webAPIOps() []hostFunction {

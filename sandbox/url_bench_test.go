@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// BenchmarkURLLeanVsReference times the runtime's URL (js/url-lean.js)
+// BenchmarkURLLeanVsReference times the runtime's URL (webapi/url/url-lean.js)
 // and whatwg-url's classes in one isolate, interleaved, in the same run
 // (go test ./sandbox -run '^$' -bench URLLeanVsReference -benchtime 1x).
 func BenchmarkURLLeanVsReference(b *testing.B) {
@@ -51,7 +51,7 @@ return out.join('\n');
 }
 
 // BenchmarkURLNativeVsStateMachine times the parse without the fast path:
-// the Go parser (internal/urlparse through js/url-fast.js) and whatwg-url's
+// the Go parser (internal/urlparse through webapi/url/url-fast.js) and whatwg-url's
 // state machine, interleaved in one isolate, on the URLs the fast path
 // refuses (go test ./sandbox -run '^$' -bench URLNativeVsStateMachine
 // -benchtime 1x).

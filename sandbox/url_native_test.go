@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The Go parser (internal/urlparse, through js/url-fast.js) against
+// The Go parser (internal/urlparse, through webapi/url/url-fast.js) against
 // whatwg-url's state machine, record for record: every WPT URL input with
 // and without its base (the base parsed by either), then a long
 // deterministic run of inputs built from the pieces parsers trip on. A

@@ -54,7 +54,7 @@ async () => {
 			if (fast !== full) failures.push('searchfast ' + JSON.stringify(q) + ': ' + fast + ' vs ' + full);
 		}
 	} else if (data.kind === 'fastpath') {
-		// The parser's fast path (js/url-fast.js) against the full state
+		// The parser's fast path (webapi/url/url-fast.js) against the full state
 		// machine: a base URL forces the full parser, and does not change
 		// what an input of the form scheme://... means.
 		const inputs = data.cases.map(c => typeof c === 'string' ? c : c.input).filter(i => typeof i === 'string' && /^https?:\/\//i.test(i));

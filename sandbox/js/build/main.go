@@ -45,10 +45,10 @@ var lazyTR46 = api.Plugin{
 	Setup: func(b api.PluginBuild) {
 		abs := func(p string) string { a, _ := filepath.Abs(p); return a }
 		b.OnResolve(api.OnResolveOptions{Filter: `^tr46$`}, func(api.OnResolveArgs) (api.OnResolveResult, error) {
-			return api.OnResolveResult{Path: abs("tr46-lazy.js")}, nil
+			return api.OnResolveResult{Path: abs("../webapi/url/tr46-lazy.js")}, nil
 		})
 		b.OnResolve(api.OnResolveOptions{Filter: `^@exodus/bytes/whatwg\.js$`}, func(api.OnResolveArgs) (api.OnResolveResult, error) {
-			return api.OnResolveResult{Path: abs("percent-utf8.js")}, nil
+			return api.OnResolveResult{Path: abs("../webapi/url/percent-utf8.js")}, nil
 		})
 	},
 }
@@ -58,7 +58,7 @@ var lazyTR46 = api.Plugin{
 var urlFastPath = api.Plugin{
 	Name: "url-fast-path",
 	Setup: func(b api.PluginBuild) {
-		for module, fastFile := range map[string]string{"url-state-machine": "url-fast.js", "urlencoded": "urlencoded-fast.js"} {
+		for module, fastFile := range map[string]string{"url-state-machine": "../webapi/url/url-fast.js", "urlencoded": "../webapi/url/urlencoded-fast.js"} {
 			b.OnLoad(api.OnLoadOptions{Filter: `whatwg-url/lib/` + module + `\.js$`}, func(a api.OnLoadArgs) (api.OnLoadResult, error) {
 				orig, err := os.ReadFile(a.Path)
 				if err != nil {
@@ -76,13 +76,22 @@ var urlFastPath = api.Plugin{
 }
 
 func main() {
+	// Each module's sources are in its web API's folder; the npm packages
+	// they import are here (node_modules, package.json).
+	entries := map[string]string{
+		"url":     "../webapi/url/url-entry.js",
+		"streams": "../webapi/streams/streams-entry.js",
+		"tr46":    "../webapi/url/tr46-entry.js",
+	}
+	nodeModules, _ := filepath.Abs("node_modules")
 	for _, name := range []string{"url", "streams", "tr46"} {
 		plugins := []api.Plugin{utf8Only, lazyTR46, urlFastPath}
 		if name == "tr46" {
 			plugins = nil
 		}
 		res := api.Build(api.BuildOptions{
-			EntryPoints:       []string{name + "-entry.js"},
+			EntryPoints:       []string{entries[name]},
+			NodePaths:         []string{nodeModules},
 			Bundle:            true,
 			Format:            api.FormatIIFE,
 			GlobalName:        "__retainer_module",

@@ -1,10 +1,11 @@
 //go:build ignore
 
 // Command minify writes gen/runtime.min.js: the runtime's files
-// (runtime/*.js and the web API folders' ../webapi/*/*.js, joined in the
-// order of their names as the engine joins them) without comments and indentation, as the startup snapshot holds
-// them (sandbox/snapshot.go says why). esbuild minifies whitespace only:
-// every name stays. Run through `go generate ./sandbox`;
+// (runtime/*.js and the web API folders' numbered ../webapi/*/NN-*.js,
+// joined in the order of their names as the engine joins them) without
+// comments and indentation, as the startup snapshot holds them
+// (sandbox/snapshot.go says why). esbuild minifies whitespace only: every
+// name stays. Run through `go generate ./sandbox`;
 // TestMinifiedRuntimeIsCurrent fails when it is out of date.
 package main
 
@@ -23,7 +24,7 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	apis, err := filepath.Glob(filepath.Join("..", "webapi", "*", "*.js"))
+	apis, err := filepath.Glob(filepath.Join("..", "webapi", "*", "[0-9][0-9]-*.js"))
 	if err != nil {
 		panic(err)
 	}

@@ -2,7 +2,7 @@
   // npm-bundled parts are compiled on first touch of one of their globals.
   const hostLoad = coldHost('load');
   const modules = {};
-  // The URL module's Go parser (js/url-fast.js, sandbox/urlnative.go).
+  // The URL module's Go parser (webapi/url: url-fast.js, url.go).
   {
     const i = coldIndex.indexOf('urlParse');
     modules['url-native'] = freeze({ parse: (input, base) => host.op(i, input, base) });
