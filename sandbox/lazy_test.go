@@ -39,3 +39,22 @@ func TestLazyGlobalsAfterPrototypePollution(t *testing.T) {
 		{"TextDecoderStream", `() => { ` + pollute + `return new TextDecoderStream().encoding }`, `"utf-8"`},
 	})
 }
+
+// TestDescriptorFieldsOnObjectPrototype: a program that puts a property
+// descriptor's field names on Object.prototype (get, set, value, writable)
+// leaves the runtime's own definitions and the bundled modules' alone: they
+// read a descriptor's own fields only. Each case failed with "Getter must
+// be a function" or "Invalid property descriptor" before.
+func TestDescriptorFieldsOnObjectPrototype(t *testing.T) {
+	const pollute = `Object.prototype.get = 1; Object.prototype.set = 1; Object.prototype.value = 1; Object.prototype.writable = true; `
+	runCases(t, []jsCase{
+		{"URL", `() => { ` + pollute + `return new URL('https://a.test/x?y=1').searchParams.get('y') }`, `"1"`},
+		{"URL with a base", `() => { ` + pollute + `return new URL('/p', 'https://a.test/').href }`, `"https://a.test/p"`},
+		{"Request", `async () => { ` + pollute + `return await new Request('https://a.test/', { method: 'POST', body: 'x' }).text() }`, `"x"`},
+		{"ReadableStream", `async () => { ` + pollute + `const r = new ReadableStream({ start(c) { c.enqueue('x'); c.close() } }).getReader(); return (await r.read()).value }`, `"x"`},
+		{"Event", `() => { ` + pollute + `return new Event('x').isTrusted }`, `false`},
+		{"FileReader", `() => { ` + pollute + `return typeof new FileReader().onload }`, `"object"`},
+		{"Headers", `() => { ` + pollute + `return [...new Headers({ a: '1' })].length }`, `1`},
+		{"Response", `async () => { ` + pollute + `return await new Response('hi').text() }`, `"hi"`},
+	})
+}

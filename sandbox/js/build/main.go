@@ -18,8 +18,48 @@ import (
 // webidl-conversions reads SharedArrayBuffer's getters at load time, and
 // the runtime removes SharedArrayBuffer (docs/runtime.md); a local stand-in that
 // nothing can be an instance of keeps the checks working.
+//
+// A module is loaded on a program's first touch of one of its globals,
+// after the program ran, and a property descriptor's fields are read as
+// properties, inherited ones too: a program that put get, set or value on
+// Object.prototype turned the modules' descriptors into others, or errors
+// ("Getter must be a function"). The modules' defineProperty,
+// defineProperties and Reflect.defineProperty are these stand-ins (see
+// ownDescriptors below), which pass a descriptor's own fields only.
 const prelude = `const SharedArrayBuffer = class SharedArrayBuffer { get byteLength() { return 0; } get growable() { return false; } };
+const __retainerDescriptor = (() => {
+  const hasOwn = Object.hasOwn, fields = ['value', 'writable', 'get', 'set', 'enumerable', 'configurable'];
+  return (d) => {
+    if (d === null || (typeof d !== 'object' && typeof d !== 'function')) return d;
+    const out = { __proto__: null };
+    for (let i = 0; i < 6; i++) if (hasOwn(d, fields[i])) out[fields[i]] = d[fields[i]];
+    return out;
+  };
+})();
+const __retainerDefineProperty = ((define, own) => (o, k, d) => define(o, k, own(d)))(Object.defineProperty, __retainerDescriptor);
+const __retainerReflectDefineProperty = ((define, own) => (o, k, d) => define(o, k, own(d)))(Reflect.defineProperty, __retainerDescriptor);
+const __retainerDefineProperties = ((define, ownKeys, getOwn, own) => (o, props) => {
+  if (props === null || props === undefined) return define(o, props);
+  const ks = ownKeys(props), ds = { __proto__: null };
+  for (let i = 0; i < ks.length; i++) {
+    const p = getOwn(props, ks[i]);
+    if (p !== undefined && p.enumerable) ds[ks[i]] = own(props[ks[i]]);
+  }
+  return define(o, ds);
+})(Object.defineProperties, Reflect.ownKeys, Object.getOwnPropertyDescriptor, __retainerDescriptor);
 `
+
+// helperDefineProperty is esbuild's capture of Object.defineProperty for
+// its helpers, as it minifies it.
+var helperDefineProperty = regexp.MustCompile(`(var \w+=)Object\.defineProperty;`)
+
+// ownDescriptors sends the modules' property definitions through the
+// prelude's stand-ins.
+var ownDescriptors = map[string]string{
+	"Object.defineProperty":   "__retainerDefineProperty",
+	"Object.defineProperties": "__retainerDefineProperties",
+	"Reflect.defineProperty":  "__retainerReflectDefineProperty",
+}
 
 // utf8Only drops whatwg-url's side-effect import of the legacy multi-byte
 // encodings (~400 KB of tables): a URL in an isolate is always parsed with
@@ -106,6 +146,7 @@ func main() {
 			Charset:           api.CharsetUTF8,
 			Write:             false,
 			Plugins:           plugins,
+			Define:            ownDescriptors,
 		})
 		if len(res.Errors) > 0 {
 			for _, e := range res.Errors {
@@ -113,7 +154,11 @@ func main() {
 			}
 			os.Exit(1)
 		}
-		body, err := ownKeysExports(string(res.OutputFiles[0].Contents))
+		// esbuild's own helpers (__defProp, which __toESM's property
+		// copies use with literal descriptors) escape Define: they take
+		// the stand-in here.
+		body := helperDefineProperty.ReplaceAllString(string(res.OutputFiles[0].Contents), "${1}__retainerDefineProperty;")
+		body, err := ownKeysExports(body)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 			os.Exit(1)

@@ -22,7 +22,23 @@
     return (...args) => host.op(i, ...args);
   }
   const G = globalThis;
-  const { defineProperty, freeze, getPrototypeOf, keys: objectKeys } = Object;
+  const { freeze, getPrototypeOf, keys: objectKeys } = Object;
+  // A descriptor's fields are read as properties, inherited ones too: a
+  // program that put `get`, `set` or `value` on Object.prototype would turn
+  // every descriptor the runtime passes into another, or an error. The
+  // runtime's defineProperty reads a descriptor's own fields only (and so
+  // do the bundled modules': sandbox/js/build).
+  const defineOwnProperty = Object.defineProperty, ObjectHasOwn = Object.hasOwn;
+  const descriptorFields = ['value', 'writable', 'get', 'set', 'enumerable', 'configurable'];
+  function ownDescriptor(d) {
+    const out = { __proto__: null };
+    for (let i = 0; i < 6; i++) {
+      const f = descriptorFields[i];
+      if (ObjectHasOwn(d, f)) out[f] = d[f];
+    }
+    return out;
+  }
+  function defineProperty(obj, name, d) { return defineOwnProperty(obj, name, ownDescriptor(d)); }
   const JSONstringify = JSON.stringify;
   const JSONparse = JSON.parse;
   const PromiseCtor = Promise;
