@@ -188,6 +188,23 @@ func verify(args []webapi.Arg) (string, error) {
 	return res, nil
 }
 
+// imported answers an imported key as its encoding answers it, or the
+// DataError the import throws when it cannot be encoded.
+func imported(key string, err error) (string, error) {
+	if err != nil {
+		return "", errors.New("DataError: the key cannot be encoded")
+	}
+	return key, nil
+}
+
+// pkcs8Key parses a PKCS #8 private key of type K from its bytes (Latin-1);
+// ok is false for anything else.
+func pkcs8Key[K any](der string) (K, bool) {
+	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(der))
+	k, ok := parsed.(K)
+	return k, ok && err == nil
+}
+
 // signing is what both signers start from: the PKCS #8 private key (of
 // type K, else InvalidAccessError) and data's digest under the named hash,
 // each as the runtime passes them (Latin-1).
@@ -197,9 +214,8 @@ func signing[K any](hashName, pkcs8, data string) (K, []byte, error) {
 	if err != nil {
 		return k, nil, err
 	}
-	parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(pkcs8))
-	k, ok := parsed.(K)
-	if err != nil || !ok {
+	k, ok := pkcs8Key[K](pkcs8)
+	if !ok {
 		return k, nil, errors.New("InvalidAccessError: bad key")
 	}
 	h := newHash()

@@ -60,9 +60,8 @@ func ecImportPrivate(args []webapi.Arg) (string, error) {
 	var k *ecdsa.PrivateKey
 	switch format {
 	case "pkcs8":
-		parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(data))
-		ek, ok := parsed.(*ecdsa.PrivateKey)
-		if err != nil || !ok {
+		ek, ok := pkcs8Key[*ecdsa.PrivateKey](data)
+		if !ok {
 			return "", errors.New("DataError: not a PKCS #8 EC private key")
 		}
 		k = ek
@@ -91,11 +90,7 @@ func ecImportPrivate(args []webapi.Arg) (string, error) {
 	if k.Curve != curve {
 		return "", errors.New("DataError: the key is on another curve")
 	}
-	pair, err := ecKeyPair(k)
-	if err != nil {
-		return "", errors.New("DataError: the key cannot be encoded")
-	}
-	return pair, nil
+	return imported(ecKeyPair(k))
 }
 
 // ecSign is ecSign(hash, pkcs8, data) → the P1363 signature.

@@ -82,9 +82,8 @@ func rsaImport(args []webapi.Arg) (string, error) {
 	var pub *rsa.PublicKey
 	switch format {
 	case "pkcs8":
-		parsed, err := x509.ParsePKCS8PrivateKey(wirejson.Latin1Bytes(data))
-		k, ok := parsed.(*rsa.PrivateKey)
-		if err != nil || !ok {
+		k, ok := pkcs8Key[*rsa.PrivateKey](data)
+		if !ok {
 			return "", errors.New("DataError: not a PKCS #8 RSA private key")
 		}
 		priv = k
@@ -134,11 +133,7 @@ func rsaImport(args []webapi.Arg) (string, error) {
 	if bits := k.N.BitLen(); bits < rsaMinBits || bits > 16384 {
 		return "", errors.New("DataError: the RSA modulus must be 1024 to 16384 bits")
 	}
-	out, err := rsaKeyJSON(priv, pub)
-	if err != nil {
-		return "", errors.New("DataError: the key cannot be encoded")
-	}
-	return out, nil
+	return imported(rsaKeyJSON(priv, pub))
 }
 
 // rsaSign is rsaSign(scheme, hash, pkcs8, data, saltLength) → the
