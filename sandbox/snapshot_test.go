@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"flag"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,11 @@ func (s *runtimeSnapshot) copy() *runtimeSnapshot {
 // resum makes the SHA-256 agree with the blob as it now is.
 func (s *runtimeSnapshot) resum() { s.sum = sha256.Sum256(s.blob) }
 
+// updateRuntimeMin rewrites js/gen/runtime.min.js instead of checking it
+// (go generate ./sandbox runs it so): the file is made from the runtime
+// the engine joins (joinRuntime), by the same code that checks it.
+var updateRuntimeMin = flag.Bool("update-runtime-min", false, "rewrite js/gen/runtime.min.js from the runtime's files")
+
 // TestMinifiedRuntimeIsCurrent: the runtime the snapshot holds
 // (js/gen/runtime.min.js) is today's runtime, minified.
 func TestMinifiedRuntimeIsCurrent(t *testing.T) {
@@ -127,7 +134,13 @@ func TestMinifiedRuntimeIsCurrent(t *testing.T) {
 	if len(res.Errors) > 0 {
 		t.Fatal(res.Errors[0].Text)
 	}
+	if *updateRuntimeMin {
+		if err := os.WriteFile("js/gen/runtime.min.js", res.Code, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if string(res.Code) != runtimeMinified {
-		t.Fatal("sandbox/js/gen/runtime.min.js is not the runtime of sandbox/js/runtime: run `go generate ./sandbox` (or `cd sandbox/js && go run minify/main.go`)")
+		t.Fatal("sandbox/js/gen/runtime.min.js is not the runtime's files minified: run `go generate ./sandbox`")
 	}
 }
