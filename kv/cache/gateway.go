@@ -32,14 +32,20 @@ type GatewayConfig struct {
 type Gateway struct {
 	cfg GatewayConfig
 
-	mu   sync.Mutex
-	held map[hostcache.Peer]*held // workers that may cache something
-	told map[hostcache.Peer]*atomic.Int64
+	mu      sync.Mutex
+	workers map[hostcache.Peer]*known // workers that may cache something
+}
+
+// known is what the gateway knows of one worker's cache: the keys it may
+// hold, and how many drops it was told (tests count them).
+type known struct {
+	held held
+	told atomic.Int64
 }
 
 // NewGateway is the gateway's side of the cache.
 func NewGateway(cfg GatewayConfig) *Gateway {
-	return &Gateway{cfg: cfg, held: map[hostcache.Peer]*held{}, told: map[hostcache.Peer]*atomic.Int64{}}
+	return &Gateway{cfg: cfg, workers: map[hostcache.Peer]*known{}}
 }
 
 var _ hostcache.Gateway = (*Gateway)(nil)
@@ -191,14 +197,13 @@ func (g *Gateway) note(p hostcache.Peer, r run, keys ...string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h := g.held[p]
-	if h == nil {
-		h = &held{}
-		g.held[p] = h
-		g.told[p] = &atomic.Int64{}
+	w := g.workers[p]
+	if w == nil {
+		w = &known{}
+		g.workers[p] = w
 	}
 	if len(keys) > 0 {
-		h.note(r.space, keys...)
+		w.held.note(r.space, keys...)
 	}
 }
 
@@ -206,16 +211,15 @@ func (g *Gateway) note(p hostcache.Peer, r run, keys ...string) {
 func (g *Gateway) Gone(p hostcache.Peer) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.held, p)
-	delete(g.told, p)
+	delete(g.workers, p)
 }
 
 // Told is how many drops were sent to worker p (tests count them).
 func (g *Gateway) Told(p hostcache.Peer) int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if n := g.told[p]; n != nil {
-		return n.Load()
+	if w := g.workers[p]; w != nil {
+		return w.told.Load()
 	}
 	return 0
 }
@@ -232,18 +236,18 @@ func (g *Gateway) drop(except hostcache.Peer, space string, keys []string, all b
 	type target struct {
 		p    hostcache.Peer
 		keys []string
-		told *atomic.Int64
+		w    *known
 	}
 	var targets []target
 	g.mu.Lock()
-	for p, h := range g.held {
+	for p, w := range g.workers {
 		if p == except {
 			continue
 		}
 		if all {
-			targets = append(targets, target{p, nil, g.told[p]})
-		} else if keys := h.mayHold(space, keys); len(keys) > 0 {
-			targets = append(targets, target{p, keys, g.told[p]})
+			targets = append(targets, target{p, nil, w})
+		} else if keys := w.held.mayHold(space, keys); len(keys) > 0 {
+			targets = append(targets, target{p, keys, w})
 		}
 	}
 	g.mu.Unlock()
@@ -254,7 +258,7 @@ func (g *Gateway) drop(except hostcache.Peer, space string, keys []string, all b
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			t.told.Add(1)
+			t.w.told.Add(1)
 			if t.p.Tell(ctx, encodeJSON(drop{Space: space, Keys: t.keys, All: all})) != nil {
 				// Its transport ends it; it is forgotten here now, in case
 				// a call noted it again after its end was told (Gone).
