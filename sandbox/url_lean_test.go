@@ -184,9 +184,14 @@ func runWithURLModule(tb testing.TB, scripts ...string) string {
 		defer m.kill()
 		ch <- func() answer {
 			// The runtime's loader for a module's factory (loadModule in
-			// the bootstrap): hostLoad, then the factory with the loader.
+			// the bootstrap): hostLoad, then the factory with the loader
+			// and the definers (here V8's own: no program runs first).
 			var loader *v8.Function
 			native, err := m.ctx.RunScript(`({ parse: (input, base) => __urlParse(input, base) })`, "native.js")
+			if err != nil {
+				return answer{err: err}
+			}
+			definers, err := m.ctx.RunScript(`({ defineProperty: Object.defineProperty, defineProperties: Object.defineProperties, reflectDefineProperty: Reflect.defineProperty })`, "definers.js")
 			if err != nil {
 				return answer{err: err}
 			}
@@ -212,7 +217,7 @@ func runWithURLModule(tb testing.TB, scripts ...string) string {
 				if err != nil {
 					return nil, err
 				}
-				return fn.Call(v8.Undefined(m.iso), loader)
+				return fn.Call(v8.Undefined(m.iso), loader, definers)
 			}
 			loader = v8.NewFunctionTemplate(m.iso, func(info *v8.FunctionCallbackInfo) *v8.Value {
 				v, err := load(info.Args()[0])

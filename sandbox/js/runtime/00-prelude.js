@@ -26,11 +26,15 @@
   // A descriptor's fields are read as properties, inherited ones too: a
   // program that put `get`, `set` or `value` on Object.prototype would turn
   // every descriptor the runtime passes into another, or an error. The
-  // runtime's defineProperty reads a descriptor's own fields only (and so
-  // do the bundled modules': sandbox/js/build).
-  const defineOwnProperty = Object.defineProperty, ObjectHasOwn = Object.hasOwn;
+  // runtime's definers read a descriptor's own fields only, and the bundled
+  // modules define properties with them too (ownDefiners, given to each
+  // module's factory: 10-lazy-modules.js, sandbox/js/build).
+  const defineOwnProperty = Object.defineProperty, defineOwnProperties = Object.defineProperties;
+  const ReflectDefineProperty = Reflect.defineProperty, ReflectOwnKeys = Reflect.ownKeys;
+  const ObjectHasOwn = Object.hasOwn, getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   const descriptorFields = ['value', 'writable', 'get', 'set', 'enumerable', 'configurable'];
   function ownDescriptor(d) {
+    if (d === null || (typeof d !== 'object' && typeof d !== 'function')) return d; // V8 says why not
     const out = { __proto__: null };
     for (let i = 0; i < 6; i++) {
       const f = descriptorFields[i];
@@ -39,6 +43,17 @@
     return out;
   }
   function defineProperty(obj, name, d) { return defineOwnProperty(obj, name, ownDescriptor(d)); }
+  function reflectDefineProperty(obj, name, d) { return ReflectDefineProperty(obj, name, ownDescriptor(d)); }
+  function defineProperties(obj, props) {
+    if (props === null || props === undefined) return defineOwnProperties(obj, props);
+    const ks = ReflectOwnKeys(props), ds = { __proto__: null };
+    for (let i = 0; i < ks.length; i++) {
+      const p = getOwnPropertyDescriptor(props, ks[i]);
+      if (p !== undefined && p.enumerable) ds[ks[i]] = ownDescriptor(props[ks[i]]);
+    }
+    return defineOwnProperties(obj, ds);
+  }
+  const ownDefiners = freeze({ __proto__: null, defineProperty, defineProperties, reflectDefineProperty });
   const JSONstringify = JSON.stringify;
   const JSONparse = JSON.parse;
   const PromiseCtor = Promise;

@@ -8,9 +8,10 @@
     modules['url-native'] = freeze({ parse: (input, base) => host.op(i, input, base) });
   }
   // A module's factory gets loadModule, for the modules it loads on first
-  // need (url loads tr46 for a host that is not plain ASCII).
+  // need (url loads tr46 for a host that is not plain ASCII), and the
+  // runtime's definers, which it defines properties with (00-prelude.js).
   function loadModule(name) {
-    if (!modules[name]) modules[name] = hostLoad(name)(loadModule);
+    if (!modules[name]) modules[name] = hostLoad(name)(loadModule, ownDefiners);
     return modules[name];
   }
   // lazyGlobal defines G[name] as made on first touch by make(): an accessor
