@@ -15,6 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
 
 // Config sets an Engine's defaults and hooks. Zero values take the defaults
@@ -426,7 +427,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		done(WireResponse{}, nil, fault.Closed(id))
 		return
 	}
-	if name != "fetch" && (name != SocketEvent || !socketEventURL(req.URL)) {
+	if name != "fetch" && (name != SocketEvent || !websocket.IsEventURL(req.URL)) {
 		done(WireResponse{}, nil, fault.UnknownHandle(id, name))
 		return
 	}

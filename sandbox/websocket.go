@@ -26,6 +26,3 @@ func SocketEventRequest(stream int64, kind byte, code int, data []byte) WireRequ
 // line, which no request has (its method is a token), so a visitor's
 // request can never be taken for an event.
 func socketEventLines(lines string) string { return "\n" + lines }
-
-// socketEventURL checks an event's url (the gateway's own, checked again).
-func socketEventURL(url string) bool { return websocket.IsEventURL(url) }
