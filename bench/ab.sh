@@ -12,7 +12,8 @@
 #        [handler file, default bench/workerd/worker.js; a .json file is the
 #        whole deploy body; the word computation posts `async () => 1 + 1`
 #        to /executions instead, one connection back to back unless flags
-#        say otherwise] [loadgen flags, default -c 32]
+#        say otherwise] [loadgen flags, default -c 32; -n 200 makes each
+#        slice 200 requests (or its seconds, whichever ends first)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$(realpath "$1")
@@ -94,9 +95,11 @@ cpu() { # the utime+stime ticks of a gateway and its workers
 slice() { # label gateway port urls
 	local before after out n
 	before=$(cpu "$2")
-	out=$("$work/loadgen" -label "$1" -addr "127.0.0.1:$3" -url "$4" -d "${secs}s" "${flags[@]}")
+	out=$("$work/loadgen" -label "$1" -addr "127.0.0.1:$3" -url "$4" -d "${secs}s" "${flags[@]}" 2>"$work/err")
 	after=$(cpu "$2")
-	n=$(echo "$out" | awk '{print $2 * '"$secs"'}')
+	cat "$work/err" >&2
+	# The requests answered (with -n the run may end before its seconds).
+	n=$(sed -nE 's/.*: ([0-9]+) answered 200/\1/p' "$work/err")
 	echo "$out $(echo "$before $after" | awk -v t="$(getconf CLK_TCK)" -v n="$n" '{printf "| gateway %.0f worker %.0f total %.0f us", ($3-$1)/t*1e6/n, ($4-$2)/t*1e6/n, ($3-$1+$4-$2)/t*1e6/n}')"
 }
 for r in $(seq "$pairs"); do

@@ -292,8 +292,8 @@ func TestStalledUploadsAreTheVisitorsTime(t *testing.T) {
 
 // When a worker is killed under load, the calls it never started are sent
 // again to the rebuilt isolate: of 48 requests to a handle that awaits 20
-// ms each, at most the few sent into the worker (in progress, or queued
-// there: its window) answer WORKER_CRASHED.
+// ms each, only the one in progress answers WORKER_CRASHED (a handle that
+// slow keeps none queued in its worker: README.md, "Blame").
 func TestKilledWorkerRetriesWhatItNeverStarted(t *testing.T) {
 	_, mallory := attacked(t, "")
 	id := deploy(t, mallory, `async () => ({ async fetch() { await new Promise(r => setTimeout(r, 20)); return new Response('ok'); } })`, map[string]any{"timeoutMs": 2000})
@@ -316,7 +316,7 @@ func TestKilledWorkerRetriesWhatItNeverStarted(t *testing.T) {
 			t.Fatalf("a request: %d %s", a.status, a.body)
 		}
 	}
-	if failed > 1+16 { // in progress, and the window's 16 queued in the worker
+	if failed > 1 {
 		t.Fatalf("%d of %d requests failed with the killed worker (%d answered): the ones it never started should have been sent again", failed, n, ok)
 	}
 }

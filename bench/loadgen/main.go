@@ -29,6 +29,7 @@ func main() {
 	label := flag.String("label", "", "label for the output line")
 	auth := flag.String("auth", "", "Authorization header value")
 	pause := flag.Duration("pause", 0, "think time between one connection's requests (0: back to back)")
+	count := flag.Int64("n", 0, "stop after this many requests in all, or at -d, whichever comes first (0: run for -d)")
 	roundRobin := flag.Bool("rr", false, "with several URLs, each request takes the next one (instead of one URL per connection)")
 	var headers headerFlags
 	flag.Var(&headers, "H", `a request header, "Name: value" (may be repeated)`)
@@ -53,7 +54,9 @@ func main() {
 		},
 	}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	deadline := time.Now().Add(*dur)
+	began := time.Now()
+	deadline := began.Add(*dur)
+	var issued atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := 0
@@ -75,7 +78,7 @@ func main() {
 			defer wg.Done()
 			var mine []time.Duration
 			bad := 0
-			for time.Now().Before(deadline) {
+			for time.Now().Before(deadline) && (*count == 0 || issued.Add(1) <= *count) {
 				if *roundRobin {
 					target = urls[int(next.Add(1)-1)%len(urls)]
 				}
@@ -119,13 +122,17 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(began)
+	if *count == 0 {
+		elapsed = *dur // the rate over the whole run, as before -n
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) == 0 {
 		fmt.Printf("%s: no successful requests (%d errors; the first: %s)\n", *label, errs, firstErr)
 		os.Exit(1)
 	}
 	pct := func(p float64) time.Duration { return lat[int(float64(len(lat)-1)*p)] }
-	fmt.Printf("%-12s %8.0f req/s  p50 %-10v p99 %-10v errors %d\n", *label, float64(len(lat))/dur.Seconds(), pct(0.5), pct(0.99), errs)
+	fmt.Printf("%-12s %8.0f req/s  p50 %-10v p99 %-10v errors %d\n", *label, float64(len(lat))/elapsed.Seconds(), pct(0.5), pct(0.99), errs)
 	if firstErr != "" {
 		fmt.Fprintf(os.Stderr, "%s: the first error: %s\n", *label, firstErr)
 	}

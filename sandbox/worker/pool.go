@@ -340,7 +340,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		p.mu.Lock()
 		dead := p.dead || p.retiring
 		if !dead {
-			p.retained[job.ID] = isolateInfo{bound: bound, concurrency: job.Concurrency, window: make(chan struct{}, max(job.Concurrency, 1)+windowAhead)}
+			p.retained[job.ID] = isolateInfo{bound: bound, concurrency: job.Concurrency, window: newSendWindow(job.Concurrency)}
 		}
 		p.mu.Unlock()
 		if dead {
@@ -408,11 +408,12 @@ func (pool *Pool) progress(id string) (uint64, bool) {
 	return pool.answered[id], pool.inflight[id] > 1
 }
 
-// windowAhead is how many invocations wait in the worker beyond those in
-// progress: a hot handle needs that many queued there to keep its
-// pipelining (one handle at 32 connections: plus eight served a fifth
-// less, plus sixteen as much as no window), and more would fail more calls
-// when a worker dies (docs/performance-log.md, round 16).
+// windowAhead is the most invocations that wait in the worker beyond
+// those in progress (sendWindow sizes it by the handle's pace): a hot
+// handle needs that many queued there to keep its pipelining (one handle
+// at 32 connections: plus eight served a fifth less, plus sixteen as much
+// as no window), and more would fail more calls when a worker dies
+// (docs/performance-log.md, round 16).
 const windowAhead = 16
 
 // Invoke calls a retained isolate's handle. Invocations of one isolate are
@@ -435,30 +436,26 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 		return sandbox.WireResponse{}, fault.Closed(id)
 	}
 	conc := max(info.concurrency, 1)
-	// The window (isolateInfo): at most conc+windowAhead of the handle's
-	// invocations are sent to the worker and unanswered; the rest wait
-	// here, and when the worker dies they are known never to have started
-	// (docs/architecture.md): they answer fault.NotStarted and are sent again.
-	select {
-	case info.window <- struct{}{}:
-	default:
-		pool.mu.Unlock()
-		select {
-		case info.window <- struct{}{}:
-		case <-p.exited:
-			return sandbox.WireResponse{}, fault.NotStarted()
-		case <-ctx.Done():
-			return sandbox.WireResponse{}, ctx.Err()
-		}
-		pool.mu.Lock()
-		if pool.where[id] != p {
-			// The isolate moved or ended while this call waited.
-			pool.mu.Unlock()
-			<-info.window
-			return sandbox.WireResponse{}, fault.NotStarted()
-		}
+	// The window (isolateInfo, sendWindow): at most conc plus a few of the
+	// handle's invocations are sent to the worker and unanswered; the rest
+	// wait here, and when the worker dies they are known never to have
+	// started (docs/architecture.md): they answer fault.NotStarted and are
+	// sent again.
+	// Past the handle's queue (those sent and those waiting to be) the
+	// call is refused at once.
+	pool.mu.Unlock()
+	if err := info.window.acquire(ctx, p.exited, pool.cfg.Engine.Limits.HandleQueue+conc-1); err != nil {
+		return sandbox.WireResponse{}, err
 	}
-	defer func() { <-info.window }()
+	pool.mu.Lock()
+	if pool.where[id] != p {
+		// The isolate moved or ended while this call waited.
+		pool.mu.Unlock()
+		info.window.release(false)
+		return sandbox.WireResponse{}, fault.NotStarted()
+	}
+	answered := false
+	defer func() { info.window.release(answered) }()
 	// Invocations are pipelined to the worker (its isolate runs them in
 	// order); ahead is how many of this handle's are in flight before this
 	// one, for the kill clock.
@@ -485,7 +482,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	p.mu.Lock()
 	inflight := len(p.running)
 	p.mu.Unlock()
-	if ahead >= pool.cfg.Engine.Limits.HandleQueue+conc-1 || inflight >= limit {
+	if inflight >= limit {
 		return sandbox.WireResponse{}, fault.Overload()
 	}
 	// With concurrency N, the calls ahead run N at a time, and JavaScript
@@ -499,6 +496,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	if err := p.callOrdered(ctx, wire.PathInvoke, wire.InvokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return sandbox.WireResponse{}, err
 	}
+	answered = true
 	if len(rep.Response.Body) > pool.cfg.Engine.Limits.ResponseBody {
 		// The worker checks the bound (sandbox's parseWireResponse); one
 		// that sent more is not the code it was.

@@ -101,8 +101,8 @@ type isolateInfo struct {
 	bound       time.Duration // its run bound
 	concurrency int           // invocations in progress at once (≤ 1: one)
 	// window holds a slot for each invocation sent to the worker and not
-	// yet answered (Pool.Invoke): concurrency plus windowAhead.
-	window chan struct{}
+	// yet answered (Pool.Invoke): concurrency plus a few, by its pace.
+	window *sendWindow
 }
 
 type callRecord struct {
