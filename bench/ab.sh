@@ -33,6 +33,14 @@ trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null
 go build -o "$work/loadgen" ./bench/loadgen
 sed 's/8089/8189/g; s/2089/2189/g' bench/Caddyfile.bench > "$work/Caddyfile.b"
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
+# Caddy listens with SO_REUSEPORT: a gateway left running on a port would
+# silently take half its connections.
+for port in 8089 8189; do
+	if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
+		echo "something already listens on 127.0.0.1:$port (a gateway left running?); stop it first" >&2
+		exit 1
+	fi
+done
 start() { # binary config dir
 	mkdir -p "$3"
 	BENCH_STORE="$3/registry.db" XDG_DATA_HOME="$3" XDG_CONFIG_HOME="$3" "$1" run --config "$2" > "$3/gateway.log" 2>&1 &

@@ -9,11 +9,22 @@
 # pinned or auto sets `worker_cpus` (docs/decisions.md).
 work=$(mktemp -d)
 trap 'kill ${gw:-} ${wd:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} 2>/dev/null || true; rm -rf "$work"' EXIT
-CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
+# BENCH_BINARY runs a gateway built before (another commit's) instead.
+if [ -n "${BENCH_BINARY:-}" ]; then
+	cp "$BENCH_BINARY" "$work/retainer"
+else
+	CGO_ENABLED=1 go build -o "$work/retainer" ./cmd/retainer
+fi
 go build -o "$work/loadgen" ./bench/loadgen
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
 
 start_gateway() {
+	# Caddy listens with SO_REUSEPORT: a gateway left running on the port
+	# would silently take half the connections (and its own registry).
+	if curl -s -o /dev/null --max-time 1 http://127.0.0.1:8089/; then
+		echo "something already listens on 127.0.0.1:8089 (a gateway left running?); stop it first" >&2
+		exit 1
+	fi
 	local config=bench/Caddyfile.bench extra=""
 	[ "${BENCH_JIT:-0}" = 1 ] && extra="$extra\\n\\t\\tjit"
 	[ -n "${BENCH_CPUS:-}" ] && extra="$extra\\n\\t\\tworker_cpus $BENCH_CPUS"

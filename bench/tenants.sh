@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Cordons at a platform's scale (docs/performance-log.md, round 16): one counter
 # handle for each of N tenants, served round-robin at 32 connections with
-# `workers auto`, for N = 4, 50 and 200; the ratio of each to 4 tenants,
+# `workers auto`, for N = 4, 50 and 200 in interleaved rounds; the ratio of
+# each to 4 tenants (the median of the rounds'),
 # and whether any counter lost its state (the counters' sum must grow by
 # exactly the requests answered). Then a newcomer's first run with a spare
 # ready and without, the memory of an idle tenant's worker (RSS, PSS,
 # private), and what a worker kill under load fails. Loopback only.
-# Usage: bash bench/tenants.sh [seconds per run, default 10]
+# Usage: [BENCH_TENANTS="4 50 200"] [BENCH_ROUNDS=3] bash bench/tenants.sh [seconds per run, default 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -28,6 +29,7 @@ sum_served() {
 	local sum=0 n
 	for id in "$@"; do
 		n=$(curl -s -H "Host: $id.apps.localhost" http://127.0.0.1:8089/ | sed -E 's/.*"served":([0-9]+).*/\1/')
+		case "$n" in *[!0-9]*|"") echo "handle $id answered: $n" >&2; exit 1;; esac
 		sum=$((sum + n))
 	done
 	echo "$sum"
@@ -36,23 +38,34 @@ sum_served() {
 ids=()
 declare -A rate
 counts=(${BENCH_TENANTS:-4 50 200})
-for n in "${counts[@]}"; do
-	while [ "${#ids[@]}" -lt "$n" ]; do
-		ids+=("$(deploy_for "tenant-${#ids[@]}" "$counter")")
+# Every tenant is deployed first; then BENCH_ROUNDS rounds (default 3)
+# each serve the first n of them for every n in turn, so the machine's
+# drift falls on every n alike, and each ratio is the median of its
+# rounds' ratios to the first count in the same round.
+while [ "${#ids[@]}" -lt "${counts[-1]}" ]; do
+	ids+=("$(deploy_for "tenant-${#ids[@]}" "$counter")")
+done
+declare -A ratios
+for round in $(seq "${BENCH_ROUNDS:-3}"); do
+	for n in "${counts[@]}"; do
+		some=("${ids[@]:0:$n}")
+		urls=$(printf 'http://%s.apps.localhost:8089/,' "${some[@]}")
+		before=$(sum_served "${some[@]}")
+		out=$("$work/loadgen" -label "$n tenants" -rr -url "${urls%,}" -d "${secs}s" -c 32 2>"$work/lg.err")
+		echo "$out"
+		answered=$(sed -nE 's/.*: ([0-9]+) answered 200/\1/p' "$work/lg.err")
+		after=$(sum_served "${some[@]}")
+		# Each sum_served GET is one more request per handle.
+		lost=$((before + answered + n - after))
+		echo "  $n tenants: $answered answered, counters grew by $((after - before - n)): $lost increments lost (0: no state lost)"
+		rate[$n]=$(echo "$out" | awk '{for (i=1;i<=NF;i++) if ($i=="req/s") print $(i-1)}')
 	done
-	urls=$(printf 'http://%s.apps.localhost:8089/,' "${ids[@]}")
-	before=$(sum_served "${ids[@]}")
-	out=$("$work/loadgen" -label "$n tenants" -rr -url "${urls%,}" -d "${secs}s" -c 32 2>"$work/lg.err")
-	echo "$out"
-	answered=$(sed -nE 's/.*: ([0-9]+) answered 200/\1/p' "$work/lg.err")
-	after=$(sum_served "${ids[@]}")
-	# Each sum_served GET is one more request per handle.
-	lost=$((before + answered + n - after))
-	echo "  $n tenants: $answered answered, counters grew by $((after - before - n)): $lost increments lost (0: no state lost)"
-	rate[$n]=$(echo "$out" | awk '{for (i=1;i<=NF;i++) if ($i=="req/s") print $(i-1)}')
+	for n in "${counts[@]:1}"; do
+		ratios[$n]="${ratios[$n]:-} $(python3 -c "print('%.2f' % (${rate[$n]} / ${rate[${counts[0]}]}))")"
+	done
 done
 for n in "${counts[@]:1}"; do
-	python3 -c "print('ratio: $n tenants / ${counts[0]} = %.2f' % (${rate[$n]} / ${rate[${counts[0]}]}))"
+	python3 -c "import statistics; r=[float(x) for x in '${ratios[$n]}'.split()]; print('ratio: $n tenants / ${counts[0]} = %.2f (median of rounds: %s)' % (statistics.median(r), ' '.join('%.2f' % x for x in r)))"
 done
 [ "${BENCH_ONLY_RATIOS:-0}" = 1 ] && exit 0
 
