@@ -440,9 +440,8 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	// handle's invocations are sent to the worker and unanswered; the rest
 	// wait here, and when the worker dies they are known never to have
 	// started (docs/architecture.md): they answer fault.NotStarted and are
-	// sent again.
-	// Past the handle's queue (those sent and those waiting to be) the
-	// call is refused at once.
+	// sent again. Past the handle's queue (those sent and those waiting to
+	// be) a call is refused at once.
 	pool.mu.Unlock()
 	if err := info.window.acquire(ctx, p.exited, pool.cfg.Engine.Limits.HandleQueue+conc-1); err != nil {
 		return sandbox.WireResponse{}, err
