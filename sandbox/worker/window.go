@@ -43,13 +43,12 @@ type sendWindow struct {
 	// interval is the moving average of the time between two answers
 	// while the handle was busy throughout (ns); 0 before the first.
 	interval float64
-	// last is when the last answer came, if more were in flight then
-	// (the next answer's interval is a measure of the handle's pace);
-	// zero otherwise. idleStart is when the window last went from empty
-	// to one: an answer after that measures the handle's pace as well,
-	// round trip included, which only errs towards more ahead.
-	last, idleStart time.Time
-	now             func() time.Time // the clock (tests set their own)
+	// from is where the next answer's interval starts: the last answer,
+	// or when the window last went from empty to one (that interval holds
+	// a round trip too, which errs towards fewer ahead); zero while the
+	// window is empty.
+	from time.Time
+	now  func() time.Time // the clock (tests set their own)
 }
 
 // refillTarget is the time the invocations queued ahead in the worker
@@ -77,7 +76,7 @@ func (w *sendWindow) acquire(ctx context.Context, exited <-chan struct{}, most i
 		w.mu.Unlock()
 		return fault.Overload()
 	}
-	if len(w.waiters) == 0 && w.sent < w.conc+w.ahead {
+	if len(w.waiters) == 0 && w.room() {
 		w.take()
 		w.mu.Unlock()
 		return nil
@@ -108,10 +107,13 @@ func (w *sendWindow) acquire(ctx context.Context, exited <-chan struct{}, most i
 	return err
 }
 
+// room says a slot is free; with w.mu held.
+func (w *sendWindow) room() bool { return w.sent < w.conc+w.ahead }
+
 // take counts a slot taken; with w.mu held.
 func (w *sendWindow) take() {
 	if w.sent == 0 {
-		w.idleStart = w.now()
+		w.from = w.now()
 	}
 	w.sent++
 }
@@ -124,23 +126,15 @@ func (w *sendWindow) release(answered bool) {
 	defer w.mu.Unlock()
 	if answered {
 		now := w.now()
-		since := w.last
-		if since.IsZero() {
-			since = w.idleStart
+		if !w.from.IsZero() {
+			w.pace(now.Sub(w.from))
 		}
-		if !since.IsZero() {
-			w.pace(now.Sub(since))
-		}
-		w.last = time.Time{}
-		if w.sent > 1 {
-			w.last = now
-		}
+		w.from = now
 	}
-	w.sent--
+	if w.sent--; w.sent == 0 {
+		w.from = time.Time{} // an idle spell is no part of any interval
+	}
 	w.handOff()
-	if w.sent == 0 {
-		w.last, w.idleStart = time.Time{}, time.Time{}
-	}
 }
 
 // pace folds one interval between answers into the average and sizes
@@ -163,17 +157,10 @@ func (w *sendWindow) pace(d time.Duration) {
 
 // handOff gives free slots to the first waiters; with w.mu held.
 func (w *sendWindow) handOff() {
-	for len(w.waiters) > 0 && w.sent < w.conc+w.ahead {
+	for len(w.waiters) > 0 && w.room() {
 		ch := w.waiters[0]
 		w.waiters = w.waiters[1:]
 		w.take()
 		ch <- struct{}{}
 	}
-}
-
-// limit is the window's current size (concurrency plus ahead).
-func (w *sendWindow) limit() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conc + w.ahead
 }

@@ -3,21 +3,26 @@ package worker
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// tryAcquire takes a slot if one is free and nobody waits for one.
+// tryAcquire takes a slot if one is free and nobody waits for one: an
+// acquire that may not wait.
 func (w *sendWindow) tryAcquire() bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return w.acquire(ctx, nil, math.MaxInt) == nil
+}
+
+// limit is the window's current size (concurrency plus ahead).
+func (w *sendWindow) limit() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.waiters) == 0 && w.sent < w.conc+w.ahead {
-		w.take()
-		return true
-	}
-	return false
+	return w.conc + w.ahead
 }
 
 // fakeClock is a sendWindow's clock that moves only when told.
