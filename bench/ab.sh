@@ -16,6 +16,7 @@
 #        slice 200 requests (or its seconds, whichever ends first)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/helpers.sh
 old=$(realpath "$1")
 new=$(realpath "$2")
 secs=${3:-2}
@@ -33,14 +34,7 @@ trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null
 go build -o "$work/loadgen" ./bench/loadgen
 sed 's/8089/8189/g; s/2089/2189/g' bench/Caddyfile.bench > "$work/Caddyfile.b"
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
-# Caddy listens with SO_REUSEPORT: a gateway left running on a port would
-# silently take half its connections.
-for port in 8089 8189; do
-	if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
-		echo "something already listens on 127.0.0.1:$port (a gateway left running?); stop it first" >&2
-		exit 1
-	fi
-done
+refuse_busy_ports 8089 8189
 start() { # binary config dir
 	mkdir -p "$3"
 	BENCH_STORE="$3/registry.db" XDG_DATA_HOME="$3" XDG_CONFIG_HOME="$3" "$1" run --config "$2" > "$3/gateway.log" 2>&1 &
@@ -107,7 +101,7 @@ slice() { # label gateway port urls
 	after=$(cpu "$2")
 	cat "$work/err" >&2
 	# The requests answered (with -n the run may end before its seconds).
-	n=$(sed -nE 's/.*: ([0-9]+) answered 200/\1/p' "$work/err")
+	n=$(answered "$work/err")
 	echo "$out $(echo "$before $after" | awk -v t="$(getconf CLK_TCK)" -v n="$n" '{printf "| gateway %.0f worker %.0f total %.0f us", ($3-$1)/t*1e6/n, ($4-$2)/t*1e6/n, ($3-$1+$4-$2)/t*1e6/n}')"
 }
 for r in $(seq "$pairs"); do

@@ -7,6 +7,7 @@
 # BENCH_JIT=1 turns V8's JIT on (the Caddyfile's `jit`: a weaker sandbox,
 # docs/threat-model.md), to measure what --jitless costs; BENCH_CPUS=shared,
 # pinned or auto sets `worker_cpus` (docs/decisions.md).
+source bench/helpers.sh
 work=$(mktemp -d)
 trap 'kill ${gw:-} ${wd:-} 2>/dev/null || true; wait ${gw:-} ${wd:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 # BENCH_BINARY runs a gateway built before (another commit's) instead.
@@ -19,12 +20,7 @@ go build -o "$work/loadgen" ./bench/loadgen
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
 
 start_gateway() {
-	# Caddy listens with SO_REUSEPORT: a gateway left running on the port
-	# would silently take half the connections (and its own registry).
-	if curl -s -o /dev/null --max-time 1 http://127.0.0.1:8089/; then
-		echo "something already listens on 127.0.0.1:8089 (a gateway left running?); stop it first" >&2
-		exit 1
-	fi
+	refuse_busy_ports 8089
 	local config=bench/Caddyfile.bench extra=""
 	[ "${BENCH_JIT:-0}" = 1 ] && extra="$extra\\n\\t\\tjit"
 	[ -n "${BENCH_CPUS:-}" ] && extra="$extra\\n\\t\\tworker_cpus $BENCH_CPUS"

@@ -53,11 +53,11 @@ for round in $(seq "${BENCH_ROUNDS:-3}"); do
 		before=$(sum_served "${some[@]}")
 		out=$("$work/loadgen" -label "$n tenants" -rr -url "${urls%,}" -d "${secs}s" -c 32 2>"$work/lg.err")
 		echo "$out"
-		answered=$(sed -nE 's/.*: ([0-9]+) answered 200/\1/p' "$work/lg.err")
+		ok=$(answered "$work/lg.err")
 		after=$(sum_served "${some[@]}")
 		# Each sum_served GET is one more request per handle.
-		lost=$((before + answered + n - after))
-		echo "  $n tenants: $answered answered, counters grew by $((after - before - n)): $lost increments lost (0: no state lost)"
+		lost=$((before + ok + n - after))
+		echo "  $n tenants: $ok answered, counters grew by $((after - before - n)): $lost increments lost (0: no state lost)"
 		rate[$n]=$(echo "$out" | awk '{for (i=1;i<=NF;i++) if ($i=="req/s") print $(i-1)}')
 	done
 	for n in "${counts[@]:1}"; do
