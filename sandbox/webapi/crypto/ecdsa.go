@@ -9,9 +9,8 @@ import (
 	"errors"
 	"math/big"
 
-	"github.com/retainer-gw/retainer/sandbox/webapi"
-
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // ECDSA private keys for crypto.subtle: generateKey, importKey (pkcs8,

@@ -9,9 +9,8 @@ import (
 	"errors"
 	"math/big"
 
-	"github.com/retainer-gw/retainer/sandbox/webapi"
-
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // RSA keys for crypto.subtle (RSASSA-PKCS1-v1_5 and RSA-PSS): generateKey,
