@@ -13,7 +13,7 @@ func init() {
 		Short: "Runs a Retainer worker process (started by the gateway, not by hand)",
 		Long: `
 A worker hosts V8 isolates for the gateway that started it, over the
-socketpairs it inherits. It hardens itself (seccomp, Landlock, rlimits) and
+two socketpairs it inherits. It hardens itself (seccomp, Landlock, rlimits) and
 exits when its connection to the gateway closes. The gateway starts workers
 itself; running this command by hand only prints an error.`,
 		Func: func(caddycmd.Flags) (int, error) {

@@ -5,7 +5,8 @@
 //
 // The gateway never hosts V8. A Pool starts worker processes (the gateway's
 // own binary re-executed through /proc/self/exe in a worker mode, with an
-// empty environment) and talks to each over one socketpair carrying
+// empty environment) and talks to each over its link (a socketpair each
+// way: wire.Link says why) carrying
 // length-prefixed request/response frames in both directions (wire's
 // rpc.go says why not h2c): the worker serves the gateway's calls (hello, run, invoke,
 // close); the gateway serves the worker's requests (handle logs, lost

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -112,16 +111,15 @@ type callRecord struct {
 
 // spawn starts a worker process and completes the handshake.
 func (pool *Pool) spawn(index int) (*process, error) {
-	parent, child, err := socketpair()
+	conn, child, err := wire.NewLink()
 	if err != nil {
 		return nil, err
 	}
-	defer child.Close()
-	conn, err := net.FileConn(parent)
-	parent.Close()
-	if err != nil {
-		return nil, err
-	}
+	defer func() {
+		for _, f := range child {
+			f.Close()
+		}
+	}()
 	stderr, err := pool.stderrSink(index)
 	if err != nil {
 		conn.Close()
@@ -130,7 +128,7 @@ func (pool *Pool) spawn(index int) (*process, error) {
 	cmd := exec.Command("/proc/self/exe", pool.cfg.Command...)
 	cmd.Env = []string{} // nothing of the gateway's environment crosses
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{child} // fd 3
+	cmd.ExtraFiles = child // wire.FdIn, wire.FdOut
 	cmd.Stdin = nil
 	cmd.Stdout = stderr
 	cmd.Stderr = stderr
@@ -150,7 +148,7 @@ func (pool *Pool) spawn(index int) (*process, error) {
 		pool.noNetns.Store(true)
 		pool.logf("workers start without a network namespace of their own (%v); the seccomp filter still refuses sockets", err)
 		cmd = exec.Command("/proc/self/exe", pool.cfg.Command...)
-		cmd.Env, cmd.Dir, cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = []string{}, "/", []*os.File{child}, stderr, stderr
+		cmd.Env, cmd.Dir, cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = []string{}, "/", child, stderr, stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		err = startPinned(cmd, cpu)
 	}
@@ -184,14 +182,6 @@ func (pool *Pool) spawn(index int) (*process, error) {
 	}
 	pool.cpus.started(cpu, p)
 	return p, nil
-}
-
-func socketpair() (parent, child *os.File, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socketpair: %w", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "worker-parent"), os.NewFile(uintptr(fds[1]), "worker-child"), nil
 }
 
 // stderrSink forwards a worker's output to the pool's log, line by line and

@@ -3,15 +3,14 @@ package worker
 import (
 	"context"
 	"fmt"
-	"github.com/retainer-gw/retainer/budgets"
-	"net"
-	"os"
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
@@ -169,19 +168,25 @@ func TestOrderedWritesArriveInOrder(t *testing.T) {
 	}
 }
 
-// connPair is the two ends of a socketpair, as a worker and its pool hold.
-func connPair(t *testing.T) (net.Conn, net.Conn) {
-	parent, child, err := socketpair()
+// connPair is the two ends of a link, as a pool and its worker hold them.
+func connPair(t *testing.T) (gateway, worker *wire.Link) {
+	gateway, child, err := wire.NewLink()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := func(f *os.File) net.Conn {
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+	// The worker's side owns descriptors of its own, as an exec'd worker's.
+	in, err := syscall.Dup(int(child[0].Fd()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return conn(parent), conn(child)
+	out, err := syscall.Dup(int(child[1].Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	child[0].Close()
+	child[1].Close()
+	if worker, err = wire.FileLink(in, out); err != nil {
+		t.Fatal(err)
+	}
+	return gateway, worker
 }

@@ -450,7 +450,7 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 // rogueMain is a worker taken over by a program: it shakes hands properly,
 // then answers with what its mode says.
 func rogueMain(mode string) {
-	conn, _ := wire.FileConn(wire.FdConn, "gateway")
+	conn, _ := wire.WorkerLink()
 	rpc := wire.NewConn(conn, wire.MaxGatewayFrame, wire.MaxGatewayFrame, func(ctx context.Context, path string, body []byte) ([]byte, error) {
 		switch path {
 		case wire.PathHello:

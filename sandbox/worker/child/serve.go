@@ -20,9 +20,9 @@ import (
 )
 
 // Main runs the worker mode: it serves the gateway on the inherited
-// socketpair until the connection closes, then exits. It never returns.
+// link (wire.Link) until the connection closes, then exits. It never returns.
 func Main() {
-	conn, err := wire.FileConn(wire.FdConn, "gateway")
+	conn, err := wire.WorkerLink()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "retainer worker: not started by a gateway:", err)
 		os.Exit(2)

@@ -67,7 +67,8 @@ const (
 const (
 	MaxWorkerPost    = 256 << 10           // a worker's own request (a log line, a lost isolate)
 	MaxLogMessage    = sandbox.MaxLogBytes // one log line, encoded
-	FdConn           = 3                   // the worker's end of the socketpair
+	FdIn             = 3                   // the worker reads the gateway's frames here (Link)
+	FdOut            = 4                   // and writes its own here
 	HandshakeTimeout = 30 * time.Second
 	// MaxGatewayFrame is what a worker reads from the gateway (trusted; a
 	// fetch answer of 8 MiB of control bytes encodes to 48 MiB).
