@@ -154,7 +154,9 @@ type Pool struct {
 	// it ends. The tenant's other requests wait for it instead of each
 	// recycling another tenant's worker.
 	startingFor   map[string]chan struct{}
-	spareStarting bool // cordoned: a spare is being started
+	// spareStart is the spare being started that no newcomer has claimed
+	// yet (cordon.go), or nil.
+	spareStart *spareStart
 	where         map[string]*process
 	inflight      map[string]int // per retained isolate: its invocations in flight
 	sendTurns     *turns         // each handle's invocation frames in arrival order

@@ -742,6 +742,60 @@ func TestGrowingTenantKeepsToItsOwnWorkers(t *testing.T) {
 	}
 }
 
+// Newcomers that arrive together while one spare is ready: one takes the
+// spare, the other claims the spare started for the next newcomer and waits
+// for it, rather than start a process of its own beside it (cordon.go,
+// spareClaim). Afterwards a spare is ready again.
+func TestNewcomerClaimsTheSpareBeingStarted(t *testing.T) {
+	ctx := context.Background()
+	pool := startPool(t, Config{Isolation: IsolationTenant, WorkerMemory: 64 << 30, MaxWorkers: 8})
+	upWorkers := func() (up, spares int) {
+		for _, s := range pool.Status() {
+			if s.State == "up" {
+				up++
+				if s.Tenant == "" {
+					spares++
+				}
+			}
+		}
+		return up, spares
+	}
+	waitFor := func(up, spares int) {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if u, s := upWorkers(); u == up && s == spares {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("workers: %+v, want %d up of which %d spare", pool.Status(), up, spares)
+	}
+	waitFor(1, 1)
+	errs := make(chan error, 2)
+	for _, tenant := range []string{"a", "b"} {
+		go func() {
+			_, err := pool.RunFor(ctx, tenant, job("async () => 1"))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pool.Restarts(); n != 0 {
+		t.Fatalf("%d processes started for a newcomer; both should have come from spares: %+v", n, pool.Status())
+	}
+	waitFor(3, 1)
+	held := map[string]int{}
+	for _, s := range pool.Status() {
+		held[s.Tenant]++
+	}
+	if held["a"] != 1 || held["b"] != 1 {
+		t.Fatalf("workers held: %v", held)
+	}
+}
+
 // `workers auto` (memory.go): the number of workers follows the memory
 // budget. With room for one worker only, tenants share time on it (each
 // recycles the idle one before); with room for many, each tenant gets its
