@@ -153,13 +153,13 @@ type Pool struct {
 	// startingFor holds, per tenant, a start under way for it; closed when
 	// it ends. The tenant's other requests wait for it instead of each
 	// recycling another tenant's worker.
-	startingFor   map[string]chan struct{}
+	startingFor map[string]chan struct{}
 	// spareStart is the spare being started that no newcomer has claimed
 	// yet (cordon.go), or nil.
 	spareStart *spareStart
-	where         map[string]*process
-	inflight      map[string]int // per retained isolate: its invocations in flight
-	sendTurns     *turns         // each handle's invocation frames in arrival order
+	where      map[string]*process
+	inflight   map[string]int // per retained isolate: its invocations in flight
+	sendTurns  *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
 	onTicket func(req sandbox.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
