@@ -208,31 +208,19 @@ func pinThreads(pid int, set *unix.CPUSet) {
 	}
 }
 
-// cpuUsed is the time the threads of process pid have run (nanoseconds,
-// /proc/<pid>/task/*/schedstat). Not their wait to run: a pinned worker's
+// cpuUsed is the time process pid has run (nanoseconds; processCPU, 0
+// when it cannot be read). Not its threads' wait to run: a pinned worker's
 // threads wait for each other, and the sum of those waits says nothing of
-// how many CPUs the worker could use. Threads read while they end are
-// left out.
+// how many CPUs the worker could use (docs/performance-log.md).
+//
+// One read of /proc/<pid>/stat a worker: the kernel sums the threads'
+// precise run time and reports it in clock ticks (10 ms, 0.02 of a CPU
+// over balanceEvery, well inside balanceMargin). Reading each thread's
+// schedstat instead took ~13 reads a worker every balance: with 100 idle
+// workers that was 2.9% of a core, two thirds of an idle gateway's CPU,
+// and it grew with every worker (docs/performance-log.md).
 func cpuUsed(pid int) uint64 {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	var sum uint64
-	for _, e := range entries {
-		b, err := os.ReadFile(dir + e.Name() + "/schedstat")
-		if err != nil {
-			continue
-		}
-		f := bytes.Fields(b)
-		if len(f) < 2 {
-			continue
-		}
-		run, _ := strconv.ParseUint(string(f[0]), 10, 64)
-		sum += run
-	}
-	return sum
+	return uint64(max(processCPU(pid), 0))
 }
 
 // placed is one pinned worker's CPU and its load (CPUs used: cpuUsed) in
