@@ -22,6 +22,7 @@ import (
 // memUse is one worker's memory as last measured, in bytes.
 type memUse struct {
 	pss, private atomic.Int64
+	at           atomic.Int64 // when (UnixNano) it was last measured
 }
 
 // measureMemory reads a process's PSS and private memory from
@@ -95,10 +96,14 @@ const newWorkerEstimate = 32 << 20
 // process's smaps_rollup walks its page tables (~3 ms here), and measuring
 // 200 workers every 2 s took 40% of a core from the gateway. Workers not
 // yet measured go first; the others take turns (a worker's own memory
-// moves slowly).
+// moves slowly). A worker that has had nothing in progress since it was
+// last measured is skipped until memoryStale has passed: with 100 idle
+// workers the turns were two thirds of an idle gateway's CPU, measuring
+// memory no work had touched (docs/performance-log.md).
 const (
 	memoryEvery = time.Second
 	memoryBatch = 8
+	memoryStale = 5 * time.Minute
 )
 
 // memoryLoop measures the workers' memory in the background, so that
@@ -132,9 +137,10 @@ func (pool *Pool) measureSome(next, n int) int {
 			done++
 		}
 	}
+	now := time.Now()
 	for i := 0; i < len(workers) && done < n; i++ {
 		slot := (next + i) % len(workers)
-		if p := workers[slot]; p != nil && p.alive() {
+		if p := workers[slot]; p != nil && p.alive() && p.workedSinceMeasured(now) {
 			p.measure()
 			done++
 			next = slot + 1
@@ -143,11 +149,24 @@ func (pool *Pool) measureSome(next, n int) int {
 	return next
 }
 
+// workedSinceMeasured reports whether the worker's memory may have moved
+// since it was last measured: something is in progress there, or was
+// since, or the measure is older than memoryStale.
+func (p *process) workedSinceMeasured(now time.Time) bool {
+	at := time.Unix(0, p.mem.at.Load())
+	if now.Sub(at) > memoryStale {
+		return true
+	}
+	idle, _, ok := p.idleFor(now)
+	return !ok || now.Add(-idle).After(at)
+}
+
 // measure reads the worker's memory now.
 func (p *process) measure() {
 	if pss, private, ok := measureMemory(p.pid); ok {
 		p.mem.pss.Store(pss)
 		p.mem.private.Store(private)
+		p.mem.at.Store(time.Now().UnixNano())
 	}
 }
 

@@ -894,3 +894,29 @@ func (pool *Pool) measureAll() {
 	pool.mu.Unlock()
 	pool.measureSome(0, n)
 }
+
+// A worker's memory is measured again only when it may have moved: work
+// in progress, work since the last measure, or a measure memoryStale old.
+func TestMemoryMeasuredAgainOnlyAfterWork(t *testing.T) {
+	now := time.Now()
+	p := &process{running: map[uint64]*callRecord{}}
+	p.mem.at.Store(now.Add(-time.Minute).UnixNano())
+	p.lastActive = now.Add(-2 * time.Minute)
+	if p.workedSinceMeasured(now) {
+		t.Fatal("an idle worker measured after its last work was measured again")
+	}
+	p.lastActive = now.Add(-30 * time.Second)
+	if !p.workedSinceMeasured(now) {
+		t.Fatal("a worker that worked since its measure was not measured again")
+	}
+	p.lastActive = now.Add(-2 * time.Minute)
+	p.running[1] = &callRecord{}
+	if !p.workedSinceMeasured(now) {
+		t.Fatal("a worker with a call in progress was not measured again")
+	}
+	delete(p.running, 1)
+	p.mem.at.Store(now.Add(-memoryStale - time.Second).UnixNano())
+	if !p.workedSinceMeasured(now) {
+		t.Fatal("a measure older than memoryStale was kept")
+	}
+}
