@@ -3,6 +3,7 @@ package handles
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -213,5 +214,78 @@ func TestFlushesStoreTheNewestState(t *testing.T) {
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	if info, err := reg.Get("alice", id); err != nil || info.Invocations != 2 {
 		t.Fatalf("after a restart the record says %d invocations (%v), want 2: an older flush landed last", info.Invocations, err)
+	}
+}
+
+// countingStore counts the commits that write handle records.
+type countingStore struct {
+	persist.Store
+	metaCommits atomic.Int64
+}
+
+func (c *countingStore) Commit(ctx context.Context, txn persist.Txn) error {
+	for _, o := range txn.Then {
+		if o.Table == tableHandles {
+			c.metaCommits.Add(1)
+			break
+		}
+	}
+	return c.Store.Commit(ctx, txn)
+}
+
+// A flush writes every tenant's invocation counts in one transaction, not
+// one a tenant; when one record's handle ended meanwhile, the others are
+// still written, each on its own.
+func TestFlushPacksTenantsIntoOneCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	counting := &countingStore{}
+	open := func() (persist.Store, error) {
+		s, err := persist.OpenBolt(path, 0)
+		counting.Store = s
+		return counting, err
+	}
+	g := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) { o.FlushEvery = time.Hour })
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	const tenants = 12
+	ids := make([]string, tenants)
+	for i := range ids {
+		ids[i] = deploy(t, reg, fmt.Sprint("tenant-", i))
+		mustCall(t, reg, fmt.Sprint("tenant-", i), ids[i], `{"served":1}`)
+	}
+	g.store.flush()
+	before := counting.metaCommits.Load()
+	for i := range ids {
+		mustCall(t, reg, fmt.Sprint("tenant-", i), ids[i], `{"served":2}`)
+	}
+	g.store.flush()
+	if n := counting.metaCommits.Load() - before; n != 1 {
+		t.Fatalf("a flush of %d tenants' records took %d commits, want 1", tenants, n)
+	}
+
+	// Tenant 0's record goes from under the store: the packed commit fails
+	// on it, and the other eleven are written one at a time.
+	for i := range ids {
+		mustCall(t, reg, fmt.Sprint("tenant-", i), ids[i], `{"served":3}`)
+	}
+	if err := counting.Store.Commit(context.Background(), persist.Txn{Then: []persist.Op{persist.Delete(tableHandles, key("apps", ids[0]))}}); err != nil {
+		t.Fatal(err)
+	}
+	before = counting.metaCommits.Load()
+	g.store.flush()
+	if n := counting.metaCommits.Load() - before; n != 1+tenants {
+		t.Fatalf("a flush whose packed commit failed took %d commits, want the packed one and %d alone", n, tenants)
+	}
+	g.stop()
+
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	for i, id := range ids[1:] {
+		if info, err := reg.Get(fmt.Sprint("tenant-", i+1), id); err != nil || info.Invocations != 3 {
+			t.Fatalf("tenant-%d's record says %d invocations (%v) after a restart, want 3", i+1, info.Invocations, err)
+		}
+	}
+	if _, err := reg.Get("tenant-0", ids[0]); err == nil {
+		t.Fatal("the flush wrote back a record that had gone from the store")
 	}
 }
