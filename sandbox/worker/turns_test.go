@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -170,22 +169,8 @@ func TestOrderedWritesArriveInOrder(t *testing.T) {
 
 // connPair is the two ends of a link, as a pool and its worker hold them.
 func connPair(t *testing.T) (gateway, worker *wire.Link) {
-	gateway, child, err := wire.NewLink()
+	gateway, worker, err := wire.LinkPair()
 	if err != nil {
-		t.Fatal(err)
-	}
-	// The worker's side owns descriptors of its own, as an exec'd worker's.
-	in, err := syscall.Dup(int(child[0].Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := syscall.Dup(int(child[1].Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	child[0].Close()
-	child[1].Close()
-	if worker, err = wire.FileLink(in, out); err != nil {
 		t.Fatal(err)
 	}
 	return gateway, worker

@@ -8,21 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// linkPair is a gateway's link and the worker's side of it, each owning
-// descriptors of its own as across an exec.
+// linkPair is LinkPair, closed when the test ends.
 func linkPair(t *testing.T) (gateway, worker *Link) {
-	gateway, child, err := NewLink()
+	gateway, worker, err := LinkPair()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var fds [2]int
-	for i, f := range child {
-		if fds[i], err = syscall.Dup(int(f.Fd())); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-	}
-	if worker, err = FileLink(fds[0], fds[1]); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gateway.Close(); worker.Close() })

@@ -16,8 +16,8 @@ import (
 )
 
 // Conn is the protocol between the gateway and a worker: length-prefixed
-// frames on the worker's link (Link: a socketpair each way), each a request or the response to one, matched
-// by id, in both directions (the gateway calls run/invoke/close; the worker
+// frames on the worker's link (Link: a socketpair each way), each a
+// request or the response to one, matched by id, in both directions (the gateway calls run/invoke/close; the worker
 // calls log/lost/host).
 //
 // Why not HTTP/2 (h2c), which the contract suggests (docs/decisions.md):
@@ -536,6 +536,36 @@ func FileLink(in, out int) (*Link, error) {
 		return nil, fmt.Errorf("fd %d is not open: %w", out, err)
 	}
 	return &Link{in: r, out: os.NewFile(uintptr(out), "gateway-out")}, nil
+}
+
+// LinkPair is both sides of a new link in this process, the worker's side
+// owning descriptors of its own as across an exec: for tests of the
+// protocol on either side.
+func LinkPair() (gateway, worker *Link, err error) {
+	gateway, child, err := NewLink()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		for _, f := range child {
+			f.Close()
+		}
+	}()
+	var fds [2]int
+	for i, f := range child {
+		if fds[i], err = syscall.Dup(int(f.Fd())); err != nil {
+			for _, fd := range fds[:i] {
+				syscall.Close(fd)
+			}
+			gateway.Close()
+			return nil, nil, err
+		}
+	}
+	if worker, err = FileLink(fds[0], fds[1]); err != nil {
+		gateway.Close()
+		return nil, nil, err
+	}
+	return gateway, worker, nil
 }
 
 // fileConn makes descriptor fd a net.Conn in the poller; fd itself is
