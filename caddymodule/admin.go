@@ -54,8 +54,7 @@ func adminCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(map[string]any{"self": m.Name(), "members": members})
+	return writeAdmin(w, map[string]any{"self": m.Name(), "members": members})
 }
 
 // adminWorker is one worker as an operator sees it.
@@ -134,7 +133,9 @@ func adminHandles(w http.ResponseWriter, r *http.Request) error {
 
 func writeAdmin(w http.ResponseWriter, v any) error {
 	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // as every JSON answer (fault.go's encodeJSON)
+	return enc.Encode(v)
 }
 
 // Interface guard.

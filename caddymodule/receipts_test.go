@@ -141,3 +141,41 @@ func chromium(t *testing.T) string {
 	t.Skip("chromium is not installed (apt-get install chromium); CI runs this part")
 	return ""
 }
+
+// JSON answers of the API and receipts' JSON are written without HTML
+// escaping (docs/architecture.md, Budgets): a run whose result and logs
+// hold "<script>&" shows them as themselves in the /executions answer and
+// in its receipt's JSON, not as \u003c.
+func TestReceiptAndAnswerJSONNotHTMLEscaped(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{
+		"code": `async () => { console.log("<script>&</script>"); return {html: "<script>&"} }`,
+	}))
+	if a.status != 200 {
+		t.Fatalf("run: %d %s", a.status, a.body)
+	}
+	escaped := func(what string, body []byte) {
+		t.Helper()
+		if strings.Contains(string(body), `\u003c`) || strings.Contains(string(body), `\u0026`) || !strings.Contains(string(body), `"<script>&"`) {
+			t.Fatalf("%s is HTML-escaped: %s", what, body)
+		}
+	}
+	escaped("the /executions answer", a.body)
+	var env struct {
+		ResultID string `json:"resultId"`
+	}
+	if err := jsonUnmarshal(a.body, &env); err != nil || env.ResultID == "" {
+		t.Fatalf("no resultId in %s", a.body)
+	}
+	r := do(t, "GET", api("/results/"+env.ResultID+".json"), alice, nil)
+	if r.status != 200 {
+		t.Fatalf("receipt: %d %s", r.status, r.body)
+	}
+	escaped("the receipt's JSON", r.body)
+	if !strings.Contains(string(r.body), `"<script>&</script>"`) || !strings.Contains(string(r.body), `async () => {`) {
+		t.Fatalf("the receipt's logs or code are HTML-escaped: %s", r.body)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -423,17 +424,19 @@ func (s *Store) waiting(k []byte) ([]byte, bool) {
 // receipt is over the bound, it loses steps' logs, children, logs, steps'
 // inputs and results, denials, the result, the prompt, modules, steps'
 // code, the code, and at last the steps themselves. Each cut is named in
-// Truncated.
+// Truncated. The JSON is written without HTML escaping (wirejson), so the
+// bound measures what a reader of the receipt receives: escaped, a log of
+// '<' would take six bytes a character and be cut six times as soon.
 func fit(r *Receipt) ([]byte, error) {
 	precap(r)
-	data, err := json.Marshal(r)
+	data, err := wirejson.Marshal(r)
 	if err != nil || len(data) <= MaxBytes {
 		return data, err
 	}
 	cut := func(name string, f func()) bool {
 		f()
 		r.Truncated = appendOnce(r.Truncated, name)
-		data, err = json.Marshal(r)
+		data, err = wirejson.Marshal(r)
 		return err == nil && len(data) <= MaxBytes
 	}
 	if len(r.Steps) > 0 && cut("steps' logs", func() {
@@ -449,7 +452,7 @@ func fit(r *Receipt) ([]byte, error) {
 	if cut("logs", func() {
 		for len(r.Logs) > 0 {
 			r.Logs = r.Logs[:len(r.Logs)/2]
-			if d, _ := json.Marshal(r); len(d) <= MaxBytes {
+			if d, _ := wirejson.Marshal(r); len(d) <= MaxBytes {
 				break
 			}
 		}

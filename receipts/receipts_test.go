@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -325,5 +326,45 @@ func TestTenantReceiptQuota(t *testing.T) {
 	list, _, _ := s.List("alice", 100, "")
 	if len(list) != kept {
 		t.Fatalf("alice's listing shows %d, the store keeps %d", len(list), kept)
+	}
+}
+
+// A receipt's JSON is written without HTML escaping (docs/architecture.md,
+// Budgets): '<', '>' and '&' in logs and results are stored as themselves,
+// so 200 KB of '<' (1.2 MB escaped) fits the 256 KiB bound uncut.
+func TestStoredReceiptIsNotHTMLEscaped(t *testing.T) {
+	now := time.Now()
+	s := open(t, &now)
+	r := receipt("alice", now)
+	r.Logs = []string{"<script>&</script>"}
+	r.Outcome.Result = json.RawMessage(`{"html":"<script>&"}`)
+	big := receipt("alice", now)
+	big.Logs = []string{strings.Repeat("<", 200<<10)}
+	for _, rc := range []Receipt{r, big} {
+		if err := s.Put(rc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.st.Get(context.Background(), table, key("alice", r.ID))
+	if err != nil || stored == nil {
+		t.Fatalf("stored: %v %q", err, stored)
+	}
+	if bytes.Contains(stored, []byte(`\u003c`)) || bytes.Contains(stored, []byte(`\u0026`)) ||
+		!bytes.Contains(stored, []byte(`"<script>&</script>"`)) || !bytes.Contains(stored, []byte(`{"html":"<script>&"}`)) {
+		t.Fatalf("stored receipt is HTML-escaped: %s", stored)
+	}
+	if stored[len(stored)-1] != '}' {
+		t.Fatalf("stored receipt ends with %q", stored[len(stored)-1:])
+	}
+	got, err := s.Get("alice", big.ID)
+	if err != nil || len(got.Truncated) != 0 || len(got.Logs) != 1 || len(got.Logs[0]) != 200<<10 {
+		t.Fatalf("200 KB of '<' was cut: %v, truncated %v", err, got.Truncated)
+	}
+	got, _ = s.Get("alice", r.ID)
+	if string(got.Outcome.Result) != `{"html":"<script>&"}` {
+		t.Fatalf("result read back as %s", got.Outcome.Result)
 	}
 }

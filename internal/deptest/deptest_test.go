@@ -18,7 +18,7 @@ var allowed = map[string][]string{
 	"fault":                    {},
 	"budgets":                  {"fault"},
 	"authz":                    {},
-	"receipts":                 {"budgets", "store"},
+	"receipts":                 {"budgets", "store", "internal/wirejson"},
 	"internal/wirejson":        {},
 	"internal/readsome":        {},
 	"internal/urlparse":        {},
