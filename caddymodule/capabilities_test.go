@@ -244,13 +244,22 @@ func TestCapabilities(t *testing.T) {
 // computation records nothing and calls as often as it likes.
 func TestRecordedToolAnswersAreBounded(t *testing.T) {
 	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		args, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(args), "small") {
+			fmt.Fprint(w, `{}`)
+			return
+		}
 		fmt.Fprintf(w, `{"blob":"%s"}`, strings.Repeat("z", 100<<10))
 	}))
 	defer tool.Close()
 	store := filepath.Join(t.TempDir(), "registry.db")
 	caddytest.NewTester(t).InitServer(capabilitiesConfig(store, tool.URL+"/products"), "caddyfile")
 	alice := token(t, "alice", allScopes)
+	deploy := func(code string, retain bool) answer {
+		return do(t, "POST", site("api.localhost", "/executions"), alice, mustJSON(map[string]any{"code": code, "retainHandles": retain, "timeoutMs": 10000,
+			"providers": []map[string]any{{"name": "store", "tools": []string{"listProducts"}}}}))
+	}
 	run := func(calls int, retain bool) answer {
 		code := fmt.Sprintf(`async () => {
 			let n = 0, caught = '';
@@ -262,11 +271,34 @@ func TestRecordedToolAnswersAreBounded(t *testing.T) {
 		if !retain {
 			code = strings.Replace(code, "return { fetch() { return Response.json({n, caught}); } };", "return {n, caught};", 1)
 		}
-		return do(t, "POST", site("api.localhost", "/executions"), alice, mustJSON(map[string]any{"code": code, "retainHandles": retain, "timeoutMs": 10000,
-			"providers": []map[string]any{{"name": "store", "tools": []string{"listProducts"}}}}))
+		return deploy(code, retain)
 	}
 	if a := run(20, true); a.status != 429 || a.code() != "QUOTA_EXCEEDED" {
 		t.Fatalf("a deploy recording 2 MB of tool answers: %d %s", a.status, a.body)
+	}
+	// Past the 1,000 calls: the 1,001st throws QUOTA_EXCEEDED in the
+	// program, and the deploy fails with it whatever the program then does
+	// (catches it and answers a handler, throws its own error, answers a
+	// value that is no handler).
+	calls := func(end string) string {
+		return `async () => {
+			let n = 0, caught = '';
+			for (let i = 0; i < 1001; i++) {
+				try { await store.listProducts({small: i}); n++; } catch (e) { caught = e.code; }
+			}
+			if (caught !== 'QUOTA_EXCEEDED' || n !== 1000) throw new Error('the 1,001st call: n ' + n + ', caught ' + caught);
+			` + end + `
+		}`
+	}
+	for what, end := range map[string]string{
+		"answers a handler":     `return { fetch() { return new Response('kept'); } };`,
+		"throws its own error":  `throw new Error('mine');`,
+		"answers a plain value": `return {n};`,
+		"throws a non-error":    `throw 'quota? what quota';`,
+	} {
+		if a := deploy(calls(end), true); a.status != 429 || a.code() != "QUOTA_EXCEEDED" {
+			t.Fatalf("a deploy calling a tool 1,001 times that %s: %d %.400s", what, a.status, a.body)
+		}
 	}
 	if a := run(5, true); a.status != 200 || a.json(t)["executionId"] == nil {
 		t.Fatalf("a deploy recording 500 KB: %d %.300s", a.status, a.body)

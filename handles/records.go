@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -52,9 +53,11 @@ func bodyKey(registry, id string, i int) []byte {
 }
 
 // bodyOps writes rec's body in chunks; rec.BodyChunks must be set to
-// their number before rec is shared (withBody).
+// their number before rec is shared (withBody). It is written without HTML
+// escaping, so the recorded answers' 1 MiB (hostcall.go) is what is stored,
+// not up to six times that for answers full of '<'.
 func bodyOps(rec *Record) ([]store.Op, error) {
-	data, err := json.Marshal(recordBody{Program: rec.Program, ToolAnswers: rec.ToolAnswers})
+	data, err := wirejson.Marshal(recordBody{Program: rec.Program, ToolAnswers: rec.ToolAnswers})
 	if err != nil {
 		return nil, err
 	}

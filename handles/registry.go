@@ -187,10 +187,16 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	recorded := append([]ToolAnswer(nil), rs.recorded...)
 	overRecord := rs.overRecord
 	s.mu.Unlock()
-	if err == nil && out.Retained && overRecord {
-		// A handle whose rebuild could not replay its deploy is not kept.
-		s.opts.Executor.Close(job.ID)
-		return ExecResult{Outcome: out, Denials: denials}, recordFault()
+	if overRecord {
+		// A handle whose rebuild could not replay its deploy is not kept,
+		// and the deploy fails with the budget's fault whatever the
+		// program did with the error (caught it and answered a handler,
+		// threw its own, answered a value): its answer was shaped by a
+		// tool call that never happened.
+		if err == nil && out.Retained {
+			s.opts.Executor.Close(job.ID)
+		}
+		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, recordFault()
 	}
 	if err != nil || !out.Retained {
 		// A computation with retainHandles is harmless: no record, no quota.
