@@ -455,3 +455,95 @@ func TestEventSourceInABrowser(t *testing.T) {
 		t.Fatalf("the page's EventSource did not get the events:\n%s", out)
 	}
 }
+
+// The fetch-stream budget is checked before the dial (docs/architecture.md,
+// Budgets): a handler that opens 40 fetches at once to an upstream that
+// answers a head and holds its body open gets 16 answers and 24
+// QUOTA_EXCEEDED thrown, and the upstream never sees more than the 16
+// (it once saw 276 open requests against a tenant's cap of 256). A
+// bystander handle's counter goes on.
+func TestFetchStreamsPastTheCapAreRefusedBeforeTheDial(t *testing.T) {
+	var mu sync.Mutex
+	open, most := 0, 0
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		open++
+		most = max(most, open)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			open--
+			mu.Unlock()
+		}()
+		w.Write([]byte("head")) // no length: streamed
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer upstream.Close()
+	defer upstream.CloseClientConnections()
+	store := filepath.Join(t.TempDir(), "registry.db")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	admin localhost:2999
+	http_port %d
+	https_port 9443
+	grace_period 1s
+	retainer {
+		store %s
+		workers 2
+		timeout 5s
+	}
+}
+
+http://anon.localhost:%d {
+	retainer_api apps {
+		allow_anonymous
+		outbound_allow_private
+	}
+}
+
+http://*.apps.localhost:%d {
+	retainer apps {
+		key {labels.2}
+	}
+}
+`, httpPort, store, httpPort, httpPort), "caddyfile")
+	host := strings.TrimPrefix(upstream.URL, "http://")
+	code := fmt.Sprintf(`async () => ({ async fetch(request) {
+		const all = await Promise.allSettled(Array.from({length: 40}, () => fetch('%s/hold')));
+		const codes = {};
+		for (const r of all) { const k = r.status === 'fulfilled' ? 'opened' : String(r.reason && r.reason.code); codes[k] = (codes[k] || 0) + 1; }
+		return Response.json(codes);
+	} })`, upstream.URL)
+	deploy := func(code string, extra map[string]any) string {
+		body := map[string]any{"code": code, "retainHandles": true, "timeoutMs": 5000}
+		for k, v := range extra {
+			body[k] = v
+		}
+		a := do(t, "POST", site("anon.localhost", "/executions"), "", mustJSON(body))
+		id, _ := a.json(t)["executionId"].(string)
+		if id == "" {
+			t.Fatalf("deploy: %d %s", a.status, a.body)
+		}
+		return id
+	}
+	opener := deploy(code, map[string]any{"capabilities": []string{"fetch"}, "outbound": map[string]any{"allow": []string{host}}})
+	bystander := deploy(counter, nil)
+	if n := served(t, do(t, "GET", site(bystander+".apps.localhost", "/"), "", nil)); n != 1 {
+		t.Fatalf("bystander: %d", n)
+	}
+	b := do(t, "GET", site(opener+".apps.localhost", "/open"), "", nil)
+	mu.Lock()
+	seen := most
+	mu.Unlock()
+	t.Logf("40 fetches at once: %s; the upstream saw at most %d open requests", b.body, seen)
+	if b.status != 200 || string(b.body) != `{"opened":16,"QUOTA_EXCEEDED":24}` {
+		t.Fatalf("40 fetches at once: %d %s", b.status, b.body)
+	}
+	if seen > 16 {
+		t.Fatalf("the upstream saw %d open requests of one handle, past its cap of 16", seen)
+	}
+	if n := served(t, do(t, "GET", site(bystander+".apps.localhost", "/"), "", nil)); n != 2 {
+		t.Fatalf("bystander after: %d", n)
+	}
+}

@@ -11,7 +11,10 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 )
@@ -196,6 +199,103 @@ func TestUnreadFetchStreamsAreChargedToTheirTenant(t *testing.T) {
 	if _, err := call("mallory", "run-new"); err != nil {
 		t.Fatalf("mallory's fetch after a run ended: %v", err)
 	}
+}
+
+// The stream budget is checked before the dial (docs/architecture.md,
+// Budgets): 20 runs of one tenant each open 20 fetches at once to an
+// upstream that answers a head and then holds its body open. An upstream
+// once saw 276 open requests against the tenant's cap of 256; here it
+// never sees more than 16 of one run or 256 of the tenant, the fetches
+// past the caps throw QUOTA_EXCEEDED, and another tenant fetches as before.
+func TestFetchStreamBudgetIsCheckedBeforeDialing(t *testing.T) {
+	var mu sync.Mutex
+	open, most := map[string]int{}, map[string]int{}
+	total, mostTotal := 0, 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		run := r.URL.Query().Get("run")
+		mu.Lock()
+		open[run]++
+		total++
+		most[run] = max(most[run], open[run])
+		mostTotal = max(mostTotal, total)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			open[run]--
+			total--
+			mu.Unlock()
+		}()
+		w.Write([]byte("head")) // no length: streamed
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer target.Close()
+	defer target.CloseClientConnections()
+	tu, _ := url.Parse(target.URL)
+	h := &Host{Fetcher: &Fetcher{Streams: &FetchStreams{}}}
+	call := func(tenant, run string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := h.Serve(ctx, Call{Tenant: tenant, ExecutionID: run, Op: "fetch", Args: fetchArgsJSON(target.URL + "/?run=" + run),
+			Grants: Grants{Capabilities: []string{"fetch"}, Outbound: []string{tu.Host}, AllowPrivate: true}})
+		return err
+	}
+	start := time.Now()
+	const runs, each = 20, 20
+	var wg sync.WaitGroup
+	var opened, refused, other atomic.Int64
+	for r := 0; r < runs; r++ {
+		for i := 0; i < each; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch err := call("mallory", fmt.Sprintf("run-%d", r)); {
+				case err == nil:
+					opened.Add(1)
+				case fault.CodeOf(err) == fault.QuotaExceeded:
+					refused.Add(1)
+				default:
+					other.Add(1)
+					t.Errorf("fetch: %v", err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	mostRun := 0
+	for _, n := range most {
+		mostRun = max(mostRun, n)
+	}
+	seen := mostTotal
+	mu.Unlock()
+	t.Logf("after %v: %d opened, %d refused; the upstream saw at most %d open requests, %d of one run", time.Since(start), opened.Load(), refused.Load(), seen, mostRun)
+	if seen > maxStreamsPerTenant || mostRun > maxStreamsPerOwner {
+		t.Fatalf("the upstream saw %d open requests of the tenant (cap %d), %d of one run (cap %d)", seen, maxStreamsPerTenant, mostRun, maxStreamsPerOwner)
+	}
+	if opened.Load() != maxStreamsPerTenant || refused.Load() != runs*each-maxStreamsPerTenant {
+		t.Fatalf("%d opened and %d refused, want %d and %d", opened.Load(), refused.Load(), maxStreamsPerTenant, runs*each-maxStreamsPerTenant)
+	}
+	if err := call("bob", "bobs-run"); err != nil {
+		t.Fatalf("bob's fetch while mallory is at her cap: %v", err)
+	}
+	// A whole answer gives its place back: a run at its cap of fetches on
+	// their way waits for one instead of throwing.
+	small := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("small")) }))
+	defer small.Close()
+	su, _ := url.Parse(small.URL)
+	for i := 0; i < 4*maxStreamsPerOwner; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.Serve(context.Background(), Call{Tenant: "carol", ExecutionID: "carols-run", Op: "fetch", Args: fetchArgsJSON(small.URL),
+				Grants: Grants{Capabilities: []string{"fetch"}, Outbound: []string{su.Host}, AllowPrivate: true}}); err != nil {
+				t.Errorf("carol's small fetch %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("carol done after %v", time.Since(start))
 }
 
 // A denial names the capability the call needed.

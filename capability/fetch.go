@@ -312,6 +312,15 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 			req.Header.Add(h[0], h[1])
 		}
 	}
+	// The stream budget is checked before the dial (fetchstream.go): an
+	// answer that may stream holds its place from here.
+	var p *place
+	if owner != "" && f.Streams != nil {
+		if p, err = f.Streams.reserve(ctx, owner, tenant); err != nil {
+			return nil, err
+		}
+		defer p.done()
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, errBlocked) {
@@ -319,7 +328,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 		}
 		return nil, fault.New(fault.BadRequest, "fetch to %s failed: %s", u.Host, cleanErr(err))
 	}
-	if ans, ok, err := f.streamAnswer(owner, tenant, u.Host, res, method, cancelReq, &detached); ok {
+	if ans, ok, err := f.streamAnswer(p, u.Host, res, method, cancelReq, &detached); ok {
 		return ans, err
 	}
 	defer res.Body.Close()
@@ -362,10 +371,11 @@ func answerHead(host string, res *http.Response) (fetchAnswer, error) {
 }
 
 // streamAnswer leaves a long or open-ended answer's body in the stream
-// table and answers its head with the token; ok is false when the answer is
-// to be read whole.
-func (f *Fetcher) streamAnswer(owner, tenant, host string, res *http.Response, method string, cancel context.CancelFunc, detached *atomic.Bool) (json.RawMessage, bool, error) {
-	if owner == "" || f.Streams == nil || method == http.MethodHead ||
+// table, in the place p its fetch reserved (nil: every answer is read
+// whole), and answers its head with the token; ok is false when the answer
+// is to be read whole.
+func (f *Fetcher) streamAnswer(p *place, host string, res *http.Response, method string, cancel context.CancelFunc, detached *atomic.Bool) (json.RawMessage, bool, error) {
+	if p == nil || method == http.MethodHead ||
 		res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified ||
 		res.ContentLength >= 0 && res.ContentLength <= streamedAnswer {
 		return nil, false, nil
@@ -381,13 +391,7 @@ func (f *Fetcher) streamAnswer(owner, tenant, host string, res *http.Response, m
 	}
 	detached.Store(true)
 	end := time.AfterFunc(streamTimeout, cancel)
-	token, err := f.Streams.put(owner, tenant, res.Body, func() { end.Stop(); cancel() })
-	if err != nil {
-		res.Body.Close()
-		cancel()
-		return nil, true, err
-	}
-	ans.Stream = token
+	ans.Stream = f.Streams.put(p, res.Body, func() { end.Stop(); cancel() })
 	out, err := wirejson.Marshal(ans)
 	return out, true, err
 }

@@ -57,11 +57,26 @@ type fetchStream struct {
 }
 
 // FetchStreams holds the streamed answers not yet read to their end.
+//
+// A fetch takes its place in the budget before it dials (reserve): whether
+// its answer will stream is known only from its head, and a budget checked
+// then let an upstream see every fetch in flight as well as the ones held
+// (276 open requests against a tenant's cap of 256). A fetch on its way
+// holds its owner's and its tenant's place until its answer is read whole
+// (the place comes back) or left unread (the place is the stream's).
 type FetchStreams struct {
 	mu       sync.Mutex
 	open     map[string]*fetchStream
 	byOwner  map[string]int // unread answers per run or handle
 	byTenant map[string]int // unread answers and relays per tenant
+	// Fetches on their way, before their head: in all, per owner, per
+	// tenant.
+	dialing    int
+	dialOwner  map[string]int
+	dialTenant map[string]int
+	// changed is closed (and forgotten) when a place comes back or becomes
+	// a stream's, waking the fetches waiting for one (reserve).
+	changed chan struct{}
 }
 
 // DropOwner drops the unread answers owner still holds (its run ended).
@@ -100,6 +115,7 @@ func (fs *FetchStreams) release(st *fetchStream, tenant bool) {
 	if tenant {
 		fs.releaseTenant(st.tenant)
 	}
+	fs.wake()
 }
 
 // releaseTenant uncounts one stream of tenant. fs.mu is held.
@@ -107,36 +123,119 @@ func (fs *FetchStreams) releaseTenant(tenant string) {
 	if fs.byTenant[tenant]--; fs.byTenant[tenant] <= 0 {
 		delete(fs.byTenant, tenant)
 	}
+	fs.wake()
 }
 
-// put registers a body for owner (of tenant) and answers its token. Past
-// the owner's or the tenant's cap the fetch throws QUOTA_EXCEEDED in the
-// program; past the gateway's, OVERLOADED.
-func (fs *FetchStreams) put(owner, tenant string, body io.ReadCloser, cancel context.CancelFunc) (string, error) {
+// wake tells the fetches waiting for a place that one came back. fs.mu is
+// held.
+func (fs *FetchStreams) wake() {
+	if fs.changed != nil {
+		close(fs.changed)
+		fs.changed = nil
+	}
+}
+
+// place is a fetch's place in the budget from before its dial: given back
+// by done (its answer was read whole, or it failed), or made its stream's
+// by put.
+type place struct {
+	fs            *FetchStreams
+	owner, tenant string
+	taken         bool
+}
+
+// reserve takes a place for a fetch by owner (of tenant) before it dials.
+// Past the owner's or the tenant's cap of unread answers the fetch throws
+// QUOTA_EXCEEDED in the program, and past the gateway's OVERLOADED, as an
+// open past them would; while the cap is only full of fetches on their way
+// (whose answers may be read whole and give their places back), it waits
+// for a place, within ctx (the run's bound).
+func (fs *FetchStreams) reserve(ctx context.Context, owner, tenant string) (*place, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.open == nil {
+		fs.open = map[string]*fetchStream{}
+		fs.byOwner = map[string]int{}
+		fs.byTenant = map[string]int{}
+		fs.dialOwner = map[string]int{}
+		fs.dialTenant = map[string]int{}
+	}
+	for {
+		switch {
+		case fs.byOwner[owner] >= maxStreamsPerOwner:
+			return nil, fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerOwner)
+		case fs.byTenant[tenant] >= maxStreamsPerTenant:
+			return nil, fault.New(fault.QuotaExceeded, "The tenant holds %d fetch answers unread or being relayed, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerTenant)
+		case len(fs.open)+fs.dialing >= maxFetchStreams:
+			return nil, fault.New(fault.Overloaded, "Too many streamed fetch answers are open on this gateway.")
+		}
+		if fs.byOwner[owner]+fs.dialOwner[owner] < maxStreamsPerOwner && fs.byTenant[tenant]+fs.dialTenant[tenant] < maxStreamsPerTenant {
+			break
+		}
+		if fs.changed == nil {
+			fs.changed = make(chan struct{})
+		}
+		changed := fs.changed
+		fs.mu.Unlock()
+		select {
+		case <-changed:
+			fs.mu.Lock()
+		case <-ctx.Done():
+			fs.mu.Lock()
+			return nil, fault.New(fault.QuotaExceeded, "This run or handle, or its tenant, has as many fetches on their way or unread as it may (%d, %d for the tenant); this one waited for a place until its run ended.", maxStreamsPerOwner, maxStreamsPerTenant)
+		}
+	}
+	fs.dialing++
+	fs.dialOwner[owner]++
+	fs.dialTenant[tenant]++
+	return &place{fs: fs, owner: owner, tenant: tenant}, nil
+}
+
+// undial uncounts p as a fetch on its way. fs.mu is held.
+func (p *place) undial() bool {
+	if p.taken {
+		return false
+	}
+	p.taken = true
+	fs := p.fs
+	fs.dialing--
+	if fs.dialOwner[p.owner]--; fs.dialOwner[p.owner] <= 0 {
+		delete(fs.dialOwner, p.owner)
+	}
+	if fs.dialTenant[p.tenant]--; fs.dialTenant[p.tenant] <= 0 {
+		delete(fs.dialTenant, p.tenant)
+	}
+	return true
+}
+
+// done gives p back: its fetch left no stream. Safe to call after put.
+func (p *place) done() {
+	if p == nil {
+		return
+	}
+	p.fs.mu.Lock()
+	if p.undial() {
+		p.fs.wake()
+	}
+	p.fs.mu.Unlock()
+}
+
+// put registers a body in the place its fetch reserved and answers its
+// token.
+func (fs *FetchStreams) put(p *place, body io.ReadCloser, cancel context.CancelFunc) string {
 	var b [16]byte
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	switch {
-	case fs.byOwner[owner] >= maxStreamsPerOwner:
-		return "", fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerOwner)
-	case fs.byTenant[tenant] >= maxStreamsPerTenant:
-		return "", fault.New(fault.QuotaExceeded, "The tenant holds %d fetch answers unread or being relayed, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerTenant)
-	case len(fs.open) >= maxFetchStreams:
-		return "", fault.New(fault.Overloaded, "Too many streamed fetch answers are open on this gateway.")
-	}
-	if fs.open == nil {
-		fs.open = map[string]*fetchStream{}
-		fs.byOwner = map[string]int{}
-		fs.byTenant = map[string]int{}
-	}
-	fs.byOwner[owner]++
-	fs.byTenant[tenant]++
-	st := &fetchStream{owner: owner, tenant: tenant, body: body, cancel: cancel}
+	p.undial()
+	fs.byOwner[p.owner]++
+	fs.byTenant[p.tenant]++
+	st := &fetchStream{owner: p.owner, tenant: p.tenant, body: body, cancel: cancel}
 	st.idle = time.AfterFunc(unreadStreamTimeout, func() { fs.drop(token) })
 	fs.open[token] = st
-	return token, nil
+	fs.wake() // a fetch waiting for a place may now find the cap full of streams
+	return token
 }
 
 func (fs *FetchStreams) drop(token string) {
