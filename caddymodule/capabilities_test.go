@@ -307,3 +307,19 @@ func TestRecordedToolAnswersAreBounded(t *testing.T) {
 		t.Fatalf("a computation calling the tool 20 times: %d %.300s", a.status, a.body)
 	}
 }
+
+// A program's fetch to a host that does not resolve throws that the host
+// could not be resolved, without the gateway machine's resolver in the text
+// (it was "lookup x on 127.0.0.53:53: no such host").
+func TestFetchToAnUnresolvableHost(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "registry.db")
+	caddytest.NewTester(t).InitServer(capabilitiesConfig(store, "http://127.0.0.1:1/"), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	a := do(t, "POST", site("api.localhost", "/executions"), alice, mustJSON(map[string]any{
+		"code":         "async () => { try { await fetch('http://no-such-host.invalid/'); return 'fetched' } catch (e) { return e.message } }",
+		"capabilities": []string{"fetch"}, "outbound": map[string]any{"allow": []string{"no-such-host.invalid"}}}))
+	msg, _ := a.json(t)["result"].(string)
+	if a.status != 200 || !strings.Contains(msg, "the host no-such-host.invalid could not be resolved") || strings.Contains(msg, "lookup") || strings.Contains(msg, ":53") {
+		t.Fatalf("fetch to an unresolvable host: %d %s", a.status, a.body)
+	}
+}

@@ -314,3 +314,18 @@ func TestDenialsNameTheCapability(t *testing.T) {
 		t.Fatalf("ungranted fetch: %v", err)
 	}
 }
+
+// A fetch to a host that does not resolve says so, without naming the
+// machine's resolver (Go's own text is "lookup x on 127.0.0.53:53: no such
+// host").
+func TestUnresolvableHostDoesNotNameTheResolver(t *testing.T) {
+	f := &Fetcher{}
+	for _, host := range []string{"no-such-host.invalid", "retainer-test-nxdomain.example"} {
+		_, err := f.FetchAllowingPrivate(context.Background(), []string{host}, fetchArgsJSON("http://"+host+"/"))
+		msg := fault.As(err).Message
+		if fault.CodeOf(err) != fault.BadRequest || !strings.Contains(msg, "the host "+host+" could not be resolved") ||
+			strings.Contains(msg, "lookup") || strings.Contains(msg, ":53") || strings.Contains(msg, " on ") {
+			t.Fatalf("fetch to %s: %v", host, err)
+		}
+	}
+}

@@ -399,7 +399,10 @@ func (f *Fetcher) streamAnswer(p *place, host string, res *http.Response, method
 var errBlocked = errors.New("address refused")
 
 // cleanErr drops the URL from net/http's error text (it is in the message
-// already).
+// already), and what it says of the gateway's machine: a failed lookup
+// names the resolver it asked ("lookup x on 127.0.0.53:53: no such host"),
+// a failed read the local address; the program is told only that the host
+// could not be resolved, or what happened on the way to the address.
 func cleanErr(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -407,6 +410,19 @@ func cleanErr(err error) string {
 	}
 	if errors.Is(err, errBlocked) {
 		return "the address is internal"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsTimeout {
+			return fmt.Sprintf("the host %s could not be resolved in time", dnsErr.Name)
+		}
+		return fmt.Sprintf("the host %s could not be resolved", dnsErr.Name)
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Source != nil {
+		quiet := *opErr
+		quiet.Source = nil
+		return quiet.Error()
 	}
 	return err.Error()
 }
