@@ -66,6 +66,8 @@ const (
 	WebsocketsPerHandle = 1000
 	WebsocketsPerTenant = 10000
 	WebsocketMessage    = 1 << 20
+	// A handle's log in memory (its newest entries; the oldest dropped).
+	HandleLogBytes = 64 << 10
 )
 
 // A run's bounds where the configuration names none (Limits). A handle's

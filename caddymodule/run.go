@@ -10,6 +10,7 @@ import (
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 )
@@ -105,6 +106,51 @@ type runAnswer struct {
 	ResultID string          `json:"resultId,omitempty"`
 }
 
+// answerBudget is what is left of max_response_body for one answer of the
+// run service (docs/architecture.md, "Budgets"): the answer holds at most
+// that in all, steps' results and logs included. Results and logs are
+// charged as they come; one past what is left is cut in the answer with a
+// note (the receipt is cut at its own bound), so a chain of 32 steps
+// answering 8 MiB each never makes the gateway hold 32 of them.
+type answerBudget struct {
+	left, bound int64
+}
+
+func (h *API) answerBudget() *answerBudget {
+	return &answerBudget{left: h.app.MaxResponseBody, bound: h.app.MaxResponseBody}
+}
+
+// result answers r if it fits what is left, charged, else a note (and
+// false).
+func (b *answerBudget) result(r json.RawMessage) (json.RawMessage, bool) {
+	if int64(len(r)) <= b.left {
+		b.left -= int64(len(r))
+		return r, true
+	}
+	return cutResult(len(r), b.bound), false
+}
+
+// refund gives back what a result kept in the answer was charged.
+func (b *answerBudget) refund(r json.RawMessage) { b.left += int64(len(r)) }
+
+// logs answers the lines that fit what is left, charged, and a note for
+// the rest.
+func (b *answerBudget) logs(lines []string) []string {
+	for i, l := range lines {
+		n := int64(wirejson.StringLen(l) + 1)
+		if n > b.left {
+			return append(lines[:i:i], fmt.Sprintf("[%d log lines cut from the answer: it holds at most %d bytes in all (max_response_body)]", len(lines)-i, b.bound))
+		}
+		b.left -= n
+	}
+	return lines
+}
+
+// cutResult stands for a result cut from an answer.
+func cutResult(n int, bound int64) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`"[result of %d bytes cut from the answer: it holds at most %d bytes in all (max_response_body)]"`, n, bound))
+}
+
 // readRun reads and checks a request body of the run service.
 func (h *API) readRun(w http.ResponseWriter, r *http.Request, v any) (caller, bool) {
 	c, ok := h.authorize(w, r, authz.ScopeExecute)
@@ -151,7 +197,12 @@ func (h *API) runBody(w http.ResponseWriter, r *http.Request, c caller, kind str
 		writeFault(w, err, resultID)
 		return
 	}
+	budget := h.answerBudget()
 	ans := runAnswer{Result: res.Outcome.Result, Logs: res.Outcome.Logs, ResultID: resultID}
+	if ans.Result != nil {
+		ans.Result, _ = budget.result(ans.Result)
+	}
+	ans.Logs = budget.logs(ans.Logs)
 	if kind == "generate" {
 		ans.Code = req.Body
 	}
@@ -197,6 +248,7 @@ type stepAnswer struct {
 	Error      *stepError      `json:"error,omitempty"`
 	Logs       []string        `json:"logs"`
 	DurationMs float64         `json:"durationMs"`
+	cut        bool            // Result is a note: the step's was cut from the answer
 }
 
 type stepError struct {
@@ -254,6 +306,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	rc := receipts.Receipt{ID: receipts.NewID(), Tenant: c.tenant, Registry: h.Registry, Kind: "chain", Logs: []string{},
 		Grants: receipts.Grants{Capabilities: []string{}, Outbound: []string{}, Providers: map[string][]string{}}}
 	steps := []stepAnswer{}
+	budget := h.answerBudget()
 	var failed error
 	started := time.Now()
 	for i, s := range req.Steps {
@@ -266,7 +319,13 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		if logs == nil {
 			logs = []string{}
 		}
-		step := stepAnswer{Name: s.Name, Result: res.Outcome.Result, Logs: logs, DurationMs: ms}
+		step := stepAnswer{Name: s.Name, Logs: logs, DurationMs: ms}
+		if res.Outcome.Result != nil {
+			var kept bool
+			step.Result, kept = budget.result(res.Outcome.Result)
+			step.cut = !kept
+		}
+		step.Logs = budget.logs(logs)
 		rs := receipts.Step{Name: s.Name, Code: s.Body, Input: input, Logs: logs, DurationMs: ms,
 			Grants: receipts.Grants{Capabilities: orEmpty(ereq.Grants.Capabilities), Outbound: orEmpty(ereq.Grants.Outbound), Providers: providerMap(ereq.Grants.Providers)}}
 		all := children(ereq.Budget)
@@ -281,7 +340,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		}
 		rs.Outcome.Denials = res.Denials
 		steps = append(steps, step)
-		rc.Steps = append(rc.Steps, rs)
+		rc.AddStep(rs)
 		if err != nil {
 			failed = err
 			break
@@ -309,7 +368,32 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, f.HTTPStatus(), env)
 		return
 	}
-	writeJSON(w, http.StatusOK, chainAnswer{Result: last.Outcome.Result, Steps: steps, ResultID: resultID})
+	writeJSON(w, http.StatusOK, chainAnswer{Result: chainResult(budget, steps, input), Steps: steps, ResultID: resultID})
+}
+
+// chainResult is a chain's result in its answer, the last step's (input
+// holds it whole): it comes before the steps' results, so when it does
+// not fit what is left, the last step's copy of it and then the steps'
+// results from the first on are cut to make room.
+func chainResult(b *answerBudget, steps []stepAnswer, result json.RawMessage) json.RawMessage {
+	if len(steps[len(steps)-1].Result) == 0 {
+		return nil // the last step answered nothing
+	}
+	if int64(len(result)) > b.left {
+		last := &steps[len(steps)-1]
+		if !last.cut {
+			b.refund(last.Result)
+			last.Result, last.cut = json.RawMessage(`"[the chain's result: see result]"`), true
+		}
+	}
+	for i := 0; int64(len(result)) > b.left && i < len(steps)-1; i++ {
+		if r := steps[i].Result; len(r) > 0 && !steps[i].cut {
+			b.refund(r)
+			steps[i].Result, steps[i].cut = cutResult(len(r), b.bound), true
+		}
+	}
+	r, _ := b.result(result)
+	return r
 }
 
 // chainAnswer is a chain's 200 answer: the last step's result and every

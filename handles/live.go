@@ -1,9 +1,13 @@
 package handles
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unicode/utf8"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 )
@@ -11,8 +15,19 @@ import (
 // maxHandleLogs is how many entries a handle's log keeps (docs/runtime.md).
 const maxHandleLogs = 1000
 
-// maxHandleLogBytes bounds a handle's log ring in message bytes (README.md, Caddyfile).
-const maxHandleLogBytes = 1 << 20
+// maxHandleLogBytes bounds a handle's log in memory, each entry counted
+// as its texts and logEntryOverhead (docs/architecture.md, "Budgets"):
+// a tenant's thousand handles logging all they may held ~105 MiB at the
+// old 1 MiB a handle.
+const maxHandleLogBytes = budgets.HandleLogBytes
+
+// logEntryOverhead is what an entry holds besides its texts: its time and
+// two string headers.
+const logEntryOverhead = 64
+
+func logEntryBytes(e sandbox.LogEntry) int {
+	return len(e.Message) + len(e.Level) + logEntryOverhead
+}
 
 // liveState is the in-memory side of a record: its invocations in flight,
 // its one rebuild in flight, and the handle's log.
@@ -22,8 +37,61 @@ type liveState struct {
 
 	mu         sync.Mutex // guards rebuilding, logs, logBytes
 	rebuilding *rebuildFlight
-	logs       []sandbox.LogEntry
-	logBytes   int
+	logs       logRing
+}
+
+// logRing is a handle's log in memory: its newest entries within
+// maxHandleLogs and maxHandleLogBytes, the oldest dropped first and
+// counted, for the note that takes their place.
+type logRing struct {
+	entries   []sandbox.LogEntry // entries[head:] are kept
+	head      int
+	bytes     int // logEntryBytes of the kept entries
+	dropped   int
+	droppedAt time.Time // the newest dropped entry's
+}
+
+// add keeps e, dropping the oldest entries past the bounds; an entry over
+// the byte bound on its own is cut to fit.
+func (l *logRing) add(e sandbox.LogEntry) {
+	if logEntryBytes(e) > maxHandleLogBytes {
+		e.Message = cutLogMessage(e.Message, maxHandleLogBytes-len(e.Level)-logEntryOverhead-128)
+	}
+	l.entries = append(l.entries, e)
+	l.bytes += logEntryBytes(e)
+	for len(l.entries)-l.head > maxHandleLogs || l.bytes > maxHandleLogBytes {
+		old := l.entries[l.head]
+		l.bytes -= logEntryBytes(old)
+		l.dropped++
+		l.droppedAt = old.Time
+		l.entries[l.head] = sandbox.LogEntry{} // its texts are let go
+		l.head++
+	}
+	if l.head >= 64 && l.head >= len(l.entries)/2 {
+		n := copy(l.entries, l.entries[l.head:])
+		clear(l.entries[n:])
+		l.entries, l.head = l.entries[:n], 0
+	}
+}
+
+// list is the log, oldest first, after a note of the entries dropped.
+func (l *logRing) list() []sandbox.LogEntry {
+	kept := l.entries[l.head:]
+	out := make([]sandbox.LogEntry, 0, len(kept)+1)
+	if l.dropped > 0 {
+		out = append(out, sandbox.LogEntry{Time: l.droppedAt, Level: "system",
+			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", maxHandleLogs, maxHandleLogBytes>>10, l.dropped)})
+	}
+	return append(out, kept...)
+}
+
+// cutLogMessage keeps the first n bytes of s (on a rune boundary) and
+// says so.
+func cutLogMessage(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + fmt.Sprintf("\n[entry cut: a handle's log keeps %d KiB; %d bytes in all]", maxHandleLogBytes>>10, len(s))
 }
 
 // rebuildFlight is one detached rebuild; done closes when err is set.
@@ -80,16 +148,7 @@ func (r *Registry) appendLog(id string, e sandbox.LogEntry) {
 		return
 	}
 	ls.mu.Lock()
-	ls.logs = append(ls.logs, e)
-	ls.logBytes += len(e.Message)
-	drop := 0
-	for len(ls.logs)-drop > maxHandleLogs || ls.logBytes > maxHandleLogBytes && len(ls.logs)-drop > 1 {
-		ls.logBytes -= len(ls.logs[drop].Message)
-		drop++
-	}
-	if drop > 0 {
-		ls.logs = append([]sandbox.LogEntry(nil), ls.logs[drop:]...)
-	}
+	ls.logs.add(e)
 	ls.mu.Unlock()
 	if s.opts.OnLog != nil {
 		s.mu.Lock()
@@ -118,5 +177,5 @@ func (r *Registry) Logs(tenant, id string) ([]sandbox.LogEntry, error) {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return append([]sandbox.LogEntry{}, ls.logs...), nil
+	return ls.logs.list(), nil
 }

@@ -507,6 +507,14 @@ func fit(r *Receipt) ([]byte, error) {
 	return data, err
 }
 
+// AddStep appends a chain's step, cutting at once what the receipt would
+// cut anyway when it is put (precap): a chain held every step's input and
+// result until then (32 steps answering 8 MiB each: 256 MiB a chain).
+func (r *Receipt) AddStep(s Step) {
+	r.Steps = append(r.Steps, s)
+	precap(r)
+}
+
 // precapPart is the most one step's input or result, a prompt, or the
 // denials of a run may take before the receipt is even marshalled.
 const precapPart = MaxBytes / 4

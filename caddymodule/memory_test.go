@@ -1,0 +1,126 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// procStatus reads a field of /proc/<pid>/status in KiB ("self" for the
+// test process, which is the gateway: caddytest runs it in-process).
+func procStatus(t *testing.T, pid, field string) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%s/status", field, pid)
+	return 0
+}
+
+// resetPeak makes VmHWM start again from the current RSS (clear_refs 5),
+// after the collector has given back what it can.
+func resetPeak(t *testing.T) int64 {
+	t.Helper()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Skipf("cannot reset the peak RSS: %v", err)
+	}
+	return procStatus(t, "self", "VmRSS")
+}
+
+// Three concurrent chains of 32 steps, each step answering ~8 MiB (a
+// request of a few hundred bytes): each answer holds at most
+// max_response_body in all, the steps past it carry the cut note, the
+// gateway's peak RSS stays far from what 3 × 33 × 8 MiB answers cost, and
+// bob's counter counts on.
+func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
+	b, mallory := attacked(t, "timeout 10s\n")
+	const bound = 8 << 20
+	steps := []map[string]any{{"name": "s1", "body": fmt.Sprintf("return 'x'.repeat(%d)", bound-64)}}
+	for i := 2; i <= 32; i++ {
+		steps = append(steps, map[string]any{"name": fmt.Sprintf("s%d", i), "body": "return input"})
+	}
+	body := mustJSON(map[string]any{"steps": steps})
+	long := &http.Client{Timeout: 2 * time.Minute, Transport: client.Transport}
+
+	base := resetPeak(t)
+	type got struct {
+		status int
+		size   int64
+		head   []byte // at most bound + 1 MiB of the answer
+		err    error
+	}
+	answers := make([]got, 3)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", api("/run/chain"), bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+mallory)
+			res, err := long.Do(req)
+			if err != nil {
+				answers[i].err = err
+				return
+			}
+			defer res.Body.Close()
+			// The test reads no more than a bounded answer whole, so that
+			// its own memory is not what is measured.
+			head, _ := io.ReadAll(io.LimitReader(res.Body, bound+1<<20))
+			rest, err := io.Copy(io.Discard, res.Body)
+			answers[i] = got{res.StatusCode, int64(len(head)) + rest, head, err}
+		}()
+	}
+	wg.Wait()
+	peak := procStatus(t, "self", "VmHWM")
+	t.Logf("the gateway's RSS: %d MiB before, peak %d MiB during three chains (+%d MiB)", base>>10, peak>>10, (peak-base)>>10)
+	for i, a := range answers {
+		if a.err != nil {
+			t.Fatalf("chain %d: %v", i, a.err)
+		}
+		t.Logf("chain %d: %d, %d bytes", i, a.status, a.size)
+		if a.status != 200 || a.size > bound+64<<10 {
+			t.Fatalf("chain %d answered %d with %d bytes, over the %d byte bound: %.300s", i, a.status, a.size, bound, a.head)
+		}
+		var ans chainAnswer
+		if err := json.Unmarshal(a.head, &ans); err != nil {
+			t.Fatalf("chain %d: not JSON: %v", i, err)
+		}
+		// The chain's result is whole; the steps' results past the bound
+		// carry the note.
+		if len(ans.Steps) != 32 || len(ans.Result) != bound-64+2 {
+			t.Fatalf("chain %d: %d steps, a result of %d bytes", i, len(ans.Steps), len(ans.Result))
+		}
+		cut := 0
+		for _, s := range ans.Steps {
+			if strings.Contains(string(s.Result), "cut from the answer") && strings.Contains(string(s.Result), "max_response_body") {
+				cut++
+			}
+		}
+		if cut < 30 {
+			t.Fatalf("chain %d: %d steps' results carry the cut note, want at least 30", i, cut)
+		}
+	}
+	// Far from the 4 GiB three such chains once took; a gateway that held
+	// every step's result would hold 3 × 32 × 8 MiB.
+	if grew := (peak - base) << 10; grew > 768<<20 {
+		t.Fatalf("the gateway's peak RSS grew by %d MiB during three chains", grew>>20)
+	}
+	b.check("three chains answering 8 MiB a step")
+}
