@@ -319,7 +319,7 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 		}
 		n := 0
 		for _, hc := range s.domains[r.name] {
-			if hc.of(tenant).live() {
+			if s.current(hc.of(tenant)) {
 				n++
 			}
 		}
@@ -369,13 +369,20 @@ func (r *Registry) Domain(tenant, host string) (Domain, error) {
 	return d.view(), nil
 }
 
-// domainOf is the tenant's live claim of host, or nil (none, or another
-// tenant's: both answer alike). s.mu is held.
+// domainOf is the tenant's live claim of host, or nil (none, another
+// tenant's, or a pending one past its week the sweep has not forgotten
+// yet: all answer alike). s.mu is held.
 func (r *Registry) domainOf(tenant, host string) *domainRecord {
-	if d := r.store.domains[r.name][host].of(tenant); d.live() {
+	if d := r.store.domains[r.name][host].of(tenant); r.store.current(d) {
 		return d
 	}
 	return nil
+}
+
+// current reports whether d is a claim its tenant sees: not withdrawn,
+// and active or within its first PUT's week. s.mu is held.
+func (s *Store) current(d *domainRecord) bool {
+	return d.live() && (d.Status == DomainActive || s.opts.Now().Sub(d.ClaimedAt) < pendingClaim)
 }
 
 func noDomain(host string) error {
@@ -388,7 +395,7 @@ func (r *Registry) Domains(tenant string) []Domain {
 	s.mu.Lock()
 	out := []Domain{}
 	for _, claims := range s.domains[r.name] {
-		if d := claims.of(tenant); d.live() {
+		if d := claims.of(tenant); s.current(d) {
 			out = append(out, d.view())
 		}
 	}
@@ -460,6 +467,15 @@ func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, 
 	s.mu.Lock()
 	s.setClaim(r.name, &next)
 	s.mu.Unlock()
+	if s.opts.Own != nil {
+		// In a cluster, claims made through other gateways may be in
+		// the store only.
+		prefix := key(r.name, host+"\x00")
+		s.w.Scan(context.Background(), tableDomains, store.Range{Prefix: prefix}, func(k, _ []byte) bool {
+			others = append(others, store.Delete(tableDomains, append([]byte(nil), k...)))
+			return true
+		})
+	}
 	if len(others) > 0 {
 		s.commitChunked(r.name, tenant, others)
 	}

@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	persist "github.com/retainer-gw/retainer/store"
 )
 
 func TestValidHost(t *testing.T) {
@@ -371,5 +373,56 @@ func TestReservedNamesCountAgainstTheQuota(t *testing.T) {
 	g.store.SweepIdle()
 	if _, err := reg.BindRoute("mallory", "later", id); err != nil {
 		t.Fatalf("a day later: %v", err)
+	}
+}
+
+// A pending claim stored as before several claims of a host were kept
+// (under the host alone) loads as its tenant's pending claim, verifies
+// into the host's one active claim, and a delete moves it aside.
+func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	id := deploy(t, reg, "alice")
+	var ops []persist.Op
+	for _, h := range []string{"old.example.com", "gone.example.com"} {
+		data, _ := json.Marshal(domainRecord{Host: h, Tenant: "alice", Status: DomainPending, ExecutionID: id, Challenge: "c-" + h, ClaimedAt: clock.Now()})
+		ops = append(ops, persist.Put(tableDomains, key("apps", h), data))
+	}
+	if err := g.store.commit("apps", "alice", nil, ops); err != nil {
+		t.Fatal(err)
+	}
+	g.stop()
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	defer g.stop()
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	if ds := reg.Domains("alice"); len(ds) != 2 || ds[1].Host != "old.example.com" || ds[1].Status != DomainPending {
+		t.Fatalf("loaded: %+v", ds)
+	}
+	if _, _, err := reg.PutDomain("bob", "old.example.com", "", deploy(t, reg, "bob")); err != nil {
+		t.Fatalf("another tenant's claim beside an old one: %v", err)
+	}
+	if d, err := reg.ActivateDomain("alice", "old.example.com", []string{"c-old.example.com"}); err != nil || d.Status != DomainActive {
+		t.Fatalf("verify: %+v %v", d, err)
+	}
+	if _, err := reg.Domain("bob", "old.example.com"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("bob's claim after alice verified: %v", err)
+	}
+	if err := reg.DeleteDomain("alice", "gone.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if v, _ := g.store.w.Get(ctx, tableDomains, key("apps", "gone.example.com")); v != nil {
+		t.Fatalf("a deleted old claim is still under its host: %s", v)
+	}
+	g.stop()
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	if ds := reg.Domains("alice"); len(ds) != 1 || ds[0].Host != "old.example.com" || ds[0].Status != DomainActive {
+		t.Fatalf("after a restart: %+v", ds)
+	}
+	if !reg.DomainActive("old.example.com") || len(reg.Domains("bob")) != 0 {
+		t.Fatal("the active claim or bob's ended one after a restart")
 	}
 }
