@@ -101,6 +101,10 @@ type App struct {
 	// BoundStrikes is how many bound hits in a row close a handle.
 	// Default 3.
 	BoundStrikes int `json:"bound_strikes,omitempty"`
+	// IssuancePerHour is how many new certificates on-demand TLS may get
+	// for one tenant's domains in a clock hour (docs/domains.md); past it
+	// handshakes for its new hosts fail until the hour turns. Default 20.
+	IssuancePerHour int `json:"issuance_per_hour,omitempty"`
 	// ReceiptRetention is how long run receipts are kept. Default 168h.
 	ReceiptRetention caddy.Duration `json:"receipt_retention,omitempty"`
 	// JIT lets V8 compile to machine code (weakens the worker sandbox).
@@ -199,6 +203,9 @@ func (a *App) setDefaults() {
 	}
 	if a.ReceiptRetention <= 0 {
 		a.ReceiptRetention = caddy.Duration(7 * 24 * time.Hour)
+	}
+	if a.IssuancePerHour <= 0 {
+		a.IssuancePerHour = 20
 	}
 }
 

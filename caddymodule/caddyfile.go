@@ -58,6 +58,7 @@ func init() {
 //		websocket_idle <duration>
 //		bound_strikes <n>
 //		receipt_retention <duration>
+//		issuance_per_hour <n>
 //		jit
 //		wasm
 //		landlock off
@@ -183,6 +184,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.WebsocketIdle, err = duration(d, val)
 		case "bound_strikes":
 			app.BoundStrikes, err = positive(d, val)
+		case "issuance_per_hour":
+			app.IssuancePerHour, err = positive(d, val)
 		case "handle_concurrency":
 			app.HandleConcurrency, err = positive(d, val)
 		case "isolation":

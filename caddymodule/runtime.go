@@ -51,6 +51,8 @@ type runtime struct {
 	logLimiter *rate.Limiter
 	// streams counts visitors' open streamed responses (visitors.go).
 	streams visitorStreams
+	// issuance counts tenants' new certificates this hour (tlspermission.go).
+	issuance issuanceBook
 }
 
 // Destruct ends the workers and closes the store (the last config let go).
@@ -188,7 +190,7 @@ func newRuntime(a *App) (*runtime, error) {
 		OnLog:     rt.logHandlerOutput,
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 		// A host that is no longer a domain loses its certificate at once.
-		OnDomainsGone: func(_ string, hosts []string) { evictCertificates(hosts) },
+		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },
 	})
 	if err != nil {
 		backing.close()

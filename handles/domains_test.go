@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	persist "github.com/retainer-gw/retainer/store"
 )
 
 func TestValidHost(t *testing.T) {
@@ -21,6 +23,9 @@ func TestValidHost(t *testing.T) {
 		"shop.example.com.":  "shop.example.com",
 		"a.b":                "a.b",
 		"x-1.y2.example.org": "x-1.y2.example.org",
+		"foo.0xg":            "foo.0xg",
+		"a.123a":             "a.123a",
+		"1.2.3.x1":           "1.2.3.x1",
 	} {
 		if got, err := ValidHost(in, reserved); err != nil || got != want {
 			t.Errorf("ValidHost(%q) = %q, %v; want %q", in, got, err, want)
@@ -31,6 +36,8 @@ func TestValidHost(t *testing.T) {
 		"a..example.com", "a_b.example.com", strings.Repeat("a", 64) + ".example.com",
 		strings.Repeat("abcdefghi.", 26) + "com", "x.apps.example.com", "apps.example.com", "example.net", "a.b.example.net",
 		"shop.example.com/x", "shop example.com",
+		// A URL reads these as IPv4 addresses (the last label a number).
+		"127.1", "0x7f.1", "foo.123", "foo.0x", "a.0xFF", "1.2.3.4.5", "x.0",
 	} {
 		if h, err := ValidHost(bad, reserved); fault.CodeOf(err) != fault.BadRequest {
 			t.Errorf("ValidHost(%q) = %q, %v; want BAD_REQUEST", bad, h, err)
@@ -84,21 +91,21 @@ func TestDomains(t *testing.T) {
 	if reg.DomainActive("shop.example.com") {
 		t.Fatal("a pending domain may have a certificate")
 	}
-	// Another tenant: 409 on a claim, 404 on a read, verify or delete.
-	if _, _, err := reg.PutDomain("mallory", "shop.example.com", "", mallory); fault.CodeOf(err) != fault.Conflict {
-		t.Fatalf("another tenant's claim of a pending host: %v", err)
+	// Another tenant: a claim of its own beside alice's (a pending claim
+	// holds nothing), with its own TXT value; alice's claim stays alice's
+	// to read, verify and delete.
+	md, created, err := reg.PutDomain("mallory", "shop.example.com", "", mallory)
+	if err != nil || !created || md.Status != DomainPending || md.Challenge == d.Challenge {
+		t.Fatalf("another tenant's claim of a pending host: %+v %v", md, err)
 	}
-	if _, err := reg.Domain("mallory", "shop.example.com"); fault.CodeOf(err) != fault.NotFound {
-		t.Fatalf("another tenant read the domain: %v", err)
+	if got, err := reg.Domain("mallory", "shop.example.com"); err != nil || got.Challenge != md.Challenge {
+		t.Fatalf("mallory reads its claim: %+v %v", got, err)
 	}
-	if _, err := reg.ActivateDomain("mallory", "shop.example.com", []string{d.Challenge}); fault.CodeOf(err) != fault.NotFound {
-		t.Fatalf("another tenant verified the domain: %v", err)
+	if _, err := reg.ActivateDomain("mallory", "shop.example.com", []string{d.Challenge}); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("another tenant verified with alice's value: %v", err)
 	}
-	if err := reg.DeleteDomain("mallory", "shop.example.com"); fault.CodeOf(err) != fault.NotFound {
-		t.Fatalf("another tenant deleted the domain: %v", err)
-	}
-	if len(reg.Domains("mallory")) != 0 {
-		t.Fatal("another tenant lists the domain")
+	if _, err := reg.Domain("alice", "shop.example.com"); err != nil {
+		t.Fatalf("alice's claim after mallory's: %v", err)
 	}
 	// Verification: nothing, the wrong value, then the right one.
 	if _, err := reg.ActivateDomain("alice", "shop.example.com", nil); fault.CodeOf(err) != fault.Conflict || !strings.Contains(err.Error(), "_retainer-challenge.shop.example.com") {
@@ -109,6 +116,20 @@ func TestDomains(t *testing.T) {
 	}
 	if d, err := reg.ActivateDomain("alice", "shop.example.com", []string{"other", d.Challenge}); err != nil || d.Status != DomainActive {
 		t.Fatalf("verify: %+v %v", d, err)
+	}
+	// The first to verify takes the host: mallory's claim ended, and a
+	// claim now answers CONFLICT; alice's claim is not mallory's to see.
+	if _, err := reg.Domain("mallory", "shop.example.com"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("mallory's claim outlived alice's verification: %v", err)
+	}
+	if _, _, err := reg.PutDomain("mallory", "shop.example.com", "", mallory); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("another tenant's claim of an active host: %v", err)
+	}
+	if err := reg.DeleteDomain("mallory", "shop.example.com"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("another tenant deleted the domain: %v", err)
+	}
+	if len(reg.Domains("mallory")) != 0 {
+		t.Fatal("another tenant lists the domain")
 	}
 	if !reg.DomainActive("SHOP.example.com") {
 		t.Fatal("an active domain may not have a certificate")
@@ -133,24 +154,41 @@ func TestDomains(t *testing.T) {
 	if _, err := reg.Serve(context.Background(), "shop.example.com", ResolveBoth, sandbox.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("a domain served where domains are not resolved: %v", err)
 	}
-	// Deleting frees the host at once.
-	if _, _, err := reg.PutDomain("alice", "www.example.com", "shop", ""); err != nil {
+	// A pending claim lapses 7 days after its first PUT, whatever
+	// deletes and re-claims came between.
+	first, _, err := reg.PutDomain("alice", "www.example.com", "shop", "")
+	if err != nil {
 		t.Fatal(err)
 	}
+	clock.Add(3 * 24 * time.Hour)
 	if err := reg.DeleteDomain("alice", "www.example.com"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := reg.PutDomain("mallory", "www.example.com", "", mallory); err != nil {
-		t.Fatalf("a deleted host: %v", err)
+	if _, err := reg.Domain("alice", "www.example.com"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("a deleted claim: %v", err)
 	}
-	// A pending claim holds its host for 7 days, then anyone may claim it.
-	clock.Add(7*24*time.Hour - time.Minute)
-	if _, _, err := reg.PutDomain("alice", "www.example.com", "shop", ""); fault.CodeOf(err) != fault.Conflict {
-		t.Fatalf("a pending claim of 7 days less a minute: %v", err)
+	if _, _, err := reg.PutDomain("mallory", "www.example.com", "", mallory); err != nil {
+		t.Fatalf("mallory's claim beside a deleted one: %v", err)
+	}
+	clock.Add(4*24*time.Hour - time.Minute)
+	again, created, err := reg.PutDomain("alice", "www.example.com", "shop", "")
+	if err != nil || !created || again.Challenge != first.Challenge {
+		t.Fatalf("claimed again: %+v %v %v", again, created, err)
+	}
+	g.store.SweepIdle()
+	if _, err := reg.Domain("alice", "www.example.com"); err != nil {
+		t.Fatalf("a claim of 7 days less a minute: %v", err)
 	}
 	clock.Add(2 * time.Minute)
-	if _, _, err := reg.PutDomain("alice", "www.example.com", "shop", ""); err != nil {
-		t.Fatalf("an expired claim: %v", err)
+	g.store.SweepIdle()
+	if _, err := reg.Domain("alice", "www.example.com"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("a claim re-made after a delete outlived its first PUT's week: %v", err)
+	}
+	if _, err := reg.Domain("mallory", "www.example.com"); err != nil {
+		t.Fatalf("mallory's claim of 4 days: %v", err)
+	}
+	if d, created, err := reg.PutDomain("alice", "www.example.com", "shop", ""); err != nil || !created || d.Challenge == first.Challenge {
+		t.Fatalf("a claim after the first one lapsed: %+v %v", d, err)
 	}
 	// Persisted: a restart keeps the domains, active and pending.
 	g.stop()
@@ -170,8 +208,9 @@ func TestDomains(t *testing.T) {
 	if !reg.DomainActive("shop.example.com") {
 		t.Fatal("the active domain was lost by a restart")
 	}
-	// The end of a1 ends shop.example.com; a2's end (the route's handle)
-	// ends www.example.com; both hosts stay alice's for a day.
+	// The end of a1 ends shop.example.com, which stays alice's for a day;
+	// a2's end (the route's handle) ends www.example.com, never verified,
+	// which stays nobody's.
 	if err := reg.Close("alice", a1); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +221,7 @@ func TestDomains(t *testing.T) {
 		t.Fatalf("domains outlived their handles: %+v", ds)
 	}
 	goneMu.Lock()
-	if fmt.Sprint(gone) != "[www.example.com shop.example.com www.example.com]" {
+	if fmt.Sprint(gone) != "[shop.example.com]" {
 		t.Errorf("hosts reported gone: %v", gone)
 	}
 	goneMu.Unlock()
@@ -192,8 +231,12 @@ func TestDomains(t *testing.T) {
 	if _, _, err := reg.PutDomain("mallory", "shop.example.com", "", mallory); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("another tenant took a host freed by an end: %v", err)
 	}
-	again := deploy(t, reg, "alice")
-	if _, created, err := reg.PutDomain("alice", "shop.example.com", "", again); err != nil || !created {
+	// www.example.com was pending, never verified: its end reserves
+	// nothing (mallory's own claim of it is there still).
+	if _, err := reg.Domain("mallory", "www.example.com"); err != nil {
+		t.Fatalf("mallory's claim after alice's pending one ended: %v", err)
+	}
+	if _, created, err := reg.PutDomain("alice", "shop.example.com", "", deploy(t, reg, "alice")); err != nil || !created {
 		t.Fatalf("the owner's claim of its reserved host: %v", err)
 	}
 }
@@ -233,5 +276,153 @@ func TestDomainQuotaAndRouteOwnership(t *testing.T) {
 	}
 	if got, err := serveHost(reg, "h0.example.com"); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("alice's domain served mallory's route: %q %v", got, err)
+	}
+}
+
+// Deploy, bind, claim and end, repeated: the names and hosts the ends
+// reserve count against the tenant's 100, so the loop stops at 100 (it
+// once reserved names without end); pending hosts are never reserved; an
+// unbind or a delete of a reserved name frees it; another tenant binds as
+// before.
+func TestReservedNamesCountAgainstTheQuota(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := start(t, filepath.Join(t.TempDir(), "registry.db"), clock, &eventLog{}, worker.Config{Workers: 1})
+	defer g.stop()
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 72 * time.Hour})
+	bound, refused := 0, 0
+	for i := 0; i < 130; i++ {
+		id := deploy(t, reg, "mallory")
+		_, err := reg.BindRoute("mallory", fmt.Sprintf("n%d", i), id)
+		switch fault.CodeOf(err) {
+		case "":
+			bound++
+		case fault.QuotaExceeded:
+			refused++
+		default:
+			t.Fatalf("bind %d: %v", i, err)
+		}
+		if _, _, err := reg.PutDomain("mallory", fmt.Sprintf("p%d.example.com", i), "", id); err != nil {
+			t.Fatalf("pending claim %d: %v", i, err)
+		}
+		if err := reg.Close("mallory", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bound != maxRoutesPerTenant || refused != 30 {
+		t.Fatalf("bound %d, refused %d; want 100, 30", bound, refused)
+	}
+	t.Logf("130 deploy-bind-claim-end cycles: %d names reserved, %d binds refused", bound, refused)
+	// Its reserved names are its own to bind again.
+	id := deploy(t, reg, "mallory")
+	if _, err := reg.BindRoute("mallory", "n7", id); err != nil {
+		t.Fatalf("the tenant's bind of its reserved name: %v", err)
+	}
+	if _, err := reg.BindRoute("mallory", "fresh", id); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("a new name at 100: %v", err)
+	}
+	// An unbind of a reserved name frees it, and a slot with it.
+	if err := reg.UnbindRoute("mallory", "n8"); err != nil {
+		t.Fatalf("unbinding a reserved name: %v", err)
+	}
+	if _, err := reg.BindRoute("mallory", "fresh", id); err != nil {
+		t.Fatalf("a new name after an unbind: %v", err)
+	}
+	// The pending hosts reserved nothing: another tenant claims them.
+	bob := deploy(t, reg, "bob")
+	if _, _, err := reg.PutDomain("bob", "p3.example.com", "", bob); err != nil {
+		t.Fatalf("a pending host freed by an end: %v", err)
+	}
+	if _, err := reg.BindRoute("bob", "bobs", bob); err != nil {
+		t.Fatalf("a bystander's bind: %v", err)
+	}
+	if _, err := reg.BindRoute("bob", "n120", bob); err != nil {
+		t.Fatalf("a name the loop was refused: %v", err)
+	}
+	// Verified hosts freed by ends are reserved and count too.
+	for i := 0; i < maxDomainsPerTenant; i++ {
+		h := fmt.Sprintf("a%d.example.com", i)
+		d, _, err := reg.PutDomain("mallory", h, "", id)
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if _, err := reg.ActivateDomain("mallory", h, []string{d.Challenge}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reg.Close("mallory", id); err != nil {
+		t.Fatal(err)
+	}
+	id = deploy(t, reg, "mallory")
+	if _, _, err := reg.PutDomain("mallory", "one-more.example.com", "", id); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("a claim past 100 reserved hosts: %v", err)
+	}
+	if _, _, err := reg.PutDomain("mallory", "a5.example.com", "", id); err != nil {
+		t.Fatalf("a claim of its reserved host: %v", err)
+	}
+	if err := reg.DeleteDomain("mallory", "a6.example.com"); err != nil {
+		t.Fatalf("deleting a reserved host: %v", err)
+	}
+	if _, _, err := reg.PutDomain("bob", "a6.example.com", "", bob); err != nil {
+		t.Fatalf("a host its tenant freed: %v", err)
+	}
+	if _, _, err := reg.PutDomain("bob", "a7.example.com", "", bob); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("a reserved host: %v", err)
+	}
+	// A day later everything is free again.
+	clock.Add(24*time.Hour + time.Second)
+	g.store.SweepIdle()
+	if _, err := reg.BindRoute("mallory", "later", id); err != nil {
+		t.Fatalf("a day later: %v", err)
+	}
+}
+
+// A pending claim stored as before several claims of a host were kept
+// (under the host alone) loads as its tenant's pending claim, verifies
+// into the host's one active claim, and a delete moves it aside.
+func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	id := deploy(t, reg, "alice")
+	var ops []persist.Op
+	for _, h := range []string{"old.example.com", "gone.example.com"} {
+		data, _ := json.Marshal(domainRecord{Host: h, Tenant: "alice", Status: DomainPending, ExecutionID: id, Challenge: "c-" + h, ClaimedAt: clock.Now()})
+		ops = append(ops, persist.Put(tableDomains, key("apps", h), data))
+	}
+	if err := g.store.commit("apps", "alice", nil, ops); err != nil {
+		t.Fatal(err)
+	}
+	g.stop()
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	defer g.stop()
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	if ds := reg.Domains("alice"); len(ds) != 2 || ds[1].Host != "old.example.com" || ds[1].Status != DomainPending {
+		t.Fatalf("loaded: %+v", ds)
+	}
+	if _, _, err := reg.PutDomain("bob", "old.example.com", "", deploy(t, reg, "bob")); err != nil {
+		t.Fatalf("another tenant's claim beside an old one: %v", err)
+	}
+	if d, err := reg.ActivateDomain("alice", "old.example.com", []string{"c-old.example.com"}); err != nil || d.Status != DomainActive {
+		t.Fatalf("verify: %+v %v", d, err)
+	}
+	if _, err := reg.Domain("bob", "old.example.com"); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("bob's claim after alice verified: %v", err)
+	}
+	if err := reg.DeleteDomain("alice", "gone.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if v, _ := g.store.w.Get(ctx, tableDomains, key("apps", "gone.example.com")); v != nil {
+		t.Fatalf("a deleted old claim is still under its host: %s", v)
+	}
+	g.stop()
+	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	if ds := reg.Domains("alice"); len(ds) != 1 || ds[0].Host != "old.example.com" || ds[0].Status != DomainActive {
+		t.Fatalf("after a restart: %+v", ds)
+	}
+	if !reg.DomainActive("old.example.com") || len(reg.Domains("bob")) != 0 {
+		t.Fatal("the active claim or bob's ended one after a restart")
 	}
 }

@@ -264,10 +264,10 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	if err != nil {
 		return err
 	}
-	domains := map[string]*domainRecord{}
+	var domains []*domainRecord
 	err = s.scanDomains(ctx, store.Range{Prefix: prefix}, func(_ string, d *domainRecord) {
 		if d.Tenant == tenant {
-			domains[d.Host] = d
+			domains = append(domains, d)
 		}
 	})
 	if err != nil {
@@ -307,16 +307,13 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	for name, id := range routes {
 		s.routes[registry][name] = id
 	}
-	if s.domains[registry] == nil {
-		s.domains[registry] = map[string]*domainRecord{}
-	}
-	for host, d := range s.domains[registry] {
-		if d.Tenant == tenant {
-			delete(s.domains[registry], host)
+	for host, claims := range s.domains[registry] {
+		if claims.of(tenant) != nil {
+			s.dropClaim(registry, host, tenant)
 		}
 	}
-	for host, d := range domains {
-		s.domains[registry][host] = d
+	for _, d := range domains {
+		s.setClaim(registry, d)
 	}
 	if s.reserved[registry] == nil {
 		s.reserved[registry] = map[string]reservation{}

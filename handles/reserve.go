@@ -3,6 +3,7 @@ package handles
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
@@ -15,10 +16,15 @@ import (
 // deployment ended by a bound, an idle sweep or a crash must never hand its
 // customers' traffic (webhooks with their credentials, say) to whichever
 // tenant binds the name next. Only the tenant it was reserved to may bind
-// it meanwhile; an unbind the tenant asks for frees the name at once.
+// it meanwhile; an unbind the tenant asks for frees the name at once, a
+// reserved one too (DELETE /routes/{name}, DELETE /domains/{host}).
 // Reservations are kept in the store, so a restart does not release them.
 // Route names and hosts share one table: a route name is one DNS label and
-// a host at least two, so they never collide.
+// a host at least two, so they never collide. A tenant's reserved names
+// count against its 100 route names (and its reserved hosts against its
+// 100 domains): deploy, bind and end, repeated, reserves no more than a
+// tenant could bind (measured before: one tenant reserved 13,900 names and
+// 15,079 hosts in 20 s). A host that was never verified is not reserved.
 
 // routeReservation is how long a freed route name stays its tenant's.
 const routeReservation = budgets.NameReservation
@@ -37,6 +43,35 @@ func (s *Store) reservedTo(registry, name string) string {
 		return ""
 	}
 	return res.Tenant
+}
+
+// reservedCount answers how many route names (hosts false) or domain
+// hosts (hosts true) of the registry are reserved to the tenant now. s.mu
+// is held.
+func (s *Store) reservedCount(registry, tenant string, hosts bool) int {
+	now := s.opts.Now()
+	n := 0
+	for name, res := range s.reserved[registry] {
+		if res.Tenant == tenant && now.Before(res.Until) && strings.Contains(name, ".") == hosts {
+			n++
+		}
+	}
+	return n
+}
+
+// release frees a name reserved to the tenant (its own unbind or delete),
+// answering false when none is.
+func (s *Store) release(registry, tenant, name string) (bool, error) {
+	s.mu.Lock()
+	mine := s.reservedTo(registry, name) == tenant
+	s.mu.Unlock()
+	if !mine {
+		return false, nil
+	}
+	if err := s.commit(registry, tenant, nil, []store.Op{s.unreserve(registry, name)}); err != nil {
+		return true, fault.Wrap(fault.Internal, err, "The reservation could not be removed.")
+	}
+	return true, nil
 }
 
 // reserve records that names of rec, freed by its end, are its tenant's

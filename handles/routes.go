@@ -76,9 +76,15 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 				bound++
 			}
 		}
-		if bound >= maxRoutesPerTenant {
+		// Names reserved to the tenant count (reserve.go); binding one of
+		// them adds nothing.
+		reserved := s.reservedCount(r.name, tenant, false)
+		if !reservedHere && bound+reserved >= maxRoutesPerTenant {
 			s.mu.Unlock()
-			return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names, the most this registry allows. Unbind one first.", bound)
+			if reserved == 0 {
+				return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names, the most this registry allows. Unbind one first.", bound)
+			}
+			return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names and %d more stay reserved to it for a day after their handles ended, %d in all, the most this registry allows. Bind a reserved name again, or free one with DELETE /routes/{name}.", bound, reserved, bound+reserved)
 		}
 	}
 	newRec := *rec
@@ -136,7 +142,8 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 	return Route{Name: name, ExecutionID: id}, nil
 }
 
-// UnbindRoute removes the tenant's route name.
+// UnbindRoute removes the tenant's route name, or frees a name reserved
+// to the tenant (reserve.go).
 func (r *Registry) UnbindRoute(tenant, name string) error {
 	s := r.store
 	s.routeMu.Lock()
@@ -146,6 +153,10 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	rec := s.records[id]
 	if !ok || rec == nil || rec.Tenant != tenant {
 		s.mu.Unlock()
+		// A name its handle's end reserved to the tenant is freed.
+		if released, err := s.release(r.name, tenant, name); released {
+			return err
+		}
 		return fault.New(fault.NotFound, "No route named %q.", name)
 	}
 	newRec := *rec

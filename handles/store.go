@@ -106,7 +106,7 @@ type Store struct {
 	records    map[string]*Record                  // by id, all registries
 	routes     map[string]map[string]string        // registry → route name → id
 	reserved   map[string]map[string]reservation   // registry → freed route name or host → its tenant (reserve.go)
-	domains    map[string]map[string]*domainRecord // registry → host → the tenant's claim (domains.go)
+	domains    map[string]map[string]hostClaimList // registry → host → its tenants' claims (domains.go)
 	live       map[string]*liveState               // by id: the runtime side of a record
 	runs       map[string]*runState                // runs in progress, by run id
 	dirty      map[string]bool                     // ids whose counters await a flush
@@ -141,7 +141,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		records:    map[string]*Record{},
 		routes:     map[string]map[string]string{},
 		reserved:   map[string]map[string]reservation{},
-		domains:    map[string]map[string]*domainRecord{},
+		domains:    map[string]map[string]hostClaimList{},
 		held:       budgets.NewBytes(budgets.BodyBytes, budgets.BodyBytesPerTenant),
 		live:       map[string]*liveState{},
 		runs:       map[string]*runState{},
