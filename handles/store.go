@@ -376,16 +376,23 @@ func (s *Store) registryOf(id string) *Registry {
 
 // WorkerCrashed is the executor's crash report: lost isolates are rebuilt
 // lazily; each suspect takes a strike, and a suspect at bound_strikes is
-// closed with the memory text.
+// closed with the memory text. A worker killed from outside has no
+// suspects (docs/architecture.md, Blame).
 func (s *Store) WorkerCrashed(c worker.Crash) {
 	for _, id := range c.Suspects {
 		if r := s.registryOf(id); r != nil {
 			r.strike(id, "crash", fmt.Sprintf("The worker serving this handle stopped while it ran (%s).", c.Reason))
 		}
 	}
+	lost := "The worker holding this handle stopped; it is rebuilt on its next request."
+	if c.Killed {
+		// Nobody's doing that the gateway can see: no strike, and no bound
+		// named that nobody measured.
+		lost = fmt.Sprintf("The worker holding this handle was killed (%s); no strike: it is rebuilt on its next request, and state kept in closures starts afresh.", c.Reason)
+	}
 	for _, id := range c.Lost {
 		if r := s.registryOf(id); r != nil {
-			r.systemLog(id, "The worker holding this handle stopped; it is rebuilt on its next request.")
+			r.systemLog(id, lost)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 	if m.busy == nil {
 		m.beginBusy()
 	}
-	inv := &invocation{deadline: time.Now().Add(m.timeout), cpuStart: m.hold.used(), respond: respond, logs: &logBuffer{}}
+	inv := &invocation{deadline: time.Now().Add(m.timeout), cpuStart: m.hold.mark(), respond: respond, logs: &logBuffer{}}
 	m.busy.invs = append(m.busy.invs, inv)
 	bodyArg := any(v8.Null(m.iso))
 	if body != nil {

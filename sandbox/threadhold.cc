@@ -18,7 +18,9 @@
 // v8go links defines. Locker's constructor is inline in V8's header (it
 // calls Initialize), so the Locker is built here with Initialize on memory
 // of the class's size.
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <new>
 
 namespace v8 {
@@ -41,13 +43,38 @@ class Locker {
 
 #include "threadhold.h"
 
-extern "C" void* retainer_isolate_hold(void* isolate) {
+// The calling thread's last reading of its own CPU clock, and the
+// monotonic clock just before it was read (ns; cpu -1: none yet). A
+// thread's CPU clock cannot advance faster than the wall clock, so a
+// reading taken max_age ago is at most max_age behind (threadhold.go).
+static thread_local int64_t cpu_read = -1;
+static thread_local int64_t cpu_read_at;
+
+static int64_t nanos(const struct timespec& ts) {
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+extern "C" int64_t retainer_thread_cpu(int64_t max_age) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no system call
+  int64_t now = nanos(ts);
+  if (max_age > 0 && cpu_read >= 0 && now - cpu_read_at <= max_age) {
+    return cpu_read;
+  }
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+  cpu_read = nanos(ts);
+  cpu_read_at = now;
+  return cpu_read;
+}
+
+extern "C" void* retainer_isolate_hold(void* isolate, int64_t max_age, int64_t* cpu) {
   v8::Isolate* iso = static_cast<v8::Isolate*>(isolate);
   void* mem = malloc(sizeof(v8::Locker));
   if (mem == nullptr) return nullptr;
   v8::Locker* locker = static_cast<v8::Locker*>(mem);
   locker->Initialize(iso);
   iso->Enter();
+  *cpu = retainer_thread_cpu(max_age);
   return locker;
 }
 

@@ -93,13 +93,15 @@ type Config struct {
 
 // Crash describes a worker's death for the handles layer: Lost are the
 // retained isolates that lived there; Suspects those of them that were
-// running at the time.
+// running at the time (never when it was Killed from outside: a signal
+// the gateway did not send, or an operator's kill).
 type Crash struct {
 	Worker   int
 	PID      int
 	Lost     []string
 	Suspects []string
 	Reason   string
+	Killed   bool
 }
 
 // ErrNoCapacity is answered by Run for a retaining run when every isolate
@@ -762,6 +764,9 @@ func (pool *Pool) KillWorker(index int) error {
 	if p == nil {
 		return fmt.Errorf("worker %d is not up", index)
 	}
+	p.mu.Lock()
+	p.operatorKill = true
+	p.mu.Unlock()
 	p.kill("asked to")
 	<-p.exited
 	return nil

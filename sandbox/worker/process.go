@@ -48,6 +48,11 @@ type process struct {
 	// overrunNotCaused: the worker used less than half the overrunning
 	// call's bound in CPU during its grace period (blame: no strike).
 	overrunNotCaused bool
+	// killedBy is why the gateway killed it ("" until it does);
+	// operatorKill that it was an operator's word (Pool.KillWorker), which
+	// strikes nobody, as a kill from outside does.
+	killedBy     string
+	operatorKill bool
 	// visitor is, per handle, the time its isolate spent waiting for
 	// visitors' request bodies (body.read calls): the worker moves the
 	// bound by it, and so does the kill clock.
@@ -234,12 +239,17 @@ func (p *process) reap() {
 	}
 	// Blame (docs/architecture.md): when the gateway killed the worker because one call
 	// overran, that call answers TIMEOUT and its handle alone takes the
-	// strike; the other isolates lost here are rebuilt without one. Only a
-	// death no call explains makes the running isolates suspects.
+	// strike; the other isolates lost here are rebuilt without one. A
+	// worker killed from outside (a signal the gateway did not send) or on
+	// an operator's word strikes nobody. Only a death the worker raised
+	// itself (a native crash, a V8 abort, an exit, or a protocol violation
+	// the gateway killed it for) makes the running isolates suspects.
+	operator := p.operatorKill
+	outside := operator || p.killedBy == "" && killedFromOutside(p.cmd.ProcessState)
 	suspects := []string{}
 	seen := map[string]bool{}
 	for _, c := range p.running {
-		if p.overrunner == 0 && c.handleID != "" && !seen[c.handleID] {
+		if p.overrunner == 0 && !outside && c.handleID != "" && !seen[c.handleID] {
 			seen[c.handleID] = true
 			suspects = append(suspects, c.handleID)
 		}
@@ -252,13 +262,36 @@ func (p *process) reap() {
 	if err != nil {
 		reason = err.Error()
 	}
-	p.pool.died(p, Crash{Worker: p.index, PID: p.pid, Lost: lost, Suspects: suspects, Reason: reason})
+	switch {
+	case operator:
+		reason = "by the gateway, as an operator asked"
+	case outside:
+		reason += ", a signal the gateway did not send: the kernel's OOM killer or an operator"
+	}
+	p.pool.died(p, Crash{Worker: p.index, PID: p.pid, Lost: lost, Suspects: suspects, Reason: reason, Killed: outside})
+}
+
+// killedFromOutside reports a process ended by a signal that someone else
+// sent it: SIGKILL (the kernel's OOM killer, an operator) or SIGTERM (an
+// operator). A worker's own crash ends it with SIGSEGV, SIGBUS, SIGILL or
+// SIGABRT, or (the Go runtime catching those in V8's code, or its own
+// fatal errors) with an exit status; the caller knows whether the gateway
+// sent the signal.
+func killedFromOutside(ps *os.ProcessState) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGKILL || ws.Signal() == syscall.SIGTERM)
 }
 
 // kill ends the process (SIGKILL); reap reports it.
 func (p *process) kill(reason string) {
 	p.mu.Lock()
 	already := p.dead
+	if !already && p.killedBy == "" {
+		p.killedBy = reason
+	}
 	p.mu.Unlock()
 	if already {
 		return
@@ -402,7 +435,9 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 		p.mu.Lock()
 		if p.overrunner == 0 {
 			p.overrunner = id
-			p.overrunNotCaused = cpuAtBound >= 0 && now >= 0 && now-cpuAtBound < bound.Nanoseconds()/2
+			// Half of what the grace period could show: a bound longer
+			// than the grace period would otherwise never be charged.
+			p.overrunNotCaused = cpuAtBound >= 0 && now >= 0 && now-cpuAtBound < min(bound, p.pool.cfg.Grace).Nanoseconds()/2
 		}
 		p.mu.Unlock()
 		p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
