@@ -51,6 +51,9 @@ type runtime struct {
 	logLimiter *rate.Limiter
 	// streams counts visitors' open streamed responses (visitors.go).
 	streams visitorStreams
+	// bodies is what the gateway holds of request bodies it reads whole
+	// (body.go).
+	bodies visitorBodies
 }
 
 // Destruct ends the workers and closes the store (the last config let go).
