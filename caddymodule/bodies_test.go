@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Request bodies are the visitor's time (README.md, "Request bodies"): a
+// Request bodies are the visitor's time (README.md, API): a
 // body of up to 1 MiB is read whole before the handler is called, a larger
 // one streams; a body that stalls, or trickles past request_body_timeout,
 // answers 408 REQUEST_TIMEOUT and never costs the handle its isolate.

@@ -12,7 +12,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// Request bodies (README.md, "Request bodies"): a body of up to 1 MiB is
+// Request bodies (README.md, API): a body of up to 1 MiB is
 // read whole by the gateway before the handler is called, so a visitor who
 // sends slowly holds no slot of the handle; a larger one streams into
 // request.body as the visitor sends it (handles/body.go). Either way a body
