@@ -130,6 +130,15 @@ const (
 	BodyBytesPerTenant = 256 << 20 // one tenant's share
 )
 
+// Visitors' request bodies the data plane reads whole (up to
+// WholeRequestBody each) before it calls the handler: what the gateway holds
+// of them while they arrive, in all and for one visitor address.
+const (
+	WholeRequestBody            = 1 << 20
+	RequestBodiesHeld           = 256 << 20
+	RequestBodiesHeldPerVisitor = 16 << 20
+)
+
 // Bytes is a byte budget: a gateway-wide cap and a cap per tenant.
 type Bytes struct {
 	mu        sync.Mutex

@@ -50,6 +50,10 @@ type App struct {
 	// visitor sends nothing for this long (408 unless the handler catches
 	// it). Default 10s.
 	RequestBodyIdle caddy.Duration `json:"request_body_idle,omitempty"`
+	// RequestBodyTimeout answers 408 to a visitor's request body that is
+	// not complete this long after the request arrived (the handler's body
+	// stream errors if it was called). Default 60s.
+	RequestBodyTimeout caddy.Duration `json:"request_body_timeout,omitempty"`
 	// Isolation is "tenant" (default: a worker hosts one tenant's isolates
 	// at a time, one spare worker is kept started ahead, the least recently
 	// active tenant's worker is recycled when all are held) or "shared"
@@ -155,6 +159,9 @@ func (a *App) setDefaults() {
 	}
 	if a.RequestBodyIdle <= 0 {
 		a.RequestBodyIdle = caddy.Duration(10 * time.Second)
+	}
+	if a.RequestBodyTimeout <= 0 {
+		a.RequestBodyTimeout = caddy.Duration(60 * time.Second)
 	}
 	if a.Prewarm == nil {
 		two := 2
@@ -328,6 +335,7 @@ func (a *App) registryConfig() handles.RegistryConfig {
 		Limits:              a.limits(),
 		StreamTimeout:       time.Duration(a.StreamTimeout),
 		RequestBodyIdle:     time.Duration(a.RequestBodyIdle),
+		RequestBodyTimeout:  time.Duration(a.RequestBodyTimeout),
 		WebsocketsPerHandle: a.WebsocketsPerHandle,
 		WebsocketsPerTenant: a.WebsocketsPerTenant,
 	}

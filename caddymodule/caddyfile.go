@@ -38,6 +38,7 @@ func init() {
 //		max_workers <n>
 //		recycle_idle <duration>
 //		request_body_idle <duration>
+//		request_body_timeout <duration>
 //		isolation tenant|shared
 //		worker_cpus shared|pinned|auto
 //		handle_concurrency <n>
@@ -137,6 +138,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.RecycleIdle, err = duration(d, val)
 		case "request_body_idle":
 			app.RequestBodyIdle, err = duration(d, val)
+		case "request_body_timeout":
+			app.RequestBodyTimeout, err = duration(d, val)
 		case "isolates_per_worker":
 			app.IsolatesPerWorker, err = positive(d, val)
 		case "queue":

@@ -168,26 +168,22 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 			return
 		}
 	}
-	// A small body of known length is read at once and crosses with the
-	// request; any other streams into request.body as it arrives (README.md, API),
-	// still bounded by max_request_body.
+	// A body of up to 1 MiB is read whole before the handler is called; a
+	// larger one streams into request.body as it arrives (body.go).
 	var body []byte
-	var streamed io.Reader
+	var streamed *handles.RequestBody
 	var tracked *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		switch {
-		case r.ContentLength > h.app.MaxRequestBody:
-			writeFault(w, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", h.app.MaxRequestBody), "")
+		var release func()
+		var err error
+		body, tracked, release, err = h.readVisitorBody(w, r, start)
+		defer release()
+		if err != nil {
+			refuseBody(w, err)
 			return
-		case r.ContentLength >= 0 && r.ContentLength <= bufferedBody:
-			var err error
-			if body, err = readBody(w, r, h.app.MaxRequestBody); err != nil {
-				writeFault(w, err, "")
-				return
-			}
-		default:
-			tracked = &trackedBody{r: http.MaxBytesReader(w, r.Body, h.app.MaxRequestBody)}
-			streamed = tracked
+		}
+		if tracked != nil {
+			streamed = &handles.RequestBody{Reader: tracked, Began: start}
 		}
 	}
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r, upgrade), body)
@@ -198,8 +194,11 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		// or it stopped arriving): a read of it may still be waiting on
 		// the connection, and net/http would wait for that read to drain
 		// the body before it wrote this answer. The connection closes
-		// after the answer instead.
+		// after the answer instead, and that read ends with it.
 		w.Header().Set("Connection", "close")
+		if stream == nil {
+			defer dropBody(w)
+		}
 	}
 	if err != nil {
 		writeFault(w, err, "")
@@ -284,10 +283,6 @@ func hostLabelOf(host string, n int) string {
 	}
 	return ""
 }
-
-// bufferedBody is the largest request body of known length that is read
-// before the handler runs; larger and chunked ones stream.
-const bufferedBody = 64 << 10
 
 // writeStream sends a streamed response (README.md, API): the head at once, then
 // each chunk as the handler's stream yields it, flushed through Caddy. The

@@ -53,6 +53,9 @@ type runtime struct {
 	streams visitorStreams
 	// issuance counts tenants' new certificates this hour (tlspermission.go).
 	issuance issuanceBook
+	// bodies is what the gateway holds of request bodies it reads whole
+	// (body.go).
+	bodies visitorBodies
 }
 
 // Destruct ends the workers and closes the store (the last config let go).

@@ -26,15 +26,26 @@ import (
 // bodyChunk is the most one body.read answers.
 const bodyChunk = 64 << 10
 
+// RequestBody is a request body the visitor is still sending: it streams
+// into the handler's request.body as it arrives (ServeStream).
+type RequestBody struct {
+	io.Reader
+	// Began is when its request arrived: request_body_timeout counts
+	// from it.
+	Began time.Time
+}
+
 // bodyStream is one attached request body.
 type bodyStream struct {
 	handle string
 	mu     sync.Mutex // one read at a time
 	r      io.Reader
+	began  time.Time
 	done   bool
-	// idled: the visitor sent nothing for request_body_idle; the handler's
-	// stream errored, and an invocation that fails then answers 408.
-	idled atomic.Bool
+	// late: the visitor sent nothing for request_body_idle, or had not
+	// sent it all after request_body_timeout; the handler's stream
+	// errored, and an invocation that fails then answers this (408).
+	late atomic.Pointer[fault.Fault]
 }
 
 type bodySet struct {
@@ -44,7 +55,7 @@ type bodySet struct {
 
 // attachBody registers r for handle and answers its token, the stream and
 // the detach.
-func (s *Store) attachBody(handle string, r io.Reader) (string, *bodyStream, func()) {
+func (s *Store) attachBody(handle string, body *RequestBody) (string, *bodyStream, func()) {
 	var b [16]byte
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
@@ -52,7 +63,7 @@ func (s *Store) attachBody(handle string, r io.Reader) (string, *bodyStream, fun
 	if s.bodies.open == nil {
 		s.bodies.open = map[string]*bodyStream{}
 	}
-	st := &bodyStream{handle: handle, r: r}
+	st := &bodyStream{handle: handle, r: body.Reader, began: body.Began}
 	s.bodies.open[token] = st
 	s.bodies.mu.Unlock()
 	return token, st, func() {
@@ -82,14 +93,20 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 	if b.done {
 		return json.RawMessage(`{"done":true}`), nil
 	}
-	idle := 10 * time.Second
+	idle, whole := 10*time.Second, 60*time.Second
 	if r := s.registryOf(id); r != nil {
-		idle = r.config().RequestBodyIdle
+		idle, whole = r.config().RequestBodyIdle, r.config().RequestBodyTimeout
 	}
 	// Waiting for the body is the visitor's time (the sandbox moves the
 	// invocation's bound meanwhile), but not for ever: a body that stops
-	// arriving for request_body_idle ends here.
-	readCtx, cancel := context.WithTimeout(ctx, idle)
+	// arriving for request_body_idle, or is not complete after
+	// request_body_timeout, ends here.
+	deadline := b.began.Add(whole)
+	until := time.Now().Add(idle)
+	if deadline.Before(until) {
+		until = deadline
+	}
+	readCtx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	buf := make([]byte, bodyChunk)
 	n, err := readsome.Read(readCtx, b.r, buf)
@@ -97,8 +114,12 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 	switch {
 	case err != nil && ctx.Err() == nil && readCtx.Err() != nil:
 		b.done = true
-		b.idled.Store(true)
-		return nil, fault.New(fault.RequestTimeout, "The request body stopped arriving for %v.", idle)
+		late := fault.New(fault.RequestTimeout, "The request body stopped arriving for %v (request_body_idle).", idle)
+		if !time.Now().Before(deadline) {
+			late = fault.New(fault.RequestTimeout, "The request body was not complete after %v (request_body_timeout).", whole)
+		}
+		b.late.Store(late)
+		return nil, late
 	case errors.As(err, &tooBig):
 		b.done = true
 		return nil, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", tooBig.Limit)

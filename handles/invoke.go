@@ -3,7 +3,6 @@ package handles
 import (
 	"context"
 	"errors"
-	"io"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -110,7 +109,7 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 //
 // body, when not nil, is a request body the visitor is still sending: it
 // streams into the handler's request.body (req.Body must be nil).
-func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body io.Reader) (sandbox.WireResponse, *Stream, error) {
+func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body *RequestBody) (sandbox.WireResponse, *Stream, error) {
 	s := r.store
 	if err := r.Locate(ctx, key, resolve); err != nil {
 		return sandbox.WireResponse{}, nil, err
@@ -127,11 +126,11 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		req.BodyStream, bs, detach = s.attachBody(rec.ID, body)
 	}
 	res, err := r.invoke(ctx, rec, req)
-	if err != nil && bs != nil && bs.idled.Load() {
-		// The visitor's body stopped arriving and the handler did not
-		// answer despite it: the visitor's doing, answered 408; the handle
-		// keeps its isolate and takes no strike.
-		err = fault.New(fault.RequestTimeout, "The request body stopped arriving.")
+	if err != nil && bs != nil && bs.late.Load() != nil {
+		// The visitor's body stopped arriving, or came too slowly, and the
+		// handler did not answer despite it: the visitor's doing, answered
+		// 408; the handle keeps its isolate and takes no strike.
+		err = bs.late.Load()
 	}
 	if err != nil || res.Stream == 0 && res.Relay == "" {
 		detach()

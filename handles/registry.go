@@ -43,6 +43,10 @@ type RegistryConfig struct {
 	// for this long: the handler's body stream errors, and the visitor gets
 	// 408 unless the handler caught it. Default 10s.
 	RequestBodyIdle time.Duration
+	// RequestBodyTimeout ends a visitor's request body that is not
+	// complete this long after its request arrived, as RequestBodyIdle
+	// does. Default 60s.
+	RequestBodyTimeout time.Duration
 	// WebsocketsPerHandle and WebsocketsPerTenant cap open WebSockets
 	// (sockets.go). Defaults 1,000 and 10,000.
 	WebsocketsPerHandle int
@@ -62,6 +66,9 @@ func (c *RegistryConfig) defaults() {
 	c.Limits = c.Limits.WithDefaults()
 	if c.RequestBodyIdle <= 0 {
 		c.RequestBodyIdle = 10 * time.Second
+	}
+	if c.RequestBodyTimeout <= 0 {
+		c.RequestBodyTimeout = 60 * time.Second
 	}
 	if c.StreamTimeout <= 0 {
 		c.StreamTimeout = 5 * time.Minute

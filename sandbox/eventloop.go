@@ -120,13 +120,13 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if d := time.Until(due); d > 0 {
 		t := time.NewTimer(d)
 		m.hold.drop() // a wait: leave the thread free (threadhold.go)
-		start := time.Now()
+		start := m.blocks()
 		select {
 		case <-t.C:
 		case <-m.wake:
 		}
 		waited := time.Since(start)
-		m.waited(waited)
+		m.waited(start)
 		m.hold.take()
 		t.Stop()
 		if m.visitor.pending > 0 {

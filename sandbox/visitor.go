@@ -15,21 +15,38 @@ import "time"
 const visitorOp = "body.read"
 
 // visitorWait is a vm's account of the visitor's time in the current
-// activity: pending is loop-owned; waited is guarded by vm.mu (the
-// watchdogs read it).
+// activity: pending is loop-owned; waited and since are guarded by vm.mu
+// (the watchdogs read them).
 type visitorWait struct {
 	pending int
 	waited  time.Duration
+	// since is when the loop blocked with a body read in flight, zero
+	// when it is not blocked so: a watchdog that fires during the wait
+	// counts the wait so far (it would otherwise fire at the bound while
+	// the loop, blocked until the same moment, had not yet noted it).
+	since time.Time
 }
 
-// waited notes that the loop was blocked for d; it counts as the
-// visitor's when a body read was in flight meanwhile.
-func (m *vm) waited(d time.Duration) {
-	if m.visitor.pending == 0 || d <= 0 {
+// blocks notes that the loop blocks now, and answers the time for waited.
+func (m *vm) blocks() time.Time {
+	now := time.Now()
+	if m.visitor.pending > 0 {
+		m.mu.Lock()
+		m.visitor.since = now
+		m.mu.Unlock()
+	}
+	return now
+}
+
+// waited notes that the loop, blocked since blocked (blocks), runs again;
+// the wait counts as the visitor's when a body read was in flight.
+func (m *vm) waited(blocked time.Time) {
+	if m.visitor.pending == 0 {
 		return
 	}
 	m.mu.Lock()
-	m.visitor.waited += d
+	m.visitor.waited += time.Since(blocked)
+	m.visitor.since = time.Time{}
 	m.mu.Unlock()
 }
 
@@ -37,7 +54,16 @@ func (m *vm) waited(d time.Duration) {
 func (m *vm) visitorExtra() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.visitor.waited
+	return m.visitorExtraLocked()
+}
+
+// visitorExtraLocked is visitorExtra with m.mu held: the waits ended and
+// the one in progress.
+func (m *vm) visitorExtraLocked() time.Duration {
+	if m.visitor.since.IsZero() {
+		return m.visitor.waited
+	}
+	return m.visitor.waited + time.Since(m.visitor.since)
 }
 
 // resetVisitor starts a new activity's account (its body reads still in
@@ -45,6 +71,7 @@ func (m *vm) visitorExtra() time.Duration {
 func (m *vm) resetVisitor() {
 	m.mu.Lock()
 	m.visitor.waited = 0
+	m.visitor.since = time.Time{}
 	m.mu.Unlock()
 }
 
@@ -61,7 +88,7 @@ func (m *vm) watchdog(id uint64, timeout time.Duration) *time.Timer {
 		if m.current != id || m.disposed {
 			return
 		}
-		if extra := m.visitor.waited; extra > credited {
+		if extra := m.visitorExtraLocked(); extra > credited {
 			t.Reset(extra - credited)
 			credited = extra
 			return

@@ -175,7 +175,10 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			m.hold.drop()
 		}
 		var work func()
-		blocked := time.Now()
+		var blocked time.Time
+		if m.busy != nil {
+			blocked = m.blocks()
+		}
 		select {
 		case f, ok := <-jobs:
 			if !ok {
@@ -192,7 +195,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.kill
 		}
 		if m.busy != nil {
-			m.waited(time.Since(blocked)) // the visitor's time (visitor.go)
+			m.waited(blocked) // the visitor's time (visitor.go)
 		}
 		m.hold.take()
 		work()

@@ -1,0 +1,278 @@
+package caddymodule
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Request bodies (README.md, API): a body of up to 1 MiB is
+// read whole by the gateway before the handler is called, so a visitor who
+// sends slowly holds no slot of the handle; a larger one streams into
+// request.body as the visitor sends it (handles/body.go). Either way a body
+// that stops arriving for request_body_idle, or is not complete after
+// request_body_timeout, answers 408 REQUEST_TIMEOUT: the visitor's time is
+// never the handler's.
+
+// wholeBody is the longest request body read whole before the handler is
+// called.
+const wholeBody = budgets.WholeRequestBody
+
+// presized is the longest known length read into a buffer of that length
+// at once (one allocation, the fast path); a longer body's buffer grows as
+// it arrives, so that a visitor who announces 1 MiB and sends nothing holds
+// nothing.
+const presized = 64 << 10
+
+// visitorBodies is what the gateway holds of bodies it reads whole, in all
+// and by visitor address (budgets.RequestBodiesHeld). It lives in the
+// runtime, so a reload keeps the counts.
+type visitorBodies struct {
+	mu    sync.Mutex
+	total int64
+	by    map[string]int64
+}
+
+// take charges n bytes to addr, or answers why it cannot: QUOTA_EXCEEDED
+// (429) past the visitor's share, OVERLOADED (503) past the gateway's.
+func (v *visitorBodies) take(addr string, n int64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.by[addr]+n > budgets.RequestBodiesHeldPerVisitor {
+		return fault.New(fault.QuotaExceeded, "This visitor is sending %d MiB of request bodies at once, the most one visitor may.", budgets.RequestBodiesHeldPerVisitor>>20)
+	}
+	if v.total+n > budgets.RequestBodiesHeld {
+		return fault.New(fault.Overloaded, "The gateway is reading as many request bodies as it may; try again shortly.")
+	}
+	if v.by == nil {
+		v.by = map[string]int64{}
+	}
+	v.by[addr] += n
+	v.total += n
+	return nil
+}
+
+// give returns n bytes addr took.
+func (v *visitorBodies) give(addr string, n int64) {
+	if n == 0 {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.by[addr] -= n; v.by[addr] <= 0 {
+		delete(v.by, addr)
+	}
+	v.total -= n
+}
+
+// wholeRead is a body read whole by a goroutine of its own: a read from
+// the connection cannot be interrupted, and the data plane must be able
+// to answer a visitor who stops sending.
+type wholeRead struct {
+	held  *visitorBodies
+	addr  string
+	want  int64        // the known length, -1 when chunked
+	limit int64        // read no more than this
+	last  atomic.Int64 // when bytes last arrived (Unix ns)
+	done  chan struct{}
+	// After done: the bytes read and why the reading stopped early.
+	buf []byte
+	err error
+	// mu guards charged and abandoned: once the data plane has answered
+	// without the body, it has returned the charge and the reading grows
+	// no more.
+	mu        sync.Mutex
+	charged   int64
+	abandoned bool
+}
+
+func (rd *wholeRead) run(body io.Reader) {
+	defer close(rd.done)
+	size := int64(presized)
+	if rd.want >= 0 && rd.want < size {
+		size = rd.want
+	}
+	if rd.err = rd.charge(size); rd.err != nil {
+		return
+	}
+	buf := make([]byte, 0, size)
+	for rd.want < 0 || int64(len(buf)) < rd.want {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= rd.limit {
+				break // more than limit follows: the rest streams
+			}
+			next := min(2*int64(cap(buf)), rd.limit)
+			if rd.want >= 0 {
+				next = min(next, rd.want)
+			}
+			if rd.err = rd.charge(next - int64(cap(buf))); rd.err != nil {
+				return
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			buf = buf[:len(buf)+n]
+			rd.last.Store(time.Now().UnixNano())
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rd.err = err
+			return
+		}
+	}
+	rd.buf = buf
+}
+
+// charge takes n more bytes of the budget for the body.
+func (rd *wholeRead) charge(n int64) error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.abandoned {
+		return errAbandoned
+	}
+	if rd.held == nil {
+		return nil
+	}
+	if err := rd.held.take(rd.addr, n); err != nil {
+		return err
+	}
+	rd.charged += n
+	return nil
+}
+
+// release returns the body's charge; the reading, if it goes on, grows no
+// more.
+func (rd *wholeRead) release() {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	rd.abandoned = true
+	if rd.held != nil {
+		rd.held.give(rd.addr, rd.charged)
+	}
+	rd.charged = 0
+}
+
+var errAbandoned = errors.New("the body was abandoned")
+
+// readVisitorBody reads r's body for the handler, its request having
+// arrived at began: whole when it is at most wholeBody long (body, held
+// against the runtime's budget until release), or as a stream that the
+// handler reads as it arrives (streamed: what was read of it first, then
+// the rest). A body past max_request_body answers TOO_LARGE; one that
+// stops arriving for request_body_idle, or is not complete after
+// request_body_timeout, answers REQUEST_TIMEOUT.
+func (h *Retainer) readVisitorBody(w http.ResponseWriter, r *http.Request, began time.Time) (body []byte, streamed *trackedBody, release func(), err error) {
+	release = func() {}
+	bound := h.app.MaxRequestBody
+	switch {
+	case r.ContentLength > bound:
+		return nil, nil, release, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", bound)
+	case r.ContentLength > wholeBody:
+		return nil, &trackedBody{r: http.MaxBytesReader(w, r.Body, bound)}, release, nil
+	}
+	limit := min(int64(wholeBody), bound)
+	rd := &wholeRead{addr: visitorAddr(r), want: r.ContentLength, limit: limit + 1, done: make(chan struct{})}
+	if rt := h.live.rt.Load(); rt != nil {
+		rd.held = &rt.bodies
+	}
+	rd.last.Store(began.UnixNano())
+	go rd.run(r.Body)
+
+	idle, deadline := time.Duration(h.app.RequestBodyIdle), began.Add(time.Duration(h.app.RequestBodyTimeout))
+	timer := time.NewTimer(min(idle, time.Until(deadline)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-rd.done:
+		case <-r.Context().Done():
+			rd.release()
+			return nil, nil, release, fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
+		case now := <-timer.C:
+			if !now.Before(deadline) {
+				rd.release()
+				return nil, nil, release, fault.New(fault.RequestTimeout, "The request body was not complete after %v (request_body_timeout).", time.Duration(h.app.RequestBodyTimeout))
+			}
+			if next := time.Unix(0, rd.last.Load()).Add(idle); now.Before(next) {
+				timer.Reset(min(next.Sub(now), deadline.Sub(now)))
+				continue
+			}
+			rd.release()
+			return nil, nil, release, fault.New(fault.RequestTimeout, "The request body stopped arriving for %v (request_body_idle).", idle)
+		}
+		break
+	}
+	release = rd.release
+	if rd.err != nil {
+		release()
+		if f := (*fault.Fault)(nil); errors.As(rd.err, &f) {
+			return nil, nil, func() {}, f
+		}
+		return nil, nil, func() {}, fault.New(fault.BadRequest, "The request body could not be read.")
+	}
+	if int64(len(rd.buf)) <= limit {
+		if rd.buf == nil {
+			rd.buf = []byte{}
+		}
+		return rd.buf, nil, release, nil
+	}
+	if limit == bound {
+		release()
+		return nil, nil, func() {}, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", bound)
+	}
+	// Over 1 MiB: the handler reads what arrived, then the rest as it
+	// comes.
+	rest := &prefixedBody{head: rd.buf, rest: http.MaxBytesReader(w, r.Body, bound-int64(len(rd.buf))), max: bound}
+	return nil, &trackedBody{r: rest}, release, nil
+}
+
+// prefixedBody is a body whose first bytes were read already; past max
+// in all it fails as http.MaxBytesReader does, naming max.
+type prefixedBody struct {
+	head []byte
+	rest io.Reader
+	max  int64
+}
+
+func (b *prefixedBody) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	n, err := b.rest.Read(p)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		err = &http.MaxBytesError{Limit: b.max}
+	}
+	return n, err
+}
+
+// refuseBody answers a request whose body the handler will not see (err),
+// and ends the connection: a read of the body may still be waiting on it
+// (wholeRead), and the deadline set here ends that read now.
+func refuseBody(w http.ResponseWriter, err error) {
+	w.Header().Set("Connection", "close")
+	writeFault(w, err, "")
+	dropBody(w)
+}
+
+// dropBody sends what was written and gives up reading the request's
+// body: a read of it still waiting on the connection ends now (where the
+// transport allows), so the connection closes after the answer instead of
+// waiting for a visitor who may never send more.
+func dropBody(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	rc.SetReadDeadline(time.Now())
+}
