@@ -66,6 +66,8 @@ const (
 	WebsocketsPerHandle = 1000
 	WebsocketsPerTenant = 10000
 	WebsocketMessage    = 1 << 20
+	// WebSockets one visitor address holds open on one handle.
+	WebsocketsPerVisitor = 64
 )
 
 // A run's bounds where the configuration names none (Limits). A handle's

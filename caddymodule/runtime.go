@@ -51,6 +51,8 @@ type runtime struct {
 	logLimiter *rate.Limiter
 	// streams counts visitors' open streamed responses (visitors.go).
 	streams visitorStreams
+	// sockets counts visitors' open WebSockets (visitors.go).
+	sockets visitorSockets
 }
 
 // Destruct ends the workers and closes the store (the last config let go).
