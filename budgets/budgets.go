@@ -68,6 +68,8 @@ const (
 	WebsocketMessage    = 1 << 20
 	// A handle's log in memory (its newest entries; the oldest dropped).
 	HandleLogBytes = 64 << 10
+	// WebSockets one visitor address holds open on one handle.
+	WebsocketsPerVisitor = 64
 )
 
 // A run's bounds where the configuration names none (Limits). A handle's

@@ -56,6 +56,8 @@ type runtime struct {
 	// bodies is what the gateway holds of request bodies it reads whole
 	// (body.go).
 	bodies visitorBodies
+	// sockets counts visitors' open WebSockets (visitors.go).
+	sockets visitorSockets
 }
 
 // Destruct ends the workers and closes the store (the last config let go).

@@ -42,3 +42,22 @@ func (v *visitorStreams) acquire(handle, addr string) (release func(), err error
 	}
 	return func() { v.open.Give(k) }, nil
 }
+
+// socketsPerVisitor bounds the WebSockets one visitor address holds open
+// on one handle (docs/websockets.md), as streamsPerVisitor does streams:
+// past it the upgrade answers 429.
+const socketsPerVisitor = budgets.WebsocketsPerVisitor
+
+// visitorSockets counts open WebSockets by handle and visitor address. It
+// lives in the runtime, so a reload keeps the counts.
+type visitorSockets struct{ open budgets.Counts }
+
+// acquire counts one more socket of addr on handle, or answers
+// QUOTA_EXCEEDED past socketsPerVisitor; release uncounts it.
+func (v *visitorSockets) acquire(handle, addr string) (release func(), err error) {
+	k := handle + "\x00" + addr
+	if !v.open.Take(k, socketsPerVisitor) {
+		return nil, fault.New(fault.QuotaExceeded, "This visitor holds %d WebSockets of this handler open, the most one visitor may.", socketsPerVisitor)
+	}
+	return func() { v.open.Give(k) }, nil
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -58,6 +59,15 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 		return
 	}
 	defer release()
+	if rt := h.live.rt.Load(); rt != nil {
+		releaseVisitor, err := rt.sockets.acquire(st.HandleID(), visitorAddr(r))
+		if err != nil {
+			st.Close(true) // the handler's close event (a refused upgrade)
+			writeFault(w, err, "")
+			return
+		}
+		defer releaseVisitor()
+	}
 	// Pings and pongs count as activity for websocket_idle, as messages do.
 	var relay atomic.Pointer[socketRelay]
 	touch := func() {
@@ -76,7 +86,8 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 			opts.Subprotocols = append(opts.Subprotocols, strings.TrimSpace(hv[1]))
 		}
 	}
-	conn, err := websocket.Accept(w, r, opts)
+	hj := &hijackRecorder{ResponseWriter: w}
+	conn, err := websocket.Accept(hj, r, opts)
 	if err != nil {
 		st.Close(true)
 		return // Accept answered the visitor
@@ -88,7 +99,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	// configuration keeps it: the handle and its isolate are the app's).
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, inDone: make(chan struct{})}
+	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, inDone: make(chan struct{}), tcp: tcpOf(hj.conn)}
 	s.touch()
 	relay.Store(s)
 	go s.idle(time.Duration(h.app.WebsocketIdle))
@@ -114,10 +125,12 @@ type socketRelay struct {
 	// sent is the close code the gateway sent of its own (a bound, idle),
 	// which the handler's close event then carries.
 	sent atomic.Int32
-	// handlerGone is set when the handler's side ended first (it closed,
-	// or its isolate or handle did): its close event then has nobody to
-	// reach.
+	// handlerGone is set when the handler's isolate or handle ended: its
+	// close event then has nobody to reach.
 	handlerGone atomic.Bool
+	// tcp is the visitor's connection, to tell whether the visitor has
+	// gone while frames wait unread (nil when it is not TCP).
+	tcp syscall.RawConn
 }
 
 func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -140,11 +153,11 @@ func (s *socketRelay) endStream(cancel bool) {
 	s.streamOnce.Do(func() { s.st.Close(cancel) })
 }
 
-// handlerEnded closes the visitor's socket for an end on the handler's
-// side.
-func (s *socketRelay) handlerEnded(code websocket.StatusCode, reason string, cancel bool) {
+// handlerEnded closes the visitor's socket for the end of the handler's
+// isolate or handle.
+func (s *socketRelay) handlerEnded(code websocket.StatusCode, reason string) {
 	s.handlerGone.Store(true)
-	s.endStream(cancel)
+	s.endStream(true)
 	s.close(code, reason)
 }
 
@@ -158,16 +171,18 @@ func (s *socketRelay) outbound() {
 				return // closed on the gateway's or the visitor's side
 			}
 			if s.reg.Ended(s.st.HandleID()) {
-				s.handlerEnded(websocket.StatusGoingAway, "the handler ended", true)
+				s.handlerEnded(websocket.StatusGoingAway, "the handler ended")
 			} else {
-				s.handlerEnded(websocket.StatusInternalError, "the handler's isolate was lost", true)
+				s.handlerEnded(websocket.StatusInternalError, "the handler's isolate was lost")
 			}
 			return
 		}
 		recs, rerr := records.Add(chunk)
 		for _, rec := range recs {
 			if rec.Kind == socketrec.Close {
-				s.handlerEnded(closeCode(rec.Code), closeReason(rec.Data), false)
+				// The handler closed (or the runtime did, for a bound):
+				// the visitor's answer comes back as its close event.
+				s.close(closeCode(rec.Code), closeReason(rec.Data))
 				return
 			}
 			typ := websocket.MessageText
@@ -188,28 +203,46 @@ func (s *socketRelay) outbound() {
 			if errors.Is(rerr, socketrec.ErrMessageTooBig) {
 				s.close(websocket.StatusMessageTooBig, "a message over 1 MiB")
 			} else {
-				s.handlerEnded(websocket.StatusInternalError, "the handler's socket failed", true)
+				s.handlerEnded(websocket.StatusInternalError, "the handler's socket failed")
 			}
 			return
 		}
 		if done {
-			s.handlerEnded(websocket.StatusInternalError, "the handler's socket ended", false)
+			// The runtime never ends a socket's stream itself.
+			s.handlerEnded(websocket.StatusInternalError, "the handler's socket ended")
 			return
 		}
 	}
 }
 
+// closeEventBound is how long the handler's close event may wait for its
+// turn; past it (or if it fails) the stream's cancel gives it instead.
+const closeEventBound = time.Minute
+
 // inbound delivers the visitor's messages to the handler, then, unless
-// the handler's side ended first, one close event: the visitor's close, or
-// the one the gateway sent (a bound, idle).
+// the handler's isolate or handle ended first, one close event: the
+// visitor's close, or the one the gateway sent (a bound, idle, the
+// handler's own close).
 func (s *socketRelay) inbound() {
 	defer close(s.inDone)
+	code, reason := s.relayIn()
+	if s.handlerGone.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeEventBound)
+	s.reg.SocketEvent(ctx, s.st, socketrec.Close, int(code), []byte(reason))
+	cancel()
+	s.cancel()
+}
+
+// relayIn delivers the visitor's messages until the socket ends, one at a
+// time: the next frame is read once the last is delivered, so while the
+// handle's queue is full the visitor's connection is not read and TCP
+// slows the visitor. It answers the close code and reason of the end.
+func (s *socketRelay) relayIn() (websocket.StatusCode, string) {
 	for {
 		typ, data, err := s.conn.Read(s.ctx)
 		if err != nil {
-			if s.handlerGone.Load() {
-				return
-			}
 			code, reason := websocket.CloseStatus(err), ""
 			var ce websocket.CloseError
 			if errors.As(err, &ce) {
@@ -224,11 +257,7 @@ func (s *socketRelay) inbound() {
 			case code < 0:
 				code = websocket.StatusAbnormalClosure
 			}
-			evctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			s.reg.SocketEvent(evctx, s.st, socketrec.Close, int(code), []byte(reason))
-			cancel()
-			s.cancel()
-			return
+			return code, reason
 		}
 		metricSocketIn.Inc()
 		s.touch()
@@ -236,18 +265,94 @@ func (s *socketRelay) inbound() {
 		if typ == websocket.MessageBinary {
 			kind = socketrec.Binary
 		}
-		if err := s.reg.SocketEvent(s.ctx, s.st, kind, 0, data); err != nil {
-			if s.ctx.Err() != nil {
+		err = s.deliver(kind, data)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, errVisitorGone):
+			// Frames still unread when the visitor went away are dropped,
+			// not delivered (docs/websockets.md).
+			s.conn.CloseNow()
+			return websocket.StatusAbnormalClosure, ""
+		case s.ctx.Err() != nil:
+			// The gateway closed the socket (a bound, idle, the handler's
+			// close) while the message waited: it is not delivered.
+			if c := s.sent.Load(); c != 0 {
+				return websocket.StatusCode(c), ""
+			}
+			return websocket.StatusAbnormalClosure, ""
+		case s.reg.Ended(s.st.HandleID()):
+			s.handlerEnded(websocket.StatusGoingAway, "the handler ended")
+		case isolateLost(err):
+			s.handlerEnded(websocket.StatusInternalError, socketEventReason(err))
+		default:
+			// The isolate is fine and keeps the socket: it gets its close
+			// event.
+			reason := socketEventReason(err)
+			s.close(websocket.StatusInternalError, reason)
+			return websocket.StatusInternalError, reason
+		}
+		return 0, ""
+	}
+}
+
+// errVisitorGone is a message not delivered because its visitor left.
+var errVisitorGone = errors.New("the visitor went away")
+
+// goneCheck is how often a message waiting for its turn looks whether its
+// visitor has gone.
+const goneCheck = 50 * time.Millisecond
+
+// deliver gives the handler one of the visitor's messages, waiting for
+// its turn; a visitor who has gone meanwhile (or before) is not waited for.
+func (s *socketRelay) deliver(kind byte, data []byte) error {
+	if s.visitorGone() {
+		return errVisitorGone
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	var gone, stopped atomic.Bool
+	var watch *time.Timer
+	if s.tcp != nil {
+		var mu sync.Mutex
+		mu.Lock()
+		watch = time.AfterFunc(goneCheck, func() {
+			if stopped.Load() {
 				return
 			}
-			if s.reg.Ended(s.st.HandleID()) {
-				s.handlerEnded(websocket.StatusGoingAway, "the handler ended", true)
-			} else {
-				s.handlerEnded(websocket.StatusInternalError, socketEventReason(err), true)
+			if s.visitorGone() {
+				gone.Store(true)
+				cancel()
+				return
 			}
-			return
-		}
+			mu.Lock()
+			watch.Reset(goneCheck)
+			mu.Unlock()
+		})
+		mu.Unlock()
 	}
+	err := s.reg.SocketEvent(ctx, s.st, kind, 0, data)
+	if watch != nil {
+		stopped.Store(true)
+		watch.Stop()
+	}
+	if err != nil && gone.Load() {
+		return errVisitorGone
+	}
+	return err
+}
+
+// isolateLost says a socket event failed because the handler's isolate
+// (and with it its sockets) is gone.
+func isolateLost(err error) bool {
+	if errors.Is(err, handles.ErrSocketGone) {
+		return true
+	}
+	switch fault.CodeOf(err) {
+	case fault.HandlesClosed, fault.Timeout, fault.Memory, fault.WorkerCrashed:
+		return true
+	}
+	return false
 }
 
 // closeCode is a handler's close code as sent: the runtime allows 1000 and

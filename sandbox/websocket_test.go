@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
 
 // readRecords reads a socket's stream until it holds n records (or ends).
@@ -73,15 +75,17 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 		t.Fatalf("room size %s", r.BodyBytes())
 	}
 	event(websocket.Text, 0, "bye")
-	got, done := readRecords(t, id, res.Stream, recs, 2)
-	if len(got) != 1 || got[0].Kind != websocket.Close || got[0].Code != 4000 || string(got[0].Data) != "as asked" || !done {
+	got, done := readRecords(t, id, res.Stream, recs, 1)
+	if len(got) != 1 || got[0].Kind != websocket.Close || got[0].Code != 4000 || string(got[0].Data) != "as asked" || done {
 		t.Fatalf("close %+v done %v", got, done)
 	}
-	// The visitor's close reaches onclose; an unknown socket answers 410.
-	r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(res.Stream, websocket.Close, 1000, nil))
-	if err != nil || r.Status != 204 && r.Status != 410 {
-		t.Fatalf("close event: %+v %v", r, err)
+	// The visitor's answer to the close reaches onclose (the stream stays
+	// open until the gateway lets it go).
+	event(websocket.Close, 4000, "")
+	if r, _ := get(t, id, "https://x/size"); string(r.BodyBytes()) != "0" {
+		t.Fatalf("room size after the close %s", r.BodyBytes())
 	}
+	e.CancelStream(id, res.Stream)
 	// A request can never pose as an event: an invocation named fetch with
 	// a socket url is a plain request, and "websocket" needs the gateway's
 	// event url.
@@ -107,4 +111,99 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 	if string(out.Result) != `[["TypeError","send before accept","RangeError","server end","InvalidAccessError"],2,1,true]` {
 		t.Fatalf("misuse: %s", out.Result)
 	}
+}
+
+// Every accepted socket gets exactly one close event, whatever ends it
+// (docs/websockets.md): the visitor's close, the gateway letting the
+// stream go (a refused upgrade, an event it could not deliver), or both.
+// Before accept(), at most 1 MiB of messages wait; past it the socket
+// closes with 1008 and a late accept() gets that close event alone.
+func TestWebSocketCloseEventsOnce(t *testing.T) {
+	id := deploy(t, `async () => { const room = new Set(); const closes = []; let late; let lateMessages = 0;
+		return { fetch(request) {
+		const path = new URL(request.url).pathname;
+		if (path === '/stats') return new Response(room.size + ' ' + closes.join(',') + ' ' + lateMessages);
+		if (path === '/accept') {
+			late.accept();
+			late.addEventListener('message', () => { lateMessages++; });
+			late.addEventListener('close', (e) => { closes.push('late:' + e.code); });
+			return new Response('accepted');
+		}
+		const [client, server] = Object.values(new WebSocketPair());
+		if (path === '/late') { late = server; return new Response(null, { status: 101, webSocket: client }); }
+		server.accept();
+		room.add(server);
+		server.addEventListener('message', (event) => { for (const peer of room) peer.send(event.data); });
+		server.addEventListener('close', (e) => { room.delete(server); closes.push(e.code); });
+		return new Response(null, { status: 101, webSocket: client });
+	} } }`)
+	e := engine(t)
+	open := func(path string) int64 {
+		t.Helper()
+		res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "https://x"+path, [][2]string{{"upgrade", "websocket"}}, nil))
+		if err != nil || res.Status != 101 || res.Stream == 0 {
+			t.Fatalf("upgrade: %+v %v", res, err)
+		}
+		return res.Stream
+	}
+	event := func(stream int64, kind byte, code int, data string) {
+		t.Helper()
+		r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(stream, kind, code, []byte(data)))
+		if err != nil || r.Status != 204 && r.Status != 410 {
+			t.Fatalf("event: %+v %v", r, err)
+		}
+	}
+	stats := func(want string) {
+		t.Helper()
+		var got string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			r, err := get(t, id, "https://x/stats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got = string(r.BodyBytes()); got == want {
+				return
+			}
+		}
+		t.Fatalf("stats %q, want %q", got, want)
+	}
+	refused, closed, both := open("/"), open("/"), open("/")
+	stats("3  0")
+	// The gateway refused the upgrade after accept(): it lets the stream go.
+	e.CancelStream(id, refused)
+	stats("2 1006 0")
+	// The visitor closed; then the gateway lets the stream go.
+	event(closed, websocket.Close, 1000, "bye")
+	e.CancelStream(id, closed)
+	stats("1 1006,1000 0")
+	// The close event twice, then the stream's cancel: one event.
+	event(both, websocket.Close, 4001, "")
+	event(both, websocket.Close, 4002, "")
+	event(both, websocket.Text, 0, "after the close")
+	e.CancelStream(id, both)
+	stats("0 1006,1000,4001 0")
+	// A new pair still hears each other: the room holds no dead socket.
+	one, two := open("/"), open("/")
+	event(one, websocket.Text, 0, "hello")
+	for _, st := range []int64{one, two} {
+		if got, _ := readRecords(t, id, st, &websocket.Records{Max: 1 << 20}, 1); string(got[0].Data) != "hello" {
+			t.Fatalf("broadcast %+v", got)
+		}
+	}
+
+	// Before accept(): past 1 MiB of messages the socket closes with 1008.
+	late := open("/late")
+	chunk := strings.Repeat("x", 64<<10)
+	for i := 0; i < 20; i++ {
+		event(late, websocket.Binary, 0, chunk)
+	}
+	if got, _ := readRecords(t, id, late, &websocket.Records{Max: 1 << 20}, 1); got[0].Kind != websocket.Close || got[0].Code != 1008 {
+		t.Fatalf("a flood before accept(): %+v", got)
+	}
+	if r, _ := get(t, id, "https://x/accept"); r.Status != 200 {
+		t.Fatalf("accept: %+v", r)
+	}
+	event(late, websocket.Close, 1008, "")
+	e.CancelStream(id, late)
+	stats("2 1006,1000,4001,late:1008 0")
 }

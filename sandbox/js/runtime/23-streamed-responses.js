@@ -56,10 +56,10 @@
     const st = pumping.get(id);
     if (!st) return;
     if (st.socket) {
-      // The gateway let the socket go (its visitor left): it is closed.
+      // The gateway let the socket go: it is closed, and its close event
+      // fires if none did (24-websocket.js).
       pumping.delete(id);
-      st.socket.queue = []; st.socket.queued = 0; st.socket.readyState = 3; st.socket.ended = true;
-      socketsByStream.delete(id);
+      socketLetGo(id, st.socket);
       return;
     }
     st.cancelled = true;

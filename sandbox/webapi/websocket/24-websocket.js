@@ -6,7 +6,15 @@
   // the visitor's messages and close come back as socket events. Sends
   // beyond the stream's window wait here, up to maxSocketQueue bytes: past
   // that the visitor is not reading, and the socket is closed with 1008.
+  // Every accepted socket gets exactly one close event, whatever ends it
+  // (the visitor's close, the gateway's for a bound, a refused upgrade,
+  // the gateway letting the stream go): the socket's stream stays open
+  // until the gateway lets it go, and its cancel fires the close event
+  // when nothing else did.
   const maxSocketQueue = 16 << 20;
+  // maxPending bounds the visitor's messages that wait for accept(): past
+  // it they are dropped and the socket closes with 1008.
+  const maxPending = 1 << 20;
   const socketState = new WeakMap(); // WebSocket -> its state
   const socketsByStream = new MapCtor(); // stream id -> the handler's WebSocket
   let makingSocket = false;
@@ -34,7 +42,8 @@
     constructor(url) {
       if (!makingSocket) throw new TypeErrorCtor('Outbound WebSockets are not supported here; a handler accepts them with WebSocketPair.');
       super();
-      socketState.set(this, { client: false, peer: null, accepted: false, readyState: 0, stream: 0, queue: [], queued: 0, blocked: false, pending: [],
+      socketState.set(this, { client: false, peer: null, accepted: false, readyState: 0, stream: 0, queue: [], queued: 0, blocked: false, pending: [], pendingBytes: 0,
+        closeFired: false, lost: false,
         onmessage: null, onclose: null, onerror: null, onopen: null, url: url === undefined ? null : StringCtor(url) });
     }
     get readyState() { return socketState.get(this).readyState; }
@@ -48,14 +57,20 @@
       if (st.client) throw new TypeErrorCtor('accept() is called on the server end of a WebSocketPair.');
       if (st.accepted) return;
       st.accepted = true;
-      st.readyState = 1;
-      const pending = st.pending; st.pending = [];
-      for (const ev of pending) fireSocket(this, ev);
+      if (st.readyState === 0) st.readyState = 1;
+      // What waited for accept() goes once the caller has added its
+      // listeners (the lines after accept()).
+      const pending = st.pending; st.pending = []; st.pendingBytes = 0;
+      if (pending.length > 0) promiseThen.call(promiseResolve(undefined), () => { for (const ev of pending) fireSocket(this, ev); });
     }
     send(message) {
       const st = socketState.get(this);
       if (st.client) throw new TypeErrorCtor('Send on the server end of a WebSocketPair; the client end belongs to the visitor.');
       if (!st.accepted) throw new TypeErrorCtor('You must call accept() on this WebSocket before sending messages.');
+      // A socket the gateway gave up (its visitor stopped reading) takes
+      // sends without a word until its close event: a room that
+      // broadcasts does not throw on it.
+      if (st.lost && st.readyState < 3) return;
       if (st.readyState !== 1) throw new TypeErrorCtor('Can\'t call WebSocket send() after close().');
       let record;
       if (typeof message === 'string') record = socketRecord('t', utf8Latin1(message));
@@ -76,8 +91,6 @@
       const c = code === undefined ? 1000 : code;
       st.readyState = 2;
       writeSocket(this, st, socketRecord('c', fromCharCode((c >> 8) & 255, c & 255) + why));
-      st.closeAfter = true;
-      endSocketStream(st);
     }
   }
   for (const [name, v] of [['CONNECTING', 0], ['OPEN', 1], ['CLOSING', 2], ['CLOSED', 3]]) {
@@ -119,24 +132,35 @@
       st.queued -= r.length;
       if (!host.streamWrite(st.stream, r)) st.blocked = true;
     }
-    if (st.queue.length === 0) endSocketStream(st);
   }
-  function endSocketStream(st) {
-    if (st.closeAfter && st.stream !== 0 && st.queue.length === 0 && !st.ended) {
-      st.ended = true;
-      socketsByStream.delete(st.stream);
-      pumping.delete(st.stream);
-      hostStreamEnd(st.stream, '');
-    }
-  }
+  // closeRecord is a close's record: its code, then its reason.
+  function closeRecord(code, why) { return socketRecord('c', fromCharCode((code >> 8) & 255, code & 255) + why); }
   // abandonSocket closes a socket whose visitor stopped reading: what waits
-  // is dropped, the close goes at once.
+  // is dropped, the close goes at once; the close event follows when the
+  // gateway has closed the visitor.
   function abandonSocket(ws, st) {
-    st.queue = []; st.queued = 0; st.readyState = 3; st.closeAfter = true;
-    if (st.stream !== 0 && !st.ended) {
-      host.streamWrite(st.stream, socketRecord('c', fromCharCode(1008 >> 8, 1008 & 255) + 'the visitor is not reading'));
-      endSocketStream(st);
-    }
+    st.queue = []; st.queued = 0; st.lost = true;
+    if (st.readyState < 2) st.readyState = 2;
+    if (st.stream !== 0) host.streamWrite(st.stream, closeRecord(1008, 'the visitor is not reading'));
+  }
+  // socketClosed gives a socket its one close event: at once when it was
+  // accepted, else when it is. The socket is then done with.
+  function socketClosed(ws, st, code, reason) {
+    if (st.closeFired) return [];
+    st.closeFired = true;
+    st.readyState = 3;
+    st.queue = []; st.queued = 0;
+    const ev = new CloseEvent('close', { code, reason, wasClean: code !== 1006 });
+    if (!st.accepted) { st.pending = [ev]; st.pendingBytes = 0; return []; }
+    return fireSocket(ws, ev);
+  }
+  // socketLetGo is the gateway letting a socket's stream go (cancelStream):
+  // its close event, if nothing gave it one (a refused upgrade, an event the
+  // gateway could not deliver).
+  function socketLetGo(id, st) {
+    const ws = socketsByStream.get(id);
+    socketsByStream.delete(id);
+    if (ws !== undefined) socketClosed(ws, st, 1006, '');
   }
   // acceptSocket answers a handler's 101: the server end's records go out
   // on a new stream.
@@ -149,7 +173,7 @@
     st.stream = id;
     socketsByStream.set(id, server);
     pumping.set(id, { socket: st });
-    flushSocket(st);
+    if (st.queue.length > 0) flushSocket(st);
     return wireHead(res, '1', id, '');
   }
   // socketEvent delivers the visitor's message or close to the handler's
@@ -161,21 +185,28 @@
     const st = socketState.get(ws);
     const raw = bodyArg === null ? '' : bodyArg;
     const text = () => kind === 't' || kind === 'a' ? raw : textFromLatin1(raw);
+    const done = () => wireHead(new Response(null, { status: 204 }), '0', 0, '');
+    // After its close event a socket takes no event (exactly one close).
+    if (st.closeFired) return done();
+    if (what === 'c') return settleSocketEvent(socketClosed(ws, st, +codeText, text()));
+    if (!st.accepted) {
+      // Before accept(), at most maxPending bytes of messages wait; past
+      // them the socket closes with 1008 (docs/websockets.md).
+      st.pendingBytes += raw.length;
+      if (st.pendingBytes > maxPending) {
+        const why = 'over 1 MiB of messages before accept()';
+        socketClosed(ws, st, 1008, why);
+        host.streamWrite(st.stream, closeRecord(1008, why));
+        return done();
+      }
+    }
     let ev;
-    if (what === 'c') {
-      st.readyState = 3;
-      socketsByStream.delete(+idText);
-      st.closeAfter = true;
-      st.queue = []; st.queued = 0;
-      endSocketStream(st);
-      const code = +codeText;
-      ev = new CloseEvent('close', { code, reason: text(), wasClean: code !== 1006 });
-    } else if (what === 't') {
+    if (what === 't') {
       ev = new MessageEvent('message', { data: text() });
     } else {
       ev = new MessageEvent('message', { data: (kind === 't' ? bytesFromLatin1(utf8Latin1(raw)) : bytesFromLatin1(raw)).buffer });
     }
-    if (!st.accepted) { st.pending.push(ev); return wireHead(new Response(null, { status: 204 }), '0', 0, ''); }
+    if (!st.accepted) { st.pending.push(ev); return done(); }
     return settleSocketEvent(fireSocket(ws, ev));
   }
   // An event's invocation lasts until the promises its listeners answered
