@@ -160,8 +160,9 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		f := forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve}
 		ck := fmt.Sprintf("data\x00%s\x00%d\x00%s", h.Registry, resolve, key)
 		locate := func() error {
-			// Only a lookup (a remembered owner needs none) is charged.
-			lookups := handles.WithStoreLookups(r.Context(), rt.cluster.lookups.allow(visitorAddr(r)))
+			// Only a lookup that found nothing (a made-up key) is
+			// charged; a remembered owner needs none.
+			lookups := handles.WithStoreLookups(r.Context(), rt.cluster.lookups.gate(visitorAddr(r)))
 			return reg.Locate(lookups, key, resolve)
 		}
 		if !rt.cluster.dispatch(w, r, ck, f, forwarded, locate) {

@@ -446,14 +446,18 @@ func (rt *runtime) watchLease() {
 
 // lookupBuckets charges the store reads a visitor's unknown keys cause to
 // its address (budgets.LookupsPerVisitor a second): a fixed set of token
-// buckets that addresses share by hash, so the table never grows.
+// buckets that addresses share by hash, so the table never grows. Only a
+// read that found nothing takes a token (a made-up host); while an
+// address's bucket is empty it may make no read at all. A key that names
+// a handle costs nothing, so a space that moves between gateways (every
+// request looks its owner up again) never spends a visitor's budget.
 type lookupBuckets struct {
 	once    sync.Once
 	buckets []*rate.Limiter
 }
 
-// allow answers the gate for addr's next store read.
-func (l *lookupBuckets) allow(addr string) func() bool {
+// gate answers the gate for addr's store reads.
+func (l *lookupBuckets) gate(addr string) handles.StoreLookups {
 	l.once.Do(func() {
 		l.buckets = make([]*rate.Limiter, budgets.LookupBuckets)
 		for i := range l.buckets {
@@ -463,5 +467,5 @@ func (l *lookupBuckets) allow(addr string) func() bool {
 	h := fnv.New32a()
 	h.Write([]byte(addr))
 	b := l.buckets[h.Sum32()%uint32(len(l.buckets))]
-	return b.Allow
+	return handles.StoreLookups{Allow: func() bool { return b.Tokens() >= 1 }, Miss: func() { b.Allow() }}
 }

@@ -111,12 +111,14 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 // streams into the handler's request.body (req.Body must be nil).
 func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body *RequestBody) (sandbox.WireResponse, *Stream, error) {
 	s := r.store
-	if err := r.Locate(ctx, key, resolve); err != nil {
+	tenant, err := r.locate(ctx, key, resolve)
+	if err != nil {
 		return sandbox.WireResponse{}, nil, err
 	}
-	s.mu.Lock()
-	rec := r.lookupLocked(key, resolve)
-	s.mu.Unlock()
+	rec, err := r.servable(key, resolve, tenant)
+	if err != nil {
+		return sandbox.WireResponse{}, nil, err
+	}
 	if rec == nil {
 		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}

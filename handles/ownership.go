@@ -140,34 +140,84 @@ func (s *Store) OwnedSpaces() int {
 // storeLookupsKey carries the gate of Locate's store reads.
 type storeLookupsKey struct{}
 
+// StoreLookups is the gate on the store reads Locate makes for a key this
+// gateway does not hold in what it owns: Allow answers whether one more
+// read may be made now, Miss charges a read that found nothing (a key
+// that names no handle, route or domain). A read that finds what the key
+// names is not charged: a visitor asking for a handle that exists (while
+// its space moves between gateways, say) spends nothing of its budget.
+type StoreLookups struct {
+	Allow func() bool
+	Miss  func()
+}
+
 // WithStoreLookups answers ctx with a gate on the store reads Locate makes
-// for a key it does not find in what this gateway owns: when allow answers
-// false, Locate answers QUOTA_EXCEEDED instead of reading. The Caddy
-// module charges them to the visitor's address, since a made-up host is
-// a store read on every request that names it.
-func WithStoreLookups(ctx context.Context, allow func() bool) context.Context {
-	return context.WithValue(ctx, storeLookupsKey{}, allow)
+// for a key it does not find in what this gateway owns: when the gate's
+// Allow answers false, Locate answers QUOTA_EXCEEDED instead of reading.
+// The Caddy module charges the misses to the visitor's address, since a
+// made-up host is a store read on every request that names it.
+func WithStoreLookups(ctx context.Context, gate StoreLookups) context.Context {
+	return context.WithValue(ctx, storeLookupsKey{}, gate)
 }
 
 // Locate is the data plane's first step in a cluster: it finds the tenant
-// whose handle key names (in memory, else in the store: another gateway
-// may have bound it) and owns its space, or answers who does. A key that
-// names nothing answers nil (the lookup that follows answers NOT_FOUND).
+// whose handle key names (in memory when this gateway owns that tenant's
+// space, else in the store: another gateway may have bound, moved or
+// ended it since) and owns its space, or answers who does. A key that
+// names nothing answers NOT_FOUND, whatever this gateway's memory still
+// holds of spaces it does not own.
 func (r *Registry) Locate(ctx context.Context, key string, resolve Resolve) error {
+	_, err := r.locate(ctx, key, resolve)
+	return err
+}
+
+// locate is Locate, answering the tenant it owned ("" on one machine).
+func (r *Registry) locate(ctx context.Context, key string, resolve Resolve) (string, error) {
 	s := r.store
 	if s.opts.Own == nil {
-		return nil
+		return "", nil
 	}
 	// Memory is current only for the spaces this gateway owns: a key
-	// found there for another space may since have moved.
+	// found there for another space may since have moved or ended.
 	tenant := r.tenantOfKey(key, resolve)
 	if tenant == "" || !s.owns(r.name, tenant) {
-		if allow, ok := ctx.Value(storeLookupsKey{}).(func() bool); ok && !allow() {
-			return fault.New(fault.QuotaExceeded, "This address asks for too many names this gateway has not seen; slow down.")
+		gate, gated := ctx.Value(storeLookupsKey{}).(StoreLookups)
+		if gated && !gate.Allow() {
+			return "", fault.New(fault.QuotaExceeded, "This address asks for too many names this gateway has not seen; slow down.")
 		}
-		tenant = r.storedTenantOfKey(ctx, key, resolve)
+		var err error
+		if tenant, err = r.storedTenantOfKey(ctx, key, resolve); err != nil {
+			return "", fault.Wrap(fault.Overloaded, err, "The cluster's store did not answer; try again.")
+		}
+		if tenant == "" {
+			if gated {
+				gate.Miss()
+			}
+			return "", fault.New(fault.NotFound, "No handler is deployed here.")
+		}
 	}
-	return s.own(ctx, r.name, tenant)
+	return tenant, s.own(ctx, r.name, tenant)
+}
+
+// servable answers the record key names for a request Locate placed in
+// tenant's space: in a cluster, only a record of that space while this
+// gateway owns it (what memory holds of any other space may be stale).
+func (r *Registry) servable(key string, resolve Resolve, tenant string) (*Record, error) {
+	s := r.store
+	s.mu.Lock()
+	rec := r.lookupLocked(key, resolve)
+	s.mu.Unlock()
+	if s.opts.Own == nil {
+		return rec, nil
+	}
+	if rec == nil || rec.Tenant != tenant {
+		return nil, fault.New(fault.NotFound, "No handler is deployed here.")
+	}
+	if !s.owns(r.name, tenant) {
+		// The space was let go between Locate and here (a lost lease).
+		return nil, fault.New(fault.Overloaded, "This gateway no longer serves this tenant; try again.")
+	}
+	return rec, nil
 }
 
 // tenantOfKey resolves key in memory.
@@ -202,34 +252,38 @@ func (r *Registry) lookupLocked(key string, resolve Resolve) *Record {
 	return rec
 }
 
-// storedTenantOfKey resolves key in the store.
-func (r *Registry) storedTenantOfKey(ctx context.Context, k string, resolve Resolve) string {
+// storedTenantOfKey resolves key in the store ("" when it names nothing).
+func (r *Registry) storedTenantOfKey(ctx context.Context, k string, resolve Resolve) (string, error) {
 	s := r.store
-	tenantOfID := func(id string) string {
+	tenantOfID := func(id string) (string, error) {
 		v, err := s.w.Get(ctx, tableHandles, key(r.name, id))
 		var rec Record
 		if err != nil || v == nil || json.Unmarshal(v, &rec) != nil {
-			return ""
+			return "", err
 		}
-		return rec.Tenant
+		return rec.Tenant, nil
 	}
 	if resolve&ResolveDomains != 0 && strings.IndexByte(k, '.') >= 0 {
 		v, err := s.w.Get(ctx, tableDomains, key(r.name, k))
 		var d domainRecord
-		if err == nil && v != nil && json.Unmarshal(v, &d) == nil {
-			return d.Tenant
+		if err != nil || v == nil || json.Unmarshal(v, &d) != nil {
+			return "", err
 		}
-		return ""
+		return d.Tenant, nil
 	}
 	if resolve&ResolveRoutes != 0 {
-		if id, err := s.w.Get(ctx, tableRoutes, key(r.name, k)); err == nil && id != nil {
+		id, err := s.w.Get(ctx, tableRoutes, key(r.name, k))
+		if err != nil {
+			return "", err
+		}
+		if id != nil {
 			return tenantOfID(string(id))
 		}
 	}
 	if resolve&ResolveIDs != 0 {
 		return tenantOfID(k)
 	}
-	return ""
+	return "", nil
 }
 
 // reloadSpace replaces what memory holds of a space with what the store
