@@ -258,6 +258,7 @@ type executionRequest struct {
 	Concurrency   *int               `json:"concurrency,omitempty"`
 	TimeoutMs     *int64             `json:"timeoutMs,omitempty"`
 	MemoryLimitMb *int               `json:"memoryLimitMb,omitempty"`
+	IdleMs        *int64             `json:"idleMs,omitempty"`
 	Capabilities  []string           `json:"capabilities,omitempty"`
 	Providers     []handles.Provider `json:"providers,omitempty"`
 	Outbound      *struct {
@@ -353,6 +354,13 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 			return out, fault.New(fault.BadRequest, "timeoutMs must be between 1 and %d.", time.Duration(a.MaxTimeout).Milliseconds())
 		}
 		out.Timeout = d
+	}
+	if req.IdleMs != nil {
+		maxIdle := time.Duration(a.MaxIdle).Milliseconds()
+		if *req.IdleMs < 1000 || *req.IdleMs > maxIdle {
+			return out, fault.New(fault.BadRequest, "idleMs must be between 1000 and %d.", maxIdle)
+		}
+		out.Idle = time.Duration(*req.IdleMs) * time.Millisecond
 	}
 	if req.MemoryLimitMb != nil {
 		if *req.MemoryLimitMb < 8 || *req.MemoryLimitMb > a.MaxMemoryMiB {
