@@ -108,3 +108,64 @@ func TestDeploymentsParkInsteadOfEnding(t *testing.T) {
 		}
 	}
 }
+
+// TypeScript programs and modules run with their types stripped, and their
+// errors name the TypeScript source's lines (docs/runtime.md).
+func TestTypeScriptPrograms(t *testing.T) {
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
+	tok := token(t, "alice", allScopes)
+
+	a := execute(t, tok, map[string]any{"language": "typescript",
+		"code": "async (): Promise<number> => {\n  const xs: Array<number> = [1, 2, 3];\n  return xs.map((x: number): number => x * x).reduce((a, b) => a + b, 0);\n}"})
+	if a.status != 200 || string(mustJSON(a.json(t)["result"])) != "14" {
+		t.Fatalf("a TypeScript computation: %d %s", a.status, a.body)
+	}
+	geo := map[string]string{"lib/geo.ts": "export interface Rect { w: number; h: number }\nexport function area(r: Rect): number {\n  return r.w * r.h;\n}\n"}
+	a = execute(t, tok, map[string]any{"code": "import { area } from './lib/geo.ts';\nasync () => area({ w: 6, h: 7 })", "modules": geo})
+	if a.status != 200 || string(mustJSON(a.json(t)["result"])) != "42" {
+		t.Fatalf("a .ts module from JavaScript: %d %s", a.status, a.body)
+	}
+	bad := map[string]string{"bad.ts": "type Order = { id: string; total: number };\n\nexport function check(o: Order): Order {\n  if (o.total >= 0) return o;\n  throw new RangeError(`order ${o.id} has a negative total`);\n}\n"}
+	a = execute(t, tok, map[string]any{"language": "typescript", "modules": bad,
+		"code": "import { check } from './bad';\nasync () => check({ id: 'a1', total: -1 } as const)"})
+	if a.status != 422 || a.code() != "RUNTIME" || !strings.Contains(string(a.body), "bad.ts:5") {
+		t.Fatalf("an error on line 5 of bad.ts: %d %s", a.status, a.body)
+	}
+
+	handler := `import { check } from './bad.ts';
+interface Counter { served: number }
+const state: Counter = { served: 0 };
+export default {
+	async fetch(request: Request): Promise<Response> {
+		const url = new URL(request.url);
+		if (url.pathname === '/bad') check({ id: 'b2', total: -5 });
+		state.served++;
+		return Response.json(state satisfies Counter);
+	},
+};`
+	id := deploy(t, tok, handler, map[string]any{"language": "typescript", "modules": bad})
+	host := id + ".apps.localhost"
+	for want := 1; want <= 2; want++ {
+		if got := served(t, do(t, "GET", site(host, "/"), "", nil)); got != want {
+			t.Fatalf("the TypeScript handler served %d, want %d", got, want)
+		}
+	}
+	if a := do(t, "GET", site(host, "/bad"), "", nil); a.status != 500 {
+		t.Fatalf("a throwing TypeScript handler answered %d %s", a.status, a.body)
+	}
+	logs := string(do(t, "GET", api("/handles/"+id+"/logs"), tok, nil).body)
+	if !strings.Contains(logs, "negative total") || !strings.Contains(logs, "bad.ts:5") {
+		t.Fatalf("the handler's log does not name bad.ts:5: %s", logs)
+	}
+	if a := execute(t, tok, map[string]any{"language": "coffeescript", "code": "async () => 1"}); a.status != 400 || a.code() != "BAD_REQUEST" {
+		t.Fatalf("an unknown language answered %d %s", a.status, a.body)
+	}
+	// The receipt keeps the TypeScript source.
+	a = execute(t, tok, map[string]any{"language": "typescript", "code": "async () => {\n  const n: number = 2;\n  return n;\n}"})
+	var env struct{ ResultID string }
+	json.Unmarshal(a.body, &env)
+	if rc := do(t, "GET", api("/results/"+env.ResultID+".json"), tok, nil); !strings.Contains(string(rc.body), "const n: number") {
+		t.Fatalf("the receipt: %d %s", rc.status, rc.body)
+	}
+}
