@@ -254,10 +254,12 @@ func (h *API) authorize(w http.ResponseWriter, r *http.Request, scopes ...string
 type executionRequest struct {
 	Code          string             `json:"code"`
 	Modules       map[string]string  `json:"modules,omitempty"`
+	Language      string             `json:"language,omitempty"`
 	RetainHandles bool               `json:"retainHandles,omitempty"`
 	Concurrency   *int               `json:"concurrency,omitempty"`
 	TimeoutMs     *int64             `json:"timeoutMs,omitempty"`
 	MemoryLimitMb *int               `json:"memoryLimitMb,omitempty"`
+	IdleMs        *int64             `json:"idleMs,omitempty"`
 	Capabilities  []string           `json:"capabilities,omitempty"`
 	Providers     []handles.Provider `json:"providers,omitempty"`
 	Outbound      *struct {
@@ -331,7 +333,7 @@ var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch"
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	a := h.app
 	out := handles.ExecRequest{
-		Program:       sandbox.Program{Code: req.Code, Modules: req.Modules},
+		Program:       sandbox.Program{Code: req.Code, Modules: req.Modules, Language: req.Language},
 		RetainHandles: req.RetainHandles,
 		Timeout:       time.Duration(a.Timeout),
 		MemoryMiB:     a.MemoryMiB,
@@ -340,6 +342,13 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	if req.Code == "" {
 		return out, fault.New(fault.BadRequest, "code is required.")
+	}
+	switch req.Language {
+	case "", "javascript":
+		out.Program.Language = ""
+	case sandbox.LanguageTypeScript:
+	default:
+		return out, fault.New(fault.BadRequest, "language is javascript or typescript, not %q.", req.Language)
 	}
 	if req.Concurrency != nil {
 		if *req.Concurrency < 1 || *req.Concurrency > maxConcurrency {
@@ -353,6 +362,13 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 			return out, fault.New(fault.BadRequest, "timeoutMs must be between 1 and %d.", time.Duration(a.MaxTimeout).Milliseconds())
 		}
 		out.Timeout = d
+	}
+	if req.IdleMs != nil {
+		maxIdle := time.Duration(a.MaxIdle).Milliseconds()
+		if *req.IdleMs < 1000 || *req.IdleMs > maxIdle {
+			return out, fault.New(fault.BadRequest, "idleMs must be between 1000 and %d.", maxIdle)
+		}
+		out.Idle = time.Duration(*req.IdleMs) * time.Millisecond
 	}
 	if req.MemoryLimitMb != nil {
 		if *req.MemoryLimitMb < 8 || *req.MemoryLimitMb > a.MaxMemoryMiB {

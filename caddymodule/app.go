@@ -77,8 +77,16 @@ type App struct {
 	MemoryMiB int `json:"memory_mib,omitempty"`
 	// MaxMemoryMiB is the most a request may ask for. Default 256.
 	MaxMemoryMiB int `json:"max_memory_mib,omitempty"`
-	// Idle closes a handle not invoked for this long. Default 10m.
+	// Idle closes a handle not invoked for this long, unless a route, a
+	// domain or a route's kept version points at it: such a deployment
+	// parks instead (docs/deployments.md). Default 10m.
 	Idle caddy.Duration `json:"idle,omitempty"`
+	// MaxIdle is the most a deploy's idleMs may ask for. Default 24h (or
+	// Idle, when that is longer).
+	MaxIdle caddy.Duration `json:"max_idle,omitempty"`
+	// VersionRetention is how long a route's replaced version stays,
+	// parked, for a rollback (docs/deployments.md). Default 168h.
+	VersionRetention caddy.Duration `json:"version_retention,omitempty"`
 	// MaxRequestBody bounds a POST /executions body and a data-plane
 	// request body, in bytes. Default 1 MiB.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
@@ -196,6 +204,12 @@ func (a *App) setDefaults() {
 	if a.Idle <= 0 {
 		a.Idle = caddy.Duration(10 * time.Minute)
 	}
+	if a.MaxIdle <= 0 {
+		a.MaxIdle = max(caddy.Duration(24*time.Hour), a.Idle)
+	}
+	if a.VersionRetention <= 0 {
+		a.VersionRetention = caddy.Duration(7 * 24 * time.Hour)
+	}
 	if a.StreamTimeout <= 0 {
 		a.StreamTimeout = caddy.Duration(5 * time.Minute)
 	}
@@ -270,6 +284,9 @@ func (a *App) Validate() error {
 	if a.MemoryMiB < 8 {
 		return fmt.Errorf("retainer: memory must be at least 8 MiB")
 	}
+	if a.MaxIdle < caddy.Duration(time.Second) {
+		return fmt.Errorf("retainer: max_idle must be at least 1s")
+	}
 	return nil
 }
 
@@ -338,6 +355,7 @@ func (a *App) registryConfig() handles.RegistryConfig {
 		RequestBodyTimeout:  time.Duration(a.RequestBodyTimeout),
 		WebsocketsPerHandle: a.WebsocketsPerHandle,
 		WebsocketsPerTenant: a.WebsocketsPerTenant,
+		VersionRetention:    time.Duration(a.VersionRetention),
 	}
 }
 

@@ -50,6 +50,8 @@ func init() {
 //		memory <size>
 //		max_memory <size>
 //		idle <duration>
+//		max_idle <duration>
+//		version_retention <duration>
 //		max_request_body <size>
 //		max_response_body <size>
 //		stream_timeout <duration>
@@ -157,6 +159,10 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxTimeout, err = duration(d, val)
 		case "idle":
 			app.Idle, err = duration(d, val)
+		case "max_idle":
+			app.MaxIdle, err = duration(d, val)
+		case "version_retention":
+			app.VersionRetention, err = duration(d, val)
 		case "stream_timeout":
 			app.StreamTimeout, err = duration(d, val)
 		case "receipt_retention":

@@ -207,6 +207,15 @@ func TestPersistAcrossRestart(t *testing.T) {
 	g = start(t, path, clock, ends, worker.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	g.store.SweepIdle()
+	// A route points at it: a deployment parks, never ends, past the idle
+	// bound (deployments.go); once nothing points at it, it ends.
+	if info, err := reg.Get("alice", id); err != nil || !info.Deployment {
+		t.Fatalf("an idle deployment: %+v %v", info, err)
+	}
+	if err := reg.UnbindRoute("alice", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	g.store.SweepIdle()
 	if _, err := call(reg, "alice", id, "/"); !errors.Is(err, fault.ErrHandlesClosed) {
 		t.Fatalf("an idle handle still answers: %v", err)
 	}

@@ -297,8 +297,10 @@ func (s *Store) SweepIdle() {
 		reg *Registry
 		id  string
 	}
-	var victims []victim
+	var victims, parks []victim
 	served := s.servedFilter()
+	// A deployment parks past its idle bound instead (deployments.go).
+	kept := map[string]map[string]bool{}
 	s.mu.Lock()
 	for id, rec := range s.records {
 		reg := s.registries[rec.Registry]
@@ -308,11 +310,22 @@ func (s *Store) SweepIdle() {
 		if ls := s.live[id]; ls != nil && !ls.idle() {
 			continue
 		}
-		if now.Sub(rec.LastInvokedAt) > reg.config().IdleBound {
+		cfg := reg.config()
+		if now.Sub(rec.LastInvokedAt) > idleBound(cfg, rec) {
+			if kept[rec.Registry] == nil {
+				kept[rec.Registry] = s.keptLocked(rec.Registry, now, cfg.VersionRetention)
+			}
+			if kept[rec.Registry][id] {
+				parks = append(parks, victim{reg, id})
+				continue
+			}
 			victims = append(victims, victim{reg, id})
 		}
 	}
 	s.mu.Unlock()
+	for _, v := range parks {
+		s.parkIdle(v.reg, v.id)
+	}
 	for _, v := range victims {
 		v.reg.end(v.id, ReasonIdle, "Idle past the idle bound.")
 	}

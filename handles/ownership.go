@@ -104,6 +104,9 @@ func (s *Store) SweepUnowned(ctx context.Context, hasOwner func(ctx context.Cont
 			return true
 		}
 		bound, ok := bounds[rec.Registry]
+		if rec.IdleMs > 0 {
+			bound = time.Duration(rec.IdleMs) * time.Millisecond
+		}
 		if ok && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
 			due[[2]string{rec.Registry, rec.Tenant}] = true
 		}

@@ -30,6 +30,9 @@ type Record struct {
 	// BodyChunks is how many chunks of the store hold the program and the
 	// tool answers (records.go); 0 for a record stored whole.
 	BodyChunks int `json:"bodyChunks,omitempty"`
+	// IdleMs is the handle's own idle bound (deployments.go); 0 is the
+	// registry's.
+	IdleMs int64 `json:"idleMs,omitempty"`
 }
 
 // Grants are the capabilities a program was given (docs/threat-model.md).
@@ -72,6 +75,10 @@ type Info struct {
 	Concurrency   int       `json:"concurrency"`
 	// InProgress is the invocations under way or waiting now.
 	InProgress int64 `json:"inProgress"`
+	// Deployment is true while a route, a domain or a route's kept
+	// version points at the handle: the idle bound parks it, never ends
+	// it (docs/deployments.md).
+	Deployment bool `json:"deployment,omitempty"`
 }
 
 // Route is a bound route name.

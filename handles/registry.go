@@ -51,6 +51,9 @@ type RegistryConfig struct {
 	// (sockets.go). Defaults 1,000 and 10,000.
 	WebsocketsPerHandle int
 	WebsocketsPerTenant int
+	// VersionRetention is how long a route's replaced version is kept,
+	// parked, for a rollback (versions.go). Default 7 days.
+	VersionRetention time.Duration
 }
 
 func (c *RegistryConfig) defaults() {
@@ -78,6 +81,9 @@ func (c *RegistryConfig) defaults() {
 	}
 	if c.WebsocketsPerTenant <= 0 {
 		c.WebsocketsPerTenant = budgets.WebsocketsPerTenant
+	}
+	if c.VersionRetention <= 0 {
+		c.VersionRetention = 7 * 24 * time.Hour
 	}
 }
 
@@ -128,6 +134,9 @@ type ExecRequest struct {
 	// Concurrency is a retained handle's invocations in progress at once;
 	// 0 takes the registry's default.
 	Concurrency int
+	// Idle is the handle's idle bound while nothing points at it
+	// (deployments.go); 0 takes the registry's.
+	Idle time.Duration
 	// Budget is the top-level run's spawn budget (nil: spawn refuses);
 	// Depth is 0 for a top-level run, more for a spawned child.
 	Budget *SpawnBudget
@@ -215,6 +224,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		Program: req.Program, Env: req.Env, Grants: req.Grants,
 		TimeoutMs: req.Timeout.Milliseconds(), MemoryMiB: req.MemoryMiB, Concurrency: req.Concurrency,
 		CreatedAt: now, LastInvokedAt: now, ToolAnswers: recorded,
+		IdleMs: req.Idle.Milliseconds(),
 	}
 	body, err := withBody(rec)
 	if err != nil {
@@ -274,15 +284,18 @@ func (r *Registry) owned(tenant, id string) (*Record, error) {
 	return rec, nil
 }
 
-func (r *Registry) info(rec *Record) Info {
+// info is what the API shows of rec; kept is the registry's deployments
+// (keptLocked). s.mu is held.
+func (r *Registry) info(rec *Record, kept map[string]bool) Info {
 	routes := append([]string{}, rec.Routes...)
 	sort.Strings(routes)
 	return Info{
 		ExecutionID: rec.ID, Handles: []string{"fetch"},
 		CreatedAt: rec.CreatedAt, LastInvokedAt: rec.LastInvokedAt,
-		Invocations: rec.Invocations, IdleBoundMs: r.config().IdleBound.Milliseconds(),
+		Invocations: rec.Invocations, IdleBoundMs: idleBound(r.config(), rec).Milliseconds(),
 		Routes: routes, Concurrency: max(rec.Concurrency, 1),
 		InProgress: r.store.inProgress(rec.ID),
+		Deployment: kept[rec.ID],
 	}
 }
 
@@ -292,9 +305,10 @@ func (r *Registry) List(tenant string) []Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []Info{}
+	kept := s.keptLocked(r.name, s.opts.Now(), r.config().VersionRetention)
 	for _, rec := range s.records {
 		if rec.Registry == r.name && rec.Tenant == tenant {
-			out = append(out, r.info(rec))
+			out = append(out, r.info(rec, kept))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -307,9 +321,10 @@ func (r *Registry) Get(tenant, id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	r.store.mu.Lock()
-	defer r.store.mu.Unlock()
-	return r.info(rec), nil
+	s := r.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return r.info(rec, s.keptLocked(r.name, s.opts.Now(), r.config().VersionRetention)), nil
 }
 
 func errText(err error) string { return fault.As(err).Message }

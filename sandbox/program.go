@@ -24,6 +24,9 @@ type Program struct {
 	// step), says where that text starts, so that errors count its lines
 	// from its own first line (docs/runtime.md, "Errors").
 	Origin *Origin `json:"origin,omitempty"`
+	// Language is "typescript" for a TypeScript program (typescript.go);
+	// empty (or "javascript") for JavaScript.
+	Language string `json:"language,omitempty"`
 }
 
 // Origin names the author's text inside a program's code.
@@ -65,7 +68,7 @@ func compile(p Program) (compiled, error) {
 		}
 	}
 	imports, rest := splitImports(p.Code)
-	if imports == "" && len(p.Modules) == 0 && !strings.Contains(rest, "export") {
+	if imports == "" && len(p.Modules) == 0 && !strings.Contains(rest, "export") && !p.typescript() {
 		// The fast path: V8 itself reports syntax errors with line and column.
 		// "(" and the code share the first line, so line numbers are the user's.
 		return compiled{source: "(" + p.Code + "\n)", where: positions{origin: p.Origin, firstColumn: 1}}, nil
@@ -246,7 +249,8 @@ func build(p Program, entry string, module bool) (compiled, error) {
 				if escapes(dir, spec) {
 					return api.OnResolveResult{}, fmt.Errorf("cannot import %q: it leads outside the modules map", spec)
 				}
-				if _, ok := modules[joined]; !ok {
+				joined, ok := resolveExtension(modules, joined)
+				if !ok {
 					return api.OnResolveResult{}, fmt.Errorf("cannot import %q: no such module in the request's modules (have: %s)", spec, moduleList(modules))
 				}
 				return api.OnResolveResult{Path: joined, Namespace: resolverSpace}, nil
@@ -256,7 +260,7 @@ func build(p Program, entry string, module bool) (compiled, error) {
 				if a.Path != entryPath {
 					src = modules[a.Path]
 				}
-				return api.OnLoadResult{Contents: &src, Loader: api.LoaderJS, ResolveDir: "/"}, nil
+				return api.OnLoadResult{Contents: &src, Loader: loaderFor(p, a.Path), ResolveDir: "/"}, nil
 			})
 		},
 	}
@@ -279,7 +283,7 @@ func build(p Program, entry string, module bool) (compiled, error) {
 		MinifyIdentifiers: false,
 	})
 	if len(res.Errors) > 0 {
-		return compiled{}, syntaxFault(res.Errors[0], p.Origin)
+		return compiled{}, nameEntry(p, syntaxFault(res.Errors[0], p.Origin))
 	}
 	var script, sourceMap []byte
 	for _, f := range res.OutputFiles {
@@ -298,6 +302,7 @@ func build(p Program, entry string, module bool) (compiled, error) {
 	src := "(() => {\n" + string(script) + "\nconst m = " + bundleGlobal + ";\nreturn m && m.default;\n})()"
 	where := positions{origin: p.Origin, lineShift: 1}
 	where.readSourceMap(sourceMap)
+	where.nameEntry(p)
 	return compiled{source: src, module: module, where: where}, nil
 }
 
