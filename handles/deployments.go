@@ -28,8 +28,8 @@ func (s *Store) keptLocked(registry string, now time.Time, retention time.Durati
 	for _, id := range s.routes[registry] {
 		kept[id] = true
 	}
-	for _, d := range s.domains[registry] {
-		if d.Status == DomainActive && d.ExecutionID != "" {
+	for _, claims := range s.domains[registry] {
+		if d := claims.active(); d != nil && d.ExecutionID != "" {
 			if rec := s.records[d.ExecutionID]; rec != nil && rec.Tenant == d.Tenant {
 				kept[d.ExecutionID] = true
 			}
