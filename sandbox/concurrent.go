@@ -208,6 +208,11 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 		m.dropStream(res.Stream)
 		res = WireResponse{}
 	}
+	if err == nil {
+		if err = m.refusedStream(res.Stream); err != nil {
+			res = WireResponse{}
+		}
+	}
 	if s[0] == 'W' && err == nil {
 		m.busy.waitUntil = append(m.busy.waitUntil, inv.deadline)
 	}

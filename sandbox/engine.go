@@ -546,6 +546,9 @@ func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 			}
 			return err
 		}
+		if err := m.refusedStream(res.Stream); err != nil {
+			return err
+		}
 		// The visitor gets the response now; waitUntil work goes on after
 		// it, within the same bound, before the next invocation starts.
 		respond(res, nil)

@@ -63,6 +63,9 @@ type streamSet struct {
 	drained []int64 // streams whose pump may go on (loop work)
 	cancels []int64 // streams the reader gave up (loop work)
 	wake    chan struct{}
+	// refused are streams opened past maxStreams: their pump writes into
+	// nothing and their invocation answers QUOTA_EXCEEDED (refusedStream).
+	refused map[int64]bool
 }
 
 func (m *vm) streams() *streamSet {
@@ -74,14 +77,45 @@ func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
 	ss := m.streams()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	id := int64(args[0].Integer())
 	if len(ss.open) >= maxStreams {
-		return nil, errors.New("too many open response streams")
+		// Not an exception: the handler has returned, and a throw here
+		// answered the visitor 500 HANDLER_ERROR (17 visitor addresses
+		// took a handle's 1,024 and everyone else got 500). The answer is
+		// refused with QUOTA_EXCEEDED instead, a budget (docs/architecture.md,
+		// "Budgets"); a refusal is forgotten when its answer is read.
+		if len(ss.refused) >= maxStreams {
+			return nil, errors.New("too many open response streams")
+		}
+		if ss.refused == nil {
+			ss.refused = map[int64]bool{}
+		}
+		ss.refused[id] = true
+		return nil, nil
 	}
 	if ss.open == nil {
 		ss.open = map[int64]*outStream{}
 	}
-	ss.open[int64(args[0].Integer())] = &outStream{notify: make(chan struct{}, 1)}
+	ss.open[id] = &outStream{notify: make(chan struct{}, 1)}
 	return nil, nil
+}
+
+// refusedStream answers QUOTA_EXCEEDED for an answer whose stream was
+// opened past the isolate's maxStreams (hostStreamOpen), and cancels its
+// pump; nil for any other answer.
+func (m *vm) refusedStream(stream int64) error {
+	if stream == 0 {
+		return nil
+	}
+	ss := m.streams()
+	ss.mu.Lock()
+	refused := ss.refused[stream]
+	ss.mu.Unlock()
+	if !refused {
+		return nil
+	}
+	m.dropStream(stream)
+	return fault.New(fault.QuotaExceeded, "This handler holds %d streamed responses open, the most one handle may. Try again when some have ended.", maxStreams)
 }
 
 // hostStreamWrite appends a chunk (a Latin-1 string); it answers false when
@@ -219,7 +253,13 @@ func (m *vm) dropStream(stream int64) {
 	ss.mu.Lock()
 	s := ss.open[stream]
 	delete(ss.open, stream)
+	refused := ss.refused[stream]
+	delete(ss.refused, stream)
 	ss.mu.Unlock()
+	if refused {
+		m.streamWork(stream, true) // its pump waits on a write nobody took
+		return
+	}
 	if s == nil {
 		return
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,5 +134,60 @@ func TestLargeBodiesLeaveAsStreams(t *testing.T) {
 	ss.mu.Unlock()
 	if open != 0 {
 		t.Fatalf("%d streams left open after the refused answer", open)
+	}
+}
+
+// Past the isolate's 1,024 open streams an answer that would stream is
+// refused with QUOTA_EXCEEDED (a 429 for the visitor), not a throw that
+// answered 500 HANDLER_ERROR; the refused stream's source is cancelled,
+// the isolate and its state go on, and a stream that ends gives its slot
+// back. In a one-at-a-time handle and a concurrent one alike.
+func TestStreamsPastTheCapAreQuotaExceeded(t *testing.T) {
+	for _, conc := range []int{1, 4} {
+		id := fmt.Sprintf("streams-cap-%d", conc)
+		e := engine(t)
+		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Concurrency: conc, Timeout: 5 * time.Second, Program: Program{Code: `async () => {
+			let served = 0, cancelled = 0;
+			return { fetch(req) {
+				served++;
+				if (req.url.endsWith('/state')) return new Response(served + ' ' + cancelled);
+				if (req.url.endsWith('/big')) return new Response('x'.repeat(2 << 20));
+				return new Response(new ReadableStream({ start(c) { c.enqueue(new Uint8Array(8)) }, cancel() { cancelled++ } }));
+			} };
+		}`}}); err != nil {
+			t.Fatal(err)
+		}
+		var streams []int64
+		for i := 0; i < maxStreams; i++ {
+			res, err := get(t, id, "https://x/stream")
+			if err != nil || res.Stream == 0 {
+				t.Fatalf("concurrency %d, stream %d: %+v %v", conc, i+1, res, err)
+			}
+			streams = append(streams, res.Stream)
+		}
+		for _, path := range []string{"/stream", "/big"} {
+			if res, err := get(t, id, "https://x"+path); fault.CodeOf(err) != fault.QuotaExceeded || res.Stream != 0 {
+				t.Fatalf("concurrency %d: %s past the cap: %+v %v", conc, path, res, err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res, err := get(t, id, "https://x/state")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(res.BodyBytes()) == fmt.Sprintf("%d 1", maxStreams+3) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("concurrency %d: served and cancelled %s, want %d 1", conc, res.BodyBytes(), maxStreams+3)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		e.CancelStream(id, streams[0])
+		if res, err := get(t, id, "https://x/stream"); err != nil || res.Stream == 0 {
+			t.Fatalf("concurrency %d: a stream after one was cancelled: %+v %v", conc, res, err)
+		}
+		e.Close(id)
 	}
 }
