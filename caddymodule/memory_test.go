@@ -124,3 +124,49 @@ func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
 	}
 	b.check("three chains answering 8 MiB a step")
 }
+
+// A computation that holds ArrayBuffers and typed arrays past its 64 MiB
+// bound answers MEMORY (they count against it: sandbox/bufferpool.cc),
+// its worker lives on and holds about the bound, not the 384 MiB asked
+// for, and bob's counter counts on.
+func TestArrayBuffersPastTheBoundAnswerMemory(t *testing.T) {
+	b, mallory := attacked(t, "timeout 10s\n")
+	// Mallory's worker is up before the peaks are reset.
+	if a := execute(t, mallory, map[string]any{"code": "async () => 1"}); a.status != 200 {
+		t.Fatalf("mallory's first run: %d %s", a.status, a.body)
+	}
+	pids := workerPIDs(t)
+	base := map[int]int64{}
+	for _, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+			t.Skipf("cannot reset a worker's peak RSS: %v", err)
+		}
+		base[pid] = procStatus(t, strconv.Itoa(pid), "VmRSS")
+	}
+	for _, code := range []string{
+		`async () => { const keep = []; for (let i = 0; i < 384; i++) keep.push(new Uint8Array(1 << 20).fill(7)); return keep.length }`,
+		`async () => { const keep = []; for (let i = 0; i < 384; i++) { try { keep.push(new Uint8Array(new ArrayBuffer(1 << 20)).fill(7)) } catch {} } return keep.length }`,
+	} {
+		a := execute(t, mallory, map[string]any{"code": code})
+		if a.status != 507 || a.code() != "MEMORY" || !strings.Contains(string(a.body), "Execution exceeded its 64 MiB memory bound. Hold less in memory per run.") {
+			t.Fatalf("ArrayBuffers past the bound answered %d %s", a.status, a.body)
+		}
+		b.check("ArrayBuffers past the bound")
+	}
+	var grew int64
+	for pid, rss := range base {
+		peak := procStatus(t, strconv.Itoa(pid), "VmHWM")
+		t.Logf("worker %d: RSS %d MiB before, peak %d MiB (+%d MiB)", pid, rss>>10, peak>>10, (peak-rss)>>10)
+		grew = max(grew, peak-rss)
+	}
+	if grew>>10 > 160 {
+		t.Fatalf("a worker grew by %d MiB under a 64 MiB bound", grew>>10)
+	}
+	// The worker that ran them still runs computations.
+	if a := execute(t, mallory, map[string]any{"code": "async () => new Uint8Array(1 << 20).length"}); a.status != 200 || fmt.Sprint(a.json(t)["result"]) != "1.048576e+06" {
+		t.Fatalf("after: %d %s", a.status, a.body)
+	}
+}
