@@ -170,3 +170,74 @@ func TestArrayBuffersPastTheBoundAnswerMemory(t *testing.T) {
 		t.Fatalf("after: %d %s", a.status, a.body)
 	}
 }
+
+// One tenant whose computations hold most of worker_memory cannot make
+// newcomers of other tenants wait out their bound (docs/architecture.md,
+// "Budgets"): past tenant_worker_memory, while they wait, its own calls
+// wait instead, its worker drains and is taken for them. Bob's counter
+// counts on.
+func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
+	b, mallory := attacked(t, "workers auto\nworker_memory 640MiB\ntimeout 10s\n")
+	heavy := `async () => { const a = new Uint8Array(56 << 20).fill(1); await new Promise(r => setTimeout(r, 1500)); return a[1] }`
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := execute(t, mallory, map[string]any{"code": heavy, "timeoutMs": 5000})
+				mu.Lock()
+				outcomes[fmt.Sprint(a.status, " ", a.code())]++
+				mu.Unlock()
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+		t.Logf("mallory's calls: %v", outcomes)
+		for k := range outcomes {
+			if k != "200 " && k != "503 OVERLOADED" {
+				t.Errorf("mallory's call answered %s", k)
+			}
+		}
+	}()
+	// Mallory's worker fills up and is measured (every second).
+	time.Sleep(3 * time.Second)
+	var used string
+	if a := do(t, "GET", site("anon.localhost", "/health"), "", nil); a.status == 200 {
+		used = string(a.body)
+	}
+	t.Logf("before the newcomers: %.400s", used)
+
+	var nw sync.WaitGroup
+	answers := make([]answer, 6)
+	for i := range answers {
+		nw.Add(1)
+		go func() {
+			defer nw.Done()
+			tok := token(t, fmt.Sprintf("newcomer-%d", i), allScopes)
+			answers[i] = execute(t, tok, map[string]any{"code": "async () => 6 * 7", "timeoutMs": 8000})
+		}()
+	}
+	nw.Wait()
+	overloaded := 0
+	for i, a := range answers {
+		if a.status != 200 {
+			t.Logf("newcomer %d: %d %s", i, a.status, a.body)
+			overloaded++
+		}
+	}
+	if overloaded > 0 {
+		t.Fatalf("%d of %d newcomers were refused beside a tenant holding most of worker_memory", overloaded, len(answers))
+	}
+	b.check("a tenant holding most of worker_memory")
+}
