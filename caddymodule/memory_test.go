@@ -241,3 +241,46 @@ func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
 	}
 	b.check("a tenant holding most of worker_memory")
 }
+
+// The answer budget: results and logs are charged as they come; the
+// chain's result comes first, making room by cutting the last step's copy
+// of it, then the steps' results from the first on.
+func TestAnswerBudget(t *testing.T) {
+	res := func(n int) json.RawMessage { return json.RawMessage(`"` + strings.Repeat("x", n-2) + `"`) }
+	b := &answerBudget{left: 100, bound: 100}
+	steps := []stepAnswer{}
+	for _, n := range []int{30, 30, 50} {
+		r, kept := b.result(res(n))
+		steps = append(steps, stepAnswer{Result: r, cut: !kept})
+	}
+	if steps[2].cut != true || steps[0].cut || steps[1].cut || b.left != 40 {
+		t.Fatalf("charged: %+v, %d left", steps, b.left)
+	}
+	if !strings.Contains(string(steps[2].Result), "result of 50 bytes cut from the answer") {
+		t.Fatalf("the cut note: %s", steps[2].Result)
+	}
+	// The chain's result (the last step's, 50 bytes) takes the first
+	// step's room.
+	if got := chainResult(b, steps, res(50)); len(got) != 50 || !steps[0].cut || steps[1].cut {
+		t.Fatalf("the chain's result: %d bytes; steps %+v", len(got), steps)
+	}
+	// A last step kept whole gives its copy up for the chain's result.
+	b = &answerBudget{left: 100, bound: 100}
+	r, _ := b.result(res(60))
+	steps = []stepAnswer{{Result: r}}
+	if got := chainResult(b, steps, res(60)); len(got) != 60 || string(steps[0].Result) != `"[the chain's result: see result]"` {
+		t.Fatalf("the chain's result: %d bytes; steps %+v", len(got), steps)
+	}
+	// Small results are answered twice, as before.
+	b = &answerBudget{left: 100, bound: 100}
+	r, _ = b.result(res(10))
+	steps = []stepAnswer{{Result: r}}
+	if got := chainResult(b, steps, res(10)); len(got) != 10 || len(steps[0].Result) != 10 {
+		t.Fatalf("a small result: %s; steps %+v", got, steps)
+	}
+	// Logs past what is left end with a note.
+	b = &answerBudget{left: 20, bound: 20}
+	if got := b.logs([]string{"0123456789", "0123456789", "x"}); len(got) != 2 || !strings.Contains(got[1], "2 log lines cut") {
+		t.Fatalf("logs: %q", got)
+	}
+}
