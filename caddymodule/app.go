@@ -41,6 +41,10 @@ type App struct {
 	// memory (PSS) summed stays under it. Default: half of what the
 	// machine or its cgroup has.
 	WorkerMemory int64 `json:"worker_memory,omitempty"`
+	// TenantWorkerMemory is the most one tenant's workers hold while
+	// another tenant waits for a worker. Default: a quarter of
+	// WorkerMemory.
+	TenantWorkerMemory int64 `json:"tenant_worker_memory,omitempty"`
 	// MaxWorkers is `workers auto`'s ceiling. Default 1000.
 	MaxWorkers int `json:"max_workers,omitempty"`
 	// RecycleIdle is how long a worker must have had nothing of its tenant
@@ -161,6 +165,9 @@ func (a *App) setDefaults() {
 	}
 	if a.WorkerMemory <= 0 {
 		a.WorkerMemory = worker.DefaultWorkerMemory()
+	}
+	if a.TenantWorkerMemory <= 0 {
+		a.TenantWorkerMemory = a.WorkerMemory / 4
 	}
 	if a.RecycleIdle <= 0 {
 		a.RecycleIdle = caddy.Duration(60 * time.Second)
@@ -305,6 +312,7 @@ func (a *App) Start() error {
 	// a reload.
 	rt.pool.Resize(a.Workers, a.IsolatesPerWorker)
 	rt.pool.SetBudget(a.WorkerMemory, a.MaxWorkers, time.Duration(a.RecycleIdle))
+	rt.pool.SetTenantWorkerMemory(a.TenantWorkerMemory)
 	rt.pool.SetCPUs(a.WorkerCPUs)
 	a.live.rt.Store(rt)
 	for _, f := range a.onStart {

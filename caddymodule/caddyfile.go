@@ -35,6 +35,7 @@ func init() {
 //		cluster { name; listen; advertise; secret; lease }
 //		workers auto|<n>
 //		worker_memory <size>
+//		tenant_worker_memory <size>
 //		max_workers <n>
 //		recycle_idle <duration>
 //		request_body_idle <duration>
@@ -134,6 +135,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 		case "worker_memory":
 			app.WorkerMemory, err = size(d, val)
+		case "tenant_worker_memory":
+			app.TenantWorkerMemory, err = size(d, val)
 		case "max_workers":
 			app.MaxWorkers, err = positive(d, val)
 		case "recycle_idle":

@@ -124,3 +124,163 @@ func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
 	}
 	b.check("three chains answering 8 MiB a step")
 }
+
+// A computation that holds ArrayBuffers and typed arrays past its 64 MiB
+// bound answers MEMORY (they count against it: sandbox/bufferpool.cc),
+// its worker lives on and holds about the bound, not the 384 MiB asked
+// for, and bob's counter counts on.
+func TestArrayBuffersPastTheBoundAnswerMemory(t *testing.T) {
+	b, mallory := attacked(t, "timeout 10s\n")
+	// Mallory's worker is up before the peaks are reset.
+	if a := execute(t, mallory, map[string]any{"code": "async () => 1"}); a.status != 200 {
+		t.Fatalf("mallory's first run: %d %s", a.status, a.body)
+	}
+	pids := workerPIDs(t)
+	base := map[int]int64{}
+	for _, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+			t.Skipf("cannot reset a worker's peak RSS: %v", err)
+		}
+		base[pid] = procStatus(t, strconv.Itoa(pid), "VmRSS")
+	}
+	for _, code := range []string{
+		`async () => { const keep = []; for (let i = 0; i < 384; i++) keep.push(new Uint8Array(1 << 20).fill(7)); return keep.length }`,
+		`async () => { const keep = []; for (let i = 0; i < 384; i++) { try { keep.push(new Uint8Array(new ArrayBuffer(1 << 20)).fill(7)) } catch {} } return keep.length }`,
+	} {
+		a := execute(t, mallory, map[string]any{"code": code})
+		if a.status != 507 || a.code() != "MEMORY" || !strings.Contains(string(a.body), "Execution exceeded its 64 MiB memory bound. Hold less in memory per run.") {
+			t.Fatalf("ArrayBuffers past the bound answered %d %s", a.status, a.body)
+		}
+		b.check("ArrayBuffers past the bound")
+	}
+	var grew int64
+	for pid, rss := range base {
+		peak := procStatus(t, strconv.Itoa(pid), "VmHWM")
+		t.Logf("worker %d: RSS %d MiB before, peak %d MiB (+%d MiB)", pid, rss>>10, peak>>10, (peak-rss)>>10)
+		grew = max(grew, peak-rss)
+	}
+	if grew>>10 > 160 {
+		t.Fatalf("a worker grew by %d MiB under a 64 MiB bound", grew>>10)
+	}
+	// The worker that ran them still runs computations.
+	if a := execute(t, mallory, map[string]any{"code": "async () => new Uint8Array(1 << 20).length"}); a.status != 200 || fmt.Sprint(a.json(t)["result"]) != "1.048576e+06" {
+		t.Fatalf("after: %d %s", a.status, a.body)
+	}
+}
+
+// One tenant whose computations hold most of worker_memory cannot make
+// newcomers of other tenants wait out their bound (docs/architecture.md,
+// "Budgets"): past tenant_worker_memory, while they wait, its own calls
+// wait instead, its worker drains and is taken for them. Bob's counter
+// counts on.
+func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
+	b, mallory := attacked(t, "workers auto\nworker_memory 640MiB\ntimeout 10s\n")
+	heavy := `async () => { const a = new Uint8Array(56 << 20).fill(1); await new Promise(r => setTimeout(r, 1500)); return a[1] }`
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := execute(t, mallory, map[string]any{"code": heavy, "timeoutMs": 5000})
+				mu.Lock()
+				outcomes[fmt.Sprint(a.status, " ", a.code())]++
+				mu.Unlock()
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+		t.Logf("mallory's calls: %v", outcomes)
+		for k := range outcomes {
+			if k != "200 " && k != "503 OVERLOADED" {
+				t.Errorf("mallory's call answered %s", k)
+			}
+		}
+	}()
+	// Mallory's worker fills up and is measured (every second).
+	time.Sleep(3 * time.Second)
+	var used string
+	if a := do(t, "GET", site("anon.localhost", "/health"), "", nil); a.status == 200 {
+		used = string(a.body)
+	}
+	t.Logf("before the newcomers: %.400s", used)
+
+	var nw sync.WaitGroup
+	answers := make([]answer, 6)
+	for i := range answers {
+		nw.Add(1)
+		go func() {
+			defer nw.Done()
+			tok := token(t, fmt.Sprintf("newcomer-%d", i), allScopes)
+			answers[i] = execute(t, tok, map[string]any{"code": "async () => 6 * 7", "timeoutMs": 8000})
+		}()
+	}
+	nw.Wait()
+	overloaded := 0
+	for i, a := range answers {
+		if a.status != 200 {
+			t.Logf("newcomer %d: %d %s", i, a.status, a.body)
+			overloaded++
+		}
+	}
+	if overloaded > 0 {
+		t.Fatalf("%d of %d newcomers were refused beside a tenant holding most of worker_memory", overloaded, len(answers))
+	}
+	b.check("a tenant holding most of worker_memory")
+}
+
+// The answer budget: results and logs are charged as they come; the
+// chain's result comes first, making room by cutting the last step's copy
+// of it, then the steps' results from the first on.
+func TestAnswerBudget(t *testing.T) {
+	res := func(n int) json.RawMessage { return json.RawMessage(`"` + strings.Repeat("x", n-2) + `"`) }
+	b := &answerBudget{left: 100, bound: 100}
+	steps := []stepAnswer{}
+	for _, n := range []int{30, 30, 50} {
+		r, kept := b.result(res(n))
+		steps = append(steps, stepAnswer{Result: r, cut: !kept})
+	}
+	if steps[2].cut != true || steps[0].cut || steps[1].cut || b.left != 40 {
+		t.Fatalf("charged: %+v, %d left", steps, b.left)
+	}
+	if !strings.Contains(string(steps[2].Result), "result of 50 bytes cut from the answer") {
+		t.Fatalf("the cut note: %s", steps[2].Result)
+	}
+	// The chain's result (the last step's, 50 bytes) takes the first
+	// step's room.
+	if got := chainResult(b, steps, res(50)); len(got) != 50 || !steps[0].cut || steps[1].cut {
+		t.Fatalf("the chain's result: %d bytes; steps %+v", len(got), steps)
+	}
+	// A last step kept whole gives its copy up for the chain's result.
+	b = &answerBudget{left: 100, bound: 100}
+	r, _ := b.result(res(60))
+	steps = []stepAnswer{{Result: r}}
+	if got := chainResult(b, steps, res(60)); len(got) != 60 || string(steps[0].Result) != `"[the chain's result: see result]"` {
+		t.Fatalf("the chain's result: %d bytes; steps %+v", len(got), steps)
+	}
+	// Small results are answered twice, as before.
+	b = &answerBudget{left: 100, bound: 100}
+	r, _ = b.result(res(10))
+	steps = []stepAnswer{{Result: r}}
+	if got := chainResult(b, steps, res(10)); len(got) != 10 || len(steps[0].Result) != 10 {
+		t.Fatalf("a small result: %s; steps %+v", got, steps)
+	}
+	// Logs past what is left end with a note.
+	b = &answerBudget{left: 20, bound: 20}
+	if got := b.logs([]string{"0123456789", "0123456789", "x"}); len(got) != 2 || !strings.Contains(got[1], "2 log lines cut") {
+		t.Fatalf("logs: %q", got)
+	}
+}

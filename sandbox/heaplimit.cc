@@ -44,8 +44,10 @@ extern "C" retainer_heap_guard* retainer_heap_guard_install(void* isolate) {
   return g;
 }
 
+// A refused ArrayBuffer (bufferpool.cc) is a hit too: the program asked
+// for more than its bound, whether or not it caught the RangeError.
 extern "C" int retainer_heap_guard_hits(retainer_heap_guard* g) {
-  return __atomic_load_n(&g->hits, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&g->hits, __ATOMIC_SEQ_CST) + __atomic_load_n(&g->buffer_refused, __ATOMIC_SEQ_CST);
 }
 
 // Freed only after the isolate is disposed: V8 no longer calls back then.

@@ -23,7 +23,18 @@ func installHeapGuard(iso *v8.Isolate) heapGuard {
 // hit reports whether V8 reached the isolate's heap limit since install.
 func (h heapGuard) hit() bool { return C.retainer_heap_guard_hits(h.g) > 0 }
 
-func (h heapGuard) free() { C.retainer_heap_guard_free(h.g) }
+// boundBuffers makes the isolate's ArrayBuffers and typed arrays count
+// against its memory bound, with its heap (bufferpool.cc): past it they
+// are refused and the run ends with MEMORY.
+func (h heapGuard) boundBuffers(memoryMiB int) {
+	C.retainer_buffers_bound(h.g, C.size_t(memoryMiB)<<20)
+}
+
+// free is called after the isolate is disposed.
+func (h heapGuard) free() {
+	C.retainer_buffers_forget(h.g)
+	C.retainer_heap_guard_free(h.g)
+}
 
 // isolatePointer reads the v8::Isolate* that v8go keeps in its unexported
 // first field. v8go is pinned at v0.9.0; the test TestHeapGuardCatchesBombs

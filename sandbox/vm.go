@@ -277,6 +277,7 @@ func (m *vm) create() (err error) {
 	}
 	poolArrayBuffers()
 	m.guard = installHeapGuard(m.iso)
+	m.guard.boundBuffers(m.memoryMiB)
 	m.hold = newThreadHold(m.iso)
 	m.hold.take()
 	if snapshot {

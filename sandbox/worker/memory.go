@@ -263,6 +263,16 @@ func (pool *Pool) SetBudget(workerMemory int64, maxWorkers int, recycleIdle time
 	}
 }
 
+// SetTenantWorkerMemory applies a changed tenant_worker_memory (a config
+// reload; cordon.go).
+func (pool *Pool) SetTenantWorkerMemory(n int64) {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if n > 0 {
+		pool.cfg.TenantWorkerMemory = n
+	}
+}
+
 // processCPU is a process's CPU time so far in ns (user and system, from
 // /proc/<pid>/stat), or -1 when it cannot be read.
 func processCPU(pid int) int64 {

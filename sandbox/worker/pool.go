@@ -34,6 +34,10 @@ type Config struct {
 	// memory (PSS) summed stays under it. Default: half of what the
 	// machine or its cgroup has.
 	WorkerMemory int64
+	// TenantWorkerMemory is the most one tenant's workers hold (PSS
+	// summed) while another tenant waits for a worker (cordon.go).
+	// Default: a quarter of WorkerMemory.
+	TenantWorkerMemory int64
 	// MaxWorkers is the ceiling of `workers auto`. Default 1000.
 	MaxWorkers int
 	// RecycleIdle is how long a cordoned worker must have had nothing of
@@ -121,6 +125,9 @@ func (c *Config) defaults() {
 	if c.WorkerMemory <= 0 {
 		c.WorkerMemory = DefaultWorkerMemory()
 	}
+	if c.TenantWorkerMemory <= 0 {
+		c.TenantWorkerMemory = c.WorkerMemory / 4
+	}
 	if c.RecycleIdle <= 0 {
 		c.RecycleIdle = 60 * time.Second
 	}
@@ -169,6 +176,9 @@ type Pool struct {
 	answered map[string]uint64
 	closed   bool
 	restarts int
+	// waiters counts, per tenant under its share, its calls waiting for a
+	// worker (cordon.go; made when first needed).
+	waiters map[string]int
 
 	noNetns atomic.Bool // workers could not get a network namespace
 	cpus    *cpuPlacement

@@ -320,6 +320,8 @@ func TestUninterruptibleBuiltinGetsItsWorkerKilled(t *testing.T) {
 	_, err := pool.Run(context.Background(), sandbox.Job{
 		Program: sandbox.Program{Code: "async () => { const a = new Uint8Array(2**31); for (let i = 0; i < 8; i++) a.fill(i); a.sort(); return a[0] }"},
 		Timeout: 50 * time.Millisecond,
+		// Room for the 2 GiB array: ArrayBuffers count against the bound.
+		MemoryMiB: 3 << 10,
 	})
 	t.Logf("answered after %v: %v", time.Since(start), err)
 	wantCode(t, err, fault.Timeout)
