@@ -117,6 +117,10 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 	}
 	s.mu.Lock()
 	rec := r.lookupLocked(key, resolve)
+	split, pinned := false, false
+	if rec != nil {
+		rec, split, pinned = r.splitLocked(key, resolve, rec, req)
+	}
 	s.mu.Unlock()
 	if rec == nil {
 		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
@@ -127,6 +131,9 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		req.BodyStream, bs, detach = s.attachBody(rec.ID, body)
 	}
 	res, err := r.invoke(ctx, rec, req)
+	if err == nil && split && !pinned {
+		res.Headers = append(res.Headers, pinCookie(rec.ID))
+	}
 	if err != nil && bs != nil && bs.idled.Load() {
 		// The visitor's body stopped arriving and the handler did not
 		// answer despite it: the visitor's doing, answered 408; the handle

@@ -276,6 +276,10 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	if err != nil {
 		return err
 	}
+	histories, err := s.scanHistories(ctx, store.Range{Prefix: prefix}, tenant)
+	if err != nil {
+		return err
+	}
 	reserved := map[string]reservation{}
 	err = s.scanReservations(ctx, store.Range{Prefix: prefix}, func(_, name string, res reservation) {
 		if res.Tenant == tenant {
@@ -321,6 +325,7 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	for host, d := range domains {
 		s.domains[registry][host] = d
 	}
+	s.replaceHistoriesLocked(registry, tenant, histories[registry])
 	if s.reserved[registry] == nil {
 		s.reserved[registry] = map[string]reservation{}
 	}

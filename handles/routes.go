@@ -32,11 +32,13 @@ func ValidRouteName(name string) error {
 // (README.md, API).
 const maxRoutesPerTenant = budgets.RoutesPerTenant
 
-// BindRoute points name at the tenant's handle id. A later bind moves the
+// bindRoute points name at the tenant's handle id, or at a split whose
+// first handle is id (split.go), and records the version (versions.go). A
+// later bind moves the
 // name atomically: requests resolve either to the old or to the new handle,
 // never to nothing. Route writers are serialized by routeMu; mu is held
 // only to read and to apply, never across the store commit.
-func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
+func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, error) {
 	if err := ValidRouteName(name); err != nil {
 		return Route{}, err
 	}
@@ -91,6 +93,12 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 	}
 	s.mu.Unlock()
 	ops := []store.Op{store.Put(tableRoutes, key(r.name, name), []byte(id)), metaOp(&newRec)}
+	prevID := ""
+	if prev != nil {
+		prevID = prev.ID
+	}
+	hist, histOps := s.nextHistory(r.name, tenant, name, prevID, Version{ExecutionID: id, BoundAt: s.opts.Now(), Split: split})
+	ops = append(ops, histOps...)
 	if reservedHere {
 		ops = append(ops, s.unreserve(r.name, name))
 	}
@@ -132,8 +140,9 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 		prev.Routes = newPrev.Routes
 	}
 	s.routes[r.name][name] = id
+	s.setHistoryLocked(r.name, name, hist)
 	s.mu.Unlock()
-	return Route{Name: name, ExecutionID: id}, nil
+	return Route{Name: name, ExecutionID: id, Split: split}, nil
 }
 
 // UnbindRoute removes the tenant's route name.
@@ -151,7 +160,8 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	newRec := *rec
 	newRec.Routes = without(rec.Routes, name)
 	s.mu.Unlock()
-	if err := s.commit(r.name, tenant, nil, []store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec)}); err != nil {
+	ops := append([]store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec)}, s.dropHistories(r.name, []string{name})...)
+	if err := s.commit(r.name, tenant, nil, ops); err != nil {
 		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
 	}
 	s.mu.Lock()
