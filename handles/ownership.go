@@ -107,7 +107,9 @@ func (s *Store) SweepUnowned(ctx context.Context, hasOwner func(ctx context.Cont
 		if rec.IdleMs > 0 {
 			bound = time.Duration(rec.IdleMs) * time.Millisecond
 		}
-		if ok && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
+		// A routed handle is a deployment: the sweep would only park it,
+		// and nothing holds its isolate (deployments.go).
+		if ok && len(rec.Routes) == 0 && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
 			due[[2]string{rec.Registry, rec.Tenant}] = true
 		}
 		return true
