@@ -160,13 +160,15 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	newRec := *rec
 	newRec.Routes = without(rec.Routes, name)
 	s.mu.Unlock()
-	ops := append([]store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec)}, s.dropHistories(r.name, []string{name})...)
+	// The route's versions go with it (versions.go).
+	ops := []store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec), store.Delete(tableVersions, key(r.name, name))}
 	if err := s.commit(r.name, tenant, nil, ops); err != nil {
 		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
 	}
 	s.mu.Lock()
 	rec.Routes = newRec.Routes
 	delete(s.routes[r.name], name)
+	delete(s.history[r.name], name)
 	s.mu.Unlock()
 	return nil
 }

@@ -42,7 +42,7 @@ type Event struct {
 	Registry string
 	ID       string
 	Tenant   string
-	Reason   string // "closed", "idle", "bound_strikes", "crashes", "rebuild_failed"
+	Reason   string // "closed", "idle", "bound_strikes", "crashes", "rebuild_failed", "version_retention"
 	Message  string
 }
 
