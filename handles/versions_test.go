@@ -117,3 +117,54 @@ func TestSplitsCrossGateways(t *testing.T) {
 		}
 	}
 }
+
+// A handle an active domain names by id is a deployment, and a domain that
+// follows a split route is split alike.
+func TestDomainsAndDeployments(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	claim := func(host, route, id string) {
+		t.Helper()
+		d, _, err := reg.PutDomain("alice", host, route, id)
+		if err == nil {
+			_, err = reg.ActivateDomain("alice", host, []string{d.Challenge})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, loose := deployAnswering(t, reg, "alice", "h"), deployAnswering(t, reg, "alice", "loose")
+	claim("h.example.com", "", h)
+	a, b := deployAnswering(t, reg, "alice", "a"), deployAnswering(t, reg, "alice", "b")
+	if _, err := reg.BindSplit("alice", "shop", []Share{{a, 50}, {b, 50}}); err != nil {
+		t.Fatal(err)
+	}
+	claim("shop.example.com", "shop", "")
+	seen := map[string]bool{}
+	for i := 0; i < 40 && len(seen) < 2; i++ {
+		got, err := serveHost(reg, "shop.example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got] = true
+	}
+	if !seen["a"] || !seen["b"] {
+		t.Fatalf("a domain following a split served %v", seen)
+	}
+	g.clock.Add(2 * time.Hour)
+	g.store.SweepIdle()
+	for _, id := range []string{h, a, b} {
+		if info, err := reg.Get("alice", id); err != nil || !info.Deployment {
+			t.Fatalf("%s: %+v %v", id, info, err)
+		}
+		if g.pool.Holds(id) {
+			t.Fatalf("the idle deployment %s was not parked", id)
+		}
+	}
+	if _, err := reg.Get("alice", loose); !errors.Is(err, fault.ErrHandlesClosed) {
+		t.Fatalf("a handle nothing points at outlived the idle bound: %v", err)
+	}
+	if got, err := serveHost(reg, "h.example.com"); err != nil || got != "h" {
+		t.Fatalf("the parked domain's handle: %q %v", got, err)
+	}
+}
