@@ -34,9 +34,8 @@ const maxRoutesPerTenant = budgets.RoutesPerTenant
 
 // bindRoute points name at the tenant's handle id, or at a split whose
 // first handle is id (split.go), and records the version (versions.go). A
-// later bind moves the
-// name atomically: requests resolve either to the old or to the new handle,
-// never to nothing. Route writers are serialized by routeMu; mu is held
+// later bind moves the name atomically: requests resolve either to the old
+// or to the new handle, never to nothing. Route writers are serialized by routeMu; mu is held
 // only to read and to apply, never across the store commit.
 func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, error) {
 	if err := ValidRouteName(name); err != nil {
