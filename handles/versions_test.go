@@ -92,6 +92,9 @@ func TestSplitsCrossGateways(t *testing.T) {
 	if _, err := reg.BindSplit("alice", "shop", []Share{{a, 50}, {b, 50}}); err != nil {
 		t.Fatal(err)
 	}
+	if rs := reg.Routes("alice"); len(rs) != 1 || len(rs[0].Split) != 2 {
+		t.Fatalf("the routes listed: %+v", rs)
+	}
 	if err := other.Own(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
