@@ -109,6 +109,8 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("POST /handles/{id}/{name}", h.invoke)
 	mux.HandleFunc("GET /routes", h.listRoutes)
 	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
+	mux.HandleFunc("GET /routes/{name}", h.getRoute)
+	mux.HandleFunc("POST /routes/{name}/rollback", h.rollbackRoute)
 	mux.HandleFunc("DELETE /routes/{name}", h.unbindRoute)
 	mux.HandleFunc("GET /domains", h.listDomains)
 	mux.HandleFunc("GET /domains/{host}", h.getDomain)
@@ -654,12 +656,22 @@ func (h *API) bindRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		ExecutionID string `json:"executionId"`
+		ExecutionID string          `json:"executionId"`
+		Split       []handles.Share `json:"split"`
 	}
 	if !decodeBody(w, r, 64<<10, &req) {
 		return
 	}
-	route, err := h.registry().BindRoute(c.tenant, r.PathValue("name"), req.ExecutionID)
+	var route handles.Route
+	var err error
+	switch {
+	case req.Split != nil && req.ExecutionID != "":
+		err = fault.New(fault.BadRequest, "A route is bound to an executionId or to a split, not both.")
+	case req.Split != nil:
+		route, err = h.registry().BindSplit(c.tenant, r.PathValue("name"), req.Split)
+	default:
+		route, err = h.registry().BindRoute(c.tenant, r.PathValue("name"), req.ExecutionID)
+	}
 	if err != nil {
 		writeFault(w, err, "")
 		return

@@ -11,7 +11,10 @@
 // again (state kept in closures starts afresh).
 //
 // A handle ends when it is closed through the API, stays idle past its idle
-// bound, reaches bound_strikes, or fails to rebuild. Every end deletes the
+// bound while nothing points at it (a deployment, which a route, a domain
+// or a route's kept version points at, parks instead: deployments.go), is
+// a route's replaced version past its retention (versions.go), reaches
+// bound_strikes, or fails to rebuild. Every end deletes the
 // record and its routes in one transaction (in order, when the store's
 // limits split it) and is published once, with its
 // reason, through Options.OnEnd. Afterwards the id answers HANDLES_CLOSED

@@ -119,6 +119,12 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 	if err != nil {
 		return sandbox.WireResponse{}, nil, err
 	}
+	split, pinned := false, false
+	if rec != nil {
+		s.mu.Lock()
+		rec, split, pinned = r.splitLocked(key, resolve, rec, req)
+		s.mu.Unlock()
+	}
 	if rec == nil {
 		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}
@@ -128,6 +134,9 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		req.BodyStream, bs, detach = s.attachBody(rec.ID, body)
 	}
 	res, err := r.invoke(ctx, rec, req)
+	if err == nil && split && !pinned {
+		res.Headers = append(res.Headers, pinCookie(rec.ID))
+	}
 	if err != nil && bs != nil && bs.late.Load() != nil {
 		// The visitor's body stopped arriving, or came too slowly, and the
 		// handler did not answer despite it: the visitor's doing, answered

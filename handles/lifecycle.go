@@ -265,6 +265,7 @@ func (r *Registry) end(id, reason, message string) bool {
 	// Freed names stay the tenant's for a day (reserve.go); its domains
 	// end with it, their hosts reserved alike (domains.go).
 	ops = append(ops, s.reserve(rec, freed)...)
+	ops = append(ops, s.dropHistories(rec.Registry, freed)...)
 	hostsGone, domainOps := s.endDomains(rec, freed)
 	ops = append(ops, domainOps...)
 	s.commitChunked(rec.Registry, rec.Tenant, ops)
@@ -291,6 +292,7 @@ func (r *Registry) Close(tenant, id string) error {
 // background loop calls it; tests call it with an injected clock.
 func (s *Store) SweepIdle() {
 	s.sweepReservations()
+	s.sweepVersions()
 	s.sweepDomains()
 	now := s.opts.Now()
 	type victim struct {

@@ -107,7 +107,9 @@ func (s *Store) SweepUnowned(ctx context.Context, hasOwner func(ctx context.Cont
 		if rec.IdleMs > 0 {
 			bound = time.Duration(rec.IdleMs) * time.Millisecond
 		}
-		if ok && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
+		// A routed handle is a deployment: the sweep would only park it,
+		// and nothing holds its isolate (deployments.go).
+		if ok && len(rec.Routes) == 0 && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
 			due[[2]string{rec.Registry, rec.Tenant}] = true
 		}
 		return true
@@ -330,6 +332,10 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	if err != nil {
 		return err
 	}
+	histories, err := s.scanHistories(ctx, store.Range{Prefix: prefix}, tenant)
+	if err != nil {
+		return err
+	}
 	reserved := map[string]reservation{}
 	err = s.scanReservations(ctx, store.Range{Prefix: prefix}, func(_, name string, res reservation) {
 		if res.Tenant == tenant {
@@ -372,6 +378,7 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	for _, d := range domains {
 		s.setClaim(registry, d)
 	}
+	s.replaceHistoriesLocked(registry, tenant, histories[registry])
 	if s.reserved[registry] == nil {
 		s.reserved[registry] = map[string]reservation{}
 	}

@@ -85,6 +85,8 @@ type Info struct {
 type Route struct {
 	Name        string `json:"name"`
 	ExecutionID string `json:"executionId"`
+	// Split is the route's split, if it is one (split.go).
+	Split []Share `json:"split,omitempty"`
 }
 
 func (r *Record) job() sandbox.Job {

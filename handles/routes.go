@@ -32,11 +32,12 @@ func ValidRouteName(name string) error {
 // (README.md, API).
 const maxRoutesPerTenant = budgets.RoutesPerTenant
 
-// BindRoute points name at the tenant's handle id. A later bind moves the
-// name atomically: requests resolve either to the old or to the new handle,
-// never to nothing. Route writers are serialized by routeMu; mu is held
+// bindRoute points name at the tenant's handle id, or at a split whose
+// first handle is id (split.go), and records the version (versions.go). A
+// later bind moves the name atomically: requests resolve either to the old
+// or to the new handle, never to nothing. Route writers are serialized by routeMu; mu is held
 // only to read and to apply, never across the store commit.
-func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
+func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, error) {
 	if err := ValidRouteName(name); err != nil {
 		return Route{}, err
 	}
@@ -97,6 +98,12 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 	}
 	s.mu.Unlock()
 	ops := []store.Op{store.Put(tableRoutes, key(r.name, name), []byte(id)), metaOp(&newRec)}
+	prevID := ""
+	if prev != nil {
+		prevID = prev.ID
+	}
+	hist, histOps := s.nextHistory(r.name, tenant, name, prevID, Version{ExecutionID: id, BoundAt: s.opts.Now(), Split: split})
+	ops = append(ops, histOps...)
 	if reservedHere {
 		ops = append(ops, s.unreserve(r.name, name))
 	}
@@ -138,8 +145,9 @@ func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
 		prev.Routes = newPrev.Routes
 	}
 	s.routes[r.name][name] = id
+	s.setHistoryLocked(r.name, name, hist)
 	s.mu.Unlock()
-	return Route{Name: name, ExecutionID: id}, nil
+	return Route{Name: name, ExecutionID: id, Split: split}, nil
 }
 
 // UnbindRoute removes the tenant's route name, or frees a name reserved
@@ -162,12 +170,15 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	newRec := *rec
 	newRec.Routes = without(rec.Routes, name)
 	s.mu.Unlock()
-	if err := s.commit(r.name, tenant, nil, []store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec)}); err != nil {
+	// The route's versions go with it (versions.go).
+	ops := []store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec), store.Delete(tableVersions, key(r.name, name))}
+	if err := s.commit(r.name, tenant, nil, ops); err != nil {
 		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
 	}
 	s.mu.Lock()
 	rec.Routes = newRec.Routes
 	delete(s.routes[r.name], name)
+	delete(s.history[r.name], name)
 	s.mu.Unlock()
 	return nil
 }
@@ -180,7 +191,7 @@ func (r *Registry) Routes(tenant string) []Route {
 	out := []Route{}
 	for name, id := range s.routes[r.name] {
 		if rec := s.records[id]; rec != nil && rec.Tenant == tenant {
-			out = append(out, Route{Name: name, ExecutionID: id})
+			out = append(out, Route{Name: name, ExecutionID: id, Split: s.history[r.name][name].split()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -42,7 +42,7 @@ type Event struct {
 	Registry string
 	ID       string
 	Tenant   string
-	Reason   string // "closed", "idle", "bound_strikes", "crashes", "rebuild_failed"
+	Reason   string // "closed", "idle", "bound_strikes", "crashes", "rebuild_failed", "version_retention"
 	Message  string
 }
 
@@ -107,6 +107,7 @@ type Store struct {
 	routes     map[string]map[string]string        // registry → route name → id
 	reserved   map[string]map[string]reservation   // registry → freed route name or host → its tenant (reserve.go)
 	domains    map[string]map[string]hostClaimList // registry → host → its tenants' claims (domains.go)
+	history    map[string]map[string]*routeHistory // registry → route name → its versions (versions.go)
 	live       map[string]*liveState               // by id: the runtime side of a record
 	runs       map[string]*runState                // runs in progress, by run id
 	dirty      map[string]bool                     // ids whose counters await a flush
@@ -142,6 +143,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		routes:     map[string]map[string]string{},
 		reserved:   map[string]map[string]reservation{},
 		domains:    map[string]map[string]hostClaimList{},
+		history:    map[string]map[string]*routeHistory{},
 		held:       budgets.NewBytes(budgets.BodyBytes, budgets.BodyBytesPerTenant),
 		live:       map[string]*liveState{},
 		runs:       map[string]*runState{},
@@ -190,7 +192,10 @@ func (s *Store) load() error {
 	if err := s.loadReservations(ctx); err != nil {
 		return err
 	}
-	return s.loadDomains(ctx)
+	if err := s.loadDomains(ctx); err != nil {
+		return err
+	}
+	return s.loadHistories(ctx)
 }
 
 // commit applies conds and ops in the space of a registry's tenant, under
