@@ -626,6 +626,7 @@ const roomWithRefusals = `async () => { const room = new Set(); let messages = 0
 	room.add(server);
 	server.addEventListener('message', (event) => {
 		messages++;
+		if (event.data === 'let me go') return server.close(4000, 'as asked');
 		const until = Date.now() + 1; while (Date.now() < until) {}
 		for (const peer of room) peer.send(event.data);
 	});
@@ -698,6 +699,14 @@ func TestWebSocketSocketsPerVisitorAndRefusedUpgrades(t *testing.T) {
 		if _, data, err := c.Read(ctx); err != nil || string(data) != "to all" {
 			t.Fatalf("socket %d heard %q %v", i, data, err)
 		}
+	}
+	// The handler's own close: the visitor's answer is its close event.
+	open[1].Write(ctx, websocket.MessageText, []byte("let me go"))
+	if code, _ := readUntilClosed(open[1]); code != 4000 {
+		t.Fatalf("the handler's close: %v", code)
+	}
+	if n := waitRoomSize(t, host, 69); n != 69 {
+		t.Fatalf("after the handler closed a socket the room holds %d, want 69", n)
 	}
 	for _, c := range open {
 		c.CloseNow()
