@@ -101,6 +101,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	defer cancel()
 	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, inDone: make(chan struct{}), tcp: tcpOf(hj.conn)}
 	s.touch()
+	s.probed.Store(time.Now().UnixNano())
 	relay.Store(s)
 	go s.idle(time.Duration(h.app.WebsocketIdle))
 	go s.inbound()
@@ -131,6 +132,10 @@ type socketRelay struct {
 	// tcp is the visitor's connection, to tell whether the visitor has
 	// gone while frames wait unread (nil when it is not TCP).
 	tcp syscall.RawConn
+	// probed is when the last probe went (unix nanoseconds); probing is
+	// set while one waits for its pong.
+	probed  atomic.Int64
+	probing atomic.Bool
 }
 
 func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -261,6 +266,7 @@ func (s *socketRelay) relayIn() (websocket.StatusCode, string) {
 		}
 		metricSocketIn.Inc()
 		s.touch()
+		s.probe()
 		kind := socketrec.Text
 		if typ == websocket.MessageBinary {
 			kind = socketrec.Binary
@@ -325,6 +331,7 @@ func (s *socketRelay) deliver(kind byte, data []byte) error {
 				cancel()
 				return
 			}
+			s.probe()
 			mu.Lock()
 			watch.Reset(goneCheck)
 			mu.Unlock()
@@ -340,6 +347,31 @@ func (s *socketRelay) deliver(kind byte, data []byte) error {
 		return errVisitorGone
 	}
 	return err
+}
+
+// probeEvery is how often a visitor whose frames keep coming, or wait for
+// their turn, is sent a ping. A visitor who closed its connection with
+// frames still in its own kernel's send buffer (its FIN behind them, held
+// there while the gateway reads at the handler's pace) answers the ping
+// with a reset, which visitorGone then sees.
+const probeEvery = time.Second
+
+// probe pings the visitor at most every probeEvery, one ping at a time.
+func (s *socketRelay) probe() {
+	if s.tcp == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	if now-s.probed.Load() < int64(probeEvery) || !s.probing.CompareAndSwap(false, true) {
+		return
+	}
+	s.probed.Store(now)
+	go func() {
+		defer s.probing.Store(false)
+		ctx, cancel := context.WithTimeout(s.ctx, visitorWriteBound)
+		defer cancel()
+		s.conn.Ping(ctx)
+	}()
 }
 
 // isolateLost says a socket event failed because the handler's isolate

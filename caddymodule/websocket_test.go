@@ -2,11 +2,15 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -331,4 +335,465 @@ func TestReadmeChatRoom(t *testing.T) {
 	if a, b := readText(t, one), readText(t, two); a != "hi all" || b != "hi all" {
 		t.Fatalf("the room heard %q and %q", a, b)
 	}
+}
+
+// dialFrom opens a WebSocket to host through the local Caddy from the
+// loopback address src (127.0.0.0/8 is all loopback): visitors at several
+// addresses.
+func dialFrom(ctx context.Context, src, host, path string) (*websocket.Conn, *http.Response, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", httpPort))
+	}}}
+	return websocket.Dial(ctx, fmt.Sprintf("ws://%s:%d%s", host, httpPort, path), &websocket.DialOptions{HTTPClient: hc})
+}
+
+// readmeChatWithSize is the README's chat room as written, its room's
+// size answered over a GET of /size.
+func readmeChatWithSize(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(readme), "cat > chat.json <<'EOF'\n")
+	body, _, _ := strings.Cut(rest, "\nEOF\n")
+	var chat struct{ Code string }
+	if err := json.Unmarshal([]byte(body), &chat); err != nil || chat.Code == "" {
+		t.Fatalf("the README's chat.json: %v", err)
+	}
+	const head = "export default { fetch(request) {\n"
+	if !strings.Contains(chat.Code, head) {
+		t.Fatalf("the README's chat room has no %q", head)
+	}
+	return strings.Replace(chat.Code, head, head+"  if (new URL(request.url).pathname === '/size') return Response.json({size: room.size});\n", 1)
+}
+
+// roomSize is a handler's room size over GET /size.
+func roomSize(t *testing.T, host string) int {
+	t.Helper()
+	a := do(t, "GET", site(host, "/size"), "", nil)
+	var m struct{ Size int }
+	if a.status != 200 || json.Unmarshal(a.body, &m) != nil {
+		t.Fatalf("room size: %d %s", a.status, a.body)
+	}
+	return m.Size
+}
+
+// waitRoomSize waits for a room's size to be want, answering the last seen.
+func waitRoomSize(t *testing.T, host string, want int) int {
+	t.Helper()
+	got := roomSize(t, host)
+	for deadline := time.Now().Add(15 * time.Second); got != want && time.Now().Before(deadline); got = roomSize(t, host) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return got
+}
+
+// The README's chat room with 150 visitors who join, talk and leave at
+// once (half with a close, half by dropping the connection): every one
+// hears its own message (no event lost to the handle's queue, no 1011),
+// the room is empty afterwards (one close event a socket), and a new pair
+// still hears each other (docs/websockets.md).
+func TestWebSocketRoomOf150VisitorsEmpties(t *testing.T) {
+	bob, mallory := attacked(t, "")
+	host := deploy(t, mallory, readmeChatWithSize(t), nil) + ".apps.localhost"
+	const visitors = 150
+	var wg sync.WaitGroup
+	var heard, failed, retried atomic.Int32
+	var firstErr atomic.Value
+	for i := range visitors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			// Three addresses: one holds at most 64 sockets of a handle.
+			// An upgrade is a request: past the handle's queue it answers
+			// 503 OVERLOADED, and the visitor tries again.
+			c, res, err := dialFrom(ctx, fmt.Sprintf("127.0.0.%d", 2+i%3), host, "/ws")
+			for err != nil && res != nil && res.StatusCode == 503 && ctx.Err() == nil {
+				retried.Add(1)
+				time.Sleep(time.Duration(10+i%20) * time.Millisecond)
+				c, res, err = dialFrom(ctx, fmt.Sprintf("127.0.0.%d", 2+i%3), host, "/ws")
+			}
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, fmt.Sprintf("visitor %d: dial: %v", i, err))
+				return
+			}
+			mine := fmt.Sprintf("visitor %d says hi", i)
+			if err := c.Write(ctx, websocket.MessageText, []byte(mine)); err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, fmt.Sprintf("visitor %d: write: %v", i, err))
+				c.CloseNow()
+				return
+			}
+			for {
+				_, data, err := c.Read(ctx)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("visitor %d: before hearing itself: %v", i, err))
+					c.CloseNow()
+					return
+				}
+				if string(data) == mine {
+					break
+				}
+			}
+			heard.Add(1)
+			if i%2 == 0 {
+				c.Close(websocket.StatusNormalClosure, "bye")
+			} else {
+				c.CloseNow()
+			}
+		}()
+	}
+	wg.Wait()
+	right := roomSize(t, host)
+	after := waitRoomSize(t, host, 0)
+	t.Logf("%d visitors: %d heard their own message, %d failed (%d upgrades answered 503 and tried again); the room's size right after they left %d, then %d", visitors, heard.Load(), failed.Load(), retried.Load(), right, after)
+	if heard.Load() != visitors {
+		t.Fatalf("%d of %d visitors heard their own message; first failure: %v", heard.Load(), visitors, firstErr.Load())
+	}
+	if after != 0 {
+		t.Fatalf("the room kept %d dead sockets", after)
+	}
+	// A new pair hears each other.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	one, two := mustDial(t, host), mustDial(t, host)
+	if err := one.Write(ctx, websocket.MessageText, []byte("anyone here?")); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := readText(t, one), readText(t, two); a != "anyone here?" || b != "anyone here?" {
+		t.Fatalf("the new pair heard %q and %q", a, b)
+	}
+	if n := roomSize(t, host); n != 2 {
+		t.Fatalf("the room holds %d, want the new pair", n)
+	}
+	bob.check("150 visitors in a chat room")
+}
+
+// procStatus reads a field of /proc/<pid>/status in KiB (VmRSS, VmHWM).
+func procStatus(pid int, field string) int {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kib int
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kib)
+			return kib
+		}
+	}
+	return 0
+}
+
+// lateAcceptor holds every socket it is given without accept() until GET
+// /accept, then counts their messages and close events.
+const lateAcceptor = `async () => { const held = []; const closes = []; let messages = 0;
+	return { fetch(request) {
+	const path = new URL(request.url).pathname;
+	if (path === '/closes') return Response.json({closes, messages});
+	if (path === '/accept') {
+		for (const s of held.splice(0)) {
+			s.accept();
+			s.addEventListener('message', () => { messages++; });
+			s.addEventListener('close', (e) => { closes.push(e.code); });
+		}
+		return new Response('accepted');
+	}
+	const [client, server] = Object.values(new WebSocketPair());
+	held.push(server);
+	return new Response(null, { status: 101, webSocket: client });
+} } }`
+
+// A visitor's flood before the handler's accept(): past 1 MiB of frames
+// the socket closes with 1008, the worker does not hold the flood, and a
+// late accept() gets the close event alone (docs/websockets.md).
+func TestWebSocketFloodBeforeAccept(t *testing.T) {
+	bob, mallory := attacked(t, "")
+	id := deploy(t, mallory, lateAcceptor, nil)
+	host := id + ".apps.localhost"
+	c := mustDial(t, host)
+	pid := hostPID(t, id)
+	rssBefore := procStatus(pid, "VmRSS")
+	closed := make(chan websocket.StatusCode, 1)
+	go func() {
+		code, _ := readUntilClosed(c)
+		closed <- code
+	}()
+	const flood = 64 << 20 // the test's own bound; main held it all
+	frame := make([]byte, 64<<10)
+	sent := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var code websocket.StatusCode
+	gotClose := false
+	for sent < flood && !gotClose {
+		if err := c.Write(ctx, websocket.MessageBinary, frame); err != nil {
+			break
+		}
+		sent += len(frame)
+		select {
+		case code = <-closed:
+			gotClose = true
+		default:
+		}
+	}
+	if !gotClose {
+		select {
+		case code = <-closed:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	rssAfter, peak := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
+	t.Logf("a flood before accept(): %.1f MiB sent, closed with %v; the worker's RSS %d MiB before, %d MiB after (peak %d MiB)", float64(sent)/(1<<20), code, rssBefore>>10, rssAfter>>10, peak>>10)
+	if code != websocket.StatusPolicyViolation {
+		t.Fatalf("a flood before accept() closed with %v, want 1008", code)
+	}
+	if a := do(t, "GET", site(host, "/accept"), "", nil); a.status != 200 {
+		t.Fatalf("accept: %d %s", a.status, a.body)
+	}
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = string(do(t, "GET", site(host, "/closes"), "", nil).body); got == `{"closes":[1008],"messages":0}` {
+			break
+		}
+	}
+	if got != `{"closes":[1008],"messages":0}` {
+		t.Fatalf("the late accept() saw %s, want one close event (1008) and no message", got)
+	}
+	bob.check("a flood before accept()")
+}
+
+// A visitor who floods tiny frames and leaves: the frames still unread
+// are dropped, deliveries stop soon after, and the handle answers a GET
+// (docs/websockets.md).
+func TestWebSocketFlooderWhoLeaves(t *testing.T) {
+	bob, mallory := attacked(t, "")
+	host := deploy(t, mallory, `async () => { let received = 0; return { fetch(request) {
+		if (new URL(request.url).pathname === '/count') return Response.json({received});
+		const [client, server] = Object.values(new WebSocketPair());
+		server.accept();
+		server.addEventListener('message', () => { received++; });
+		return new Response(null, { status: 101, webSocket: client });
+	} } }`, nil) + ".apps.localhost"
+	count := func() int {
+		t.Helper()
+		a := do(t, "GET", site(host, "/count"), "", nil)
+		var m struct{ Received int }
+		if a.status != 200 || json.Unmarshal(a.body, &m) != nil {
+			t.Fatalf("count: %d %s", a.status, a.body)
+		}
+		return m.Received
+	}
+	c := mustDial(t, host)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	sent := 0
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; sent++ {
+		if err := c.Write(ctx, websocket.MessageText, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.CloseNow()
+	left := time.Now()
+	atLeave := count()
+	answered := time.Since(left)
+	// Deliveries stop: the count holds still for a second.
+	last, still := count(), time.Now()
+	for time.Since(still) < time.Second {
+		if time.Since(left) > 12*time.Second {
+			t.Fatalf("deliveries went on for 12 s after the flooder left: %d of %d frames delivered", last, sent)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := count(); n != last {
+			last, still = n, time.Now()
+		}
+	}
+	t.Logf("a flooder sent %d frames in 1.5 s and left; a GET answered %v later (count %d); deliveries stopped %v after the leave at %d", sent, answered.Round(time.Millisecond), atLeave, still.Sub(left).Round(time.Millisecond), last)
+	bob.check("a flooder who left")
+}
+
+// roomWithRefusals is a room whose handler also answers 101 to a request
+// that is no upgrade (/forced), which the gateway refuses.
+const roomWithRefusals = `async () => { const room = new Set(); let messages = 0; return { async fetch(request) {
+	const path = new URL(request.url).pathname;
+	if (path === '/size') return Response.json({size: room.size, messages});
+	if (path !== '/forced' && request.headers.get('Upgrade') !== 'websocket') return new Response('expected a websocket', {status: 426});
+	const [client, server] = Object.values(new WebSocketPair());
+	server.accept();
+	room.add(server);
+	server.addEventListener('message', (event) => {
+		messages++;
+		if (event.data === 'let me go') return server.close(4000, 'as asked');
+		const until = Date.now() + 1; while (Date.now() < until) {}
+		for (const peer of room) peer.send(event.data);
+	});
+	server.addEventListener('close', () => room.delete(server));
+	return new Response(null, { status: 101, webSocket: client });
+} } }`
+
+// One visitor address holds at most 64 of a handle's sockets (429 past
+// it, as for streams), and every upgrade the gateway refuses after the
+// handler's accept() gives the handler its close event: the room never
+// keeps the refused socket (docs/websockets.md).
+func TestWebSocketSocketsPerVisitorAndRefusedUpgrades(t *testing.T) {
+	bob, mallory := attacked(t, "websockets_per_handle 70")
+	host := deploy(t, mallory, roomWithRefusals, nil) + ".apps.localhost"
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var open []*websocket.Conn
+	defer func() {
+		for _, c := range open {
+			c.CloseNow()
+		}
+	}()
+	dial := func(src string) (*websocket.Conn, int) {
+		t.Helper()
+		c, res, err := dialFrom(ctx, src, host, "/chat")
+		if err != nil {
+			if res == nil {
+				t.Fatalf("dial from %s: %v", src, err)
+			}
+			return nil, res.StatusCode
+		}
+		open = append(open, c)
+		return c, 101
+	}
+	for i := range 64 {
+		if _, status := dial("127.0.0.2"); status != 101 {
+			t.Fatalf("socket %d of one address: %d", i+1, status)
+		}
+	}
+	if _, status := dial("127.0.0.2"); status != 429 {
+		t.Fatalf("the 65th socket of one address: %d, want 429", status)
+	}
+	if _, status := dial("127.0.0.3"); status != 101 {
+		t.Fatalf("another address: %d", status)
+	}
+	if n := waitRoomSize(t, host, 65); n != 65 {
+		t.Fatalf("after a refused 65th socket the room holds %d, want 65", n)
+	}
+	// The handle's own cap (70), from a third address.
+	for range 5 {
+		if _, status := dial("127.0.0.4"); status != 101 {
+			t.Fatalf("under the handle's cap: %d", status)
+		}
+	}
+	if _, status := dial("127.0.0.4"); status != 429 {
+		t.Fatalf("past websockets_per_handle: %d, want 429", status)
+	}
+	// A 101 to a request that is no upgrade is refused too.
+	if a := do(t, "GET", site(host, "/forced"), "", nil); a.status == 101 || a.status == 200 {
+		t.Fatalf("a 101 to a plain GET: %d %s", a.status, a.body)
+	}
+	if n := waitRoomSize(t, host, 70); n != 70 {
+		t.Fatalf("after refused upgrades the room holds %d, want 70", n)
+	}
+	// The room still broadcasts to every socket.
+	if err := open[0].Write(ctx, websocket.MessageText, []byte("to all")); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range open {
+		if _, data, err := c.Read(ctx); err != nil || string(data) != "to all" {
+			t.Fatalf("socket %d heard %q %v", i, data, err)
+		}
+	}
+	// The handler's own close: the visitor's answer is its close event.
+	open[1].Write(ctx, websocket.MessageText, []byte("let me go"))
+	if code, _ := readUntilClosed(open[1]); code != 4000 {
+		t.Fatalf("the handler's close: %v", code)
+	}
+	if n := waitRoomSize(t, host, 69); n != 69 {
+		t.Fatalf("after the handler closed a socket the room holds %d, want 69", n)
+	}
+	for _, c := range open {
+		c.CloseNow()
+	}
+	open = nil
+	if n := waitRoomSize(t, host, 0); n != 0 {
+		t.Fatalf("after every visitor left the room holds %d", n)
+	}
+	bob.check("sockets past a visitor's and a handle's caps")
+}
+
+// A handle whose message handler is slower than its visitors send: no
+// event is lost and no socket is closed 1011; the visitors are slowed
+// (the gateway stops reading them), and the handle still answers requests
+// meanwhile, in the half of its queue socket events leave free
+// (docs/websockets.md).
+func TestWebSocketBusyHandleSlowsVisitors(t *testing.T) {
+	bob, mallory := attacked(t, "")
+	host := deploy(t, mallory, roomWithRefusals, nil) + ".apps.localhost"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const sockets, each = 100, 10
+	conns := make([]*websocket.Conn, sockets)
+	for i := range conns {
+		c, _, err := dialFrom(ctx, fmt.Sprintf("127.0.0.%d", 2+i%2), host, "/chat")
+		if err != nil {
+			t.Fatalf("socket %d: %v", i, err)
+		}
+		defer c.CloseNow()
+		conns[i] = c
+	}
+	// Every socket reads what the room sends it (100 x 10 x 100 frames).
+	var wrong atomic.Value
+	var readers sync.WaitGroup
+	for _, c := range conns {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for heard := 0; heard < sockets*each; heard++ {
+				if _, _, err := c.Read(ctx); err != nil {
+					wrong.CompareAndSwap(nil, err.Error())
+					return
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for _, c := range conns {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for j := range each {
+				if err := c.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf("m%d", j))); err != nil {
+					wrong.CompareAndSwap(nil, err.Error())
+					return
+				}
+			}
+		}()
+	}
+	// Requests are answered while the sockets keep the handle busy.
+	served, overloaded := 0, 0
+	for i := 0; i < 20; i++ {
+		a := do(t, "GET", site(host, "/size"), "", nil)
+		switch a.status {
+		case 200:
+			served++
+		case 503:
+			overloaded++
+		default:
+			t.Fatalf("a request beside the sockets: %d %s", a.status, a.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	writers.Wait()
+	readers.Wait()
+	if w := wrong.Load(); w != nil {
+		t.Fatalf("a socket failed: %v", w)
+	}
+	a := do(t, "GET", site(host, "/size"), "", nil)
+	var m struct{ Size, Messages int }
+	json.Unmarshal(a.body, &m)
+	t.Logf("%d sockets x %d messages into a 1 ms handler: %d delivered, room %d; requests beside them: %d answered, %d OVERLOADED", sockets, each, m.Messages, m.Size, served, overloaded)
+	if m.Messages != sockets*each || m.Size != sockets {
+		t.Fatalf("delivered %d of %d messages, room %d of %d", m.Messages, sockets*each, m.Size, sockets)
+	}
+	if served == 0 {
+		t.Fatal("no request was answered while the sockets kept the handle busy")
+	}
+	bob.check("a busy handle's sockets")
 }
