@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -475,19 +476,6 @@ func TestWebSocketRoomOf150VisitorsEmpties(t *testing.T) {
 	bob.check("150 visitors in a chat room")
 }
 
-// procStatus reads a field of /proc/<pid>/status in KiB (VmRSS, VmHWM).
-func procStatus(pid int, field string) int {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			var kib int
-			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kib)
-			return kib
-		}
-	}
-	return 0
-}
-
 // lateAcceptor holds every socket it is given without accept() until GET
 // /accept, then counts their messages and close events.
 const lateAcceptor = `async () => { const held = []; const closes = []; let messages = 0;
@@ -516,7 +504,7 @@ func TestWebSocketFloodBeforeAccept(t *testing.T) {
 	host := id + ".apps.localhost"
 	c := mustDial(t, host)
 	pid := hostPID(t, id)
-	rssBefore := procStatus(pid, "VmRSS")
+	rssBefore := procStatus(t, strconv.Itoa(pid), "VmRSS")
 	closed := make(chan websocket.StatusCode, 1)
 	go func() {
 		code, _ := readUntilClosed(c)
@@ -546,7 +534,7 @@ func TestWebSocketFloodBeforeAccept(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	rssAfter, peak := procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
+	rssAfter, peak := procStatus(t, strconv.Itoa(pid), "VmRSS"), procStatus(t, strconv.Itoa(pid), "VmHWM")
 	t.Logf("a flood before accept(): %.1f MiB sent, closed with %v; the worker's RSS %d MiB before, %d MiB after (peak %d MiB)", float64(sent)/(1<<20), code, rssBefore>>10, rssAfter>>10, peak>>10)
 	if code != websocket.StatusPolicyViolation {
 		t.Fatalf("a flood before accept() closed with %v, want 1008", code)
