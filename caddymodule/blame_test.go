@@ -21,7 +21,7 @@ function burn(ms) {
 export default { async fetch(request) {
 	const path = new URL(request.url).pathname;
 	if (path === '/burn') burn(150);
-	if (path === '/wait') await new Promise(r => setTimeout(r, 400));
+	if (path === '/wait') await new Promise(r => setTimeout(r, 600));
 	return Response.json({ served: ++served });
 } };`
 
@@ -131,7 +131,7 @@ func TestWorkerKilledFromOutsideIsNoStrike(t *testing.T) {
 		if pid == 0 {
 			t.Fatalf("kill %d: no worker holds the handle", round)
 		}
-		time.Sleep(100 * time.Millisecond) // the call waits on its timer
+		time.Sleep(200 * time.Millisecond) // the call waits on its timer
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
