@@ -104,8 +104,8 @@ func TestStoppedWorkerIsNoStrike(t *testing.T) {
 	bob.check("mallory's worker was stopped five times")
 }
 
-// A worker killed from outside (SIGKILL from someone other than the
-// gateway: the OOM killer, an operator) strikes nobody, even with a call
+// A worker killed from outside (SIGKILL or SIGTERM from someone other than
+// the gateway: the OOM killer, an operator) strikes nobody, even with a call
 // in progress: the call answers WORKER_CRASHED (retryable), the handle is
 // rebuilt on its next request (its closure state starts afresh), and its
 // log says the worker was killed, not that a memory bound was hit. Before,
@@ -132,7 +132,11 @@ func TestWorkerKilledFromOutsideIsNoStrike(t *testing.T) {
 			t.Fatalf("kill %d: no worker holds the handle", round)
 		}
 		time.Sleep(200 * time.Millisecond) // the call waits on its timer
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		sig := syscall.SIGKILL             // the OOM killer's
+		if round%2 == 0 {
+			sig = syscall.SIGTERM // an operator's
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
 			t.Fatal(err)
 		}
 		if a := <-answered; a.code() != "WORKER_CRASHED" {
