@@ -132,9 +132,10 @@ func TestWorkerKilledFromOutsideIsNoStrike(t *testing.T) {
 			t.Fatalf("kill %d: no worker holds the handle", round)
 		}
 		time.Sleep(200 * time.Millisecond) // the call waits on its timer
-		sig := syscall.SIGKILL             // the OOM killer's
+		// The OOM killer's signal, or an operator's.
+		sig := syscall.SIGKILL
 		if round%2 == 0 {
-			sig = syscall.SIGTERM // an operator's
+			sig = syscall.SIGTERM
 		}
 		if err := syscall.Kill(pid, sig); err != nil {
 			t.Fatal(err)
