@@ -38,6 +38,7 @@ func TestHoldChargesCPUNotWallTime(t *testing.T) {
 	if charged < 40*time.Millisecond.Nanoseconds() || charged > (60*time.Millisecond).Nanoseconds() {
 		t.Fatalf("a hold of 40 ms CPU and 300 ms asleep was charged %v (%v while held), want 40 ms and at most its staleness more", time.Duration(charged), time.Duration(mid))
 	}
+	t.Logf("40 ms of CPU and 300 ms asleep in one hold: charged %v", time.Duration(charged))
 	// A short hold is charged at most its wall time.
 	before := h.used()
 	wall := time.Now()
