@@ -279,3 +279,49 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 	}
 	bob.check("stalled bodies")
 }
+
+// What the gateway holds of bodies it reads whole is bounded a visitor
+// address (16 MiB): sixteen bodies of 1 MiB that have sent 600 KiB each
+// and stall take it all, so a seventeenth answers 429 at once; once the
+// stalls have answered 408 their share is free again.
+func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
+	bob, mallory := attacked(t, bodyOptions)
+	id := deploy(t, mallory, bodyReader, map[string]any{"timeoutMs": 500})
+	host := id + ".apps.localhost"
+	part := strings.Repeat("x", 600<<10)
+	var wg sync.WaitGroup
+	stalled := make([]rawAnswer, 16)
+	began := make(chan struct{}, 16)
+	for i := range stalled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stalled[i] = rawPost(host, "/upload", "Content-Length: 1048576", func(w io.Writer, stop <-chan struct{}) {
+				io.WriteString(w, part)
+				began <- struct{}{}
+				<-stop
+			})
+		}()
+	}
+	for range stalled {
+		<-began
+	}
+	time.Sleep(200 * time.Millisecond) // the gateway has read what they sent
+	over := rawPost(host, "/upload", "Content-Length: 1048576", func(w io.Writer, stop <-chan struct{}) {
+		io.WriteString(w, part)
+		<-stop
+	})
+	wg.Wait()
+	if over.status != 429 || !strings.Contains(over.body, "QUOTA_EXCEEDED") {
+		t.Errorf("a seventeenth body past the visitor's share: %v", over)
+	}
+	for i, a := range stalled {
+		if a.status != 408 {
+			t.Errorf("stalled body %d: %v", i, a)
+		}
+	}
+	if a := do(t, "POST", site(host, "/upload"), "", []byte(part)); a.status != 200 || !strings.Contains(string(a.body), fmt.Sprintf(`"length":%d`, len(part))) {
+		t.Fatalf("a body after the stalls: %d %s", a.status, a.body)
+	}
+	bob.check("bodies past a visitor's share")
+}
