@@ -6,10 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/retainer-gw/retainer/fault"
 )
 
 // Request bodies are the visitor's time (README.md, API): a
@@ -324,4 +329,39 @@ func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
 		t.Fatalf("a body after the stalls: %d %s", a.status, a.body)
 	}
 	bob.check("bodies past a visitor's share")
+}
+
+// Where the transport has no read deadline (HTTP/3), a goroutine reads the
+// body and the same bounds hold: a body that stalls answers 408 after
+// request_body_idle, one that trickles past request_body_timeout 408 too,
+// and a whole one is read.
+func TestWholeBodyWithoutReadDeadlines(t *testing.T) {
+	h := &Retainer{app: &App{MaxRequestBody: 4 << 20, RequestBodyIdle: caddy.Duration(300 * time.Millisecond), RequestBodyTimeout: caddy.Duration(time.Second)}, live: new(started)}
+	read := func(send func(w *io.PipeWriter)) (string, error) {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go send(pw)
+		r := httptest.NewRequest("POST", "/", pr)
+		r.ContentLength = -1
+		body, _, release, err := h.readVisitorBody(httptest.NewRecorder(), r, time.Now())
+		release()
+		return string(body), err
+	}
+	if body, err := read(func(w *io.PipeWriter) { io.WriteString(w, "whole"); w.Close() }); body != "whole" || err != nil {
+		t.Fatalf("a whole body: %q %v", body, err)
+	}
+	if _, err := read(func(w *io.PipeWriter) { io.WriteString(w, "stalls") }); fault.CodeOf(err) != fault.RequestTimeout || !strings.Contains(err.Error(), "request_body_idle") {
+		t.Fatalf("a body that stalls: %v", err)
+	}
+	trickles := func(w *io.PipeWriter) {
+		for {
+			if _, err := io.WriteString(w, "x"); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if _, err := read(trickles); fault.CodeOf(err) != fault.RequestTimeout || !strings.Contains(err.Error(), "request_body_timeout") {
+		t.Fatalf("a body that trickles: %v", err)
+	}
 }
