@@ -221,6 +221,10 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 	if a := do(t, "POST", site(host, "/upload"), "", []byte("a whole body")); a.status != 200 || !strings.Contains(string(a.body), `"served":1`) {
 		t.Fatalf("an upload: %d %s", a.status, a.body)
 	}
+	// A one-at-a-time handle waits for a streamed body on another path of
+	// the sandbox (one call's watchdog for the whole wait).
+	single := deploy(t, mallory, bodyReader, map[string]any{"timeoutMs": 500})
+	singleHost := single + ".apps.localhost"
 	mib := strings.Repeat("x", 1<<20)
 	// stallAfter sends what, then nothing more.
 	stallAfter := func(what string) func(io.Writer, <-chan struct{}) {
@@ -253,19 +257,25 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 		name, path, framing string
 		send                func(io.Writer, <-chan struct{})
 		want                string // in the answer's status and body
+		host                string // when not host
 	}{
-		{"a small body of known length that stalls", "/upload?n=a", "Content-Length: 100", stallAfter("0123456789"), "408 REQUEST_TIMEOUT"},
-		{"a small chunked body that stalls", "/upload?n=b", "Transfer-Encoding: chunked", stallAfter("5\r\nhello\r\n"), "408 REQUEST_TIMEOUT"},
-		{"a small chunked body that trickles past request_body_timeout", "/upload?n=c", "Transfer-Encoding: chunked", trickle(-1, true, nil), "408 REQUEST_TIMEOUT"},
-		{"a 3 MiB body that stalls while the handler reads it", "/upload?n=d", "Content-Length: 3145728", largeThen("d", stallAfter("")), "408 REQUEST_TIMEOUT"},
-		{"a large chunked body that trickles past request_body_timeout while the handler reads it", "/upload?n=e", "Transfer-Encoding: chunked", largeChunked("e", trickle(-1, true, nil)), "408 REQUEST_TIMEOUT"},
-		{"a 3 MiB body that stalls while a handler that catches reads it", "/caught?n=f", "Content-Length: 3145728", largeThen("f", stallAfter("")), `200 {"caught":"TypeError","code":"REQUEST_TIMEOUT"}`},
+		{"a small body of known length that stalls", "/upload?n=a", "Content-Length: 100", stallAfter("0123456789"), "408 REQUEST_TIMEOUT", ""},
+		{"a small chunked body that stalls", "/upload?n=b", "Transfer-Encoding: chunked", stallAfter("5\r\nhello\r\n"), "408 REQUEST_TIMEOUT", ""},
+		{"a small chunked body that trickles past request_body_timeout", "/upload?n=c", "Transfer-Encoding: chunked", trickle(-1, true, nil), "408 REQUEST_TIMEOUT", ""},
+		{"a 3 MiB body that stalls while the handler reads it", "/upload?n=d", "Content-Length: 3145728", largeThen("d", stallAfter("")), "408 REQUEST_TIMEOUT", ""},
+		{"a large chunked body that trickles past request_body_timeout while the handler reads it", "/upload?n=e", "Transfer-Encoding: chunked", largeChunked("e", trickle(-1, true, nil)), "408 REQUEST_TIMEOUT", ""},
+		{"a 3 MiB body that stalls while a handler that catches reads it", "/caught?n=f", "Content-Length: 3145728", largeThen("f", stallAfter("")), `200 {"caught":"TypeError","code":"REQUEST_TIMEOUT"}`, ""},
+		{"a 3 MiB body that stalls at once while a one-at-a-time handler reads it", "/upload?n=g", "Content-Length: 3145728", stallAfter("0123456789"), "408 REQUEST_TIMEOUT", singleHost},
 	}
 	answers := make([]rawAnswer, len(cases))
 	var wg sync.WaitGroup
 	for i, c := range cases {
 		wg.Add(1)
-		go func() { defer wg.Done(); answers[i] = rawPost(host, c.path, c.framing, c.send) }()
+		to := host
+		if c.host != "" {
+			to = c.host
+		}
+		go func() { defer wg.Done(); answers[i] = rawPost(to, c.path, c.framing, c.send) }()
 	}
 	wg.Wait()
 	for i, c := range cases {
@@ -281,6 +291,9 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 	}
 	if a := do(t, "GET", api("/handles/"+id), mallory, nil); a.status != 200 {
 		t.Fatalf("the handle after the stalled bodies: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", site(singleHost, "/"), "", nil); a.status != 200 || !strings.Contains(string(a.body), `"served":1`) {
+		t.Fatalf("the one-at-a-time handle after its stalled body: %d %s", a.status, a.body)
 	}
 	bob.check("stalled bodies")
 }
