@@ -6,10 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/retainer-gw/retainer/fault"
 )
 
 // Request bodies are the visitor's time (README.md, API): a
@@ -216,6 +221,10 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 	if a := do(t, "POST", site(host, "/upload"), "", []byte("a whole body")); a.status != 200 || !strings.Contains(string(a.body), `"served":1`) {
 		t.Fatalf("an upload: %d %s", a.status, a.body)
 	}
+	// A one-at-a-time handle waits for a streamed body on another path of
+	// the sandbox (one call's watchdog for the whole wait).
+	single := deploy(t, mallory, bodyReader, map[string]any{"timeoutMs": 500})
+	singleHost := single + ".apps.localhost"
 	mib := strings.Repeat("x", 1<<20)
 	// stallAfter sends what, then nothing more.
 	stallAfter := func(what string) func(io.Writer, <-chan struct{}) {
@@ -248,19 +257,25 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 		name, path, framing string
 		send                func(io.Writer, <-chan struct{})
 		want                string // in the answer's status and body
+		host                string // when not host
 	}{
-		{"a small body of known length that stalls", "/upload?n=a", "Content-Length: 100", stallAfter("0123456789"), "408 REQUEST_TIMEOUT"},
-		{"a small chunked body that stalls", "/upload?n=b", "Transfer-Encoding: chunked", stallAfter("5\r\nhello\r\n"), "408 REQUEST_TIMEOUT"},
-		{"a small chunked body that trickles past request_body_timeout", "/upload?n=c", "Transfer-Encoding: chunked", trickle(-1, true, nil), "408 REQUEST_TIMEOUT"},
-		{"a 3 MiB body that stalls while the handler reads it", "/upload?n=d", "Content-Length: 3145728", largeThen("d", stallAfter("")), "408 REQUEST_TIMEOUT"},
-		{"a large chunked body that trickles past request_body_timeout while the handler reads it", "/upload?n=e", "Transfer-Encoding: chunked", largeChunked("e", trickle(-1, true, nil)), "408 REQUEST_TIMEOUT"},
-		{"a 3 MiB body that stalls while a handler that catches reads it", "/caught?n=f", "Content-Length: 3145728", largeThen("f", stallAfter("")), `200 {"caught":"TypeError","code":"REQUEST_TIMEOUT"}`},
+		{"a small body of known length that stalls", "/upload?n=a", "Content-Length: 100", stallAfter("0123456789"), "408 REQUEST_TIMEOUT", ""},
+		{"a small chunked body that stalls", "/upload?n=b", "Transfer-Encoding: chunked", stallAfter("5\r\nhello\r\n"), "408 REQUEST_TIMEOUT", ""},
+		{"a small chunked body that trickles past request_body_timeout", "/upload?n=c", "Transfer-Encoding: chunked", trickle(-1, true, nil), "408 REQUEST_TIMEOUT", ""},
+		{"a 3 MiB body that stalls while the handler reads it", "/upload?n=d", "Content-Length: 3145728", largeThen("d", stallAfter("")), "408 REQUEST_TIMEOUT", ""},
+		{"a large chunked body that trickles past request_body_timeout while the handler reads it", "/upload?n=e", "Transfer-Encoding: chunked", largeChunked("e", trickle(-1, true, nil)), "408 REQUEST_TIMEOUT", ""},
+		{"a 3 MiB body that stalls while a handler that catches reads it", "/caught?n=f", "Content-Length: 3145728", largeThen("f", stallAfter("")), `200 {"caught":"TypeError","code":"REQUEST_TIMEOUT"}`, ""},
+		{"a 3 MiB body that stalls at once while a one-at-a-time handler reads it", "/upload?n=g", "Content-Length: 3145728", stallAfter("0123456789"), "408 REQUEST_TIMEOUT", singleHost},
 	}
 	answers := make([]rawAnswer, len(cases))
 	var wg sync.WaitGroup
 	for i, c := range cases {
 		wg.Add(1)
-		go func() { defer wg.Done(); answers[i] = rawPost(host, c.path, c.framing, c.send) }()
+		to := host
+		if c.host != "" {
+			to = c.host
+		}
+		go func() { defer wg.Done(); answers[i] = rawPost(to, c.path, c.framing, c.send) }()
 	}
 	wg.Wait()
 	for i, c := range cases {
@@ -277,5 +292,89 @@ func TestStalledBodiesAnswer408(t *testing.T) {
 	if a := do(t, "GET", api("/handles/"+id), mallory, nil); a.status != 200 {
 		t.Fatalf("the handle after the stalled bodies: %d %s", a.status, a.body)
 	}
+	if a := do(t, "GET", site(singleHost, "/"), "", nil); a.status != 200 || !strings.Contains(string(a.body), `"served":1`) {
+		t.Fatalf("the one-at-a-time handle after its stalled body: %d %s", a.status, a.body)
+	}
 	bob.check("stalled bodies")
+}
+
+// What the gateway holds of bodies it reads whole is bounded a visitor
+// address (16 MiB): sixteen bodies of 1 MiB that have sent 600 KiB each
+// and stall take it all, so a seventeenth answers 429 at once; once the
+// stalls have answered 408 their share is free again.
+func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
+	bob, mallory := attacked(t, bodyOptions)
+	id := deploy(t, mallory, bodyReader, map[string]any{"timeoutMs": 500})
+	host := id + ".apps.localhost"
+	part := strings.Repeat("x", 600<<10)
+	var wg sync.WaitGroup
+	stalled := make([]rawAnswer, 16)
+	began := make(chan struct{}, 16)
+	for i := range stalled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stalled[i] = rawPost(host, "/upload", "Content-Length: 1048576", func(w io.Writer, stop <-chan struct{}) {
+				io.WriteString(w, part)
+				began <- struct{}{}
+				<-stop
+			})
+		}()
+	}
+	for range stalled {
+		<-began
+	}
+	time.Sleep(200 * time.Millisecond) // the gateway has read what they sent
+	over := rawPost(host, "/upload", "Content-Length: 1048576", func(w io.Writer, stop <-chan struct{}) {
+		io.WriteString(w, part)
+		<-stop
+	})
+	wg.Wait()
+	if over.status != 429 || !strings.Contains(over.body, "QUOTA_EXCEEDED") {
+		t.Errorf("a seventeenth body past the visitor's share: %v", over)
+	}
+	for i, a := range stalled {
+		if a.status != 408 {
+			t.Errorf("stalled body %d: %v", i, a)
+		}
+	}
+	if a := do(t, "POST", site(host, "/upload"), "", []byte(part)); a.status != 200 || !strings.Contains(string(a.body), fmt.Sprintf(`"length":%d`, len(part))) {
+		t.Fatalf("a body after the stalls: %d %s", a.status, a.body)
+	}
+	bob.check("bodies past a visitor's share")
+}
+
+// Where the transport has no read deadline (HTTP/3), a goroutine reads the
+// body and the same bounds hold: a body that stalls answers 408 after
+// request_body_idle, one that trickles past request_body_timeout 408 too,
+// and a whole one is read.
+func TestWholeBodyWithoutReadDeadlines(t *testing.T) {
+	h := &Retainer{app: &App{MaxRequestBody: 4 << 20, RequestBodyIdle: caddy.Duration(300 * time.Millisecond), RequestBodyTimeout: caddy.Duration(time.Second)}, live: new(started)}
+	read := func(send func(w *io.PipeWriter)) (string, error) {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go send(pw)
+		r := httptest.NewRequest("POST", "/", pr)
+		r.ContentLength = -1
+		body, _, release, err := h.readVisitorBody(httptest.NewRecorder(), r, time.Now())
+		release()
+		return string(body), err
+	}
+	if body, err := read(func(w *io.PipeWriter) { io.WriteString(w, "whole"); w.Close() }); body != "whole" || err != nil {
+		t.Fatalf("a whole body: %q %v", body, err)
+	}
+	if _, err := read(func(w *io.PipeWriter) { io.WriteString(w, "stalls") }); fault.CodeOf(err) != fault.RequestTimeout || !strings.Contains(err.Error(), "request_body_idle") {
+		t.Fatalf("a body that stalls: %v", err)
+	}
+	trickles := func(w *io.PipeWriter) {
+		for {
+			if _, err := io.WriteString(w, "x"); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if _, err := read(trickles); fault.CodeOf(err) != fault.RequestTimeout || !strings.Contains(err.Error(), "request_body_timeout") {
+		t.Fatalf("a body that trickles: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,8 +93,15 @@ type wholeRead struct {
 	abandoned bool
 }
 
+// run reads the body in a goroutine of its own, noting when bytes arrive.
 func (rd *wholeRead) run(body io.Reader) {
 	defer close(rd.done)
+	rd.read(body, func() { rd.last.Store(time.Now().UnixNano()) })
+}
+
+// read reads the body into rd.buf, up to rd.limit, calling arrived after
+// each read that brought bytes.
+func (rd *wholeRead) read(body io.Reader, arrived func()) {
 	size := int64(presized)
 	if rd.want >= 0 && rd.want < size {
 		size = rd.want
@@ -121,7 +129,7 @@ func (rd *wholeRead) run(body io.Reader) {
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
 			buf = buf[:len(buf)+n]
-			rd.last.Store(time.Now().UnixNano())
+			arrived()
 		}
 		if err == io.EOF {
 			break
@@ -182,35 +190,64 @@ func (h *Retainer) readVisitorBody(w http.ResponseWriter, r *http.Request, began
 		return nil, &trackedBody{r: http.MaxBytesReader(w, r.Body, bound)}, release, nil
 	}
 	limit := min(int64(wholeBody), bound)
-	rd := &wholeRead{addr: visitorAddr(r), want: r.ContentLength, limit: limit + 1, done: make(chan struct{})}
+	rd := &wholeRead{addr: visitorAddr(r), want: r.ContentLength, limit: limit + 1}
 	if rt := h.live.rt.Load(); rt != nil {
 		rd.held = &rt.bodies
 	}
-	rd.last.Store(began.UnixNano())
-	go rd.run(r.Body)
-
 	idle, deadline := time.Duration(h.app.RequestBodyIdle), began.Add(time.Duration(h.app.RequestBodyTimeout))
-	timer := time.NewTimer(min(idle, time.Until(deadline)))
-	defer timer.Stop()
-	for {
-		select {
-		case <-rd.done:
-		case <-r.Context().Done():
-			rd.release()
-			return nil, nil, release, fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
-		case now := <-timer.C:
-			if !now.Before(deadline) {
-				rd.release()
-				return nil, nil, release, fault.New(fault.RequestTimeout, "The request body was not complete after %v (request_body_timeout).", time.Duration(h.app.RequestBodyTimeout))
-			}
-			if next := time.Unix(0, rd.last.Load()).Add(idle); now.Before(next) {
-				timer.Reset(min(next.Sub(now), deadline.Sub(now)))
-				continue
-			}
-			rd.release()
-			return nil, nil, release, fault.New(fault.RequestTimeout, "The request body stopped arriving for %v (request_body_idle).", idle)
+	late := func(now time.Time) error {
+		rd.release()
+		if !now.Before(deadline) {
+			return fault.New(fault.RequestTimeout, "The request body was not complete after %v (request_body_timeout).", time.Duration(h.app.RequestBodyTimeout))
 		}
-		break
+		return fault.New(fault.RequestTimeout, "The request body stopped arriving for %v (request_body_idle).", idle)
+	}
+	// The bounds are the connection's read deadline where the transport
+	// has one (HTTP/1 and 2): read here, no goroutine. The deadline moves
+	// as bytes arrive (by steps of at least 10 ms), and is lifted once the
+	// body is read, before anything else reads the connection.
+	until := func() time.Time {
+		if t := time.Now().Add(idle); t.Before(deadline) {
+			return t
+		}
+		return deadline
+	}
+	rc := http.NewResponseController(w)
+	if armed := until(); rc.SetReadDeadline(armed) == nil {
+		rd.read(r.Body, func() {
+			if t := until(); t.Sub(armed) > 10*time.Millisecond {
+				rc.SetReadDeadline(t)
+				armed = t
+			}
+		})
+		rc.SetReadDeadline(time.Time{})
+		if errors.Is(rd.err, os.ErrDeadlineExceeded) {
+			return nil, nil, release, late(time.Now())
+		}
+	} else {
+		// Elsewhere (HTTP/3) a goroutine reads, and the bounds are kept
+		// here.
+		rd.last.Store(began.UnixNano())
+		rd.done = make(chan struct{})
+		go rd.run(r.Body)
+		timer := time.NewTimer(min(idle, time.Until(deadline)))
+		defer timer.Stop()
+	wait:
+		for {
+			select {
+			case <-rd.done:
+				break wait
+			case <-r.Context().Done():
+				rd.release()
+				return nil, nil, release, fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
+			case now := <-timer.C:
+				if next := time.Unix(0, rd.last.Load()).Add(idle); now.Before(next) && now.Before(deadline) {
+					timer.Reset(min(next.Sub(now), deadline.Sub(now)))
+					continue
+				}
+				return nil, nil, release, late(now)
+			}
+		}
 	}
 	release = rd.release
 	if rd.err != nil {
