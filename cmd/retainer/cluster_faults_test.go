@@ -1,8 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
@@ -77,5 +86,216 @@ func TestClusterServesOnlyWhatItOwns(t *testing.T) {
 	_, m2 := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
 	if owned, rebuilt := metricValue(m2, "retainer_cluster_spaces_owned"), metricValue(m2, "retainer_rebuilds_total"); owned != 0 || rebuilt > 0 {
 		t.Fatalf("gw-2 owns %v spaces and rebuilt %v handles", owned, rebuilt)
+	}
+}
+
+// tap is a TCP proxy in front of a member's cluster listener (the address
+// it advertises): it keeps every byte the other members send it, and can
+// change bytes on their way (an attacker on the gateways' network).
+type tap struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	captured []*bytes.Buffer
+	swap     atomic.Pointer[[2][]byte]
+}
+
+func startTap(t *testing.T, to string) *tap {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tap{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			buf := &bytes.Buffer{}
+			tp.mu.Lock()
+			tp.captured = append(tp.captured, buf)
+			tp.mu.Unlock()
+			go func() { io.Copy(in, out); in.Close() }()
+			go func() {
+				defer out.Close()
+				b := make([]byte, 64<<10)
+				for {
+					n, err := in.Read(b)
+					if n > 0 {
+						data := b[:n]
+						if sw := tp.swap.Load(); sw != nil {
+							data = bytes.ReplaceAll(data, sw[0], sw[1])
+						}
+						tp.mu.Lock()
+						buf.Write(data)
+						tp.mu.Unlock()
+						if _, err := out.Write(data); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return tp
+}
+
+// requests answers every request the tap saw, each with its body read.
+func (tp *tap) requests(t *testing.T) []*http.Request {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var out []*http.Request
+	for _, c := range tp.captured {
+		br := bufio.NewReader(bytes.NewReader(c.Bytes()))
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				break
+			}
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				break
+			}
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			if req.ContentLength < 0 {
+				req.TransferEncoding = []string{"chunked"}
+			}
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// send writes req as it was captured to addr, and answers the status.
+func send(t *testing.T, req *http.Request, addr string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req.Body, _ = req.GetBody()
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// integrityHandler counts in kv (/inc), keeps the start of a body
+// (/big), and answers with the gateways' own headers (/forge), counting
+// in its closure.
+const integrityHandler = `let n = 0;
+export default { async fetch(req, env) {
+	const u = new URL(req.url);
+	if (u.pathname === '/inc') { const c = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(c)); return new Response(String(c)) }
+	if (u.pathname === '/get') { return new Response(String(await env.kv.get(u.searchParams.get('k')))) }
+	if (u.pathname === '/big') { const t = await req.text(); await env.kv.put('big', t.slice(0, 8) + ' ' + t.length); return new Response(t.slice(0, 8) + ' ' + t.length) }
+	n++;
+	return new Response(String(n), {headers: {'Retainer-Not-Owner': '1', 'Retainer-Forwarded': 'x', 'Retainer-Other': 'y'}});
+} }`
+
+// A forwarded request is taken once and only as signed: a request
+// captured between two gateways and sent again is refused (403) and its
+// kv increment applied once; a body over the digest bound changed on the
+// way (same length) is refused and never reaches the handler, while the
+// same body unchanged, and one of unknown length, are served; a handler's
+// Retainer-* headers never reach the forwarder, which sends each request
+// once.
+func TestClusterForwardsAreTakenOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tp := startTap(t, "127.0.0.1:7941")
+	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "listen 127.0.0.1:7941", "listen 127.0.0.1:7941\n\t\t\tadvertise "+tp.ln.Addr().String(), 1)
+	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startMemberAt(t, ctx, 1, config)
+	startMember(t, ctx, 2, srv.Endpoint, pg.DSN)
+	startMember(t, ctx, 3, srv.Endpoint, pg.DSN)
+	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, integrityHandler)))
+
+	// A captured forward sent again, to the owner's listener itself.
+	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9282/inc", "", "one"); status != 200 || body != "1" {
+		t.Fatalf("the increment through gw-2: %d %q", status, body)
+	}
+	var inc *http.Request
+	for _, req := range tp.requests(t) {
+		if req.URL.Path == "/inc" {
+			inc = req
+		}
+	}
+	if inc == nil || inc.Header.Get("Retainer-Forwarded") == "" {
+		t.Fatal("the tap saw no forwarded increment")
+	}
+	for k := 0; k < 2; k++ {
+		if status := send(t, inc, "127.0.0.1:7941"); status != 403 {
+			t.Fatalf("a replayed forward answered %d, want 403", status)
+		}
+	}
+	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
+		t.Fatalf("the count after the replays: %d %q, want 1", status, body)
+	}
+
+	// A 70 KB body crosses whole; changed on the way, it is refused.
+	big := strings.Repeat("SWAPME-1", 70_000/8)
+	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big); status != 200 || body != "SWAPME-1 70000" {
+		t.Fatalf("a 70 KB body through gw-3: %d %q", status, body)
+	}
+	res, err := clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("!")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(got) != "SWAPME-1 70001" {
+		t.Fatalf("a body of unknown length through gw-2: %d %q", res.StatusCode, got)
+	}
+	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
+	status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big)
+	tp.swap.Store(nil)
+	if status != 403 {
+		t.Fatalf("a body changed on the way: %d %q, want 403", status, body)
+	}
+	if status, body := visit(t, 2, "/get?k=big"); status != 200 || body != "SWAPME-1 70001" {
+		t.Fatalf("what the handler kept of the bodies: %d %q", status, body)
+	}
+
+	// A handler's Retainer-* headers: dropped, and never a second send.
+	for k := 1; k <= 3; k++ {
+		res, err := clusterClient.Get("http://shop.apps.localhost:9282/forge")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(got) != fmt.Sprint(k) {
+			t.Fatalf("visit %d of a handler that says it is not the owner: %d %q", k, res.StatusCode, got)
+		}
+		for name := range res.Header {
+			if strings.HasPrefix(name, "Retainer-") {
+				t.Fatalf("the handler's %s reached the visitor", name)
+			}
+		}
 	}
 }
