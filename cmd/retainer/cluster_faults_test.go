@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
@@ -297,5 +298,153 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 				t.Fatalf("the handler's %s reached the visitor", name)
 			}
 		}
+	}
+}
+
+// memberBehindFront starts member i with trusted_proxies for loopback: a
+// visitor's address is the X-Forwarded-For a front on this machine sets.
+func memberBehindFront(t *testing.T, ctx context.Context, i int, etcd, dsn string) *gateway {
+	t.Helper()
+	config := clusterConfig(t, i, etcd, dsn)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := fmt.Sprintf("admin localhost:%d", 3980+i)
+	edited := strings.Replace(string(data), admin, admin+"\n\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", 1)
+	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startMemberAt(t, ctx, i, config)
+}
+
+// answer is one visitor's request as it was answered.
+type answer struct {
+	gw         int
+	at         time.Duration // since the owner was killed (negative: before)
+	status     int
+	retryAfter bool
+	body       string
+}
+
+// While a space moves (its owner killed under load), visitors through the
+// two other gateways get 200 or 503 OVERLOADED with Retry-After, nothing
+// else, and each gateway serves again within lease + 5 s; a visitor asking
+// for made-up hosts meanwhile is refused (429) at its own address (the one
+// trusted_proxies gives behind a front), and no other visitor is.
+func TestClusterFailoverAnswers503(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gws := map[int]*gateway{}
+	for i := 1; i <= 3; i++ {
+		gws[i] = memberBehindFront(t, ctx, i, srv.Endpoint, pg.DSN)
+	}
+	a := gws[1]
+	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler)))
+	if status, body := visit(t, 1, "/"); status != 200 {
+		t.Fatalf("before the kill: %d %s", status, body)
+	}
+
+	var killed atomic.Pointer[time.Time]
+	since := func() time.Duration {
+		if k := killed.Load(); k != nil {
+			return time.Since(*k)
+		}
+		return -time.Second
+	}
+	const lease = 2 * time.Second
+	stop := make(chan struct{})
+	answers := make(chan answer, 10000)
+	var wg sync.WaitGroup
+	get := func(url, visitor string) (*http.Response, string, error) {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("X-Forwarded-For", visitor)
+		res, err := clusterClient.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(body), nil
+	}
+	for k := 0; k < 4; k++ {
+		wg.Add(1)
+		go func(gw int, visitor string) {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				at := since()
+				res, body, err := get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw), visitor)
+				if err != nil {
+					answers <- answer{gw: gw, at: at, body: err.Error()}
+					continue
+				}
+				answers <- answer{gw: gw, at: at, status: res.StatusCode, retryAfter: res.Header.Get("Retry-After") != "", body: body}
+			}
+		}(2+k%2, "192.0.2.1") // one busy visitor (a NAT, say)
+	}
+	refused := atomic.Int64{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			res, _, err := get(fmt.Sprintf("http://made-up-%d.apps.localhost:9282/", n), "198.51.100.7")
+			if err == nil && res.StatusCode == 429 {
+				refused.Add(1)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	time.Sleep(time.Second)
+	a.cmd.Process.Kill()
+	a.cmd.Wait()
+	now := time.Now()
+	killed.Store(&now)
+	time.Sleep(lease + 5*time.Second + time.Second)
+	close(stop)
+	wg.Wait()
+	close(answers)
+
+	counts := map[string]int{}
+	firstServed, lastRefused := map[int]time.Duration{}, map[int]time.Duration{}
+	for ans := range answers {
+		key := fmt.Sprintf("gw-%d %d", ans.gw, ans.status)
+		if ans.status == 503 && ans.retryAfter {
+			key += "+Retry-After"
+		}
+		counts[key]++
+		switch {
+		case ans.status == 200:
+			if _, ok := firstServed[ans.gw]; !ok && ans.at >= 0 {
+				firstServed[ans.gw] = ans.at
+			}
+		case ans.status == 503 && ans.retryAfter:
+			lastRefused[ans.gw] = max(lastRefused[ans.gw], ans.at)
+		default:
+			t.Errorf("through gw-%d %v after the kill: %d %q", ans.gw, ans.at, ans.status, ans.body)
+		}
+	}
+	t.Logf("answers by gateway and status: %v; last 503 after the kill %v; made-up hosts refused %d", counts, lastRefused, refused.Load())
+	for _, gw := range []int{2, 3} {
+		if lastRefused[gw] > lease+5*time.Second {
+			t.Errorf("gw-%d answered 503 %v after the kill (lease %v)", gw, lastRefused[gw], lease)
+		}
+		if _, ok := firstServed[gw]; !ok {
+			t.Errorf("gw-%d never served after the kill", gw)
+		}
+	}
+	if refused.Load() == 0 {
+		t.Error("the visitor asking for made-up hosts was never refused")
 	}
 }
