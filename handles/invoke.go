@@ -135,6 +135,18 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		// keeps its isolate and takes no strike.
 		err = fault.New(fault.RequestTimeout, "The request body stopped arriving.")
 	}
+	if err == nil {
+		if lost := r.stillOwned(ctx, tenant); lost != nil {
+			// A paused owner woke past its lease: what its isolate
+			// answered is not sent (another gateway may serve the space
+			// by now).
+			if res.Stream != 0 || res.Relay != "" {
+				r.OpenStream(rec.ID, res).Close(true)
+			}
+			detach()
+			return sandbox.WireResponse{}, nil, lost
+		}
+	}
 	if err != nil || res.Stream == 0 && res.Relay == "" {
 		detach()
 		return res, nil, err

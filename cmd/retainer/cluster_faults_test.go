@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -446,5 +447,65 @@ func TestClusterFailoverAnswers503(t *testing.T) {
 	}
 	if refused.Load() == 0 {
 		t.Error("the visitor asking for made-up hosts was never refused")
+	}
+}
+
+// An owner paused past its lease (SIGSTOP) with requests in flight, whose
+// isolate answered them while the gateway slept: once another gateway
+// serves the space, the woken owner sends none of its old isolate's
+// answers (503), and its next requests go to the new owner.
+func TestClusterPausedOwnerSendsNothingOld(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gws := map[int]*gateway{}
+	for i := 1; i <= 3; i++ {
+		gws[i] = startMember(t, ctx, i, srv.Endpoint, pg.DSN)
+	}
+	a := gws[1]
+	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) })
+	const slow = `let served = 0;
+export default { async fetch(req) {
+	if (new URL(req.url).pathname === '/slow') await new Promise(r => setTimeout(r, 250));
+	served++;
+	return new Response('served ' + served);
+} }`
+	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, slow)))
+	if status, body := visit(t, 1, "/"); status != 200 || body != "served 1" {
+		t.Fatalf("before the pause: %d %q", status, body)
+	}
+	inflight := make(chan string, 2)
+	for k := 0; k < 2; k++ {
+		go func() {
+			req, _ := http.NewRequest("POST", "http://shop.apps.localhost:9281/slow", nil)
+			res, err := clusterClient.Do(req)
+			if err != nil {
+				inflight <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			inflight <- fmt.Sprintf("%d %s", res.StatusCode, body)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	status, body := visitUntilServed(t, 2, "/", paused)
+	if status != 200 || body != "served 1" {
+		t.Fatalf("the new owner's first answer: %d %q", status, body)
+	}
+	t.Logf("the new owner served %v after the pause", time.Since(paused).Round(time.Millisecond))
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	for k := 0; k < 2; k++ {
+		if got := <-inflight; strings.HasPrefix(got, "200 ") {
+			t.Errorf("the woken owner answered from its old isolate: %q", got)
+		} else {
+			t.Logf("an in-flight request at the paused owner: %.100s", got)
+		}
+	}
+	if status, body := visitUntilServed(t, 1, "/", time.Now()); status != 200 || body != "served 2" {
+		t.Fatalf("through the woken gateway: %d %q, want the new owner's \"served 2\"", status, body)
 	}
 }
