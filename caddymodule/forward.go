@@ -167,6 +167,7 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 // request is served by.
 type clusterNode struct {
 	secret    []byte
+	started   time.Time
 	nonces    nonceSet
 	owners    ownerCache
 	lookups   lookupBuckets
@@ -309,6 +310,10 @@ func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string
 			var el *cluster.Elsewhere
 			switch {
 			case err == nil:
+				if body.held != nil {
+					// A send before this look read the body.
+					r.Body = io.NopCloser(bytes.NewReader(body.held))
+				}
 				return true
 			case errors.As(err, &el) && !forwarded:
 				addr = el.Address
@@ -406,6 +411,13 @@ func (n *clusterNode) writeNotOwner(w http.ResponseWriter, r *http.Request, err 
 func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	f, err := parseForward(n.secret, r, now)
+	if err == nil && f.At.Before(n.started) {
+		// Signed before this gateway started: its nonce may have been
+		// taken by the process before this one (a retry gets a fresh
+		// stamp).
+		writeFault(w, fault.New(fault.Overloaded, "This gateway has just started; try again."), "")
+		return
+	}
 	if err == nil {
 		var nonce [16]byte
 		hex.Decode(nonce[:], []byte(f.Nonce))
@@ -461,7 +473,8 @@ func (rt *runtime) listen(a *App) error {
 	secret := caddy.NewReplacer().ReplaceAll(a.Cluster.Secret, "")
 	lease := time.Duration(a.Cluster.Lease)
 	n := &clusterNode{
-		secret: []byte(secret),
+		secret:  []byte(secret),
+		started: time.Now(),
 		transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			ResponseHeaderTimeout: lease,

@@ -216,7 +216,7 @@ export default { async fetch(req, env) {
 // way (same length) is refused and never reaches the handler, while the
 // same body unchanged, and one of unknown length, are served; a handler's
 // Retainer-* headers never reach the forwarder, which sends each request
-// once.
+// once; the owner restarted takes no forward signed before it started.
 func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	srv := etcdtest.Start(t)
 	pg := pgtest.Start(t)
@@ -299,6 +299,17 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 				t.Fatalf("the handler's %s reached the visitor", name)
 			}
 		}
+	}
+
+	// The owner restarted has forgotten the nonces it took: a forward
+	// signed before it started is not taken either.
+	a.stop()
+	startMemberAt(t, ctx, 1, config)
+	if status := send(t, inc, "127.0.0.1:7941"); status == 200 {
+		t.Fatal("a captured forward was taken by the restarted owner")
+	}
+	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
+		t.Fatalf("the count after the replay to the restarted owner: %d %q, want 1", status, body)
 	}
 }
 
