@@ -170,6 +170,7 @@ type clusterNode struct {
 	started   time.Time
 	nonces    nonceSet
 	owners    ownerCache
+	members   memberGens
 	lookups   lookupBuckets
 	transport *http.Transport
 	server    *http.Server
@@ -238,6 +239,12 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 		r.Body = io.NopCloser(bytes.NewReader(body.held))
 	}
 	lookAgain = lookAgain && body.resendable()
+	// A forward to a member whose lease ends (watchGone) stops waiting
+	// at once: it can no longer answer for the space.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(n.members.of(addr), cancel)()
+	r = r.WithContext(ctx)
 	metricForwards.Inc()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -466,6 +473,61 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeFault(w, fault.New(fault.NotFound, "This gateway serves no %s for registry %q.", f.Kind, f.Registry), "")
 	}
+}
+
+// memberGens gives, per member address, a context that ends when that
+// member's registration ends (its lease expired, or it left): the
+// forwards waiting on it end with it.
+type memberGens struct {
+	mu sync.Mutex
+	m  map[string]memberGen
+}
+
+type memberGen struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (g *memberGens) of(addr string) context.Context {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]memberGen{}
+	}
+	gen, ok := g.m[addr]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		gen = memberGen{ctx, cancel}
+		g.m[addr] = gen
+	}
+	return gen.ctx
+}
+
+// gone ends addr's context; the next forward there gets a new one.
+func (g *memberGens) gone(addr string) {
+	g.mu.Lock()
+	gen, ok := g.m[addr]
+	delete(g.m, addr)
+	g.mu.Unlock()
+	if ok {
+		gen.cancel()
+	}
+}
+
+// watchGone follows the cluster's members: when one's registration ends,
+// the owners remembered at its address are forgotten and the forwards
+// waiting on it answer 503 at once (the visitor's retry finds the new
+// owner), instead of waiting out the response-head timeout.
+func (rt *runtime) watchGone() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-rt.closing
+		cancel()
+	}()
+	cluster.WatchGone(ctx, rt.backing.etcd, func(addr string) {
+		rt.cluster.owners.forgetAddr(addr)
+		rt.cluster.members.gone(addr)
+	})
 }
 
 // listen starts the cluster listener.

@@ -31,6 +31,13 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 	if err != nil {
 		return res, func() {}, err
 	}
+	if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
+		// As ServeStream: nothing from an isolate of a lease that ended.
+		if res.Stream != 0 || res.Relay != "" {
+			r.OpenStream(id, res).Close(true)
+		}
+		return sandbox.WireResponse{}, func() {}, lost
+	}
 	if res.Stream == 0 && res.Relay == "" {
 		s := r.store
 		n := int64(len(res.Body))

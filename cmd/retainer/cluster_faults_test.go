@@ -333,18 +333,25 @@ func memberBehindFront(t *testing.T, ctx context.Context, i int, etcd, dsn strin
 // answer is one visitor's request as it was answered.
 type answer struct {
 	gw         int
-	at         time.Duration // since the owner was killed (negative: before)
+	at         time.Duration // from the kill to the answer (negative: before)
 	status     int
 	retryAfter bool
 	body       string
 }
 
-// While a space moves (its owner killed under load), visitors through the
+// While a space moves (its owner killed or paused under load), visitors through the
 // two other gateways get 200 or 503 OVERLOADED with Retry-After, nothing
 // else, and each gateway serves again within lease + 5 s; a visitor asking
 // for made-up hosts meanwhile is refused (429) at its own address (the one
 // trusted_proxies gives behind a front), and no other visitor is.
 func TestClusterFailoverAnswers503(t *testing.T) {
+	t.Run("kill", func(t *testing.T) { failoverUnderLoad(t, false) })
+	t.Run("pause", func(t *testing.T) { failoverUnderLoad(t, true) })
+}
+
+// failoverUnderLoad is TestClusterFailoverAnswers503 with the owner
+// killed (kill -9), or paused (SIGSTOP) for the rest of the test.
+func failoverUnderLoad(t *testing.T, pause bool) {
 	srv := etcdtest.Start(t)
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -391,8 +398,8 @@ func TestClusterFailoverAnswers503(t *testing.T) {
 					return
 				case <-time.After(10 * time.Millisecond):
 				}
-				at := since()
 				res, body, err := get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw), visitor)
+				at := since() // when the answer came
 				if err != nil {
 					answers <- answer{gw: gw, at: at, body: err.Error()}
 					continue
@@ -419,8 +426,13 @@ func TestClusterFailoverAnswers503(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Second)
-	a.cmd.Process.Kill()
-	a.cmd.Wait()
+	if pause {
+		a.cmd.Process.Signal(syscall.SIGSTOP)
+		t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) })
+	} else {
+		a.cmd.Process.Kill()
+		a.cmd.Wait()
+	}
 	now := time.Now()
 	killed.Store(&now)
 	time.Sleep(lease + 5*time.Second + time.Second)
