@@ -282,6 +282,19 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	if status, body := visit(t, 2, "/get?k=big"); status != 200 || body != "SWAPME-1 70001" {
 		t.Fatalf("what the handler kept of the bodies: %d %q", status, body)
 	}
+	// The same through the API: a 70 KB program changed on the way to the
+	// owner does not run as the tenant.
+	gw2 := &gateway{api: "http://api.localhost:9282", token: a.token}
+	program := fmt.Sprintf(`{"code": %q}`, "// "+big+"\nasync () => 'ran ' + 'SWAPME-1'.length")
+	if status, body := clusterCall(t, "POST", gw2.api+"/executions", gw2.token, program); status != 200 || !strings.Contains(body, `"ran 8"`) {
+		t.Fatalf("a 70 KB program through gw-2: %d %.200s", status, body)
+	}
+	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
+	status, body = clusterCall(t, "POST", gw2.api+"/executions", gw2.token, program)
+	tp.swap.Store(nil)
+	if status != 403 {
+		t.Fatalf("a program changed on the way: %d %.200s, want 403", status, body)
+	}
 
 	// A handler's Retainer-* headers: dropped, and never a second send.
 	for k := 1; k <= 3; k++ {
