@@ -32,6 +32,10 @@ type TLSPermission struct {
 	Registry string `json:"registry,omitempty"`
 
 	live *started
+	// lookups gates, in a cluster, the store reads for hosts this gateway
+	// does not hold (handles.Registry.DomainActiveNow): one bucket for
+	// every name, as a handshake's asker has no address here.
+	lookups *lookupBuckets
 }
 
 // CaddyModule returns the Caddy module information.
@@ -62,17 +66,22 @@ func (p *TLSPermission) Provision(ctx caddy.Context) error {
 		p.Registry = "default"
 	}
 	p.live = new(started)
+	p.lookups = new(lookupBuckets)
 	app.whenStarted(func(rt *runtime) { p.live.reg.Store(app.registry(rt, p.Registry)) })
 	return nil
 }
 
 // CertificateAllowed answers nil only for an active domain.
-func (p *TLSPermission) CertificateAllowed(_ context.Context, name string) error {
+func (p *TLSPermission) CertificateAllowed(ctx context.Context, name string) error {
 	reg := p.live.reg.Load()
 	if reg == nil {
 		return fmt.Errorf("%s: the gateway is starting", name)
 	}
-	if !reg.DomainActive(name) {
+	active, err := reg.DomainActiveNow(ctx, name, p.lookups.gate(""))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if !active {
 		return fmt.Errorf("%s is not an active domain of registry %s", name, p.Registry)
 	}
 	return nil

@@ -315,13 +315,46 @@ func (s *Store) DomainCounts() (active, pending int) {
 }
 
 // DomainActive reports whether host is an active domain of this registry
-// (the TLS permission asks it before a certificate is issued or loaded).
+// (the TLS permission asks it before a certificate is issued or loaded),
+// as this gateway's memory has it.
 func (r *Registry) DomainActive(host string) bool {
 	s := r.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.domains[r.name][strings.ToLower(host)]
 	return d != nil && d.Status == DomainActive
+}
+
+// DomainActiveNow is DomainActive in a cluster: memory answers for the
+// domains of spaces this gateway owns, the store for any other (another
+// gateway may have activated or deleted it since this one loaded it),
+// through gate as Locate's reads (a read that finds no active domain is a
+// miss). On one machine it is DomainActive.
+func (r *Registry) DomainActiveNow(ctx context.Context, host string, gate StoreLookups) (bool, error) {
+	s := r.store
+	host = strings.ToLower(host)
+	if s.opts.Own == nil {
+		return r.DomainActive(host), nil
+	}
+	s.mu.Lock()
+	d := s.domains[r.name][host]
+	s.mu.Unlock()
+	if d != nil && s.owns(r.name, d.Tenant) {
+		return d.Status == DomainActive, nil
+	}
+	if gate.Allow != nil && !gate.Allow() {
+		return false, fault.New(fault.QuotaExceeded, "Too many names this gateway has not seen were asked for; slow down.")
+	}
+	v, err := s.w.Get(ctx, tableDomains, key(r.name, host))
+	if err != nil {
+		return false, err
+	}
+	var stored domainRecord
+	active := v != nil && json.Unmarshal(v, &stored) == nil && stored.Status == DomainActive
+	if !active && gate.Miss != nil {
+		gate.Miss()
+	}
+	return active, nil
 }
 
 // domainTarget is the record an active domain serves, or nil; s.mu is
