@@ -50,6 +50,9 @@ const (
 	// (read whole on both gateways).
 	ForwardOwners     = 100_000
 	ForwardDigestBody = 64 << 10
+	// In a cluster, the forwarded requests' nonces an owner remembers in
+	// each 32 s (docs/cluster.md): past it, forwards answer OVERLOADED.
+	ForwardNonces = 1 << 20
 	// In a cluster, the store reads a visitor address may cause by naming
 	// keys a gateway has not seen (a second's worth, and a burst), counted
 	// in LookupBuckets buckets that addresses share by hash.

@@ -302,6 +302,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	if n := r.ContentLength; n >= 0 && n <= max {
 		data := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, data); err != nil {
+			if errors.Is(err, errForwardBody) {
+				return nil, err
+			}
 			return nil, fault.New(fault.BadRequest, "The request body could not be read.")
 		}
 		return data, nil
@@ -311,6 +314,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", max)
+		}
+		if errors.Is(err, errForwardBody) {
+			return nil, err
 		}
 		return nil, fault.New(fault.BadRequest, "The request body could not be read.")
 	}

@@ -190,6 +190,14 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r, upgrade), body)
 	res, stream, err := reg.ServeStream(r.Context(), key, resolve, req, streamed)
 	observeInvocation("data", start, err)
+	if forwarded && bodyTampered(r) {
+		// The handler read up to a forwarded body's first frame whose
+		// HMAC failed: what it answered is not sent.
+		if stream != nil {
+			stream.Close(true)
+		}
+		res, stream, err = sandbox.WireResponse{}, nil, errForwardBody
+	}
 	if tracked != nil && !tracked.ended.Load() {
 		// The body was not read to its end (the handler did not want it,
 		// or it stopped arriving): a read of it may still be waiting on
@@ -463,8 +471,9 @@ func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
 }
 
 // writeHead writes the handler's status and headers, minus the hop-by-hop
-// ones, those its Connection header names, and Content-Length (the gateway
-// frames the body itself); cookies become host-only.
+// ones, those its Connection header names, Content-Length (the gateway
+// frames the body itself) and every Retainer-* header (the gateways' own:
+// docs/cluster.md); cookies become host-only.
 func writeHead(w http.ResponseWriter, res sandbox.WireResponse) {
 	named := map[string]bool{}
 	for _, kv := range res.Headers {
@@ -477,7 +486,7 @@ func writeHead(w http.ResponseWriter, res sandbox.WireResponse) {
 	h := w.Header()
 	for _, kv := range res.Headers {
 		lower := strings.ToLower(kv[0])
-		if hopByHop[lower] || lower == "content-length" || named[lower] {
+		if hopByHop[lower] || lower == "content-length" || named[lower] || strings.HasPrefix(lower, "retainer-") {
 			continue
 		}
 		value := kv[1]

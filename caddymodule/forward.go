@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +42,10 @@ import (
 const (
 	forwardHeader = "Retainer-Forwarded"
 	// notOwnerHeader marks the answer of a gateway that was sent a request
-	// for a space it does not own (any more): the forwarder looks again once.
+	// for a space it does not own (any more): the forwarder looks again
+	// once. Its value is an HMAC of the request's nonce (notOwnerMark), so
+	// no handler can forge it; the gateway drops every Retainer-* header a
+	// handler sets anyway (writeHead).
 	notOwnerHeader = "Retainer-Not-Owner"
 	// forwardMaxAge is how old a forwarded request may be.
 	forwardMaxAge = 30 * time.Second
@@ -64,6 +69,10 @@ type forward struct {
 	Scope   string
 	Expires string
 	At      time.Time
+	// Nonce makes the request one of a kind: the owner takes it once.
+	Nonce string
+	// Body is what the HMAC covers of the body (forwardBody.cover).
+	Body string
 }
 
 func (f forward) values() url.Values {
@@ -79,74 +88,78 @@ func (f forward) values() url.Values {
 	v.Set("tenant", f.Tenant)
 	v.Set("scope", f.Scope)
 	v.Set("expires", f.Expires)
-	v.Set("at", strconv.FormatInt(f.At.Unix(), 10))
+	v.Set("at", strconv.FormatInt(f.At.UnixMilli(), 10))
+	v.Set("nonce", f.Nonce)
+	v.Set("body", f.Body)
 	return v
 }
 
-// bodyFraming reads a small body (budgets.ForwardDigestBody) of known length whole (putting it back
-// on r) and answers its digest, or else the body's declared framing: what
-// the HMAC covers of the body.
-func bodyFraming(r *http.Request) (string, error) {
-	switch {
-	case r.ContentLength > 0 && r.ContentLength <= budgets.ForwardDigestBody:
-		body, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength+1))
-		if err != nil {
-			return "", err
-		}
-		if int64(len(body)) != r.ContentLength {
-			return "", errors.New("the body is not as long as it says")
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		sum := sha256.Sum256(body)
-		return "sha256 " + hex.EncodeToString(sum[:]), nil
-	case r.ContentLength >= 0:
-		return "length " + strconv.FormatInt(r.ContentLength, 10), nil
-	}
-	return "chunked", nil
+// newNonce is a fresh random nonce, in hex.
+func newNonce() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
-// signature is the HMAC over the request's method, target, Host, body
-// (bodyFraming) and every field of f.
-func signature(secret []byte, r *http.Request, framing, fields string) string {
+// signature is the HMAC over the request's method, target, Host and
+// every field of f (its nonce and what it says of the body included).
+func signature(secret []byte, r *http.Request, fields string) []byte {
 	mac := hmac.New(sha256.New, secret)
-	fmt.Fprintf(mac, "%s\n%s\n%s\n%s\n%s", r.Method, r.URL.RequestURI(), r.Host, framing, fields)
+	fmt.Fprintf(mac, "%s\n%s\n%s\n%s", r.Method, r.URL.RequestURI(), r.Host, fields)
+	return mac.Sum(nil)
+}
+
+// header answers the Retainer-Forwarded header for r and its signature
+// (the seed of a chained body's frames).
+func (f forward) header(secret []byte, r *http.Request) (string, []byte) {
+	fields := f.values().Encode()
+	sig := signature(secret, r, fields)
+	return fields + "&sig=" + hex.EncodeToString(sig), sig
+}
+
+// notOwnerMark is the value of an owner's not-the-owner answer to the
+// request whose nonce is given.
+func notOwnerMark(secret []byte, nonce string) string {
+	mac := hmac.New(sha256.New, secret)
+	fmt.Fprintf(mac, "not the owner\n%s", nonce)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-func (f forward) header(secret []byte, r *http.Request, framing string) string {
-	v := f.values()
-	fields := v.Encode()
-	return fields + "&sig=" + signature(secret, r, framing, fields)
-}
-
-// parseForward checks a forwarded request's header: signed under secret,
-// at most forwardMaxAge old.
+// parseForward checks a forwarded request's header (signed under secret,
+// at most forwardMaxAge old and at most forwardSkew in the future) and
+// puts on r the body its HMAC covers (takeForwardBody). Whether its nonce
+// was seen before is the caller's to check.
 func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error) {
 	raw := r.Header.Get(forwardHeader)
 	i := len(raw) - len("&sig=") - 64
 	if i < 0 || raw[i:i+5] != "&sig=" {
 		return forward{}, errors.New("no signature")
 	}
-	fields, sig := raw[:i], raw[i+5:]
-	framing, err := bodyFraming(r)
-	if err != nil {
-		return forward{}, err
-	}
-	if !hmac.Equal([]byte(sig), []byte(signature(secret, r, framing, fields))) {
+	fields, sigText := raw[:i], raw[i+5:]
+	sig, err := hex.DecodeString(sigText)
+	if err != nil || !hmac.Equal(sig, signature(secret, r, fields)) {
 		return forward{}, errors.New("a bad signature")
 	}
 	v, err := url.ParseQuery(fields)
 	if err != nil {
 		return forward{}, err
 	}
-	at, _ := strconv.ParseInt(v.Get("at"), 10, 64)
-	if d := now.Sub(time.Unix(at, 0)); d > forwardMaxAge || d < -forwardMaxAge {
-		return forward{}, errors.New("too old")
+	atMs, _ := strconv.ParseInt(v.Get("at"), 10, 64)
+	at := time.UnixMilli(atMs)
+	if d := now.Sub(at); d > forwardMaxAge || d < -forwardSkew {
+		return forward{}, errors.New("too old, or stamped in the future")
+	}
+	if nonce, err := hex.DecodeString(v.Get("nonce")); err != nil || len(nonce) != 16 {
+		return forward{}, errors.New("no nonce")
+	}
+	if err := takeForwardBody(secret, sig, v.Get("body"), r); err != nil {
+		return forward{}, err
 	}
 	resolve, _ := strconv.Atoi(v.Get("resolve"))
 	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
 		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
-		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), At: time.Unix(at, 0)}, nil
+		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), At: at,
+		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
 }
 
 // clusterNode is a runtime's part in a cluster: the secret, the
@@ -154,7 +167,10 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 // request is served by.
 type clusterNode struct {
 	secret    []byte
+	started   time.Time
+	nonces    nonceSet
 	owners    ownerCache
+	members   memberGens
 	lookups   lookupBuckets
 	transport *http.Transport
 	server    *http.Server
@@ -192,18 +208,21 @@ type forwardOutcome int
 
 const (
 	forwardRelayed   forwardOutcome = iota // the owner's answer went to the visitor
-	forwardLookAgain                       // nothing written: the owner is not the owner
+	forwardLookAgain                       // nothing written: the owner is not the owner, or could not be reached
 	forwardFailed                          // the owner did not answer; a retryable fault was written
 )
 
 // forwardTo sends r to the owner at addr and relays its answer (streams
-// and WebSocket upgrades included). When lookAgain is set and r has no
-// body, an owner that answers it no longer owns the space is not relayed:
-// forwardTo writes nothing and answers forwardLookAgain, for the caller to
-// look up the owner again (once). A request with a body is never sent
-// twice; its caller gets the owner's retryable 503.
-func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward, lookAgain bool) (outcome forwardOutcome) {
+// and WebSocket upgrades included). When lookAgain is set and the request
+// can be sent again (its body, if any, is held whole), an owner that
+// answers it no longer owns the space, or that cannot be reached, is not
+// relayed: forwardTo writes nothing and answers forwardLookAgain, for the
+// caller to look up the owner again (once). A streamed body is never sent
+// twice; its caller gets the retryable 503.
+func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward, body forwardBody, lookAgain bool) (outcome forwardOutcome) {
 	f.At = time.Now()
+	f.Nonce = newNonce()
+	f.Body = body.cover
 	if r.TLS != nil {
 		f.Scheme = "https"
 	} else {
@@ -216,11 +235,16 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 	if v, ok := caddyhttp.GetVar(r.Context(), jwtQueryVar).(string); ok {
 		f.JWTQuery = v
 	}
-	framing, err := bodyFraming(r)
-	if err != nil {
-		writeFault(w, fault.Wrap(fault.BadRequest, err, "The request body could not be read."), "")
-		return forwardFailed
+	if body.held != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body.held))
 	}
+	lookAgain = lookAgain && body.resendable()
+	// A forward to a member whose lease ends (watchGone) stops waiting
+	// at once: it can no longer answer for the space.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(n.members.of(addr), cancel)()
+	r = r.WithContext(ctx)
 	metricForwards.Inc()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -228,22 +252,30 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 			pr.Out.URL.Host = addr
 			pr.Out.Host = r.Host
 			pr.Out.Header.Del(forwardHeader)
-			pr.Out.Header.Set(forwardHeader, f.header(n.secret, pr.Out, framing))
+			header, sig := f.header(n.secret, pr.Out)
+			pr.Out.Header.Set(forwardHeader, header)
+			if body.chained() && pr.Out.Body != nil {
+				pr.Out.Body = newSealReader(pr.Out.Body, n.secret, sig)
+				pr.Out.ContentLength = -1
+				pr.Out.Header.Del("Content-Length")
+			}
 		},
 		Transport:     n.transport,
 		FlushInterval: -1,
 		ModifyResponse: func(res *http.Response) error {
-			if res.Header.Get(notOwnerHeader) == "" {
+			mark := res.Header.Get(notOwnerHeader)
+			dropRetainerHeaders(res.Header)
+			if mark == "" || !hmac.Equal([]byte(mark), []byte(notOwnerMark(n.secret, f.Nonce))) {
 				return nil
 			}
-			if lookAgain && r.ContentLength == 0 {
+			if lookAgain {
 				return errNotOwner
 			}
-			res.Header.Del(notOwnerHeader)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			if errors.Is(err, errNotOwner) {
+			var op *net.OpError
+			if errors.Is(err, errNotOwner) || lookAgain && errors.As(err, &op) && op.Op == "dial" {
 				outcome = forwardLookAgain
 				return
 			}
@@ -255,14 +287,26 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 	return outcome
 }
 
+// dropRetainerHeaders removes every Retainer-* header: the gateways'
+// own, which neither a visitor nor a handler may set.
+func dropRetainerHeaders(h http.Header) {
+	for name := range h {
+		if len(name) >= len("Retainer-") && strings.EqualFold(name[:len("Retainer-")], "Retainer-") {
+			delete(h, name)
+		}
+	}
+}
+
 // dispatch sends a request whose space another gateway owns to that
 // gateway, and answers true when this gateway owns it and should serve it
 // (or false once the request is answered). locate owns the space here or
 // answers a *cluster.Elsewhere. The owner found is remembered under ck for
 // ownerMemory, so a gateway's steady forwards cost no etcd round trip; a
-// remembered owner that no longer owns the space answers so, and the
-// request looks again, once, in etcd.
+// remembered owner that no longer owns the space answers so, or one that
+// cannot be reached is forgotten, and the request looks again at once,
+// once, in etcd.
 func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string, f forward, forwarded bool, locate func() error) bool {
+	var body forwardBody
 	for attempt := 0; ; attempt++ {
 		addr, remembered := "", false
 		if attempt == 0 && !forwarded {
@@ -273,26 +317,37 @@ func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string
 			var el *cluster.Elsewhere
 			switch {
 			case err == nil:
+				if body.held != nil {
+					// A send before this look read the body.
+					r.Body = io.NopCloser(bytes.NewReader(body.held))
+				}
 				return true
 			case errors.As(err, &el) && !forwarded:
 				addr = el.Address
 				n.owners.put(ck, addr)
 			case forwarded && isNotOwner(err):
-				writeNotOwner(w, err)
+				n.writeNotOwner(w, r, err)
 				return false
 			default:
 				writeFault(w, err, "")
 				return false
 			}
 		}
-		switch n.forwardTo(w, r, addr, f, attempt == 0) {
+		if attempt == 0 {
+			var err error
+			if body, err = readForwardBody(r); err != nil {
+				writeFault(w, fault.Wrap(fault.BadRequest, err, "The request body could not be read."), "")
+				return false
+			}
+		}
+		switch n.forwardTo(w, r, addr, f, body, attempt == 0) {
 		case forwardRelayed:
 			return false
 		case forwardFailed:
-			n.owners.forget(ck)
+			n.owners.forgetAddr(addr)
 			return false
 		}
-		n.owners.forget(ck)
+		n.owners.forgetAddr(addr)
 	}
 }
 
@@ -332,22 +387,52 @@ func (c *ownerCache) put(k, addr string) {
 	c.m[k] = ownerEntry{addr: addr, until: time.Now().Add(ownerMemory)}
 }
 
-func (c *ownerCache) forget(k string) {
+// forgetAddr forgets every key remembered at addr (its gateway did not
+// answer, or no longer owns what it was found to own).
+func (c *ownerCache) forgetAddr(addr string) {
 	c.mu.Lock()
-	delete(c.m, k)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if e.addr == addr {
+			delete(c.m, k)
+		}
+	}
 }
 
+// forwardedKey carries, at the owner, the forwarded request's header.
+type forwardedKey struct{}
+
 // writeNotOwner answers a forwarded request for a space this gateway does
-// not own: the retryable fault, marked for the forwarder.
-func writeNotOwner(w http.ResponseWriter, err error) {
-	w.Header().Set(notOwnerHeader, "1")
+// not own: the retryable fault, marked for the forwarder with the HMAC of
+// the request's nonce.
+func (n *clusterNode) writeNotOwner(w http.ResponseWriter, r *http.Request, err error) {
+	if f, ok := r.Context().Value(forwardedKey{}).(forward); ok {
+		w.Header().Set(notOwnerHeader, notOwnerMark(n.secret, f.Nonce))
+	}
 	writeFault(w, err, "")
 }
 
-// serveForwarded is the cluster listener's handler.
+// serveForwarded is the cluster listener's handler: a request signed
+// under the secret, fresh, and never taken before (its nonce), whose body
+// yields only what the HMAC covers.
 func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
-	f, err := parseForward(n.secret, r, time.Now())
+	now := time.Now()
+	f, err := parseForward(n.secret, r, now)
+	if err == nil && f.At.Before(n.started) {
+		// Signed before this gateway started: its nonce may have been
+		// taken by the process before this one (a retry gets a fresh
+		// stamp).
+		writeFault(w, fault.New(fault.Overloaded, "This gateway has just started; try again."), "")
+		return
+	}
+	if err == nil {
+		var nonce [16]byte
+		hex.Decode(nonce[:], []byte(f.Nonce))
+		if err = n.nonces.first(nonce, now); errors.Is(err, errNoncesFull) {
+			writeFault(w, err, "")
+			return
+		}
+	}
 	if err != nil {
 		writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
 		return
@@ -372,6 +457,10 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars)
 	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, repl)
+	ctx = context.WithValue(ctx, forwardedKey{}, f)
+	if c, ok := r.Body.(*chainReader); ok {
+		ctx = context.WithValue(ctx, chainKey{}, c)
+	}
 	r = r.WithContext(ctx)
 	n.mu.Lock()
 	data, api := n.data[f.Registry], n.apis[f.Registry]
@@ -386,12 +475,68 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// memberGens gives, per member address, a context that ends when that
+// member's registration ends (its lease expired, or it left): the
+// forwards waiting on it end with it.
+type memberGens struct {
+	mu sync.Mutex
+	m  map[string]memberGen
+}
+
+type memberGen struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (g *memberGens) of(addr string) context.Context {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]memberGen{}
+	}
+	gen, ok := g.m[addr]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		gen = memberGen{ctx, cancel}
+		g.m[addr] = gen
+	}
+	return gen.ctx
+}
+
+// gone ends addr's context; the next forward there gets a new one.
+func (g *memberGens) gone(addr string) {
+	g.mu.Lock()
+	gen, ok := g.m[addr]
+	delete(g.m, addr)
+	g.mu.Unlock()
+	if ok {
+		gen.cancel()
+	}
+}
+
+// watchGone follows the cluster's members: when one's registration ends,
+// the owners remembered at its address are forgotten and the forwards
+// waiting on it answer 503 at once (the visitor's retry finds the new
+// owner), instead of waiting out the response-head timeout.
+func (rt *runtime) watchGone() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-rt.closing
+		cancel()
+	}()
+	cluster.WatchGone(ctx, rt.backing.etcd, func(addr string) {
+		rt.cluster.owners.forgetAddr(addr)
+		rt.cluster.members.gone(addr)
+	})
+}
+
 // listen starts the cluster listener.
 func (rt *runtime) listen(a *App) error {
 	secret := caddy.NewReplacer().ReplaceAll(a.Cluster.Secret, "")
 	lease := time.Duration(a.Cluster.Lease)
 	n := &clusterNode{
-		secret: []byte(secret),
+		secret:  []byte(secret),
+		started: time.Now(),
 		transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			ResponseHeaderTimeout: lease,

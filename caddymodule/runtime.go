@@ -237,6 +237,7 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 		go rt.watchLease()
 		go rt.sweepUnowned()
+		go rt.watchGone()
 	}
 	return rt, nil
 }

@@ -45,6 +45,10 @@ type TLSPermission struct {
 	storage certmagic.Storage
 	logger  *zap.Logger
 	denials *denialLog
+	// lookups gates, in a cluster, the store reads for hosts this gateway
+	// does not hold (handles.Registry.ActiveDomainTenantNow): one bucket
+	// for every name, as a handshake's asker has no address here.
+	lookups *lookupBuckets
 }
 
 // CaddyModule returns the Caddy module information.
@@ -78,6 +82,7 @@ func (p *TLSPermission) Provision(ctx caddy.Context) error {
 	p.storage = ctx.Storage()
 	p.logger = ctx.Logger()
 	p.denials = new(denialLog)
+	p.lookups = new(lookupBuckets)
 	app.whenStarted(func(rt *runtime) {
 		p.live.rt.Store(rt)
 		p.live.reg.Store(app.registry(rt, p.Registry))
@@ -93,7 +98,10 @@ func (p *TLSPermission) CertificateAllowed(ctx context.Context, name string) err
 	if reg == nil || rt == nil {
 		return fmt.Errorf("%s: the gateway is starting", name)
 	}
-	tenant := reg.ActiveDomainTenant(name)
+	tenant, err := reg.ActiveDomainTenantNow(ctx, name, p.lookups.gate(""))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	if tenant == "" {
 		err := fmt.Errorf("%s is not an active domain of registry %s", name, p.Registry)
 		if p.denials.first(name, time.Now()) {

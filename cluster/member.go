@@ -304,6 +304,30 @@ func (m *Member) Elected(ctx context.Context) (bool, error) {
 	return len(r.Kvs) == 1 && string(r.Kvs[0].Key[len(base):]) == m.cfg.Name, nil
 }
 
+// WatchGone calls gone with the address of every member whose
+// registration ends (its lease expired, or it left) until ctx ends: a
+// forwarder stops waiting on a member that can no longer answer for any
+// space. A watch that breaks (etcd unreachable) is started again; what
+// ended meanwhile is not told.
+func WatchGone(ctx context.Context, e *store.Etcd, gone func(address string)) {
+	base := e.Prefix() + "/m/"
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range e.Client().Watch(wctx, base, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithFilterPut()) {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete && ev.PrevKv != nil {
+					gone(string(ev.PrevKv.Value))
+				}
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // Leave stops renewing and revokes the lease: the member's name and every
 // space it owned are free at once.
 func (m *Member) Leave(ctx context.Context) error {

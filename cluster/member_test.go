@@ -271,3 +271,36 @@ func BenchmarkClaim(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 	})
 }
+
+// WatchGone tells every member's end: one that left at once, one that
+// stopped renewing once its lease expired; a member that joins is not
+// told.
+func TestWatchGoneTellsEnds(t *testing.T) {
+	srv := etcdtest.Start(t)
+	watcher := join(t, srv, "w")
+	left, died := join(t, srv, "left"), join(t, srv, "died")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gone := make(chan string, 4)
+	go cluster.WatchGone(wctx, watcher.e, func(addr string) { gone <- addr })
+	time.Sleep(200 * time.Millisecond) // the watch is set up
+	join(t, srv, "joined")
+	left.m.Leave(ctx)
+	select {
+	case got := <-gone:
+		if got != "left.internal:7946" {
+			t.Fatalf("told %q, want the member that left", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the member that left was not told")
+	}
+	died.m.Abandon()
+	select {
+	case got := <-gone:
+		if got != "died.internal:7946" {
+			t.Fatalf("told %q, want the member whose lease expired", got)
+		}
+	case <-time.After(lease + 5*time.Second):
+		t.Fatal("the expired member was not told")
+	}
+}

@@ -536,7 +536,8 @@ func (s *Store) DomainCounts() (active, pending int) {
 	return active, pending
 }
 
-// DomainActive reports whether host is an active domain of this registry.
+// DomainActive reports whether host is an active domain of this registry,
+// as this gateway's memory has it.
 func (r *Registry) DomainActive(host string) bool {
 	return r.ActiveDomainTenant(host) != ""
 }
@@ -552,6 +553,41 @@ func (r *Registry) ActiveDomainTenant(host string) string {
 		return d.Tenant
 	}
 	return ""
+}
+
+// ActiveDomainTenantNow is ActiveDomainTenant in a cluster: memory
+// answers for an active domain of a space this gateway owns, the store for
+// any other (another gateway may have activated or deleted it since this
+// one loaded it; the active claim is stored under the host alone), through
+// gate as Locate's reads (a read that finds no active domain is a miss).
+// On one machine it is ActiveDomainTenant.
+func (r *Registry) ActiveDomainTenantNow(ctx context.Context, host string, gate StoreLookups) (string, error) {
+	s := r.store
+	host = strings.ToLower(host)
+	if s.opts.Own == nil {
+		return r.ActiveDomainTenant(host), nil
+	}
+	s.mu.Lock()
+	d := s.domains[r.name][host].active()
+	s.mu.Unlock()
+	if d != nil && s.owns(r.name, d.Tenant) {
+		return d.Tenant, nil
+	}
+	if gate.Allow != nil && !gate.Allow() {
+		return "", fault.New(fault.QuotaExceeded, "Too many names this gateway has not seen were asked for; slow down.")
+	}
+	v, err := s.w.Get(ctx, tableDomains, key(r.name, host))
+	if err != nil {
+		return "", err
+	}
+	var stored domainRecord
+	if v != nil && json.Unmarshal(v, &stored) == nil && stored.Status == DomainActive {
+		return stored.Tenant, nil
+	}
+	if gate.Miss != nil {
+		gate.Miss()
+	}
+	return "", nil
 }
 
 // domainTarget is the record an active domain serves, or nil; s.mu is

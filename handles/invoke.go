@@ -30,6 +30,13 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 	if err != nil {
 		return res, func() {}, err
 	}
+	if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
+		// As ServeStream: nothing from an isolate of a lease that ended.
+		if res.Stream != 0 || res.Relay != "" {
+			r.OpenStream(id, res).Close(true)
+		}
+		return sandbox.WireResponse{}, func() {}, lost
+	}
 	if res.Stream == 0 && res.Relay == "" {
 		s := r.store
 		n := int64(len(res.Body))
@@ -142,6 +149,18 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		// handler did not answer despite it: the visitor's doing, answered
 		// 408; the handle keeps its isolate and takes no strike.
 		err = bs.late.Load()
+	}
+	if err == nil {
+		if lost := r.stillOwned(ctx, tenant); lost != nil {
+			// A paused owner woke past its lease: what its isolate
+			// answered is not sent (another gateway may serve the space
+			// by now).
+			if res.Stream != 0 || res.Relay != "" {
+				r.OpenStream(rec.ID, res).Close(true)
+			}
+			detach()
+			return sandbox.WireResponse{}, nil, lost
+		}
 	}
 	if err != nil || res.Stream == 0 && res.Relay == "" {
 		detach()

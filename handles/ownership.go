@@ -48,12 +48,41 @@ func (s *Store) own(ctx context.Context, registry, tenant string) error {
 	return nil
 }
 
-// Disowned forgets every space this gateway owned (its lease was lost):
-// owning one again reloads it.
+// Disowned forgets every space this gateway owned (its lease was lost)
+// and closes their isolates: owning one again reloads it, and nothing
+// computed by an isolate of the lease that ended is answered (ServeStream
+// checks stillOwned).
 func (s *Store) Disowned() {
 	s.ownMu.Lock()
+	owned := s.owned
 	s.owned = map[string]bool{}
 	s.ownMu.Unlock()
+	var closing []string
+	s.mu.Lock()
+	for id, rec := range s.records {
+		if owned[store.Space(rec.Registry, rec.Tenant)] {
+			closing = append(closing, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range closing {
+		s.opts.Executor.Close(id)
+	}
+}
+
+// stillOwned answers nil when this gateway still owns the tenant's space
+// after an invocation there (always on one machine), or the retryable
+// fault to answer instead: a gateway paused past its lease sends nothing
+// its old isolate computed.
+func (r *Registry) stillOwned(ctx context.Context, tenant string) error {
+	s := r.store
+	if s.opts.Own == nil {
+		return nil
+	}
+	if !s.owns(r.name, tenant) {
+		return fault.New(fault.Overloaded, "This gateway no longer serves this tenant; try again.")
+	}
+	return s.opts.Own(ctx, store.Space(r.name, tenant))
 }
 
 // owns answers whether this gateway owns the space and has loaded it.

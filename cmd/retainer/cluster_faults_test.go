@@ -1,9 +1,20 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
@@ -77,5 +88,460 @@ func TestClusterServesOnlyWhatItOwns(t *testing.T) {
 	_, m2 := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
 	if owned, rebuilt := metricValue(m2, "retainer_cluster_spaces_owned"), metricValue(m2, "retainer_rebuilds_total"); owned != 0 || rebuilt > 0 {
 		t.Fatalf("gw-2 owns %v spaces and rebuilt %v handles", owned, rebuilt)
+	}
+}
+
+// tap is a TCP proxy in front of a member's cluster listener (the address
+// it advertises): it keeps every byte the other members send it, and can
+// change bytes on their way (an attacker on the gateways' network).
+type tap struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	captured []*bytes.Buffer
+	swap     atomic.Pointer[[2][]byte]
+}
+
+func startTap(t *testing.T, to string) *tap {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tap{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			buf := &bytes.Buffer{}
+			tp.mu.Lock()
+			tp.captured = append(tp.captured, buf)
+			tp.mu.Unlock()
+			go func() { io.Copy(in, out); in.Close() }()
+			go func() {
+				defer out.Close()
+				b := make([]byte, 64<<10)
+				for {
+					n, err := in.Read(b)
+					if n > 0 {
+						data := b[:n]
+						if sw := tp.swap.Load(); sw != nil {
+							data = bytes.ReplaceAll(data, sw[0], sw[1])
+						}
+						tp.mu.Lock()
+						buf.Write(data)
+						tp.mu.Unlock()
+						if _, err := out.Write(data); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return tp
+}
+
+// requests answers every request the tap saw, each with its body read.
+func (tp *tap) requests(t *testing.T) []*http.Request {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var out []*http.Request
+	for _, c := range tp.captured {
+		br := bufio.NewReader(bytes.NewReader(c.Bytes()))
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				break
+			}
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				break
+			}
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			if req.ContentLength < 0 {
+				req.TransferEncoding = []string{"chunked"}
+			}
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// send writes req as it was captured to addr, and answers the status.
+func send(t *testing.T, req *http.Request, addr string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req.Body, _ = req.GetBody()
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// integrityHandler counts in kv (/inc), keeps the start of a body
+// (/big), and answers with the gateways' own headers (/forge), counting
+// in its closure.
+const integrityHandler = `let n = 0;
+export default { async fetch(req, env) {
+	const u = new URL(req.url);
+	if (u.pathname === '/inc') { const c = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(c)); return new Response(String(c)) }
+	if (u.pathname === '/get') { return new Response(String(await env.kv.get(u.searchParams.get('k')))) }
+	if (u.pathname === '/big') { const t = await req.text(); await env.kv.put('big', t.slice(0, 8) + ' ' + t.length); return new Response(t.slice(0, 8) + ' ' + t.length) }
+	n++;
+	return new Response(String(n), {headers: {'Retainer-Not-Owner': '1', 'Retainer-Forwarded': 'x', 'Retainer-Other': 'y'}});
+} }`
+
+// A forwarded request is taken once and only as signed: a request
+// captured between two gateways and sent again is refused (403) and its
+// kv increment applied once; a body over the digest bound changed on the
+// way (same length) is refused and never reaches the handler, while the
+// same body unchanged, and one of unknown length, are served; a handler's
+// Retainer-* headers never reach the forwarder, which sends each request
+// once; the owner restarted takes no forward signed before it started.
+func TestClusterForwardsAreTakenOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tp := startTap(t, "127.0.0.1:7941")
+	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "listen 127.0.0.1:7941", "listen 127.0.0.1:7941\n\t\t\tadvertise "+tp.ln.Addr().String(), 1)
+	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startMemberAt(t, ctx, 1, config)
+	startMember(t, ctx, 2, srv.Endpoint, pg.DSN)
+	startMember(t, ctx, 3, srv.Endpoint, pg.DSN)
+	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, integrityHandler)))
+
+	// A captured forward sent again, to the owner's listener itself.
+	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9282/inc", "", "one"); status != 200 || body != "1" {
+		t.Fatalf("the increment through gw-2: %d %q", status, body)
+	}
+	var inc *http.Request
+	for _, req := range tp.requests(t) {
+		if req.URL.Path == "/inc" {
+			inc = req
+		}
+	}
+	if inc == nil || inc.Header.Get("Retainer-Forwarded") == "" {
+		t.Fatal("the tap saw no forwarded increment")
+	}
+	for k := 0; k < 2; k++ {
+		if status := send(t, inc, "127.0.0.1:7941"); status != 403 {
+			t.Fatalf("a replayed forward answered %d, want 403", status)
+		}
+	}
+	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
+		t.Fatalf("the count after the replays: %d %q, want 1", status, body)
+	}
+
+	// A 70 KB body crosses whole; changed on the way, it is refused.
+	big := strings.Repeat("SWAPME-1", 70_000/8)
+	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big); status != 200 || body != "SWAPME-1 70000" {
+		t.Fatalf("a 70 KB body through gw-3: %d %q", status, body)
+	}
+	res, err := clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("!")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(got) != "SWAPME-1 70001" {
+		t.Fatalf("a body of unknown length through gw-2: %d %q", res.StatusCode, got)
+	}
+	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
+	status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big)
+	tp.swap.Store(nil)
+	if status != 403 {
+		t.Fatalf("a body changed on the way: %d %q, want 403", status, body)
+	}
+	if status, body := visit(t, 2, "/get?k=big"); status != 200 || body != "SWAPME-1 70001" {
+		t.Fatalf("what the handler kept of the bodies: %d %q", status, body)
+	}
+	// The same through the API: a 70 KB program changed on the way to the
+	// owner does not run as the tenant.
+	gw2 := &gateway{api: "http://api.localhost:9282", token: a.token}
+	program := fmt.Sprintf(`{"code": %q}`, "// "+big+"\nasync () => 'ran ' + 'SWAPME-1'.length")
+	if status, body := clusterCall(t, "POST", gw2.api+"/executions", gw2.token, program); status != 200 || !strings.Contains(body, `"ran 8"`) {
+		t.Fatalf("a 70 KB program through gw-2: %d %.200s", status, body)
+	}
+	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
+	status, body = clusterCall(t, "POST", gw2.api+"/executions", gw2.token, program)
+	tp.swap.Store(nil)
+	if status != 403 {
+		t.Fatalf("a program changed on the way: %d %.200s, want 403", status, body)
+	}
+
+	// A handler's Retainer-* headers: dropped, and never a second send.
+	for k := 1; k <= 3; k++ {
+		res, err := clusterClient.Get("http://shop.apps.localhost:9282/forge")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(got) != fmt.Sprint(k) {
+			t.Fatalf("visit %d of a handler that says it is not the owner: %d %q", k, res.StatusCode, got)
+		}
+		for name := range res.Header {
+			if strings.HasPrefix(name, "Retainer-") {
+				t.Fatalf("the handler's %s reached the visitor", name)
+			}
+		}
+	}
+
+	// The owner restarted has forgotten the nonces it took: a forward
+	// signed before it started is not taken either.
+	a.stop()
+	startMemberAt(t, ctx, 1, config)
+	if status := send(t, inc, "127.0.0.1:7941"); status == 200 {
+		t.Fatal("a captured forward was taken by the restarted owner")
+	}
+	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
+		t.Fatalf("the count after the replay to the restarted owner: %d %q, want 1", status, body)
+	}
+}
+
+// memberBehindFront starts member i with trusted_proxies for loopback: a
+// visitor's address is the X-Forwarded-For a front on this machine sets.
+func memberBehindFront(t *testing.T, ctx context.Context, i int, etcd, dsn string) *gateway {
+	t.Helper()
+	config := clusterConfig(t, i, etcd, dsn)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := fmt.Sprintf("admin localhost:%d", 3980+i)
+	edited := strings.Replace(string(data), admin, admin+"\n\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", 1)
+	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startMemberAt(t, ctx, i, config)
+}
+
+// answer is one visitor's request as it was answered.
+type answer struct {
+	gw         int
+	at         time.Duration // from the kill to the answer (negative: before)
+	status     int
+	retryAfter bool
+	body       string
+}
+
+// While a space moves (its owner killed or paused under load), visitors through the
+// two other gateways get 200 or 503 OVERLOADED with Retry-After, nothing
+// else, and each gateway serves again within lease + 5 s; a visitor asking
+// for made-up hosts meanwhile is refused (429) at its own address (the one
+// trusted_proxies gives behind a front), and no other visitor is.
+func TestClusterFailoverAnswers503(t *testing.T) {
+	t.Run("kill", func(t *testing.T) { failoverUnderLoad(t, false) })
+	t.Run("pause", func(t *testing.T) { failoverUnderLoad(t, true) })
+}
+
+// failoverUnderLoad is TestClusterFailoverAnswers503 with the owner
+// killed (kill -9), or paused (SIGSTOP) for the rest of the test.
+func failoverUnderLoad(t *testing.T, pause bool) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gws := map[int]*gateway{}
+	for i := 1; i <= 3; i++ {
+		gws[i] = memberBehindFront(t, ctx, i, srv.Endpoint, pg.DSN)
+	}
+	a := gws[1]
+	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler)))
+	if status, body := visit(t, 1, "/"); status != 200 {
+		t.Fatalf("before the kill: %d %s", status, body)
+	}
+
+	var killed atomic.Pointer[time.Time]
+	since := func() time.Duration {
+		if k := killed.Load(); k != nil {
+			return time.Since(*k)
+		}
+		return -time.Second
+	}
+	const lease = 2 * time.Second
+	stop := make(chan struct{})
+	answers := make(chan answer, 10000)
+	var wg sync.WaitGroup
+	get := func(url, visitor string) (*http.Response, string, error) {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("X-Forwarded-For", visitor)
+		res, err := clusterClient.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(body), nil
+	}
+	for k := 0; k < 4; k++ {
+		wg.Add(1)
+		go func(gw int, visitor string) {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				res, body, err := get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw), visitor)
+				at := since() // when the answer came
+				if err != nil {
+					answers <- answer{gw: gw, at: at, body: err.Error()}
+					continue
+				}
+				answers <- answer{gw: gw, at: at, status: res.StatusCode, retryAfter: res.Header.Get("Retry-After") != "", body: body}
+			}
+		}(2+k%2, "192.0.2.1") // one busy visitor (a NAT, say)
+	}
+	refused := atomic.Int64{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			res, _, err := get(fmt.Sprintf("http://made-up-%d.apps.localhost:9282/", n), "198.51.100.7")
+			if err == nil && res.StatusCode == 429 {
+				refused.Add(1)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	time.Sleep(time.Second)
+	if pause {
+		a.cmd.Process.Signal(syscall.SIGSTOP)
+		t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) })
+	} else {
+		a.cmd.Process.Kill()
+		a.cmd.Wait()
+	}
+	now := time.Now()
+	killed.Store(&now)
+	time.Sleep(lease + 5*time.Second + time.Second)
+	close(stop)
+	wg.Wait()
+	close(answers)
+
+	counts := map[string]int{}
+	firstServed, lastRefused := map[int]time.Duration{}, map[int]time.Duration{}
+	for ans := range answers {
+		key := fmt.Sprintf("gw-%d %d", ans.gw, ans.status)
+		if ans.status == 503 && ans.retryAfter {
+			key += "+Retry-After"
+		}
+		counts[key]++
+		switch {
+		case ans.status == 200:
+			if _, ok := firstServed[ans.gw]; !ok && ans.at >= 0 {
+				firstServed[ans.gw] = ans.at
+			}
+		case ans.status == 503 && ans.retryAfter:
+			lastRefused[ans.gw] = max(lastRefused[ans.gw], ans.at)
+		default:
+			t.Errorf("through gw-%d %v after the kill: %d %q", ans.gw, ans.at, ans.status, ans.body)
+		}
+	}
+	t.Logf("answers by gateway and status: %v; last 503 after the kill %v; made-up hosts refused %d", counts, lastRefused, refused.Load())
+	for _, gw := range []int{2, 3} {
+		if lastRefused[gw] > lease+5*time.Second {
+			t.Errorf("gw-%d answered 503 %v after the kill (lease %v)", gw, lastRefused[gw], lease)
+		}
+		if _, ok := firstServed[gw]; !ok {
+			t.Errorf("gw-%d never served after the kill", gw)
+		}
+	}
+	if refused.Load() == 0 {
+		t.Error("the visitor asking for made-up hosts was never refused")
+	}
+}
+
+// An owner paused past its lease (SIGSTOP) with requests in flight, whose
+// isolate answered them while the gateway slept: once another gateway
+// serves the space, the woken owner sends none of its old isolate's
+// answers (503), and its next requests go to the new owner.
+func TestClusterPausedOwnerSendsNothingOld(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gws := map[int]*gateway{}
+	for i := 1; i <= 3; i++ {
+		gws[i] = startMember(t, ctx, i, srv.Endpoint, pg.DSN)
+	}
+	a := gws[1]
+	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) })
+	const slow = `let served = 0;
+export default { async fetch(req) {
+	if (new URL(req.url).pathname === '/slow') await new Promise(r => setTimeout(r, 250));
+	served++;
+	return new Response('served ' + served);
+} }`
+	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, slow)))
+	if status, body := visit(t, 1, "/"); status != 200 || body != "served 1" {
+		t.Fatalf("before the pause: %d %q", status, body)
+	}
+	inflight := make(chan string, 2)
+	for k := 0; k < 2; k++ {
+		go func() {
+			req, _ := http.NewRequest("POST", "http://shop.apps.localhost:9281/slow", nil)
+			res, err := clusterClient.Do(req)
+			if err != nil {
+				inflight <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			inflight <- fmt.Sprintf("%d %s", res.StatusCode, body)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	status, body := visitUntilServed(t, 2, "/", paused)
+	if status != 200 || body != "served 1" {
+		t.Fatalf("the new owner's first answer: %d %q", status, body)
+	}
+	t.Logf("the new owner served %v after the pause", time.Since(paused).Round(time.Millisecond))
+	a.cmd.Process.Signal(syscall.SIGCONT)
+	for k := 0; k < 2; k++ {
+		if got := <-inflight; strings.HasPrefix(got, "200 ") {
+			t.Errorf("the woken owner answered from its old isolate: %q", got)
+		} else {
+			t.Logf("an in-flight request at the paused owner: %.100s", got)
+		}
+	}
+	if status, body := visitUntilServed(t, 1, "/", time.Now()); status != 200 || body != "served 2" {
+		t.Fatalf("through the woken gateway: %d %q, want the new owner's \"served 2\"", status, body)
 	}
 }

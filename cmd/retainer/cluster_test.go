@@ -111,7 +111,13 @@ func bindThrough(t *testing.T, gw *gateway, route, id string) {
 // startMember starts member i and waits for its API.
 func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string, resolver ...string) *gateway {
 	t.Helper()
-	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", clusterConfig(t, i, etcd, dsn, resolver...)), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", 9280+i)}
+	return startMemberAt(t, ctx, i, clusterConfig(t, i, etcd, dsn, resolver...))
+}
+
+// startMemberAt starts member i on the Caddyfile at config.
+func startMemberAt(t *testing.T, ctx context.Context, i int, config string) *gateway {
+	t.Helper()
+	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", 9280+i)}
 	gw.cmd.Env = append(gw.cmd.Env, "RETAINER_CLUSTER_SECRET="+clusterSecret)
 	gw.cmd.Stdout, gw.cmd.Stderr = gw.log, gw.log
 	if err := gw.cmd.Start(); err != nil {
