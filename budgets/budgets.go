@@ -137,11 +137,15 @@ const (
 
 // Visitors' request bodies the data plane reads whole (up to
 // WholeRequestBody each) before it calls the handler: what the gateway holds
-// of them while they arrive, in all and for one visitor address.
+// of them while they arrive, in all and for one visitor address, and for
+// the visitors of one tenant's handlers (a share well below the whole, so
+// visitors of one tenant, however many addresses they come from, leave
+// the rest to the others).
 const (
 	WholeRequestBody            = 1 << 20
 	RequestBodiesHeld           = 256 << 20
 	RequestBodiesHeldPerVisitor = 16 << 20
+	RequestBodiesHeldPerTenant  = 64 << 20
 )
 
 // Bytes is a byte budget: a gateway-wide cap and a cap per tenant.

@@ -80,7 +80,17 @@ func (a rawAnswer) String() string {
 // or the answer arrives (stop is closed then). It answers what the gateway
 // wrote, read within 20 s.
 func rawPost(host, path, framing string, send func(w io.Writer, stop <-chan struct{})) rawAnswer {
-	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	return rawPostFrom("", host, path, framing, send)
+}
+
+// rawPostFrom is rawPost from the loopback address src (the system's
+// choice when "").
+func rawPostFrom(src, host, path, framing string, send func(w io.Writer, stop <-chan struct{})) rawAnswer {
+	var d net.Dialer
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	conn, err := d.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpPort))
 	if err != nil {
 		return rawAnswer{err: err}
 	}
@@ -356,7 +366,7 @@ func TestWholeBodyWithoutReadDeadlines(t *testing.T) {
 		go send(pw)
 		r := httptest.NewRequest("POST", "/", pr)
 		r.ContentLength = -1
-		body, _, release, err := h.readVisitorBody(httptest.NewRecorder(), r, time.Now())
+		body, _, release, err := h.readVisitorBody(httptest.NewRecorder(), r, "tenant", time.Now())
 		release()
 		return string(body), err
 	}

@@ -31,36 +31,43 @@ const wholeBody = budgets.WholeRequestBody
 // nothing.
 const presized = 64 << 10
 
-// visitorBodies is what the gateway holds of bodies it reads whole, in all
-// and by visitor address (budgets.RequestBodiesHeld). It lives in the
-// runtime, so a reload keeps the counts.
+// visitorBodies is what the gateway holds of bodies it reads whole, in all,
+// by visitor address and by the tenant whose handler they are for
+// (budgets.RequestBodiesHeld). It lives in the runtime, so a reload keeps
+// the counts.
 type visitorBodies struct {
-	mu    sync.Mutex
-	total int64
-	by    map[string]int64
+	mu     sync.Mutex
+	total  int64
+	by     map[string]int64 // by visitor address
+	tenant map[string]int64 // by tenant
 }
 
-// take charges n bytes to addr, or answers why it cannot: QUOTA_EXCEEDED
-// (429) past the visitor's share, OVERLOADED (503) past the gateway's.
-func (v *visitorBodies) take(addr string, n int64) error {
+// take charges n bytes to addr and tenant, or answers why it cannot:
+// QUOTA_EXCEEDED (429) past the visitor's share, OVERLOADED (503) past the
+// tenant's (only its own visitors wait) or the gateway's.
+func (v *visitorBodies) take(addr, tenant string, n int64) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.by[addr]+n > budgets.RequestBodiesHeldPerVisitor {
 		return fault.New(fault.QuotaExceeded, "This visitor is sending %d MiB of request bodies at once, the most one visitor may.", budgets.RequestBodiesHeldPerVisitor>>20)
 	}
+	if v.tenant[tenant]+n > budgets.RequestBodiesHeldPerTenant {
+		return fault.New(fault.Overloaded, "The gateway is reading as many request bodies for this tenant's handlers as it may; try again shortly.")
+	}
 	if v.total+n > budgets.RequestBodiesHeld {
 		return fault.New(fault.Overloaded, "The gateway is reading as many request bodies as it may; try again shortly.")
 	}
 	if v.by == nil {
-		v.by = map[string]int64{}
+		v.by, v.tenant = map[string]int64{}, map[string]int64{}
 	}
 	v.by[addr] += n
+	v.tenant[tenant] += n
 	v.total += n
 	return nil
 }
 
-// give returns n bytes addr took.
-func (v *visitorBodies) give(addr string, n int64) {
+// give returns n bytes addr took for tenant.
+func (v *visitorBodies) give(addr, tenant string, n int64) {
 	if n == 0 {
 		return
 	}
@@ -69,6 +76,9 @@ func (v *visitorBodies) give(addr string, n int64) {
 	if v.by[addr] -= n; v.by[addr] <= 0 {
 		delete(v.by, addr)
 	}
+	if v.tenant[tenant] -= n; v.tenant[tenant] <= 0 {
+		delete(v.tenant, tenant)
+	}
 	v.total -= n
 }
 
@@ -76,12 +86,13 @@ func (v *visitorBodies) give(addr string, n int64) {
 // the connection cannot be interrupted, and the data plane must be able
 // to answer a visitor who stops sending.
 type wholeRead struct {
-	held  *visitorBodies
-	addr  string
-	want  int64        // the known length, -1 when chunked
-	limit int64        // read no more than this
-	last  atomic.Int64 // when bytes last arrived (Unix ns)
-	done  chan struct{}
+	held   *visitorBodies
+	addr   string
+	tenant string       // whose handler the body is for
+	want   int64        // the known length, -1 when chunked
+	limit  int64        // read no more than this
+	last   atomic.Int64 // when bytes last arrived (Unix ns)
+	done   chan struct{}
 	// After done: the bytes read and why the reading stopped early.
 	buf []byte
 	err error
@@ -152,7 +163,7 @@ func (rd *wholeRead) charge(n int64) error {
 	if rd.held == nil {
 		return nil
 	}
-	if err := rd.held.take(rd.addr, n); err != nil {
+	if err := rd.held.take(rd.addr, rd.tenant, n); err != nil {
 		return err
 	}
 	rd.charged += n
@@ -166,21 +177,22 @@ func (rd *wholeRead) release() {
 	defer rd.mu.Unlock()
 	rd.abandoned = true
 	if rd.held != nil {
-		rd.held.give(rd.addr, rd.charged)
+		rd.held.give(rd.addr, rd.tenant, rd.charged)
 	}
 	rd.charged = 0
 }
 
 var errAbandoned = errors.New("the body was abandoned")
 
-// readVisitorBody reads r's body for the handler, its request having
-// arrived at began: whole when it is at most wholeBody long (body, held
-// against the runtime's budget until release), or as a stream that the
+// readVisitorBody reads r's body for a handler of tenant, its request
+// having arrived at began: whole when it is at most wholeBody long (body,
+// held against the runtime's budget, the visitor's and the tenant's
+// shares of it, until release), or as a stream that the
 // handler reads as it arrives (streamed: what was read of it first, then
 // the rest). A body past max_request_body answers TOO_LARGE; one that
 // stops arriving for request_body_idle, or is not complete after
 // request_body_timeout, answers REQUEST_TIMEOUT.
-func (h *Retainer) readVisitorBody(w http.ResponseWriter, r *http.Request, began time.Time) (body []byte, streamed *trackedBody, release func(), err error) {
+func (h *Retainer) readVisitorBody(w http.ResponseWriter, r *http.Request, tenant string, began time.Time) (body []byte, streamed *trackedBody, release func(), err error) {
 	release = func() {}
 	bound := h.app.MaxRequestBody
 	switch {
@@ -190,7 +202,7 @@ func (h *Retainer) readVisitorBody(w http.ResponseWriter, r *http.Request, began
 		return nil, &trackedBody{r: http.MaxBytesReader(w, r.Body, bound)}, release, nil
 	}
 	limit := min(int64(wholeBody), bound)
-	rd := &wholeRead{addr: visitorAddr(r), want: r.ContentLength, limit: limit + 1}
+	rd := &wholeRead{addr: visitorAddr(r), tenant: tenant, want: r.ContentLength, limit: limit + 1}
 	if rt := h.live.rt.Load(); rt != nil {
 		rd.held = &rt.bodies
 	}

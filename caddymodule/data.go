@@ -175,9 +175,21 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 	var streamed *handles.RequestBody
 	var tracked *trackedBody
 	if r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// What is held of it is charged to the visitor and to the tenant
+		// whose handler it is for (docs/architecture.md, Budgets), so the
+		// key is resolved first: one that names nothing answers 404
+		// before a byte of the body is read. (In a cluster, dispatch has
+		// placed the key's space here.)
+		tenant, ok := reg.TenantOfKey(key, resolve)
+		if !ok {
+			err := fault.New(fault.NotFound, "No handler is deployed here.")
+			observeInvocation("data", start, err)
+			refuseBody(w, err)
+			return
+		}
 		var release func()
 		var err error
-		body, tracked, release, err = h.readVisitorBody(w, r, start)
+		body, tracked, release, err = h.readVisitorBody(w, r, tenant, start)
 		defer release()
 		if err != nil {
 			refuseBody(w, err)

@@ -254,6 +254,21 @@ func (r *Registry) servable(key string, resolve Resolve, tenant string) (*Record
 	return rec, nil
 }
 
+// TenantOfKey answers the tenant whose handle key names, from memory (ok
+// false when it names nothing here): what this gateway holds of every
+// handle on one machine, and in a cluster of the spaces it owns, so a
+// caller asks it after Locate. The data plane charges a visitor's request
+// body to that tenant before it reads it (caddymodule/body.go).
+func (r *Registry) TenantOfKey(key string, resolve Resolve) (tenant string, ok bool) {
+	s := r.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := r.lookupLocked(key, resolve); rec != nil {
+		return rec.Tenant, true
+	}
+	return "", false
+}
+
 // tenantOfKey resolves key in memory.
 func (r *Registry) tenantOfKey(key string, resolve Resolve) string {
 	s := r.store
