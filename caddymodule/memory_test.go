@@ -52,7 +52,10 @@ func resetPeak(t *testing.T) int64 {
 func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
 	b, mallory := attacked(t, "timeout 10s\n")
 	const bound = 8 << 20
-	steps := []map[string]any{{"name": "s1", "body": fmt.Sprintf("return 'x'.repeat(%d)", bound-64)}}
+	// The answer's fields, step names and notes take room too: a result
+	// 32 KiB short of the bound is answered whole.
+	const whole = bound - 32<<10
+	steps := []map[string]any{{"name": "s1", "body": fmt.Sprintf("return 'x'.repeat(%d)", whole)}}
 	for i := 2; i <= 32; i++ {
 		steps = append(steps, map[string]any{"name": fmt.Sprintf("s%d", i), "body": "return input"})
 	}
@@ -95,7 +98,7 @@ func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
 			t.Fatalf("chain %d: %v", i, a.err)
 		}
 		t.Logf("chain %d: %d, %d bytes", i, a.status, a.size)
-		if a.status != 200 || a.size > bound+64<<10 {
+		if a.status != 200 || a.size > bound {
 			t.Fatalf("chain %d answered %d with %d bytes, over the %d byte bound: %.300s", i, a.status, a.size, bound, a.head)
 		}
 		var ans chainAnswer
@@ -104,7 +107,7 @@ func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
 		}
 		// The chain's result is whole; the steps' results past the bound
 		// carry the note.
-		if len(ans.Steps) != 32 || len(ans.Result) != bound-64+2 {
+		if len(ans.Steps) != 32 || len(ans.Result) != whole+2 {
 			t.Fatalf("chain %d: %d steps, a result of %d bytes", i, len(ans.Steps), len(ans.Result))
 		}
 		cut := 0
@@ -123,6 +126,53 @@ func TestChainAnswersStayWithinTheResponseBound(t *testing.T) {
 		t.Fatalf("the gateway's peak RSS grew by %d MiB during three chains", grew>>20)
 	}
 	b.check("three chains answering 8 MiB a step")
+}
+
+// Step names are answered too, and counted: 32 steps named with 30 KB each
+// and a last result of 8 MiB less 200 bytes once answered 9,350,237 bytes
+// against a bound of 8,388,608. Answered, and failing with a long message
+// after a long result, the chain stays within the bound; the names are
+// whole (they are charged first), the result that does not fit is cut.
+func TestChainAnswersCountStepNames(t *testing.T) {
+	b, mallory := attacked(t, "timeout 10s\n")
+	const bound = 8 << 20
+	name := strings.Repeat("N", 30000)
+	chain := func(first, last string) []map[string]any {
+		steps := []map[string]any{{"name": name + "0", "body": first}}
+		for i := 1; i < 31; i++ {
+			steps = append(steps, map[string]any{"name": name + fmt.Sprint(i), "body": "return 1"})
+		}
+		return append(steps, map[string]any{"name": name + "last", "body": last})
+	}
+	for _, c := range []struct {
+		what        string
+		first, last string
+		status      int
+	}{
+		{"a last result of 8 MiB less 200 bytes", "return 1", fmt.Sprintf("return 'x'.repeat(%d)", bound-200), 200},
+		{"a first result of 7 MiB and a failing last step", "return 'x'.repeat(7 << 20)", "throw new Error('e'.repeat(1 << 20))", 500},
+	} {
+		a := do(t, "POST", api("/run/chain"), mallory, mustJSON(map[string]any{"steps": chain(c.first, c.last)}))
+		t.Logf("%s: %d, %d bytes", c.what, a.status, len(a.body))
+		if len(a.body) > bound {
+			t.Fatalf("%s: answered %d bytes, over the %d byte bound", c.what, len(a.body), bound)
+		}
+		var ans struct {
+			Steps []stepAnswer `json:"steps"`
+		}
+		if err := json.Unmarshal(a.body, &ans); err != nil || len(ans.Steps) != 32 {
+			t.Fatalf("%s: %d %d steps %v: %.300s", c.what, a.status, len(ans.Steps), err, a.body)
+		}
+		for i, s := range ans.Steps {
+			if !strings.HasPrefix(s.Name, name) {
+				t.Fatalf("%s: step %d's name: %.100s", c.what, i, s.Name)
+			}
+		}
+		if c.status == 200 && a.status != 200 {
+			t.Fatalf("%s: %d %.300s", c.what, a.status, a.body)
+		}
+	}
+	b.check("chains with long step names")
 }
 
 // A computation that holds ArrayBuffers and typed arrays past its 64 MiB
@@ -282,5 +332,14 @@ func TestAnswerBudget(t *testing.T) {
 	b = &answerBudget{left: 20, bound: 20}
 	if got := b.logs([]string{"0123456789", "0123456789", "x"}); len(got) != 2 || !strings.Contains(got[1], "2 log lines cut") {
 		t.Fatalf("logs: %q", got)
+	}
+	// A text (a step's name, an error's message) is charged, or cut to a
+	// note past what is left.
+	b = &answerBudget{left: 20, bound: 20}
+	if got := b.text("step name", "0123456789"); got != "0123456789" || b.left != 8 {
+		t.Fatalf("a name that fits: %q, %d left", got, b.left)
+	}
+	if got := b.text("step name", "0123456789"); !strings.Contains(got, "step name of 10 bytes cut") || b.left != 8 {
+		t.Fatalf("a name past what is left: %q, %d left", got, b.left)
 	}
 }

@@ -111,14 +111,41 @@ type runAnswer struct {
 // that in all, steps' results and logs included. Results and logs are
 // charged as they come; one past what is left is cut in the answer with a
 // note (the receipt is cut at its own bound), so a chain of 32 steps
-// answering 8 MiB each never makes the gateway hold 32 of them.
+// answering 8 MiB each never makes the gateway hold 32 of them. The rest
+// of the answer is charged too: its envelope, each step's name and error
+// and fields, and room for the notes (a step name of 30 KB once went
+// uncounted, 32 of them past the bound).
 type answerBudget struct {
 	left, bound int64
 }
 
+const (
+	// answerEnvelope is room for an answer's own fields: its resultId,
+	// an error's code and retryable, and the JSON around them.
+	answerEnvelope = 512
+	// stepFields is room for one step's fields but its name and error
+	// message (durationMs, an error's code, the JSON around them) and for
+	// the notes that may stand for its result and its logs.
+	stepFields = 640
+)
+
 func (h *API) answerBudget() *answerBudget {
-	return &answerBudget{left: h.app.MaxResponseBody, bound: h.app.MaxResponseBody}
+	return &answerBudget{left: h.app.MaxResponseBody - answerEnvelope, bound: h.app.MaxResponseBody}
 }
+
+// text answers s if it fits what is left, charged, else a note naming
+// what it was (what, e.g. "step name"), charged against room already
+// kept for it.
+func (b *answerBudget) text(what, s string) string {
+	if n := int64(wirejson.StringLen(s)); n <= b.left {
+		b.left -= n
+		return s
+	}
+	return fmt.Sprintf("[%s of %d bytes cut from the answer: it holds at most %d bytes in all (max_response_body)]", what, len(s), b.bound)
+}
+
+// charge takes n bytes of what is left (room for fields and notes).
+func (b *answerBudget) charge(n int64) { b.left -= n }
 
 // result answers r if it fits what is left, charged, else a note (and
 // false).
@@ -198,14 +225,15 @@ func (h *API) runBody(w http.ResponseWriter, r *http.Request, c caller, kind str
 		return
 	}
 	budget := h.answerBudget()
+	budget.charge(stepFields) // room for the notes
 	ans := runAnswer{Result: res.Outcome.Result, Logs: res.Outcome.Logs, ResultID: resultID}
+	if kind == "generate" {
+		ans.Code = budget.text("code", req.Body)
+	}
 	if ans.Result != nil {
 		ans.Result, _ = budget.result(ans.Result)
 	}
 	ans.Logs = budget.logs(ans.Logs)
-	if kind == "generate" {
-		ans.Code = req.Body
-	}
 	if ans.Logs == nil {
 		ans.Logs = []string{}
 	}
@@ -306,7 +334,14 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	rc := receipts.Receipt{ID: receipts.NewID(), Tenant: c.tenant, Registry: h.Registry, Kind: "chain", Logs: []string{},
 		Grants: receipts.Grants{Capabilities: []string{}, Outbound: []string{}, Providers: map[string][]string{}}}
 	steps := []stepAnswer{}
+	// Every step's fields and name are charged before the first runs:
+	// they come before its result.
 	budget := h.answerBudget()
+	names := make([]string, len(req.Steps))
+	for i, s := range req.Steps {
+		budget.charge(stepFields)
+		names[i] = budget.text("step name", s.Name)
+	}
 	var failed error
 	started := time.Now()
 	for i, s := range req.Steps {
@@ -319,7 +354,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		if logs == nil {
 			logs = []string{}
 		}
-		step := stepAnswer{Name: s.Name, Logs: logs, DurationMs: ms}
+		step := stepAnswer{Name: names[i], Logs: logs, DurationMs: ms}
 		if res.Outcome.Result != nil {
 			var kept bool
 			step.Result, kept = budget.result(res.Outcome.Result)
@@ -333,7 +368,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 		recorded = len(all)
 		if err != nil {
 			f := fault.As(err)
-			step.Error = &stepError{Code: f.Code, Message: f.Message, Retryable: f.Retryable()}
+			step.Error = &stepError{Code: f.Code, Message: budget.text("error message", f.Message), Retryable: f.Retryable()}
 			rs.Outcome = receipts.Outcome{Status: "error", Error: &receipts.Error{Code: string(f.Code), Message: f.Message}}
 		} else {
 			rs.Outcome = receipts.Outcome{Status: "ok", Result: res.Outcome.Result}
@@ -359,7 +394,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	if failed != nil {
 		f := fault.As(failed)
 		var env chainFailure
-		env.Error.Code, env.Error.Message, env.Error.Retryable = f.Code, f.Message, f.Retryable()
+		env.Error.Code, env.Error.Message, env.Error.Retryable = f.Code, budget.text("error message", f.Message), f.Retryable()
 		env.ResultID = resultID
 		env.Steps = steps
 		if f.Retryable() {

@@ -9,7 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/cluster"
@@ -48,7 +47,9 @@ type runtime struct {
 	app    atomic.Pointer[App]
 	events atomic.Pointer[eventSink]
 
-	logLimiter *rate.Limiter
+	// console decides which handlers' console lines reach Caddy's log
+	// (consolelog.go).
+	console *consoleLimiter
 	// streams counts visitors' open streamed responses (visitors.go).
 	streams visitorStreams
 	// issuance counts tenants' new certificates this hour (tlspermission.go).
@@ -92,7 +93,7 @@ func releaseRuntime(rt *runtime) error {
 }
 
 func newRuntime(a *App) (*runtime, error) {
-	rt := &runtime{key: a.storeKey(), closing: make(chan struct{}), logLimiter: rate.NewLimiter(50, 200)}
+	rt := &runtime{key: a.storeKey(), closing: make(chan struct{}), console: newConsoleLimiter()}
 	rt.logger.Store(zap.NewNop())
 	rt.app.Store(a)
 	// The gateway's side of the workers' kv caches (kv/cache): what each
@@ -261,14 +262,20 @@ func (rt *runtime) bind(a *App) {
 }
 
 // logHandlerOutput copies a handler's console output into Caddy's log,
-// rate-limited so that a chatty handler cannot flood it.
+// rate-limited per tenant and cut per line (consolelog.go) so that a
+// chatty handler can neither flood it nor crowd another tenant out.
 func (rt *runtime) logHandlerOutput(registry, id, tenant string, e sandbox.LogEntry) {
-	if !rt.logLimiter.Allow() {
+	ok, dropped := rt.console.allow(tenant, time.Now())
+	if !ok {
 		return
 	}
 	l := rt.logger.Load()
 	if ce := l.Check(zap.InfoLevel, "handler console"); ce != nil {
-		ce.Write(zap.String("registry", registry), zap.String("execution_id", id), zap.String("tenant", tenant),
-			zap.String("level", e.Level), zap.String("message", e.Message))
+		fields := []zap.Field{zap.String("registry", registry), zap.String("execution_id", id), zap.String("tenant", tenant),
+			zap.String("level", e.Level), zap.String("message", consoleLine(e.Message))}
+		if dropped > 0 {
+			fields = append(fields, zap.Int("lines_left_out_before", dropped))
+		}
+		ce.Write(fields...)
 	}
 }

@@ -157,30 +157,28 @@ func claimOps(registry string, prev, next *domainRecord) []store.Op {
 }
 
 // withdraw turns the tenant's pending claim d into a withdrawn one kept
-// for its first PUT's time (at most claimMemosPerTenant a tenant: the
-// oldest is forgotten past it), and answers the writes. s.mu is held.
+// until its first PUT's week is over, and answers the writes. One is never
+// forgotten sooner (a re-claim would start a new week): PutDomain refuses
+// a new claim past claimMemosPerTenant of them instead. s.mu is held.
 func (s *Store) withdraw(registry string, d *domainRecord) []store.Op {
 	next := *d
 	next.Withdrawn, next.legacy = true, false
 	ops := claimOps(registry, d, &next)
 	s.setClaim(registry, &next)
-	var oldest *domainRecord
+	return ops
+}
+
+// withdrawnCount is how many withdrawn claims of the tenant are within
+// their first PUT's week. s.mu is held.
+func (s *Store) withdrawnCount(registry, tenant string) int {
+	now := s.opts.Now()
 	n := 0
 	for _, claims := range s.domains[registry] {
-		for _, c := range claims {
-			if c.Tenant == d.Tenant && c.Withdrawn {
-				n++
-				if oldest == nil || c.ClaimedAt.Before(oldest.ClaimedAt) {
-					oldest = c
-				}
-			}
+		if c := claims.of(tenant); c != nil && c.Withdrawn && now.Sub(c.ClaimedAt) < pendingClaim {
+			n++
 		}
 	}
-	if n > claimMemosPerTenant {
-		ops = append(ops, store.Delete(tableDomains, oldest.storeKey(registry)))
-		s.dropClaim(registry, oldest.Host, oldest.Tenant)
-	}
-	return ops
+	return n
 }
 
 const (
@@ -190,7 +188,8 @@ const (
 	// pendingClaim is how long a claim may stay pending after its first
 	// PUT.
 	pendingClaim = 7 * 24 * time.Hour
-	// claimMemosPerTenant bounds the withdrawn claims kept for a tenant.
+	// claimMemosPerTenant bounds the withdrawn claims kept for a tenant:
+	// a new claim past it answers QUOTA_EXCEEDED.
 	claimMemosPerTenant = 10 * maxDomainsPerTenant
 )
 
@@ -327,6 +326,12 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 		if !reservedHere && n+reserved >= maxDomainsPerTenant {
 			s.mu.Unlock()
 			return Domain{}, false, fault.New(fault.QuotaExceeded, "The tenant claims %d domains and %d more stay reserved to it for a day after their handles ended, %d in all, the most this registry allows. Delete one first (DELETE /domains/{host} frees a reserved host too).", n, reserved, n+reserved)
+		}
+		if prev == nil || lapsed {
+			if w := s.withdrawnCount(r.name, tenant); w >= claimMemosPerTenant {
+				s.mu.Unlock()
+				return Domain{}, false, fault.New(fault.QuotaExceeded, "The tenant withdrew %d pending claims in the past 7 days, the most this registry keeps (%d): a withdrawn claim is kept for 7 days after its first PUT so that a claim again keeps its time. Claim one of those hosts again, or wait until the oldest is 7 days old.", w, claimMemosPerTenant)
+			}
 		}
 	}
 	var next domainRecord

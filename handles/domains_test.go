@@ -426,3 +426,60 @@ func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
 		t.Fatal("the active claim or bob's ended one after a restart")
 	}
 }
+
+// A withdrawn claim keeps its first PUT's time for its whole week: 1,000
+// claims and deletes of other hosts never make it forgotten (it once was,
+// oldest first, so the next claim of its host got a new TXT value and a new
+// week); past 1,000 withdrawn claims within their week a new claim answers
+// QUOTA_EXCEEDED, a claim again of a withdrawn host still succeeds with its
+// first value, and another tenant claims as before. A week later the
+// withdrawn claims have lapsed and new claims succeed.
+func TestWithdrawnClaimsKeepTheirWeek(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := start(t, filepath.Join(t.TempDir(), "registry.db"), clock, &eventLog{}, worker.Config{Workers: 1})
+	defer g.stop()
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
+	id, bob := deploy(t, reg, "mallory"), deploy(t, reg, "bob")
+	first, _, err := reg.PutDomain("mallory", "keep.example.com", "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.DeleteDomain("mallory", "keep.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	refused := -1
+	for i := 0; i < claimMemosPerTenant+5; i++ {
+		h := fmt.Sprintf("churn%d.example.com", i)
+		_, _, err := reg.PutDomain("mallory", h, "", id)
+		if fault.CodeOf(err) == fault.QuotaExceeded {
+			if !strings.Contains(err.Error(), "1000") {
+				t.Fatalf("the refusal does not name the cap: %v", err)
+			}
+			refused = i
+			break
+		}
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if err := reg.DeleteDomain("mallory", h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refused != claimMemosPerTenant-1 {
+		t.Fatalf("the claim refused after 1,000 withdrawn ones: %d (-1: none)", refused)
+	}
+	if d, _, err := reg.PutDomain("mallory", "keep.example.com", "", id); err != nil || d.Challenge != first.Challenge {
+		t.Fatalf("claimed again after 1,000 withdrawn claims: %+v %v (want the first TXT value %s)", d, err, first.Challenge)
+	}
+	if _, _, err := reg.PutDomain("bob", "bob.example.com", "", bob); err != nil {
+		t.Fatalf("another tenant's claim: %v", err)
+	}
+	clock.Add(pendingClaim + time.Minute)
+	g.store.SweepIdle()
+	if d, _, err := reg.PutDomain("mallory", "keep.example.com", "", id); err != nil || d.Challenge == first.Challenge {
+		t.Fatalf("a claim after the first one's week: %+v %v", d, err)
+	}
+	if _, _, err := reg.PutDomain("mallory", "after.example.com", "", id); err != nil {
+		t.Fatalf("a new claim after the withdrawn ones lapsed: %v", err)
+	}
+}

@@ -190,7 +190,10 @@ func (pool *Pool) spawn(index int) (*process, error) {
 }
 
 // stderrSink forwards a worker's output to the pool's log, line by line and
-// bounded: it is the output of a process that may be hostile.
+// bounded: it is the output of a process that may be hostile. At most
+// stderrBurst lines at once and one a second after them are relayed (a
+// crash's stack trace, ~400 lines, once went whole into the gateway's
+// log); the lines left out are counted in the log.
 func (pool *Pool) stderrSink(index int) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -200,12 +203,46 @@ func (pool *Pool) stderrSink(index int) (*os.File, error) {
 		defer r.Close()
 		s := bufio.NewScanner(io.LimitReader(r, 1<<20))
 		s.Buffer(make([]byte, 4096), 4096)
+		b := lineBucket{tokens: stderrBurst, last: time.Now()}
+		left := 0
 		for s.Scan() {
+			if !b.take(time.Now()) {
+				left++
+				continue
+			}
+			if left > 0 {
+				pool.logf("worker %d: %d lines of its output were not logged", index, left)
+				left = 0
+			}
 			pool.logf("worker %d: %s", index, s.Text())
+		}
+		if left > 0 {
+			pool.logf("worker %d: %d lines of its output were not logged", index, left)
 		}
 		io.Copy(io.Discard, r)
 	}()
 	return w, nil
+}
+
+// stderrBurst is how many lines of a worker's output are relayed at once.
+const stderrBurst = 64
+
+// lineBucket relays stderrBurst lines at once and one a second after them.
+type lineBucket struct {
+	tokens int
+	last   time.Time
+}
+
+func (b *lineBucket) take(now time.Time) bool {
+	if add := int(now.Sub(b.last) / time.Second); add > 0 {
+		b.tokens = min(stderrBurst, b.tokens+add)
+		b.last = b.last.Add(time.Duration(add) * time.Second)
+	}
+	if b.tokens == 0 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 func (p *process) handshake() error {
