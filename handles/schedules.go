@@ -179,7 +179,8 @@ func (r *Registry) FireNow(ctx context.Context, tenant, id, spec string) (Firing
 	specs := append([]string(nil), rec.Schedules...)
 	s.mu.Unlock()
 	if len(specs) == 0 {
-		return Firing{}, fault.New(fault.BadRequest, "The handle has no schedules.")
+		// As the API's invoke of any name a handle does not have.
+		return Firing{}, fault.UnknownHandle(id, sandbox.ScheduledEvent)
 	}
 	if spec == "" {
 		spec = specs[0]
@@ -241,7 +242,7 @@ func (s *Store) retryDelays() []time.Duration {
 // firing listed and its receipt written.
 func (r *Registry) fireOnce(rec *Record, spec string, tick int64, attempt int, now bool) Firing {
 	s := r.store
-	started := time.Now()
+	started, startedAt := time.Now(), s.opts.Now()
 	bound := time.Duration(rec.TimeoutMs) * time.Millisecond
 	if bound <= 0 {
 		bound = 30 * time.Second
@@ -249,7 +250,7 @@ func (r *Registry) fireOnce(rec *Record, spec string, tick int64, attempt int, n
 	ctx, cancel := context.WithTimeout(context.Background(), bound+rebuildGrace)
 	defer cancel()
 	res, err := r.invoke(ctx, rec, sandbox.ScheduledEvent, sandbox.ScheduledRequest(spec, tick))
-	f := Firing{Cron: spec, ScheduledTime: tick, StartedAt: s.opts.Now(), Attempt: attempt, Now: now}
+	f := Firing{Cron: spec, ScheduledTime: tick, StartedAt: startedAt, Attempt: attempt, Now: now}
 	switch {
 	case err != nil:
 		f.Outcome, f.Error = "failed", errText(err)
