@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
@@ -332,5 +333,49 @@ func TestBadSchedulesRefused(t *testing.T) {
 	}
 	if n := len(reg.List("alice")); n != 0 {
 		t.Fatalf("refused deploys kept %d handles", n)
+	}
+}
+
+// In a cluster only the space's owner fires, and a gateway that lost the
+// space to another (still running, its copy stale) is fenced off: each
+// tick fires once, on one gateway. A space whose owner is gone is owned by
+// the elected gateway's sweep, so its ticks go on.
+func TestSchedulesInACluster(t *testing.T) {
+	srv := etcdtest.Start(t)
+	open := func() (persist.Store, error) {
+		return persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/sched"})
+	}
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.ScheduleEvery = 20 * time.Millisecond
+		o.ScheduleRetries = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
+	}
+	cfg := RegistryConfig{IdleBound: time.Hour}
+	a := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	regA := a.store.Registry("apps", cfg)
+	if err := regA.Own(context.Background(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	id := deploySchedules(t, regA, "alice", "* * * * *")
+	clock.Add(31 * time.Second) // 00:01:01
+	eventually(t, "the owner's first tick", func() bool { return fired(t, regA, "alice", id).Tries == 1 })
+
+	b := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	regB := b.store.Registry("apps", cfg)
+	time.Sleep(200 * time.Millisecond)
+	// B takes the space (as when A's lease is lost), while A still runs
+	// and still believes it owns it.
+	if err := b.store.SweepUnowned(context.Background(), func(context.Context, string) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute) // 00:02:01
+	eventually(t, "the new owner's tick", func() bool { return fired(t, regB, "alice", id).Tries == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if st := fired(t, regA, "alice", id); st.Tries != 1 {
+		t.Fatalf("the old owner fired again: %+v", st)
+	}
+	if st := fired(t, regB, "alice", id); st.Tries != 1 || fmt.Sprint(st.Seen) != fmt.Sprintf("[* * * * *@%d]", ms(t0.Add(2*time.Minute))) {
+		t.Fatalf("the new owner fired: %+v", st)
 	}
 }
