@@ -17,6 +17,20 @@ const scheduledKV = `async () => ({
 		await env.kv.put('ticks', String(Number(await env.kv.get('ticks') || 0) + 1));
 	} })`
 
+// nightly is docs/schedules.md's example.
+const nightly = `export default {
+  async fetch(request, env) {
+    const n = Number(await env.kv.get('visits:today') ?? 0) + 1;
+    await env.kv.put('visits:today', String(n));
+    return Response.json({ today: n, yesterday: await env.kv.get('visits:yesterday') });
+  },
+  async scheduled(controller, env, ctx) {
+    await env.kv.put('visits:yesterday', await env.kv.get('visits:today') ?? '0');
+    await env.kv.delete('visits:today');
+    console.log('cleaned up for', new Date(controller.scheduledTime).toISOString());
+  },
+};`
+
 // Through the API: a deploy with schedules lists scheduled, fires now
 // (its kv write seen afterwards), lists its schedules and firings with a
 // readable receipt; bad schedules are refused; another tenant's handle
@@ -52,6 +66,21 @@ func TestSchedulesAPI(t *testing.T) {
 	rid := firings[0].(map[string]any)["resultId"].(string)
 	if r := do(t, "GET", api("/results/"+rid), tok, nil, "Accept", "application/json"); r.status != 200 || !strings.Contains(string(r.body), id) {
 		t.Fatalf("the firing's receipt: %d %s", r.status, r.body)
+	}
+
+	// The module form of docs/schedules.md's example.
+	mod := execute(t, tok, map[string]any{"code": nightly, "retainHandles": true, "schedules": []string{"0 3 * * *"}, "capabilities": []string{"kvRead", "kvWrite"}})
+	modID, _ := mod.json(t)["executionId"].(string)
+	if mod.status != 200 || fmt.Sprint(mod.json(t)["handles"]) != "[fetch scheduled]" {
+		t.Fatalf("the module form: %d %s", mod.status, mod.body)
+	}
+	do(t, "POST", api("/handles/"+modID+"/fetch"), tok, mustJSON(map[string]any{"method": "GET", "url": "https://x.test/"}))
+	if f := do(t, "POST", api("/handles/"+modID+"/scheduled"), tok, mustJSON(map[string]any{"cron": "0 3 * * *"})); f.status != 200 || f.json(t)["outcome"] != "ok" {
+		t.Fatalf("the module form's firing: %d %s", f.status, f.body)
+	}
+	// {"today":1,"yesterday":"1"}
+	if got := do(t, "POST", api("/handles/"+modID+"/fetch"), tok, mustJSON(map[string]any{"method": "GET", "url": "https://x.test/"})); !strings.Contains(string(got.body), "eyJ0b2RheSI6MSwieWVzdGVyZGF5IjoiMSJ9") {
+		t.Fatalf("after the nightly cleanup: %s", got.body)
 	}
 
 	for _, c := range []struct {
