@@ -137,6 +137,8 @@ type scheduleState struct {
 	mu      sync.Mutex
 	last    map[string]int64    // id\x00cron → last tick claimed (ms)
 	firings map[string][]Firing // id → newest last
+	dirty   map[string]*Record  // ids whose firings await a flush
+	done    chan struct{}       // closed when the loop has stopped
 	wg      sync.WaitGroup      // firings in progress
 }
 
@@ -292,9 +294,36 @@ func (s *Store) addFiring(registry string, rec *Record, f Firing) {
 		list = append([]Firing(nil), list[len(list)-keptFirings:]...)
 	}
 	s.sched.firings[rec.ID] = list
-	data, _ := json.Marshal(list)
+	s.sched.dirty[rec.ID] = rec
 	s.sched.mu.Unlock()
-	_ = s.commit(registry, rec.Tenant, []store.Cond{store.Exists(tableHandles, key(registry, rec.ID))}, []store.Op{store.Put(tableFirings, key(registry, rec.ID), data)})
+}
+
+// flushFirings stores the firings lists changed since the last flush, a
+// transaction a space (chunked), each only while its handle is stored.
+// The loop calls it at every look for due ticks, and Close at the end: a
+// crash loses at most that much of the lists, never a claim.
+func (s *Store) flushFirings() {
+	s.sched.mu.Lock()
+	bySpace := map[[2]string][]store.Op{}
+	for id, rec := range s.sched.dirty {
+		data, _ := json.Marshal(s.sched.firings[id])
+		sp := [2]string{rec.Registry, rec.Tenant}
+		bySpace[sp] = append(bySpace[sp], store.Put(tableFirings, key(rec.Registry, id), data))
+	}
+	s.sched.dirty = map[string]*Record{}
+	s.sched.mu.Unlock()
+	for sp, ops := range bySpace {
+		live := ops[:0]
+		for _, op := range ops {
+			_, id, _ := splitKey(op.Key)
+			if s.exists(id) {
+				live = append(live, op)
+			}
+		}
+		if len(live) > 0 {
+			_ = s.commitChunked(sp[0], sp[1], live)
+		}
+	}
 }
 
 // firingsOf answers the handle's firings, newest first.
@@ -319,6 +348,7 @@ func (s *Store) firingsOf(registry, id string) []Firing {
 func (s *Store) dropSchedules(rec *Record) []store.Op {
 	s.sched.mu.Lock()
 	delete(s.sched.firings, rec.ID)
+	delete(s.sched.dirty, rec.ID)
 	for _, spec := range rec.Schedules {
 		delete(s.sched.last, rec.ID+"\x00"+spec)
 	}
@@ -333,9 +363,13 @@ func (s *Store) dropSchedules(rec *Record) []store.Op {
 	return ops
 }
 
-// scheduleLoop looks for due ticks every ScheduleEvery.
+// scheduleLoop looks for due ticks every ScheduleEvery. At the default
+// second it wakes just after each whole second of the real clock, when
+// ticks fall (a tick is a whole minute), so a firing waits for no part of
+// a second beyond the claim's commit.
 func (s *Store) scheduleLoop() {
-	t := time.NewTicker(s.opts.ScheduleEvery)
+	defer close(s.sched.done)
+	t := time.NewTimer(s.opts.ScheduleEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -347,6 +381,12 @@ func (s *Store) scheduleLoop() {
 				s.FireDue()
 			}()
 		}
+		wait := s.opts.ScheduleEvery
+		if wait == time.Second {
+			now := time.Now()
+			wait = now.Truncate(time.Second).Add(time.Second + time.Millisecond).Sub(now)
+		}
+		t.Reset(wait)
 	}
 }
 
@@ -386,9 +426,26 @@ func (s *Store) FireDue() {
 		}
 	}
 	s.mu.Unlock()
+	// Every space's due ticks are claimed in one transaction where they
+	// fit: 1,000 handles on the same minute in 20 spaces are 20 commits,
+	// not 1,000 (docs/performance-log.md).
+	bySpace := map[[2]string][]*claim{}
+	var order [][2]string
 	for _, c := range cands {
-		s.fireIfDue(c, now)
+		if cl := s.dueClaim(c, now); cl != nil {
+			sp := [2]string{c.rec.Registry, c.rec.Tenant}
+			if bySpace[sp] == nil {
+				order = append(order, sp)
+			}
+			bySpace[sp] = append(bySpace[sp], cl)
+		}
 	}
+	for _, sp := range order {
+		for _, cl := range s.claimAll(sp[0], sp[1], bySpace[sp]) {
+			s.fireClaimed(cl, now)
+		}
+	}
+	s.flushFirings()
 }
 
 // currentLocked answers, for registry, whether each scheduled handle is
@@ -420,39 +477,47 @@ func (s *Store) currentLocked(registry string, now time.Time, retention time.Dur
 	return out
 }
 
-// fireIfDue claims and fires c's newest due tick, if any.
-func (s *Store) fireIfDue(c dueTick, now time.Time) {
+// claim is one tick about to be claimed: the stored claim it replaces
+// (nil for none) and the new one.
+type claim struct {
+	dueTick
+	tick     time.Time
+	skipped  int
+	old, new []byte
+}
+
+// dueClaim answers c's newest due tick as a claim to commit, or nil when
+// none is due.
+func (s *Store) dueClaim(c dueTick, now time.Time) *claim {
 	mk := c.rec.ID + "\x00" + c.spec
 	s.sched.mu.Lock()
 	last, known := s.sched.last[mk]
 	s.sched.mu.Unlock()
 	if known {
 		if n := nextTick(c.spec, time.UnixMilli(last)); n.IsZero() || n.After(now) {
-			return
+			return nil
 		}
 	}
 	// Due, or not known here yet: the store's claim decides.
-	ctx := context.Background()
-	k := schedKey(c.rec.Registry, c.rec.ID, c.spec)
-	old, err := s.w.Get(ctx, tableSchedules, k)
+	old, err := s.w.Get(context.Background(), tableSchedules, schedKey(c.rec.Registry, c.rec.ID, c.spec))
 	if err != nil {
-		return
+		return nil
 	}
-	var claim tickClaim
+	var stored tickClaim
 	base := c.rec.CreatedAt
-	if old != nil && json.Unmarshal(old, &claim) == nil {
-		base = time.UnixMilli(claim.Tick)
+	if old != nil && json.Unmarshal(old, &stored) == nil {
+		base = time.UnixMilli(stored.Tick)
 	}
 	sched, err := parseCron(c.spec)
 	if err != nil {
-		return
+		return nil
 	}
 	tick := sched.Next(base.UTC())
 	if tick.After(now) {
 		s.sched.mu.Lock()
 		s.sched.last[mk] = base.UnixMilli()
 		s.sched.mu.Unlock()
-		return
+		return nil
 	}
 	// The newest tick due; the ones before it are skipped.
 	skipped := 0
@@ -464,34 +529,87 @@ func (s *Store) fireIfDue(c dueTick, now time.Time) {
 		tick = n
 		skipped++
 	}
-	newClaim, _ := json.Marshal(tickClaim{Tick: tick.UnixMilli()})
+	fresh, _ := json.Marshal(tickClaim{Tick: tick.UnixMilli()})
+	return &claim{dueTick: c, tick: tick, skipped: skipped, old: old, new: fresh}
+}
+
+// claimOps are the conditions and the write of cl: the stored claim
+// unchanged, the handle still stored.
+func (cl *claim) ops() ([]store.Cond, store.Op) {
+	k := schedKey(cl.rec.Registry, cl.rec.ID, cl.spec)
 	cond := store.Absent(tableSchedules, k)
-	if old != nil {
-		cond = store.Holds(tableSchedules, k, old)
+	if cl.old != nil {
+		cond = store.Holds(tableSchedules, k, cl.old)
 	}
-	err = s.commit(c.rec.Registry, c.rec.Tenant, []store.Cond{cond, store.Exists(tableHandles, key(c.rec.Registry, c.rec.ID))}, []store.Op{store.Put(tableSchedules, k, newClaim)})
-	if err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			// Claimed by another gateway or a firing now: read again next time.
-			s.sched.mu.Lock()
-			delete(s.sched.last, mk)
-			s.sched.mu.Unlock()
+	return []store.Cond{cond, store.Exists(tableHandles, key(cl.rec.Registry, cl.rec.ID))}, store.Put(tableSchedules, k, cl.new)
+}
+
+// claimAll commits the claims of one space, as few transactions as the
+// store's limits allow; when one fails, its claims are tried one at a
+// time. It answers the claims that were committed.
+func (s *Store) claimAll(registry, tenant string, cls []*claim) []*claim {
+	per := max((s.w.Limits().Ops-1)/3, 1)
+	var won []*claim
+	for len(cls) > 0 {
+		batch := cls[:min(per, len(cls))]
+		cls = cls[len(batch):]
+		var conds []store.Cond
+		var ops []store.Op
+		for _, cl := range batch {
+			c, op := cl.ops()
+			conds, ops = append(conds, c...), append(ops, op)
 		}
+		err := s.commit(registry, tenant, conds, ops)
+		if err == nil {
+			won = append(won, batch...)
+			continue
+		}
+		if len(batch) == 1 || !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrTooLarge) {
+			s.forgetClaims(batch, err)
+			continue
+		}
+		for _, cl := range batch {
+			c, op := cl.ops()
+			if err := s.commit(registry, tenant, c, []store.Op{op}); err != nil {
+				s.forgetClaims([]*claim{cl}, err)
+				continue
+			}
+			won = append(won, cl)
+		}
+	}
+	return won
+}
+
+// forgetClaims drops what memory holds of claims that failed on a
+// conflict (another gateway, or a firing now, claimed first): the store is
+// read again next time.
+func (s *Store) forgetClaims(cls []*claim, err error) {
+	if !errors.Is(err, store.ErrConflict) {
 		return
 	}
 	s.sched.mu.Lock()
-	s.sched.last[mk] = tick.UnixMilli()
-	s.sched.mu.Unlock()
-	if skipped > 0 {
-		c.reg.systemLog(c.rec.ID, fmt.Sprintf("Schedule %q: %d ticks missed while no gateway fired them were skipped; the newest fires.", c.spec, skipped))
+	for _, cl := range cls {
+		delete(s.sched.last, cl.rec.ID+"\x00"+cl.spec)
 	}
-	if late := now.Sub(tick); late >= lateLimit {
-		c.reg.systemLog(c.rec.ID, fmt.Sprintf("Schedule %q: the tick of %s was skipped, %s late (more than an hour).", c.spec, tick.UTC().Format(time.RFC3339), late.Round(time.Second)))
+	s.sched.mu.Unlock()
+}
+
+// fireClaimed fires a committed claim's tick (or notes it skipped, more
+// than lateLimit late).
+func (s *Store) fireClaimed(cl *claim, now time.Time) {
+	s.sched.mu.Lock()
+	s.sched.last[cl.rec.ID+"\x00"+cl.spec] = cl.tick.UnixMilli()
+	s.sched.mu.Unlock()
+	if cl.skipped > 0 {
+		cl.reg.systemLog(cl.rec.ID, fmt.Sprintf("Schedule %q: %d ticks missed while no gateway fired them were skipped; the newest fires.", cl.spec, cl.skipped))
+	}
+	if late := now.Sub(cl.tick); late >= lateLimit {
+		cl.reg.systemLog(cl.rec.ID, fmt.Sprintf("Schedule %q: the tick of %s was skipped, %s late (more than an hour).", cl.spec, cl.tick.UTC().Format(time.RFC3339), late.Round(time.Second)))
 		return
 	}
 	s.sched.wg.Add(1)
 	go func() {
 		defer s.sched.wg.Done()
-		c.reg.fire(c.rec, c.spec, tick.UnixMilli(), false, nil)
+		cl.reg.fire(cl.rec, cl.spec, cl.tick.UnixMilli(), false, nil)
 	}()
 }

@@ -162,7 +162,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
 		owned:      map[string]bool{},
-		sched:      scheduleState{last: map[string]int64{}, firings: map[string][]Firing{}},
+		sched:      scheduleState{last: map[string]int64{}, firings: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{})},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -260,7 +260,9 @@ func (s *Store) Close() error {
 		close(s.stop)
 	}
 	<-s.done
+	<-s.sched.done
 	s.sched.wg.Wait()
+	s.flushFirings()
 	s.rebuilds.Wait()
 	s.flush()
 	return nil
