@@ -379,3 +379,33 @@ func TestSchedulesInACluster(t *testing.T) {
 		t.Fatalf("the new owner fired: %+v", st)
 	}
 }
+
+// A parked deployment is rebuilt for its tick, and the tick fires on the
+// fresh isolate.
+func TestParkedDeploymentRebuiltForItsTick(t *testing.T) {
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 2 * time.Minute})
+	id := deploySchedules(t, reg, "alice", "59 * * * *")
+	if _, err := reg.BindRoute("alice", "shop", id); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(50 * time.Minute) // 00:50:30, idle past its bound
+	g.store.SweepIdle()
+	if g.pool.Holds(id) {
+		t.Fatal("the idle deployment was not parked")
+	}
+	clock.Add(9 * time.Minute) // 00:59:30
+	eventually(t, "the parked deployment's tick", func() bool { return len(firingsAt(t, reg, "alice", id)) == 1 })
+	info, _ := reg.Schedules("alice", id)
+	if f := info.Firings[0]; f.Outcome != "ok" || f.ScheduledTime != ms(t0.Add(59*time.Minute)) {
+		t.Fatalf("the firing: %+v", f)
+	}
+	logs, _ := reg.Logs("alice", id)
+	if !strings.Contains(fmt.Sprint(logs), "Rebuilt") {
+		t.Fatalf("no rebuild in the log: %v", logs)
+	}
+	if st := fired(t, reg, "alice", id); st.Tries != 1 {
+		t.Fatalf("after the tick: %+v", st)
+	}
+}
