@@ -49,7 +49,7 @@ const (
 	lateLimit = time.Hour
 )
 
-// retryDelays are the waits before a failed firing's tries again.
+// retryDelays are the waits before a failed firing is tried again.
 var retryDelays = []time.Duration{time.Second, 10 * time.Second, time.Minute}
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
@@ -84,9 +84,25 @@ func CheckSchedules(specs []string) error {
 	return nil
 }
 
+// parsed caches the expressions of the handles this gateway holds (the
+// loop asks each one's next tick every second).
+var parsed sync.Map // spec → cron.Schedule
+
+// parsedCron is parseCron, cached.
+func parsedCron(spec string) (cron.Schedule, error) {
+	if v, ok := parsed.Load(spec); ok {
+		return v.(cron.Schedule), nil
+	}
+	sched, err := parseCron(spec)
+	if err == nil {
+		parsed.Store(spec, sched)
+	}
+	return sched, err
+}
+
 // nextTick is the first tick of spec after t (UTC), or zero.
 func nextTick(spec string, t time.Time) time.Time {
-	sched, err := parseCron(spec)
+	sched, err := parsedCron(spec)
 	if err != nil {
 		return time.Time{}
 	}
@@ -508,7 +524,7 @@ func (s *Store) dueClaim(c dueTick, now time.Time) *claim {
 	if old != nil && json.Unmarshal(old, &stored) == nil {
 		base = time.UnixMilli(stored.Tick)
 	}
-	sched, err := parseCron(c.spec)
+	sched, err := parsedCron(c.spec)
 	if err != nil {
 		return nil
 	}
