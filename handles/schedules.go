@@ -296,6 +296,9 @@ func (r *Registry) fireOnce(rec *Record, spec string, tick int64, attempt int, n
 
 // addFiring lists f, the last keptFirings kept, and stores the list.
 func (s *Store) addFiring(registry string, rec *Record, f Firing) {
+	if !s.exists(rec.ID) {
+		return // ended meanwhile: its list went with it
+	}
 	s.sched.mu.Lock()
 	list, ok := s.sched.firings[rec.ID]
 	if !ok {
@@ -334,7 +337,11 @@ func (s *Store) flushFirings() {
 			_, id, _ := splitKey(op.Key)
 			if s.exists(id) {
 				live = append(live, op)
+				continue
 			}
+			s.sched.mu.Lock()
+			delete(s.sched.firings, id) // ended while a firing was listed
+			s.sched.mu.Unlock()
 		}
 		if len(live) > 0 {
 			_ = s.commitChunked(sp[0], sp[1], live)
