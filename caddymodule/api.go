@@ -106,6 +106,8 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("GET /handles/{id}", h.getHandle)
 	mux.HandleFunc("DELETE /handles/{id}", h.closeHandle)
 	mux.HandleFunc("GET /handles/{id}/logs", h.handleLogs)
+	mux.HandleFunc("GET /handles/{id}/schedules", h.handleSchedules)
+	mux.HandleFunc("POST /handles/{id}/scheduled", h.fireScheduled)
 	mux.HandleFunc("POST /handles/{id}/{name}", h.invoke)
 	mux.HandleFunc("GET /routes", h.listRoutes)
 	mux.HandleFunc("PUT /routes/{name}", h.bindRoute)
@@ -262,6 +264,7 @@ type executionRequest struct {
 	TimeoutMs     *int64             `json:"timeoutMs,omitempty"`
 	MemoryLimitMb *int               `json:"memoryLimitMb,omitempty"`
 	IdleMs        *int64             `json:"idleMs,omitempty"`
+	Schedules     []string           `json:"schedules,omitempty"`
 	Capabilities  []string           `json:"capabilities,omitempty"`
 	Providers     []handles.Provider `json:"providers,omitempty"`
 	Outbound      *struct {
@@ -378,6 +381,8 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 		}
 		out.Idle = time.Duration(*req.IdleMs) * time.Millisecond
 	}
+	// Schedules are checked by the registry (handles/schedules.go).
+	out.Schedules = req.Schedules
 	if req.MemoryLimitMb != nil {
 		if *req.MemoryLimitMb < 8 || *req.MemoryLimitMb > a.MaxMemoryMiB {
 			return out, fault.New(fault.BadRequest, "memoryLimitMb must be between 8 and %d.", a.MaxMemoryMiB)
@@ -472,6 +477,9 @@ func (h *API) runExecution(ctx context.Context, c caller, req executionRequest, 
 	if res.ExecutionID != "" {
 		resp.ExecutionID = res.ExecutionID
 		resp.Handles = []string{"fetch"}
+		if len(ereq.Schedules) > 0 {
+			resp.Handles = append(resp.Handles, sandbox.ScheduledEvent)
+		}
 	}
 	return resp, nil
 }

@@ -210,4 +210,12 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 			}
 		}
 	}
+	for _, c := range scheduleMetrics { // schedules.go
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				ctx.Logger().Warn("registering a metric", zap.Error(err))
+			}
+		}
+	}
 }

@@ -197,6 +197,8 @@ func newRuntime(a *App) (*runtime, error) {
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 		// A host that is no longer a domain loses its certificate at once.
 		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },
+		// Every firing of a schedule writes a receipt (docs/schedules.md).
+		OnFiring: rt.firingReceipt,
 	})
 	if err != nil {
 		backing.close()

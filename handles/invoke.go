@@ -26,7 +26,7 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 	if name != "fetch" {
 		return sandbox.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
 	}
-	res, err := r.invoke(ctx, rec, req)
+	res, err := r.invoke(ctx, rec, "fetch", req)
 	if err != nil {
 		return res, func() {}, err
 	}
@@ -140,7 +140,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 	if body != nil {
 		req.BodyStream, bs, detach = s.attachBody(rec.ID, body)
 	}
-	res, err := r.invoke(ctx, rec, req)
+	res, err := r.invoke(ctx, rec, "fetch", req)
 	if err == nil && split && !pinned {
 		res.Headers = append(res.Headers, pinCookie(rec.ID))
 	}
@@ -173,7 +173,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 
 // invoke serves one invocation: in arrival order per handle, rebuilding the
 // isolate first when it is gone, and counting bound strikes.
-func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
 	s := r.store
 	cfg := r.config()
 	ls := s.liveFor(rec.ID)
@@ -197,7 +197,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, req sandbox.WireRequ
 				return sandbox.WireResponse{}, err
 			}
 		}
-		res, err := s.opts.Executor.Invoke(ctx, rec.ID, "fetch", req)
+		res, err := s.opts.Executor.Invoke(ctx, rec.ID, name, req)
 		// The output gate: the response waits for the kv writes the
 		// invocation made (the handle's next invocation need not).
 		if gateErr := s.kvBarrier(ctx, rec.ID); gateErr != nil {

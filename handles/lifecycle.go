@@ -268,6 +268,7 @@ func (r *Registry) end(id, reason, message string) bool {
 	ops = append(ops, s.dropHistories(rec.Registry, freed)...)
 	hostsGone, domainOps := s.endDomains(rec, freed)
 	ops = append(ops, domainOps...)
+	ops = append(ops, s.dropSchedules(rec)...)
 	s.commitChunked(rec.Registry, rec.Tenant, ops)
 	s.domainsGone(rec.Registry, hostsGone)
 	s.opts.Executor.Close(id)

@@ -110,8 +110,9 @@ func (s *Store) servedFilter() func(registry, tenant string) bool {
 
 // SweepUnowned is the cluster's sweep of spaces nobody owns (their owner
 // died and no request came since), run by one elected gateway at a time:
-// a space with a handle idle past its registry's bound is owned here,
-// which loads it, and the ordinary idle sweep ends what is due. hasOwner
+// a space with a handle idle past its registry's bound, or with a handle
+// that has schedules, is owned here, which loads it, and the ordinary idle
+// sweep ends what is due (and the schedules' loop fires what is due). hasOwner
 // answers whether a live gateway owns a space; a space it owns is its
 // owner's to sweep.
 func (s *Store) SweepUnowned(ctx context.Context, hasOwner func(ctx context.Context, space string) (bool, error)) error {
@@ -139,6 +140,11 @@ func (s *Store) SweepUnowned(ctx context.Context, hasOwner func(ctx context.Cont
 		// A routed handle is a deployment: the sweep would only park it,
 		// and nothing holds its isolate (deployments.go).
 		if ok && len(rec.Routes) == 0 && !served(rec.Registry, rec.Tenant) && now.Sub(rec.LastInvokedAt) > bound {
+			due[[2]string{rec.Registry, rec.Tenant}] = true
+		}
+		// A handle with schedules needs an owner to fire its ticks
+		// (schedules.go): its space is owned here.
+		if ok && len(rec.Schedules) > 0 && !served(rec.Registry, rec.Tenant) {
 			due[[2]string{rec.Registry, rec.Tenant}] = true
 		}
 		return true

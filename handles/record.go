@@ -33,6 +33,8 @@ type Record struct {
 	// IdleMs is the handle's own idle bound (deployments.go); 0 is the
 	// registry's.
 	IdleMs int64 `json:"idleMs,omitempty"`
+	// Schedules are the handle's cron expressions (schedules.go).
+	Schedules []string `json:"schedules,omitempty"`
 }
 
 // Grants are the capabilities a program was given (docs/threat-model.md).

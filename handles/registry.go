@@ -137,6 +137,9 @@ type ExecRequest struct {
 	// Idle is the handle's idle bound while nothing points at it
 	// (deployments.go); 0 takes the registry's.
 	Idle time.Duration
+	// Schedules are a handle's cron expressions (schedules.go); its
+	// program must answer a handler with a scheduled method.
+	Schedules []string
 	// Budget is the top-level run's spawn budget (nil: spawn refuses);
 	// Depth is 0 for a top-level run, more for a spawned child.
 	Budget *SpawnBudget
@@ -165,6 +168,12 @@ type ExecResult struct {
 func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) (ExecResult, error) {
 	s := r.store
 	cfg := r.config()
+	if err := CheckSchedules(req.Schedules); err != nil {
+		return ExecResult{}, err
+	}
+	if len(req.Schedules) > 0 && !req.RetainHandles {
+		return ExecResult{}, fault.New(fault.BadRequest, "Schedules need retainHandles: only a retained handler can be called at a tick.")
+	}
 	if req.Concurrency <= 0 {
 		req.Concurrency = max(cfg.HandleConcurrency, 1)
 	}
@@ -214,6 +223,13 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		}
 		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, recordFault()
 	}
+	if err == nil && len(req.Schedules) > 0 && (!out.Retained || !out.Scheduled) {
+		// Schedules need a handler object with a scheduled method.
+		if out.Retained {
+			s.opts.Executor.Close(job.ID)
+		}
+		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, fault.New(fault.BadRequest, "The program has schedules, so it must answer a handler object with a scheduled(controller, env, ctx) method.")
+	}
 	if err != nil || !out.Retained {
 		// A computation with retainHandles is harmless: no record, no quota.
 		return ExecResult{Outcome: out, Denials: denials}, err
@@ -224,7 +240,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		Program: req.Program, Env: req.Env, Grants: req.Grants,
 		TimeoutMs: req.Timeout.Milliseconds(), MemoryMiB: req.MemoryMiB, Concurrency: req.Concurrency,
 		CreatedAt: now, LastInvokedAt: now, ToolAnswers: recorded,
-		IdleMs: req.Idle.Milliseconds(),
+		IdleMs: req.Idle.Milliseconds(), Schedules: req.Schedules,
 	}
 	body, err := withBody(rec)
 	if err != nil {
@@ -289,8 +305,12 @@ func (r *Registry) owned(tenant, id string) (*Record, error) {
 func (r *Registry) info(rec *Record, kept map[string]bool) Info {
 	routes := append([]string{}, rec.Routes...)
 	sort.Strings(routes)
+	names := []string{"fetch"}
+	if len(rec.Schedules) > 0 {
+		names = append(names, sandbox.ScheduledEvent)
+	}
 	return Info{
-		ExecutionID: rec.ID, Handles: []string{"fetch"},
+		ExecutionID: rec.ID, Handles: names,
 		CreatedAt: rec.CreatedAt, LastInvokedAt: rec.LastInvokedAt,
 		Invocations: rec.Invocations, IdleBoundMs: idleBound(r.config(), rec).Milliseconds(),
 		Routes: routes, Concurrency: max(rec.Concurrency, 1),

@@ -80,6 +80,15 @@ type Options struct {
 	// OnDomainsGone is told of hosts that stopped being domains (deleted,
 	// or ended with their handle), so their certificates can be evicted.
 	OnDomainsGone func(registry string, hosts []string)
+	// ScheduleEvery is how often due cron ticks are looked for
+	// (schedules.go). Default 1s.
+	ScheduleEvery time.Duration
+	// ScheduleRetries are the waits before a failed firing tries again;
+	// nil is 1 s, 10 s and 60 s (tests shorten them).
+	ScheduleRetries []time.Duration
+	// OnFiring is told of every firing of a schedule and answers the id
+	// of the receipt it wrote ("" for none).
+	OnFiring func(FiringReceipt) string
 }
 
 // Store is every registry of one backing store (package store), held in
@@ -114,6 +123,7 @@ type Store struct {
 	bodies     bodySet                             // request bodies streaming into invocations (body.go)
 	sockets    socketCount                         // open WebSockets (sockets.go)
 	held       *budgets.Bytes                      // answers' bodies held whole for the API (invoke.go)
+	sched      scheduleState                       // cron ticks claimed, firings (schedules.go)
 
 	// ownMu serializes reloads of spaces; owned are the spaces this
 	// gateway owns and has reloaded (ownership.go).
@@ -136,6 +146,9 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 	if opts.FlushEvery <= 0 {
 		opts.FlushEvery = 2 * time.Second
 	}
+	if opts.ScheduleEvery <= 0 {
+		opts.ScheduleEvery = time.Second
+	}
 	s := &Store{
 		w: w, opts: opts,
 		registries: map[string]*Registry{},
@@ -149,6 +162,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
 		owned:      map[string]bool{},
+		sched:      scheduleState{last: map[string]int64{}, firings: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{})},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -156,6 +170,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("loading the registry: %w", err)
 	}
 	go s.background()
+	go s.scheduleLoop()
 	return s, nil
 }
 
@@ -245,6 +260,9 @@ func (s *Store) Close() error {
 		close(s.stop)
 	}
 	<-s.done
+	<-s.sched.done
+	s.sched.wg.Wait()
+	s.flushFirings()
 	s.rebuilds.Wait()
 	s.flush()
 	return nil

@@ -94,6 +94,9 @@ type Outcome struct {
 	Handler bool `json:"handler,omitempty"`
 	// Retained is true when the isolate now lives on under Job.ID.
 	Retained bool `json:"retained,omitempty"`
+	// Scheduled is true when the handler is an object with a scheduled
+	// method (scheduled.go).
+	Scheduled bool `json:"scheduled,omitempty"`
 }
 
 // Engine runs programs in V8 isolates inside the current process. It owns
@@ -329,8 +332,9 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 		defer res.Release()
 		s := res.String()
 		switch {
-		case s == "H":
+		case s == "H" || s == "HS":
 			out.Handler = true
+			out.Scheduled = s == "HS"
 		case strings.HasPrefix(s, "J"):
 			if len(s)-1 > MaxResultBytes {
 				// JSON.stringify escapes nothing that wirejson grows, so
@@ -427,7 +431,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		done(WireResponse{}, nil, fault.Closed(id))
 		return
 	}
-	if name != "fetch" && (name != SocketEvent || !websocket.IsEventURL(req.URL)) {
+	if name != "fetch" && (name != SocketEvent || !websocket.IsEventURL(req.URL)) && (name != ScheduledEvent || !isScheduledURL(req.URL)) {
 		done(WireResponse{}, nil, fault.UnknownHandle(id, name))
 		return
 	}
@@ -449,7 +453,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		}
 	}
 	raw := req.requestLines(kind)
-	if name == SocketEvent {
+	if name == SocketEvent || name == ScheduledEvent {
 		raw = socketEventLines(raw)
 	}
 	var job func()

@@ -12,7 +12,7 @@
   async function runProgram(fn, moduleForm) {
     const v = await (typeof fn === 'function' && !moduleForm ? fn() : fn);
     if (v === undefined) return 'U';
-    if (isHandler(v)) { handler = v; return 'H'; }
+    if (isHandler(v)) { handler = v; return typeof v === 'object' && typeof v.scheduled === 'function' ? 'HS' : 'H'; }
     const json = JSONstringify(v);
     if (json === undefined) return 'U';
     return 'J' + json;
@@ -50,7 +50,9 @@
     const f = stringSplit.call(wire, '\n');
     // Only the gateway's socket events start with an empty line
     // (sandbox/websocket.go): a request's first line is its method.
-    if (f[0] === '') return socketEvent(f[2], f[4], bodyArg);
+    if (f[0] === '') {
+      return stringSlice.call(f[2], 0, 10) === 'scheduled:' ? scheduledEvent(f[2]) : socketEvent(f[2], f[4], bodyArg);
+    }
     const method = f[0];
     const n = +f[4];
     const pairs = [];
@@ -97,6 +99,38 @@
     return wireHead(res, hasBody(b) ? '1' : '0', 0, '') + body;
   }
   const stringSplit = String.prototype.split;
+  const stringSlice = String.prototype.slice;
+  const stringIndexOf = String.prototype.indexOf;
+  // scheduledEvent calls the handler's scheduled(controller, env, ctx) for
+  // a cron tick, its url "scheduled:<ms>:<cron>" (sandbox/scheduled.go).
+  // The answer has no body: 204 settled, 500 threw (the thrown text as its
+  // body, and the handle's log has it), 404 no scheduled method; a header
+  // says noRetry() was called.
+  async function scheduledEvent(url) {
+    const i = stringIndexOf.call(url, ':', 10);
+    let noRetry = false;
+    const controller = {
+      cron: stringSlice.call(url, i + 1),
+      scheduledTime: +stringSlice.call(url, 10, i),
+      noRetry() { noRetry = true; },
+    };
+    const h = handler;
+    if (h === null || typeof h !== 'object' || typeof h.scheduled !== 'function') {
+      return wireHead(new Response(null, { status: 404 }), '0', 0, '');
+    }
+    let status = 204;
+    let thrown = '';
+    try {
+      await h.scheduled(controller, env, ObjectCreate(executionContext));
+    } catch (e) {
+      reportError(e);
+      status = 500;
+      try { thrown = stringSlice.call(StringCtor(e !== null && typeof e === 'object' && 'message' in e ? e.message : e), 0, 1000); } catch (_) { thrown = 'an exception'; }
+    }
+    const res = new Response(null, { status });
+    if (noRetry) res.headers.set('retainer-no-retry', '1');
+    return thrown ? wireHead(res, 't', 0, '') + thrown : wireHead(res, '0', 0, '');
+  }
   // wireHead is the answer's letter and head, every line ending in a newline.
   function wireHead(res, body, stream, relay, size) {
     const pairs = headerPairs(res.headers);

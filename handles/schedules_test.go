@@ -1,0 +1,418 @@
+package handles
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/sandbox/worker"
+	persist "github.com/retainer-gw/retainer/store"
+)
+
+// scheduledProgram counts its firings in a closure and shows them through
+// fetch; a tick whose cron starts with "0 " throws until its third try,
+// one starting with "1 " calls noRetry() and throws.
+const scheduledProgram = `async () => { const seen = []; let tries = 0; return {
+	async fetch() { return Response.json({seen, tries}) },
+	async scheduled(c, env, ctx) {
+		tries++;
+		if (c.cron.startsWith('0 ') && tries < 3) throw new Error('try ' + tries);
+		if (c.cron.startsWith('1 ')) { c.noRetry(); throw new Error('no retry') }
+		seen.push(c.cron + '@' + c.scheduledTime);
+	} } }`
+
+type firedState struct {
+	Seen  []string `json:"seen"`
+	Tries int      `json:"tries"`
+}
+
+func startScheduling(t *testing.T, path string, clock *fakeClock) *gateway {
+	return startOn(t, func() (persist.Store, error) { return persist.OpenBolt(path, 0) }, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) {
+		o.ScheduleEvery = 20 * time.Millisecond
+		o.ScheduleRetries = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
+	})
+}
+
+func deploySchedules(t *testing.T, reg *Registry, tenant string, schedules ...string) string {
+	t.Helper()
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: scheduledProgram}, RetainHandles: true, Timeout: time.Second, Schedules: schedules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.ExecutionID
+}
+
+func fired(t *testing.T, reg *Registry, tenant, id string) firedState {
+	t.Helper()
+	body, err := call(reg, tenant, id, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st firedState
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(body, err)
+	}
+	return st
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("never: %s", what)
+}
+
+// firingsAt counts the handle's listed firings of each scheduled time.
+func firingsAt(t *testing.T, reg *Registry, tenant, id string) map[int64]int {
+	t.Helper()
+	info, err := reg.Schedules(tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]int{}
+	for _, f := range info.Firings {
+		if !f.Now {
+			out[f.ScheduledTime]++
+		}
+	}
+	return out
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// Each tick fires once, with the controller's fields; the next one fires
+// at its minute; a daily schedule and a bystander tenant stay untouched.
+func TestSchedulesFireEachTickOnce(t *testing.T) {
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	id := deploySchedules(t, reg, "alice", "* * * * *")
+	daily := deploySchedules(t, reg, "bob", "30 4 * * *")
+	bystander := deploy(t, reg, "bob")
+	mustCall(t, reg, "bob", bystander, `{"served":1}`)
+	if info, err := reg.Get("alice", id); err != nil || fmt.Sprint(info.Handles) != "[fetch scheduled]" {
+		t.Fatalf("handles: %+v %v", info, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st := fired(t, reg, "alice", id); st.Tries != 0 {
+		t.Fatalf("fired before its tick: %+v", st)
+	}
+	clock.Add(31 * time.Second) // 00:01:01
+	eventually(t, "the first tick", func() bool { return fired(t, reg, "alice", id).Tries == 1 })
+	time.Sleep(200 * time.Millisecond)
+	st := fired(t, reg, "alice", id)
+	if st.Tries != 1 || fmt.Sprint(st.Seen) != fmt.Sprintf("[* * * * *@%d]", ms(t0.Add(time.Minute))) {
+		t.Fatalf("after the first tick: %+v", st)
+	}
+	clock.Add(time.Minute) // 00:02:01
+	eventually(t, "the second tick", func() bool { return fired(t, reg, "alice", id).Tries == 2 })
+	info, err := reg.Schedules("alice", id)
+	if err != nil || len(info.Schedules) != 1 || !info.Schedules[0].Next.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("schedules: %+v %v", info, err)
+	}
+	if len(info.Firings) != 2 || info.Firings[0].Outcome != "ok" || info.Firings[0].ScheduledTime != ms(t0.Add(2*time.Minute)) || info.Firings[1].ScheduledTime != ms(t0.Add(time.Minute)) {
+		t.Fatalf("firings: %+v", info.Firings)
+	}
+	if st := fired(t, reg, "bob", daily); st.Tries != 0 {
+		t.Fatalf("a daily schedule fired at 00:02: %+v", st)
+	}
+	mustCall(t, reg, "bob", bystander, `{"served":2}`)
+	if _, err := reg.Schedules("bob", id); fault.CodeOf(err) != fault.HandlesClosed {
+		t.Fatalf("another tenant read the schedules: %v", err)
+	}
+}
+
+// A firing that throws is tried again until it settles (three tries
+// here); one that called noRetry() is not; fire-now answers the first try.
+func TestScheduledRetriesAndNoRetry(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	retried := deploySchedules(t, reg, "alice", "0 * * * *")
+	stopped := deploySchedules(t, reg, "alice", "1 * * * *")
+	f, err := reg.FireNow(context.Background(), "alice", retried, "")
+	if err != nil || f.Outcome != "error" || f.Error != "try 1" || f.Attempt != 1 || f.NoRetry {
+		t.Fatalf("fire now: %+v %v", f, err)
+	}
+	eventually(t, "the third try", func() bool { return len(fired(t, reg, "alice", retried).Seen) == 1 })
+	info, _ := reg.Schedules("alice", retried)
+	var outcomes []string
+	for _, f := range info.Firings {
+		outcomes = append(outcomes, fmt.Sprintf("%d %s", f.Attempt, f.Outcome))
+	}
+	if fmt.Sprint(outcomes) != "[3 ok 2 error 1 error]" || fired(t, reg, "alice", retried).Tries != 3 {
+		t.Fatalf("tries: %v", outcomes)
+	}
+	f, err = reg.FireNow(context.Background(), "alice", stopped, "1 * * * *")
+	if err != nil || f.Outcome != "error" || !f.NoRetry {
+		t.Fatalf("fire now with noRetry: %+v %v", f, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if st := fired(t, reg, "alice", stopped); st.Tries != 1 {
+		t.Fatalf("noRetry was tried again: %+v", st)
+	}
+	if _, err := reg.FireNow(context.Background(), "alice", stopped, "2 * * * *"); fault.CodeOf(err) != fault.BadRequest {
+		t.Fatalf("fire now of a schedule it does not have: %v", err)
+	}
+}
+
+// A bound hit in scheduled() is a strike and is retried; at bound_strikes
+// the handle ends.
+func TestScheduledBoundHitsStrike(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour, BoundStrikes: 3})
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => ({
+		fetch() { return new Response('ok') }, scheduled() { for (;;) {} } })`}, RetainHandles: true, Timeout: 100 * time.Millisecond, Schedules: []string{"* * * * *"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := reg.FireNow(context.Background(), "alice", res.ExecutionID, "")
+	if err != nil || f.Outcome != "bound" {
+		t.Fatalf("a spinning firing: %+v %v", f, err)
+	}
+	// Its retries strike it out (a loaded machine may charge a timeout
+	// no strike: docs/architecture.md, Blame; then it fires again).
+	eventually(t, "the handle's end", func() bool {
+		_, err := reg.Get("alice", res.ExecutionID)
+		if fault.CodeOf(err) == fault.HandlesClosed {
+			return true
+		}
+		if info, _ := reg.Schedules("alice", res.ExecutionID); len(info.Firings) >= 4 && len(info.Firings)%4 == 0 {
+			reg.FireNow(context.Background(), "alice", res.ExecutionID, "")
+		}
+		return false
+	})
+	// The end is published after the record goes.
+	eventually(t, "the end's event", func() bool { return len(g.ends.reasons(res.ExecutionID)) > 0 })
+	if logs := fmt.Sprint(g.ends.reasons(res.ExecutionID)); logs != "["+ReasonBoundStrikes+"]" {
+		t.Fatalf("end events %s", logs)
+	}
+}
+
+// A restart between ticks neither doubles nor skips one; a tick missed
+// while no gateway ran fires once when one is back, if under an hour late;
+// older ones are skipped.
+func TestSchedulesAcrossRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	g := startScheduling(t, path, clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 24 * time.Hour})
+	id := deploySchedules(t, reg, "alice", "* * * * *")
+	daily := deploySchedules(t, reg, "alice", "0 1 * * *")
+	clock.Add(31 * time.Second) // 00:01:01
+	eventually(t, "the first tick", func() bool { return fired(t, reg, "alice", id).Tries == 1 })
+	g.stop()
+
+	// Back before the next tick: 00:01 is not fired again.
+	clock.Add(20 * time.Second) // 00:01:21
+	g = startScheduling(t, path, clock)
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 24 * time.Hour})
+	time.Sleep(300 * time.Millisecond)
+	if n := firingsAt(t, reg, "alice", id); len(n) != 1 || n[ms(t0.Add(time.Minute))] != 1 {
+		t.Fatalf("firings after a restart between ticks: %v", n)
+	}
+	g.stop()
+
+	// Down across 00:02 and 00:03: back at 00:03:30, 00:03 fires once
+	// (00:02 is skipped, the log says so).
+	clock.Add(2*time.Minute + 9*time.Second) // 00:03:30
+	g = startScheduling(t, path, clock)
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 24 * time.Hour})
+	eventually(t, "the missed tick", func() bool { return firingsAt(t, reg, "alice", id)[ms(t0.Add(3*time.Minute))] == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := firingsAt(t, reg, "alice", id); len(n) != 2 || n[ms(t0.Add(3*time.Minute))] != 1 {
+		t.Fatalf("firings after a restart across ticks: %v", n)
+	}
+	logs, _ := reg.Logs("alice", id)
+	if !strings.Contains(fmt.Sprint(logs), "1 ticks missed") {
+		t.Fatalf("no note of the skipped tick: %v", logs)
+	}
+	g.stop()
+
+	// Down for two hours: the daily tick of 01:00, over an hour late, is
+	// skipped; the every-minute one fires its newest tick (02:03) once.
+	clock.Add(2 * time.Hour) // 02:03:30
+	g = startScheduling(t, path, clock)
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 24 * time.Hour})
+	eventually(t, "the newest missed tick", func() bool { return firingsAt(t, reg, "alice", id)[ms(t0.Add(2*time.Hour+3*time.Minute))] == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := firingsAt(t, reg, "alice", id); len(n) != 3 {
+		t.Fatalf("firings after two hours down: %v", n)
+	}
+	if n := firingsAt(t, reg, "alice", daily); len(n) != 0 {
+		t.Fatalf("a tick over an hour late fired: %v", n)
+	}
+	logs, _ = reg.Logs("alice", daily)
+	if !strings.Contains(fmt.Sprint(logs), "more than an hour") {
+		t.Fatalf("no note of the late tick: %v", logs)
+	}
+	info, _ := reg.Schedules("alice", daily)
+	if !info.Schedules[0].Next.Equal(t0.Add(25 * time.Hour)) {
+		t.Fatalf("the daily schedule's next tick: %+v", info.Schedules)
+	}
+	clock.Add(time.Minute) // 02:04:30
+	eventually(t, "the next tick", func() bool { return firingsAt(t, reg, "alice", id)[ms(t0.Add(2*time.Hour+4*time.Minute))] == 1 })
+}
+
+// Only current handles fire: a route's kept version is silent, its new
+// target and a handle nothing points at fire.
+func TestKeptVersionsDoNotFire(t *testing.T) {
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	old, cur, loose := deploySchedules(t, reg, "alice", "* * * * *"), deploySchedules(t, reg, "alice", "* * * * *"), deploySchedules(t, reg, "alice", "* * * * *")
+	if _, err := reg.BindRoute("alice", "shop", old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.BindRoute("alice", "shop", cur); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(31 * time.Second)
+	eventually(t, "the current handles' ticks", func() bool {
+		return fired(t, reg, "alice", cur).Tries == 1 && fired(t, reg, "alice", loose).Tries == 1
+	})
+	time.Sleep(200 * time.Millisecond)
+	if st := fired(t, reg, "alice", old); st.Tries != 0 {
+		t.Fatalf("a kept version fired: %+v", st)
+	}
+	// Rolled back, the old version is current again and fires.
+	if _, err := reg.Rollback("alice", "shop", ""); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute)
+	eventually(t, "the rolled back version's tick", func() bool { return fired(t, reg, "alice", old).Tries == 1 })
+	time.Sleep(200 * time.Millisecond)
+	if st := fired(t, reg, "alice", cur); st.Tries != 1 {
+		t.Fatalf("the replaced version fired after the rollback: %+v", st)
+	}
+}
+
+// Bad schedules, a program without scheduled(), a computation, and
+// schedules without retainHandles are refused, and keep nothing.
+func TestBadSchedulesRefused(t *testing.T) {
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), &fakeClock{now: t0})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	exec := func(code string, retain bool, schedules ...string) error {
+		_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: code}, RetainHandles: retain, Timeout: time.Second, Schedules: schedules})
+		return err
+	}
+	for _, c := range []struct {
+		code      string
+		retain    bool
+		schedules []string
+		want      string
+	}{
+		{scheduledProgram, true, []string{"61 * * * *"}, "not a valid cron"},
+		{scheduledProgram, true, []string{"* * * *"}, "five fields"},
+		{scheduledProgram, true, []string{"*/5 * * * * *"}, "five fields"},
+		{scheduledProgram, true, []string{"@hourly"}, "five fields"},
+		{scheduledProgram, true, []string{"* * * * *", "1 * * * *", "2 * * * *", "3 * * * *", "4 * * * *", "5 * * * *"}, "at most 5"},
+		{scheduledProgram, true, []string{"* * * * *", "* * * * *"}, "twice"},
+		{scheduledProgram, false, []string{"* * * * *"}, "need retainHandles"},
+		{`async () => (req) => new Response('x')`, true, []string{"* * * * *"}, "scheduled(controller, env, ctx)"},
+		{`async () => ({ fetch() { return new Response('x') } })`, true, []string{"* * * * *"}, "scheduled(controller, env, ctx)"},
+		{`async () => 42`, true, []string{"* * * * *"}, "scheduled(controller, env, ctx)"},
+	} {
+		err := exec(c.code, c.retain, c.schedules...)
+		if fault.CodeOf(err) != fault.BadRequest || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want BAD_REQUEST with %q", c.schedules, err, c.want)
+		}
+	}
+	if n := len(reg.List("alice")); n != 0 {
+		t.Fatalf("refused deploys kept %d handles", n)
+	}
+}
+
+// In a cluster only the space's owner fires, and a gateway that lost the
+// space to another (still running, its copy stale) is fenced off: each
+// tick fires once, on one gateway. A space whose owner is gone is owned by
+// the elected gateway's sweep, so its ticks go on.
+func TestSchedulesInACluster(t *testing.T) {
+	srv := etcdtest.Start(t)
+	open := func() (persist.Store, error) {
+		return persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/sched"})
+	}
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.ScheduleEvery = 20 * time.Millisecond
+		o.ScheduleRetries = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
+	}
+	cfg := RegistryConfig{IdleBound: time.Hour}
+	a := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	regA := a.store.Registry("apps", cfg)
+	if err := regA.Own(context.Background(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	id := deploySchedules(t, regA, "alice", "* * * * *")
+	clock.Add(31 * time.Second) // 00:01:01
+	eventually(t, "the owner's first tick", func() bool { return fired(t, regA, "alice", id).Tries == 1 })
+
+	b := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	regB := b.store.Registry("apps", cfg)
+	time.Sleep(200 * time.Millisecond)
+	// B takes the space (as when A's lease is lost), while A still runs
+	// and still believes it owns it.
+	if err := b.store.SweepUnowned(context.Background(), func(context.Context, string) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's Own claims the space's fence as it owns it
+	// (caddymodule/runtime.go); this test's Own is a stand-in, so B claims
+	// it here, which fences A off.
+	if _, err := b.store.w.Fence(context.Background(), persist.Space("apps", "alice")); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute) // 00:02:01
+	eventually(t, "the new owner's tick", func() bool { return fired(t, regB, "alice", id).Tries == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if st := fired(t, regA, "alice", id); st.Tries != 1 {
+		t.Fatalf("the old owner fired again: %+v", st)
+	}
+	if st := fired(t, regB, "alice", id); st.Tries != 1 || fmt.Sprint(st.Seen) != fmt.Sprintf("[* * * * *@%d]", ms(t0.Add(2*time.Minute))) {
+		t.Fatalf("the new owner fired: %+v", st)
+	}
+}
+
+// A parked deployment is rebuilt for its tick, and the tick fires on the
+// fresh isolate.
+func TestParkedDeploymentRebuiltForItsTick(t *testing.T) {
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 2 * time.Minute})
+	id := deploySchedules(t, reg, "alice", "59 * * * *")
+	if _, err := reg.BindRoute("alice", "shop", id); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(50 * time.Minute) // 00:50:30, idle past its bound
+	g.store.SweepIdle()
+	if g.pool.Holds(id) {
+		t.Fatal("the idle deployment was not parked")
+	}
+	clock.Add(9 * time.Minute) // 00:59:30
+	eventually(t, "the parked deployment's tick", func() bool { return len(firingsAt(t, reg, "alice", id)) == 1 })
+	info, _ := reg.Schedules("alice", id)
+	if f := info.Firings[0]; f.Outcome != "ok" || f.ScheduledTime != ms(t0.Add(59*time.Minute)) {
+		t.Fatalf("the firing: %+v", f)
+	}
+	logs, _ := reg.Logs("alice", id)
+	if !strings.Contains(fmt.Sprint(logs), "Rebuilt") {
+		t.Fatalf("no rebuild in the log: %v", logs)
+	}
+	if st := fired(t, reg, "alice", id); st.Tries != 1 {
+		t.Fatalf("after the tick: %+v", st)
+	}
+}
