@@ -329,7 +329,7 @@ func decodeStrict(data []byte, v any) error {
 // maxConcurrency bounds a handle's invocations in progress (docs/architecture.md).
 const maxConcurrency = 1000
 
-var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true, "spawn": true}
+var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
@@ -380,7 +380,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	for _, c := range req.Capabilities {
 		if !knownCapabilities[c] {
-			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, fetch and spawn.", c)
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, fetch and spawn.", c)
 		}
 	}
 	out.Grants.Capabilities = req.Capabilities

@@ -1,0 +1,124 @@
+package sqldb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+)
+
+func call(t *testing.T, d *DBs, tenant string, write bool, mode string, stmts ...Statement) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := d.Serve(ctx, "r", tenant, write, 0, Request{Mode: mode, Statements: stmts})
+	return string(res), err
+}
+
+func st(sql string, params ...any) Statement {
+	s := Statement{SQL: sql}
+	for _, p := range params {
+		b, _ := json.Marshal(p)
+		s.Params = append(s.Params, b)
+	}
+	return s
+}
+
+func mustCall(t *testing.T, d *DBs, tenant, mode string, stmts ...Statement) string {
+	t.Helper()
+	res, err := call(t, d, tenant, true, mode, stmts...)
+	if err != nil {
+		t.Fatalf("%s %v: %v", mode, stmts, err)
+	}
+	return res
+}
+
+func open(t *testing.T, quota int64) *DBs {
+	d, err := Open(Options{Dir: t.TempDir(), Quota: quota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+func TestStatementsAndRefusals(t *testing.T) {
+	d := open(t, 0)
+	mustCall(t, d, "a", "exec", st("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, at DATETIME, b BLOB, n INTEGER CHECK (n >= 0)); CREATE TABLE s (id INTEGER PRIMARY KEY AUTOINCREMENT, x)"))
+	res := mustCall(t, d, "a", "run", st("INSERT INTO t (name, at, b, n) VALUES (?, ?2, ?3, ?4)", "x", "2024-01-01T10:00:00Z", Blob{Hex: "00ff"}, 3))
+	if !strings.Contains(res, `"changes":1`) || !strings.Contains(res, `"last_row_id":1`) {
+		t.Fatal(res)
+	}
+	res = mustCall(t, d, "a", "all", st("SELECT name, at, b, n FROM t WHERE id = ?", 1))
+	if !strings.Contains(res, `["x","2024-01-01T10:00:00Z",{"blob":"00ff"},3]`) {
+		t.Fatal(res)
+	}
+	// Tenants apart.
+	mustCall(t, d, "b", "exec", st("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)"))
+	if res := mustCall(t, d, "b", "all", st("SELECT count(*) AS c FROM t")); !strings.Contains(res, `[[0]]`) {
+		t.Fatal(res)
+	}
+	// A batch that breaks a CHECK changes nothing.
+	_, err := call(t, d, "a", true, "batch", st("INSERT INTO t (name, n) VALUES ('y', 1)"), st("INSERT INTO t (name, n) VALUES ('z', -1)"))
+	if err == nil || !strings.Contains(err.Error(), "SQL_ERROR: ") || !strings.Contains(err.Error(), "CHECK") {
+		t.Fatal(err)
+	}
+	if res := mustCall(t, d, "a", "all", st("SELECT count(*) FROM t")); !strings.Contains(res, `[[1]]`) {
+		t.Fatal(res)
+	}
+	// Reads only.
+	if _, err := call(t, d, "a", false, "run", st("DELETE FROM t")); !errors.Is(err, ErrNeedsWrite) {
+		t.Fatal(err)
+	}
+	if _, err := call(t, d, "a", false, "all", st("SELECT * FROM t")); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"ATTACH DATABASE '/tmp/x.db' AS x", "DETACH DATABASE main", "PRAGMA writable_schema = 1", "PRAGMA foreign_keys = OFF",
+		"PRAGMA journal_mode = DELETE", "SELECT load_extension('x')", "VACUUM INTO '/tmp/owned.db'", "/* c */ vacuum",
+		"BEGIN", "COMMIT", "SAVEPOINT a", "UPDATE sqlite_sequence SET seq = 0", "INSERT INTO sqlite_stat1 VALUES (1, 2, 3)", "UPDATE sqlite_master SET sql = ''",
+	} {
+		_, err := call(t, d, "a", true, "run", st(sql))
+		if err == nil || !strings.HasPrefix(fault.As(err).Message, "SQL_ERROR:") {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	for _, sql := range []string{"PRAGMA table_info(t)", "PRAGMA foreign_keys", "SELECT * FROM pragma_table_list"} {
+		if _, err := call(t, d, "a", false, "all", st(sql)); err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	mustCall(t, d, "a", "run", st("DROP TABLE s"))
+	if _, err := call(t, d, "a", true, "all", st("SELECT :x", 1)); err == nil {
+		t.Fatal("named parameter bound")
+	}
+}
+
+func TestBoundAndQuota(t *testing.T) {
+	d := open(t, 256<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := d.Serve(ctx, "r", "a", true, 0, Request{Mode: "all", Statements: []Statement{st("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")}})
+	if f := fault.As(err); f == nil || f.Code != fault.Timeout {
+		t.Fatal(err)
+	}
+	mustCall(t, d, "a", "run", st("CREATE TABLE big (v BLOB)"))
+	var qerr error
+	for i := 0; i < 100 && qerr == nil; i++ {
+		_, qerr = call(t, d, "a", true, "run", st("INSERT INTO big VALUES (randomblob(16384))"))
+	}
+	if f := fault.As(qerr); f == nil || f.Code != fault.QuotaExceeded {
+		t.Fatal(qerr)
+	}
+	mustCall(t, d, "a", "all", st("SELECT count(*) FROM big"))
+	// Memory: a sort bigger than the engine's memory fails the statement.
+	_, err = call(t, d, "a", true, "all", st("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) SELECT count(DISTINCT randomblob(200)) FROM c"))
+	if err == nil || !strings.Contains(err.Error(), "SQL_ERROR: out of memory") {
+		t.Fatal(err)
+	}
+	mustCall(t, d, "a", "all", st("SELECT count(*) FROM big"))
+}
