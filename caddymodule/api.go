@@ -124,6 +124,8 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("POST /run/generate", h.runGenerate)
 	mux.HandleFunc("GET /results", h.listResults)
 	mux.HandleFunc("GET /results/{id}", h.getResult)
+	mux.HandleFunc("POST /sql", h.sqlQuery)
+	mux.HandleFunc("GET /sql/export", h.sqlExport)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, fault.New(fault.NotFound, "No such API path: %s %s.", r.Method, r.URL.Path), "")
 	})

@@ -164,6 +164,32 @@ func TestSQL(t *testing.T) {
 		t.Fatalf("another registry sees alice's table: %s", got)
 	}
 
+	// The control plane: POST /sql as the tenant, D1's .all() shape;
+	// GET /sql/export, the database as a file.
+	q := do(t, "POST", site("api.localhost", "/sql"), alice, mustJSON(map[string]any{"sql": "SELECT id, name, b FROM t WHERE n >= ? ORDER BY id", "params": []any{0}}))
+	if q.status != 200 || !strings.HasPrefix(string(q.body), `{"success":true,"meta":{`) || !strings.Contains(string(q.body), `"results":[{"id":1,"name":"a","b":{"blob":"00ff07"}},{"id":2,"name":"d","b":null}]}`) {
+		t.Fatalf("POST /sql: %d %s", q.status, q.body)
+	}
+	q = do(t, "POST", site("api.localhost", "/sql"), bob, mustJSON(map[string]any{"batch": []map[string]any{{"sql": "INSERT INTO t VALUES (?)", "params": []any{6}}, {"sql": "SELECT count(*) AS c FROM t"}}}))
+	if q.status != 200 || !strings.Contains(string(q.body), `"results":[{"c":6}]}]`) {
+		t.Fatalf("POST /sql, a batch: %d %s", q.status, q.body)
+	}
+	if q := do(t, "POST", site("api.localhost", "/sql"), alice, mustJSON(map[string]any{"sql": "ATTACH 'x' AS y"})); q.status != 400 || !strings.Contains(string(q.body), "SQL_ERROR: not authorized") {
+		t.Fatalf("POST /sql, ATTACH: %d %s", q.status, q.body)
+	}
+	ex := do(t, "GET", site("api.localhost", "/sql/export"), alice, nil)
+	if ex.status != 200 || !strings.HasPrefix(string(ex.body), "SQLite format 3\x00") || !strings.Contains(string(ex.body), "CREATE TABLE t") {
+		t.Fatalf("GET /sql/export: %d %.100q", ex.status, ex.body)
+	}
+	bobDB := do(t, "GET", site("api.localhost", "/sql/export"), bob, nil)
+	if strings.Contains(string(bobDB.body), "CREATE TABLE o") || !strings.Contains(string(bobDB.body), "CREATE TABLE t") {
+		t.Fatal("bob's export holds alice's tables")
+	}
+	b6 := result(exec("api.localhost", bob, count, "sqlRead"))
+	if b6 != `6` {
+		t.Fatalf("bob's count after POST /sql: %s", b6)
+	}
+
 	// Grants: no grant, no db; a write under sqlRead is a recorded denial.
 	if got := result(exec("api.localhost", alice, `async () => typeof db`)); got != `"undefined"` {
 		t.Fatalf("db without a grant: %s", got)

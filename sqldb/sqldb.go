@@ -202,6 +202,9 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (string, erro
 	f.Close()
 	os.Remove(path)
 	err = x.guard(ctx, func(c *sqlite3.Conn) error {
+		// VACUUM INTO attaches its target: the package's own statement.
+		c.Limit(sqlite3.LIMIT_ATTACHED, 1)
+		defer c.Limit(sqlite3.LIMIT_ATTACHED, 0)
 		return c.Exec("VACUUM INTO " + quote(path))
 	})
 	if err != nil {
@@ -693,4 +696,62 @@ func notAuthorized() error { return sqlError("not authorized") }
 
 func timeoutFault() error {
 	return fault.New(fault.Timeout, "TIMEOUT: the statement ran to its run's bound and was interrupted.")
+}
+
+// D1 is an answer of Serve (one statement's, or a batch's) in the shape of
+// D1's .all(): {success, meta, results: [row objects, columns in order]},
+// or an array of them; a BLOB stays {"blob": "<hex>"}. The control
+// plane's POST /sql answers it.
+func D1(raw json.RawMessage, batch bool) (json.RawMessage, error) {
+	if !batch {
+		var a Answer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, err
+		}
+		return a.d1()
+	}
+	var as []Answer
+	if err := json.Unmarshal(raw, &as); err != nil {
+		return nil, err
+	}
+	out := []byte{'['}
+	for i, a := range as {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		b, err := a.d1()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return append(out, ']'), nil
+}
+
+func (a Answer) d1() (json.RawMessage, error) {
+	meta, err := json.Marshal(a.Meta)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(`{"success":true,"meta":`), meta...)
+	out = append(out, `,"results":[`...)
+	for i, row := range a.Rows {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '{')
+		for j, v := range row {
+			if j > 0 {
+				out = append(out, ',')
+			}
+			k, _ := json.Marshal(a.Columns[j])
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(append(append(out, k...), ':'), b...)
+		}
+		out = append(out, '}')
+	}
+	return append(out, "]}"...), nil
 }
