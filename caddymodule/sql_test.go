@@ -215,6 +215,18 @@ func TestSQL(t *testing.T) {
 	if got := result(exec("api.localhost", alice, count, "sqlRead")); got != `2` {
 		t.Fatalf("after the endless query: %s", got)
 	}
+	// The same from a handler: its invocation's bound ends the statement.
+	hl := do(t, "POST", site("api.localhost", "/executions"), alice, mustJSON(map[string]any{"timeoutMs": 500, "retainHandles": true, "capabilities": []string{"sqlRead"},
+		"code": `async () => ({ async fetch(req, env) { return Response.json(await env.db.prepare('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c').first()); } })`}))
+	if hl.status != 200 {
+		t.Fatalf("deploy the endless handler: %d %s", hl.status, hl.body)
+	}
+	if a := do(t, "GET", site(hl.json(t)["executionId"].(string)+".apps.localhost", "/"), "", nil); a.status < 500 || !strings.Contains(string(a.body), "TIMEOUT") {
+		t.Fatalf("an endless query in a handler: %d %s", a.status, a.body)
+	}
+	if got := result(exec("api.localhost", alice, count, "sqlRead")); got != `2` {
+		t.Fatalf("after the endless handler: %s", got)
+	}
 	if a := do(t, "GET", site(todo, "/served"), "", nil); string(a.body) != `{"served":3}` {
 		t.Fatalf("the bystander's counter: %d %s", a.status, a.body)
 	}

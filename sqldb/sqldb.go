@@ -10,9 +10,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -31,6 +33,11 @@ const (
 	DefaultAnswer = 4 << 20
 	// maxValue is SQLITE_LIMIT_LENGTH: one string or BLOB at most.
 	maxValue = 16 << 20
+	// maxOpen is how many databases keep their engine open at once: past
+	// it the least recently used idle one closes (and opens again on its
+	// next call), so the gateway's memory for SQL is bounded by this many
+	// databases' engines, not by the number of tenants.
+	maxOpen = 64
 	// maxParams bounds one statement's parameters.
 	maxParams = 1000
 	pageSize  = 4096
@@ -52,6 +59,7 @@ type DBs struct {
 	opts   Options
 	mu     sync.Mutex
 	open   map[string]*db
+	clock  uint64 // counts calls, for the least recently used
 	closed bool
 }
 
@@ -227,7 +235,35 @@ func (d *DBs) get(registry, tenant string) (*db, error) {
 		x = &db{path: filepath.Join(d.opts.Dir, name+".sqlite"), opts: d.opts, sem: make(chan struct{}, 1)}
 		d.open[name] = x
 	}
+	d.clock++
+	x.used = d.clock
+	if !x.live.Load() {
+		d.trim()
+	}
 	return x, nil
+}
+
+// trim closes the least recently used idle engines past maxOpen (d.mu
+// held).
+func (d *DBs) trim() {
+	var live []*db
+	for _, x := range d.open {
+		if x.live.Load() {
+			live = append(live, x)
+		}
+	}
+	if len(live) < maxOpen {
+		return
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].used < live[j].used })
+	for _, x := range live[:len(live)-maxOpen+1] {
+		select {
+		case x.sem <- struct{}{}:
+			x.drop()
+			x.unlock()
+		default: // busy: it stays
+		}
+	}
 }
 
 // db is one tenant's database: one connection, one caller at a time.
@@ -235,6 +271,8 @@ type db struct {
 	path string
 	opts Options
 	sem  chan struct{}
+	live atomic.Bool // the engine is open
+	used uint64      // DBs.clock at the last call (under DBs.mu)
 	// Under sem:
 	conn   *sqlite3.Conn
 	tenant bool // statements being prepared are the tenant's
@@ -255,6 +293,7 @@ func (x *db) drop() {
 	if x.conn != nil {
 		x.conn.Close()
 		x.conn = nil
+		x.live.Store(false)
 	}
 }
 
@@ -309,7 +348,7 @@ func (x *db) openConn() error {
 	}
 	setup := fmt.Sprintf(`PRAGMA page_size=%d; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
 		PRAGMA temp_store=MEMORY; PRAGMA max_page_count=%d; PRAGMA journal_size_limit=%d; PRAGMA cache_size=-%d`,
-		pageSize, pages, 16<<20, x.opts.Memory/4>>10)
+		pageSize, pages, 16<<20, x.opts.Memory/16>>10)
 	if err := c.Exec(setup); err != nil {
 		return fail(err)
 	}
@@ -324,6 +363,7 @@ func (x *db) openConn() error {
 		return fail(err)
 	}
 	x.conn = c
+	x.live.Store(true)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,26 @@ func TestBoundAndQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCall(t, d, "a", "all", st("SELECT count(*) FROM big"))
+}
+
+// Past maxOpen databases, the least recently used engines close and open
+// again on their next call, their data kept.
+func TestOpenEnginesAreBounded(t *testing.T) {
+	d := open(t, 0)
+	for i := 0; i < maxOpen+10; i++ {
+		tenant := fmt.Sprint("t", i)
+		mustCall(t, d, tenant, "exec", st(fmt.Sprintf("CREATE TABLE t (x); INSERT INTO t VALUES (%d)", i)))
+	}
+	live := 0
+	for _, x := range d.open {
+		if x.live.Load() {
+			live++
+		}
+	}
+	if live > maxOpen {
+		t.Fatalf("%d engines open", live)
+	}
+	if res := mustCall(t, d, "t0", "all", st("SELECT x FROM t")); !strings.Contains(res, `[[0]]`) {
+		t.Fatal(res)
+	}
 }
