@@ -275,8 +275,15 @@ type db struct {
 	used uint64      // DBs.clock at the last call (under DBs.mu)
 	// Under sem:
 	conn   *sqlite3.Conn
-	tenant bool // statements being prepared are the tenant's
+	tenant bool // the statements being prepared or run are the tenant's
+	// stmts keeps the tenant's prepared statements by their SQL (at most
+	// maxCached), pageCount the package's own.
+	stmts     map[string]*sqlite3.Stmt
+	pageCount *sqlite3.Stmt
 }
+
+// maxCached bounds one database's kept prepared statements.
+const maxCached = 32
 
 func (x *db) lock(ctx context.Context) error {
 	select {
@@ -291,6 +298,16 @@ func (x *db) unlock() { <-x.sem }
 
 func (x *db) drop() {
 	if x.conn != nil {
+		func() {
+			defer func() { recover() }() // an engine that ran out of memory
+			for _, st := range x.stmts {
+				st.Close()
+			}
+			if x.pageCount != nil {
+				x.pageCount.Close()
+			}
+		}()
+		x.stmts, x.pageCount = nil, nil
 		x.conn.Close()
 		x.conn = nil
 		x.live.Store(false)
@@ -363,6 +380,7 @@ func (x *db) openConn() error {
 		return fail(err)
 	}
 	x.conn = c
+	x.stmts = map[string]*sqlite3.Stmt{}
 	x.live.Store(true)
 	return nil
 }
@@ -450,11 +468,25 @@ func (x *db) prepare(sql string) (*sqlite3.Stmt, error) {
 // left of the answer's bytes.
 func (x *db) run(ctx context.Context, s Statement, mayWrite, first bool, budget *int) (Answer, error) {
 	start := time.Now()
-	st, err := x.prepare(s.SQL)
-	if err != nil {
-		return Answer{}, err
+	st := x.stmts[s.SQL]
+	if st == nil {
+		var err error
+		if st, err = x.prepare(s.SQL); err != nil {
+			return Answer{}, err
+		}
+		if len(x.stmts) >= maxCached {
+			for k, old := range x.stmts {
+				old.Close()
+				delete(x.stmts, k)
+				break
+			}
+		}
+		x.stmts[s.SQL] = st
 	}
-	defer st.Close()
+	defer func() {
+		st.Reset()
+		st.ClearBindings()
+	}()
 	ans, err := x.step(st, s.Params, mayWrite, first, budget)
 	if err != nil {
 		return Answer{}, err
@@ -477,6 +509,10 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 		ans.Columns[i] = st.ColumnName(i)
 		*budget -= len(ans.Columns[i]) + 4
 	}
+	// Stepping may prepare the statement again (after a change of the
+	// schema): under the authorizer's rules, as the tenant's.
+	x.tenant = true
+	defer func() { x.tenant = false }()
 	for st.Step() {
 		if first && len(ans.Rows) == 1 {
 			continue // a write's every row is stepped; a read's could stop
@@ -493,6 +529,7 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 			break
 		}
 	}
+	x.tenant = false
 	if err := st.Err(); err != nil {
 		return Answer{}, err
 	}
@@ -508,15 +545,18 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 }
 
 func (x *db) size() int64 {
-	st, _, err := x.conn.Prepare("PRAGMA page_count")
-	if err != nil || st == nil {
+	if x.pageCount == nil {
+		st, _, err := x.conn.Prepare("PRAGMA page_count")
+		if err != nil || st == nil {
+			return 0
+		}
+		x.pageCount = st
+	}
+	defer x.pageCount.Reset()
+	if !x.pageCount.Step() {
 		return 0
 	}
-	defer st.Close()
-	if !st.Step() {
-		return 0
-	}
-	return st.ColumnInt64(0) * pageSize
+	return x.pageCount.ColumnInt64(0) * pageSize
 }
 
 // batch runs the statements in one transaction: all, or none.
