@@ -167,28 +167,181 @@ func (d *DBs) Serve(ctx context.Context, registry, tenant string, mayWrite bool,
 	if err != nil {
 		return nil, err
 	}
-	if err := x.lock(ctx); err != nil {
+	c := &call{ctx: ctx, req: req, mayWrite: mayWrite, maxAnswer: maxAnswer, done: make(chan struct{})}
+	x.qmu.Lock()
+	x.queue = append(x.queue, c)
+	lead := !x.leading
+	x.leading = true
+	x.qmu.Unlock()
+	if lead {
+		x.lead()
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
 		return nil, timeoutFault()
 	}
-	defer x.unlock()
-	var res any
-	err = x.guard(ctx, func(c *sqlite3.Conn) error {
-		var err error
-		switch req.Mode {
-		case "exec":
-			res, err = x.exec(ctx, req.Statements[0].SQL, mayWrite)
-		case "batch":
-			res, err = x.batch(ctx, req.Statements, mayWrite, maxAnswer)
-		default:
-			budget := maxAnswer
-			res, err = x.run(ctx, req.Statements[0], mayWrite, req.Mode == "first", &budget)
+	if c.err != nil {
+		return nil, c.err
+	}
+	return json.Marshal(c.res)
+}
+
+// call is one Serve waiting for its turn in a group.
+type call struct {
+	ctx       context.Context
+	req       Request
+	mayWrite  bool
+	maxAnswer int
+	res       any
+	err       error
+	tries     int
+	done      chan struct{}
+}
+
+// lead runs the calls queued on the database in groups, each group one
+// transaction with a savepoint a call and one commit (one fsync) for all
+// of it: a group commit. A call's answer waits for its group's commit. The
+// leader runs one group and hands the next to a goroutine of its own, so no
+// caller's answer waits behind others' later calls.
+func (x *db) lead() {
+	x.lock(context.Background())
+	x.qmu.Lock()
+	group := x.queue
+	x.queue = nil
+	x.qmu.Unlock()
+	requeue := x.runGroup(group)
+	x.unlock()
+	x.qmu.Lock()
+	x.queue = append(requeue, x.queue...)
+	more := len(x.queue) > 0
+	x.leading = more
+	x.qmu.Unlock()
+	if more {
+		go x.lead()
+	}
+}
+
+// runGroup runs a group's calls and answers them; it answers the calls to
+// run again in the next group: those whose writes a lost transaction took
+// (an interrupted write rolls back SQLite's whole transaction) before they
+// were answered.
+func (x *db) runGroup(group []*call) (requeue []*call) {
+	var ran []*call // succeeded, not yet committed
+	current := -1
+	err := x.guard(func(c *sqlite3.Conn) error {
+		if err := x.internal("BEGIN IMMEDIATE"); err != nil {
+			return err
 		}
-		return err
+		for i, cl := range group {
+			current = i
+			if cl.ctx.Err() != nil {
+				cl.err = timeoutFault()
+				continue
+			}
+			if err := x.internal("SAVEPOINT call"); err != nil {
+				return err
+			}
+			c.SetInterrupt(cl.ctx)
+			cl.res, cl.err = x.serveOne(cl)
+			c.SetInterrupt(context.Background())
+			x.tenant = false
+			if cl.err == nil {
+				if err := x.internal("RELEASE call"); err != nil {
+					return err
+				}
+				ran = append(ran, cl)
+				continue
+			}
+			cl.err = x.fault(cl.ctx, cl.err)
+			if c.GetAutocommit() {
+				// SQLite rolled the whole transaction back: the calls
+				// that had run lost their writes; they run again.
+				requeue = append(requeue, ran...)
+				ran = nil
+				if err := x.internal("BEGIN IMMEDIATE"); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := x.internal("ROLLBACK TO call"); err != nil {
+				return err
+			}
+			if err := x.internal("RELEASE call"); err != nil {
+				return err
+			}
+		}
+		current = len(group)
+		return x.internal("COMMIT")
 	})
 	if err != nil {
-		return nil, err
+		// The group's transaction is gone, and with it every write of
+		// the calls that had run: they run again, as do those that had
+		// not had their turn; the one that failed answers the error.
+		if current >= 0 && current < len(group) && group[current].err == nil {
+			group[current].err = err
+		}
+		if x.conn != nil && !x.conn.GetAutocommit() {
+			x.conn.Exec("ROLLBACK")
+		}
+		requeue = append(requeue, ran...)
+		requeue = append(requeue, group[min(current+1, len(group)):]...)
 	}
-	return json.Marshal(res)
+	again := requeue[:0]
+	for _, cl := range requeue {
+		// A call runs at most three times: a commit that keeps failing
+		// answers its error.
+		if cl.tries++; cl.tries < 3 {
+			cl.res, cl.err = nil, nil
+			again = append(again, cl)
+		} else if cl.err == nil {
+			cl.err = err
+			if cl.err == nil {
+				cl.err = fault.New(fault.Overloaded, "The database's transaction was lost three times; nothing of this call was written. Retry.")
+			}
+		}
+	}
+	for _, cl := range group {
+		if !contains(again, cl) {
+			close(cl.done)
+		}
+	}
+	return again
+}
+
+func contains(cs []*call, c *call) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// serveOne runs one call's statements inside the group's transaction.
+func (x *db) serveOne(cl *call) (any, error) {
+	switch cl.req.Mode {
+	case "exec":
+		return x.exec(cl.ctx, cl.req.Statements[0].SQL, cl.mayWrite)
+	case "batch":
+		return x.batch(cl.ctx, cl.req.Statements, cl.mayWrite, cl.maxAnswer)
+	}
+	budget := cl.maxAnswer
+	return x.run(cl.ctx, cl.req.Statements[0], cl.mayWrite, cl.req.Mode == "first", &budget)
+}
+
+// internal runs one of the package's own statements (kept prepared).
+func (x *db) internal(sql string) error {
+	st := x.own[sql]
+	if st == nil {
+		var err error
+		if st, _, err = x.conn.Prepare(sql); err != nil {
+			return err
+		}
+		x.own[sql] = st
+	}
+	defer st.Reset()
+	return st.Exec()
 }
 
 // Export writes a consistent copy of the tenant's database to a new file
@@ -209,7 +362,9 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (string, erro
 	path := f.Name()
 	f.Close()
 	os.Remove(path)
-	err = x.guard(ctx, func(c *sqlite3.Conn) error {
+	err = x.guard(func(c *sqlite3.Conn) error {
+		c.SetInterrupt(ctx)
+		defer c.SetInterrupt(context.Background())
 		// VACUUM INTO attaches its target: the package's own statement.
 		c.Limit(sqlite3.LIMIT_ATTACHED, 1)
 		defer c.Limit(sqlite3.LIMIT_ATTACHED, 0)
@@ -272,13 +427,19 @@ type db struct {
 	opts Options
 	sem  chan struct{}
 	live atomic.Bool // the engine is open
-	used uint64      // DBs.clock at the last call (under DBs.mu)
+	// qmu guards the calls waiting for the next group, and whether a
+	// leader runs them.
+	qmu     sync.Mutex
+	queue   []*call
+	leading bool
+	used    uint64 // DBs.clock at the last call (under DBs.mu)
 	// Under sem:
 	conn   *sqlite3.Conn
 	tenant bool // the statements being prepared or run are the tenant's
 	// stmts keeps the tenant's prepared statements by their SQL (at most
 	// maxCached), pageCount the package's own.
 	stmts     map[string]*sqlite3.Stmt
+	own       map[string]*sqlite3.Stmt
 	pageCount *sqlite3.Stmt
 }
 
@@ -303,22 +464,25 @@ func (x *db) drop() {
 			for _, st := range x.stmts {
 				st.Close()
 			}
+			for _, st := range x.own {
+				st.Close()
+			}
 			if x.pageCount != nil {
 				x.pageCount.Close()
 			}
 		}()
-		x.stmts, x.pageCount = nil, nil
+		x.stmts, x.own, x.pageCount = nil, nil, nil
 		x.conn.Close()
 		x.conn = nil
 		x.live.Store(false)
 	}
 }
 
-// guard runs f on the connection (opened if needed) interrupted at ctx's
-// end. The engine's running out of its memory is a panic in the driver: the
-// statement fails and the connection is dropped (SQLite rolls back what it
-// had not committed when the file is opened again).
-func (x *db) guard(ctx context.Context, f func(c *sqlite3.Conn) error) (err error) {
+// guard runs f on the connection (opened if needed). The engine's running
+// out of its memory is a panic in the driver: f fails and the connection is
+// dropped (SQLite rolls back what it had not committed when the file is
+// opened again).
+func (x *db) guard(f func(c *sqlite3.Conn) error) (err error) {
 	if x.conn == nil {
 		if err := x.openConn(); err != nil {
 			return fault.New(fault.Internal, "The database could not be opened: %v", err)
@@ -326,20 +490,16 @@ func (x *db) guard(ctx context.Context, f func(c *sqlite3.Conn) error) (err erro
 	}
 	defer func() {
 		if r := recover(); r != nil {
+			x.tenant = false
 			x.drop()
 			err = sqlError(fmt.Sprintf("out of memory: the statement needs more than the database's %d MiB", x.opts.Memory>>20))
 		}
 	}()
-	x.conn.SetInterrupt(ctx)
-	defer x.conn.SetInterrupt(context.Background())
 	err = f(x.conn)
-	if err != nil && !x.conn.GetAutocommit() {
-		// Whatever the tenant's statement left open ends here.
-		x.tenant = false
-		x.conn.SetInterrupt(context.Background())
-		x.conn.Exec("ROLLBACK")
+	if err != nil && fault.As(err) == nil {
+		return x.fault(context.Background(), err)
 	}
-	return x.fault(ctx, err)
+	return err
 }
 
 func (x *db) openConn() error {
@@ -380,7 +540,7 @@ func (x *db) openConn() error {
 		return fail(err)
 	}
 	x.conn = c
-	x.stmts = map[string]*sqlite3.Stmt{}
+	x.stmts, x.own = map[string]*sqlite3.Stmt{}, map[string]*sqlite3.Stmt{}
 	x.live.Store(true)
 	return nil
 }
@@ -559,11 +719,8 @@ func (x *db) size() int64 {
 	return x.pageCount.ColumnInt64(0) * pageSize
 }
 
-// batch runs the statements in one transaction: all, or none.
+// batch runs the statements: all, or none (the call's savepoint).
 func (x *db) batch(ctx context.Context, stmts []Statement, mayWrite bool, maxAnswer int) ([]Answer, error) {
-	if err := x.conn.Exec("BEGIN IMMEDIATE"); err != nil {
-		return nil, err
-	}
 	out := make([]Answer, 0, len(stmts))
 	budget := maxAnswer
 	for _, s := range stmts {
@@ -573,18 +730,12 @@ func (x *db) batch(ctx context.Context, stmts []Statement, mayWrite bool, maxAns
 		}
 		out = append(out, a)
 	}
-	if err := x.conn.Exec("COMMIT"); err != nil {
-		return nil, err
-	}
 	return out, nil
 }
 
-// exec runs every statement of sql, no values, in one transaction.
+// exec runs every statement of sql, no values: all, or none.
 func (x *db) exec(ctx context.Context, sql string, mayWrite bool) (ExecAnswer, error) {
 	start := time.Now()
-	if err := x.conn.Exec("BEGIN IMMEDIATE"); err != nil {
-		return ExecAnswer{}, err
-	}
 	count := 0
 	for strings.TrimSpace(sql) != "" {
 		x.tenant = true
@@ -608,9 +759,6 @@ func (x *db) exec(ctx context.Context, sql string, mayWrite bool) (ExecAnswer, e
 			return ExecAnswer{}, err
 		}
 		count++
-	}
-	if err := x.conn.Exec("COMMIT"); err != nil {
-		return ExecAnswer{}, err
 	}
 	return ExecAnswer{Count: count, Duration: float64(time.Since(start).Microseconds()) / 1000}, nil
 }

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 )
 
-func call(t *testing.T, d *DBs, tenant string, write bool, mode string, stmts ...Statement) (string, error) {
+func sqlCall(t *testing.T, d *DBs, tenant string, write bool, mode string, stmts ...Statement) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -31,7 +32,7 @@ func st(sql string, params ...any) Statement {
 
 func mustCall(t *testing.T, d *DBs, tenant, mode string, stmts ...Statement) string {
 	t.Helper()
-	res, err := call(t, d, tenant, true, mode, stmts...)
+	res, err := sqlCall(t, d, tenant, true, mode, stmts...)
 	if err != nil {
 		t.Fatalf("%s %v: %v", mode, stmts, err)
 	}
@@ -64,7 +65,7 @@ func TestStatementsAndRefusals(t *testing.T) {
 		t.Fatal(res)
 	}
 	// A batch that breaks a CHECK changes nothing.
-	_, err := call(t, d, "a", true, "batch", st("INSERT INTO t (name, n) VALUES ('y', 1)"), st("INSERT INTO t (name, n) VALUES ('z', -1)"))
+	_, err := sqlCall(t, d, "a", true, "batch", st("INSERT INTO t (name, n) VALUES ('y', 1)"), st("INSERT INTO t (name, n) VALUES ('z', -1)"))
 	if err == nil || !strings.Contains(err.Error(), "SQL_ERROR: ") || !strings.Contains(err.Error(), "CHECK") {
 		t.Fatal(err)
 	}
@@ -72,10 +73,10 @@ func TestStatementsAndRefusals(t *testing.T) {
 		t.Fatal(res)
 	}
 	// Reads only.
-	if _, err := call(t, d, "a", false, "run", st("DELETE FROM t")); !errors.Is(err, ErrNeedsWrite) {
+	if _, err := sqlCall(t, d, "a", false, "run", st("DELETE FROM t")); !errors.Is(err, ErrNeedsWrite) {
 		t.Fatal(err)
 	}
-	if _, err := call(t, d, "a", false, "all", st("SELECT * FROM t")); err != nil {
+	if _, err := sqlCall(t, d, "a", false, "all", st("SELECT * FROM t")); err != nil {
 		t.Fatal(err)
 	}
 	for _, sql := range []string{
@@ -83,18 +84,18 @@ func TestStatementsAndRefusals(t *testing.T) {
 		"PRAGMA journal_mode = DELETE", "SELECT load_extension('x')", "VACUUM INTO '/tmp/owned.db'", "/* c */ vacuum",
 		"BEGIN", "COMMIT", "SAVEPOINT a", "UPDATE sqlite_sequence SET seq = 0", "INSERT INTO sqlite_stat1 VALUES (1, 2, 3)", "UPDATE sqlite_master SET sql = ''",
 	} {
-		_, err := call(t, d, "a", true, "run", st(sql))
+		_, err := sqlCall(t, d, "a", true, "run", st(sql))
 		if err == nil || !strings.HasPrefix(fault.As(err).Message, "SQL_ERROR:") {
 			t.Errorf("%s: %v", sql, err)
 		}
 	}
 	for _, sql := range []string{"PRAGMA table_info(t)", "PRAGMA foreign_keys", "SELECT * FROM pragma_table_list"} {
-		if _, err := call(t, d, "a", false, "all", st(sql)); err != nil {
+		if _, err := sqlCall(t, d, "a", false, "all", st(sql)); err != nil {
 			t.Errorf("%s: %v", sql, err)
 		}
 	}
 	mustCall(t, d, "a", "run", st("DROP TABLE s"))
-	if _, err := call(t, d, "a", true, "all", st("SELECT :x", 1)); err == nil {
+	if _, err := sqlCall(t, d, "a", true, "all", st("SELECT :x", 1)); err == nil {
 		t.Fatal("named parameter bound")
 	}
 }
@@ -110,14 +111,14 @@ func TestBoundAndQuota(t *testing.T) {
 	mustCall(t, d, "a", "run", st("CREATE TABLE big (v BLOB)"))
 	var qerr error
 	for i := 0; i < 100 && qerr == nil; i++ {
-		_, qerr = call(t, d, "a", true, "run", st("INSERT INTO big VALUES (randomblob(16384))"))
+		_, qerr = sqlCall(t, d, "a", true, "run", st("INSERT INTO big VALUES (randomblob(16384))"))
 	}
 	if f := fault.As(qerr); f == nil || f.Code != fault.QuotaExceeded {
 		t.Fatal(qerr)
 	}
 	mustCall(t, d, "a", "all", st("SELECT count(*) FROM big"))
 	// Memory: a sort bigger than the engine's memory fails the statement.
-	_, err = call(t, d, "a", true, "all", st("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) SELECT count(DISTINCT randomblob(200)) FROM c"))
+	_, err = sqlCall(t, d, "a", true, "all", st("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) SELECT count(DISTINCT randomblob(200)) FROM c"))
 	if err == nil || !strings.Contains(err.Error(), "SQL_ERROR: out of memory") {
 		t.Fatal(err)
 	}
@@ -142,6 +143,80 @@ func TestOpenEnginesAreBounded(t *testing.T) {
 		t.Fatalf("%d engines open", live)
 	}
 	if res := mustCall(t, d, "t0", "all", st("SELECT x FROM t")); !strings.Contains(res, `[[0]]`) {
+		t.Fatal(res)
+	}
+}
+
+// Concurrent calls share commits (a group commit); a write interrupted at
+// its bound, which rolls back SQLite's whole transaction, takes nothing of
+// the others' acknowledged writes with it.
+func TestGroupCommit(t *testing.T) {
+	d := open(t, 0)
+	mustCall(t, d, "a", "run", st("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n+1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := d.Serve(ctx, "r", "a", true, 0, Request{Mode: "run", Statements: []Statement{st("INSERT INTO t WITH RECURSIVE c(x) AS (SELECT 1000 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c")}})
+		if f := fault.As(err); f == nil || f.Code != fault.Timeout {
+			errs <- fmt.Errorf("the endless insert: %v", err)
+		}
+	}()
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 2 * time.Millisecond)
+			if _, err := sqlCall(t, d, "a", true, "run", st("INSERT INTO t VALUES (?)", i)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if res := mustCall(t, d, "a", "all", st("SELECT count(*), max(id) FROM t")); !strings.Contains(res, fmt.Sprintf("[[%d,%d]]", n, n)) {
+		t.Fatal(res)
+	}
+}
+
+// Within one group: a write interrupted at its bound rolls back the whole
+// transaction; the call that had run before it runs again, the one after
+// it commits, and the interrupted one answers TIMEOUT.
+func TestGroupAfterALostTransaction(t *testing.T) {
+	d := open(t, 0)
+	mustCall(t, d, "a", "run", st("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+	x, _ := d.get("r", "a")
+	mk := func(ctx context.Context, sql string) *call {
+		return &call{ctx: ctx, req: Request{Mode: "run", Statements: []Statement{st(sql)}}, mayWrite: true, maxAnswer: DefaultAnswer, done: make(chan struct{})}
+	}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	first := mk(context.Background(), "INSERT INTO t VALUES (1)")
+	endless := mk(short, "INSERT INTO t WITH RECURSIVE c(x) AS (SELECT 1000 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c")
+	last := mk(context.Background(), "INSERT INTO t VALUES (2)")
+	x.lock(context.Background())
+	again := x.runGroup([]*call{first, endless, last})
+	if len(again) != 1 || again[0] != first {
+		t.Fatalf("to run again: %v", again)
+	}
+	if f := fault.As(endless.err); f == nil || f.Code != fault.Timeout {
+		t.Fatalf("the endless insert: %v", endless.err)
+	}
+	if last.err != nil {
+		t.Fatalf("the last insert: %v", last.err)
+	}
+	if again = x.runGroup(again); len(again) != 0 || first.err != nil {
+		t.Fatalf("the first insert again: %v %v", again, first.err)
+	}
+	x.unlock()
+	if res := mustCall(t, d, "a", "all", st("SELECT group_concat(id) FROM t")); !strings.Contains(res, `[["2,1"]]`) && !strings.Contains(res, `[["1,2"]]`) {
 		t.Fatal(res)
 	}
 }
