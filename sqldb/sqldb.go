@@ -19,25 +19,29 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
-// Defaults (docs/sql.md, "Limits").
+// Defaults (docs/sql.md, "Limits"), defined in package budgets.
 const (
 	// DefaultQuota is sql_quota: one database's file at most.
-	DefaultQuota = 1 << 30
+	DefaultQuota = budgets.SQLQuota
 	// DefaultMemory bounds one database's engine: its page cache, sorts,
 	// temporary tables and every statement's working memory.
-	DefaultMemory = 64 << 20
+	DefaultMemory = budgets.SQLMemory
 	// DefaultAnswer bounds one answer when the caller gives no bound.
 	DefaultAnswer = 4 << 20
 	// maxValue is SQLITE_LIMIT_LENGTH: one string or BLOB at most.
-	maxValue = 16 << 20
+	maxValue = budgets.SQLValueBytes
 	// maxOpen is how many databases keep their engine open at once: past
 	// it the least recently used idle one closes (and opens again on its
 	// next call), so the gateway's memory for SQL is bounded by this many
 	// databases' engines, not by the number of tenants.
-	maxOpen = 64
+	maxOpen = budgets.SQLOpen
+	// idleClose closes an engine no call used for this long: an engine
+	// keeps the memory it grew to while it is open.
+	idleClose = time.Minute
 	// maxParams bounds one statement's parameters.
 	maxParams = 1000
 	pageSize  = 4096
@@ -61,6 +65,7 @@ type DBs struct {
 	open   map[string]*db
 	clock  uint64 // counts calls, for the least recently used
 	closed bool
+	stop   chan struct{} // closed by Close: ends sweep
 }
 
 // Open prepares the directory; databases open on their first call.
@@ -74,7 +79,34 @@ func Open(opts Options) (*DBs, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &DBs{opts: opts, open: map[string]*db{}}, nil
+	d := &DBs{opts: opts, open: map[string]*db{}, stop: make(chan struct{})}
+	go d.sweep()
+	return d, nil
+}
+
+// sweep closes the engines idle for idleClose, until Close.
+func (d *DBs) sweep() {
+	t := time.NewTicker(idleClose / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		for _, x := range d.open {
+			if x.live.Load() && time.Since(x.at) > idleClose {
+				select {
+				case x.sem <- struct{}{}:
+					x.drop()
+					x.unlock()
+				default:
+				}
+			}
+		}
+		d.mu.Unlock()
+	}
 }
 
 // Close closes every database.
@@ -84,7 +116,11 @@ func (d *DBs) Close() {
 	}
 	d.mu.Lock()
 	dbs := d.open
-	d.open, d.closed = map[string]*db{}, true
+	d.open = map[string]*db{}
+	if !d.closed {
+		close(d.stop)
+	}
+	d.closed = true
 	d.mu.Unlock()
 	for _, x := range dbs {
 		x.lock(context.Background())
@@ -391,7 +427,7 @@ func (d *DBs) get(registry, tenant string) (*db, error) {
 		d.open[name] = x
 	}
 	d.clock++
-	x.used = d.clock
+	x.used, x.at = d.clock, time.Now()
 	if !x.live.Load() {
 		d.trim()
 	}
@@ -432,7 +468,8 @@ type db struct {
 	qmu     sync.Mutex
 	queue   []*call
 	leading bool
-	used    uint64 // DBs.clock at the last call (under DBs.mu)
+	used    uint64    // DBs.clock at the last call (under DBs.mu)
+	at      time.Time // the last call's time (under DBs.mu)
 	// Under sem:
 	conn   *sqlite3.Conn
 	tenant bool // the statements being prepared or run are the tenant's
@@ -444,7 +481,7 @@ type db struct {
 }
 
 // maxCached bounds one database's kept prepared statements.
-const maxCached = 32
+const maxCached = budgets.SQLCachedStmts
 
 func (x *db) lock(ctx context.Context) error {
 	select {
