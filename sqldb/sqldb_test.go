@@ -83,6 +83,9 @@ func TestStatementsAndRefusals(t *testing.T) {
 		"ATTACH DATABASE '/tmp/x.db' AS x", "DETACH DATABASE main", "PRAGMA writable_schema = 1", "PRAGMA foreign_keys = OFF",
 		"PRAGMA journal_mode = DELETE", "SELECT load_extension('x')", "VACUUM INTO '/tmp/owned.db'", "/* c */ vacuum",
 		"BEGIN", "COMMIT", "SAVEPOINT a", "UPDATE sqlite_sequence SET seq = 0", "INSERT INTO sqlite_stat1 VALUES (1, 2, 3)", "UPDATE sqlite_master SET sql = ''",
+		"ATTACH ':memory:' AS m", "UPDATE sqlite_dbpage SET data = zeroblob(4096) WHERE pgno = 1", "PRAGMA main.journal_mode",
+		"CREATE VIRTUAL TABLE x USING dbstat", "SELECT writefile('/tmp/x', 'y')", "SELECT readfile('/etc/passwd')", "RELEASE call", "END",
+		"PRAGMA cache_size = -1000000", "PRAGMA max_page_count = 1000000000", "PRAGMA temp_store_directory = '/tmp'",
 	} {
 		_, err := sqlCall(t, d, "a", true, "run", st(sql))
 		if err == nil || !strings.HasPrefix(fault.As(err).Message, "SQL_ERROR:") {
