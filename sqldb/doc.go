@@ -13,6 +13,11 @@
 // interrupted at its context's end (the run's bound). Writes commit with
 // synchronous=FULL in WAL mode before the call answers.
 //
+// Files: sqldb.go the databases, their engines and bounds; group.go the
+// group commit (a database's waiting calls in one transaction);
+// authorize.go what tenant SQL may do; statements.go running statements,
+// values and D1's answers.
+//
 // It is the one package that imports the SQLite driver
 // (github.com/ncruces/go-sqlite3, SQLite compiled to Go: no cgo, and
 // values as SQLite holds them). It knows nothing of V8, workers, grants or
