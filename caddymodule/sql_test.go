@@ -234,6 +234,17 @@ func TestSQL(t *testing.T) {
 		t.Fatalf("the bystander's todos: %d %s", a.status, a.body)
 	}
 
+	// A statement that needs more than its database's memory fails; the
+	// database and the gateway go on.
+	mem := do(t, "POST", site("api.localhost", "/executions"), alice, mustJSON(map[string]any{"timeoutMs": 20000, "capabilities": []string{"sqlRead"},
+		"code": `async () => { try { return await db.prepare('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000) SELECT count(DISTINCT randomblob(200)) AS n FROM c').first('n'); } catch (e) { return e.message; } }`}))
+	if got := result(mem); !strings.Contains(got, "SQL_ERROR: out of memory") {
+		t.Fatalf("a statement past the engine's memory: %s", got)
+	}
+	if got := result(exec("api.localhost", alice, count, "sqlRead")); got != `2` {
+		t.Fatalf("after the memory bomb: %s", got)
+	}
+
 	// The quota (1 MiB here): a write past it throws QUOTA_EXCEEDED and
 	// changes nothing.
 	fill := `async () => {
