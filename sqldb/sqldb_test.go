@@ -98,6 +98,11 @@ func TestStatementsAndRefusals(t *testing.T) {
 		}
 	}
 	mustCall(t, d, "a", "run", st("DROP TABLE s"))
+	// Foreign keys are enforced.
+	mustCall(t, d, "a", "exec", st("CREATE TABLE p (id INTEGER PRIMARY KEY); CREATE TABLE c (p INTEGER REFERENCES p (id))"))
+	if _, err := sqlCall(t, d, "a", true, "run", st("INSERT INTO c VALUES (5)")); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
+		t.Fatalf("a foreign key: %v", err)
+	}
 	if _, err := sqlCall(t, d, "a", true, "all", st("SELECT :x", 1)); err == nil {
 		t.Fatal("named parameter bound")
 	}
