@@ -44,6 +44,15 @@ const (
 	// would).
 	KVKeyBytes   = 512
 	KVValueBytes = 1 << 20
+	// A tenant's SQL database (docs/sql.md): its file by default
+	// (sql_quota), one database's engine memory, one value, the
+	// statements kept prepared a database, and the engines open at once
+	// in the gateway.
+	SQLQuota       = 1 << 30
+	SQLMemory      = 32 << 20
+	SQLValueBytes  = 16 << 20
+	SQLCachedStmts = 32
+	SQLOpen        = 32
 	// In a cluster, the owners a gateway remembers for the keys and
 	// tenants it forwarded (all forgotten past it; docs/cluster.md), and
 	// the largest forwarded body the forwarding HMAC covers by its digest

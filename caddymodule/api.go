@@ -126,6 +126,8 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("POST /run/generate", h.runGenerate)
 	mux.HandleFunc("GET /results", h.listResults)
 	mux.HandleFunc("GET /results/{id}", h.getResult)
+	mux.HandleFunc("POST /sql", h.sqlQuery)
+	mux.HandleFunc("GET /sql/export", h.sqlExport)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, fault.New(fault.NotFound, "No such API path: %s %s.", r.Method, r.URL.Path), "")
 	})
@@ -338,7 +340,7 @@ func decodeStrict(data []byte, v any) error {
 // maxConcurrency bounds a handle's invocations in progress (docs/architecture.md).
 const maxConcurrency = 1000
 
-var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "fetch": true, "spawn": true}
+var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
@@ -391,7 +393,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	for _, c := range req.Capabilities {
 		if !knownCapabilities[c] {
-			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, fetch and spawn.", c)
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, fetch and spawn.", c)
 		}
 	}
 	out.Grants.Capabilities = req.Capabilities

@@ -97,6 +97,10 @@ type App struct {
 	// MaxResponseBody bounds a handler's response body, in bytes.
 	// Default 8 MiB.
 	MaxResponseBody int64 `json:"max_response_body,omitempty"`
+	// SQLQuota bounds one tenant's SQL database, in bytes (docs/sql.md).
+	// Default 1 GiB. The databases are files in a folder beside Store
+	// (its name and ".sql").
+	SQLQuota int64 `json:"sql_quota,omitempty"`
 	// StreamTimeout bounds a whole streamed response (README.md, API): past it
 	// the stream is cancelled and the visitor's connection ends.
 	// Default 5m.

@@ -55,6 +55,7 @@ func init() {
 //		version_retention <duration>
 //		max_request_body <size>
 //		max_response_body <size>
+//		sql_quota <size>
 //		stream_timeout <duration>
 //		max_handles_per_tenant <n>
 //		websockets_per_handle <n>
@@ -186,6 +187,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxRequestBody, err = size(d, val)
 		case "max_response_body":
 			app.MaxResponseBody, err = size(d, val)
+		case "sql_quota":
+			app.SQLQuota, err = size(d, val)
 		case "max_handles_per_tenant":
 			app.MaxHandlesPerTenant, err = positive(d, val)
 		case "websockets_per_handle":

@@ -188,6 +188,10 @@ The runtime has the web platform's standard library: fetch-style Request/Respons
 			b.WriteString("\n- kv.get(key) → string or null; kv.list({prefix, limit, cursor}) → {keys, cursor}: a key-value store private to the caller.")
 		case "kvWrite":
 			b.WriteString("\n- kv.put(key, stringValue), kv.delete(key).")
+		case "sqlRead":
+			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).all() → {results, meta}, .first(column?), .raw(), db.batch([statements]); reading statements only.")
+		case "sqlWrite":
+			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).run() / .all() / .first(), db.batch([statements]) (one transaction), db.exec(sql); no BEGIN/COMMIT (use batch).")
 		case "fetch":
 			hosts := "no host"
 			if run.Outbound != nil && len(run.Outbound.Allow) > 0 {

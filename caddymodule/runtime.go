@@ -19,6 +19,7 @@ import (
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/sqldb"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -40,6 +41,7 @@ type runtime struct {
 	store    *handles.Store
 	receipts *receipts.Store
 	kv       *kv.KV
+	sql      *sqldb.DBs
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -68,6 +70,7 @@ func (rt *runtime) Destruct() error {
 		rt.cluster.server.Close()
 	}
 	rt.kv.Close() // commits what is pending
+	rt.sql.Close()
 	rt.receipts.Close()
 	err := rt.store.Close()
 	if cerr := rt.backing.close(); err == nil {
@@ -219,9 +222,19 @@ func newRuntime(a *App) (*runtime, error) {
 		kvs.Full = full.Load
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
-	registry.SetHost(&capability.Host{KV: kvs, Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	sqls, err := sqldb.Open(sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota})
+	if err != nil {
+		kvs.Close()
+		registry.Close()
+		backing.close()
+		pool.Shutdown()
+		return nil, err
+	}
+	rt.sql = sqls
+	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
+		sqls.Close()
 		kvs.Close()
 		registry.Close()
 		backing.close()

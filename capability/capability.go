@@ -3,9 +3,11 @@ package capability
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
+	"github.com/retainer-gw/retainer/sqldb"
 )
 
 // Grants are what one run may use.
@@ -55,6 +57,10 @@ type Host struct {
 	KV      *kv.KV
 	Fetcher *Fetcher
 	Tools   *Tools
+	// SQL is the tenants' databases (nil: none); SQLAnswer bounds one
+	// answer (max_response_body).
+	SQL       *sqldb.DBs
+	SQLAnswer int
 }
 
 // Serve dispatches a call that is not a tool call (tools go through the
@@ -74,6 +80,8 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 			return nil, Denied("fetch", "fetch")
 		}
 		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args)
+	case "sql":
+		return h.sql(ctx, c)
 	case "fetch.read":
 		if !c.Grants.Has("fetch") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")
@@ -83,6 +91,27 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
 	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
+}
+
+// sql is a program's db call (docs/sql.md): sqlRead or sqlWrite reads,
+// only sqlWrite writes; a write refused for want of sqlWrite is a denial.
+func (h *Host) sql(ctx context.Context, c Call) (json.RawMessage, error) {
+	write := c.Grants.Has("sqlWrite")
+	if !write && !c.Grants.Has("sqlRead") {
+		return nil, Denied("sqlRead", "db")
+	}
+	if h.SQL == nil {
+		return nil, fault.New(fault.BadRequest, "This gateway keeps no SQL databases.")
+	}
+	var req sqldb.Request
+	if err := json.Unmarshal(c.Args, &req); err != nil {
+		return nil, bad("Malformed db call.")
+	}
+	res, err := h.SQL.Serve(ctx, c.Registry, c.Tenant, write, h.SQLAnswer, req)
+	if errors.Is(err, sqldb.ErrNeedsWrite) {
+		return nil, Denied("sqlWrite", "A statement that writes")
+	}
+	return res, err
 }
 
 // KVWrite is a kv.put (value non-nil) or kv.delete under c's grants, with

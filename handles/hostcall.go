@@ -82,6 +82,9 @@ func bindings(g Grants) sandbox.Bindings {
 		if c == "kvRead" || c == "kvWrite" {
 			b.KV = true
 		}
+		if c == "sqlRead" || c == "sqlWrite" {
+			b.SQL = true
+		}
 	}
 	return b
 }

@@ -45,6 +45,8 @@ func hostArgsBound(op string, maxRequestBody int) (int, string) {
 		return HostArgsCap(maxRequestBody), fmt.Sprintf("fetch: the request body is over its %d byte bound.", maxRequestBody)
 	case "tool":
 		return maxToolArgs, "The tool's arguments are over their 1 MiB bound."
+	case "sql":
+		return maxKVArgs, "db: the SQL and its values are over their 1 MiB bound."
 	default:
 		return maxKVArgs, "kv: the key and value are over their 1 MiB bound."
 	}

@@ -82,6 +82,7 @@ type Job struct {
 type Bindings struct {
 	Providers map[string][]string `json:"providers,omitempty"`
 	KV        bool                `json:"kv,omitempty"`
+	SQL       bool                `json:"sql,omitempty"` // db (docs/sql.md)
 }
 
 // Outcome is what a run answers. Logs are filled on failure too.

@@ -33,7 +33,8 @@ var allowed = map[string][]string{
 	"internal/hostcache":       {},
 	"kv":                       {"fault", "budgets", "store", "internal/wirejson"},
 	"kv/cache":                 {"fault", "budgets", "internal/wirejson", "internal/hostcache"},
-	"capability":               {"fault", "budgets", "kv", "internal/wirejson", "internal/readsome"},
+	"sqldb":                    {"fault", "budgets"},
+	"capability":               {"fault", "budgets", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
 	"sandbox/webapi/text":      {"sandbox/webapi", "internal/wirejson"},
@@ -44,18 +45,19 @@ var allowed = map[string][]string{
 	"sandbox/worker":           {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/worker/child":     {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
 	"handles":                  {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "internal/wirejson", "internal/gctarget"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }
 
 // only lists third-party import prefixes that only some packages may use.
 var only = map[string][]string{
-	"github.com/caddyserver/caddy": {"caddymodule", "cmd/retainer"},
-	"rogchap.com/v8go":             {"sandbox"},
-	"go.etcd.io/bbolt":             {"store"},
-	"github.com/jackc/pgx":         {"store"},
-	"go.etcd.io/etcd":              {"store", "cluster", "internal/etcdtest"},
+	"github.com/caddyserver/caddy":  {"caddymodule", "cmd/retainer"},
+	"rogchap.com/v8go":              {"sandbox"},
+	"go.etcd.io/bbolt":              {"store"},
+	"github.com/ncruces/go-sqlite3": {"sqldb"},
+	"github.com/jackc/pgx":          {"store"},
+	"go.etcd.io/etcd":               {"store", "cluster", "internal/etcdtest"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {

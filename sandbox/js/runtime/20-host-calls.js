@@ -45,6 +45,103 @@
       limit: options.limit === undefined ? 1000 : +options.limit, cursor: options.cursor == null ? '' : StringCtor(options.cursor) });
   });
   hidden(G, 'kv', freeze(kv));
+  // db: D1's API on the tenant's SQLite database (docs/sql.md), installed
+  // under sqlRead or sqlWrite (setGrants). Every statement is a host call
+  // the gateway checks and runs; values cross as JSON, a BLOB as hex.
+  const ArrayBufferCtor = ArrayBuffer;
+  const arrayBufferIsView = ArrayBuffer.isView;
+  const charCodeAt = String.prototype.charCodeAt;
+  const hexDigits = '0123456789abcdef';
+  function toHex(u8) {
+    let s = '';
+    for (let i = 0; i < u8.length; i++) s += hexDigits[u8[i] >> 4] + hexDigits[u8[i] & 15];
+    return s;
+  }
+  function hexNibble(c) { return c <= 57 ? c - 48 : c - 87; }
+  function fromHex(h) {
+    const n = h.length >> 1, buf = new ArrayBufferCtor(n), u = new Uint8ArrayCtor(buf);
+    for (let i = 0; i < n; i++) u[i] = hexNibble(charCodeAt.call(h, 2 * i)) << 4 | hexNibble(charCodeAt.call(h, 2 * i + 1));
+    return buf;
+  }
+  function sqlValue(v) {
+    if (v === null) return null;
+    switch (typeof v) {
+      case 'number': case 'string': return v;
+      case 'boolean': return v ? 1 : 0;
+      case 'object':
+        if (v instanceof ArrayBufferCtor) return { blob: toHex(new Uint8ArrayCtor(v)) };
+        if (arrayBufferIsView(v)) return { blob: toHex(new Uint8ArrayCtor(v.buffer, v.byteOffset, v.byteLength)) };
+    }
+    throw new TypeErrorCtor("D1_TYPE_ERROR: Type '" + typeof v + "' not supported for value '" + StringCtor(v) + "'");
+  }
+  function sqlOut(v) { return v !== null && typeof v === 'object' ? fromHex(v.blob) : v; }
+  function sqlRows(r) {
+    const rows = r.rows, cols = r.columns, out = [];
+    for (let i = 0; i < rows.length; i++) {
+      const o = {};
+      for (let j = 0; j < cols.length; j++) {
+        if (cols[j] === '__proto__') defineProperty(o, '__proto__', { value: sqlOut(rows[i][j]), writable: true, enumerable: true, configurable: true });
+        else o[cols[j]] = sqlOut(rows[i][j]);
+      }
+      out[i] = o;
+    }
+    return out;
+  }
+  function d1Result(r) { return { success: true, meta: r.meta, results: sqlRows(r) }; }
+  const statementOf = new WeakMap();
+  function sqlStatement(sql, params) {
+    const st = ObjectCreate(D1PreparedStatement.prototype);
+    statementOf.set(st, { sql, params });
+    return st;
+  }
+  function wireOf(st) {
+    const w = statementOf.get(st);
+    if (w === undefined) throw new TypeErrorCtor('Not a statement made by db.prepare.');
+    return w;
+  }
+  function D1PreparedStatement() { throw new TypeErrorCtor('Illegal constructor: use db.prepare.'); }
+  const d1Methods = {
+    bind(...values) {
+      const w = wireOf(this), params = [];
+      for (let i = 0; i < values.length; i++) params[i] = sqlValue(values[i]);
+      return sqlStatement(w.sql, params);
+    },
+    async first(column) {
+      const r = await call('sql', { mode: 'first', stmts: [wireOf(this)] });
+      const rows = sqlRows(r);
+      if (rows.length === 0) return null;
+      if (column === undefined) return rows[0];
+      if (!ObjectHasOwn(rows[0], column)) throw new ErrorCtor('D1_COLUMN_NOTFOUND: Column not found: ' + StringCtor(column));
+      return rows[0][column];
+    },
+    async all() { return d1Result(await call('sql', { mode: 'all', stmts: [wireOf(this)] })); },
+    async run() { return d1Result(await call('sql', { mode: 'run', stmts: [wireOf(this)] })); },
+    async raw(options) {
+      const r = await call('sql', { mode: 'raw', stmts: [wireOf(this)] });
+      const out = [];
+      if (options && options.columnNames) out.push(r.columns);
+      for (let i = 0; i < r.rows.length; i++) {
+        const row = r.rows[i];
+        for (let j = 0; j < row.length; j++) row[j] = sqlOut(row[j]);
+        out.push(row);
+      }
+      return out;
+    },
+  };
+  for (const name of objectKeys(d1Methods)) hidden(D1PreparedStatement.prototype, name, d1Methods[name]);
+  const db = {};
+  hidden(db, 'prepare', function prepare(sql) { return sqlStatement(StringCtor(sql), []); });
+  hidden(db, 'batch', async function batch(statements) {
+    if (!ArrayIsArray(statements)) throw new TypeErrorCtor('db.batch takes an array of statements.');
+    const stmts = [];
+    for (let i = 0; i < statements.length; i++) stmts[i] = wireOf(statements[i]);
+    const rs = await call('sql', { mode: 'batch', stmts });
+    const out = [];
+    for (let i = 0; i < rs.length; i++) out[i] = d1Result(rs[i]);
+    return out;
+  });
+  hidden(db, 'exec', async function exec(sql) { return call('sql', { mode: 'exec', stmts: [{ sql: StringCtor(sql) }] }); });
+  freeze(db);
   // spawn(body, capabilities): a child run in a fresh isolate (README.md, API);
   // the host checks the capability, the budget and the grants.
   hidden(G, 'spawn', async function spawn(body, capabilities) {
@@ -80,11 +177,16 @@
   });
   let providerNames = [];
   let bindKV = false;
+  let bindSQL = false;
   function setGrants(json) {
     const b = JSONparse(json);
     for (const name of providerNames) delete G[name];
     providerNames = [];
     bindKV = !!b.kv;
+    bindSQL = !!b.sql;
+    // Not granted, db does not exist (docs/sql.md).
+    if (bindSQL) defineProperty(G, 'db', { value: db, writable: false, configurable: true, enumerable: false });
+    else delete G.db;
     for (const [name, tools] of Object.entries(b.providers || {})) {
       const obj = {};
       for (const tool of tools) {

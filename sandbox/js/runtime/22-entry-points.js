@@ -22,6 +22,7 @@
     env = JSONparse(json);
     // The granted bindings ride along in env, as on Workers.
     if (bindKV) env.kv = kv;
+    if (bindSQL) env.db = db;
     for (const name of providerNames) env[name] = G[name];
   }
 

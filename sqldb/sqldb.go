@@ -1,0 +1,423 @@
+package sqldb
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/fault"
+)
+
+// Defaults (docs/sql.md, "Limits"), defined in package budgets.
+const (
+	// DefaultQuota is sql_quota: one database's file at most.
+	DefaultQuota = budgets.SQLQuota
+	// DefaultMemory bounds one database's engine: its page cache, sorts,
+	// temporary tables and every statement's working memory.
+	DefaultMemory = budgets.SQLMemory
+	// DefaultAnswer bounds one answer when the caller gives no bound.
+	DefaultAnswer = 4 << 20
+	// maxValue is SQLITE_LIMIT_LENGTH: one string or BLOB at most.
+	maxValue = budgets.SQLValueBytes
+	// maxOpen is how many databases keep their engine open at once: past
+	// it the least recently used idle one closes (and opens again on its
+	// next call), so the gateway's memory for SQL is bounded by this many
+	// databases' engines, not by the number of tenants.
+	maxOpen = budgets.SQLOpen
+	// idleClose closes an engine no call used for this long: an engine
+	// keeps the memory it grew to while it is open.
+	idleClose = time.Minute
+	// maxParams bounds one statement's parameters.
+	maxParams = 1000
+	pageSize  = 4096
+)
+
+// ErrNeedsWrite is a statement that writes, from a caller that may only
+// read (package capability answers it as the sqlWrite denial).
+var ErrNeedsWrite = errors.New("a statement that writes")
+
+// Options configure the databases.
+type Options struct {
+	Dir    string // one file per tenant and registry here
+	Quota  int64  // sql_quota; 0: DefaultQuota
+	Memory int64  // one database's engine memory; 0: DefaultMemory
+}
+
+// DBs is every tenant's database. Safe for concurrent use.
+type DBs struct {
+	opts   Options
+	mu     sync.Mutex
+	open   map[string]*db
+	clock  uint64 // counts calls, for the least recently used
+	closed bool
+	stop   chan struct{} // closed by Close: ends sweep
+}
+
+// Open prepares the directory; databases open on their first call.
+func Open(opts Options) (*DBs, error) {
+	if opts.Quota <= 0 {
+		opts.Quota = DefaultQuota
+	}
+	if opts.Memory <= 0 {
+		opts.Memory = DefaultMemory
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	d := &DBs{opts: opts, open: map[string]*db{}, stop: make(chan struct{})}
+	go d.sweep()
+	return d, nil
+}
+
+// sweep closes the engines idle for idleClose, until Close.
+func (d *DBs) sweep() {
+	t := time.NewTicker(idleClose / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		for _, x := range d.open {
+			if x.live.Load() && time.Since(x.at) > idleClose {
+				select {
+				case x.sem <- struct{}{}:
+					x.drop()
+					x.unlock()
+				default:
+				}
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// Close closes every database.
+func (d *DBs) Close() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	dbs := d.open
+	d.open = map[string]*db{}
+	if !d.closed {
+		close(d.stop)
+	}
+	d.closed = true
+	d.mu.Unlock()
+	for _, x := range dbs {
+		x.lock(context.Background())
+		x.drop()
+		x.unlock()
+	}
+}
+
+// Statement is one statement and its values: JSON null, a number, a
+// string, a boolean (bound as 1 or 0) or {"blob": "<hex>"}.
+type Statement struct {
+	SQL    string            `json:"sql"`
+	Params []json.RawMessage `json:"params,omitempty"`
+}
+
+// Request is one call: Mode "all", "raw" or "run" (every row), "first"
+// (at most one row), "batch" (every statement in one transaction) or
+// "exec" (the SQL's statements, no values, in one transaction).
+type Request struct {
+	Mode       string      `json:"mode"`
+	Statements []Statement `json:"stmts"`
+}
+
+// Answer is one statement's: its columns, its rows (values as JSON: a
+// BLOB is {"blob": "<hex>"}) and D1's meta.
+type Answer struct {
+	Columns []string `json:"columns"`
+	Rows    [][]any  `json:"rows"`
+	Meta    Meta     `json:"meta"`
+}
+
+// Meta is D1's meta of a statement.
+type Meta struct {
+	Duration    float64 `json:"duration"` // milliseconds
+	Changes     int64   `json:"changes"`
+	LastRowID   int64   `json:"last_row_id"`
+	ChangedDB   bool    `json:"changed_db"`
+	RowsRead    int64   `json:"rows_read"`
+	RowsWritten int64   `json:"rows_written"`
+	SizeAfter   int64   `json:"size_after"`
+}
+
+// Blob is a BLOB value in an answer.
+type Blob struct {
+	Hex string `json:"blob"`
+}
+
+// ExecAnswer is db.exec's answer.
+type ExecAnswer struct {
+	Count    int     `json:"count"`
+	Duration float64 `json:"duration"`
+}
+
+// Serve runs req on the database of tenant in registry. mayWrite false
+// refuses every statement that is not read-only (ErrNeedsWrite) before it
+// runs. maxAnswer bounds the answer's rows (0: DefaultAnswer). The call
+// ends at ctx's end (a TIMEOUT fault), and a write has committed, durably,
+// when Serve answers.
+func (d *DBs) Serve(ctx context.Context, registry, tenant string, mayWrite bool, maxAnswer int, req Request) (json.RawMessage, error) {
+	if maxAnswer <= 0 {
+		maxAnswer = DefaultAnswer
+	}
+	switch req.Mode {
+	case "all", "raw", "run", "first":
+		if len(req.Statements) != 1 {
+			return nil, sqlError("one statement expected")
+		}
+	case "batch":
+		if len(req.Statements) == 0 {
+			return nil, sqlError("a batch needs at least one statement")
+		}
+	case "exec":
+		if len(req.Statements) != 1 || len(req.Statements[0].Params) != 0 {
+			return nil, sqlError("exec takes SQL and no values")
+		}
+	default:
+		return nil, fault.New(fault.BadRequest, "Unknown SQL call %q.", req.Mode)
+	}
+	x, err := d.get(registry, tenant)
+	if err != nil {
+		return nil, err
+	}
+	c := &call{ctx: ctx, req: req, mayWrite: mayWrite, maxAnswer: maxAnswer, done: make(chan struct{})}
+	x.qmu.Lock()
+	x.queue = append(x.queue, c)
+	lead := !x.leading
+	x.leading = true
+	x.qmu.Unlock()
+	if lead {
+		x.lead()
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, timeoutFault()
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return json.Marshal(c.res)
+}
+
+// Export writes a consistent copy of the tenant's database to a new file
+// in the databases' directory and answers its path; the caller removes it.
+func (d *DBs) Export(ctx context.Context, registry, tenant string) (string, error) {
+	x, err := d.get(registry, tenant)
+	if err != nil {
+		return "", err
+	}
+	if err := x.lock(ctx); err != nil {
+		return "", timeoutFault()
+	}
+	defer x.unlock()
+	f, err := os.CreateTemp(d.opts.Dir, "export-*.sqlite")
+	if err != nil {
+		return "", err
+	}
+	path := f.Name()
+	f.Close()
+	os.Remove(path)
+	err = x.guard(func(c *sqlite3.Conn) error {
+		c.SetInterrupt(ctx)
+		defer c.SetInterrupt(context.Background())
+		// VACUUM INTO attaches its target: the package's own statement.
+		c.Limit(sqlite3.LIMIT_ATTACHED, 1)
+		defer c.Limit(sqlite3.LIMIT_ATTACHED, 0)
+		return c.Exec("VACUUM INTO " + quote(path))
+	})
+	if err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+func (d *DBs) get(registry, tenant string) (*db, error) {
+	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
+	name := hex.EncodeToString(sum[:16])
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
+	}
+	x := d.open[name]
+	if x == nil {
+		x = &db{path: filepath.Join(d.opts.Dir, name+".sqlite"), opts: d.opts, sem: make(chan struct{}, 1)}
+		d.open[name] = x
+	}
+	d.clock++
+	x.used, x.at = d.clock, time.Now()
+	if !x.live.Load() {
+		d.trim()
+	}
+	return x, nil
+}
+
+// trim closes the least recently used idle engines past maxOpen (d.mu
+// held).
+func (d *DBs) trim() {
+	var live []*db
+	for _, x := range d.open {
+		if x.live.Load() {
+			live = append(live, x)
+		}
+	}
+	if len(live) < maxOpen {
+		return
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].used < live[j].used })
+	for _, x := range live[:len(live)-maxOpen+1] {
+		select {
+		case x.sem <- struct{}{}:
+			x.drop()
+			x.unlock()
+		default: // busy: it stays
+		}
+	}
+}
+
+// db is one tenant's database: one connection, one caller at a time.
+type db struct {
+	path string
+	opts Options
+	sem  chan struct{}
+	live atomic.Bool // the engine is open
+	// qmu guards the calls waiting for the next group, and whether a
+	// leader runs them.
+	qmu     sync.Mutex
+	queue   []*call
+	leading bool
+	used    uint64    // DBs.clock at the last call (under DBs.mu)
+	at      time.Time // the last call's time (under DBs.mu)
+	// Under sem:
+	conn   *sqlite3.Conn
+	tenant bool // the statements being prepared or run are the tenant's
+	// stmts keeps the tenant's prepared statements by their SQL (at most
+	// maxCached), pageCount the package's own.
+	stmts     map[string]*sqlite3.Stmt
+	own       map[string]*sqlite3.Stmt
+	pageCount *sqlite3.Stmt
+}
+
+// maxCached bounds one database's kept prepared statements.
+const maxCached = budgets.SQLCachedStmts
+
+func (x *db) lock(ctx context.Context) error {
+	select {
+	case x.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (x *db) unlock() { <-x.sem }
+
+func (x *db) drop() {
+	if x.conn != nil {
+		func() {
+			defer func() { recover() }() // an engine that ran out of memory
+			for _, st := range x.stmts {
+				st.Close()
+			}
+			for _, st := range x.own {
+				st.Close()
+			}
+			if x.pageCount != nil {
+				x.pageCount.Close()
+			}
+		}()
+		x.stmts, x.own, x.pageCount = nil, nil, nil
+		x.conn.Close()
+		x.conn = nil
+		x.live.Store(false)
+	}
+}
+
+// guard runs f on the connection (opened if needed). The engine's running
+// out of its memory is a panic in the driver: f fails and the connection is
+// dropped (SQLite rolls back what it had not committed when the file is
+// opened again).
+func (x *db) guard(f func(c *sqlite3.Conn) error) (err error) {
+	if x.conn == nil {
+		if err := x.openConn(); err != nil {
+			return fault.New(fault.Internal, "The database could not be opened: %v", err)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			x.tenant = false
+			x.drop()
+			err = sqlError(fmt.Sprintf("out of memory: the statement needs more than the database's %d MiB", x.opts.Memory>>20))
+		}
+	}()
+	err = f(x.conn)
+	if err != nil && fault.As(err) == nil {
+		return x.fault(context.Background(), err)
+	}
+	return err
+}
+
+func (x *db) openConn() error {
+	ctx := sqlite3.WithMaxMemory(context.Background(), x.opts.Memory+(16<<20))
+	c, err := sqlite3.OpenContext(ctx, x.path)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		c.Close()
+		return err
+	}
+	if _, err := c.Config(sqlite3.DBCONFIG_DEFENSIVE, true); err != nil {
+		return fail(err)
+	}
+	if _, err := c.Config(sqlite3.DBCONFIG_TRUSTED_SCHEMA, false); err != nil {
+		return fail(err)
+	}
+	c.HardHeapLimit(x.opts.Memory)
+	pages := x.opts.Quota / pageSize
+	if pages < 2 {
+		pages = 2
+	}
+	setup := fmt.Sprintf(`PRAGMA page_size=%d; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
+		PRAGMA temp_store=MEMORY; PRAGMA max_page_count=%d; PRAGMA journal_size_limit=%d; PRAGMA cache_size=-%d`,
+		pageSize, pages, 16<<20, x.opts.Memory/16>>10)
+	if err := c.Exec(setup); err != nil {
+		return fail(err)
+	}
+	c.Limit(sqlite3.LIMIT_LENGTH, maxValue)
+	c.Limit(sqlite3.LIMIT_SQL_LENGTH, 1<<20)
+	c.Limit(sqlite3.LIMIT_ATTACHED, 0)
+	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, maxParams)
+	c.Limit(sqlite3.LIMIT_TRIGGER_DEPTH, 100)
+	c.Limit(sqlite3.LIMIT_EXPR_DEPTH, 500)
+	c.Limit(sqlite3.LIMIT_COMPOUND_SELECT, 200)
+	if err := c.SetAuthorizer(x.authorize); err != nil {
+		return fail(err)
+	}
+	x.conn = c
+	x.stmts, x.own = map[string]*sqlite3.Stmt{}, map[string]*sqlite3.Stmt{}
+	x.live.Store(true)
+	return nil
+}
