@@ -94,7 +94,7 @@ func TestWebSocketUnreadSocketsCannotSinkTheRoom(t *testing.T) {
 		// one member sends at that pace; one who sends faster than the
 		// others read is a visitor they do not keep up with
 		// (docs/websockets.md).
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(120 * time.Millisecond)
 	}
 	took := time.Since(start)
 	// The member hears every message.
