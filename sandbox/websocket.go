@@ -34,7 +34,7 @@ func socketEventLines(lines string) string { return "\n" + lines }
 // socketQueueShare is the part of an isolate's memory bound that the sends
 // waiting for its sockets' visitors may hold, all sockets together, and
 // socketQueueMost the most they may hold at all: past it the runtime
-// closes the sockets holding the most with 1008 (docs/websockets.md), so a
+// closes the sockets read least recently with 1008 (docs/websockets.md), so a
 // visitor who opens sockets it never reads cannot make the isolate hit its
 // memory bound (which would close every other visitor's socket with 1011).
 const (

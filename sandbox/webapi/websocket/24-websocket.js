@@ -137,8 +137,10 @@
     }
     if (!host.streamWrite(st.stream, record)) st.blocked = true;
   }
-  // boundQueues closes the sockets holding the most while all sockets'
-  // waiting sends are past the isolate's share.
+  // boundQueues closes the socket read least recently (then the one with
+  // the most waiting) while all sockets' waiting sends are past the
+  // isolate's share. A socket's progress is when it last drained, or began
+  // to wait.
   function boundQueues() {
     if (queueBound < 0) queueBound = coldHost('socketQueueBound')();
     while (queuedAll > queueBound) {
