@@ -234,6 +234,7 @@ var (
 		{"load", (*vm).hostLoad},
 		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
 		{"natives", (*vm).hostNatives},
+		{"socketQueueBound", (*vm).hostSocketQueueBound},
 	}, webAPIOps()...)
 	coldHostNames = hostNames(coldHost)
 )

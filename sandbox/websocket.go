@@ -1,6 +1,10 @@
 package sandbox
 
-import "github.com/retainer-gw/retainer/sandbox/webapi/websocket"
+import (
+	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
+)
 
 // WebSockets to a handle (docs/websockets.md). A handler accepts one with
 // `new Response(null, {status: 101, webSocket: client})`: the answer is a
@@ -26,3 +30,20 @@ func SocketEventRequest(stream int64, kind byte, code int, data []byte) WireRequ
 // line, which no request has (its method is a token), so a visitor's
 // request can never be taken for an event.
 func socketEventLines(lines string) string { return "\n" + lines }
+
+// socketQueueShare is the part of an isolate's memory bound that the sends
+// waiting for its sockets' visitors may hold, all sockets together, and
+// socketQueueMost the most they may hold at all: past it the runtime
+// closes the sockets read least recently with 1008 (docs/websockets.md), so a
+// visitor who opens sockets it never reads cannot make the isolate hit its
+// memory bound (which would close every other visitor's socket with 1011).
+const (
+	socketQueueShare = 4 // a quarter
+	socketQueueMost  = 8 << 20
+)
+
+// hostSocketQueueBound answers the bytes this isolate's sockets may hold
+// waiting, all together (webapi/websocket/24-websocket.js).
+func (m *vm) hostSocketQueueBound([]*v8.Value) (*v8.Value, error) {
+	return v8.NewValue(m.iso, int32(min(socketQueueMost, (m.memoryMiB<<20)/socketQueueShare)))
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +207,64 @@ func TestWebSocketCloseEventsOnce(t *testing.T) {
 	event(late, websocket.Close, 1008, "")
 	e.CancelStream(id, late)
 	stats("2 1006,1000,4001,late:1008 0")
+}
+
+// What waits for an isolate's sockets is bounded for all of them together
+// (a quarter of its memory bound, at most 8 MiB: docs/websockets.md): a
+// socket whose visitor never reads is closed with 1008 once what waits
+// for it passes that, while a socket that is read keeps receiving, and
+// the isolate and its state live on. Before, 16 MiB could wait per socket.
+func TestWebSocketWaitingSendsBoundedPerIsolate(t *testing.T) {
+	id := deploy(t, `async () => { const room = new Set(); let blasts = 0; const part = 'x'.repeat(256 << 10);
+		return { fetch(request) {
+		if (request.url.endsWith('/blast')) { blasts++; for (const s of room) s.send(part); return new Response(String(blasts)); }
+		const [client, server] = Object.values(new WebSocketPair());
+		server.accept();
+		room.add(server);
+		return new Response(null, { status: 101, webSocket: client });
+	} } }`)
+	e := engine(t)
+	upgrade := func() int64 {
+		t.Helper()
+		res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "https://x/chat", [][2]string{{"upgrade", "websocket"}}, nil))
+		if err != nil || res.Status != 101 || res.Stream == 0 {
+			t.Fatalf("upgrade: %+v %v", res, err)
+		}
+		return res.Stream
+	}
+	read, unread := upgrade(), upgrade()
+	recs := &websocket.Records{Max: 1 << 20}
+	const blasts = 40 // 10 MiB to each socket
+	for i := 1; i <= blasts; i++ {
+		r, err := get(t, id, "https://x/blast")
+		if err != nil || string(r.BodyBytes()) != strconv.Itoa(i) {
+			t.Fatalf("blast %d: %s %v (the isolate's state was lost?)", i, r.BodyBytes(), err)
+		}
+		got, _ := readRecords(t, id, read, recs, 1)
+		if got[0].Kind != websocket.Text || len(got[0].Data) != 256<<10 {
+			t.Fatalf("blast %d: the socket that reads got %c %d bytes", i, got[0].Kind, len(got[0].Data))
+		}
+	}
+	// The socket nobody read: what the stream's window took, then 1008.
+	var got []websocket.Record
+	unreadRecs := &websocket.Records{Max: 1 << 20}
+	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 || got[len(got)-1].Kind != websocket.Close; {
+		chunk, done, err := e.ReadStream(context.Background(), id, unread, 500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := unreadRecs.Add(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+		if done || time.Now().After(deadline) {
+			t.Fatalf("the unread socket was not closed: %d records", len(got))
+		}
+	}
+	if c := got[len(got)-1]; c.Code != 1008 || len(got) > 3 {
+		t.Fatalf("the unread socket got %d records, then close %d %q", len(got)-1, c.Code, c.Data)
+	}
+	e.CancelStream(id, read)
+	e.CancelStream(id, unread)
 }

@@ -4,14 +4,25 @@
   // a response stream (a kind byte, a 4-byte length, the payload), so the
   // gateway's output gate and the stream's flow control hold for them too;
   // the visitor's messages and close come back as socket events. Sends
-  // beyond the stream's window wait here, up to maxSocketQueue bytes: past
-  // that the visitor is not reading, and the socket is closed with 1008.
+  // beyond the stream's window wait here, all the isolate's sockets
+  // together up to its share (host socketQueueBound: a quarter of its
+  // memory bound, at most 8 MiB): past it the socket whose visitor has
+  // read nothing for the longest (the most waiting among those) is closed
+  // with 1008, until what waits is within the share again, so visitors who
+  // do not read never make the isolate hit its memory bound, and those who
+  // read keep their sockets (docs/websockets.md).
   // Every accepted socket gets exactly one close event, whatever ends it
   // (the visitor's close, the gateway's for a bound, a refused upgrade,
   // the gateway letting the stream go): the socket's stream stays open
   // until the gateway lets it go, and its cancel fires the close event
   // when nothing else did.
-  const maxSocketQueue = 16 << 20;
+  // A waiting send costs its record's bytes and recordCost more (its slot
+  // and string head), so many small sends are bounded as well as big ones.
+  const recordCost = 32;
+  let queueBound = -1; // the isolate's share, asked for once
+  let queuedAll = 0; // bytes waiting, all sockets
+  let progressTick = 0; // orders the sockets' last progress
+  const queuing = new SetCtor(); // the states of sockets with sends waiting
   // maxPending bounds the visitor's messages that wait for accept(): past
   // it they are dropped and the socket closes with 1008.
   const maxPending = 1 << 20;
@@ -42,7 +53,7 @@
     constructor(url) {
       if (!makingSocket) throw new TypeErrorCtor('Outbound WebSockets are not supported here; a handler accepts them with WebSocketPair.');
       super();
-      socketState.set(this, { client: false, peer: null, accepted: false, readyState: 0, stream: 0, queue: [], queued: 0, blocked: false, pending: [], pendingBytes: 0,
+      socketState.set(this, { client: false, peer: null, accepted: false, readyState: 0, stream: 0, queue: [], queued: 0, progress: 0, blocked: false, pending: [], pendingBytes: 0,
         closeFired: false, lost: false,
         onmessage: null, onclose: null, onerror: null, onopen: null, url: url === undefined ? null : StringCtor(url) });
     }
@@ -118,28 +129,52 @@
   function writeSocket(ws, st, record) {
     if (st.stream === 0 || st.blocked || st.queue.length > 0) {
       st.queue.push(record);
-      st.queued += record.length;
-      if (st.queued > maxSocketQueue) abandonSocket(ws, st);
+      const cost = record.length + recordCost;
+      st.queued += cost; queuedAll += cost;
+      if (!queuing.has(st)) { queuing.add(st); st.progress = ++progressTick; }
+      boundQueues();
       return;
     }
     if (!host.streamWrite(st.stream, record)) st.blocked = true;
   }
+  // boundQueues closes the socket read least recently (then the one with
+  // the most waiting) while all sockets' waiting sends are past the
+  // isolate's share. A socket's progress is when it last drained, or began
+  // to wait.
+  function boundQueues() {
+    if (queueBound < 0) queueBound = coldHost('socketQueueBound')();
+    while (queuedAll > queueBound) {
+      let most = null;
+      for (const st of queuing) if (most === null || st.progress < most.progress || st.progress === most.progress && st.queued > most.queued) most = st;
+      if (most === null) { queuedAll = 0; return; }
+      abandonSocket(most);
+    }
+  }
+  // dropQueue drops what waits on a socket.
+  function dropQueue(st) {
+    queuedAll -= st.queued;
+    st.queue = []; st.queued = 0;
+    queuing.delete(st);
+  }
   // flushSocket writes what waits, as the window allows.
   function flushSocket(st) {
     st.blocked = false;
+    st.progress = ++progressTick;
     while (st.queue.length > 0 && !st.blocked) {
       const r = st.queue.shift();
-      st.queued -= r.length;
+      const cost = r.length + recordCost;
+      st.queued -= cost; queuedAll -= cost;
       if (!host.streamWrite(st.stream, r)) st.blocked = true;
     }
+    if (st.queue.length === 0) queuing.delete(st);
   }
   // closeRecord is a close's record: its code, then its reason.
   function closeRecord(code, why) { return socketRecord('c', fromCharCode((code >> 8) & 255, code & 255) + why); }
   // abandonSocket closes a socket whose visitor stopped reading: what waits
   // is dropped, the close goes at once; the close event follows when the
   // gateway has closed the visitor.
-  function abandonSocket(ws, st) {
-    st.queue = []; st.queued = 0; st.lost = true;
+  function abandonSocket(st) {
+    dropQueue(st); st.lost = true;
     if (st.readyState < 2) st.readyState = 2;
     if (st.stream !== 0) host.streamWrite(st.stream, closeRecord(1008, 'the visitor is not reading'));
   }
@@ -149,7 +184,7 @@
     if (st.closeFired) return [];
     st.closeFired = true;
     st.readyState = 3;
-    st.queue = []; st.queued = 0;
+    dropQueue(st);
     const ev = new CloseEvent('close', { code, reason, wasClean: code !== 1006 });
     if (!st.accepted) { st.pending = [ev]; st.pendingBytes = 0; return []; }
     return fireSocket(ws, ev);
