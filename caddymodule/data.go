@@ -180,7 +180,7 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		body, tracked, release, err = h.readVisitorBody(w, r, start)
 		defer release()
 		if err != nil {
-			refuseBody(w, err)
+			refuseBody(w, r, err)
 			return
 		}
 		if tracked != nil {
