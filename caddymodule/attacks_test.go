@@ -92,7 +92,13 @@ func deploy(t *testing.T, tok, code string, extra map[string]any) string {
 	for k, v := range extra {
 		req[k] = v
 	}
+	// OVERLOADED is retryable: a tenant's first deploy waits for a worker
+	// only within its bound, and on a busy machine a worker may take longer
+	// to start; a client tries again, and so does this, for 10 s.
 	a := execute(t, tok, req)
+	for deadline := time.Now().Add(10 * time.Second); a.code() == "OVERLOADED" && time.Now().Before(deadline); a = execute(t, tok, req) {
+		time.Sleep(250 * time.Millisecond)
+	}
 	id, _ := a.json(t)["executionId"].(string)
 	if a.status != 200 || id == "" {
 		t.Fatalf("deploy: %d %.300s", a.status, a.body)

@@ -2,17 +2,20 @@ package caddymodule
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/retainer-gw/retainer/fault"
 )
@@ -386,5 +389,43 @@ func TestWholeBodyWithoutReadDeadlines(t *testing.T) {
 	}
 	if _, err := read(trickles); fault.CodeOf(err) != fault.RequestTimeout || !strings.Contains(err.Error(), "request_body_timeout") {
 		t.Fatalf("a body that trickles: %v", err)
+	}
+}
+
+// A body refused for its size is answered, not reset: the visitor is
+// still sending it when the answer goes, and a connection closed with
+// bytes unread resets, which a client that has not yet read the answer
+// sees instead (Go's client did in 5-14% of such uploads). 150 uploads of
+// 2 MiB to the 1 MiB bound, with a length or chunked, each answer 413
+// TOO_LARGE; an upload that announces 2 MiB and waits for a 100 Continue
+// gets the answer whole without sending.
+func TestRefusedBodiesAreAnsweredNotReset(t *testing.T) {
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
+	id := deploy(t, token(t, "alice", allScopes), bodyReader, nil)
+	expecting := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		ExpectContinueTimeout: 10 * time.Second, DialContext: client.Transport.(*http.Transport).DialContext}}
+	payload := make([]byte, 2<<20)
+	for i := 0; i < 150; i++ {
+		kind := []string{"with a length", "chunked", "expecting 100 Continue"}[i%3]
+		var body io.Reader = bytes.NewReader(payload)
+		if kind == "chunked" {
+			body = io.MultiReader(body) // no length known: chunked
+		}
+		req, _ := http.NewRequest("POST", site(id+".apps.localhost", "/upload"), body)
+		c := client
+		if kind == "expecting 100 Continue" {
+			req.Header.Set("Expect", "100-continue")
+			c = expecting
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("upload %d, %s: %v", i+1, kind, err)
+		}
+		data, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 413 || !strings.Contains(string(data), "TOO_LARGE") {
+			t.Fatalf("upload %d, %s: %d %s", i+1, kind, res.StatusCode, data)
+		}
 	}
 }

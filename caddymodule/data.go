@@ -184,7 +184,7 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		if !ok {
 			err := fault.New(fault.NotFound, "No handler is deployed here.")
 			observeInvocation("data", start, err)
-			refuseBody(w, err)
+			refuseBody(w, r, err)
 			return
 		}
 		var release func()
@@ -192,7 +192,7 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		body, tracked, release, err = h.readVisitorBody(w, r, tenant, start)
 		defer release()
 		if err != nil {
-			refuseBody(w, err)
+			refuseBody(w, r, err)
 			return
 		}
 		if tracked != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,19 +24,24 @@ import (
 
 // chatRoom is the canonical WebSocket handler (docs/websockets.md): a room
 // in one closure, its size over HTTP, its page served by the same handle.
-// The page also asks for /held, which answers once the room has passed a
-// message on: headless Chromium's virtual time does not wait for a
-// WebSocket, but it does wait for a fetch in flight.
-const chatRoom = `async () => { const room = new Set(); let passed; const passedOn = new Promise((r) => passed = r);
+// Headless Chromium dumps a page's DOM once it has loaded, and a page does
+// not wait for a WebSocket, but its load waits for an image: a page asked
+// for with ?hold=<origin> loads the image <origin>/held and fetches
+// <origin>/shown when it has shown a message, and the test's server
+// (holdUntilShown) answers the first only after the second.
+const chatRoom = `async () => { const room = new Set();
 	return { async fetch(request, env) {
 	const path = new URL(request.url).pathname;
 	if (path === '/size') return Response.json({size: room.size});
-	if (path === '/held') { await Promise.race([passedOn, new Promise((r) => setTimeout(r, 20000))]); return new Response('passed on'); }
 	if (path === '/') return new Response(` + "`" + `<!doctype html><title>chat</title><body><p id="log">waiting</p><script>
+		const hold = new URLSearchParams(location.search).get('hold');
 		const ws = new WebSocket('ws://' + location.host + '/chat');
 		ws.onopen = () => ws.send('from the browser');
-		ws.onmessage = (e) => { document.getElementById('log').textContent = 'got: ' + e.data; };
-		fetch('/held');
+		ws.onmessage = (e) => {
+			document.getElementById('log').textContent = 'got: ' + e.data;
+			if (hold) fetch(hold + '/shown', {mode: 'no-cors'});
+		};
+		if (hold) document.body.appendChild(new Image()).src = hold + '/held';
 	</script></body>` + "`" + `, {headers: {'content-type': 'text/html'}});
 	if (request.headers.get('Upgrade') !== 'websocket') return new Response('expected a websocket', {status: 426});
 	const [client, server] = Object.values(new WebSocketPair());
@@ -46,11 +53,35 @@ const chatRoom = `async () => { const room = new Set(); let passed; const passed
 		if (event.data === 'huge') return server.send('x'.repeat(2 ** 20 + 1));
 		if (event.data.startsWith('kv:')) { await env.kv.put('last', event.data); return server.send('stored'); }
 		for (const peer of room) peer.send(event.data);
-		passed();
 	});
 	server.addEventListener('close', () => room.delete(server));
 	return new Response(null, { status: 101, webSocket: client });
 } } }`
+
+// holdUntilShown serves a browser page's hold (see chatRoom): /held
+// answers once /shown was asked for, or after 20 s. Its origin is the
+// page's ?hold=. (A hold served by the handle itself would be an
+// invocation in progress, and a handle of concurrency 1 takes its
+// socket's messages only after it. Nor is Chromium's virtual time of use
+// here: a fetch in flight pauses it, and with it, at times, the page's
+// socket, whose message then waited for the hold it was to end.)
+func holdUntilShown(t *testing.T) string {
+	shown := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/shown":
+			once.Do(func() { close(shown) })
+		case "/held":
+			select {
+			case <-shown:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
 
 // dialSocket opens a WebSocket to host through the local Caddy.
 func dialSocket(ctx context.Context, host, path string) (*websocket.Conn, *http.Response, error) {
@@ -258,7 +289,7 @@ func TestWebSocketsToAHandle(t *testing.T) {
 
 	// In a real browser: the page of the handle opens a socket, sends and
 	// shows what came back.
-	out := dumpDOM(t, site(bobs+".apps.localhost", "/"), 5*time.Second)
+	out := dumpDOM(t, site(bobs+".apps.localhost", "/?hold="+url.QueryEscape(holdUntilShown(t))), 0)
 	if !strings.Contains(string(out), "got: from the browser") {
 		t.Fatalf("the browser's page:\n%s", out)
 	}
