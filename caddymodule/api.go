@@ -128,6 +128,9 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("GET /results/{id}", h.getResult)
 	mux.HandleFunc("POST /sql", h.sqlQuery)
 	mux.HandleFunc("GET /sql/export", h.sqlExport)
+	mux.HandleFunc("GET /secrets", h.listSecrets)
+	mux.HandleFunc("PUT /secrets/{name}", h.putSecret)
+	mux.HandleFunc("DELETE /secrets/{name}", h.deleteSecret)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, fault.New(fault.NotFound, "No such API path: %s %s.", r.Method, r.URL.Path), "")
 	})
@@ -271,6 +274,8 @@ type executionRequest struct {
 	Providers     []handles.Provider `json:"providers,omitempty"`
 	Outbound      *struct {
 		Allow []string `json:"allow"`
+		// Headers the gateway sets on fetch to a host (docs/secrets.md).
+		Headers map[string]map[string]string `json:"headers,omitempty"`
 	} `json:"outbound,omitempty"`
 	Env map[string]string `json:"env,omitempty"`
 }
@@ -419,6 +424,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 			}
 		}
 		out.Grants.Outbound = req.Outbound.Allow
+		out.Grants.Headers = req.Outbound.Headers
 	}
 	return out, nil
 }
@@ -458,6 +464,10 @@ func (h *API) runExecution(ctx context.Context, c caller, req executionRequest, 
 	}
 	ereq, err := h.toRequest(req)
 	if err != nil {
+		return executionResponse{}, err
+	}
+	// Every secret outbound.headers names must be the caller's own.
+	if err := h.runtime().secrets.CheckHeaders(ctx, h.Registry, c.tenant, ereq.Grants.Headers); err != nil {
 		return executionResponse{}, err
 	}
 	if err := checkCallerProviders(req.Providers, callerTools != nil); err != nil {
