@@ -276,6 +276,12 @@ func size(d *caddyfile.Dispenser, val string) (int64, error) {
 //			system <file>
 //			timeout <duration>
 //		}
+//		ai {
+//			endpoint <url>
+//			api_key <key or placeholder>
+//			model <name> [<upstream model>]
+//			timeout <duration>
+//		}
 //		domains {
 //			resolver <host:port>
 //			target <cname>
@@ -336,6 +342,12 @@ func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 			} else {
 				api.SpawnChildren = n
 			}
+		case "ai":
+			ai, err := parseAI(h.Dispenser)
+			if err != nil {
+				return nil, err
+			}
+			api.AI = ai
 		case "generate":
 			g := new(GenerateConfig)
 			for nest := h.Nesting(); h.NextBlock(nest); {

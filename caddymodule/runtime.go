@@ -43,6 +43,7 @@ type runtime struct {
 	kv       *kv.KV
 	sql      *sqldb.DBs
 	secrets  *capability.Secrets
+	ai       *capability.AI
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -233,7 +234,8 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	rt.sql = sqls
 	rt.secrets = capability.NewSecrets(writer)
-	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	rt.ai = &capability.AI{OnTokens: func(_ string, n int64) { metricAITokens.Add(float64(n)) }}
+	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		sqls.Close()

@@ -67,6 +67,8 @@ type Host struct {
 	SQLAnswer int
 	// Secrets fill outbound.headers (nil: none; docs/secrets.md).
 	Secrets *Secrets
+	// AI serves ai.run (nil: none; docs/ai.md).
+	AI *AI
 }
 
 // Serve dispatches a call that is not a tool call (tools go through the
@@ -95,8 +97,17 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args, inject)
 	case "sql":
 		return h.sql(ctx, c)
+	case "ai":
+		if !c.Grants.Has("ai") {
+			return nil, Denied("ai", "ai.run")
+		}
+		if h.AI == nil {
+			return nil, fault.New(fault.BadRequest, "ai.run: this gateway has no ai block (docs/ai.md).")
+		}
+		return h.AI.run(ctx, h.Fetcher.Streams, c)
 	case "fetch.read":
-		if !c.Grants.Has("fetch") || h.Fetcher.Streams == nil {
+		// A streamed ai.run answer is read as a fetch answer is.
+		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")
 		}
 		return h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)

@@ -85,6 +85,9 @@ func bindings(g Grants) sandbox.Bindings {
 		if c == "sqlRead" || c == "sqlWrite" {
 			b.SQL = true
 		}
+		if c == "ai" {
+			b.AI = true
+		}
 	}
 	return b
 }
