@@ -115,7 +115,8 @@ func TestAI(t *testing.T) {
 		const m = await ai.run('small', {messages: [{role: 'system', content: 'be brief'}, {role: 'user', content: 'second'}]});
 		let refused;
 		try { await ai.run('gpt-4', {prompt: 'x'}); } catch (e) { refused = e.message; }
-		return {r, m: m.response, refused, seen: Object.getOwnPropertyNames(globalThis).join(',')};
+		const read = await new Response(await ai.run('chat', {prompt: 'read it here', stream: true})).text();
+		return {r, m: m.response, refused, read};
 	}`
 	a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": prog, "capabilities": []string{"ai"}}))
 	if a.status != 200 {
@@ -134,9 +135,12 @@ func TestAI(t *testing.T) {
 	if r, _ := res["refused"].(string); !strings.Contains(r, `"gpt-4"`) || !strings.Contains(r, "chat, small") {
 		t.Fatalf("an unknown model: %q", r)
 	}
+	if res["read"] != "data: {\"response\":\"Hel\"}\n\ndata: {\"response\":\"lo\"}\n\ndata: {\"response\":\" world\"}\n\ndata: [DONE]\n\n" {
+		t.Fatalf("a stream read by the program: %q", res["read"])
+	}
 	cs := calls()
-	if len(cs) != 2 {
-		t.Fatalf("the endpoint saw %d calls, want 2 (the unknown model never leaves)", len(cs))
+	if len(cs) != 3 {
+		t.Fatalf("the endpoint saw %d calls, want 3 (the unknown model never leaves)", len(cs))
 	}
 	if cs[0].path != "/v1/chat/completions" || cs[0].auth != "Bearer "+aiTestKey || cs[0].body["model"] != "upstream-chat-7b" ||
 		cs[0].body["max_tokens"] != float64(20) || cs[0].body["temperature"] != 0.5 || cs[1].body["model"] != "tiny-1b" {
@@ -170,13 +174,13 @@ func TestAI(t *testing.T) {
 		t.Fatalf("the streamed call upstream: %+v", cs[len(cs)-1])
 	}
 
-	// Tokens counted to the tenant: 8 + 8 whole, 10 streamed.
+	// Tokens counted to the tenant: 8 + 8 whole, 10 + 10 streamed.
 	var tokens int64
 	runtimes.Range(func(_, v any) bool {
 		tokens += v.(*runtime).ai.Tokens("alice")
 		return true
 	})
-	if tokens != 26 {
-		t.Fatalf("alice's tokens: %d, want 26", tokens)
+	if tokens != 36 {
+		t.Fatalf("alice's tokens: %d, want 36", tokens)
 	}
 }
