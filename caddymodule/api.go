@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/receipts"
@@ -54,6 +55,9 @@ type API struct {
 	// Generate configures POST /run/generate; without it that answers
 	// BAD_REQUEST.
 	Generate *GenerateConfig `json:"generate,omitempty"`
+	// AI is the models behind the ai capability (docs/ai.md); without it
+	// ai.run refuses.
+	AI *AIConfig `json:"ai,omitempty"`
 	// Domains configures tenants' own domains (docs/domains.md).
 	Domains *DomainsConfig `json:"domains,omitempty"`
 
@@ -86,12 +90,19 @@ func (h *API) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("retainer_api: %w", err)
 		}
 	}
+	var ai *capability.AIConfig
+	if h.AI != nil {
+		if ai, err = h.AI.provision(); err != nil {
+			return fmt.Errorf("retainer_api: %w", err)
+		}
+	}
 	h.live = new(started)
 	h.sockets = new(socketSet)
 	h.domains = newDomainsAPI(h.Domains)
 	h.app.whenStarted(func(rt *runtime) {
 		reg := h.app.registry(rt, h.Registry)
 		reg.SetCapabilities(h.Providers, h.OutboundAllowPrivate)
+		rt.ai.Set(h.Registry, ai)
 		h.live.rt.Store(rt)
 		h.live.reg.Store(reg)
 		if rt.cluster != nil {
@@ -128,6 +139,9 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("GET /results/{id}", h.getResult)
 	mux.HandleFunc("POST /sql", h.sqlQuery)
 	mux.HandleFunc("GET /sql/export", h.sqlExport)
+	mux.HandleFunc("GET /secrets", h.listSecrets)
+	mux.HandleFunc("PUT /secrets/{name}", h.putSecret)
+	mux.HandleFunc("DELETE /secrets/{name}", h.deleteSecret)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, fault.New(fault.NotFound, "No such API path: %s %s.", r.Method, r.URL.Path), "")
 	})
@@ -271,6 +285,8 @@ type executionRequest struct {
 	Providers     []handles.Provider `json:"providers,omitempty"`
 	Outbound      *struct {
 		Allow []string `json:"allow"`
+		// Headers the gateway sets on fetch to a host (docs/secrets.md).
+		Headers map[string]map[string]string `json:"headers,omitempty"`
 	} `json:"outbound,omitempty"`
 	Env map[string]string `json:"env,omitempty"`
 }
@@ -340,7 +356,7 @@ func decodeStrict(data []byte, v any) error {
 // maxConcurrency bounds a handle's invocations in progress (docs/architecture.md).
 const maxConcurrency = 1000
 
-var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "fetch": true, "spawn": true}
+var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
@@ -393,7 +409,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	for _, c := range req.Capabilities {
 		if !knownCapabilities[c] {
-			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, fetch and spawn.", c)
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, ai, fetch and spawn.", c)
 		}
 	}
 	out.Grants.Capabilities = req.Capabilities
@@ -419,6 +435,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 			}
 		}
 		out.Grants.Outbound = req.Outbound.Allow
+		out.Grants.Headers = req.Outbound.Headers
 	}
 	return out, nil
 }
@@ -458,6 +475,10 @@ func (h *API) runExecution(ctx context.Context, c caller, req executionRequest, 
 	}
 	ereq, err := h.toRequest(req)
 	if err != nil {
+		return executionResponse{}, err
+	}
+	// Every secret outbound.headers names must be the caller's own.
+	if err := h.runtime().secrets.CheckHeaders(ctx, h.Registry, c.tenant, ereq.Grants.Headers); err != nil {
 		return executionResponse{}, err
 	}
 	if err := checkCallerProviders(req.Providers, callerTools != nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -101,6 +102,11 @@ type App struct {
 	// Default 1 GiB. The databases are files in a folder beside Store
 	// (its name and ".sql").
 	SQLQuota int64 `json:"sql_quota,omitempty"`
+	// SecretsKey seals tenants' secrets (docs/secrets.md): at least 32
+	// bytes, raw or base64, usually a placeholder such as
+	// {env.RETAINER_SECRETS_KEY}. Empty: the secrets API answers 501.
+	SecretsKey string `json:"secrets_key,omitempty"`
+	secretsKey []byte
 	// StreamTimeout bounds a whole streamed response (README.md, API): past it
 	// the stream is cancelled and the visitor's connection ends.
 	// Default 5m.
@@ -274,6 +280,11 @@ func (a *App) Validate() error {
 	if err := a.validateCluster(); err != nil {
 		return err
 	}
+	key, err := capability.ParseSecretsKey(caddy.NewReplacer().ReplaceAll(a.SecretsKey, ""))
+	if err != nil {
+		return fmt.Errorf("retainer: %w", err)
+	}
+	a.secretsKey = key
 	if a.Isolation != worker.IsolationTenant && a.Isolation != worker.IsolationShared {
 		return fmt.Errorf("retainer: isolation must be tenant or shared, not %q", a.Isolation)
 	}

@@ -56,6 +56,7 @@ func init() {
 //		max_request_body <size>
 //		max_response_body <size>
 //		sql_quota <size>
+//		secrets_key <key>
 //		stream_timeout <duration>
 //		max_handles_per_tenant <n>
 //		websockets_per_handle <n>
@@ -189,6 +190,8 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxResponseBody, err = size(d, val)
 		case "sql_quota":
 			app.SQLQuota, err = size(d, val)
+		case "secrets_key":
+			app.SecretsKey = val
 		case "max_handles_per_tenant":
 			app.MaxHandlesPerTenant, err = positive(d, val)
 		case "websockets_per_handle":
@@ -273,6 +276,12 @@ func size(d *caddyfile.Dispenser, val string) (int64, error) {
 //			system <file>
 //			timeout <duration>
 //		}
+//		ai {
+//			endpoint <url>
+//			api_key <key or placeholder>
+//			model <name> [<upstream model>]
+//			timeout <duration>
+//		}
 //		domains {
 //			resolver <host:port>
 //			target <cname>
@@ -333,6 +342,12 @@ func parseAPI(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 			} else {
 				api.SpawnChildren = n
 			}
+		case "ai":
+			ai, err := parseAI(h.Dispenser)
+			if err != nil {
+				return nil, err
+			}
+			api.AI = ai
 		case "generate":
 			g := new(GenerateConfig)
 			for nest := h.Nesting(); h.NextBlock(nest); {

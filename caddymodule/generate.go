@@ -192,6 +192,8 @@ The runtime has the web platform's standard library: fetch-style Request/Respons
 			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).all() → {results, meta}, .first(column?), .raw(), db.batch([statements]); reading statements only.")
 		case "sqlWrite":
 			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).run() / .all() / .first(), db.batch([statements]) (one transaction), db.exec(sql); no BEGIN/COMMIT (use batch).")
+		case "ai":
+			b.WriteString("\n- ai.run(model, {messages: [{role, content}]} or {prompt}, with max_tokens?, temperature?) → {response, usage}; with stream: true a ReadableStream of Server-Sent Events (data: {\"response\": ...} … data: [DONE]) a handler can return as a Response body (also env.ai).")
 		case "fetch":
 			hosts := "no host"
 			if run.Outbound != nil && len(run.Outbound.Allow) > 0 {

@@ -61,6 +61,10 @@ var (
 		Namespace: "retainer", Name: "websocket_messages_total",
 		Help: "WebSocket messages to handles (in) and from them (out).",
 	}, []string{"direction"})
+	metricAITokens = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "ai_tokens_total",
+		Help: "Tokens (prompt and completion) tenants spent through ai.run (docs/ai.md).",
+	})
 	metricSocketIn       = metricSocketMessages.WithLabelValues("in")
 	metricSocketOut      = metricSocketMessages.WithLabelValues("out")
 	metricWorkerRestarts = prometheus.NewCounter(prometheus.CounterOpts{
@@ -202,7 +206,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize} {
+	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize, metricAITokens} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

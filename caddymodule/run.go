@@ -78,7 +78,8 @@ func (h *API) runExec(code string, req runRequest) (handles.ExecRequest, error) 
 	out.MemoryLimitMb = req.MemoryLimitMb
 	if req.Outbound != nil {
 		out.Outbound = &struct {
-			Allow []string `json:"allow"`
+			Allow   []string                     `json:"allow"`
+			Headers map[string]map[string]string `json:"headers,omitempty"`
 		}{Allow: req.Outbound.Allow}
 	}
 	return h.toRequest(out)

@@ -42,6 +42,8 @@ type runtime struct {
 	receipts *receipts.Store
 	kv       *kv.KV
 	sql      *sqldb.DBs
+	secrets  *capability.Secrets
+	ai       *capability.AI
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -231,7 +233,9 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, err
 	}
 	rt.sql = sqls
-	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	rt.secrets = capability.NewSecrets(writer)
+	rt.ai = &capability.AI{OnTokens: func(_ string, n int64) { metricAITokens.Add(float64(n)) }}
+	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		sqls.Close()
@@ -273,6 +277,7 @@ func (rt *runtime) bind(a *App) {
 	}
 	rt.app.Store(a)
 	rt.receipts.SetRetention(time.Duration(a.ReceiptRetention))
+	rt.secrets.SetKey(a.secretsKey)
 	registerMetrics(a.ctx, rt)
 }
 

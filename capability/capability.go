@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
@@ -18,6 +19,9 @@ type Grants struct {
 	// AllowPrivate lifts the internal-address check of fetch (never the
 	// allow list): the Caddyfile's outbound_allow_private.
 	AllowPrivate bool
+	// Headers are outbound.headers (docs/secrets.md): host pattern →
+	// header → a template whose {secret.NAME} the gateway fills at fetch.
+	Headers map[string]map[string]string
 }
 
 // Has reports a capability.
@@ -61,6 +65,10 @@ type Host struct {
 	// answer (max_response_body).
 	SQL       *sqldb.DBs
 	SQLAnswer int
+	// Secrets fill outbound.headers (nil: none; docs/secrets.md).
+	Secrets *Secrets
+	// AI serves ai.run (nil: none; docs/ai.md).
+	AI *AI
 }
 
 // Serve dispatches a call that is not a tool call (tools go through the
@@ -79,11 +87,27 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		if !c.Grants.Has("fetch") {
 			return nil, Denied("fetch", "fetch")
 		}
-		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args)
+		var inject func(ctx context.Context, scheme, host, port string) (http.Header, error)
+		if len(c.Grants.Headers) > 0 {
+			if h.Secrets == nil {
+				return nil, errNoSecretsKey()
+			}
+			inject = h.Secrets.injector(c.Registry, c.Tenant, c.Grants.Headers, c.Grants.AllowPrivate)
+		}
+		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args, inject)
 	case "sql":
 		return h.sql(ctx, c)
+	case "ai":
+		if !c.Grants.Has("ai") {
+			return nil, Denied("ai", "ai.run")
+		}
+		if h.AI == nil {
+			return nil, fault.New(fault.BadRequest, "ai.run: this gateway has no ai block (docs/ai.md).")
+		}
+		return h.AI.run(ctx, h.Fetcher.Streams, c)
 	case "fetch.read":
-		if !c.Grants.Has("fetch") || h.Fetcher.Streams == nil {
+		// A streamed ai.run answer is read as a fetch answer is.
+		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")
 		}
 		return h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)

@@ -177,19 +177,22 @@ var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "proxy-co
 // Fetch makes one request within the allow list. allowPrivate lifts the
 // address check (never the allow list), for local testing.
 func (f *Fetcher) Fetch(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
-	return f.fetch(ctx, "", "", allow, false, raw)
+	return f.fetch(ctx, "", "", allow, false, raw, nil)
 }
 
 // FetchAllowingPrivate is Fetch with outbound_allow_private.
 func (f *Fetcher) FetchAllowingPrivate(ctx context.Context, allow []string, raw json.RawMessage) (json.RawMessage, error) {
-	return f.fetch(ctx, "", "", allow, true, raw)
+	return f.fetch(ctx, "", "", allow, true, raw, nil)
 }
 
 // fetch makes the request for owner (a run's or handle's id; "" reads the
 // answer whole). An answer of unknown length, or over streamedAnswer, is
 // streamed when the fetcher holds streams: its body is left for fetch.read
 // or a relay, detached from ctx (the run may end before it is read).
-func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []string, allowPrivate bool, raw json.RawMessage) (json.RawMessage, error) {
+// inject, if not nil, answers the headers the gateway sets for a URL
+// (docs/secrets.md): they replace the program's, and leave on a redirect
+// to another host.
+func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []string, allowPrivate bool, raw json.RawMessage, inject func(ctx context.Context, scheme, host, port string) (http.Header, error)) (json.RawMessage, error) {
 	var a fetchArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, bad("Malformed fetch arguments.")
@@ -251,6 +254,27 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 			cancelReq()
 		}
 	}()
+	// injected are the header names the gateway set on any request of the
+	// chain: net/http copies the first request's headers to each redirect,
+	// so each hop drops them all, then sets its own host's.
+	var injected []string
+	setInjected := func(req *http.Request) error {
+		for _, name := range injected {
+			req.Header.Del(name)
+		}
+		if inject == nil {
+			return nil
+		}
+		hs, err := inject(ctx, req.URL.Scheme, req.URL.Hostname(), req.URL.Port())
+		if err != nil {
+			return err
+		}
+		for name, vs := range hs {
+			req.Header[name] = vs
+			injected = append(injected, name)
+		}
+		return nil
+	}
 	client := &http.Client{
 		Transport: &http.Transport{
 			Proxy:                  nil, // proxy environment variables are ignored
@@ -279,7 +303,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 			if !Allowed(allow, req.URL.Scheme, req.URL.Hostname(), req.URL.Port()) {
 				return fmt.Errorf("redirected to %s, which is not in the outbound allow list", req.URL.Host)
 			}
-			return nil
+			return setInjected(req)
 		},
 	}
 	var body io.Reader
@@ -311,6 +335,9 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 		if !hopByHop[strings.ToLower(h[0])] {
 			req.Header.Add(h[0], h[1])
 		}
+	}
+	if err := setInjected(req); err != nil {
+		return nil, err
 	}
 	// The stream budget is checked before the dial (fetchstream.go): an
 	// answer that may stream holds its place from here.

@@ -56,7 +56,12 @@ type Request struct {
 	MemoryLimitMb int
 	Capabilities  []string
 	// Outbound is the allow list of the fetch capability.
-	Outbound  []string
+	Outbound []string
+	// OutboundHeaders are headers the gateway sets on fetch to a host,
+	// naming the tenant's secrets: {"api.example.com": {"Authorization":
+	// "Bearer {secret.API_KEY}"}} (the gateway's docs/secrets.md).
+	OutboundHeaders map[string]map[string]string
+
 	Env       map[string]string
 	Providers []Provider
 	Upstreams []Upstream
@@ -207,8 +212,12 @@ func (e *Executor) Execute(ctx context.Context, req Request) (Outcome, error) {
 	if len(req.Capabilities) > 0 {
 		body["capabilities"] = req.Capabilities
 	}
-	if req.Outbound != nil {
-		body["outbound"] = map[string]any{"allow": req.Outbound}
+	if req.Outbound != nil || req.OutboundHeaders != nil {
+		out := map[string]any{"allow": orNone(req.Outbound)}
+		if req.OutboundHeaders != nil {
+			out["headers"] = req.OutboundHeaders
+		}
+		body["outbound"] = out
 	}
 	if req.Env != nil {
 		body["env"] = req.Env
@@ -405,4 +414,12 @@ func callTool(ctx context.Context, fn ToolFunc, args []json.RawMessage) (v any, 
 		}
 	}()
 	return fn(ctx, args)
+}
+
+// orNone is an empty list for nil (outbound.allow is a list).
+func orNone(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -85,6 +85,9 @@ func bindings(g Grants) sandbox.Bindings {
 		if c == "sqlRead" || c == "sqlWrite" {
 			b.SQL = true
 		}
+		if c == "ai" {
+			b.AI = true
+		}
 	}
 	return b
 }
@@ -164,7 +167,7 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	}
 	call := capability.Call{
 		Tenant: tenant, Registry: reg.name, ExecutionID: id, Op: op, Args: args,
-		Grants: capability.Grants{Capabilities: grants.Capabilities, Outbound: grants.Outbound, AllowPrivate: cfg.OutboundAllowPrivate},
+		Grants: capability.Grants{Capabilities: grants.Capabilities, Outbound: grants.Outbound, AllowPrivate: cfg.OutboundAllowPrivate, Headers: grants.Headers},
 	}
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)

@@ -42,6 +42,9 @@ type Grants struct {
 	Capabilities []string   `json:"capabilities,omitempty"`
 	Providers    []Provider `json:"providers,omitempty"`
 	Outbound     []string   `json:"outbound,omitempty"`
+	// Headers are outbound.headers: host → header → template naming
+	// secrets, never their values (docs/secrets.md).
+	Headers map[string]map[string]string `json:"headers,omitempty"`
 }
 
 // Provider is a granted provider and its tools. A caller provider's tools

@@ -83,6 +83,7 @@ type Bindings struct {
 	Providers map[string][]string `json:"providers,omitempty"`
 	KV        bool                `json:"kv,omitempty"`
 	SQL       bool                `json:"sql,omitempty"` // db (docs/sql.md)
+	AI        bool                `json:"ai,omitempty"`  // ai (docs/ai.md)
 }
 
 // Outcome is what a run answers. Logs are filled on failure too.

@@ -55,7 +55,8 @@ export interface ExecuteRequest {
   timeoutMs?: number;
   memoryLimitMb?: number;
   capabilities?: string[];
-  outbound?: { allow: string[] };
+  /** `headers`: set by the gateway on fetch to a host, naming the tenant's secrets ("Bearer {secret.API_KEY}"). */
+  outbound?: { allow: string[]; headers?: Record<string, Record<string, string>> };
   env?: Record<string, string>;
 }
 

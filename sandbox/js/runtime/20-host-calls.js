@@ -142,6 +142,17 @@
   });
   hidden(db, 'exec', async function exec(sql) { return call('sql', { mode: 'exec', stmts: [{ sql: StringCtor(sql) }] }); });
   freeze(db);
+  // ai: the registry's models (docs/ai.md), installed under the ai grant.
+  // The gateway calls the model with its own key; a streamed answer is a
+  // body the host holds, read (or relayed) as a fetch answer's is.
+  const ai = {};
+  hidden(ai, 'run', async function run(model, inputs) {
+    if (inputs === null || typeof inputs !== 'object') throw new TypeErrorCtor('ai.run(model, {messages | prompt, max_tokens?, temperature?, stream?}).');
+    const r = await call('ai', { model: StringCtor(model), inputs: { messages: inputs.messages, prompt: inputs.prompt === undefined ? undefined : StringCtor(inputs.prompt),
+      max_tokens: inputs.max_tokens, temperature: inputs.temperature, stream: !!inputs.stream } });
+    return r.stream ? fetchBodyStream(r.stream) : r;
+  });
+  freeze(ai);
   // spawn(body, capabilities): a child run in a fresh isolate (README.md, API);
   // the host checks the capability, the budget and the grants.
   hidden(G, 'spawn', async function spawn(body, capabilities) {
@@ -178,6 +189,7 @@
   let providerNames = [];
   let bindKV = false;
   let bindSQL = false;
+  let bindAI = false;
   function setGrants(json) {
     const b = JSONparse(json);
     for (const name of providerNames) delete G[name];
@@ -187,6 +199,9 @@
     // Not granted, db does not exist (docs/sql.md).
     if (bindSQL) defineProperty(G, 'db', { value: db, writable: false, configurable: true, enumerable: false });
     else delete G.db;
+    bindAI = !!b.ai;
+    if (bindAI) defineProperty(G, 'ai', { value: ai, writable: false, configurable: true, enumerable: false });
+    else delete G.ai;
     for (const [name, tools] of Object.entries(b.providers || {})) {
       const obj = {};
       for (const tool of tools) {

@@ -23,6 +23,7 @@
     // The granted bindings ride along in env, as on Workers.
     if (bindKV) env.kv = kv;
     if (bindSQL) env.db = db;
+    if (bindAI) env.ai = ai;
     for (const name of providerNames) env[name] = G[name];
   }
 

@@ -1,0 +1,69 @@
+package capability
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAIUpstreamFailuresSayNoMore: an endpoint's failure is its status,
+// never its body (which may quote the request, key and all); no ai block
+// and an unknown model are refused before anything leaves.
+func TestAIUpstreamFailuresSayNoMore(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		http.Error(w, "bad key: "+r.Header.Get("Authorization"), http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	a := &AI{}
+	call := func(registry, args string) error {
+		_, err := a.run(context.Background(), nil, Call{Tenant: "alice", Registry: registry, Args: json.RawMessage(args)})
+		return err
+	}
+	if err := call("apps", `{"model":"chat","inputs":{"prompt":"x"}}`); err == nil || !strings.Contains(err.Error(), "no ai block") {
+		t.Fatalf("no block: %v", err)
+	}
+	a.Set("apps", &AIConfig{Endpoint: srv.URL + "/v1/chat/completions", APIKey: "sk-SECRET", Models: map[string]string{"chat": "m", "b": "n"}, Timeout: 5 * time.Second})
+	if err := call("apps", `{"model":"nope","inputs":{"prompt":"x"}}`); err == nil || !strings.Contains(err.Error(), "b, chat") {
+		t.Fatalf("an unknown model: %v", err)
+	}
+	if err := call("apps", `{"model":"chat","inputs":{}}`); err == nil || !strings.Contains(err.Error(), "messages") {
+		t.Fatalf("no inputs: %v", err)
+	}
+	if hits != 0 {
+		t.Fatalf("refused calls reached the endpoint %d times", hits)
+	}
+	err := call("apps", `{"model":"chat","inputs":{"prompt":"x"}}`)
+	if err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "sk-SECRET") {
+		t.Fatalf("a failing endpoint: %v", err)
+	}
+	if a.Tokens("alice") != 0 {
+		t.Fatalf("tokens counted for failures: %d", a.Tokens("alice"))
+	}
+}
+
+// TestAIStreamEvents: chat completion chunks become data: {"response"}
+// events and data: [DONE]; the usage chunk is counted, not sent.
+func TestAIStreamEvents(t *testing.T) {
+	up := io.NopCloser(strings.NewReader(": keep-alive\n\n" +
+		`data: {"choices":[{"delta":{"role":"assistant"}}]}` + "\n\n" +
+		`data: {"choices":[{"delta":{"content":"a\"b"}}]}` + "\n\n" +
+		`data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}` + "\n\n" +
+		"data: [DONE]\n\n"))
+	a := &AI{}
+	pr, pw := io.Pipe()
+	go a.relaySSE("bob", up, pw)
+	out, err := io.ReadAll(pr)
+	if err != nil || string(out) != "data: {\"response\":\"a\\\"b\"}\n\ndata: [DONE]\n\n" {
+		t.Fatalf("%q %v", out, err)
+	}
+	if a.Tokens("bob") != 6 {
+		t.Fatalf("bob's tokens: %d", a.Tokens("bob"))
+	}
+}
