@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/kv"
 	"github.com/retainer-gw/retainer/kv/cache"
+	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -40,8 +42,11 @@ type runtime struct {
 	closing  chan struct{}
 	store    *handles.Store
 	receipts *receipts.Store
-	kv       *kv.KV
-	sql      *sqldb.DBs
+	// logs is the handles' stored logs and tails (docs/logs.md); nil
+	// until the runtime is open.
+	logs atomic.Pointer[logstore.Store]
+	kv   *kv.KV
+	sql  *sqldb.DBs
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -73,6 +78,9 @@ func (rt *runtime) Destruct() error {
 	rt.sql.Close()
 	rt.receipts.Close()
 	err := rt.store.Close()
+	if l := rt.logs.Load(); l != nil {
+		l.Close() // writes what waits
+	}
 	if cerr := rt.backing.close(); err == nil {
 		err = cerr
 	}
@@ -196,7 +204,18 @@ func newRuntime(a *App) (*runtime, error) {
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
 		},
-		OnLog:     rt.logHandlerOutput,
+		OnLog: func(registry, id, tenant string, e sandbox.LogEntry) {
+			rt.logHandlerOutput(registry, id, tenant, e)
+			if l := rt.logs.Load(); l != nil {
+				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: e.Time, Level: e.Level, Message: e.Message})
+			}
+		},
+		OnRequest: func(registry, id, tenant string, r handles.Request) {
+			if l := rt.logs.Load(); l != nil {
+				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
+					Message: fmt.Sprintf("%s %s %d", r.Method, r.URL, r.Status), Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
+			}
+		},
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 		// A host that is no longer a domain loses its certificate at once.
 		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },
@@ -241,6 +260,7 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
+	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry
 	rt.pool = pool
@@ -273,8 +293,13 @@ func (rt *runtime) bind(a *App) {
 	}
 	rt.app.Store(a)
 	rt.receipts.SetRetention(time.Duration(a.ReceiptRetention))
+	rt.logs.Load().Set(time.Duration(a.LogRetention), a.LogBytes)
 	registerMetrics(a.ctx, rt)
 }
+
+// logTenant is whose stored log a registry's tenant's entries count in
+// (a tenant's name is its registry's: docs/logs.md).
+func logTenant(registry, tenant string) string { return registry + "\x00" + tenant }
 
 // logHandlerOutput copies a handler's console output into Caddy's log,
 // rate-limited per tenant and cut per line (consolelog.go) so that a
