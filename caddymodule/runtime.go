@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -213,7 +212,7 @@ func newRuntime(a *App) (*runtime, error) {
 		OnRequest: func(registry, id, tenant string, r handles.Request) {
 			if l := rt.logs.Load(); l != nil {
 				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
-					Message: fmt.Sprintf("%s %s %d", r.Method, r.URL, r.Status), Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
+					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
 			}
 		},
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },

@@ -73,8 +73,12 @@ type Entry struct {
 }
 
 // MarshalJSON writes the entry as the API shows it: time in RFC 3339 with
-// milliseconds.
+// milliseconds; a request entry's message, not stored, is its method, url
+// and status.
 func (e Entry) MarshalJSON() ([]byte, error) {
+	if e.Level == "request" && e.Message == "" {
+		e.Message = fmt.Sprintf("%s %s %d", e.Method, e.URL, e.Status)
+	}
 	type plain Entry
 	return json.Marshal(struct {
 		Time string `json:"time"`
@@ -193,7 +197,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	}
 	value, err := json.Marshal(struct {
 		Level      string  `json:"level"`
-		Message    string  `json:"message"`
+		Message    string  `json:"message,omitempty"`
 		Method     string  `json:"method,omitempty"`
 		URL        string  `json:"url,omitempty"`
 		Status     int     `json:"status,omitempty"`
