@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/retainer-gw/retainer/authz"
@@ -90,11 +91,17 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	keep := time.NewTicker(tailKeepalive)
 	defer keep.Stop()
+	closing := serverClosing(r)
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-tail.Done:
+			return
+		case <-closing:
+			// The server is shutting down (a reload or a stop): its
+			// shutdown waits for open answers, forever with Caddy's
+			// default grace period, so tails end first.
 			return
 		case <-keep.C:
 			fmt.Fprint(w, ": keepalive\n\n")
@@ -114,4 +121,26 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// closingServers maps each HTTP server that serves a tail to a channel
+// closed when the server begins to shut down.
+var closingServers sync.Map // *http.Server → chan struct{}
+
+// serverClosing answers the channel of the server serving r (nil, which
+// never closes, when there is none).
+func serverClosing(r *http.Request) <-chan struct{} {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if srv == nil {
+		return nil
+	}
+	ch := make(chan struct{})
+	if v, loaded := closingServers.LoadOrStore(srv, ch); loaded {
+		return v.(chan struct{})
+	}
+	srv.RegisterOnShutdown(func() {
+		closingServers.Delete(srv)
+		close(ch)
+	})
+	return ch
 }

@@ -217,3 +217,36 @@ func TestHandleTail(t *testing.T) {
 		t.Fatal("bob's tail saw nothing of his visit")
 	}
 }
+
+// An open tail does not hold up a reload, even with Caddy's default
+// grace period (wait for open answers forever): it ends as the old server
+// shuts down, and the reader may open it again.
+func TestTailEndsOnReload(t *testing.T) {
+	config := strings.Replace(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "grace_period 1s\n", "", 1)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	alice := token(t, "alice", allScopes)
+	id := deployCounter(t, alice)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	status, events := sseTail(t, ctx, alice, id)
+	if status != 200 {
+		t.Fatalf("the tail: %d", status)
+	}
+	reloaded := make(chan struct{})
+	go func() {
+		tester.InitServer(strings.Replace(config, "timeout 500ms", "timeout 600ms", 1), "caddyfile")
+		close(reloaded)
+	}()
+	select {
+	case <-reloaded:
+	case <-time.After(15 * time.Second):
+		t.Fatal("a reload waited 15 s for an open tail")
+	}
+	for ev := range events {
+		t.Logf("an event before the end: %s", ev)
+	}
+	if status, _ := sseTail(t, ctx, alice, id); status != 200 {
+		t.Fatalf("a tail after the reload: %d", status)
+	}
+}
