@@ -107,6 +107,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("DELETE /handles/{id}", h.closeHandle)
 	mux.HandleFunc("GET /handles/{id}/logs", h.handleLogs)
 	mux.HandleFunc("GET /handles/{id}/tail", h.tailLogs)
+	mux.HandleFunc("GET /usage", h.usage)
 	mux.HandleFunc("GET /handles/{id}/schedules", h.handleSchedules)
 	mux.HandleFunc("POST /handles/{id}/scheduled", h.fireScheduled)
 	mux.HandleFunc("POST /handles/{id}/{name}", h.invoke)

@@ -250,3 +250,61 @@ func TestTailEndsOnReload(t *testing.T) {
 		t.Fatalf("a tail after the reload: %d", status)
 	}
 }
+
+// Usage a UTC day: 50 visits of 10 KB to alice's handle count 50 requests,
+// their wall time and at least 500 KB of egress at GET /usage, none of it
+// in bob's; the admin export lists both tenants, and it survives a restart.
+func TestUsagePerTenantAndDay(t *testing.T) {
+	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	alice, bob := token(t, "alice", allScopes), token(t, "bob", allScopes)
+	id := deploy(t, alice, `async () => ({ fetch() { return new Response('x'.repeat(10240)) } })`, nil)
+	bobID := deployCounter(t, bob)
+	for i := 0; i < 50; i++ {
+		if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 || len(a.body) != 10240 {
+			t.Fatalf("visit %d: %d, %d bytes", i, a.status, len(a.body))
+		}
+	}
+	served(t, do(t, "GET", site(bobID+".apps.localhost", "/"), "", nil))
+	restart(tester, config)
+
+	today := time.Now().UTC().Format(time.DateOnly)
+	type row struct {
+		Registry, Tenant, Start string
+		Requests, EgressBytes   int64
+		WallMs                  float64
+	}
+	read := func(tok string) []row {
+		t.Helper()
+		a := do(t, "GET", api("/usage?from="+today+"&to="+today), tok, nil)
+		var out struct{ Usage []row }
+		if a.status != 200 || json.Unmarshal(a.body, &out) != nil {
+			t.Fatalf("usage: %d %s", a.status, a.body)
+		}
+		return out.Usage
+	}
+	rows := read(alice)
+	if len(rows) != 1 || rows[0].Requests != 50 || rows[0].EgressBytes < 50*10240 || rows[0].WallMs <= 0 || rows[0].Start != today+"T00:00:00Z" {
+		t.Fatalf("alice's usage: %+v", rows)
+	}
+	if rows := read(bob); len(rows) != 1 || rows[0].Requests != 1 || rows[0].EgressBytes >= 10240 {
+		t.Fatalf("bob's usage: %+v", rows)
+	}
+	res, err := http.Get("http://localhost:2999/retainer/usage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var export struct{ Usage []row }
+	json.NewDecoder(res.Body).Decode(&export)
+	tenants := map[string]int64{}
+	for _, r := range export.Usage {
+		if r.Registry == "apps" {
+			tenants[r.Tenant] += r.Requests
+		}
+	}
+	if tenants["alice"] != 50 || tenants["bob"] != 1 {
+		t.Fatalf("the admin export: %+v", export.Usage)
+	}
+}

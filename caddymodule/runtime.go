@@ -44,8 +44,10 @@ type runtime struct {
 	// logs is the handles' stored logs and tails (docs/logs.md); nil
 	// until the runtime is open.
 	logs atomic.Pointer[logstore.Store]
-	kv   *kv.KV
-	sql  *sqldb.DBs
+	// usage counts tenants' invocations a UTC day (usage.go).
+	usage atomic.Pointer[usageMeter]
+	kv    *kv.KV
+	sql   *sqldb.DBs
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -79,6 +81,9 @@ func (rt *runtime) Destruct() error {
 	err := rt.store.Close()
 	if l := rt.logs.Load(); l != nil {
 		l.Close() // writes what waits
+	}
+	if u := rt.usage.Load(); u != nil {
+		u.close()
 	}
 	if cerr := rt.backing.close(); err == nil {
 		err = cerr
@@ -210,6 +215,9 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 		},
 		OnRequest: func(registry, id, tenant string, r handles.Request) {
+			if u := rt.usage.Load(); u != nil {
+				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.Bytes)
+			}
 			if l := rt.logs.Load(); l != nil {
 				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
 					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
@@ -259,6 +267,7 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
+	rt.usage.Store(openUsage(backing.receipts))
 	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry

@@ -186,7 +186,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req san
 			}
 			end := s.opts.Now()
 			s.opts.OnRequest(r.name, rec.ID, rec.Tenant, Request{Time: end, Method: req.Method, URL: req.URL,
-				Status: status, DurationMs: float64(end.Sub(start).Microseconds()) / 1000})
+				Status: status, DurationMs: float64(end.Sub(start).Microseconds()) / 1000, Bytes: int64(len(res.Body))})
 		}()
 	}
 	cfg := r.config()

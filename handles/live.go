@@ -189,4 +189,7 @@ type Request struct {
 	URL        string
 	Status     int
 	DurationMs float64
+	// Bytes is the answer's body when it came whole (a streamed one's is
+	// not counted).
+	Bytes int64
 }
