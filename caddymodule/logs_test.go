@@ -251,15 +251,20 @@ func TestTailEndsOnReload(t *testing.T) {
 	}
 }
 
-// Usage a UTC day: 50 visits of 10 KB to alice's handle count 50 requests,
-// their wall time and at least 500 KB of egress at GET /usage, none of it
-// in bob's; the admin export lists both tenants, and it survives a restart.
+// Usage a UTC day: 50 visits of 10 KB to alice's handle, each writing 1 KB
+// to kv, count 50 requests, their wall time, at least 500 KB of egress and
+// 50 KB of kv at GET /usage, none of it in bob's; the admin export lists both tenants, and it survives a restart.
 func TestUsagePerTenantAndDay(t *testing.T) {
 	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
 	alice, bob := token(t, "alice", allScopes), token(t, "bob", allScopes)
-	id := deploy(t, alice, `async () => ({ fetch() { return new Response('x'.repeat(10240)) } })`, nil)
+	id := deploy(t, alice, `async () => ({ async fetch(request, env) {
+		const n = Number(await env.kv.get('n') ?? 0) + 1;
+		await env.kv.put('n', String(n));
+		await env.kv.put('blob' + n, 'y'.repeat(1000));
+		return new Response('x'.repeat(10240));
+	} })`, map[string]any{"capabilities": []string{"kvRead", "kvWrite"}})
 	bobID := deployCounter(t, bob)
 	for i := 0; i < 50; i++ {
 		if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 || len(a.body) != 10240 {
@@ -274,6 +279,7 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 		Registry, Tenant, Start string
 		Requests, EgressBytes   int64
 		WallMs                  float64
+		KVBytes                 *int64
 	}
 	read := func(tok string) []row {
 		t.Helper()
@@ -285,10 +291,11 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 		return out.Usage
 	}
 	rows := read(alice)
-	if len(rows) != 1 || rows[0].Requests != 50 || rows[0].EgressBytes < 50*10240 || rows[0].WallMs <= 0 || rows[0].Start != today+"T00:00:00Z" {
+	if len(rows) != 1 || rows[0].Requests != 50 || rows[0].EgressBytes < 50*10240 || rows[0].WallMs <= 0 || rows[0].Start != today+"T00:00:00Z" ||
+		rows[0].KVBytes == nil || *rows[0].KVBytes < 50*1000 {
 		t.Fatalf("alice's usage: %+v", rows)
 	}
-	if rows := read(bob); len(rows) != 1 || rows[0].Requests != 1 || rows[0].EgressBytes >= 10240 {
+	if rows := read(bob); len(rows) != 1 || rows[0].Requests != 1 || rows[0].EgressBytes >= 10240 || rows[0].KVBytes == nil || *rows[0].KVBytes != 0 {
 		t.Fatalf("bob's usage: %+v", rows)
 	}
 	res, err := http.Get("http://localhost:2999/retainer/usage")

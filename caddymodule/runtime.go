@@ -267,7 +267,7 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	rt.usage.Store(openUsage(backing.receipts))
+	rt.usage.Store(openUsage(backing.receipts, kvs.Used))
 	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry

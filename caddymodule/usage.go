@@ -36,7 +36,9 @@ type usageKey struct{ tenant, day string }
 // usageMeter counts handles' invocations per tenant and UTC day in memory
 // and adds them to the store every few seconds (a read adds them first).
 type usageMeter struct {
-	st      store.Store
+	st store.Store
+	// kvUsed is what a tenant stores in kv now (today's row's kvBytes).
+	kvUsed  func(registry, tenant string) int64
 	mu      sync.Mutex
 	pending map[usageKey]*usageDay
 	cmu     sync.Mutex // serializes flushes
@@ -44,8 +46,8 @@ type usageMeter struct {
 	done    chan struct{}
 }
 
-func openUsage(st store.Store) *usageMeter {
-	m := &usageMeter{st: st, pending: map[usageKey]*usageDay{}, stop: make(chan struct{}), done: make(chan struct{})}
+func openUsage(st store.Store, kvUsed func(registry, tenant string) int64) *usageMeter {
+	m := &usageMeter{st: st, kvUsed: kvUsed, pending: map[usageKey]*usageDay{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go m.loop()
 	return m
 }
@@ -139,6 +141,8 @@ type usageRow struct {
 	Tenant   string `json:"tenant,omitempty"`
 	Start    string `json:"start"`
 	usageDay
+	// KVBytes is what the tenant stores in kv now, on today's row only.
+	KVBytes *int64 `json:"kvBytes,omitempty"`
 }
 
 // list answers the days from ≤ day ≤ to of tenant (a logTenant), or of
@@ -150,6 +154,7 @@ func (m *usageMeter) list(tenant, from, to string) ([]usageRow, error) {
 		r.Prefix = usageStoreKey(tenant, "")
 	}
 	out := []usageRow{}
+	today := time.Now().UTC().Format(time.DateOnly)
 	err := m.st.Scan(context.Background(), usageTable, r, func(k, v []byte) bool {
 		if len(k) < 12 {
 			return true
@@ -167,8 +172,13 @@ func (m *usageMeter) list(tenant, from, to string) ([]usageRow, error) {
 			return true
 		}
 		row.Start = day + "T00:00:00Z"
+		registry, owner, _ := strings.Cut(string(k[2:2+n]), "\x00")
 		if tenant == "" {
-			row.Registry, row.Tenant, _ = strings.Cut(string(k[2:2+n]), "\x00")
+			row.Registry, row.Tenant = registry, owner
+		}
+		if day == today && m.kvUsed != nil {
+			kvBytes := m.kvUsed(registry, owner)
+			row.KVBytes = &kvBytes
 		}
 		out = append(out, row)
 		return true
