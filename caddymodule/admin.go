@@ -36,6 +36,7 @@ func (Admin) Routes() []caddy.AdminRoute {
 		{Pattern: "/retainer/workers", Handler: caddy.AdminHandlerFunc(adminWorkers)},
 		{Pattern: "/retainer/handles", Handler: caddy.AdminHandlerFunc(adminHandles)},
 		{Pattern: "/retainer/cluster", Handler: caddy.AdminHandlerFunc(adminCluster)},
+		{Pattern: "/retainer/usage", Handler: caddy.AdminHandlerFunc(adminUsage)},
 	}
 }
 

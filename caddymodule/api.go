@@ -117,6 +117,8 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("GET /handles/{id}", h.getHandle)
 	mux.HandleFunc("DELETE /handles/{id}", h.closeHandle)
 	mux.HandleFunc("GET /handles/{id}/logs", h.handleLogs)
+	mux.HandleFunc("GET /handles/{id}/tail", h.tailLogs)
+	mux.HandleFunc("GET /usage", h.usage)
 	mux.HandleFunc("GET /handles/{id}/schedules", h.handleSchedules)
 	mux.HandleFunc("POST /handles/{id}/scheduled", h.fireScheduled)
 	mux.HandleFunc("POST /handles/{id}/{name}", h.invoke)
@@ -629,30 +631,6 @@ func (h *API) closeHandle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// logEntry is a handle log entry as the API shows it.
-type logEntry struct {
-	Time    string `json:"time"`
-	Level   string `json:"level"`
-	Message string `json:"message"`
-}
-
-func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.authorize(w, r, authz.ScopeRead)
-	if !ok {
-		return
-	}
-	logs, err := h.registry().Logs(c.tenant, r.PathValue("id"))
-	if err != nil {
-		writeFault(w, err, "")
-		return
-	}
-	out := make([]logEntry, len(logs))
-	for i, e := range logs {
-		out[i] = logEntry{Time: e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Level: e.Level, Message: e.Message}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"logs": out})
 }
 
 func (h *API) invoke(w http.ResponseWriter, r *http.Request) {

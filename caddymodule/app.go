@@ -133,6 +133,12 @@ type App struct {
 	IssuancePerHour int `json:"issuance_per_hour,omitempty"`
 	// ReceiptRetention is how long run receipts are kept. Default 168h.
 	ReceiptRetention caddy.Duration `json:"receipt_retention,omitempty"`
+	// LogRetention is how long handles' stored log entries are kept
+	// (docs/logs.md). Default 168h.
+	LogRetention caddy.Duration `json:"log_retention,omitempty"`
+	// LogBytes is a tenant's stored log; past it its oldest entries go
+	// first (docs/logs.md). Default 64 MiB.
+	LogBytes int64 `json:"log_bytes,omitempty"`
 	// JIT lets V8 compile to machine code (weakens the worker sandbox).
 	JIT bool `json:"jit,omitempty"`
 	// Wasm exposes WebAssembly; it needs JIT.

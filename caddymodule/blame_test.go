@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -61,7 +62,28 @@ func handleLogs(t *testing.T, tok, id, after string) string {
 	if a := do(t, "GET", api("/handles/"+id), tok, nil); a.status != 200 {
 		t.Fatalf("after %s the handle was ended: %d %s", after, a.status, a.body)
 	}
-	return string(do(t, "GET", api("/handles/"+id+"/logs"), tok, nil).body)
+	// The whole stored log, page by page (request entries are many).
+	var all strings.Builder
+	q := "?since=2000-01-01T00:00:00Z&limit=1000"
+	for pages := 0; pages < 100; pages++ {
+		a := do(t, "GET", api("/handles/"+id+"/logs"+q), tok, nil)
+		var page struct {
+			Logs   []json.RawMessage
+			Cursor string
+		}
+		if a.status != 200 || json.Unmarshal(a.body, &page) != nil {
+			t.Fatalf("the handle's log after %s: %d %.300s", after, a.status, a.body)
+		}
+		if len(page.Logs) == 0 {
+			break
+		}
+		for _, e := range page.Logs {
+			all.Write(e)
+			all.WriteByte('\n')
+		}
+		q = "?limit=1000&cursor=" + page.Cursor
+	}
+	return all.String()
 }
 
 // A handler that spends ~150 ms of CPU a call, whose worker is stopped for

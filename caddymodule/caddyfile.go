@@ -64,6 +64,8 @@ func init() {
 //		websocket_idle <duration>
 //		bound_strikes <n>
 //		receipt_retention <duration>
+//		log_retention <duration>
+//		log_bytes <size>
 //		issuance_per_hour <n>
 //		jit
 //		wasm
@@ -172,6 +174,10 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.StreamTimeout, err = duration(d, val)
 		case "receipt_retention":
 			app.ReceiptRetention, err = duration(d, val)
+		case "log_retention":
+			app.LogRetention, err = duration(d, val)
+		case "log_bytes":
+			app.LogBytes, err = size(d, val)
 		case "memory", "max_memory":
 			var b int64
 			if b, err = size(d, val); err == nil {

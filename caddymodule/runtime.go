@@ -16,6 +16,7 @@ import (
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/kv"
 	"github.com/retainer-gw/retainer/kv/cache"
+	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -40,10 +41,15 @@ type runtime struct {
 	closing  chan struct{}
 	store    *handles.Store
 	receipts *receipts.Store
-	kv       *kv.KV
-	sql      *sqldb.DBs
-	secrets  *capability.Secrets
-	ai       *capability.AI
+	// logs is the handles' stored logs and tails (docs/logs.md); nil
+	// until the runtime is open.
+	logs atomic.Pointer[logstore.Store]
+	// usage counts tenants' invocations a UTC day (usage.go).
+	usage   atomic.Pointer[usageMeter]
+	kv      *kv.KV
+	sql     *sqldb.DBs
+	secrets *capability.Secrets
+	ai      *capability.AI
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -75,6 +81,12 @@ func (rt *runtime) Destruct() error {
 	rt.sql.Close()
 	rt.receipts.Close()
 	err := rt.store.Close()
+	if l := rt.logs.Load(); l != nil {
+		l.Close() // writes what waits
+	}
+	if u := rt.usage.Load(); u != nil {
+		u.close()
+	}
 	if cerr := rt.backing.close(); err == nil {
 		err = cerr
 	}
@@ -198,7 +210,21 @@ func newRuntime(a *App) (*runtime, error) {
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
 		},
-		OnLog:     rt.logHandlerOutput,
+		OnLog: func(registry, id, tenant string, e sandbox.LogEntry) {
+			rt.logHandlerOutput(registry, id, tenant, e)
+			if l := rt.logs.Load(); l != nil {
+				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: e.Time, Level: e.Level, Message: e.Message})
+			}
+		},
+		OnRequest: func(registry, id, tenant string, r handles.Request) {
+			if u := rt.usage.Load(); u != nil {
+				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.Bytes)
+			}
+			if l := rt.logs.Load(); l != nil {
+				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
+					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
+			}
+		},
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 		// A host that is no longer a domain loses its certificate at once.
 		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },
@@ -245,6 +271,8 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
+	rt.usage.Store(openUsage(backing.receipts, kvs.Used))
+	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry
 	rt.pool = pool
@@ -278,8 +306,13 @@ func (rt *runtime) bind(a *App) {
 	rt.app.Store(a)
 	rt.receipts.SetRetention(time.Duration(a.ReceiptRetention))
 	rt.secrets.SetKey(a.secretsKey)
+	rt.logs.Load().Set(time.Duration(a.LogRetention), a.LogBytes)
 	registerMetrics(a.ctx, rt)
 }
+
+// logTenant is whose stored log a registry's tenant's entries count in
+// (a tenant's name is its registry's: docs/logs.md).
+func logTenant(registry, tenant string) string { return registry + "\x00" + tenant }
 
 // logHandlerOutput copies a handler's console output into Caddy's log,
 // rate-limited per tenant and cut per line (consolelog.go) so that a

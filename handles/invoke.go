@@ -173,8 +173,22 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 
 // invoke serves one invocation: in arrival order per handle, rebuilding the
 // isolate first when it is gone, and counting bound strikes.
-func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req sandbox.WireRequest) (res sandbox.WireResponse, err error) {
 	s := r.store
+	if s.opts.OnRequest != nil {
+		// One request entry per invocation in the handle's stored log
+		// (docs/logs.md); a streamed answer's duration is to its head.
+		start := s.opts.Now()
+		defer func() {
+			status := res.Status
+			if err != nil {
+				status = fault.As(err).HTTPStatus()
+			}
+			end := s.opts.Now()
+			s.opts.OnRequest(r.name, rec.ID, rec.Tenant, Request{Time: end, Method: req.Method, URL: req.URL,
+				Status: status, DurationMs: float64(end.Sub(start).Microseconds()) / 1000, Bytes: int64(len(res.Body))})
+		}()
+	}
 	cfg := r.config()
 	ls := s.liveFor(rec.ID)
 	if ls == nil {

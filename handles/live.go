@@ -179,3 +179,17 @@ func (r *Registry) Logs(tenant, id string) ([]sandbox.LogEntry, error) {
 	defer ls.mu.Unlock()
 	return ls.logs.list(), nil
 }
+
+// Request is one invocation as a handle's stored log records it
+// (docs/logs.md): the request's method and URL, the answer's status (a
+// fault's HTTP status when it failed) and the wall time to the answer.
+type Request struct {
+	Time       time.Time
+	Method     string
+	URL        string
+	Status     int
+	DurationMs float64
+	// Bytes is the answer's body when it came whole (a streamed one's is
+	// not counted).
+	Bytes int64
+}

@@ -66,6 +66,9 @@ type Options struct {
 	// OnLog receives every handle log entry (the Caddy module rate-limits
 	// them into its log).
 	OnLog func(registry, id, tenant string, e sandbox.LogEntry)
+	// OnRequest is told of every invocation of a handle, as it ends (the
+	// request entries of its stored log, docs/logs.md).
+	OnRequest func(registry, id, tenant string, r Request)
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration

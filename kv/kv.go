@@ -272,6 +272,18 @@ func (kv *KV) current(full string) (string, bool) {
 	return string(v), v != nil
 }
 
+// Used is what tenant stores in registry's kv (keys and values, pending
+// writes counted, as the quota counts them): the usage export's kvBytes.
+func (kv *KV) Used(registry, tenant string) int64 {
+	ns := space(registry, tenant)
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if used, ok := kv.usage[string(ns)]; ok {
+		return used
+	}
+	return kv.storedUsage(ns)
+}
+
 func (kv *KV) storedUsage(ns []byte) int64 {
 	if u, _ := kv.w.Get(context.Background(), tableUsage, ns); len(u) == 8 {
 		return int64(binary.BigEndian.Uint64(u))

@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"budgets":                  {"fault"},
 	"authz":                    {},
 	"receipts":                 {"budgets", "store", "internal/wirejson"},
+	"logstore":                 {"fault", "store"},
 	"internal/wirejson":        {},
 	"internal/readsome":        {},
 	"internal/urlparse":        {},
@@ -45,7 +46,7 @@ var allowed = map[string][]string{
 	"sandbox/worker":           {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/worker/child":     {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
 	"handles":                  {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }
