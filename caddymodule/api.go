@@ -541,6 +541,14 @@ func (h *API) putReceipt(rc receipts.Receipt) string {
 	return rc.ID
 }
 
+// receiptsUnavailable answers a receipt read the store failed (its
+// PostgreSQL stopped, in a cluster) 503 OVERLOADED with Retry-After, never
+// 404: the receipt may exist. The failure is logged, rate-limited.
+func (h *API) receiptsUnavailable(w http.ResponseWriter, what string, err error) {
+	h.runtime().receiptStoreFailed(what, err)
+	writeFault(w, fault.New(fault.Overloaded, "Receipts cannot be read now. Retry shortly."), "")
+}
+
 func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.authorize(w, r, authz.ScopeRead)
 	if !ok {
@@ -548,6 +556,10 @@ func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
 	}
 	id, asJSON := strings.CutSuffix(r.PathValue("id"), ".json")
 	rc, err := h.runtime().receipts.Get(c.tenant, id)
+	if errors.Is(err, receipts.ErrUnavailable) {
+		h.receiptsUnavailable(w, "reading a receipt", err)
+		return
+	}
 	if err != nil {
 		writeFault(w, fault.New(fault.NotFound, "No receipt %q.", id), "")
 		return
@@ -566,6 +578,10 @@ func (h *API) listResults(w http.ResponseWriter, r *http.Request) {
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	list, next, err := h.runtime().receipts.List(c.tenant, limit, r.URL.Query().Get("cursor"))
+	if errors.Is(err, receipts.ErrUnavailable) {
+		h.receiptsUnavailable(w, "listing receipts", err)
+		return
+	}
 	if err != nil {
 		writeFault(w, err, "")
 		return
