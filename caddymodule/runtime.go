@@ -237,9 +237,12 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	// Values read from writes a failed commit lost leave every cache.
 	kvs.OnCommitFailed = kvCache.DropAll
-	if a.clustered() && a.StoreEtcd.KVBudget > 0 {
+	if a.clustered() {
+		// etcd's size is measured with or without kv_budget (the metric).
 		full := &atomic.Bool{}
-		kvs.Full = full.Load
+		if a.StoreEtcd.KVBudget > 0 {
+			kvs.Full = full.Load
+		}
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
 	sqls, err := sqldb.Open(sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota})

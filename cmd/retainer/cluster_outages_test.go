@@ -37,12 +37,25 @@ func callWithHeaders(t *testing.T, method, url, token, body string) (int, http.H
 // is answered with its receipt, and once PostgreSQL is back the old
 // receipt is read again and the new one is written by the gateway's own
 // retry (listed after the gateway is killed: written late, not lost).
+// etcd's database size is measured without kv_budget.
 func TestClusterReceiptsWhilePostgreSQLIsDown(t *testing.T) {
 	srv := etcdtest.Start(t)
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gw := startMember(t, ctx, 1, srv.Endpoint, pg.DSN)
+	// etcd's size is read without kv_budget (the metric was 0 before).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m := clusterCall(t, "GET", "http://localhost:3981/metrics", "", "")
+		if metricValue(m, "retainer_cluster_etcd_db_bytes") > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retainer_cluster_etcd_db_bytes without kv_budget: %v", metricValue(m, "retainer_cluster_etcd_db_bytes"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	shop := deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, shopHandler))
 	bindThrough(t, gw, "shop", shop)
@@ -89,7 +102,7 @@ func TestClusterReceiptsWhilePostgreSQLIsDown(t *testing.T) {
 	meanwhile := compute()
 
 	pg.Restart(t)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for {
 		status, body := clusterCall(t, "GET", gw.api+"/results/"+old+".json", gw.token, "")
 		if status == 200 && strings.Contains(body, old) {
