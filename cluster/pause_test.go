@@ -2,9 +2,6 @@ package cluster_test
 
 import (
 	"math/rand/v2"
-	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,61 +9,6 @@ import (
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/store"
 )
-
-// stallProxy relays TCP to etcd and can stall every connection at once,
-// as a SIGSTOPped etcd does: connections stay open, nothing is answered
-// until it resumes, then what was sent meanwhile is delivered.
-type stallProxy struct {
-	addr string
-	gate sync.RWMutex // held for writing while stalled
-}
-
-func startStallProxy(t *testing.T, to string) *stallProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	p := &stallProxy{addr: l.Addr().String()}
-	relay := func(dst, src net.Conn) {
-		defer dst.Close()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				p.gate.RLock()
-				_, werr := dst.Write(buf[:n])
-				p.gate.RUnlock()
-				if werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go relay(up, c)
-			go relay(c, up)
-		}
-	}()
-	return p
-}
-
-func (p *stallProxy) stall()  { p.gate.Lock() }
-func (p *stallProxy) resume() { p.gate.Unlock() }
 
 // etcd stalled for 60% of the lease, at any point of the renewal cycle,
 // costs a member nothing: it stays serving by its own clock, its lease
@@ -76,8 +18,8 @@ func (p *stallProxy) resume() { p.gate.Unlock() }
 // lose the lease: every space dropped, every closure reset).
 func TestEtcdStallShorterThanTheLeaseLosesNothing(t *testing.T) {
 	srv := etcdtest.Start(t)
-	p := startStallProxy(t, strings.TrimPrefix(srv.Endpoint, "http://"))
-	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{"http://" + p.addr}, Prefix: "/c"})
+	p := etcdtest.StartStall(t, srv)
+	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{p.Endpoint}, Prefix: "/c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +37,13 @@ func TestEtcdStallShorterThanTheLeaseLosesNothing(t *testing.T) {
 	for i := range 6 {
 		// A different point of the renewal cycle each time.
 		time.Sleep(time.Duration(rand.Int64N(int64(lease / 3))))
-		p.stall()
+		p.Stall()
 		time.Sleep(stall)
 		if !m.Serving() {
-			p.resume()
+			p.Resume()
 			t.Fatalf("stall %d of %v (lease %v): the member stopped serving by its own clock", i, stall, lease)
 		}
-		p.resume()
+		p.Resume()
 		// Let a renewal through before the next stall.
 		time.Sleep(lease / 3)
 		select {
