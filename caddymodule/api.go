@@ -182,7 +182,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
 		f.Scope, _ = repl.GetString("http.auth.user.scope")
 		f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
 	}
-	if !rt.cluster.dispatch(w, r, "api\x00"+h.Registry+"\x00"+c.tenant, f, forwarded, func() error { return h.registry().Own(r.Context(), c.tenant) }) {
+	if !rt.cluster.dispatch(w, r, "api\x00"+h.Registry+"\x00"+c.tenant, f, forwarded, func(ctx context.Context) error { return h.registry().Own(ctx, c.tenant) }) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)

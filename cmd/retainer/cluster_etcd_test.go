@@ -90,3 +90,58 @@ func TestClusterEtcdStallShorterThanTheLease(t *testing.T) {
 	}
 	t.Logf("%d visits, every count once", len(seen))
 }
+
+// etcd stalled for 5 s, past the 2 s lease: every visit, through the owner
+// and through another gateway, is answered (200 while the owner's lease
+// lasts by its own clock, then 503 OVERLOADED with Retry-After), none
+// waits for etcd to come back; once it is back, both serve again.
+func TestClusterEtcdUnreachableAnswersEveryRequest(t *testing.T) {
+	srv := etcdtest.Start(t)
+	stall := etcdtest.StartStall(t, srv)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := startMember(t, ctx, 1, stall.Endpoint, pg.DSN)
+	startMember(t, ctx, 2, stall.Endpoint, pg.DSN)
+	id := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	bindThrough(t, a, "shop", id)
+	if status, body := visit(t, 1, "/"); status != 200 || body != "1" {
+		t.Fatalf("the first visit: %d %q", status, body)
+	}
+	stall.Stall()
+	stalled := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			stall.Resume()
+		}
+	}()
+	c := &http.Client{Timeout: 4 * time.Second, Transport: clusterClient.Transport}
+	counts := map[string]int{}
+	var slowest time.Duration
+	for time.Since(stalled) < 5*time.Second {
+		for _, gw := range []int{1, 2} {
+			started := time.Now()
+			res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw))
+			took := time.Since(started)
+			slowest = max(slowest, took)
+			if err != nil {
+				t.Fatalf("a visit through gw-%d %v after etcd stalled: %v (after %v)", gw, time.Since(stalled), err, took)
+			}
+			res.Body.Close()
+			if res.StatusCode != 200 && (res.StatusCode != 503 || res.Header.Get("Retry-After") == "") {
+				t.Fatalf("a visit through gw-%d %v after etcd stalled: %d", gw, time.Since(stalled), res.StatusCode)
+			}
+			counts[fmt.Sprintf("gw-%d %d", gw, res.StatusCode)]++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stall.Resume()
+	resumed = true
+	t.Logf("with etcd stalled 5 s: %v, the slowest answer %v", counts, slowest)
+	back := time.Now()
+	for _, gw := range []int{1, 2} {
+		visitUntilServed(t, gw, "/", back)
+	}
+	t.Logf("both served again %v after etcd came back", time.Since(back))
+}
