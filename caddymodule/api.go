@@ -198,7 +198,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
 		f.Scope, _ = repl.GetString("http.auth.user.scope")
 		f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
 	}
-	if !rt.cluster.dispatch(w, r, "api\x00"+h.Registry+"\x00"+c.tenant, f, forwarded, func() error { return h.registry().Own(r.Context(), c.tenant) }) {
+	if !rt.cluster.dispatch(w, r, "api\x00"+h.Registry+"\x00"+c.tenant, f, forwarded, func(ctx context.Context) error { return h.registry().Own(ctx, c.tenant) }) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -564,6 +564,14 @@ func (h *API) putReceipt(rc receipts.Receipt) string {
 	return rc.ID
 }
 
+// receiptsUnavailable answers a receipt read the store failed (its
+// PostgreSQL stopped, in a cluster) 503 OVERLOADED with Retry-After, never
+// 404: the receipt may exist. The failure is logged, rate-limited.
+func (h *API) receiptsUnavailable(w http.ResponseWriter, what string, err error) {
+	h.runtime().receiptStoreFailed(what, err)
+	writeFault(w, fault.New(fault.Overloaded, "Receipts cannot be read now. Retry shortly."), "")
+}
+
 func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.authorize(w, r, authz.ScopeRead)
 	if !ok {
@@ -571,6 +579,10 @@ func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
 	}
 	id, asJSON := strings.CutSuffix(r.PathValue("id"), ".json")
 	rc, err := h.runtime().receipts.Get(c.tenant, id)
+	if errors.Is(err, receipts.ErrUnavailable) {
+		h.receiptsUnavailable(w, "reading a receipt", err)
+		return
+	}
 	if err != nil {
 		writeFault(w, fault.New(fault.NotFound, "No receipt %q.", id), "")
 		return
@@ -589,6 +601,10 @@ func (h *API) listResults(w http.ResponseWriter, r *http.Request) {
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	list, next, err := h.runtime().receipts.List(c.tenant, limit, r.URL.Query().Get("cursor"))
+	if errors.Is(err, receipts.ErrUnavailable) {
+		h.receiptsUnavailable(w, "listing receipts", err)
+		return
+	}
 	if err != nil {
 		writeFault(w, err, "")
 		return

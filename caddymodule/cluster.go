@@ -347,7 +347,8 @@ func parseCluster(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 }
 
 // watchKVBudget measures etcd's database every few seconds while the
-// runtime lives and answers, through full, whether it is at kv_budget.
+// runtime lives (retainer_cluster_etcd_db_bytes) and answers, through
+// full, whether it is at kv_budget (never, with no budget: 0).
 // A write is refused from the first measurement past the budget to the
 // first below it; etcd's size is not read per write (a status call costs
 // a round trip to every endpoint).
@@ -357,11 +358,11 @@ func (rt *runtime) watchKVBudget(e *store.Etcd, budget int64, full *atomic.Bool)
 		defer cancel()
 		n, err := e.DBSize(ctx)
 		if err != nil {
-			rt.logger.Load().Warn("measuring etcd for kv_budget: " + err.Error())
+			rt.logger.Load().Warn("measuring etcd's database size: " + err.Error())
 			return
 		}
 		metricEtcdSize.Set(float64(n))
-		full.Store(n >= budget)
+		full.Store(budget > 0 && n >= budget)
 	}
 	measure()
 	rt.every(kvBudgetEvery, measure)

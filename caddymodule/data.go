@@ -159,10 +159,11 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 	if rt := h.live.rt.Load(); rt != nil && rt.cluster != nil {
 		f := forward{Kind: "data", Registry: h.Registry, Key: key, Resolve: resolve}
 		ck := fmt.Sprintf("data\x00%s\x00%d\x00%s", h.Registry, resolve, key)
-		locate := func() error {
-			// Only a lookup that found nothing (a made-up key) is
-			// charged; a remembered owner needs none.
-			lookups := handles.WithStoreLookups(r.Context(), rt.cluster.lookups.gate(visitorAddr(r)))
+		// Only a lookup that found nothing (a made-up key) is charged; a
+		// remembered owner needs none.
+		gate := rt.cluster.lookups.gate(visitorAddr(r))
+		locate := func(ctx context.Context) error {
+			lookups := handles.WithStoreLookups(ctx, gate)
 			return reg.Locate(lookups, key, resolve)
 		}
 		if !rt.cluster.dispatch(w, r, ck, f, forwarded, locate) {

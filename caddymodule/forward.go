@@ -172,6 +172,7 @@ type clusterNode struct {
 	owners    ownerCache
 	members   memberGens
 	lookups   lookupBuckets
+	locating  locateCalls
 	transport *http.Transport
 	server    *http.Server
 	mu        sync.Mutex
@@ -287,6 +288,67 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 	return outcome
 }
 
+// locateWait is how long a request waits for its space to be found or
+// claimed (etcd round trips) before it is answered 503 OVERLOADED: with
+// etcd unreachable a request is answered within it rather than when etcd
+// comes back. The look goes on without the request (up to locateDetached),
+// so a slow etcd's answer still places the space for the next request.
+const (
+	locateWait     = 1500 * time.Millisecond
+	locateDetached = 30 * time.Second
+)
+
+// locateCalls runs one look a key at a time: the requests for a key that
+// come while its look waits on etcd wait on that one (the first's visitor
+// budget charges a made-up key once), so an outage does not pile up a
+// look per request.
+type locateCalls struct {
+	mu    sync.Mutex
+	calls map[string]*locateCall
+}
+
+type locateCall struct {
+	done chan struct{}
+	err  error
+}
+
+// within answers locate's outcome for ck, or 503 OVERLOADED once
+// locateWait passed without one.
+func (l *locateCalls) within(ctx context.Context, ck string, locate func(ctx context.Context) error) error {
+	l.mu.Lock()
+	if l.calls == nil {
+		l.calls = map[string]*locateCall{}
+	}
+	c, ok := l.calls[ck]
+	if !ok {
+		c = &locateCall{done: make(chan struct{})}
+		l.calls[ck] = c
+		go func() {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), locateDetached)
+			defer cancel()
+			c.err = locate(lctx)
+			l.mu.Lock()
+			delete(l.calls, ck)
+			l.mu.Unlock()
+			close(c.done)
+		}()
+	}
+	l.mu.Unlock()
+	t := time.NewTimer(locateWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		if errors.Is(c.err, context.DeadlineExceeded) {
+			return fault.Wrap(fault.Overloaded, c.err, "The cluster's store did not answer in time; try again.")
+		}
+		return c.err
+	case <-t.C:
+		return fault.New(fault.Overloaded, "The cluster's store did not answer in time; try again.")
+	case <-ctx.Done():
+		return fault.Wrap(fault.Overloaded, ctx.Err(), "The request ended before its tenant was placed.")
+	}
+}
+
 // dropRetainerHeaders removes every Retainer-* header: the gateways'
 // own, which neither a visitor nor a handler may set.
 func dropRetainerHeaders(h http.Header) {
@@ -305,7 +367,7 @@ func dropRetainerHeaders(h http.Header) {
 // remembered owner that no longer owns the space answers so, or one that
 // cannot be reached is forgotten, and the request looks again at once,
 // once, in etcd.
-func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string, f forward, forwarded bool, locate func() error) bool {
+func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string, f forward, forwarded bool, locate func(ctx context.Context) error) bool {
 	var body forwardBody
 	for attempt := 0; ; attempt++ {
 		addr, remembered := "", false
@@ -313,7 +375,7 @@ func (n *clusterNode) dispatch(w http.ResponseWriter, r *http.Request, ck string
 			addr, remembered = n.owners.get(ck)
 		}
 		if !remembered {
-			err := locate()
+			err := n.locating.within(r.Context(), ck, locate)
 			var el *cluster.Elsewhere
 			switch {
 			case err == nil:

@@ -47,7 +47,7 @@ var (
 	})
 	metricEtcdSize = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "cluster_etcd_db_bytes",
-		Help: "etcd's database size in use, as last measured for kv_budget.",
+		Help: "etcd's database size in use, as last measured (every 5 s, with or without kv_budget).",
 	})
 	metricRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "rebuilds_total",

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/cluster"
@@ -69,6 +70,25 @@ type runtime struct {
 	bodies visitorBodies
 	// sockets counts visitors' open WebSockets (visitors.go).
 	sockets visitorSockets
+	// receiptFailures counts the receipt store's failures; receiptLog
+	// logs them at most every receiptLogEvery (receiptStoreFailed).
+	receiptFailures atomic.Int64
+	receiptLog      rate.Sometimes
+}
+
+// receiptLogEvery is how often a failing receipt store is logged at most
+// (a stopped PostgreSQL fails every receipt read and write).
+const receiptLogEvery = 10 * time.Second
+
+// receiptStoreFailed logs a failure of the receipt store (PostgreSQL
+// stopped or unreachable in a cluster): the first at once, then at most
+// one line every receiptLogEvery with the failures counted since.
+func (rt *runtime) receiptStoreFailed(what string, err error) {
+	rt.receiptFailures.Add(1)
+	rt.receiptLog.Do(func() {
+		rt.logger.Load().Error("the receipt store failed: "+what,
+			zap.Error(err), zap.Int64("failures", rt.receiptFailures.Swap(0)))
+	})
 }
 
 // Destruct ends the workers and closes the store (the last config let go).
@@ -245,9 +265,12 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	// Values read from writes a failed commit lost leave every cache.
 	kvs.OnCommitFailed = kvCache.DropAll
-	if a.clustered() && a.StoreEtcd.KVBudget > 0 {
+	if a.clustered() {
+		// etcd's size is measured with or without kv_budget (the metric).
 		full := &atomic.Bool{}
-		kvs.Full = full.Load
+		if a.StoreEtcd.KVBudget > 0 {
+			kvs.Full = full.Load
+		}
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
 	sqls, err := sqldb.Open(sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota})
@@ -278,6 +301,8 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.pool = pool
 	rt.kv = kvs
 	rt.receipts = rs
+	rt.receiptLog.Interval = receiptLogEvery
+	rs.SetFailed(func(err error) { rt.receiptStoreFailed("writing receipts (they wait for the next commit)", err) })
 	if a.clustered() {
 		if err := rt.listen(a); err != nil {
 			rt.Destruct()

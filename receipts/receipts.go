@@ -121,8 +121,9 @@ type Timing struct {
 type Store struct {
 	st        store.Store
 	now       func() time.Time
-	mu        sync.Mutex // guards retention
+	mu        sync.Mutex // guards retention, failed
 	retention time.Duration
+	failed    func(error) // told of each commit that failed (SetFailed)
 	stop      chan struct{}
 	done      chan struct{}
 
@@ -188,19 +189,29 @@ func Open(st store.Store, retention time.Duration, now func() time.Time) (*Store
 // of the last interval, as it could always lose those not yet written.
 const commitEvery = 20 * time.Millisecond
 
+// retryEvery is how soon the writer tries again after a failed commit
+// (the store down): the waiting receipts are written once it is back,
+// whether or not another receipt comes.
+const retryEvery = time.Second
+
 // writeLoop commits waiting receipts as they come, paced by commitEvery,
 // and what is left when the store closes.
 func (s *Store) writeLoop() {
 	defer close(s.written)
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-s.stop:
 			s.flush()
 			return
 		case <-s.wake:
+		case <-retry:
 		}
 		started := time.Now()
-		s.flush()
+		retry = nil
+		if !s.commit() {
+			retry = time.After(retryEvery)
+		}
 		if rest := commitEvery - time.Since(started); rest > 0 {
 			select {
 			case <-s.stop:
@@ -286,6 +297,30 @@ func (s *Store) flush() error {
 	s.committing = nil
 	s.pmu.Unlock()
 	return err
+}
+
+// SetFailed sets what is told of each failed commit of waiting receipts
+// (they wait for the next): the gateway logs it.
+func (s *Store) SetFailed(f func(error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed = f
+}
+
+// commit is the writer's flush; a failure is told to SetFailed's function
+// and answers false.
+func (s *Store) commit() bool {
+	err := s.flush()
+	if err == nil {
+		return true
+	}
+	s.mu.Lock()
+	f := s.failed
+	s.mu.Unlock()
+	if f != nil {
+		f(err)
+	}
+	return false
 }
 
 // SetRetention changes the retention (a config reload).
@@ -588,6 +623,11 @@ func appendOnce(list []string, s string) []string {
 // ErrNotFound answers an unknown id and another tenant's id alike.
 var ErrNotFound = errors.New("no such receipt")
 
+// ErrUnavailable wraps a failure of the store under the receipts (its
+// PostgreSQL stopped or unreachable, a read that failed): the receipt may
+// well exist, and a later try may find it.
+var ErrUnavailable = errors.New("receipts: the store is unavailable")
+
 // Get answers the tenant's receipt id.
 func (s *Store) Get(tenant, id string) (Receipt, error) {
 	var r Receipt
@@ -596,7 +636,7 @@ func (s *Store) Get(tenant, id string) (Receipt, error) {
 	}
 	v, err := s.st.Get(context.Background(), table, key(tenant, id))
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if v == nil {
 		return r, ErrNotFound
@@ -623,7 +663,7 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 	}
 	// A listing reads the file: what waits is written first.
 	if err := s.flush(); err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	prefix := tenantPrefix(tenant)
 	out := []Summary{}
@@ -649,7 +689,10 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 		out = append(out, sum)
 		return true
 	})
-	return out, next, err
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return out, next, nil
 }
 
 // Sweep deletes receipts older than the retention.

@@ -82,7 +82,30 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		cli.Close()
 		return nil, fmt.Errorf("store etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
+	for _, ep := range cli.Endpoints() {
+		// An endpoint that does not answer now is not judged: etcd
+		// answered the schema's reads, and a member may be down.
+		if st, err := cli.Status(cctx, ep); err == nil {
+			if err := etcdVersionOK(st.Version); err != nil {
+				cli.Close()
+				return nil, fmt.Errorf("store etcd %s: %w", ep, err)
+			}
+		}
+	}
 	return e, nil
+}
+
+// etcdVersionOK refuses an etcd server older than 3.5, the oldest the
+// cluster is tested on (docs/cluster.md, "etcd and PostgreSQL").
+func etcdVersionOK(version string) error {
+	var major, minor int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(version, "v"), "%d.%d", &major, &minor); err != nil {
+		return fmt.Errorf("etcd answered version %q, which is not one this build knows (3.5 or later is needed)", version)
+	}
+	if major < 3 || major == 3 && minor < 5 {
+		return fmt.Errorf("etcd %s is older than 3.5, the oldest Retainer runs on (docs/cluster.md)", version)
+	}
+	return nil
 }
 
 // NewEtcd answers the backend on a client already made; it closes cli

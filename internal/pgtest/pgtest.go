@@ -22,6 +22,26 @@ import (
 type Server struct {
 	// DSN reaches the server's postgres database as its superuser.
 	DSN string
+
+	pgCtl func(args ...string) error // pg_ctl on the server's data directory
+	opts  string                     // its start options
+}
+
+// Stop stops the server at once (an outage: "-m immediate"); Restart
+// starts it again on the same port and data.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if err := s.pgCtl("-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
+		t.Fatalf("pg_ctl stop: %v", err)
+	}
+}
+
+// Restart starts a server Stop stopped.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.pgCtl("-o", s.opts, "-w", "-t", "60", "start"); err != nil {
+		t.Fatalf("pg_ctl start: %v", err)
+	}
 }
 
 // bin finds the newest installed PostgreSQL's binaries.
@@ -98,5 +118,12 @@ func Start(t testing.TB) *Server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
+	pgCtl := func(args ...string) error {
+		args = append([]string{"-D", pgdata, "-l", filepath.Join(data, "log")}, args...)
+		if out, err := asOwner(run("pg_ctl", args...)).CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	return &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), pgCtl: pgCtl, opts: opts}
 }

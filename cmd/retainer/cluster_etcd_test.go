@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/pgtest"
+)
+
+// counterHandler counts in its closure only: it needs no etcd to answer.
+const counterHandler = `let n = 0; export default { fetch() { return new Response(String(++n)) } }`
+
+// etcd stalled (every connection held, as a SIGSTOPped etcd holds them)
+// for 60% of the lease, three times, while two visitors go on through
+// the owner and through another gateway: every visit is answered 200 and
+// the closure's count never repeats or goes back (before, a stall of 60%
+// could cost the owner its lease: every closure reset).
+func TestClusterEtcdStallShorterThanTheLease(t *testing.T) {
+	srv := etcdtest.Start(t)
+	stall := etcdtest.StartStall(t, srv)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := startMember(t, ctx, 1, stall.Endpoint, pg.DSN)
+	startMember(t, ctx, 2, stall.Endpoint, pg.DSN)
+	id := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	bindThrough(t, a, "shop", id)
+	if status, body := visit(t, 1, "/"); status != 200 || body != "1" {
+		t.Fatalf("the first visit: %d %q", status, body)
+	}
+
+	var mu sync.Mutex
+	seen := map[int]int{} // count: gateway that answered it
+	var failures []string
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, gw := range []int{1, 2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 10 * time.Second, Transport: clusterClient.Transport}
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw))
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, fmt.Sprintf("gw-%d: %v", gw, err))
+				} else {
+					var buf [32]byte
+					n, _ := res.Body.Read(buf[:])
+					res.Body.Close()
+					v, _ := strconv.Atoi(string(buf[:n]))
+					if res.StatusCode != 200 {
+						failures = append(failures, fmt.Sprintf("gw-%d: %d %q", gw, res.StatusCode, buf[:n]))
+					} else if prev, twice := seen[v]; twice || v < 2 {
+						failures = append(failures, fmt.Sprintf("count %d answered by gw-%d and gw-%d (a closure reset)", v, prev, gw))
+					} else {
+						seen[v] = gw
+					}
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	for range 3 {
+		time.Sleep(700 * time.Millisecond)
+		stall.Stall()
+		time.Sleep(1200 * time.Millisecond) // 60% of the 2 s lease
+		stall.Resume()
+	}
+	time.Sleep(700 * time.Millisecond)
+	close(done)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d visits failed with etcd stalled for 60%% of the lease: %v", len(failures), len(failures)+len(seen), failures)
+	}
+	if len(seen) < 20 {
+		t.Fatalf("only %d visits answered", len(seen))
+	}
+	t.Logf("%d visits, every count once", len(seen))
+}
+
+// etcd stalled for 5 s, past the 2 s lease: every visit, through the owner
+// and through another gateway, is answered (200 while the owner's lease
+// lasts by its own clock, then 503 OVERLOADED with Retry-After), none
+// waits for etcd to come back; once it is back, both serve again.
+func TestClusterEtcdUnreachableAnswersEveryRequest(t *testing.T) {
+	srv := etcdtest.Start(t)
+	stall := etcdtest.StartStall(t, srv)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := startMember(t, ctx, 1, stall.Endpoint, pg.DSN)
+	startMember(t, ctx, 2, stall.Endpoint, pg.DSN)
+	id := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	bindThrough(t, a, "shop", id)
+	if status, body := visit(t, 1, "/"); status != 200 || body != "1" {
+		t.Fatalf("the first visit: %d %q", status, body)
+	}
+	stall.Stall()
+	stalled := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			stall.Resume()
+		}
+	}()
+	c := &http.Client{Timeout: 4 * time.Second, Transport: clusterClient.Transport}
+	counts := map[string]int{}
+	var slowest time.Duration
+	for time.Since(stalled) < 5*time.Second {
+		for _, gw := range []int{1, 2} {
+			started := time.Now()
+			res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw))
+			took := time.Since(started)
+			slowest = max(slowest, took)
+			if err != nil {
+				t.Fatalf("a visit through gw-%d %v after etcd stalled: %v (after %v)", gw, time.Since(stalled), err, took)
+			}
+			res.Body.Close()
+			if res.StatusCode != 200 && (res.StatusCode != 503 || res.Header.Get("Retry-After") == "") {
+				t.Fatalf("a visit through gw-%d %v after etcd stalled: %d", gw, time.Since(stalled), res.StatusCode)
+			}
+			counts[fmt.Sprintf("gw-%d %d", gw, res.StatusCode)]++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stall.Resume()
+	resumed = true
+	t.Logf("with etcd stalled 5 s: %v, the slowest answer %v", counts, slowest)
+	back := time.Now()
+	for _, gw := range []int{1, 2} {
+		visitUntilServed(t, gw, "/", back)
+	}
+	t.Logf("both served again %v after etcd came back", time.Since(back))
+}
