@@ -240,12 +240,12 @@ func (r *Registry) FireNow(ctx context.Context, tenant, id, spec string) (Firing
 	s.sched.wg.Add(1)
 	go func() {
 		defer s.sched.wg.Done()
-		defer func() {
-			s.sched.mu.Lock()
-			delete(s.sched.firingNow, id)
-			s.sched.mu.Unlock()
-		}()
-		first <- r.fireOnce(rec, spec, s.opts.Now().UnixMilli(), 1, true)
+		f := r.fireOnce(rec, spec, s.opts.Now().UnixMilli(), 1, true)
+		// Free before the answer, so the caller may ask again at once.
+		s.sched.mu.Lock()
+		delete(s.sched.firingNow, id)
+		s.sched.mu.Unlock()
+		first <- f
 	}()
 	select {
 	case f := <-first:
