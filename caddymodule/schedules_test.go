@@ -1,10 +1,14 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 )
@@ -108,6 +112,102 @@ func TestSchedulesAPI(t *testing.T) {
 	// A handle without schedules has no handle named scheduled.
 	if a := do(t, "POST", api("/handles/"+bystander+"/scheduled"), other, nil); a.status != 404 || a.code() != "NO_SUCH_HANDLE" {
 		t.Fatalf("fire now without schedules: %d %s", a.status, a.body)
+	}
+	if a := do(t, "POST", api("/handles/"+bystander+"/fetch"), other, mustJSON(map[string]any{"method": "GET", "url": "https://x.test/"})); a.status != 200 || !strings.Contains(string(a.body), "eyJzZXJ2ZWQiOjF9") {
+		t.Fatalf("the bystander: %d %s", a.status, a.body)
+	}
+}
+
+// slowThrow waits a second in scheduled() and throws; fetch shows how
+// many firings started.
+const slowThrow = `async () => { let tries = 0; return {
+	fetch() { return Response.json({tries}) },
+	async scheduled(c) { tries++; if (c.cron === '0 0 1 1 *') await new Promise(r => setTimeout(r, 1000)); throw new Error('always') } } }`
+
+// Fire-now cannot pile up work (docs/schedules.md): concurrent fire-nows
+// of a handle run one and answer the rest 429; a throwing fire-now is not
+// tried again; many fire-nows leave no goroutines behind; a route's kept
+// version answers 409 and shows no next tick. A bystander is served.
+func TestFireNowSpam(t *testing.T) {
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
+	tok, other := token(t, "alice", allScopes), token(t, "bob", allScopes)
+	slow := deploy(t, tok, slowThrow, map[string]any{"schedules": []string{"0 0 1 1 *"}, "timeoutMs": 5000})
+	fast := deploy(t, tok, slowThrow, map[string]any{"schedules": []string{"0 0 2 1 *"}})
+	bystander := deployCounter(t, other)
+	tries := func(id string) string {
+		var res struct{ Body []byte }
+		json.Unmarshal(do(t, "POST", api("/handles/"+id+"/fetch"), tok, mustJSON(map[string]any{"method": "GET", "url": "https://x.test/"})).body, &res)
+		return string(res.Body)
+	}
+
+	const n = 10
+	codes := make(chan string, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := do(t, "POST", api("/handles/"+slow+"/scheduled"), tok, nil)
+			if a.status == 200 {
+				m := a.json(t)
+				codes <- fmt.Sprintf("200 %v %v", m["outcome"], m["attempt"])
+				return
+			}
+			codes <- fmt.Sprintf("%d %s", a.status, a.code())
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	got := map[string]int{}
+	for c := range codes {
+		got[c]++
+	}
+	if got["200 error 1"] != 1 || got["429 QUOTA_EXCEEDED"] != n-1 {
+		t.Fatalf("%d concurrent fire-nows answered %v", n, got)
+	}
+
+	base := goruntime.NumGoroutine()
+	for i := 0; i < 30; i++ {
+		if a := do(t, "POST", api("/handles/"+fast+"/scheduled"), tok, nil); a.status != 200 || a.json(t)["outcome"] != "error" {
+			t.Fatalf("fire-now %d: %d %s", i, a.status, a.body)
+		}
+	}
+	// Past the first retry's delay (1 s): nothing was tried again.
+	time.Sleep(1500 * time.Millisecond)
+	g := goruntime.NumGoroutine()
+	t.Logf("goroutines before and after 30 fire-nows: %d -> %d; %d concurrent answered %v", base, g, n, got)
+	if g > base+15 {
+		t.Fatalf("30 fire-nows left goroutines behind: %d -> %d", base, g)
+	}
+	if got := tries(slow); got != `{"tries":1}` {
+		t.Fatalf("the slow handle's tries: %s", got)
+	}
+	if got := tries(fast); got != `{"tries":30}` {
+		t.Fatalf("the fast handle's tries: %s", got)
+	}
+	s := do(t, "GET", api("/handles/"+fast+"/schedules"), tok, nil)
+	var info struct {
+		Firings []struct{ Attempt int }
+	}
+	json.Unmarshal(s.body, &info)
+	for _, f := range info.Firings {
+		if f.Attempt != 1 {
+			t.Fatalf("a fire-now was retried: %s", s.body)
+		}
+	}
+
+	// A route's kept version is silent.
+	for _, id := range []string{slow, fast} {
+		if r := do(t, "PUT", api("/routes/cron"), tok, mustJSON(map[string]any{"executionId": id})); r.status != 200 {
+			t.Fatalf("PUT /routes/cron: %d %s", r.status, r.body)
+		}
+	}
+	if a := do(t, "POST", api("/handles/"+slow+"/scheduled"), tok, nil); a.status != 409 || a.code() != "CONFLICT" {
+		t.Fatalf("fire-now of a kept version: %d %s", a.status, a.body)
+	}
+	if s := do(t, "GET", api("/handles/"+slow+"/schedules"), tok, nil); s.status != 200 || !strings.Contains(string(s.body), `"next":null`) {
+		t.Fatalf("a kept version's schedules: %d %s", s.status, s.body)
 	}
 	if a := do(t, "POST", api("/handles/"+bystander+"/fetch"), other, mustJSON(map[string]any{"method": "GET", "url": "https://x.test/"})); a.status != 200 || !strings.Contains(string(a.body), "eyJzZXJ2ZWQiOjF9") {
 		t.Fatalf("the bystander: %d %s", a.status, a.body)

@@ -191,7 +191,7 @@ func (r *Registry) Routes(tenant string) []Route {
 	out := []Route{}
 	for name, id := range s.routes[r.name] {
 		if rec := s.records[id]; rec != nil && rec.Tenant == tenant {
-			out = append(out, Route{Name: name, ExecutionID: id, Split: s.history[r.name][name].split()})
+			out = append(out, Route{Name: name, ExecutionID: id, Split: s.liveSplitLocked(r.name, tenant, s.history[r.name][name].split())})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -23,7 +23,10 @@ import (
 // concurrency and bounds; a parked deployment is rebuilt first). A firing
 // that throws or hits a bound is tried again after each of retryDelays
 // unless it called controller.noRetry(); a bound hit is a strike as
-// invoke counts it.
+// invoke counts it. A handle and expression has at most one tick's retries
+// pending: a new tick supersedes them. A fire-now is one try, answered to
+// its caller and never retried, and a handle has at most one in progress
+// (a second is QUOTA_EXCEEDED), so callers cannot pile up work.
 //
 // Each tick fires once: before a tick fires, the gateway claims it in
 // table "schedules" (key(registry, id+"\x00"+cron), the last tick claimed)
@@ -130,8 +133,9 @@ type Firing struct {
 
 // Schedule is one of a handle's cron expressions and its next tick.
 type Schedule struct {
-	Cron string    `json:"cron"`
-	Next time.Time `json:"next"`
+	Cron string `json:"cron"`
+	// Next is nil while the handle is silent (a route's kept version).
+	Next *time.Time `json:"next"`
 }
 
 // ScheduleInfo is what GET /handles/{id}/schedules answers.
@@ -156,6 +160,11 @@ type scheduleState struct {
 	dirty   map[string]*Record  // ids whose firings await a flush
 	done    chan struct{}       // closed when the loop has stopped
 	wg      sync.WaitGroup      // firings in progress
+	// chains holds, for each id\x00cron with a tick's tries under way,
+	// the channel a newer tick closes to end its pending retries.
+	chains map[string]chan struct{}
+	// firingNow holds the handles with a fire-now in progress.
+	firingNow map[string]bool
 }
 
 // tickClaim is a claim as stored.
@@ -175,18 +184,25 @@ func (r *Registry) Schedules(tenant, id string) (ScheduleInfo, error) {
 	now := s.opts.Now()
 	s.mu.Lock()
 	specs := append([]string(nil), rec.Schedules...)
+	current := s.isCurrentLocked(r.name, id, now, r.config().VersionRetention)
 	s.mu.Unlock()
 	out := ScheduleInfo{Schedules: []Schedule{}, Firings: []Firing{}}
 	for _, spec := range specs {
-		out.Schedules = append(out.Schedules, Schedule{Cron: spec, Next: nextTick(spec, now)})
+		sc := Schedule{Cron: spec}
+		if next := nextTick(spec, now); current && !next.IsZero() {
+			sc.Next = &next
+		}
+		out.Schedules = append(out.Schedules, sc)
 	}
 	out.Firings = append(out.Firings, s.firingsOf(r.name, id)...)
 	return out, nil
 }
 
-// FireNow fires the handle's schedule spec (its first when empty) now and
-// answers the firing once its first try ends; retries go on in the
-// background.
+// FireNow fires the handle's schedule spec (its first when empty) now,
+// once, and answers that try: it is not retried (the caller sees the
+// outcome and may call again). A handle has one fire-now in progress at
+// most; another answers QUOTA_EXCEEDED. A route's kept version, silent,
+// answers CONFLICT.
 func (r *Registry) FireNow(ctx context.Context, tenant, id, spec string) (Firing, error) {
 	rec, err := r.owned(tenant, id)
 	if err != nil {
@@ -195,6 +211,7 @@ func (r *Registry) FireNow(ctx context.Context, tenant, id, spec string) (Firing
 	s := r.store
 	s.mu.Lock()
 	specs := append([]string(nil), rec.Schedules...)
+	current := len(specs) == 0 || s.isCurrentLocked(r.name, id, s.opts.Now(), r.config().VersionRetention)
 	s.mu.Unlock()
 	if len(specs) == 0 {
 		// As the API's invoke of any name a handle does not have.
@@ -205,11 +222,30 @@ func (r *Registry) FireNow(ctx context.Context, tenant, id, spec string) (Firing
 	} else if !contains(specs, spec) {
 		return Firing{}, fault.New(fault.BadRequest, "The handle has no schedule %q.", spec)
 	}
+	if !current {
+		return Firing{}, fault.New(fault.Conflict, "The handle is a route's kept version, which is silent: its schedules do not fire until a rollback makes it current again.")
+	}
+	s.sched.mu.Lock()
+	busy := s.sched.firingNow[id]
+	if !busy {
+		s.sched.firingNow[id] = true
+	}
+	s.sched.mu.Unlock()
+	if busy {
+		return Firing{}, fault.New(fault.QuotaExceeded, "A firing of this handle asked for now is still in progress; ask again once it has answered.")
+	}
+	// The try runs on if the caller goes (it was asked for; it is ended by
+	// its bound), and the handle's fire-now stays taken until it ends.
 	first := make(chan Firing, 1)
 	s.sched.wg.Add(1)
 	go func() {
 		defer s.sched.wg.Done()
-		r.fire(rec, spec, s.opts.Now().UnixMilli(), true, first)
+		f := r.fireOnce(rec, spec, s.opts.Now().UnixMilli(), 1, true)
+		// Free before the answer, so the caller may ask again at once.
+		s.sched.mu.Lock()
+		delete(s.sched.firingNow, id)
+		s.sched.mu.Unlock()
+		first <- f
 	}()
 	select {
 	case f := <-first:
@@ -228,22 +264,38 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// fire runs one tick of spec on rec: its first try, then its retries.
-// first, if not nil, is told of the first try.
-func (r *Registry) fire(rec *Record, spec string, tick int64, now bool, first chan<- Firing) {
+// fire runs one tick of spec on rec: its first try, then its retries,
+// until a newer tick of the same handle and expression supersedes them.
+func (r *Registry) fire(rec *Record, spec string, tick int64) {
 	s := r.store
-	for attempt := 1; ; attempt++ {
-		f := r.fireOnce(rec, spec, tick, attempt, now)
-		if first != nil {
-			first <- f
-			first = nil
+	mk := rec.ID + "\x00" + spec
+	mine := make(chan struct{})
+	s.sched.mu.Lock()
+	if prev := s.sched.chains[mk]; prev != nil {
+		close(prev)
+	}
+	s.sched.chains[mk] = mine
+	s.sched.mu.Unlock()
+	defer func() {
+		s.sched.mu.Lock()
+		if s.sched.chains[mk] == mine {
+			delete(s.sched.chains, mk)
 		}
+		s.sched.mu.Unlock()
+	}()
+	for attempt := 1; ; attempt++ {
+		f := r.fireOnce(rec, spec, tick, attempt, false)
 		if f.Outcome == "ok" || f.Outcome == "missing" || f.NoRetry || attempt > len(s.retryDelays()) || !s.exists(rec.ID) {
 			return
 		}
+		t := time.NewTimer(s.retryDelays()[attempt-1])
 		select {
-		case <-time.After(s.retryDelays()[attempt-1]):
+		case <-t.C:
+		case <-mine:
+			t.Stop()
+			return
 		case <-s.stop:
+			t.Stop()
 			return
 		}
 	}
@@ -500,6 +552,27 @@ func (s *Store) currentLocked(registry string, now time.Time, retention time.Dur
 	return out
 }
 
+// isCurrentLocked answers whether the handle id of registry may fire:
+// not a route's kept version only (as currentLocked). s.mu is held.
+func (s *Store) isCurrentLocked(registry, id string, now time.Time, retention time.Duration) bool {
+	for _, rid := range s.routes[registry] {
+		if rid == id {
+			return true
+		}
+	}
+	for _, h := range s.history[registry] {
+		if len(h.Versions) > 0 && contains(h.Versions[0].ids(), id) {
+			return true
+		}
+	}
+	for _, claims := range s.domains[registry] {
+		if d := claims.active(); d != nil && d.ExecutionID == id {
+			return true
+		}
+	}
+	return !s.keptLocked(registry, now, retention)[id]
+}
+
 // claim is one tick about to be claimed: the stored claim it replaces
 // (nil for none) and the new one.
 type claim struct {
@@ -633,6 +706,6 @@ func (s *Store) fireClaimed(cl *claim, now time.Time) {
 	s.sched.wg.Add(1)
 	go func() {
 		defer s.sched.wg.Done()
-		cl.reg.fire(cl.rec, cl.spec, cl.tick.UnixMilli(), false, nil)
+		cl.reg.fire(cl.rec, cl.spec, cl.tick.UnixMilli())
 	}()
 }

@@ -135,19 +135,23 @@ func TestSchedulesFireEachTickOnce(t *testing.T) {
 	}
 }
 
-// A firing that throws is tried again until it settles (three tries
-// here); one that called noRetry() is not; fire-now answers the first try.
+// A tick's firing that throws is tried again until it settles (three
+// tries here); one that called noRetry() is not. A fire-now is one try,
+// answered, and never tried again (docs/schedules.md).
 func TestScheduledRetriesAndNoRetry(t *testing.T) {
-	clock := &fakeClock{now: t0}
+	clock := &fakeClock{now: t0.Add(30 * time.Minute)}
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	retried := deploySchedules(t, reg, "alice", "0 * * * *")
 	stopped := deploySchedules(t, reg, "alice", "1 * * * *")
-	f, err := reg.FireNow(context.Background(), "alice", retried, "")
-	if err != nil || f.Outcome != "error" || f.Error != "try 1" || f.Attempt != 1 || f.NoRetry {
+	now := deploySchedules(t, reg, "alice", "0 0 1 1 *") // not due in this test
+	f, err := reg.FireNow(context.Background(), "alice", now, "")
+	if err != nil || f.Outcome != "error" || f.Error != "try 1" || f.Attempt != 1 || f.NoRetry || !f.Now {
 		t.Fatalf("fire now: %+v %v", f, err)
 	}
-	eventually(t, "the third try", func() bool { return len(fired(t, reg, "alice", retried).Seen) == 1 })
+	clock.Add(31 * time.Minute) // 01:01: both ticks are due
+	// The try is listed after the handler returns: wait for the listing.
+	eventually(t, "the third try", func() bool { info, _ := reg.Schedules("alice", retried); return len(info.Firings) == 3 })
 	info, _ := reg.Schedules("alice", retried)
 	var outcomes []string
 	for _, f := range info.Firings {
@@ -156,16 +160,99 @@ func TestScheduledRetriesAndNoRetry(t *testing.T) {
 	if fmt.Sprint(outcomes) != "[3 ok 2 error 1 error]" || fired(t, reg, "alice", retried).Tries != 3 {
 		t.Fatalf("tries: %v", outcomes)
 	}
-	f, err = reg.FireNow(context.Background(), "alice", stopped, "1 * * * *")
-	if err != nil || f.Outcome != "error" || !f.NoRetry {
-		t.Fatalf("fire now with noRetry: %+v %v", f, err)
-	}
+	eventually(t, "the noRetry tick", func() bool { return fired(t, reg, "alice", stopped).Tries == 1 })
+	// Well past the retry delays (50 ms here): neither was tried again.
 	time.Sleep(300 * time.Millisecond)
 	if st := fired(t, reg, "alice", stopped); st.Tries != 1 {
 		t.Fatalf("noRetry was tried again: %+v", st)
 	}
+	if st := fired(t, reg, "alice", now); st.Tries != 1 {
+		t.Fatalf("a fire-now was tried again: %+v", st)
+	}
+	if info, _ := reg.Schedules("alice", now); len(info.Firings) != 1 {
+		t.Fatalf("a fire-now's firings: %+v", info.Firings)
+	}
+	f, err = reg.FireNow(context.Background(), "alice", stopped, "1 * * * *")
+	if err != nil || f.Outcome != "error" || !f.NoRetry {
+		t.Fatalf("fire now with noRetry: %+v %v", f, err)
+	}
 	if _, err := reg.FireNow(context.Background(), "alice", stopped, "2 * * * *"); fault.CodeOf(err) != fault.BadRequest {
 		t.Fatalf("fire now of a schedule it does not have: %v", err)
+	}
+}
+
+// A handle has one fire-now in progress at most: the others asked
+// meanwhile answer QUOTA_EXCEEDED and run nothing.
+func TestFireNowOneAtATime(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => { let tries = 0; return {
+		fetch() { return Response.json({tries}) },
+		async scheduled() { tries++; await new Promise(r => setTimeout(r, 1000)); throw new Error('slow') } } }`}, RetainHandles: true, Timeout: 5 * time.Second, Schedules: []string{"0 0 1 1 *"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ExecutionID
+	bystander := deploy(t, reg, "bob")
+	const n = 8
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			f, err := reg.FireNow(context.Background(), "alice", id, "")
+			if err == nil && f.Outcome != "error" {
+				err = fmt.Errorf("outcome %+v", f)
+			}
+			errs <- err
+		}()
+	}
+	ran, refused := 0, 0
+	for i := 0; i < n; i++ {
+		switch err := <-errs; fault.CodeOf(err) {
+		case fault.QuotaExceeded:
+			refused++
+		default:
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran++
+		}
+	}
+	if ran != 1 || refused != n-1 {
+		t.Fatalf("%d concurrent fire-nows: %d ran, %d refused", n, ran, refused)
+	}
+	if body, err := call(reg, "alice", id, "/"); err != nil || body != `{"tries":1}` {
+		t.Fatalf("tries: %s %v", body, err)
+	}
+	// Once it has answered, the next one runs.
+	if f, err := reg.FireNow(context.Background(), "alice", id, ""); err != nil || f.Attempt != 1 {
+		t.Fatalf("the next fire-now: %+v %v", f, err)
+	}
+	mustCall(t, reg, "bob", bystander, `{"served":1}`)
+}
+
+// A handle and expression has at most one tick's retries pending: a new
+// tick supersedes the retries of the last.
+func TestNewTickSupersedesRetries(t *testing.T) {
+	clock := &fakeClock{now: t0.Add(30 * time.Second)}
+	g := startOn(t, func() (persist.Store, error) { return persist.OpenBolt(filepath.Join(t.TempDir(), "r.db"), 0) }, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) {
+		o.ScheduleEvery = 20 * time.Millisecond
+		o.ScheduleRetries = []time.Duration{2 * time.Second, 50 * time.Millisecond, 50 * time.Millisecond}
+	})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => ({
+		fetch() { return new Response('ok') }, scheduled() { throw new Error('always') } })`}, RetainHandles: true, Timeout: time.Second, Schedules: []string{"* * * * *"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ExecutionID
+	clock.Add(31 * time.Second) // 00:01:01
+	eventually(t, "the first tick's try", func() bool { return len(firingsAt(t, reg, "alice", id)) == 1 })
+	clock.Add(time.Minute) // 00:02:01, within the first tick's 2 s wait
+	eventually(t, "the second tick's four tries", func() bool { return firingsAt(t, reg, "alice", id)[ms(t0.Add(2*time.Minute))] == 4 })
+	time.Sleep(500 * time.Millisecond)
+	if got := firingsAt(t, reg, "alice", id); got[ms(t0.Add(time.Minute))] != 1 || len(got) != 2 {
+		t.Fatalf("the superseded tick was retried: %v", got)
 	}
 }
 
@@ -184,16 +271,14 @@ func TestScheduledBoundHitsStrike(t *testing.T) {
 	if err != nil || f.Outcome != "bound" {
 		t.Fatalf("a spinning firing: %+v %v", f, err)
 	}
-	// Its retries strike it out (a loaded machine may charge a timeout
-	// no strike: docs/architecture.md, Blame; then it fires again).
+	// Fired again, it strikes out (a loaded machine may charge a timeout
+	// no strike: docs/architecture.md, Blame; then it fires once more).
 	eventually(t, "the handle's end", func() bool {
 		_, err := reg.Get("alice", res.ExecutionID)
 		if fault.CodeOf(err) == fault.HandlesClosed {
 			return true
 		}
-		if info, _ := reg.Schedules("alice", res.ExecutionID); len(info.Firings) >= 4 && len(info.Firings)%4 == 0 {
-			reg.FireNow(context.Background(), "alice", res.ExecutionID, "")
-		}
+		reg.FireNow(context.Background(), "alice", res.ExecutionID, "")
 		return false
 	})
 	// The end is published after the record goes.
@@ -286,6 +371,19 @@ func TestKeptVersionsDoNotFire(t *testing.T) {
 		return fired(t, reg, "alice", cur).Tries == 1 && fired(t, reg, "alice", loose).Tries == 1
 	})
 	time.Sleep(200 * time.Millisecond)
+	if st := fired(t, reg, "alice", old); st.Tries != 0 {
+		t.Fatalf("a kept version fired: %+v", st)
+	}
+	// Nor does it fire now, and it shows no next tick.
+	if _, err := reg.FireNow(context.Background(), "alice", old, ""); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("fire now of a kept version: %v", err)
+	}
+	if info, err := reg.Schedules("alice", old); err != nil || len(info.Schedules) != 1 || info.Schedules[0].Next != nil || len(info.Firings) != 0 {
+		t.Fatalf("a kept version's schedules: %+v %v", info, err)
+	}
+	if info, err := reg.Schedules("alice", cur); err != nil || info.Schedules[0].Next == nil {
+		t.Fatalf("the current version's schedules: %+v %v", info, err)
+	}
 	if st := fired(t, reg, "alice", old); st.Tries != 0 {
 		t.Fatalf("a kept version fired: %+v", st)
 	}

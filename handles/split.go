@@ -124,6 +124,23 @@ func (r *Registry) splitLocked(key string, resolve Resolve, rec *Record, req san
 	return rec, true, false
 }
 
+// liveSplitLocked answers the members of split that are still the
+// tenant's live handles, as a route's answer shows them; nil when fewer
+// than two are left (the route then serves its executionId alone, as a
+// plain bind). s.mu is held.
+func (s *Store) liveSplitLocked(registry, tenant string, split []Share) []Share {
+	var live []Share
+	for _, sh := range split {
+		if m := s.records[sh.ExecutionID]; m != nil && m.Tenant == tenant && m.Registry == registry {
+			live = append(live, sh)
+		}
+	}
+	if len(live) < 2 {
+		return nil
+	}
+	return live
+}
+
 // pinCookie is the Set-Cookie header that keeps a visitor on id.
 func pinCookie(id string) [2]string {
 	return [2]string{"Set-Cookie", VersionCookie + "=" + id + "; Path=/; HttpOnly; SameSite=Lax"}

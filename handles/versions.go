@@ -179,7 +179,7 @@ func (r *Registry) routeLocked(tenant, name string) (RouteDetail, error) {
 	if h == nil {
 		return d, nil
 	}
-	d.Split = h.split()
+	d.Split = s.liveSplitLocked(r.name, tenant, h.split())
 	for _, v := range h.Versions {
 		if s.allLiveLocked(tenant, v.ids()) {
 			d.Versions = append(d.Versions, v)

@@ -121,6 +121,43 @@ func TestSplitsCrossGateways(t *testing.T) {
 	}
 }
 
+// A split's member that ends leaves the route's answer (docs/deployments.md):
+// the others are listed; with one left the route shows no split and serves
+// its executionId alone.
+func TestEndedSplitMembersAreNotListed(t *testing.T) {
+	g := newGateway(t, worker.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	a, b, c := deployAnswering(t, reg, "alice", "a"), deployAnswering(t, reg, "alice", "b"), deployAnswering(t, reg, "alice", "c")
+	bystander := deployAnswering(t, reg, "bob", "bob")
+	if _, err := reg.BindSplit("alice", "shop", []Share{{a, 50}, {b, 25}, {c, 25}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close("alice", b); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := reg.Route("alice", "shop"); err != nil || fmt.Sprint(d.Split) != fmt.Sprint([]Share{{a, 50}, {c, 25}}) {
+		t.Fatalf("the route after a member ended: %+v %v", d, err)
+	}
+	if rs := reg.Routes("alice"); len(rs) != 1 || fmt.Sprint(rs[0].Split) != fmt.Sprint([]Share{{a, 50}, {c, 25}}) {
+		t.Fatalf("the routes listed: %+v", rs)
+	}
+	if err := reg.Close("alice", c); err != nil {
+		t.Fatal(err)
+	}
+	d, err := reg.Route("alice", "shop")
+	if err != nil || d.Split != nil || d.ExecutionID != a {
+		t.Fatalf("the route with one member left: %+v %v", d, err)
+	}
+	for i := 0; i < 10; i++ {
+		if res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil)); err != nil || string(res.BodyBytes()) != "a" {
+			t.Fatalf("request %d: %q %v", i, res.BodyBytes(), err)
+		}
+	}
+	if body, err := call(reg, "bob", bystander, "/"); err != nil || body != "bob" {
+		t.Fatalf("the bystander: %q %v", body, err)
+	}
+}
+
 // A handle an active domain names by id is a deployment, and a domain that
 // follows a split route is split alike.
 func TestDomainsAndDeployments(t *testing.T) {
