@@ -19,6 +19,10 @@ func (x *db) authorize(action sqlite3.AuthorizerActionCode, name3, name4, schema
 		return sqlite3.AUTH_OK
 	}
 	switch action {
+	case sqlite3.AUTH_REINDEX, sqlite3.AUTH_ANALYZE:
+		// They rewrite indexes or sqlite_stat1, yet SQLite reports a
+		// bare REINDEX read-only: the statement counts as a write.
+		x.writes = true
 	case sqlite3.AUTH_ATTACH, sqlite3.AUTH_DETACH, sqlite3.AUTH_TRANSACTION, sqlite3.AUTH_SAVEPOINT:
 		return sqlite3.AUTH_DENY
 	case sqlite3.AUTH_PRAGMA:
@@ -57,9 +61,10 @@ func (x *db) authorize(action sqlite3.AuthorizerActionCode, name3, name4, schema
 
 // prepare prepares one tenant statement, refusing what follows it.
 func (x *db) prepare(sql string) (*sqlite3.Stmt, error) {
-	x.tenant = true
+	x.tenant, x.writes = true, false
 	defer func() { x.tenant = false }()
 	st, tail, err := x.conn.Prepare(sql)
+	writes := x.writes
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +86,9 @@ func (x *db) prepare(sql string) (*sqlite3.Stmt, error) {
 	if isVacuum(st.SQL()) {
 		st.Close()
 		return nil, notAuthorized()
+	}
+	if writes {
+		x.writing[st] = true
 	}
 	return st, nil
 }
