@@ -37,6 +37,11 @@ func TestInstrReplaceAsSQLite(t *testing.T) {
 		"typeof(replace(x'616263', '', 'X'))", "typeof(replace(5, '', 'X'))", "replace('abc', 'abcd', 'x')",
 		"typeof(replace('abc', 'z', 'y'))", "replace('', 'a', 'b')", "replace('abab', 'ab', 'abab')",
 		"typeof(instr(x'00', x'00'))", "replace('a' || char(0) || 'b', char(0), '-')",
+		"trim('  xx  ', ' ')", "ltrim('xxayxx', 'x')", "rtrim('xxayxx', 'xy')", "trim('ééaéé', 'é')", "trim('日本語日', '日')",
+		"trim('abc', '')", "trim('', 'a')", "trim(NULL, 'a')", "trim('a', NULL)", "trim(12321, 1)", "ltrim(x'616263', 'a')",
+		"typeof(trim('aaa', 'a'))", "trim('abcba', 'ab')", "rtrim('a' || char(233), char(233))",
+		"hex(trim(x'c3a9c3', x'c3'))", "hex(ltrim(x'c3a9a9c3', x'c3a9'))", "hex(rtrim(x'41c3a9', x'a9'))", "hex(trim(x'80c3a980', x'80c3'))",
+		"hex(ltrim(x'c3a9a961', x'a9c3a9'))",
 	}
 	for _, e := range exprs {
 		q := "SELECT quote(" + e + ")"
@@ -53,6 +58,10 @@ func TestInstrReplaceAsSQLite(t *testing.T) {
 		if !strings.Contains(got, fmt.Sprintf(`"rows":[[%q]]`, want)) {
 			t.Errorf("%s: SQLite answers %s, the package %s", e, want, got)
 		}
+	}
+	// A trim of characters that are not UTF-8 is SQLite's way, bounded.
+	if _, err := sqlCall(t, d, "a", false, "first", Statement{SQL: "SELECT trim(printf('%.*c', 2000000, 'a'), x'80' || printf('%.*c', 1000000, 'b') || 'a')"}); err == nil || !strings.Contains(err.Error(), "too much work") {
+		t.Fatalf("trim of bytes that are not UTF-8: %v", err)
 	}
 	// A replace whose result would pass a value's bound is SQLite's error.
 	if _, err := sqlCall(t, d, "a", false, "first", Statement{SQL: "SELECT length(replace(printf('%.*c', 100000, 'a'), 'a', printf('%.*c', 1000, 'b')))"}); err == nil || !strings.Contains(err.Error(), "too big") {
@@ -72,6 +81,8 @@ func TestQuadraticFunctionsAnswer(t *testing.T) {
 		"SELECT instr(printf('%.*c', 2000000, 'a') || 'b', printf('%.*c', 1000000, 'a') || 'b') AS r":                 `[[1000001]]`,
 		"SELECT length(replace(printf('%.*c', 2000000, 'a'), printf('%.*c', 1000000, 'a') || 'b', 'x')) AS r":         `[[2000000]]`,
 		"SELECT instr(CAST(printf('%.*c', 2000000, 'a') AS BLOB), CAST(printf('%.*c', 1000000, 'a') || 'b' AS BLOB))": `[[0]]`,
+		"SELECT length(trim(printf('%.*c', 2000000, 'a'), printf('%.*c', 1000000, 'b') || 'a')) AS r":                 `[[0]]`,
+		"SELECT length(rtrim(printf('%.*c', 2000000, 'a') || 'c', printf('%.*c', 1000000, 'b') || 'a')) AS r":         `[[2000001]]`,
 	} {
 		res, err := d.Serve(ctx, "r", "a", false, 0, Request{Mode: "all", Statements: []Statement{{SQL: sql}}})
 		if err != nil || !strings.Contains(string(res), `"rows":`+want) {
