@@ -22,6 +22,9 @@ func registerFunctions(c *sqlite3.Conn) error {
 	if err := c.CreateFunction("replace", 3, flags, replace); err != nil {
 		return err
 	}
+	if err := registerLike(c, flags); err != nil {
+		return err
+	}
 	for name, sides := range map[string]int{"trim": trimLeft | trimRight, "ltrim": trimLeft, "rtrim": trimRight} {
 		if err := c.CreateFunction(name, 2, flags, trimmer(sides)); err != nil {
 			return err

@@ -43,6 +43,20 @@ func TestInstrReplaceAsSQLite(t *testing.T) {
 		"hex(trim(x'c3a9c3', x'c3'))", "hex(ltrim(x'c3a9a9c3', x'c3a9'))", "hex(rtrim(x'41c3a9', x'a9'))", "hex(trim(x'80c3a980', x'80c3'))",
 		"hex(ltrim(x'c3a9a961', x'a9c3a9'))",
 	}
+	vals := []string{"'abc'", "'ABC'", "'a%c'", "'a_c'", "''", "'ab'", "'aXbXc'", "'héllo'", "'HÉLLO'", "'日本語'", "'[x]'", "'a-b'", "'a]b'", "'x\\y'",
+		"NULL", "123", "x'616263'", "CAST(x'ff41' AS TEXT)", "CAST(x'c3' AS TEXT)", "CAST(x'41c3a9a9' AS TEXT)", "'abc\\\\'", "'a' || char(0) || 'b'", "'aaaaaab'", "'%'", "'_'", "char(233)", "'mississippi'"}
+	pats := []string{"'abc'", "'a%'", "'%c'", "'%b%'", "'a_c'", "'_b_'", "'%'", "''", "'a%%c'", "'%_%'", "'___'", "'h_llo'", "'H%'", "'hÉ%'", "'日%'", "'%本%'",
+		"'a\\%c'", "'%ss%ss%'", "'m%i%i%i'", "'%a%a%a%b'", "NULL", "'1%3'", "'a' || char(0) || 'x'", "'a*c'", "'*b*'", "'a?c'", "'[a-c]*'", "'[^a]*'",
+		"'*[]]*'", "'[x]'", "'[[]x]'", "'a[-]b'", "'*'", "'?'", "'*[é]*'", "'x\\y'", "'[a-'", "'%\\%'", "'mi*ss*'", "'%é%'", "'abc\\\\'", "'%' || CAST(x'c3' AS TEXT)", "'_' || CAST(x'a9' AS TEXT)", "'[' || CAST(x'c3a9' AS TEXT) || '-ÿ]*'"}
+	for _, v := range vals {
+		for _, p := range pats {
+			exprs = append(exprs, "like("+p+", "+v+")", "glob("+p+", "+v+")")
+			for _, e := range []string{"'\\'", "'%'", "'_'", "'a'", "'é'"} {
+				exprs = append(exprs, "like("+p+", "+v+", "+e+")")
+			}
+		}
+	}
+	exprs = append(exprs, "'abc' LIKE 'A%'", "'abc' GLOB 'a*'", "'a%c' LIKE 'a!%c' ESCAPE '!'", "like(NULL, 'a', NULL)")
 	for _, e := range exprs {
 		q := "SELECT quote(" + e + ")"
 		st, _, err := plain.Prepare(q)
@@ -83,10 +97,23 @@ func TestQuadraticFunctionsAnswer(t *testing.T) {
 		"SELECT instr(CAST(printf('%.*c', 2000000, 'a') AS BLOB), CAST(printf('%.*c', 1000000, 'a') || 'b' AS BLOB))": `[[0]]`,
 		"SELECT length(trim(printf('%.*c', 2000000, 'a'), printf('%.*c', 1000000, 'b') || 'a')) AS r":                 `[[0]]`,
 		"SELECT length(rtrim(printf('%.*c', 2000000, 'a') || 'c', printf('%.*c', 1000000, 'b') || 'a')) AS r":         `[[2000001]]`,
+		"SELECT printf('%.*c', 2000000, 'a') LIKE '%b%' AS r":                                                         `[[0]]`,
 	} {
 		res, err := d.Serve(ctx, "r", "a", false, 0, Request{Mode: "all", Statements: []Statement{{SQL: sql}}})
 		if err != nil || !strings.Contains(string(res), `"rows":`+want) {
 			t.Fatalf("%s: %s %v", sql, res, err)
+		}
+	}
+	// LIKE and GLOB are SQLite's algorithm, its steps bounded: past the
+	// bound the statement fails (SQLite's took (len X)·(len pattern)).
+	for _, sql := range []string{
+		"SELECT printf('%.*c', 2000000, 'a') LIKE '%' || printf('%.*c', 40000, 'a') || 'b'",
+		"SELECT printf('%.*c', 2000000, 'a') GLOB '*' || printf('%.*c', 40000, 'a') || 'b'",
+		"SELECT like('%' || printf('%.*c', 40000, 'a') || 'b', printf('%.*c', 2000000, 'a'), '!')",
+	} {
+		_, err := d.Serve(ctx, "r", "a", false, 0, Request{Mode: "all", Statements: []Statement{{SQL: sql}}})
+		if err == nil || !strings.Contains(err.Error(), "too complex") {
+			t.Fatalf("%s: %v", sql, err)
 		}
 	}
 }
