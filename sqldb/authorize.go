@@ -21,8 +21,15 @@ func (x *db) authorize(action sqlite3.AuthorizerActionCode, name3, name4, schema
 	switch action {
 	case sqlite3.AUTH_REINDEX, sqlite3.AUTH_ANALYZE:
 		// They rewrite indexes or sqlite_stat1, yet SQLite reports a
-		// bare REINDEX read-only: the statement counts as a write.
+		// REINDEX read-only when there was no index to rewrite as it was
+		// prepared: the statement counts as a write. One prepared again
+		// as a read-only caller steps it (the schema changed since) is
+		// refused: the sqlWrite denial.
 		x.writes = true
+		if x.readOnlyStep {
+			x.deniedWrite = true
+			return sqlite3.AUTH_DENY
+		}
 	case sqlite3.AUTH_ATTACH, sqlite3.AUTH_DETACH, sqlite3.AUTH_TRANSACTION, sqlite3.AUTH_SAVEPOINT:
 		return sqlite3.AUTH_DENY
 	case sqlite3.AUTH_PRAGMA:

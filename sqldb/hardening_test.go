@@ -188,6 +188,23 @@ func TestAnswerBoundIsEncoded(t *testing.T) {
 // right to write, cached or not.
 func TestReindexNeedsWrite(t *testing.T) {
 	d := open(t, 0)
+	// Prepared (and kept) while there is no index to rewrite, SQLite
+	// calls REINDEX read-only: stepped once there is one, it is refused.
+	mustCall(t, d, "a", "exec", st("CREATE TABLE t (a TEXT)"))
+	for _, s := range []string{"REINDEX", "REINDEX NOCASE"} {
+		if _, err := sqlCall(t, d, "a", false, "run", st(s)); err != nil {
+			t.Fatalf("%s, no index yet: %v", s, err)
+		}
+	}
+	mustCall(t, d, "a", "exec", st("CREATE INDEX ix ON t (a COLLATE NOCASE); INSERT INTO t VALUES ('x')"))
+	for _, s := range []string{"REINDEX", "REINDEX NOCASE"} {
+		for range 2 {
+			if _, err := sqlCall(t, d, "a", false, "run", st(s)); err != ErrNeedsWrite {
+				t.Fatalf("%s, kept from before the index: %v", s, err)
+			}
+		}
+	}
+	d = open(t, 0)
 	mustCall(t, d, "a", "exec", st("CREATE TABLE t (a TEXT); CREATE INDEX ix ON t (a COLLATE NOCASE); INSERT INTO t VALUES ('x')"))
 	for _, s := range []string{"REINDEX", "REINDEX NOCASE", "REINDEX ix", "REINDEX t", "ANALYZE"} {
 		mustCall(t, d, "a", "run", st(s)) // a writer may: cached now

@@ -375,6 +375,9 @@ type db struct {
 	// keeps those statements.
 	writes  bool
 	writing map[*sqlite3.Stmt]bool
+	// readOnlyStep: a caller that may not write steps a statement;
+	// deniedWrite: the authorizer refused it a write meanwhile.
+	readOnlyStep, deniedWrite bool
 	// stmts keeps the tenant's prepared statements by their SQL (at most
 	// maxCached), pageCount the package's own.
 	stmts     map[string]*sqlite3.Stmt

@@ -65,8 +65,8 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 	}
 	// Stepping may prepare the statement again (after a change of the
 	// schema): under the authorizer's rules, as the tenant's.
-	x.tenant = true
-	defer func() { x.tenant = false }()
+	x.tenant, x.readOnlyStep, x.deniedWrite = true, !mayWrite, false
+	defer func() { x.tenant, x.readOnlyStep = false, false }()
 	for st.Step() {
 		if first && len(ans.Rows) == 1 {
 			continue // a write's every row is stepped; a read's could stop
@@ -83,8 +83,12 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 			break
 		}
 	}
-	x.tenant = false
+	x.tenant, x.readOnlyStep = false, false
 	if err := st.Err(); err != nil {
+		if x.deniedWrite {
+			x.writing[st] = true
+			return Answer{}, ErrNeedsWrite
+		}
 		return Answer{}, err
 	}
 	ans.Meta.RowsRead = int64(len(ans.Rows)) + int64(st.Status(sqlite3.STMTSTATUS_FULLSCAN_STEP, false))
