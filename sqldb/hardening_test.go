@@ -204,6 +204,24 @@ func TestReindexNeedsWrite(t *testing.T) {
 			}
 		}
 	}
+	// The same for any statement that is a no-op, so read-only, as it is
+	// first prepared: DROP TABLE IF EXISTS a table not made yet.
+	for _, s := range []string{"DROP TABLE IF EXISTS v", "DROP INDEX IF EXISTS vx", "CREATE TABLE IF NOT EXISTS t (a)", "DROP VIEW IF EXISTS vv", "DROP TRIGGER IF EXISTS vt"} {
+		if _, err := sqlCall(t, d, "a", false, "run", st(s)); err != nil && err != ErrNeedsWrite {
+			t.Fatalf("%s, a no-op: %v", s, err)
+		} else {
+			t.Logf("%s, a no-op: %v", s, err)
+		}
+	}
+	mustCall(t, d, "a", "exec", st("CREATE TABLE v (a); CREATE INDEX vx ON v (a); INSERT INTO v VALUES (1); CREATE VIEW vv AS SELECT 1; CREATE TRIGGER vt AFTER INSERT ON v BEGIN SELECT 1; END; DROP TABLE t"))
+	for _, s := range []string{"DROP TABLE IF EXISTS v", "DROP INDEX IF EXISTS vx", "CREATE TABLE IF NOT EXISTS t (a)", "DROP VIEW IF EXISTS vv", "DROP TRIGGER IF EXISTS vt"} {
+		if _, err := sqlCall(t, d, "a", false, "run", st(s)); err != ErrNeedsWrite {
+			t.Fatalf("%s, kept from when it was a no-op: %v", s, err)
+		}
+	}
+	if res := mustCall(t, d, "a", "all", st("SELECT count(*) FROM sqlite_schema WHERE name IN ('v', 'vx', 'vv', 'vt', 't')")); !strings.Contains(res, "[[4]]") {
+		t.Fatalf("the schema changed under sqlRead: %s", res)
+	}
 	d = open(t, 0)
 	mustCall(t, d, "a", "exec", st("CREATE TABLE t (a TEXT); CREATE INDEX ix ON t (a COLLATE NOCASE); INSERT INTO t VALUES ('x')"))
 	for _, s := range []string{"REINDEX", "REINDEX NOCASE", "REINDEX ix", "REINDEX t", "ANALYZE"} {
