@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -55,6 +54,9 @@ func (h *API) sqlQuery(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		res, err = sqldb.D1(res, sreq.Mode == "batch")
 	}
+	if err == nil && h.app.MaxResponseBody > 0 && int64(len(res)) > int64(h.app.MaxResponseBody) {
+		err = sqldb.TooLarge() // D1's shape names the columns in every row
+	}
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -70,27 +72,18 @@ func (h *API) sqlExport(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.sqlTimeout())
 	defer cancel()
-	path, err := h.runtime().sql.Export(ctx, h.Registry, c.tenant)
+	e, err := h.runtime().sql.Export(ctx, h.Registry, c.tenant)
 	if err != nil {
 		writeFault(w, err, "")
 		return
 	}
-	defer os.Remove(path)
-	f, err := os.Open(path)
-	if err != nil {
-		writeFault(w, fault.New(fault.Internal, "The export could not be read."), "")
-		return
-	}
-	defer f.Close()
-	st, _ := f.Stat()
+	defer e.Close() // the copy has no name left: closing frees its space
 	hd := w.Header()
 	hd.Set("Content-Type", "application/vnd.sqlite3")
 	hd.Set("Content-Disposition", `attachment; filename="database.sqlite"`)
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	if st != nil {
-		hd.Set("Content-Length", strconv.FormatInt(st.Size(), 10))
-	}
+	hd.Set("Content-Length", strconv.FormatInt(e.Size, 10))
 	w.WriteHeader(http.StatusOK)
-	io.Copy(w, f)
+	io.Copy(w, e.File)
 }

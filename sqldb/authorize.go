@@ -12,13 +12,38 @@ var readPragmas = map[string]bool{
 	"index_info": true, "index_xinfo": true, "foreign_key_list": true, "foreign_keys": true,
 }
 
+// writeAction is the authorizer's actions that write.
+var writeAction = map[sqlite3.AuthorizerActionCode]bool{
+	sqlite3.AUTH_CREATE_INDEX: true, sqlite3.AUTH_CREATE_TABLE: true, sqlite3.AUTH_CREATE_TEMP_INDEX: true,
+	sqlite3.AUTH_CREATE_TEMP_TABLE: true, sqlite3.AUTH_CREATE_TEMP_TRIGGER: true, sqlite3.AUTH_CREATE_TEMP_VIEW: true,
+	sqlite3.AUTH_CREATE_TRIGGER: true, sqlite3.AUTH_CREATE_VIEW: true, sqlite3.AUTH_DELETE: true,
+	sqlite3.AUTH_DROP_INDEX: true, sqlite3.AUTH_DROP_TABLE: true, sqlite3.AUTH_DROP_TEMP_INDEX: true,
+	sqlite3.AUTH_DROP_TEMP_TABLE: true, sqlite3.AUTH_DROP_TEMP_TRIGGER: true, sqlite3.AUTH_DROP_TEMP_VIEW: true,
+	sqlite3.AUTH_DROP_TRIGGER: true, sqlite3.AUTH_DROP_VIEW: true, sqlite3.AUTH_INSERT: true, sqlite3.AUTH_UPDATE: true,
+	sqlite3.AUTH_ALTER_TABLE: true, sqlite3.AUTH_REINDEX: true, sqlite3.AUTH_ANALYZE: true,
+	sqlite3.AUTH_CREATE_VTABLE: true, sqlite3.AUTH_DROP_VTABLE: true,
+}
+
 // authorize is SQLite's authorizer: the tenant's statements are checked
 // as they are prepared (docs/sql.md, "Where it runs, and what is refused"); the package's own are not.
 func (x *db) authorize(action sqlite3.AuthorizerActionCode, name3, name4, schema, inner string) sqlite3.AuthorizerReturnCode {
 	if !x.tenant {
 		return sqlite3.AUTH_OK
 	}
+	// A statement SQLite called read-only as it was prepared because it
+	// then did nothing (REINDEX with no index to rewrite, DROP TRIGGER IF
+	// EXISTS of none) is prepared again as it runs when the schema changed
+	// since: when a caller that may not write steps it, what it would now
+	// write is refused (the sqlWrite denial).
+	if x.readOnlyStep && writeAction[action] {
+		x.deniedWrite = true
+		return sqlite3.AUTH_DENY
+	}
 	switch action {
+	case sqlite3.AUTH_REINDEX, sqlite3.AUTH_ANALYZE:
+		// They rewrite indexes or sqlite_stat1: the statement counts as
+		// a write whatever SQLite says of it.
+		x.writes = true
 	case sqlite3.AUTH_ATTACH, sqlite3.AUTH_DETACH, sqlite3.AUTH_TRANSACTION, sqlite3.AUTH_SAVEPOINT:
 		return sqlite3.AUTH_DENY
 	case sqlite3.AUTH_PRAGMA:
@@ -57,9 +82,10 @@ func (x *db) authorize(action sqlite3.AuthorizerActionCode, name3, name4, schema
 
 // prepare prepares one tenant statement, refusing what follows it.
 func (x *db) prepare(sql string) (*sqlite3.Stmt, error) {
-	x.tenant = true
+	x.tenant, x.writes = true, false
 	defer func() { x.tenant = false }()
 	st, tail, err := x.conn.Prepare(sql)
+	writes := x.writes
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +107,9 @@ func (x *db) prepare(sql string) (*sqlite3.Stmt, error) {
 	if isVacuum(st.SQL()) {
 		st.Close()
 		return nil, notAuthorized()
+	}
+	if writes {
+		x.writing[st] = true
 	}
 	return st, nil
 }

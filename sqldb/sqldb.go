@@ -18,6 +18,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // Defaults (docs/sql.md, "Limits"), defined in package budgets.
@@ -207,7 +208,10 @@ func (d *DBs) Serve(ctx context.Context, registry, tenant string, mayWrite bool,
 	x.leading = true
 	x.qmu.Unlock()
 	if lead {
-		x.lead()
+		// The leader runs in a goroutine of its own, so the caller answers
+		// at its bound even while a statement goes on past it (the engine
+		// stays busy until the statement ends).
+		go x.lead()
 	}
 	select {
 	case <-c.done:
@@ -217,27 +221,71 @@ func (d *DBs) Serve(ctx context.Context, registry, tenant string, mayWrite bool,
 	if c.err != nil {
 		return nil, c.err
 	}
-	return json.Marshal(c.res)
+	// Encoded once, without HTML escaping, and bounded on its encoded
+	// length (docs/sql.md, "Limits").
+	out, err := wirejson.Marshal(c.res)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxAnswer {
+		return nil, TooLarge()
+	}
+	return out, nil
+}
+
+// TooLarge is the fault of an answer past its bound (max_response_body).
+func TooLarge() error {
+	return sqlError("the answer is over its bound (max_response_body): select fewer rows or columns")
+}
+
+// Export is a consistent copy of a database being read: a file with no
+// name left on disk (its space is freed when it is closed). Close it.
+type Export struct {
+	*os.File
+	Size int64
+	x    *db
+}
+
+// Close closes the copy and ends the tenant's export.
+func (e *Export) Close() error {
+	err := e.File.Close()
+	e.x.exporting.Store(false)
+	return err
 }
 
 // Export writes a consistent copy of the tenant's database to a new file
-// in the databases' directory and answers its path; the caller removes it.
-func (d *DBs) Export(ctx context.Context, registry, tenant string) (string, error) {
+// (0600) in the databases' directory and answers it open, its name
+// already removed. One export a tenant at a time: a second, while the
+// first is open, is QUOTA_EXCEEDED.
+func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, error) {
 	x, err := d.get(registry, tenant)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	if !x.exporting.CompareAndSwap(false, true) {
+		return nil, fault.New(fault.QuotaExceeded, "QUOTA_EXCEEDED: an export of this database is in progress; one at a time.")
+	}
+	e, err := d.export(ctx, x)
+	if err != nil {
+		x.exporting.Store(false)
+		return nil, err
+	}
+	return e, nil
+}
+
+func (d *DBs) export(ctx context.Context, x *db) (*Export, error) {
 	if err := x.lock(ctx); err != nil {
-		return "", timeoutFault()
+		return nil, timeoutFault()
 	}
 	defer x.unlock()
+	// VACUUM INTO writes into an empty file: this one, created 0600.
 	f, err := os.CreateTemp(d.opts.Dir, "export-*.sqlite")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	path := f.Name()
 	f.Close()
-	os.Remove(path)
+	defer os.Remove(path)
 	err = x.guard(func(c *sqlite3.Conn) error {
 		c.SetInterrupt(ctx)
 		defer c.SetInterrupt(context.Background())
@@ -247,10 +295,17 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (string, erro
 		return c.Exec("VACUUM INTO " + quote(path))
 	})
 	if err != nil {
-		os.Remove(path)
-		return "", err
+		return nil, err
 	}
-	return path, nil
+	if f, err = os.Open(path); err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Export{File: f, Size: st.Size(), x: x}, nil
 }
 
 func (d *DBs) get(registry, tenant string) (*db, error) {
@@ -303,6 +358,8 @@ type db struct {
 	opts Options
 	sem  chan struct{}
 	live atomic.Bool // the engine is open
+	// exporting: an export's copy is open (one at a time).
+	exporting atomic.Bool
 	// qmu guards the calls waiting for the next group, and whether a
 	// leader runs them.
 	qmu     sync.Mutex
@@ -313,6 +370,14 @@ type db struct {
 	// Under sem:
 	conn   *sqlite3.Conn
 	tenant bool // the statements being prepared or run are the tenant's
+	// writes is set by the authorizer while a statement that writes
+	// though SQLite calls it read-only (REINDEX) is prepared; writing
+	// keeps those statements.
+	writes  bool
+	writing map[*sqlite3.Stmt]bool
+	// readOnlyStep: a caller that may not write steps a statement;
+	// deniedWrite: the authorizer refused it a write meanwhile.
+	readOnlyStep, deniedWrite bool
 	// stmts keeps the tenant's prepared statements by their SQL (at most
 	// maxCached), pageCount the package's own.
 	stmts     map[string]*sqlite3.Stmt
@@ -348,7 +413,7 @@ func (x *db) drop() {
 				x.pageCount.Close()
 			}
 		}()
-		x.stmts, x.own, x.pageCount = nil, nil, nil
+		x.stmts, x.own, x.pageCount, x.writing = nil, nil, nil, nil
 		x.conn.Close()
 		x.conn = nil
 		x.live.Store(false)
@@ -416,8 +481,12 @@ func (x *db) openConn() error {
 	if err := c.SetAuthorizer(x.authorize); err != nil {
 		return fail(err)
 	}
+	if err := registerFunctions(c); err != nil {
+		return fail(err)
+	}
 	x.conn = c
 	x.stmts, x.own = map[string]*sqlite3.Stmt{}, map[string]*sqlite3.Stmt{}
+	x.writing = map[*sqlite3.Stmt]bool{}
 	x.live.Store(true)
 	return nil
 }

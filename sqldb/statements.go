@@ -14,6 +14,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
 // run runs one statement; first stops at its first row. budget is what is
@@ -28,6 +29,7 @@ func (x *db) run(ctx context.Context, s Statement, mayWrite, first bool, budget 
 		}
 		if len(x.stmts) >= maxCached {
 			for k, old := range x.stmts {
+				delete(x.writing, old)
 				old.Close()
 				delete(x.stmts, k)
 				break
@@ -48,7 +50,7 @@ func (x *db) run(ctx context.Context, s Statement, mayWrite, first bool, budget 
 }
 
 func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bool, budget *int) (Answer, error) {
-	readOnly := st.ReadOnly()
+	readOnly := st.ReadOnly() && !x.writing[st]
 	if !readOnly && !mayWrite {
 		return Answer{}, ErrNeedsWrite
 	}
@@ -63,8 +65,8 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 	}
 	// Stepping may prepare the statement again (after a change of the
 	// schema): under the authorizer's rules, as the tenant's.
-	x.tenant = true
-	defer func() { x.tenant = false }()
+	x.tenant, x.readOnlyStep, x.deniedWrite = true, !mayWrite, false
+	defer func() { x.tenant, x.readOnlyStep = false, false }()
 	for st.Step() {
 		if first && len(ans.Rows) == 1 {
 			continue // a write's every row is stepped; a read's could stop
@@ -74,15 +76,19 @@ func (x *db) step(st *sqlite3.Stmt, params []json.RawMessage, mayWrite, first bo
 			row[i] = value(st, i, budget)
 		}
 		if *budget < 0 {
-			return Answer{}, sqlError("the answer is over its bound (max_response_body): select fewer rows or columns")
+			return Answer{}, TooLarge()
 		}
 		ans.Rows = append(ans.Rows, row)
 		if first && readOnly {
 			break
 		}
 	}
-	x.tenant = false
+	x.tenant, x.readOnlyStep = false, false
 	if err := st.Err(); err != nil {
+		if x.deniedWrite {
+			x.writing[st] = true
+			return Answer{}, ErrNeedsWrite
+		}
 		return Answer{}, err
 	}
 	ans.Meta.RowsRead = int64(len(ans.Rows)) + int64(st.Status(sqlite3.STMTSTATUS_FULLSCAN_STEP, false))
@@ -130,22 +136,27 @@ func (x *db) exec(ctx context.Context, sql string, mayWrite bool) (ExecAnswer, e
 	start := time.Now()
 	count := 0
 	for strings.TrimSpace(sql) != "" {
-		x.tenant = true
+		x.tenant, x.writes = true, false
 		st, tail, err := x.conn.Prepare(sql)
 		x.tenant = false
 		if err != nil {
 			return ExecAnswer{}, err
+		}
+		if st != nil && x.writes {
+			x.writing[st] = true
 		}
 		sql = tail
 		if st == nil {
 			continue
 		}
 		if isVacuum(st.SQL()) {
+			delete(x.writing, st)
 			st.Close()
 			return ExecAnswer{}, notAuthorized()
 		}
 		budget := DefaultAnswer
 		_, err = x.step(st, nil, mayWrite, false, &budget)
+		delete(x.writing, st)
 		st.Close()
 		if err != nil {
 			return ExecAnswer{}, err
@@ -225,7 +236,7 @@ func value(st *sqlite3.Stmt, i int, budget *int) any {
 		return v
 	case sqlite3.TEXT:
 		s := st.ColumnText(i)
-		*budget -= len(s) + 2
+		*budget -= wirejson.StringLen(s)
 		return s
 	case sqlite3.BLOB:
 		b := st.ColumnRawBlob(i)
@@ -316,7 +327,7 @@ func D1(raw json.RawMessage, batch bool) (json.RawMessage, error) {
 }
 
 func (a Answer) d1() (json.RawMessage, error) {
-	meta, err := json.Marshal(a.Meta)
+	meta, err := wirejson.Marshal(a.Meta)
 	if err != nil {
 		return nil, err
 	}
@@ -331,8 +342,8 @@ func (a Answer) d1() (json.RawMessage, error) {
 			if j > 0 {
 				out = append(out, ',')
 			}
-			k, _ := json.Marshal(a.Columns[j])
-			b, err := json.Marshal(v)
+			k, _ := wirejson.Marshal(a.Columns[j])
+			b, err := wirejson.Marshal(v)
 			if err != nil {
 				return nil, err
 			}

@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"internal/hostcache":       {},
 	"kv":                       {"fault", "budgets", "store", "internal/wirejson"},
 	"kv/cache":                 {"fault", "budgets", "internal/wirejson", "internal/hostcache"},
-	"sqldb":                    {"fault", "budgets"},
+	"sqldb":                    {"fault", "budgets", "internal/wirejson"},
 	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
