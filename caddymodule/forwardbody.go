@@ -257,8 +257,17 @@ func (c *chainReader) next() error {
 
 func (c *chainReader) refuse() error {
 	c.tampered.Store(true)
+	// The rest of the body is read and dropped (up to refusedDrain) before
+	// the 403 goes: a connection closed with the forwarder still sending
+	// resets, and the forwarder would see no answer at all (503) instead
+	// of the refusal.
+	io.CopyN(io.Discard, c.src, refusedDrain)
 	return errForwardBody
 }
+
+// refusedDrain bounds what an owner reads and drops of a forwarded body
+// after a frame failed its HMAC.
+const refusedDrain = 8 << 20
 
 func (c *chainReader) Close() error { return c.body.Close() }
 
