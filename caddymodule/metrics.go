@@ -206,15 +206,8 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize, metricAITokens} {
-		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				ctx.Logger().Warn("registering a metric", zap.Error(err))
-			}
-		}
-	}
-	for _, c := range scheduleMetrics { // schedules.go
+	collectors := append([]prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize, metricAITokens}, scheduleMetrics...) // schedules.go
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
