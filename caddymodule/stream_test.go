@@ -375,31 +375,7 @@ func TestRelayedUpstreamStream(t *testing.T) {
 	defer upstream.Close()
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	admin localhost:2999
-	http_port %d
-	https_port 9443
-	grace_period 1s
-	retainer {
-		store %s
-		workers 2
-		timeout 2s
-	}
-}
-
-http://anon.localhost:%d {
-	retainer_api apps {
-		allow_anonymous
-		outbound_allow_private
-	}
-}
-
-http://*.apps.localhost:%d {
-	retainer apps {
-		key {labels.2}
-	}
-}
-`, httpPort, store, httpPort, httpPort), "caddyfile")
+	tester.InitServer(upstreamGatewayConfig(store, "2s"), "caddyfile")
 	host := strings.TrimPrefix(upstream.URL, "http://")
 	code := fmt.Sprintf(`async () => ({ async fetch(request) {
 		const path = new URL(request.url).pathname;
@@ -485,31 +461,7 @@ func TestFetchStreamsPastTheCapAreRefusedBeforeTheDial(t *testing.T) {
 	defer upstream.CloseClientConnections()
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	admin localhost:2999
-	http_port %d
-	https_port 9443
-	grace_period 1s
-	retainer {
-		store %s
-		workers 2
-		timeout 5s
-	}
-}
-
-http://anon.localhost:%d {
-	retainer_api apps {
-		allow_anonymous
-		outbound_allow_private
-	}
-}
-
-http://*.apps.localhost:%d {
-	retainer apps {
-		key {labels.2}
-	}
-}
-`, httpPort, store, httpPort, httpPort), "caddyfile")
+	tester.InitServer(upstreamGatewayConfig(store, "5s"), "caddyfile")
 	host := strings.TrimPrefix(upstream.URL, "http://")
 	code := fmt.Sprintf(`async () => ({ async fetch(request) {
 		const all = await Promise.allSettled(Array.from({length: 40}, () => fetch('%s/hold')));
@@ -548,4 +500,34 @@ http://*.apps.localhost:%d {
 	if n := served(t, do(t, "GET", site(bystander+".apps.localhost", "/"), "", nil)); n != 2 {
 		t.Fatalf("bystander after: %d", n)
 	}
+}
+
+// upstreamGatewayConfig is a gateway whose anonymous API may fetch from
+// private addresses (the tests' own upstreams), with the given run bound.
+func upstreamGatewayConfig(store, timeout string) string {
+	return fmt.Sprintf(`{
+	admin localhost:2999
+	http_port %d
+	https_port 9443
+	grace_period 1s
+	retainer {
+		store %s
+		workers 2
+		timeout %s
+	}
+}
+
+http://anon.localhost:%d {
+	retainer_api apps {
+		allow_anonymous
+		outbound_allow_private
+	}
+}
+
+http://*.apps.localhost:%d {
+	retainer apps {
+		key {labels.2}
+	}
+}
+`, httpPort, store, timeout, httpPort, httpPort)
 }
