@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox"
@@ -203,10 +205,10 @@ func (pool *Pool) stderrSink(index int) (*os.File, error) {
 		defer r.Close()
 		s := bufio.NewScanner(io.LimitReader(r, 1<<20))
 		s.Buffer(make([]byte, 4096), 4096)
-		b := lineBucket{tokens: stderrBurst, last: time.Now()}
+		lines := newStderrLimiter()
 		left := 0
 		for s.Scan() {
-			if !b.take(time.Now()) {
+			if !lines.Allow() {
 				left++
 				continue
 			}
@@ -227,22 +229,10 @@ func (pool *Pool) stderrSink(index int) (*os.File, error) {
 // stderrBurst is how many lines of a worker's output are relayed at once.
 const stderrBurst = 64
 
-// lineBucket relays stderrBurst lines at once and one a second after them.
-type lineBucket struct {
-	tokens int
-	last   time.Time
-}
-
-func (b *lineBucket) take(now time.Time) bool {
-	if add := int(now.Sub(b.last) / time.Second); add > 0 {
-		b.tokens = min(stderrBurst, b.tokens+add)
-		b.last = b.last.Add(time.Duration(add) * time.Second)
-	}
-	if b.tokens == 0 {
-		return false
-	}
-	b.tokens--
-	return true
+// newStderrLimiter relays stderrBurst lines at once and one a second
+// after them.
+func newStderrLimiter() *rate.Limiter {
+	return rate.NewLimiter(rate.Every(time.Second), stderrBurst)
 }
 
 func (p *process) handshake() error {

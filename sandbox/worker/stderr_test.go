@@ -53,19 +53,20 @@ func TestStderrLinesBounded(t *testing.T) {
 
 func TestLineBucket(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := lineBucket{tokens: stderrBurst, last: now}
+	lines := newStderrLimiter()
+	take := func(at time.Time) bool { return lines.AllowN(at, 1) }
 	n := 0
 	for i := 0; i < 100; i++ {
-		if b.take(now) {
+		if take(now) {
 			n++
 		}
 	}
-	if n != stderrBurst || b.take(now.Add(999*time.Millisecond)) || !b.take(now.Add(time.Second)) || b.take(now.Add(time.Second)) {
+	if n != stderrBurst || take(now.Add(999*time.Millisecond)) || !take(now.Add(time.Second)) || take(now.Add(time.Second)) {
 		t.Fatalf("%d lines at once, then not one a second", n)
 	}
 	n = 0
 	for i := 0; i < 100; i++ {
-		if b.take(now.Add(time.Hour)) {
+		if take(now.Add(time.Hour)) {
 			n++
 		}
 	}
