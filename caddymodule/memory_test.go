@@ -260,8 +260,15 @@ func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
 			}
 		}
 	}()
-	// Mallory's worker fills up and is measured (every second).
-	time.Sleep(3 * time.Second)
+	// Mallory's workers fill up and are measured (every second): wait
+	// until what they hold is past her share (a quarter of 640 MiB).
+	held := int64(0)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if held = tenantPSS(t, "mallory"); held >= 160<<20 {
+			break
+		}
+	}
+	t.Logf("mallory's workers hold %d MiB before the newcomers", held>>20)
 	var used string
 	if a := do(t, "GET", site("anon.localhost", "/health"), "", nil); a.status == 200 {
 		used = string(a.body)
@@ -342,4 +349,26 @@ func TestAnswerBudget(t *testing.T) {
 	if got := b.text("step name", "0123456789"); !strings.Contains(got, "step name of 10 bytes cut") || b.left != 8 {
 		t.Fatalf("a name past what is left: %q, %d left", got, b.left)
 	}
+}
+
+// tenantPSS is what tenant's workers hold as the pool last measured it
+// (GET /retainer/workers on the admin listener).
+func tenantPSS(t *testing.T, tenant string) int64 {
+	t.Helper()
+	res, err := http.Get("http://localhost:2999/retainer/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct{ Workers []adminWorker }
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, w := range out.Workers {
+		if w.Tenant == tenant {
+			sum += w.PSSBytes
+		}
+	}
+	return sum
 }
