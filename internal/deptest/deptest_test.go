@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"kv":                       {"fault", "budgets", "store", "internal/wirejson"},
 	"kv/cache":                 {"fault", "budgets", "internal/wirejson", "internal/hostcache"},
 	"sqldb":                    {"fault", "budgets", "internal/wirejson"},
+	"objects":                  {"fault", "budgets"},
 	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
