@@ -55,6 +55,12 @@ type Request struct {
 	TimeoutMs     int64
 	MemoryLimitMb int
 	Capabilities  []string
+	// Language is "typescript" for a program in TypeScript (the gateway
+	// strips its types; docs/deployments.md); empty is JavaScript.
+	Language string
+	// IdleMs is a retained handle's own idle bound (1,000 ms up to the
+	// gateway's max_idle); zero takes the gateway's idle.
+	IdleMs int64
 	// Outbound is the allow list of the fetch capability.
 	Outbound []string
 	// OutboundHeaders are headers the gateway sets on fetch to a host,
@@ -211,6 +217,12 @@ func (e *Executor) Execute(ctx context.Context, req Request) (Outcome, error) {
 	}
 	if len(req.Capabilities) > 0 {
 		body["capabilities"] = req.Capabilities
+	}
+	if req.Language != "" {
+		body["language"] = req.Language
+	}
+	if req.IdleMs != 0 {
+		body["idleMs"] = req.IdleMs
 	}
 	if req.Outbound != nil || req.OutboundHeaders != nil {
 		out := map[string]any{"allow": orNone(req.Outbound)}

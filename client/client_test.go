@@ -495,3 +495,27 @@ func TestSocketEndsWithItsToken(t *testing.T) {
 		t.Fatalf("with a fresh token: %s %v", out.Result, err)
 	}
 }
+
+// A deploy through the socket can be TypeScript with its own idle bound:
+// the types are stripped by the gateway, and an idle bound out of range is
+// the gateway's 400, not dropped by the client.
+func TestTypeScriptAndIdleBound(t *testing.T) {
+	e := dial(t, "typescript-tenant")
+	out, err := run(t, e, client.Request{Language: "typescript", IdleMs: 60000, RetainHandles: true, Code: `async () => {
+		const greet = (name: string): string => "hello " + name;
+		return { async fetch(request: Request): Promise<Response> { return new Response(greet("ts")); } };
+	}`})
+	if err != nil || out.ExecutionID == "" {
+		t.Fatalf("typescript deploy: %+v %v", out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := e.InvokeHandle(ctx, out.ExecutionID, "fetch", client.WireRequest{Method: "GET", URL: "https://x.example/"})
+	if err != nil || string(res.Body) != "hello ts" {
+		t.Fatalf("invoke: %v %s", err, res.Body)
+	}
+	_, err = run(t, e, client.Request{IdleMs: 10, RetainHandles: true, Code: `async () => ({ fetch() { return new Response("x"); } })`})
+	if codeOf(err) != "BAD_REQUEST" {
+		t.Fatalf("idleMs 10: %v", err)
+	}
+}

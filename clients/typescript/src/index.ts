@@ -55,6 +55,10 @@ export interface ExecuteRequest {
   timeoutMs?: number;
   memoryLimitMb?: number;
   capabilities?: string[];
+  /** "typescript" for a program in TypeScript (the gateway strips its types); default JavaScript. */
+  language?: "javascript" | "typescript";
+  /** A retained handle's own idle bound in ms (1,000 up to the gateway's `max_idle`). */
+  idleMs?: number;
   /** `headers`: set by the gateway on fetch to a host, naming the tenant's secrets ("Bearer {secret.API_KEY}"). */
   outbound?: { allow: string[]; headers?: Record<string, Record<string, string>> };
   env?: Record<string, string>;
