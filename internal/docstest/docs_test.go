@@ -79,3 +79,26 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNoContractSectionReferences: the project's docs and code comments
+// cite the project's own docs, never the contract's section numbers,
+// which move between its revisions.
+func TestNoContractSectionReferences(t *testing.T) {
+	root := "../.."
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == "third_party" || d.Name() == "dist") {
+			return filepath.SkipDir
+		}
+		if ext := filepath.Ext(path); ext != ".md" && ext != ".go" && ext != ".ts" && ext != ".js" {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(text), "SPEC "+"§") {
+			t.Errorf("%s cites the contract's sections (SPEC "+"§); cite the project's docs", path)
+		}
+		return nil
+	})
+}
