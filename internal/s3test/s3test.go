@@ -36,9 +36,10 @@ type Server struct {
 	AccessKey string
 	SecretKey string
 
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has ended
+	dir     string
+	sockets []string // weed's gRPC sockets, which it puts in /tmp
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process has ended
 }
 
 // Binary is where the weed binary is looked for: $RETAINER_WEED, else
@@ -86,9 +87,10 @@ func New() (*Server, error) {
 	s := &Server{Region: "us-east-1", AccessKey: "retainer-test", SecretKey: "retainer-test-secret-key", dir: dir, done: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
 		if s.cmd != nil {
-			s.stop()
+			s.Close()
+		} else {
+			os.RemoveAll(dir)
 		}
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	conf := fmt.Sprintf(`{"identities": [{"name": "retainer", "credentials": [{"accessKey": %q, "secretKey": %q}], "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}`, s.AccessKey, s.SecretKey)
@@ -105,6 +107,11 @@ func New() (*Server, error) {
 		return fail(err)
 	}
 	port := func(i int) string { return strconv.Itoa(p[i]) }
+	for i, name := range []string{1: "master", 3: "volume", 5: "filer", 7: "s3"} {
+		if name != "" {
+			s.sockets = append(s.sockets, fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", name, p[i]))
+		}
+	}
 	args := []string{"server",
 		"-dir=" + data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		"-master.port=" + port(0), "-master.port.grpc=" + port(1),
@@ -151,6 +158,9 @@ func New() (*Server, error) {
 func (s *Server) Close() {
 	s.stop()
 	os.RemoveAll(s.dir)
+	for _, f := range s.sockets {
+		os.Remove(f)
+	}
 }
 
 // wait polls until the master hands out a file id (a volume is
@@ -192,12 +202,13 @@ func (s *Server) wait(master, filer string) error {
 	return nil
 }
 
-// stop ends the process group (SIGTERM, then SIGKILL after 10 s).
+// stop ends the process group: SIGTERM, then SIGKILL after 2 s (weed
+// takes 10 s and more to stop gracefully; its data is thrown away).
 func (s *Server) stop() {
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Second):
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.done
 	}
