@@ -690,6 +690,20 @@ func testSpacesApart(t *testing.T, open func() objects.Backend) {
 			t.Errorf("space %q lists %q", sp, got)
 		}
 	}
+	// Keys that climb out of their space on a file system reach nothing
+	// of another.
+	for _, k := range []string{"../" + spaces[2] + "/k", "/../" + spaces[2] + "/k", "../../" + spaces[2] + "/k", "..%2F" + spaces[2] + "%2Fk"} {
+		put(t, b, spaces[0], k, []byte("climber"), objects.Info{})
+		if _, got := get(t, b, spaces[2], "k", nil); string(got) != "2" {
+			t.Errorf("a put of %q in %q made %q read %q", k, spaces[0], spaces[2], got)
+		}
+		if _, got := get(t, b, spaces[0], k, nil); string(got) != "climber" {
+			t.Errorf("%q reads %q", k, got)
+		}
+		if err := b.Delete(ctx, spaces[0], k); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := b.Delete(ctx, spaces[0], "k", "x/k"); err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,10 @@ func newVersion() string {
 // and S3 fixes metadata when an upload begins), then is copied on the
 // server to its name with its metadata, and the staging object deleted.
 // Either way the name changes in one S3 operation; a failed body or an
-// ended context aborts the upload and leaves the old object.
+// ended context aborts the upload and leaves the old object. Of meta, the
+// metadata is kept, and the version and upload time when the bucket
+// set them (a new random version and now otherwise); size and etag are
+// counted here.
 func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, meta objects.Info) (objects.Info, error) {
 	dir, err := b.dir(space)
 	if err != nil {
