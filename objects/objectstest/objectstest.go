@@ -51,6 +51,7 @@ func Run(t *testing.T, open func() objects.Backend) {
 		{"AtomicCancelled", testAtomicCancelled},
 		{"AtomicReaders", testAtomicReaders},
 		{"Large", testLarge},
+		{"ManySmallPuts", testManySmallPuts},
 		{"SpacesApart", testSpacesApart},
 		{"TwoHandles", testTwoHandles},
 	} {
@@ -727,5 +728,64 @@ func testTwoHandles(t *testing.T, open func() objects.Backend) {
 	}
 	if _, err := one.Head(ctx, sp, "shared"); !errors.Is(err, objects.ErrNotFound) {
 		t.Errorf("deleted by the other handle: %v", err)
+	}
+}
+
+// gate gives 1 KiB, then waits for open to close, then ends.
+type gate struct {
+	given  bool
+	opened chan struct{}
+	read   *sync.WaitGroup
+}
+
+func (g *gate) Read(p []byte) (int, error) {
+	if !g.given {
+		g.given = true
+		n := min(len(p), 1024)
+		clear(p[:n])
+		return n, nil
+	}
+	g.read.Done()
+	<-g.opened
+	return 0, io.EOF
+}
+
+// testManySmallPuts holds 200 small puts in flight at once: a put holds
+// memory for what it has read, not for the largest body it could take.
+func testManySmallPuts(t *testing.T, open func() objects.Backend) {
+	b, sp := open(), space(t)
+	const n = 200
+	runtime.GC()
+	var base, held runtime.MemStats
+	runtime.ReadMemStats(&base)
+	opened := make(chan struct{})
+	var read, done sync.WaitGroup
+	read.Add(n)
+	errs := make(chan error, n)
+	for i := range n {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			_, err := b.Put(ctx, sp, fmt.Sprint("k", i), &gate{opened: opened, read: &read}, objects.Info{})
+			errs <- err
+		}()
+	}
+	read.Wait()
+	runtime.ReadMemStats(&held)
+	close(opened)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	grew := int64(held.HeapInuse) - int64(base.HeapInuse)
+	t.Logf("%d puts in flight held %d MiB of heap", n, grew>>20)
+	if grew > 64<<20 {
+		t.Errorf("%d small puts in flight held %d MiB", n, grew>>20)
+	}
+	if got := listAll(t, b, sp, objects.ListOptions{}); len(got) != n {
+		t.Errorf("%d objects listed", len(got))
 	}
 }

@@ -258,8 +258,8 @@ func newVersion() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Put reads the body into one PartSize buffer: a body that fits goes up
-// in one PUT whose user metadata holds its MD5. A longer one goes up as a
+// Put reads the body into one PartSize buffer (after a first 64 KiB): a
+// body that fits goes up in one PUT whose user metadata holds its MD5. A longer one goes up as a
 // multipart upload to a staging name (its MD5 is known only at the end,
 // and S3 fixes metadata when an upload begins), then is copied on the
 // server to its name with its metadata, and the staging object deleted.
@@ -281,9 +281,20 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 	if out.Version == "" {
 		out.Version = newVersion()
 	}
-	buf := getBuf()
-	defer putBuf(buf)
+	// A small body is read into a small buffer first, so many visitors
+	// putting small objects at once do not hold a part buffer each.
+	small := getSmall()
+	defer putSmall(small)
+	buf := small
 	n, err := io.ReadFull(body, buf)
+	if err == nil {
+		buf = getBuf()
+		defer putBuf(buf)
+		copy(buf, small)
+		var m int
+		m, err = io.ReadFull(body, buf[len(small):])
+		n += m
+	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		sum := md5.Sum(buf[:n])
 		out.Size, out.ETag = int64(n), hex.EncodeToString(sum[:])
@@ -377,9 +388,12 @@ func (b *backend) uploadPart(ctx context.Context, tmp, id string, number int, pa
 		minio.PutObjectPartOptions{Md5Base64: base64.StdEncoding.EncodeToString(sum[:]), DisableContentSha256: true})
 }
 
-// bufs keeps part buffers between puts, so a busy gateway does not make
-// PartSize of garbage per object.
-var bufs sync.Pool
+// bufs and smalls keep buffers between puts, so a busy gateway does not
+// make PartSize of garbage per object.
+var bufs, smalls sync.Pool
+
+// smallSize is what a put reads before it takes a part buffer.
+const smallSize = 64 << 10
 
 func getBuf() []byte {
 	if b, ok := bufs.Get().(*[]byte); ok {
@@ -389,6 +403,15 @@ func getBuf() []byte {
 }
 
 func putBuf(b []byte) { bufs.Put(&b) }
+
+func getSmall() []byte {
+	if b, ok := smalls.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, smallSize)
+}
+
+func putSmall(b []byte) { smalls.Put(&b) }
 
 func (b *backend) Head(ctx context.Context, space, key string) (objects.Info, error) {
 	dir, err := b.dir(space)
