@@ -33,6 +33,9 @@ type App struct {
 	StoreEtcd        *EtcdStore        `json:"store_etcd,omitempty"`
 	ReceiptsPostgres *PostgresReceipts `json:"receipts_postgres,omitempty"`
 	Cluster          *ClusterConfig    `json:"cluster,omitempty"`
+	// ObjectsS3 keeps tenants' objects in an S3-compatible service
+	// (docs/objects-s3.md). Default: files under Caddy's data directory.
+	ObjectsS3 *ObjectsS3 `json:"objects_s3,omitempty"`
 	// Workers is the number of worker processes, the spare included (with
 	// isolation "tenant", the most). 0, the default, is `workers auto`:
 	// with isolation "tenant", as many as WorkerMemory allows, up to

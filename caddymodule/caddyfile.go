@@ -33,6 +33,7 @@ func init() {
 //		store <path> | store etcd { endpoints ...; prefix; tls {...}; username; password }
 //		receipts postgres { dsn <dsn> }
 //		cluster { name; listen; advertise; secret; lease }
+//		objects s3 { endpoint; bucket; region; access_key; secret_key; prefix }
 //		workers auto|<n>
 //		worker_memory <size>
 //		tenant_worker_memory <size>
@@ -116,6 +117,12 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			var err error
 			if app.Cluster, err = parseCluster(d); err != nil {
+				return nil, err
+			}
+			continue
+		case "objects":
+			var err error
+			if app.ObjectsS3, err = parseObjects(d); err != nil {
 				return nil, err
 			}
 			continue

@@ -36,6 +36,9 @@ var allowed = map[string][]string{
 	"kv/cache":                 {"fault", "budgets", "internal/wirejson", "internal/hostcache"},
 	"sqldb":                    {"fault", "budgets", "internal/wirejson"},
 	"objects":                  {"fault", "budgets"},
+	"objects/s3":               {"objects"},
+	"objects/objectstest":      {"objects"},
+	"internal/s3test":          {},
 	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
@@ -47,7 +50,7 @@ var allowed = map[string][]string{
 	"sandbox/worker":           {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/worker/child":     {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
 	"handles":                  {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget", "objects", "objects/s3"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }
@@ -60,6 +63,7 @@ var only = map[string][]string{
 	"github.com/ncruces/go-sqlite3": {"sqldb"},
 	"github.com/jackc/pgx":          {"store"},
 	"go.etcd.io/etcd":               {"store", "cluster", "internal/etcdtest"},
+	"github.com/minio/minio-go":     {"objects/s3"},
 }
 
 func imports(t *testing.T, dir string) map[string]bool {
