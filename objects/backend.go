@@ -15,6 +15,13 @@ import (
 // ErrNotFound is what a backend answers for a key it does not hold.
 var ErrNotFound = errors.New("objects: no such object")
 
+// ErrBadCursor is a List cursor no page of this backend gave.
+var ErrBadCursor = errors.New("objects: malformed cursor")
+
+// ErrRange is a Range that selects no byte of the object (an offset past
+// its end).
+var ErrRange = errors.New("objects: range not satisfiable")
+
 // Info is what a backend keeps of one object beside its bytes.
 type Info struct {
 	Key      string
@@ -35,6 +42,27 @@ type Range struct {
 	Suffix int64
 }
 
+// Resolve is the part r selects of an object of size bytes, as an offset
+// and a length, the same for every backend: nil is the whole object; a
+// length past the end stops at it; a suffix longer than the object is all
+// of it; an offset past the end is ErrRange (an offset at the end of an
+// empty object is not).
+func (r *Range) Resolve(size int64) (off, n int64, err error) {
+	switch {
+	case r == nil:
+		return 0, size, nil
+	case r.Offset < 0 || r.Suffix < 0:
+		return 0, 0, ErrRange
+	case r.Suffix > 0:
+		return max(0, size-r.Suffix), min(r.Suffix, size), nil
+	case r.Offset > size || r.Offset == size && size > 0:
+		return 0, 0, ErrRange
+	case r.Length < 0 || r.Offset+r.Length > size:
+		return r.Offset, size - r.Offset, nil
+	}
+	return r.Offset, r.Length, nil
+}
+
 // ListOptions and ListPage are one page of a space's keys in byte order.
 type ListOptions struct {
 	Prefix    string
@@ -53,8 +81,14 @@ type ListPage struct {
 // Backend stores objects by space (a tenant's bucket in one registry) and
 // key. Put is atomic: a reader sees the old object or the whole new one,
 // and a Put whose body fails or whose context ends leaves the old one; it
-// returns only once the object is durable. Get streams: no backend holds a
-// whole object in memory.
+// returns only once the object is durable. Put keeps meta's Version,
+// HTTPMetadata and CustomMetadata, and sets the answer's Key, Size, ETag
+// (the hex MD5 of the bytes, computed as they stream: the bucket's etag)
+// and Uploaded (when it committed). Get streams: no backend holds a whole
+// object in memory; it answers the whole object's Info and the bytes
+// r.Resolve selects. List answers at most Limit entries (objects and
+// delimited prefixes together, 1,000 when Limit is 0), in byte order of
+// the keys, and a Cursor when Truncated.
 type Backend interface {
 	Put(ctx context.Context, space, key string, body io.Reader, meta Info) (Info, error)
 	Get(ctx context.Context, space, key string, r *Range) (Info, io.ReadCloser, error)

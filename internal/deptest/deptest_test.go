@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 	"kv/cache":                 {"fault", "budgets", "internal/wirejson", "internal/hostcache"},
 	"sqldb":                    {"fault", "budgets", "internal/wirejson"},
 	"objects":                  {"fault", "budgets"},
+	"objects/files":            {"objects"},
 	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
