@@ -86,7 +86,7 @@ type ListPage struct {
 // (the hex MD5 of the bytes, computed as they stream: the bucket's etag)
 // and Uploaded (when it committed). Get streams: no backend holds a whole
 // object in memory; it answers the whole object's Info and the bytes
-// r.Resolve selects. List answers at most Limit entries (objects and
+// r.Resolve selects (ErrRange, with the Info, when they are none). List answers at most Limit entries (objects and
 // delimited prefixes together, 1,000 when Limit is 0), in byte order of
 // the keys, and a Cursor when Truncated.
 type Backend interface {

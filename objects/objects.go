@@ -362,7 +362,8 @@ type GetOptions struct {
 
 // Get answers key's object: found false when there is none; body nil when
 // o.OnlyIf does not hold (R2 answers the object without its body). The
-// caller closes body. A range that selects nothing is ErrRange.
+// caller closes body. A range that selects nothing is ErrRange, with the
+// object's Info.
 func (b *Buckets) Get(ctx context.Context, space, key string, o GetOptions) (info Info, body io.ReadCloser, found bool, err error) {
 	if err := CheckKey(key); err != nil {
 		return Info{}, nil, false, err
@@ -374,7 +375,8 @@ func (b *Buckets) Get(ctx context.Context, space, key string, o GetOptions) (inf
 		return Info{}, nil, false, nil
 	}
 	if err != nil {
-		return Info{}, nil, false, err
+		// ErrRange answers the object's Info (its size) with it.
+		return info, nil, false, err
 	}
 	if !o.OnlyIf.hold(&info) {
 		body.Close()

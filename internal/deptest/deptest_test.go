@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"sqldb":                    {"fault", "budgets", "internal/wirejson"},
 	"objects":                  {"fault", "budgets"},
 	"objects/files":            {"objects"},
-	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
+	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "objects", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
 	"sandbox/webapi/text":      {"sandbox/webapi", "internal/wirejson"},
@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"sandbox/worker":           {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/worker/child":     {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
 	"handles":                  {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }

@@ -244,7 +244,7 @@ func (f *Files) Put(ctx context.Context, spaceName, key string, body io.Reader, 
 		}
 	}()
 	h := md5.New()
-	n, err := io.Copy(io.MultiWriter(fh, h), ctxReader{ctx, body})
+	n, err := io.CopyBuffer(io.MultiWriter(fh, h), ctxReader{ctx, body}, make([]byte, 256<<10))
 	if err != nil {
 		return objects.Info{}, err
 	}
@@ -337,7 +337,7 @@ func (f *Files) Get(ctx context.Context, spaceName, key string, r *objects.Range
 	off, n, err := r.Resolve(info.Size)
 	if err != nil {
 		fh.Close()
-		return objects.Info{}, nil, err
+		return info, nil, err
 	}
 	return info, &section{SectionReader: io.NewSectionReader(fh, off, n), fh: fh}, nil
 }
