@@ -237,7 +237,7 @@ func (o *Objects) get(ctx context.Context, c Call, space string, a objectArgs) (
 	if body == nil {
 		return wirejson.Marshal(ans)
 	}
-	off, n, _ := r.Resolve(info.Size)
+	off, n := r.Resolve(info.Size)
 	ans.Range, ans.Body = [2]int64{off, n}, true
 	if n <= inlineObject {
 		defer body.Close()

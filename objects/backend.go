@@ -18,8 +18,8 @@ var ErrNotFound = errors.New("objects: no such object")
 // ErrBadCursor is a List cursor no page of this backend gave.
 var ErrBadCursor = errors.New("objects: malformed cursor")
 
-// ErrRange is a Range that selects no byte of the object (an offset past
-// its end).
+// ErrRange is what the bucket answers for a Range that is not
+// Satisfiable (an offset past the object's end).
 var ErrRange = errors.New("objects: range not satisfiable")
 
 // Info is what a backend keeps of one object beside its bytes.
@@ -45,22 +45,33 @@ type Range struct {
 // Resolve is the part r selects of an object of size bytes, as an offset
 // and a length, the same for every backend: nil is the whole object; a
 // length past the end stops at it; a suffix longer than the object is all
-// of it; an offset past the end is ErrRange (an offset at the end of an
-// empty object is not).
-func (r *Range) Resolve(size int64) (off, n int64, err error) {
+// of it; an offset at or past the end selects nothing (the bucket refuses
+// such a range with ErrRange before it reads: Satisfiable).
+func (r *Range) Resolve(size int64) (off, n int64) {
 	switch {
 	case r == nil:
-		return 0, size, nil
-	case r.Offset < 0 || r.Suffix < 0:
-		return 0, 0, ErrRange
+		return 0, size
 	case r.Suffix > 0:
-		return max(0, size-r.Suffix), min(r.Suffix, size), nil
-	case r.Offset > size || r.Offset == size && size > 0:
-		return 0, 0, ErrRange
+		return max(0, size-r.Suffix), min(r.Suffix, size)
+	case r.Offset >= size:
+		return size, 0
 	case r.Length < 0 || r.Offset+r.Length > size:
-		return r.Offset, size - r.Offset, nil
+		return r.Offset, size - r.Offset
 	}
-	return r.Offset, r.Length, nil
+	return r.Offset, r.Length
+}
+
+// Satisfiable reports a range that selects part of an object of size
+// bytes, as R2 answers it: no negative numbers, and an offset before the
+// end (or 0 of an empty object).
+func (r *Range) Satisfiable(size int64) bool {
+	if r == nil {
+		return true
+	}
+	if r.Offset < 0 || r.Suffix < 0 {
+		return false
+	}
+	return r.Suffix > 0 || r.Offset < size || r.Offset == 0
 }
 
 // ListOptions and ListPage are one page of a space's keys in byte order.
@@ -86,7 +97,7 @@ type ListPage struct {
 // (the hex MD5 of the bytes, computed as they stream: the bucket's etag)
 // and Uploaded (when it committed). Get streams: no backend holds a whole
 // object in memory; it answers the whole object's Info and the bytes
-// r.Resolve selects (ErrRange, with the Info, when they are none). List answers at most Limit entries (objects and
+// r.Resolve selects (none for an offset past the end). List answers at most Limit entries (objects and
 // delimited prefixes together, 1,000 when Limit is 0), in byte order of
 // the keys, and a Cursor when Truncated.
 type Backend interface {

@@ -375,8 +375,12 @@ func (b *Buckets) Get(ctx context.Context, space, key string, o GetOptions) (inf
 		return Info{}, nil, false, nil
 	}
 	if err != nil {
+		return Info{}, nil, false, err
+	}
+	if !o.Range.Satisfiable(info.Size) {
 		// ErrRange answers the object's Info (its size) with it.
-		return info, nil, false, err
+		body.Close()
+		return info, nil, false, ErrRange
 	}
 	if !o.OnlyIf.hold(&info) {
 		body.Close()

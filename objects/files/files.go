@@ -75,23 +75,28 @@ func Open(dir string) (*Files, error) {
 
 var _ objects.Backend = (*Files)(nil)
 
-func validSpace(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
+// folderOf is a space's folder name: the name itself when it is a plain
+// one (letters, digits, '-', '_' and '.', not starting with '.'; the
+// bucket's spaces are hex), else '~' and its SHA-256, so no space name
+// reaches outside the root or another space's folder.
+func folderOf(s string) string {
+	plain := s != "" && len(s) <= 200 && s[0] != '.'
 	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			plain = false
+			break
 		}
 	}
-	return true
+	if plain {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "~" + hex.EncodeToString(sum[:])
 }
 
 // space answers name's index, read from its files on first use.
 func (f *Files) space(name string) (*space, error) {
-	if !validSpace(name) {
-		return nil, fmt.Errorf("objects: bad space name %q", name)
-	}
+	name = folderOf(name)
 	f.mu.Lock()
 	sp := f.spaces[name]
 	if sp == nil {
@@ -250,6 +255,10 @@ func (f *Files) Put(ctx context.Context, spaceName, key string, body io.Reader, 
 	}
 	meta.Key = key
 	meta.Size = n
+	if meta.Version == "" {
+		rand.Read(rnd[:])
+		meta.Version = hex.EncodeToString(rnd[:])
+	}
 	meta.ETag = hex.EncodeToString(h.Sum(nil))
 	meta.Uploaded = time.Now().UTC().Truncate(time.Millisecond)
 	js, _ := json.Marshal(stored{Key: key, Size: n, ETag: meta.ETag, Uploaded: meta.Uploaded, Version: meta.Version, HTTPMetadata: meta.HTTPMetadata, CustomMetadata: meta.CustomMetadata})
@@ -334,11 +343,7 @@ func (f *Files) Get(ctx context.Context, spaceName, key string, r *objects.Range
 	if err != nil {
 		return objects.Info{}, nil, err
 	}
-	off, n, err := r.Resolve(info.Size)
-	if err != nil {
-		fh.Close()
-		return info, nil, err
-	}
+	off, n := r.Resolve(info.Size)
 	return info, &section{SectionReader: io.NewSectionReader(fh, off, n), fh: fh}, nil
 }
 
