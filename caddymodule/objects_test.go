@@ -117,6 +117,14 @@ func TestObjects(t *testing.T) {
 		out.head = [(await bucket.head('dir/a.txt')).size, await bucket.head('nope'), await bucket.get('nope')];
 		out.noBody = [(await bucket.get('dir/a.txt', {onlyIf: {etagDoesNotMatch: p.etag}})).body === undefined, (await bucket.get('dir/a.txt', {onlyIf: {etagMatches: p.etag}})).body !== undefined];
 		out.putIf = [await bucket.put('dir/a.txt', 'no', {onlyIf: {etagMatches: 'other'}}), (await bucket.put('dir/a.txt', 'hello world', {onlyIf: {etagMatches: p.etag}, customMetadata: {who: 'alice'}})).size, await bucket.put('dir/a.txt', 'no', {onlyIf: {uploadedBefore: new Date(0)}})];
+		// A program's stream that fails half-way, and a chunked put whose
+		// condition fails, leave the old object.
+		let sent = 0;
+		try {
+			await bucket.put('dir/a.txt', new ReadableStream({pull(c) { if (sent++ < 3) c.enqueue(new Uint8Array(200000)); else c.error(new Error('boom')); }}));
+			out.cut = 'stored';
+		} catch (e) { out.cut = [e.message, await (await bucket.get('dir/a.txt')).text()]; }
+		out.cutIf = [await bucket.put('dir/a.txt', new Uint8Array(400000), {onlyIf: {etagMatches: 'other'}}), (await bucket.head('dir/a.txt')).size];
 		const l = await bucket.list();
 		out.list = [l.objects.map(o => o.key), l.truncated, l.cursor, l.delimitedPrefixes, l.objects[0].httpMetadata];
 		const d = await bucket.list({prefix: 'dir/', delimiter: '/', include: ['customMetadata']});
@@ -142,6 +150,7 @@ func TestObjects(t *testing.T) {
 		`"big":[300000,7,7]`, `"empty":0`, `"range":["world","hello","rld"]`, `"bigRange":[150000,100000,150000]`,
 		`"badRange":"bucket.get: the range is not satisfiable (the object is 11 bytes)."`,
 		`"head":[11,null,null]`, `"noBody":[true,true]`, `"putIf":[null,11,null]`,
+		`"cut":["boom","hello world"]`, `"cutIf":[null,11]`,
 		`"list":[["big","dir/a.txt","dir/b.bin","dir/sub/c","e","empty"],false,null,[],null]`,
 		`"delim":[["dir/a.txt","dir/b.bin"],["dir/sub/"],{"who":"alice"}]`,
 		`"pages":[["big","dir/a.txt"],true,["dir/b.bin","dir/sub/c"]]`,
