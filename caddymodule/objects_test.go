@@ -163,6 +163,18 @@ func TestObjects(t *testing.T) {
 		}
 	}
 
+	// A run that ends in the middle of a put leaves the old object, and
+	// its key is free at once for the next put (not after the 30 s idle
+	// bound of an unfinished one).
+	exec(alice, `async () => {
+		bucket.put('dir/a.txt', new ReadableStream({pull(c) { c.enqueue(new Uint8Array(1000)); return new Promise(() => {}); }}));
+		await new Promise(r => setTimeout(r, 300));
+		return 'left';
+	}`, "objectsWrite")
+	if got := exec(alice, `async () => [await (await bucket.get('dir/a.txt')).text(), (await bucket.put('dir/a.txt', 'hello world', {customMetadata: {who: 'alice'}})).size]`, "objectsWrite"); got != `["hello world",11]` {
+		t.Fatalf("after a run ended in the middle of a put: %s", got)
+	}
+
 	// Grants: none, no bucket; a write under objectsRead is a recorded
 	// denial and changes nothing.
 	if got := exec(alice, `async () => typeof bucket`); got != `"undefined"` {

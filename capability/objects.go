@@ -384,6 +384,28 @@ func (o *Objects) begin(c Call, space, key string, opts objects.PutOptions) (jso
 
 var errPutEnded = errors.New("the put has ended")
 
+// DropOwner abandons the chunked puts run owner left unfinished (its run
+// ended): each old object stays. A handle's, whose invocations share its
+// id, end by their idle bound instead.
+func (o *Objects) DropOwner(owner string) {
+	o.mu.Lock()
+	var ups []*upload
+	for token, up := range o.uploads {
+		if up.owner == owner {
+			ups = append(ups, up)
+			delete(o.uploads, token)
+			if o.byTenant[up.tenant]--; o.byTenant[up.tenant] <= 0 {
+				delete(o.byTenant, up.tenant)
+			}
+		}
+	}
+	o.mu.Unlock()
+	for _, up := range ups {
+		up.idle.Stop()
+		up.pw.CloseWithError(errors.New("the run ended before its put did"))
+	}
+}
+
 func (o *Objects) drop(token string) {
 	o.mu.Lock()
 	if up := o.uploads[token]; up != nil {

@@ -70,6 +70,9 @@ func (s *Store) endRun(id string) *runState {
 	if host != nil && host.Fetcher != nil && host.Fetcher.Streams != nil {
 		host.Fetcher.Streams.DropOwner(id)
 	}
+	if host != nil && host.Objects != nil {
+		host.Objects.DropOwner(id) // its unfinished bucket.put streams
+	}
 	return rs
 }
 
