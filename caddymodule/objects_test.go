@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -460,5 +461,40 @@ func TestObjectsStream256MiB(t *testing.T) {
 		if rise > 8<<10 {
 			t.Errorf("%s: peak RSS rose %d KiB", what, rise)
 		}
+	}
+}
+
+// TestObjectsFromFetch: bucket.put(key, (await fetch(url)).body) has the
+// gateway read the upstream's answer into the object itself; an answer
+// cut half-way leaves the old object.
+func TestObjectsFromFetch(t *testing.T) {
+	big := []byte(strings.Repeat("0123456789abcdef", 3<<16)) // 3 MiB: streamed, not read ahead
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/cut" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+			w.Write(big[:len(big)/2])
+			panic(http.ErrAbortHandler)
+		}
+		w.Write(big)
+	}))
+	defer upstream.Close()
+	store := filepath.Join(t.TempDir(), "registry.db")
+	caddytest.NewTester(t).InitServer(upstreamGatewayConfig(store, "5s"), "caddyfile")
+	run := func(code string) string {
+		t.Helper()
+		a := do(t, "POST", site("anon.localhost", "/executions"), "", mustJSON(map[string]any{"code": fmt.Sprintf(code, upstream.URL),
+			"capabilities": []string{"fetch", "objectsWrite"}, "outbound": map[string]any{"allow": []string{strings.TrimPrefix(upstream.URL, "http://")}}}))
+		if a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		b, _ := json.Marshal(a.json(t)["result"])
+		return string(b)
+	}
+	sum := md5.Sum(big)
+	if got := run(`async () => { const o = await bucket.put('f', (await fetch('%s/big')).body); return [o.size, o.etag, await (await bucket.get('f', {range: {suffix: 4}})).text()]; }`); got != fmt.Sprintf(`[%d,"%x","cdef"]`, len(big), sum) {
+		t.Fatalf("a fetch answer put: %s", got)
+	}
+	if got := run(`async () => { try { await bucket.put('f', (await fetch('%s/cut')).body); return 'stored'; } catch (e) { return (await bucket.head('f')).size; } }`); got != strconv.Itoa(len(big)) {
+		t.Fatalf("a cut fetch answer: %s", got)
 	}
 }
