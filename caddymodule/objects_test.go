@@ -94,7 +94,7 @@ func TestObjects(t *testing.T) {
 	// The API and its shapes.
 	code := `async () => {
 		const out = {};
-		const p = await bucket.put('dir/a.txt', 'hello world', {httpMetadata: {contentType: 'text/plain', cacheControl: 'max-age=60'}, customMetadata: {who: 'alice'}});
+		const p = await bucket.put('dir/a.txt', 'hello world', {httpMetadata: {contentType: 'text/plain', cacheControl: 'max-age=60', cacheExpiry: new Date(Date.UTC(2030, 0, 2))}, customMetadata: {who: 'alice'}});
 		out.put = [p.key, p.size, p.etag, p.httpEtag === '"' + p.etag + '"', p.uploaded instanceof Date, typeof p.version, p.httpMetadata.contentType, p.customMetadata.who];
 		await bucket.put('dir/b.bin', new Uint8Array([0, 1, 2, 255]));
 		await bucket.put('dir/sub/c', new Blob(['blob']));
@@ -104,7 +104,7 @@ func TestObjects(t *testing.T) {
 		const g = await bucket.get('dir/a.txt');
 		out.get = [await g.text(), g.bodyUsed, g.size, g.range.offset, g.range.length];
 		const h = new Headers(); g.writeHttpMetadata(h);
-		out.headers = [h.get('content-type'), h.get('cache-control')];
+		out.headers = [h.get('content-type'), h.get('cache-control'), h.get('expires'), g.httpMetadata.cacheExpiry instanceof Date];
 		out.bin = [...new Uint8Array(await (await bucket.get('dir/b.bin')).arrayBuffer())];
 		out.blob = await (await bucket.get('dir/sub/c')).blob().then(b => b.text());
 		out.stream = await (await bucket.get('e')).text();
@@ -147,7 +147,7 @@ func TestObjects(t *testing.T) {
 	etag := hex.EncodeToString(md5hw[:])
 	for _, w := range []string{
 		`"put":["dir/a.txt",11,"` + etag + `",true,true,"string","text/plain","alice"]`,
-		`"get":["hello world",true,11,0,11]`, `"headers":["text/plain","max-age=60"]`, `"bin":[0,1,2,255]`, `"blob":"blob"`, `"stream":"stream"`,
+		`"get":["hello world",true,11,0,11]`, `"headers":["text/plain","max-age=60","Wed, 02 Jan 2030 00:00:00 GMT",true]`, `"bin":[0,1,2,255]`, `"blob":"blob"`, `"stream":"stream"`,
 		`"big":[300000,7,7]`, `"empty":0`, `"range":["world","hello","rld"]`, `"bigRange":[150000,100000,150000]`,
 		`"badRange":"bucket.get: the range is not satisfiable (the object is 11 bytes)."`,
 		`"head":[11,null,null]`, `"noBody":[true,true]`, `"putIf":[null,11,null]`,
@@ -240,13 +240,13 @@ func TestObjects(t *testing.T) {
 	// (256 KiB) and within max_object (3 MiB); conditional GET.
 	files := deployObjects(t, alice)
 	blob := []byte(strings.Repeat("0123456789abcdef", 5<<16))[:5<<19]
-	put := do(t, "PUT", site(files, "/photo.jpg"), "", blob, "Content-Type", "image/jpeg")
+	put := do(t, "PUT", site(files, "/photo.jpg"), "", blob, "Content-Type", "image/jpeg", "Expires", "not a date")
 	sum := md5.Sum(blob)
 	if put.status != 200 || string(put.body) != fmt.Sprintf(`{"key":"photo.jpg","size":%d,"etag":"%x"}`, len(blob), sum) {
 		t.Fatalf("a handler's upload: %d %s", put.status, put.body)
 	}
 	get := do(t, "GET", site(files, "/photo.jpg"), "", nil)
-	if get.status != 200 || len(get.body) != len(blob) || string(get.body) != string(blob) || get.header.Get("Content-Type") != "image/jpeg" {
+	if get.status != 200 || len(get.body) != len(blob) || string(get.body) != string(blob) || get.header.Get("Content-Type") != "image/jpeg" || get.header.Get("Expires") != "" {
 		t.Fatalf("a handler's download: %d, %d bytes, %v", get.status, len(get.body), get.header)
 	}
 	if a := do(t, "GET", site(files, "/photo.jpg"), "", nil, "If-None-Match", get.header.Get("Etag")); a.status != 304 {

@@ -26,13 +26,18 @@
     if (h == null) return undefined;
     const out = {};
     if (isHeaders(h)) {
-      for (const [f, name] of httpFields) { const v = h.get(name); if (v !== null) out[f] = v; }
+      for (const [f, name] of httpFields) {
+        const v = h.get(name);
+        if (v === null) continue;
+        // An Expires that is no date is left out, as a cache ignores it.
+        if (f === 'cacheExpiry') { const d = new DateCtor(v); if (dateGetTime.call(d) === dateGetTime.call(d)) out[f] = dateToUTC.call(d); } else out[f] = v;
+      }
       return out;
     }
     if (typeof h !== 'object') throw new TypeErrorCtor('httpMetadata is an object or Headers.');
     for (const k of objectKeys(h)) {
       if (h[k] === undefined) continue;
-      out[k] = k === 'cacheExpiry' ? dateToUTC.call(h[k] instanceof DateCtor ? h[k] : new DateCtor(h[k])) : StringCtor(h[k]);
+      if (k === 'cacheExpiry') { isoDate(h[k], 'httpMetadata.cacheExpiry'); out[k] = dateToUTC.call(h[k] instanceof DateCtor ? h[k] : new DateCtor(h[k])); } else out[k] = StringCtor(h[k]);
     }
     return out;
   }
