@@ -30,6 +30,10 @@ const (
 	FetchStreamsPerOwner  = 16
 	FetchStreamsPerTenant = 256
 	FetchStreams          = 10000
+	// Chunked bucket.put uploads under way (docs/objects.md): per
+	// tenant, and in one gateway.
+	ObjectUploadsPerTenant = 64
+	ObjectUploads          = 1024
 	// Streamed responses (SSE listeners included): a handle's isolate
 	// holds this many; one visitor address at most StreamsPerVisitor of
 	// one handle.

@@ -141,6 +141,10 @@ func (h *API) Provision(ctx caddy.Context) error {
 	mux.HandleFunc("GET /results/{id}", h.getResult)
 	mux.HandleFunc("POST /sql", h.sqlQuery)
 	mux.HandleFunc("GET /sql/export", h.sqlExport)
+	mux.HandleFunc("GET /objects", h.listObjects)
+	mux.HandleFunc("GET /objects/{key...}", h.getObject)
+	mux.HandleFunc("PUT /objects/{key...}", h.putObject)
+	mux.HandleFunc("DELETE /objects/{key...}", h.deleteObject)
 	mux.HandleFunc("GET /secrets", h.listSecrets)
 	mux.HandleFunc("PUT /secrets/{name}", h.putSecret)
 	mux.HandleFunc("DELETE /secrets/{name}", h.deleteSecret)
@@ -358,7 +362,7 @@ func decodeStrict(data []byte, v any) error {
 // maxConcurrency bounds a handle's invocations in progress (docs/architecture.md).
 const maxConcurrency = 1000
 
-var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "fetch": true, "spawn": true}
+var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "objectsRead": true, "objectsWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
@@ -411,7 +415,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	}
 	for _, c := range req.Capabilities {
 		if !knownCapabilities[c] {
-			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, ai, fetch and spawn.", c)
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, ai, objectsRead, objectsWrite, fetch and spawn.", c)
 		}
 	}
 	out.Grants.Capabilities = req.Capabilities

@@ -105,6 +105,14 @@ type App struct {
 	// Default 1 GiB. The databases are files in a folder beside Store
 	// (its name and ".sql").
 	SQLQuota int64 `json:"sql_quota,omitempty"`
+	// MaxObject bounds one object, in bytes (docs/objects.md): a
+	// bucket.put, a PUT /objects/{key}, and an object's body relayed to a
+	// visitor. Default 1 GiB.
+	MaxObject int64 `json:"max_object,omitempty"`
+	// ObjectsQuota bounds one tenant's objects in a registry, in bytes
+	// (docs/objects.md). Default 10 GiB. On one machine the objects are
+	// files in a folder beside Store (its name and ".objects").
+	ObjectsQuota int64 `json:"objects_quota,omitempty"`
 	// SecretsKey seals tenants' secrets (docs/secrets.md): at least 32
 	// bytes, raw or base64, usually a placeholder such as
 	// {env.RETAINER_SECRETS_KEY}. Empty: the secrets API answers 501.
@@ -221,6 +229,12 @@ func (a *App) setDefaults() {
 	l := a.limits().WithDefaults()
 	a.Timeout, a.MemoryMiB = caddy.Duration(l.Timeout), l.MemoryMiB
 	a.MaxRequestBody, a.MaxResponseBody = int64(l.RequestBody), int64(l.ResponseBody)
+	if a.MaxObject <= 0 {
+		a.MaxObject = 1 << 30
+	}
+	if a.ObjectsQuota <= 0 {
+		a.ObjectsQuota = 10 << 30
+	}
 	if a.MaxTimeout <= 0 {
 		a.MaxTimeout = caddy.Duration(30 * time.Second)
 	}

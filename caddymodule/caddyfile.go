@@ -57,6 +57,8 @@ func init() {
 //		max_request_body <size>
 //		max_response_body <size>
 //		sql_quota <size>
+//		max_object <size>
+//		objects_quota <size>
 //		secrets_key <key>
 //		stream_timeout <duration>
 //		max_handles_per_tenant <n>
@@ -203,6 +205,10 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.MaxResponseBody, err = size(d, val)
 		case "sql_quota":
 			app.SQLQuota, err = size(d, val)
+		case "max_object":
+			app.MaxObject, err = size(d, val)
+		case "objects_quota":
+			app.ObjectsQuota, err = size(d, val)
 		case "secrets_key":
 			app.SecretsKey = val
 		case "max_handles_per_tenant":

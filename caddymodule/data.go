@@ -338,6 +338,11 @@ func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandb
 		return
 	}
 	sent := int64(0)
+	limit, limitName := h.app.MaxResponseBody, "max_response_body"
+	if stream.ObjectBody() {
+		// An object's body sent from storage (docs/objects.md).
+		limit, limitName = h.app.MaxObject, "max_object"
+	}
 	for {
 		chunk, done, err := stream.Next(ctx)
 		if err != nil {
@@ -357,9 +362,9 @@ func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandb
 			return
 		}
 		sent += int64(len(chunk))
-		if sent > h.app.MaxResponseBody {
+		if sent > limit {
 			stream.Close(true)
-			h.logger.Debug("response stream cut", zap.String("reason", "it passed max_response_body"))
+			h.logger.Debug("response stream cut", zap.String("reason", "it passed "+limitName))
 			panic(http.ErrAbortHandler)
 		}
 		metricStreamBytes.Add(float64(len(chunk)))

@@ -192,6 +192,10 @@ The runtime has the web platform's standard library: fetch-style Request/Respons
 			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).all() → {results, meta}, .first(column?), .raw(), db.batch([statements]); reading statements only.")
 		case "sqlWrite":
 			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).run() / .all() / .first(), db.batch([statements]) (one transaction), db.exec(sql); no BEGIN/COMMIT (use batch).")
+		case "objectsRead":
+			b.WriteString("\n- bucket: objects private to the caller, with Cloudflare R2's API: await bucket.get(key, {range?}) → null or an object with body (a ReadableStream), text(), json(), arrayBuffer(), size, etag, httpMetadata; bucket.head(key); bucket.list({prefix, delimiter, cursor, limit}) → {objects, truncated, cursor, delimitedPrefixes} (also env.bucket).")
+		case "objectsWrite":
+			b.WriteString("\n- bucket.put(key, string | ArrayBuffer | ReadableStream (a request body streams), {httpMetadata?, customMetadata?}) → the object; bucket.delete(key | [keys]).")
 		case "ai":
 			b.WriteString("\n- ai.run(model, {messages: [{role, content}]} or {prompt}, with max_tokens?, temperature?) → {response, usage}; with stream: true a ReadableStream of Server-Sent Events (data: {\"response\": ...} … data: [DONE]) a handler can return as a Response body (also env.ai).")
 		case "fetch":

@@ -18,6 +18,7 @@ import (
 	"github.com/retainer-gw/retainer/kv"
 	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/logstore"
+	"github.com/retainer-gw/retainer/objects"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -51,6 +52,7 @@ type runtime struct {
 	sql     *sqldb.DBs
 	secrets *capability.Secrets
 	ai      *capability.AI
+	objects *objects.Buckets
 
 	// The logger and limits of the newest config (re-bound on each
 	// Provision; read by callbacks from workers).
@@ -282,9 +284,21 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, err
 	}
 	rt.sql = sqls
+	buckets, err := openObjectsBackend(a)
+	if err != nil {
+		sqls.Close()
+		kvs.Close()
+		registry.Close()
+		backing.close()
+		pool.Shutdown()
+		return nil, err
+	}
+	rt.objects = buckets
+	fetchStreams := &capability.FetchStreams{}
 	rt.secrets = capability.NewSecrets(writer)
 	rt.ai = &capability.AI{OnTokens: func(_ string, n int64) { metricAITokens.Add(float64(n)) }}
-	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: fetchStreams, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{},
+		Objects: &capability.Objects{Buckets: buckets, Streams: fetchStreams}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		sqls.Close()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
@@ -42,6 +44,9 @@ type Call struct {
 	Grants      Grants
 	Op          string
 	Args        json.RawMessage
+	// RequestBody opens, by its token, the invoked handler's request body
+	// for bucket.put (nil outside an invocation; docs/objects.md).
+	RequestBody func(token string) (io.ReadCloser, error)
 }
 
 // Denied is the error for a capability that was not granted; its text names
@@ -69,6 +74,8 @@ type Host struct {
 	Secrets *Secrets
 	// AI serves ai.run (nil: none; docs/ai.md).
 	AI *AI
+	// Objects serves the bucket (nil: none; docs/objects.md).
+	Objects *Objects
 }
 
 // Serve dispatches a call that is not a tool call (tools go through the
@@ -106,12 +113,16 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		}
 		return h.AI.run(ctx, h.Fetcher.Streams, c)
 	case "fetch.read":
-		// A streamed ai.run answer is read as a fetch answer is.
-		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") || h.Fetcher.Streams == nil {
+		// A streamed ai.run answer, and an object's body, are read as a
+		// fetch answer is.
+		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") && !c.Grants.Has("objectsRead") && !c.Grants.Has("objectsWrite") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")
 		}
 		return h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
 	default:
+		if strings.HasPrefix(c.Op, "objects.") {
+			return h.objectsCall(ctx, c)
+		}
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
 	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)

@@ -49,6 +49,7 @@ const (
 type fetchStream struct {
 	tenant string
 	owner  string
+	object bool // an object's body (objects.go): relayed within max_object
 	body   io.ReadCloser
 	cancel context.CancelFunc // ends the upstream request
 	mu     sync.Mutex         // one read at a time
@@ -238,6 +239,17 @@ func (fs *FetchStreams) put(p *place, body io.ReadCloser, cancel context.CancelF
 	return token
 }
 
+// putObject registers an object's body (objects.go) in the place p.
+func (fs *FetchStreams) putObject(p *place, body io.ReadCloser) string {
+	token := fs.put(p, body, func() {})
+	fs.mu.Lock()
+	if st := fs.open[token]; st != nil {
+		st.object = true
+	}
+	fs.mu.Unlock()
+	return token
+}
+
 func (fs *FetchStreams) drop(token string) {
 	fs.mu.Lock()
 	st := fs.open[token]
@@ -266,7 +278,7 @@ func (fs *FetchStreams) Take(token, owner string) (io.ReadCloser, error) {
 	fs.release(st, false) // the tenant's count ends with the relay
 	fs.mu.Unlock()
 	st.idle.Stop()
-	return &takenBody{ReadCloser: st.body, cancel: st.cancel, done: func() {
+	return &takenBody{ReadCloser: st.body, cancel: st.cancel, object: st.object, done: func() {
 		fs.mu.Lock()
 		fs.releaseTenant(st.tenant)
 		fs.mu.Unlock()
@@ -276,9 +288,14 @@ func (fs *FetchStreams) Take(token, owner string) (io.ReadCloser, error) {
 type takenBody struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	object bool
 	once   sync.Once
 	done   func()
 }
+
+// ObjectBody reports an object's body (docs/objects.md): its relay is
+// bounded by max_object, not max_response_body.
+func (b *takenBody) ObjectBody() bool { return b.object }
 
 func (b *takenBody) Close() error {
 	b.once.Do(b.done)

@@ -131,3 +131,71 @@ func (s *Store) readBody(ctx context.Context, id string, raw json.RawMessage) (j
 	}
 	return wirejson.Chunk(buf[:n], b.done)
 }
+
+// takeBody hands handle id's request body, by token, to bucket.put
+// (docs/objects.md): the gateway reads it into the object itself, within
+// request_body_idle and request_body_timeout as body.read does, and it is
+// not readable by body.read afterwards.
+func (s *Store) takeBody(ctx context.Context, id, token string) (io.ReadCloser, error) {
+	s.bodies.mu.Lock()
+	b := s.bodies.open[token]
+	s.bodies.mu.Unlock()
+	if b == nil || b.handle != id {
+		return nil, fault.New(fault.BadRequest, "bucket.put: the request body is no longer readable (its invocation has ended).")
+	}
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return nil, fault.New(fault.BadRequest, "bucket.put: the request body was already read.")
+	}
+	b.done = true
+	b.mu.Unlock()
+	idle, whole := 10*time.Second, 60*time.Second
+	if r := s.registryOf(id); r != nil {
+		idle, whole = r.config().RequestBodyIdle, r.config().RequestBodyTimeout
+	}
+	return &takenRequestBody{ctx: ctx, b: b, idle: idle, whole: whole}, nil
+}
+
+// takenRequestBody reads a request body for bucket.put; a failure is the
+// fault body.read would have answered.
+type takenRequestBody struct {
+	ctx         context.Context
+	b           *bodyStream
+	idle, whole time.Duration
+	err         error
+}
+
+func (t *takenRequestBody) Read(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	deadline := t.b.began.Add(t.whole)
+	until := time.Now().Add(t.idle)
+	if deadline.Before(until) {
+		until = deadline
+	}
+	readCtx, cancel := context.WithDeadline(t.ctx, until)
+	defer cancel()
+	n, err := readsome.Read(readCtx, t.b.r, p)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil || err == io.EOF:
+		return n, err
+	case t.ctx.Err() == nil && readCtx.Err() != nil:
+		t.err = fault.New(fault.RequestTimeout, "The request body stopped arriving for %v (request_body_idle).", t.idle)
+		if !time.Now().Before(deadline) {
+			t.err = fault.New(fault.RequestTimeout, "The request body was not complete after %v (request_body_timeout).", t.whole)
+		}
+		t.b.late.Store(fault.As(t.err))
+	case errors.As(err, &tooBig):
+		t.err = fault.New(fault.TooLarge, "The request body is over the %d byte bound (max_request_body).", tooBig.Limit)
+	case t.ctx.Err() != nil:
+		t.err = t.ctx.Err()
+	default:
+		t.err = fault.New(fault.BadRequest, "The request body could not be read (the visitor went away).")
+	}
+	return 0, t.err
+}
+
+func (t *takenRequestBody) Close() error { return nil }

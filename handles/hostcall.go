@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,6 +70,9 @@ func (s *Store) endRun(id string) *runState {
 	if host != nil && host.Fetcher != nil && host.Fetcher.Streams != nil {
 		host.Fetcher.Streams.DropOwner(id)
 	}
+	if host != nil && host.Objects != nil {
+		host.Objects.DropOwner(id) // its unfinished bucket.put streams
+	}
 	return rs
 }
 
@@ -87,6 +91,9 @@ func bindings(g Grants) sandbox.Bindings {
 		}
 		if c == "ai" {
 			b.AI = true
+		}
+		if c == "objectsRead" || c == "objectsWrite" {
+			b.Objects = true
 		}
 	}
 	return b
@@ -168,6 +175,11 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	call := capability.Call{
 		Tenant: tenant, Registry: reg.name, ExecutionID: id, Op: op, Args: args,
 		Grants: capability.Grants{Capabilities: grants.Capabilities, Outbound: grants.Outbound, AllowPrivate: cfg.OutboundAllowPrivate, Headers: grants.Headers},
+	}
+	if rec != nil && op == "objects.upload" {
+		// bucket.put(key, request.body): the gateway reads the body
+		// itself (docs/objects.md).
+		call.RequestBody = func(token string) (io.ReadCloser, error) { return s.takeBody(ctx, id, token) }
 	}
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)

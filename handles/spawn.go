@@ -60,7 +60,7 @@ func (b *SpawnBudget) record(r SpawnRecord) {
 }
 
 // spawnCapabilities are what a child may be given.
-var spawnCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "fetch": true, "spawn": true}
+var spawnCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "objectsRead": true, "objectsWrite": true, "fetch": true, "spawn": true}
 
 type spawnArgs struct {
 	Body         string   `json:"body"`

@@ -21,6 +21,14 @@ type Stream struct {
 	detach   func()        // ends the request body's attachment, if any
 	relay    io.ReadCloser // a fetch answer relayed as it is (res.Relay)
 	relayErr error
+	relayBuf []byte
+}
+
+// ObjectBody reports a relayed object's body (docs/objects.md), which is
+// bounded by max_object rather than max_response_body.
+func (st *Stream) ObjectBody() bool {
+	o, ok := st.relay.(interface{ ObjectBody() bool })
+	return ok && o.ObjectBody()
 }
 
 // OpenStream is the stream a response names (res.Stream != 0).
@@ -51,7 +59,12 @@ func (st *Stream) nextRelayed(ctx context.Context) ([]byte, bool, error) {
 	if st.relayErr != nil {
 		return nil, true, st.relayErr
 	}
-	buf := make([]byte, 64<<10)
+	// One buffer for the relay: a chunk is written to the visitor before
+	// the next is read.
+	if st.relayBuf == nil {
+		st.relayBuf = make([]byte, 64<<10)
+	}
+	buf := st.relayBuf
 	n, err := readsome.Read(ctx, st.relay, buf)
 	switch {
 	case n > 0:

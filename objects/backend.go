@@ -15,6 +15,13 @@ import (
 // ErrNotFound is what a backend answers for a key it does not hold.
 var ErrNotFound = errors.New("objects: no such object")
 
+// ErrBadCursor is a List cursor no page of this backend gave.
+var ErrBadCursor = errors.New("objects: malformed cursor")
+
+// ErrRange is what the bucket answers for a Range that is not
+// Satisfiable (an offset past the object's end).
+var ErrRange = errors.New("objects: range not satisfiable")
+
 // Info is what a backend keeps of one object beside its bytes.
 type Info struct {
 	Key      string
@@ -35,6 +42,38 @@ type Range struct {
 	Suffix int64
 }
 
+// Resolve is the part r selects of an object of size bytes, as an offset
+// and a length, the same for every backend: nil is the whole object; a
+// length past the end stops at it; a suffix longer than the object is all
+// of it; an offset at or past the end selects nothing (the bucket refuses
+// such a range with ErrRange before it reads: Satisfiable).
+func (r *Range) Resolve(size int64) (off, n int64) {
+	switch {
+	case r == nil:
+		return 0, size
+	case r.Suffix > 0:
+		return max(0, size-r.Suffix), min(r.Suffix, size)
+	case r.Offset >= size:
+		return size, 0
+	case r.Length < 0 || r.Offset+r.Length > size:
+		return r.Offset, size - r.Offset
+	}
+	return r.Offset, r.Length
+}
+
+// Satisfiable reports a range that selects part of an object of size
+// bytes, as R2 answers it: no negative numbers, and an offset before the
+// end (or 0 of an empty object).
+func (r *Range) Satisfiable(size int64) bool {
+	if r == nil {
+		return true
+	}
+	if r.Offset < 0 || r.Suffix < 0 {
+		return false
+	}
+	return r.Suffix > 0 || r.Offset < size || r.Offset == 0
+}
+
 // ListOptions and ListPage are one page of a space's keys in byte order.
 type ListOptions struct {
 	Prefix    string
@@ -53,8 +92,14 @@ type ListPage struct {
 // Backend stores objects by space (a tenant's bucket in one registry) and
 // key. Put is atomic: a reader sees the old object or the whole new one,
 // and a Put whose body fails or whose context ends leaves the old one; it
-// returns only once the object is durable. Get streams: no backend holds a
-// whole object in memory.
+// returns only once the object is durable. Put keeps meta's Version,
+// HTTPMetadata and CustomMetadata, and sets the answer's Key, Size, ETag
+// (the hex MD5 of the bytes, computed as they stream: the bucket's etag)
+// and Uploaded (when it committed). Get streams: no backend holds a whole
+// object in memory; it answers the whole object's Info and the bytes
+// r.Resolve selects (none for an offset past the end). List answers at most Limit entries (objects and
+// delimited prefixes together, 1,000 when Limit is 0), in byte order of
+// the keys, and a Cursor when Truncated.
 type Backend interface {
 	Put(ctx context.Context, space, key string, body io.Reader, meta Info) (Info, error)
 	Get(ctx context.Context, space, key string, r *Range) (Info, io.ReadCloser, error)

@@ -47,6 +47,8 @@ func hostArgsBound(op string, maxRequestBody int) (int, string) {
 		return maxToolArgs, "The tool's arguments are over their 1 MiB bound."
 	case "sql":
 		return maxKVArgs, "db: the SQL and its values are over their 1 MiB bound."
+	case "objects.put", "objects.write":
+		return maxKVArgs, "bucket.put: a call's part of the value is over its 1 MiB bound."
 	default:
 		return maxKVArgs, "kv: the key and value are over their 1 MiB bound."
 	}

@@ -84,6 +84,9 @@ type Bindings struct {
 	KV        bool                `json:"kv,omitempty"`
 	SQL       bool                `json:"sql,omitempty"` // db (docs/sql.md)
 	AI        bool                `json:"ai,omitempty"`  // ai (docs/ai.md)
+
+	// Objects: bucket (docs/objects.md).
+	Objects bool `json:"objects,omitempty"`
 }
 
 // Outcome is what a run answers. Logs are filled on failure too.

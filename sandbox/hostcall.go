@@ -100,7 +100,7 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 			return nil, nil
 		}
 	}
-	visitor := op == visitorOp
+	visitor := VisitorOp(op)
 	if visitor {
 		m.visitor.pending++
 	}

@@ -14,6 +14,11 @@ import "time"
 // visitorOp is the host call that reads the visitor's request body.
 const visitorOp = "body.read"
 
+// VisitorOp reports a host call that waits for the visitor's request
+// body: body.read, and objects.upload, a bucket.put of the request body
+// the gateway reads itself (docs/objects.md), bounded the same way.
+func VisitorOp(op string) bool { return op == visitorOp || op == "objects.upload" }
+
 // visitorWait is a vm's account of the visitor's time in the current
 // activity: pending is loop-owned; waited and since are guarded by vm.mu
 // (the watchdogs read them).

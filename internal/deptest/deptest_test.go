@@ -39,7 +39,8 @@ var allowed = map[string][]string{
 	"objects/s3":               {"objects"},
 	"objects/objectstest":      {"objects"},
 	"internal/s3test":          {},
-	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "internal/wirejson", "internal/readsome"},
+	"objects/files":            {"objects"},
+	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "objects", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
 	"sandbox/webapi/text":      {"sandbox/webapi", "internal/wirejson"},
@@ -50,7 +51,7 @@ var allowed = map[string][]string{
 	"sandbox/worker":           {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/worker/child":     {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
 	"handles":                  {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "internal/wirejson", "internal/gctarget", "objects", "objects/s3"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }

@@ -608,7 +608,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		default:
 			// The tenant this worker hosts ("" when shared): the host
 			// answers only for that tenant's runs and handles.
-			if m.Op == "body.read" {
+			if sandbox.VisitorOp(m.Op) {
 				defer p.bodyRead(m.ID)()
 			}
 			serve := func() (json.RawMessage, error) { return f(ctx, p.owner(), m.ID, m.Op, m.Args) }

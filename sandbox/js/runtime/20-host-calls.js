@@ -190,6 +190,7 @@
   let bindKV = false;
   let bindSQL = false;
   let bindAI = false;
+  let bindObjects = false;
   function setGrants(json) {
     const b = JSONparse(json);
     for (const name of providerNames) delete G[name];
@@ -202,6 +203,10 @@
     bindAI = !!b.ai;
     if (bindAI) defineProperty(G, 'ai', { value: ai, writable: false, configurable: true, enumerable: false });
     else delete G.ai;
+    // Not granted, bucket does not exist (docs/objects.md).
+    bindObjects = !!b.objects;
+    if (bindObjects) defineProperty(G, 'bucket', { value: bucket, writable: false, configurable: true, enumerable: false });
+    else delete G.bucket;
     for (const [name, tools] of Object.entries(b.providers || {})) {
       const obj = {};
       for (const tool of tools) {

@@ -24,6 +24,7 @@
     if (bindKV) env.kv = kv;
     if (bindSQL) env.db = db;
     if (bindAI) env.ai = ai;
+    if (bindObjects) env.bucket = bucket;
     for (const name of providerNames) env[name] = G[name];
   }
 
@@ -160,7 +161,14 @@
   // A body that stops arriving for the gateway's request_body_idle errors
   // the stream with a TypeError (as a network error does in fetch), which
   // the handler may catch.
-  function requestBodyStream(token) { return hostBodyStream('body.read', token); }
+  // A handler's request body given to bucket.put unread is read by the
+  // gateway itself (visitorBodyOf; 25-objects.js).
+  const visitorBodyOf = new WeakMap(); // stream -> token
+  function requestBodyStream(token) {
+    const st = hostBodyStream('body.read', token);
+    visitorBodyOf.set(st, token);
+    return st;
+  }
 
   // hostBodyStream is a body the host holds under token: each pull asks it
   // (op) for what has arrived, {data: Latin-1 string, done}; nothing is
