@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -46,7 +46,7 @@ func TestValidHost(t *testing.T) {
 }
 
 func serveHost(reg *Registry, host string) (string, error) {
-	res, err := reg.Serve(context.Background(), host, ResolveRoutes|ResolveDomains, sandbox.NewWireRequest("GET", "https://"+host+"/", nil, nil))
+	res, err := reg.Serve(context.Background(), host, ResolveRoutes|ResolveDomains, program.NewWireRequest("GET", "https://"+host+"/", nil, nil))
 	return string(res.BodyBytes()), err
 }
 
@@ -151,7 +151,7 @@ func TestDomains(t *testing.T) {
 		t.Fatalf("after the move: %q (want a1's second)", got)
 	}
 	// A route name never resolves as a host, nor a host as a route.
-	if _, err := reg.Serve(context.Background(), "shop.example.com", ResolveBoth, sandbox.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+	if _, err := reg.Serve(context.Background(), "shop.example.com", ResolveBoth, program.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("a domain served where domains are not resolved: %v", err)
 	}
 	// A pending claim lapses 7 days after its first PUT, whatever

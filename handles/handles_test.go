@@ -17,7 +17,7 @@ import (
 	persist "github.com/retainer-gw/retainer/store"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
@@ -88,7 +88,7 @@ func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock,
 			s.IsolateLost(id, err)
 		}
 	}
-	pcfg.OnLog = func(id string, e sandbox.LogEntry) {
+	pcfg.OnLog = func(id string, e program.LogEntry) {
 		if s := store.Load(); s != nil {
 			s.HandleLog(id, e)
 		}
@@ -147,7 +147,7 @@ const counterProgram = `async () => { let served = 0; return { async fetch(req) 
 
 func deploy(t *testing.T, reg *Registry, tenant string) string {
 	t.Helper()
-	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true, Timeout: 200 * time.Millisecond})
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func deploy(t *testing.T, reg *Registry, tenant string) string {
 }
 
 func call(reg *Registry, tenant, id, path string) (string, error) {
-	res, err := reg.Invoke(context.Background(), tenant, id, "fetch", sandbox.NewWireRequest("GET", "https://x.test"+path, nil, nil))
+	res, err := reg.Invoke(context.Background(), tenant, id, "fetch", program.NewWireRequest("GET", "https://x.test"+path, nil, nil))
 	return string(res.BodyBytes()), err
 }
 
@@ -220,7 +220,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	g = start(t, path, clock, ends, worker.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	// The counter restarts: closure state is rebuilt from scratch.
-	res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil))
+	res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil))
 	if err != nil || string(res.BodyBytes()) != `{"served":1}` {
 		t.Fatalf("after restart via route: %q %v", res.BodyBytes(), err)
 	}
@@ -253,7 +253,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	if fmt.Sprint(ends.reasons(id)) != "[idle]" {
 		t.Fatalf("end events %v", ends.reasons(id))
 	}
-	if _, err := reg.Serve(context.Background(), "shop", ResolveBoth, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+	if _, err := reg.Serve(context.Background(), "shop", ResolveBoth, program.NewWireRequest("GET", "https://shop.test/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("the route of an ended handle still resolves: %v", err)
 	}
 }
@@ -325,7 +325,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if _, err := other.Get("alice", id); !errors.Is(err, fault.ErrHandlesClosed) {
 		t.Fatal("another registry sees the handle")
 	}
-	if _, err := other.Serve(context.Background(), id, ResolveBoth, sandbox.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+	if _, err := other.Serve(context.Background(), id, ResolveBoth, program.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatal("another registry routes to the handle")
 	}
 	mustCall(t, reg, "alice", id, `{"served":1}`)
@@ -363,7 +363,7 @@ func TestRouteSwapUnderTraffic(t *testing.T) {
 					return
 				default:
 				}
-				_, err := reg.Serve(context.Background(), "live", ResolveRoutes, sandbox.NewWireRequest("GET", "https://live.test/", nil, nil))
+				_, err := reg.Serve(context.Background(), "live", ResolveRoutes, program.NewWireRequest("GET", "https://live.test/", nil, nil))
 				if err != nil {
 					failures.Add(1)
 				}
@@ -532,13 +532,13 @@ func TestQuota(t *testing.T) {
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2})
 	deploy(t, reg, "alice")
 	deploy(t, reg, "alice")
-	_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true})
+	_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
 	if fault.CodeOf(err) != fault.QuotaExceeded {
 		t.Fatalf("third handle: %v", err)
 	}
 	deploy(t, reg, "bob")
 	// A computation leaves no record and no quota use.
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: "async () => 1"}, RetainHandles: true})
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: "async () => 1"}, RetainHandles: true})
 	if err != nil || res.ExecutionID != "" || string(res.Outcome.Result) != "1" {
 		t.Fatalf("computation with retainHandles: %+v %v", res, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // runState is a run in progress: its grants, the tool answers it records
@@ -73,8 +73,8 @@ func (s *Store) endRun(id string) *runState {
 }
 
 // bindings are the names a program's runtime gets for its grants.
-func bindings(g Grants) sandbox.Bindings {
-	b := sandbox.Bindings{Providers: map[string][]string{}}
+func bindings(g Grants) program.Bindings {
+	b := program.Bindings{Providers: map[string][]string{}}
 	for _, p := range g.Providers {
 		b.Providers[p.Name] = p.Tools
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 	g := newGateway(t, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: 2 * time.Second, Program: sandbox.Program{Code: `async () => {
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: 2 * time.Second, Program: program.Program{Code: `async () => {
 		let n = 0
 		return { async fetch(req) {
 			n++
@@ -37,7 +37,7 @@ func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 	}
 	newest := fmt.Sprintf("call %d line 59 ", calls)
 	deadline := time.Now().Add(10 * time.Second)
-	var logs []sandbox.LogEntry
+	var logs []program.LogEntry
 	for {
 		logs, err = reg.Logs("alice", id)
 		if err != nil {
@@ -79,7 +79,7 @@ func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 	// One entry over the bound on its own is cut to fit, and the handle
 	// still answers.
 	ls.mu.Lock()
-	ls.logs.add(sandbox.LogEntry{Level: "log", Message: strings.Repeat("y", 200<<10)})
+	ls.logs.add(program.LogEntry{Level: "log", Message: strings.Repeat("y", 200<<10)})
 	held = ls.logs.bytes
 	ls.mu.Unlock()
 	logs, _ = reg.Logs("alice", id)

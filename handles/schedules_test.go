@@ -11,7 +11,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -42,7 +42,7 @@ func startScheduling(t *testing.T, path string, clock *fakeClock) *gateway {
 
 func deploySchedules(t *testing.T, reg *Registry, tenant string, schedules ...string) string {
 	t.Helper()
-	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: scheduledProgram}, RetainHandles: true, Timeout: time.Second, Schedules: schedules})
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: program.Program{Code: scheduledProgram}, RetainHandles: true, Timeout: time.Second, Schedules: schedules})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestFireNowOneAtATime(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => { let tries = 0; return {
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: `async () => { let tries = 0; return {
 		fetch() { return Response.json({tries}) },
 		async scheduled() { tries++; await new Promise(r => setTimeout(r, 1000)); throw new Error('slow') } } }`}, RetainHandles: true, Timeout: 5 * time.Second, Schedules: []string{"0 0 1 1 *"}})
 	if err != nil {
@@ -240,7 +240,7 @@ func TestNewTickSupersedesRetries(t *testing.T) {
 		o.ScheduleRetries = []time.Duration{2 * time.Second, 50 * time.Millisecond, 50 * time.Millisecond}
 	})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => ({
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: `async () => ({
 		fetch() { return new Response('ok') }, scheduled() { throw new Error('always') } })`}, RetainHandles: true, Timeout: time.Second, Schedules: []string{"* * * * *"}})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestScheduledBoundHitsStrike(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour, BoundStrikes: 3})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => ({
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: `async () => ({
 		fetch() { return new Response('ok') }, scheduled() { for (;;) {} } })`}, RetainHandles: true, Timeout: 100 * time.Millisecond, Schedules: []string{"* * * * *"}})
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +405,7 @@ func TestBadSchedulesRefused(t *testing.T) {
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), &fakeClock{now: t0})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	exec := func(code string, retain bool, schedules ...string) error {
-		_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: code}, RetainHandles: retain, Timeout: time.Second, Schedules: schedules})
+		_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: code}, RetainHandles: retain, Timeout: time.Second, Schedules: schedules})
 		return err
 	}
 	for _, c := range []struct {

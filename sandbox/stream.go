@@ -21,14 +21,11 @@ import (
 // chunks out with ReadStream.
 //
 // Flow control is pull-based and bounded end to end: the buffer holds at
-// most StreamWindow bytes; past it the runtime's pump awaits until a read
+// most budgets.StreamWindow bytes; past it the runtime's pump awaits until a read
 // has drained it, so a slow visitor slows the producer (its stream's
 // desiredSize falls) and nothing buffers without bound outside the
 // program's own heap. Every callback that produces chunks runs on the
 // isolate's loop under the invocation timeout, like a timer callback.
-
-// StreamWindow is what a stream's buffer holds before its pump waits.
-const StreamWindow = 64 << 10
 
 // maxStreams bounds one isolate's open streams.
 const maxStreams = budgets.StreamsPerHandle
@@ -139,7 +136,7 @@ func (m *vm) hostStreamWrite(args []*v8.Value) (*v8.Value, error) {
 	more := !s.cancelled
 	if more {
 		s.buf = append(s.buf, chunk...)
-		more = len(s.buf) < StreamWindow
+		more = len(s.buf) < budgets.StreamWindow
 		s.waiting = !more
 	}
 	s.mu.Unlock()
@@ -193,10 +190,10 @@ func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait t
 	for {
 		s.mu.Lock()
 		if len(s.buf) > 0 {
-			n := min(len(s.buf), StreamWindow)
+			n := min(len(s.buf), budgets.StreamWindow)
 			chunk := append([]byte(nil), s.buf[:n]...)
 			s.buf = s.buf[n:]
-			resume := s.waiting && len(s.buf) < StreamWindow
+			resume := s.waiting && len(s.buf) < budgets.StreamWindow
 			if resume {
 				s.waiting = false
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -37,7 +38,7 @@ func TestStreamBackpressure(t *testing.T) {
 		t.Fatalf("an unread stream was pulled %d times (the window holds 64 chunks)", before)
 	}
 	total := 0
-	for total < StreamWindow {
+	for total < budgets.StreamWindow {
 		chunk, done, err := engine(t).ReadStream(context.Background(), id, res.Stream, time.Second)
 		if err != nil || done {
 			t.Fatalf("read: %v %v", done, err)

@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/hostcache"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -77,7 +78,7 @@ type Config struct {
 	// Logf receives the pool's operational messages.
 	Logf func(format string, args ...any)
 	// OnLog receives retained handlers' console output.
-	OnLog func(id string, e sandbox.LogEntry)
+	OnLog func(id string, e program.LogEntry)
 	// OnLost is told when a retained isolate ends on its own in a worker.
 	OnLost func(id string, err error)
 	// OnCrash is told when a worker dies, with the isolates it held.
@@ -170,7 +171,7 @@ type Pool struct {
 	inflight   map[string]int // per retained isolate: its invocations in flight
 	sendTurns  *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
-	onTicket func(req sandbox.WireRequest, tk ticket)
+	onTicket func(req program.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
 	// the kill clock's evidence that the calls queued ahead progress.
 	answered map[string]uint64
@@ -296,7 +297,7 @@ func (pool *Pool) callLimit() int {
 }
 
 // Run runs a job in any worker (no tenant: tests and shared pools).
-func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+func (pool *Pool) Run(ctx context.Context, job program.Job) (program.Outcome, error) {
 	return pool.RunFor(ctx, "", job)
 }
 
@@ -306,7 +307,7 @@ func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 // free the run waits for one within its own bound. A run its worker never
 // started (the worker died or was taken out of service first) is sent
 // again, once.
-func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
+func (pool *Pool) RunFor(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
 		bound = pool.cfg.Engine.Limits.Timeout
@@ -318,7 +319,7 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 	return out, err
 }
 
-func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, bound time.Duration) (sandbox.Outcome, error) {
+func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, bound time.Duration) (program.Outcome, error) {
 	var p *process
 	var err error
 	if pool.cordoned() && tenant != "" {
@@ -327,7 +328,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		p, err = pool.pick(job.RetainHandles)
 	}
 	if err != nil {
-		return sandbox.Outcome{Logs: []string{}}, err
+		return program.Outcome{Logs: []string{}}, err
 	}
 	if job.RetainHandles {
 		p.mu.Lock()
@@ -341,7 +342,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 	}
 	var rep wire.RunReply
 	if err := p.call(ctx, wire.PathRun, job, &rep, job.ID, bound); err != nil {
-		return sandbox.Outcome{Logs: []string{}}, err
+		return program.Outcome{Logs: []string{}}, err
 	}
 	if rep.Outcome.Logs == nil {
 		rep.Outcome.Logs = []string{}
@@ -349,7 +350,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 	if rep.Outcome.Retained {
 		if !job.RetainHandles {
 			p.kill("claimed to retain an isolate it was not asked to")
-			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
+			return program.Outcome{Logs: []string{}}, fault.CrashedWorker()
 		}
 		p.mu.Lock()
 		dead := p.dead || p.retiring
@@ -358,7 +359,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		}
 		p.mu.Unlock()
 		if dead {
-			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
+			return program.Outcome{Logs: []string{}}, fault.CrashedWorker()
 		}
 		pool.mu.Lock()
 		pool.where[job.ID] = p
@@ -389,7 +390,7 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 		p.streamEnded(id, stream)
 		return nil, true, fault.CrashedWorker()
 	}
-	if len(rep.Data) > sandbox.StreamWindow {
+	if len(rep.Data) > budgets.StreamWindow {
 		p.kill("sent a stream chunk over the window")
 		return nil, true, fault.CrashedWorker()
 	}
@@ -434,12 +435,12 @@ const windowAhead = 16
 // served in arrival order by the worker; past the per-isolate queue they
 // fail at once with OVERLOADED. An invocation its worker never started
 // answers fault.NotStarted: the caller sends it again.
-func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (pool *Pool) Invoke(ctx context.Context, id, name string, req program.WireRequest) (program.WireResponse, error) {
 	pool.mu.Lock()
 	p := pool.where[id]
 	if p == nil {
 		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.Closed(id)
+		return program.WireResponse{}, fault.Closed(id)
 	}
 	p.mu.Lock()
 	info, ok := p.retained[id]
@@ -447,7 +448,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	p.mu.Unlock()
 	if !ok {
 		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.Closed(id)
+		return program.WireResponse{}, fault.Closed(id)
 	}
 	conc := max(info.concurrency, 1)
 	// The window (isolateInfo, sendWindow): at most conc plus a few of the
@@ -458,14 +459,14 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	// be) a call is refused at once.
 	pool.mu.Unlock()
 	if err := info.window.acquire(ctx, p.exited, pool.cfg.Engine.Limits.HandleQueue+conc-1); err != nil {
-		return sandbox.WireResponse{}, err
+		return program.WireResponse{}, err
 	}
 	pool.mu.Lock()
 	if pool.where[id] != p {
 		// The isolate moved or ended while this call waited.
 		pool.mu.Unlock()
 		info.window.release(false)
-		return sandbox.WireResponse{}, fault.NotStarted()
+		return program.WireResponse{}, fault.NotStarted()
 	}
 	answered := false
 	defer func() { info.window.release(answered) }()
@@ -496,7 +497,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	inflight := len(p.running)
 	p.mu.Unlock()
 	if inflight >= limit {
-		return sandbox.WireResponse{}, fault.Overload()
+		return program.WireResponse{}, fault.Overload()
 	}
 	// With concurrency N, the calls ahead run N at a time, and JavaScript
 	// of the others may hold this one for up to a bound more.
@@ -507,14 +508,14 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	var rep wire.InvokeReply
 	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
 	if err := p.callOrdered(ctx, wire.PathInvoke, wire.InvokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
-		return sandbox.WireResponse{}, err
+		return program.WireResponse{}, err
 	}
 	answered = true
 	if len(rep.Response.Body) > pool.cfg.Engine.Limits.ResponseBody {
 		// The worker checks the bound (sandbox's parseWireResponse); one
 		// that sent more is not the code it was.
 		p.kill(fmt.Sprintf("answered an invocation with a %d byte body, over the %d byte bound", len(rep.Response.Body), pool.cfg.Engine.Limits.ResponseBody))
-		return sandbox.WireResponse{}, fault.CrashedWorker()
+		return program.WireResponse{}, fault.CrashedWorker()
 	}
 	p.recordLogs(id, rep.Logs)
 	err := rep.Fault.Err()

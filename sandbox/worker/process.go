@@ -18,7 +18,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -578,7 +578,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			return nil, fmt.Errorf("a malformed log line")
 		}
 		if p.holds(m.ID) {
-			p.recordLogs(m.ID, []sandbox.LogEntry{m.Entry})
+			p.recordLogs(m.ID, []program.LogEntry{m.Entry})
 		}
 		return []byte("{}"), nil
 	case wire.PathLost:
@@ -653,7 +653,7 @@ func (p *process) Holds(id string) bool { return p.holdsOrRuns(id) }
 
 // recordLogs hands an invocation's console lines to OnLog, capped and
 // checked like every other word of a worker.
-func (p *process) recordLogs(id string, logs []sandbox.LogEntry) {
+func (p *process) recordLogs(id string, logs []program.LogEntry) {
 	f := p.pool.cfg.OnLog
 	if f == nil {
 		return
