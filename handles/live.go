@@ -15,12 +15,6 @@ import (
 // maxHandleLogs is how many entries a handle's log keeps (docs/runtime.md).
 const maxHandleLogs = 1000
 
-// maxHandleLogBytes bounds a handle's log in memory, each entry counted
-// as its texts and logEntryOverhead (docs/architecture.md, "Budgets"):
-// a tenant's thousand handles logging all they may held ~105 MiB at the
-// old 1 MiB a handle.
-const maxHandleLogBytes = budgets.HandleLogBytes
-
 // logEntryOverhead is what an entry holds besides its texts: its time and
 // two string headers.
 const logEntryOverhead = 64
@@ -41,7 +35,7 @@ type liveState struct {
 }
 
 // logRing is a handle's log in memory: its newest entries within
-// maxHandleLogs and maxHandleLogBytes, the oldest dropped first and
+// maxHandleLogs and budgets.HandleLogBytes, the oldest dropped first and
 // counted, for the note that takes their place.
 type logRing struct {
 	entries   []program.LogEntry // entries[head:] are kept
@@ -54,12 +48,12 @@ type logRing struct {
 // add keeps e, dropping the oldest entries past the bounds; an entry over
 // the byte bound on its own is cut to fit.
 func (l *logRing) add(e program.LogEntry) {
-	if logEntryBytes(e) > maxHandleLogBytes {
-		e.Message = cutLogMessage(e.Message, maxHandleLogBytes-len(e.Level)-logEntryOverhead-128)
+	if logEntryBytes(e) > budgets.HandleLogBytes {
+		e.Message = cutLogMessage(e.Message, budgets.HandleLogBytes-len(e.Level)-logEntryOverhead-128)
 	}
 	l.entries = append(l.entries, e)
 	l.bytes += logEntryBytes(e)
-	for len(l.entries)-l.head > maxHandleLogs || l.bytes > maxHandleLogBytes {
+	for len(l.entries)-l.head > maxHandleLogs || l.bytes > budgets.HandleLogBytes {
 		old := l.entries[l.head]
 		l.bytes -= logEntryBytes(old)
 		l.dropped++
@@ -80,7 +74,7 @@ func (l *logRing) list() []program.LogEntry {
 	out := make([]program.LogEntry, 0, len(kept)+1)
 	if l.dropped > 0 {
 		out = append(out, program.LogEntry{Time: l.droppedAt, Level: "system",
-			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", maxHandleLogs, maxHandleLogBytes>>10, l.dropped)})
+			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", maxHandleLogs, budgets.HandleLogBytes>>10, l.dropped)})
 	}
 	return append(out, kept...)
 }
@@ -91,7 +85,7 @@ func cutLogMessage(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + fmt.Sprintf("\n[entry cut: a handle's log keeps %d KiB; %d bytes in all]", maxHandleLogBytes>>10, len(s))
+	return s[:n] + fmt.Sprintf("\n[entry cut: a handle's log keeps %d KiB; %d bytes in all]", budgets.HandleLogBytes>>10, len(s))
 }
 
 // rebuildFlight is one detached rebuild; done closes when err is set.

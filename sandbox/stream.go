@@ -27,9 +27,6 @@ import (
 // program's own heap. Every callback that produces chunks runs on the
 // isolate's loop under the invocation timeout, like a timer callback.
 
-// maxStreams bounds one isolate's open streams.
-const maxStreams = budgets.StreamsPerHandle
-
 // ErrStreamGone is the error of a read from a stream the engine does not
 // hold (ended and read to its end, cancelled, or its isolate gone).
 var ErrStreamGone = errors.New("the stream is gone")
@@ -60,7 +57,7 @@ type streamSet struct {
 	drained []int64 // streams whose pump may go on (loop work)
 	cancels []int64 // streams the reader gave up (loop work)
 	wake    chan struct{}
-	// refused are streams opened past maxStreams: their pump writes into
+	// refused are streams opened past budgets.StreamsPerHandle: their pump writes into
 	// nothing and their invocation answers QUOTA_EXCEEDED (refusedStream).
 	refused map[int64]bool
 }
@@ -75,13 +72,13 @@ func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	id := int64(args[0].Integer())
-	if len(ss.open) >= maxStreams {
+	if len(ss.open) >= budgets.StreamsPerHandle {
 		// Not an exception: the handler has returned, and a throw here
 		// answered the visitor 500 HANDLER_ERROR (17 visitor addresses
 		// took a handle's 1,024 and everyone else got 500). The answer is
 		// refused with QUOTA_EXCEEDED instead, a budget (docs/architecture.md,
 		// "Budgets"); a refusal is forgotten when its answer is read.
-		if len(ss.refused) >= maxStreams {
+		if len(ss.refused) >= budgets.StreamsPerHandle {
 			return nil, errors.New("too many open response streams")
 		}
 		if ss.refused == nil {
@@ -98,7 +95,7 @@ func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
 }
 
 // refusedStream answers QUOTA_EXCEEDED for an answer whose stream was
-// opened past the isolate's maxStreams (hostStreamOpen), and cancels its
+// opened past the isolate's budgets.StreamsPerHandle (hostStreamOpen), and cancels its
 // pump; nil for any other answer.
 func (m *vm) refusedStream(stream int64) error {
 	if stream == 0 {
@@ -112,7 +109,7 @@ func (m *vm) refusedStream(stream int64) error {
 		return nil
 	}
 	m.dropStream(stream)
-	return fault.New(fault.QuotaExceeded, "This handler holds %d streamed responses open, the most one handle may. Try again when some have ended.", maxStreams)
+	return fault.New(fault.QuotaExceeded, "This handler holds %d streamed responses open, the most one handle may. Try again when some have ended.", budgets.StreamsPerHandle)
 }
 
 // hostStreamWrite appends a chunk (a Latin-1 string); it answers false when

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/program"
@@ -663,8 +664,8 @@ func (p *process) recordLogs(id string, logs []program.LogEntry) {
 	}
 	now := time.Now()
 	for _, e := range logs {
-		if len(e.Message) > wire.MaxLogMessage {
-			e.Message = e.Message[:wire.MaxLogMessage]
+		if len(e.Message) > budgets.LogBytes {
+			e.Message = e.Message[:budgets.LogBytes]
 		}
 		if !validLevel(e.Level) {
 			e.Level = "log"

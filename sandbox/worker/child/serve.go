@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/hostcache"
@@ -214,7 +215,7 @@ func (w *workerServer) ready() *sandbox.Engine {
 // log queues a handler's console line for the gateway; a full queue drops
 // lines rather than block an isolate.
 func (w *workerServer) log(id string, e program.LogEntry) {
-	e.Message, _ = wirejson.Cut(e.Message, wire.MaxLogMessage)
+	e.Message, _ = wirejson.Cut(e.Message, budgets.LogBytes)
 	select {
 	case w.logs <- wire.LogPost{ID: id, Entry: e}:
 	default:
@@ -311,7 +312,7 @@ func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.R
 	body, _ := wirejson.Marshal(wire.HostPost{ID: id, Op: op, Args: args})
 	res, err := w.conn.Call(ctx, wire.PathHost, body)
 	if errors.Is(err, wire.ErrFrameTooLarge) {
-		// The sandbox bounds arguments before they get here (HostArgsCap).
+		// The sandbox bounds arguments before they get here (budgets.HostArgsBytes).
 		return nil, nil, fault.New(fault.TooLarge, "The %s call's arguments are larger than the worker boundary allows.", op)
 	}
 	if err != nil {

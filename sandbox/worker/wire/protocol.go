@@ -65,10 +65,9 @@ const (
 // protocol anyway from costing the gateway memory, and such a worker is
 // killed (a crash no call explains, docs/architecture.md).
 const (
-	MaxWorkerPost    = 256 << 10        // a worker's own request (a log line, a lost isolate)
-	MaxLogMessage    = budgets.LogBytes // one log line, encoded
-	FdIn             = 3                // the worker reads the gateway's frames here (Link)
-	FdOut            = 4                // and writes its own here
+	MaxWorkerPost    = 256 << 10 // a worker's own request (a log line, a lost isolate)
+	FdIn             = 3         // the worker reads the gateway's frames here (Link)
+	FdOut            = 4         // and writes its own here
 	HandshakeTimeout = 30 * time.Second
 	// MaxGatewayFrame is what a worker reads from the gateway (trusted; a
 	// fetch answer of 8 MiB of control bytes encodes to 48 MiB).
