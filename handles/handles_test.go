@@ -102,6 +102,17 @@ func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock,
 			return nil, fault.New(fault.Overloaded, "starting")
 		}
 	}
+	// Shared workers on any CPU, two unless the test says (the app's
+	// defaults, tenant and auto, are the caddymodule tests').
+	if pcfg.Isolation == "" {
+		pcfg.Isolation = worker.IsolationShared
+	}
+	if pcfg.Workers == 0 && pcfg.Isolation == worker.IsolationShared {
+		pcfg.Workers = 2
+	}
+	if pcfg.CPUs == "" {
+		pcfg.CPUs = worker.CPUsShared
+	}
 	pool, err := worker.Start(pcfg)
 	if err != nil {
 		t.Fatal(err)

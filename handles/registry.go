@@ -18,7 +18,7 @@ import (
 // and they apply to the next run or invocation.
 type RegistryConfig struct {
 	// IdleBound closes a handle that has not been invoked for this long.
-	// Default 10m.
+	// Default budgets.DefaultIdle (the defaults below are budgets' too).
 	IdleBound time.Duration
 	// BoundStrikes is how many bound hits (or crashes as a suspect) in a
 	// row close a handle. Default 3.
@@ -56,25 +56,27 @@ type RegistryConfig struct {
 	VersionRetention time.Duration
 }
 
+// defaults fills what a caller left zero with the app's defaults, from
+// budgets (the app passes every field; tests may not).
 func (c *RegistryConfig) defaults() {
 	if c.IdleBound <= 0 {
-		c.IdleBound = 10 * time.Minute
+		c.IdleBound = budgets.DefaultIdle
 	}
 	if c.BoundStrikes <= 0 {
-		c.BoundStrikes = 3
+		c.BoundStrikes = budgets.DefaultBoundStrikes
 	}
 	if c.MaxHandlesPerTenant <= 0 {
-		c.MaxHandlesPerTenant = 100
+		c.MaxHandlesPerTenant = budgets.DefaultHandlesPerTenant
 	}
 	c.Limits = c.Limits.WithDefaults()
 	if c.RequestBodyIdle <= 0 {
-		c.RequestBodyIdle = 10 * time.Second
+		c.RequestBodyIdle = budgets.DefaultRequestBodyIdle
 	}
 	if c.RequestBodyTimeout <= 0 {
-		c.RequestBodyTimeout = 60 * time.Second
+		c.RequestBodyTimeout = budgets.DefaultRequestBodyTimeout
 	}
 	if c.StreamTimeout <= 0 {
-		c.StreamTimeout = 5 * time.Minute
+		c.StreamTimeout = budgets.DefaultStreamTimeout
 	}
 	if c.WebsocketsPerHandle <= 0 {
 		c.WebsocketsPerHandle = budgets.WebsocketsPerHandle
@@ -83,7 +85,7 @@ func (c *RegistryConfig) defaults() {
 		c.WebsocketsPerTenant = budgets.WebsocketsPerTenant
 	}
 	if c.VersionRetention <= 0 {
-		c.VersionRetention = 7 * 24 * time.Hour
+		c.VersionRetention = budgets.DefaultVersionRetention
 	}
 }
 

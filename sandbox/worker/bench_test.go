@@ -21,7 +21,7 @@ func reportLatencies(b *testing.B, d []time.Duration) {
 }
 
 func benchPool(b *testing.B, cfg Config) *Pool {
-	pool, err := Start(cfg)
+	pool, err := Start(testModes(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@ type Config struct {
 	// Workers is the number of worker processes. With IsolationTenant it
 	// is the most, the spare included, and 0 (the default there) means
 	// auto: as many as WorkerMemory allows, up to MaxWorkers (memory.go).
-	// With IsolationShared the default is 2.
+	// With IsolationShared the default is budgets.DefaultSharedWorkers.
 	Workers int
 	// WorkerMemory is the budget of `workers auto`: the workers' own
 	// memory (PSS) summed stays under it. Default: half of what the
@@ -39,21 +39,23 @@ type Config struct {
 	// summed) while another tenant waits for a worker (cordon.go).
 	// Default: a quarter of WorkerMemory.
 	TenantWorkerMemory int64
-	// MaxWorkers is the ceiling of `workers auto`. Default 1000.
+	// MaxWorkers is the ceiling of `workers auto`. Default
+	// budgets.DefaultMaxWorkers.
 	MaxWorkers int
 	// RecycleIdle is how long a cordoned worker must have had nothing of
 	// its tenant in progress before it may be taken for another tenant.
-	// Default 60s.
+	// Default budgets.DefaultRecycleIdle.
 	RecycleIdle time.Duration
-	// Isolation is IsolationShared (default here: every worker hosts any
-	// tenant) or IsolationTenant (a worker hosts one tenant's isolates at
-	// a time; see cordon.go).
+	// Isolation is IsolationShared (every worker hosts any tenant) or
+	// IsolationTenant (a worker hosts one tenant's isolates at a time; see
+	// cordon.go). Required: the app's default is tenant.
 	Isolation string
 	// IsolatesPerWorker is how many retained isolates one worker holds.
-	// Default 64.
+	// Default budgets.DefaultIsolatesPerWorker.
 	IsolatesPerWorker int
 	// Queue is how many calls may wait per worker beyond one per isolate
-	// slot; past it calls fail at once with OVERLOADED. Default 256.
+	// slot; past it calls fail at once with OVERLOADED. Default
+	// budgets.DefaultWorkerQueue.
 	Queue int
 	// Engine configures the engine inside each worker.
 	Engine wire.EngineConfig
@@ -69,9 +71,10 @@ type Config struct {
 	// Command is the argument list that starts the binary in worker mode.
 	// Default [wire.Subcommand].
 	Command []string
-	// CPUs is where workers run: CPUsShared (default here: anywhere),
-	// CPUsPinned (each on one CPU, placed and moved by the gateway) or
-	// CPUsAuto (pinned while one CPU is enough); cpus.go.
+	// CPUs is where workers run: CPUsShared (anywhere), CPUsPinned (each
+	// on one CPU, placed and moved by the gateway) or CPUsAuto (pinned
+	// while one CPU is enough); cpus.go. Required: the app's default is
+	// auto.
 	CPUs string
 	// Probe enables the worker's /probe call (tests only).
 	Probe bool
@@ -113,15 +116,19 @@ type Crash struct {
 // slot is taken: the caller parks an idle isolate (Close) and tries again.
 var ErrNoCapacity = errors.New("every worker isolate slot is taken")
 
+// defaults fills what a caller left zero with the app's defaults, from
+// budgets (the app passes every field but TenantWorkerMemory, which it
+// sets once the pool runs; tests may not). The modes have none: check
+// refuses a configuration without them.
 func (c *Config) defaults() {
-	if c.Isolation == "" {
-		c.Isolation = IsolationShared
+	if c.Workers < 0 {
+		c.Workers = 0
 	}
-	if c.Workers < 0 || c.Workers == 0 && c.Isolation != IsolationTenant {
-		c.Workers = 2
+	if c.Workers == 0 && c.Isolation == IsolationShared {
+		c.Workers = budgets.DefaultSharedWorkers
 	}
 	if c.MaxWorkers <= 0 {
-		c.MaxWorkers = 1000
+		c.MaxWorkers = budgets.DefaultMaxWorkers
 	}
 	if c.WorkerMemory <= 0 {
 		c.WorkerMemory = DefaultWorkerMemory()
@@ -130,16 +137,13 @@ func (c *Config) defaults() {
 		c.TenantWorkerMemory = c.WorkerMemory / 4
 	}
 	if c.RecycleIdle <= 0 {
-		c.RecycleIdle = 60 * time.Second
-	}
-	if c.CPUs == "" {
-		c.CPUs = CPUsShared
+		c.RecycleIdle = budgets.DefaultRecycleIdle
 	}
 	if c.IsolatesPerWorker <= 0 {
-		c.IsolatesPerWorker = 64
+		c.IsolatesPerWorker = budgets.DefaultIsolatesPerWorker
 	}
 	if c.Queue <= 0 {
-		c.Queue = 256
+		c.Queue = budgets.DefaultWorkerQueue
 	}
 	if c.RlimitData == 0 {
 		c.RlimitData = 8 << 30
@@ -151,6 +155,19 @@ func (c *Config) defaults() {
 		c.Command = []string{wire.Subcommand}
 	}
 	c.Engine.Limits = c.Engine.Limits.WithDefaults()
+}
+
+// check refuses a configuration without its modes: the app always sets
+// them, and a pool that picked its own would run otherwise than the
+// gateway's documented defaults.
+func (c *Config) check() error {
+	if c.Isolation != IsolationShared && c.Isolation != IsolationTenant {
+		return fmt.Errorf("worker pool: isolation must be %q or %q, not %q", IsolationTenant, IsolationShared, c.Isolation)
+	}
+	if c.CPUs != CPUsShared && c.CPUs != CPUsPinned && c.CPUs != CPUsAuto {
+		return fmt.Errorf("worker pool: cpus must be %q, %q or %q, not %q", CPUsShared, CPUsPinned, CPUsAuto, c.CPUs)
+	}
+	return nil
 }
 
 // Pool supervises the worker processes. Safe for concurrent use.
@@ -190,6 +207,9 @@ type Pool struct {
 
 // Start launches the workers and waits for each handshake.
 func Start(cfg Config) (*Pool, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	pool := &Pool{
 		cfg:       cfg,

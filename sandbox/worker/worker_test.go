@@ -37,13 +37,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// testModes is how these tests run a pool unless they say: shared
+// workers, two of them, on any CPU (the app's defaults, which a pool
+// without them refuses, are tenant and auto).
+func testModes(cfg Config) Config {
+	if cfg.Isolation == "" {
+		cfg.Isolation = IsolationShared
+	}
+	if cfg.Workers == 0 && cfg.Isolation == IsolationShared {
+		cfg.Workers = 2
+	}
+	if cfg.CPUs == "" {
+		cfg.CPUs = CPUsShared
+	}
+	return cfg
+}
+
 func startPool(t *testing.T, cfg Config) *Pool {
 	t.Helper()
 	if cfg.Logf == nil {
 		cfg.Logf = t.Logf
 	}
 	before := runtime.NumGoroutine()
-	pool, err := Start(cfg)
+	pool, err := Start(testModes(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
