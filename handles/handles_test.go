@@ -16,6 +16,7 @@ import (
 
 	persist "github.com/retainer-gw/retainer/store"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
@@ -482,8 +483,11 @@ func TestWorkerKilledWhileServing(t *testing.T) {
 }
 
 func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
-	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
+	// A memory bound other than the default: the end names the bound the
+	// handle ran under (the gateway's, as the app gives it to both).
+	limits := budgets.Limits{MemoryMiB: 48}
+	g := newGateway(t, worker.Config{Workers: 1, Engine: worker.EngineConfig{Limits: limits}})
+	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3, Limits: limits})
 	id := deploy(t, reg, "alice")
 	crashes := 0
 	deadline := time.Now().Add(60 * time.Second)
@@ -513,7 +517,7 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 	g.ends.mu.Lock()
 	defer g.ends.mu.Unlock()
 	last := g.ends.events[len(g.ends.events)-1]
-	crashed := last.Reason == ReasonCrashes && last.Message == fault.OutOfMemory(64).Message
+	crashed := last.Reason == ReasonCrashes && last.Message == fault.OutOfMemory(48).Message
 	overran := last.Reason == ReasonBoundStrikes && strings.Contains(last.Message, "timed out") // a crash slower than bound + grace
 	if !crashed && !overran {
 		t.Fatalf("end %+v", last)
