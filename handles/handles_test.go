@@ -18,6 +18,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
@@ -451,7 +452,13 @@ func TestWorkerKilledWhileServing(t *testing.T) {
 			inFlight <- err
 		}(id)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, "all six calls in their workers", func() bool {
+		n := 0
+		for _, s := range g.pool.Status() {
+			n += s.Queue
+		}
+		return n == len(ids)
+	})
 	for _, s := range g.pool.Status() {
 		if s.PID > 0 {
 			syscall.Kill(s.PID, syscall.SIGKILL)

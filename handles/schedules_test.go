@@ -11,6 +11,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
@@ -62,15 +63,10 @@ func fired(t *testing.T, reg *Registry, tenant, id string) firedState {
 	return st
 }
 
-// eventually polls cond for up to 10 s.
+// eventually waits for cond for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("never: %s", what)
+	waitfor.Until(t, 10*time.Second, what, cond)
 }
 
 // firingsAt counts the handle's listed firings of each scheduled time.

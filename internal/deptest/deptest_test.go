@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/pgtest":          {},
 	"internal/dnstest":         {},
 	"internal/docstest":        {},
+	"internal/waitfor":         {},
 	"cluster":                  {"store"},
 	"internal/hostcache":       {},
 	"kv":                       {"fault", "budgets", "store", "internal/wirejson"},

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -28,11 +29,14 @@ func TestCancelledRunEndsInItsWorker(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	idle := processCPU(pid)
 	go func() {
 		_, err := pool.RunFor(ctx, "t", program.Job{Program: program.Program{Code: `async () => { for (;;) {} }`}, Timeout: 30 * time.Second})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitfor.Until(t, 20*time.Second, "the run to spin in its worker", func() bool {
+		return processCPU(pid)-idle >= int64(50*time.Millisecond)
+	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a cancelled run answered")

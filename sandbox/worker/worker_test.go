@@ -18,6 +18,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
@@ -302,7 +303,7 @@ func TestKilledWorkerFailsItsCallsAndIsReplaced(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := get(pool, "a", "https://x/slow"); errc <- err }()
-	time.Sleep(100 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, "the slow call in its worker", func() bool { return pool.Status()[0].Queue > 0 })
 	pid := pool.Status()[0].PID
 	syscall.Kill(pid, syscall.SIGKILL)
 	wantCode(t, <-errc, fault.WorkerCrashed)
@@ -625,7 +626,14 @@ func TestRecycleOnlyTheIdle(t *testing.T) {
 		_, err := pool.RunFor(ctx, "bob", program.Job{Timeout: 3 * time.Second, Program: program.Program{Code: "async () => new Promise(r => setTimeout(() => r(1), 1500))"}})
 		busy <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // bob's run is in progress
+	waitfor.Until(t, 10*time.Second, "bob's run in progress", func() bool {
+		for _, s := range pool.Status() {
+			if s.Tenant == "bob" && s.Queue > 0 {
+				return true
+			}
+		}
+		return false
+	})
 	start := time.Now()
 	_, err := pool.RunFor(ctx, "mallory", program.Job{Timeout: 400 * time.Millisecond, Program: program.Program{Code: "async () => 1"}})
 	wantCode(t, err, fault.Overloaded)
