@@ -894,7 +894,7 @@ func TestKilledWorkerTellsWhichCallsNeverStarted(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(30 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, "a call in the worker", func() bool { return pool.Status()[0].Queue > 0 })
 	if err := pool.KillWorker(0); err != nil {
 		t.Fatal(err)
 	}
