@@ -25,10 +25,6 @@ import (
 // and relays both ways: each record to the visitor, each of the visitor's
 // messages to the handler as an event.
 
-// maxSocketMessage bounds a message either way, all its frames together;
-// past it the socket closes with 1009.
-const maxSocketMessage = budgets.WebsocketMessage
-
 // visitorWriteBound is how long one message to the visitor may take: a
 // visitor who stops reading is closed with 1008 past it.
 const visitorWriteBound = 30 * time.Second
@@ -92,7 +88,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 		st.Close(true)
 		return // Accept answered the visitor
 	}
-	conn.SetReadLimit(maxSocketMessage)
+	conn.SetReadLimit(budgets.WebsocketMessage) // a message either way, its frames together; past it 1009
 	metricSocketsOpen.Inc()
 	defer metricSocketsOpen.Dec()
 	// The socket outlives the request's context (a reload of the
@@ -168,7 +164,7 @@ func (s *socketRelay) handlerEnded(code websocket.StatusCode, reason string) {
 
 // outbound sends the handler's records to the visitor, in order.
 func (s *socketRelay) outbound() {
-	records := &socketrec.Records{Max: maxSocketMessage}
+	records := &socketrec.Records{Max: budgets.WebsocketMessage}
 	for {
 		chunk, done, err := s.st.Next(s.ctx)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // runState is a run in progress: its grants, the tool answers it records
@@ -33,7 +33,7 @@ type runState struct {
 	memoryMiB int
 	replayed  int
 	// records: a deploy's tool answers are recorded (a computation's
-	// never are), within maxRecordedCalls and maxRecordedBytes; overRecord
+	// never are), within budgets.RecordedCalls and budgets.RecordedBytes; overRecord
 	// marks a deploy that asked for more (it fails with QUOTA_EXCEEDED).
 	records       bool
 	recorded      []ToolAnswer
@@ -77,8 +77,8 @@ func (s *Store) endRun(id string) *runState {
 }
 
 // bindings are the names a program's runtime gets for its grants.
-func bindings(g Grants) sandbox.Bindings {
-	b := sandbox.Bindings{Providers: map[string][]string{}}
+func bindings(g Grants) program.Bindings {
+	b := program.Bindings{Providers: map[string][]string{}}
 	for _, p := range g.Providers {
 		b.Providers[p.Name] = p.Tools
 	}
@@ -275,7 +275,7 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 		}
 		return want.Answer, nil
 	}
-	if rs.records && (len(rs.recorded) >= maxRecordedCalls || rs.recordedBytes >= maxRecordedBytes) {
+	if rs.records && (len(rs.recorded) >= budgets.RecordedCalls || rs.recordedBytes >= budgets.RecordedBytes) {
 		rs.overRecord = true
 		s.mu.Unlock()
 		return nil, recordFault()
@@ -311,7 +311,7 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	size := len(ans.Provider) + len(ans.Tool) + len(ans.Args) + len(ans.Answer) + len(ans.Error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rs.recordedBytes+size > maxRecordedBytes {
+	if rs.recordedBytes+size > budgets.RecordedBytes {
 		// The answer is not kept, so the program may not have it either:
 		// a rebuild could not give it back.
 		rs.overRecord = true
@@ -322,18 +322,11 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	return res, err
 }
 
-// A deploy's tool answers are recorded with its handle, to replay when it
-// is rebuilt; they are a budget (docs/architecture.md, "Budgets").
-const (
-	maxRecordedCalls = budgets.RecordedCalls
-	maxRecordedBytes = budgets.RecordedBytes
-)
-
 // recordFault is the error a deploy's tool call past the recording's
 // bound throws in the program; the deploy then fails with it, whatever the
 // program does with the error.
 func recordFault() error {
-	return fault.New(fault.QuotaExceeded, "A deploy records its tool answers to replay when its handle is rebuilt, at most %d calls and %d bytes in all: this one asked for more. Call fewer tools while deploying, or fetch the data in the handler instead.", maxRecordedCalls, maxRecordedBytes)
+	return fault.New(fault.QuotaExceeded, "A deploy records its tool answers to replay when its handle is rebuilt, at most %d calls and %d bytes in all: this one asked for more. Call fewer tools while deploying, or fetch the data in the handler instead.", budgets.RecordedCalls, budgets.RecordedBytes)
 }
 
 // callerTool asks the run's caller for a caller tool's answer. A caller that

@@ -5,11 +5,11 @@ import (
 	"errors"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Invoke calls a tenant's handle through the API.
-func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req program.WireRequest) (program.WireResponse, error) {
 	res, release, err := r.InvokeHeld(ctx, tenant, id, name, req)
 	release()
 	return res, err
@@ -18,13 +18,13 @@ func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sand
 // InvokeHeld is Invoke for a caller that holds the answer's body until it
 // has written it (the API, the executor socket): the body is charged to the
 // tenant in the store's body budget (budgets.BodyBytes) until release.
-func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, func(), error) {
+func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req program.WireRequest) (program.WireResponse, func(), error) {
 	rec, err := r.owned(tenant, id)
 	if err != nil {
-		return sandbox.WireResponse{}, func() {}, err
+		return program.WireResponse{}, func() {}, err
 	}
 	if name != "fetch" {
-		return sandbox.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
+		return program.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
 	}
 	res, err := r.invoke(ctx, rec, "fetch", req)
 	if err != nil {
@@ -35,13 +35,13 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 		if res.Stream != 0 || res.Relay != "" {
 			r.OpenStream(id, res).Close(true)
 		}
-		return sandbox.WireResponse{}, func() {}, lost
+		return program.WireResponse{}, func() {}, lost
 	}
 	if res.Stream == 0 && res.Relay == "" {
 		s := r.store
 		n := int64(len(res.Body))
 		if err := s.held.Take(rec.Tenant, n); err != nil {
-			return sandbox.WireResponse{}, func() {}, err
+			return program.WireResponse{}, func() {}, err
 		}
 		return res, func() { s.held.Give(rec.Tenant, n) }, nil
 	}
@@ -51,7 +51,7 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 
 // readStreamed reads a streamed body whole, within the response bound and
 // the stream timeout.
-func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, error) {
+func (r *Registry) readStreamed(ctx context.Context, st *Stream, res program.WireResponse) (program.WireResponse, error) {
 	res, release, err := r.readStreamedHeld(ctx, st, res)
 	release()
 	return res, err
@@ -59,13 +59,13 @@ func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.Wir
 
 // readStreamedHeld is readStreamed for a caller that holds the body until
 // release.
-func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, func(), error) {
+func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res program.WireResponse) (program.WireResponse, func(), error) {
 	if res.Status == 101 {
 		// A WebSocket the handler accepted: only the data plane upgrades
 		// (docs/websockets.md); the API's invoke and the executor socket
 		// answer 501.
 		st.Close(true)
-		return sandbox.WireResponse{}, func() {}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
+		return program.WireResponse{}, func() {}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
 	}
 	cfg := r.config()
 	sctx, cancel := context.WithTimeout(ctx, cfg.StreamTimeout)
@@ -73,9 +73,9 @@ func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res sandbox
 	body, release, err := st.readWhole(sctx, cfg.Limits.ResponseBody)
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			return sandbox.WireResponse{}, release, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
+			return program.WireResponse{}, release, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
 		}
-		return sandbox.WireResponse{}, release, err
+		return program.WireResponse{}, release, err
 	}
 	res.Stream, res.Relay = 0, ""
 	if body == nil {
@@ -101,7 +101,7 @@ const (
 
 // Serve routes data-plane traffic to the handle whose route name or
 // executionId is key, reading a streamed body whole.
-func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req program.WireRequest) (program.WireResponse, error) {
 	res, st, err := r.ServeStream(ctx, key, resolve, req, nil)
 	if err != nil || st == nil {
 		return res, err
@@ -116,15 +116,15 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 //
 // body, when not nil, is a request body the visitor is still sending: it
 // streams into the handler's request.body (req.Body must be nil).
-func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body *RequestBody) (sandbox.WireResponse, *Stream, error) {
+func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req program.WireRequest, body *RequestBody) (program.WireResponse, *Stream, error) {
 	s := r.store
 	tenant, err := r.locate(ctx, key, resolve)
 	if err != nil {
-		return sandbox.WireResponse{}, nil, err
+		return program.WireResponse{}, nil, err
 	}
 	rec, err := r.servable(key, resolve, tenant)
 	if err != nil {
-		return sandbox.WireResponse{}, nil, err
+		return program.WireResponse{}, nil, err
 	}
 	split, pinned := false, false
 	if rec != nil {
@@ -133,7 +133,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		s.mu.Unlock()
 	}
 	if rec == nil {
-		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
+		return program.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}
 	detach := func() {}
 	var bs *bodyStream
@@ -159,7 +159,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 				r.OpenStream(rec.ID, res).Close(true)
 			}
 			detach()
-			return sandbox.WireResponse{}, nil, lost
+			return program.WireResponse{}, nil, lost
 		}
 	}
 	if err != nil || res.Stream == 0 && res.Relay == "" {
@@ -173,7 +173,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 
 // invoke serves one invocation: in arrival order per handle, rebuilding the
 // isolate first when it is gone, and counting bound strikes.
-func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req sandbox.WireRequest) (res sandbox.WireResponse, err error) {
+func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req program.WireRequest) (res program.WireResponse, err error) {
 	s := r.store
 	if s.opts.OnRequest != nil {
 		// One request entry per invocation in the handle's stored log
@@ -192,30 +192,30 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req san
 	cfg := r.config()
 	ls := s.liveFor(rec.ID)
 	if ls == nil {
-		return sandbox.WireResponse{}, fault.Closed(rec.ID)
+		return program.WireResponse{}, fault.Closed(rec.ID)
 	}
 	// Invocations of a live isolate go straight to the executor, which runs
 	// them one at a time in arrival order; only a rebuild is exclusive, so
 	// the invocations behind it wait for it instead of rebuilding again.
 	if n := ls.inflight.Add(1); n > int64(cfg.Limits.HandleQueue+max(rec.Concurrency, 1)-1) {
 		ls.inflight.Add(-1)
-		return sandbox.WireResponse{}, fault.Overload()
+		return program.WireResponse{}, fault.Overload()
 	}
 	defer ls.inflight.Add(-1)
 	for attempt := 0; attempt < 2; attempt++ {
 		if !s.exists(rec.ID) {
-			return sandbox.WireResponse{}, fault.Closed(rec.ID)
+			return program.WireResponse{}, fault.Closed(rec.ID)
 		}
 		if !s.opts.Executor.Holds(rec.ID) {
 			if err := r.rebuildOnce(ctx, rec, ls); err != nil {
-				return sandbox.WireResponse{}, err
+				return program.WireResponse{}, err
 			}
 		}
 		res, err := s.opts.Executor.Invoke(ctx, rec.ID, name, req)
 		// The output gate: the response waits for the kv writes the
 		// invocation made (the handle's next invocation need not).
 		if gateErr := s.kvBarrier(ctx, rec.ID); gateErr != nil {
-			return sandbox.WireResponse{}, gateErr
+			return program.WireResponse{}, gateErr
 		}
 		switch fault.CodeOf(err) {
 		case "", fault.HandlerError, fault.BadResponse:
@@ -244,5 +244,5 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req san
 			return res, err
 		}
 	}
-	return sandbox.WireResponse{}, fault.CrashedWorker()
+	return program.WireResponse{}, fault.CrashedWorker()
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // WebSockets to a handle (docs/websockets.md): the data plane upgrades the
@@ -205,7 +205,7 @@ func (r *Registry) SocketEvent(ctx context.Context, st *Stream, kind byte, code 
 			return ErrSocketGone
 		}
 		ls.inflight.Add(1)
-		res, err := s.opts.Executor.Invoke(context.WithoutCancel(ctx), st.id, sandbox.SocketEvent, sandbox.SocketEventRequest(st.stream, kind, code, data))
+		res, err := s.opts.Executor.Invoke(context.WithoutCancel(ctx), st.id, program.SocketEvent, program.SocketEventRequest(st.stream, kind, code, data))
 		ls.inflight.Add(-1)
 		switch fault.CodeOf(err) {
 		case "":

@@ -10,7 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -19,8 +19,8 @@ import (
 type Executor interface {
 	// RunFor runs a job for a tenant (with tenant cordons, in a worker
 	// that hosts that tenant alone).
-	RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error)
-	Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error)
+	RunFor(ctx context.Context, tenant string, job program.Job) (program.Outcome, error)
+	Invoke(ctx context.Context, id, name string, req program.WireRequest) (program.WireResponse, error)
 	Close(id string) error
 	Holds(id string) bool
 	// ReadStream and CancelStream serve a streamed response (README.md, API).
@@ -65,7 +65,7 @@ type Options struct {
 	OnEnd func(Event)
 	// OnLog receives every handle log entry (the Caddy module rate-limits
 	// them into its log).
-	OnLog func(registry, id, tenant string, e sandbox.LogEntry)
+	OnLog func(registry, id, tenant string, e program.LogEntry)
 	// OnRequest is told of every invocation of a handle, as it ends (the
 	// request entries of its stored log, docs/logs.md).
 	OnRequest func(registry, id, tenant string, r Request)
@@ -436,7 +436,7 @@ func (s *Store) IsolateLost(id string, err error) {
 }
 
 // HandleLog appends a handler's console entry to its handle's log.
-func (s *Store) HandleLog(id string, e sandbox.LogEntry) {
+func (s *Store) HandleLog(id string, e program.LogEntry) {
 	if r := s.registryOf(id); r != nil {
 		r.appendLog(id, e)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/readsome"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Stream is the streamed body of a handle's response (README.md, API): the
@@ -32,7 +32,7 @@ func (st *Stream) ObjectBody() bool {
 }
 
 // OpenStream is the stream a response names (res.Stream != 0).
-func (r *Registry) OpenStream(id string, res sandbox.WireResponse) *Stream {
+func (r *Registry) OpenStream(id string, res program.WireResponse) *Stream {
 	s := r.store
 	s.mu.Lock()
 	ls := s.live[id]

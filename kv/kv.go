@@ -15,12 +15,6 @@ import (
 	"github.com/retainer-gw/retainer/store"
 )
 
-// KV limits (docs/threat-model.md), defined in package budgets.
-const (
-	MaxKeyBytes   = budgets.KVKeyBytes
-	MaxValueBytes = budgets.KVValueBytes
-)
-
 // The kv tables in the store: values by space and key, and each space's
 // bytes in use.
 const (
@@ -142,8 +136,8 @@ func checkKey(k string) error {
 	if k == "" {
 		return bad("A kv key may not be empty.")
 	}
-	if len(k) > MaxKeyBytes {
-		return bad("A kv key is at most %d bytes.", MaxKeyBytes)
+	if len(k) > budgets.KVKeyBytes {
+		return bad("A kv key is at most %d bytes.", budgets.KVKeyBytes)
 	}
 	return nil
 }
@@ -211,8 +205,8 @@ func (kv *KV) Write(registry, tenant, owner, key string, value *string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if value != nil && len(*value) > MaxValueBytes {
-		return bad("A kv value is at most %d bytes.", MaxValueBytes)
+	if value != nil && len(*value) > budgets.KVValueBytes {
+		return bad("A kv value is at most %d bytes.", budgets.KVValueBytes)
 	}
 	return kv.accept(space(registry, tenant), store.Space(registry, tenant), owner, key, value)
 }

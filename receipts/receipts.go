@@ -27,9 +27,6 @@ const (
 	oldTable = "receipts"
 )
 
-// MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
-const MaxBytes = budgets.ReceiptBytes
-
 // TenantBytes is the default per-tenant quota of stored receipts: past it
 // a tenant's oldest receipts go first (a budget: docs/architecture.md,
 // "Budgets"), so one tenant's runs never fill the store for the others.
@@ -144,12 +141,12 @@ type Store struct {
 }
 
 // SetTenantBytes sets the per-tenant quota of stored receipts (at least
-// one receipt's MaxBytes); the next commit of a tenant over it drops its
+// one receipt's budgets.ReceiptBytes); the next commit of a tenant over it drops its
 // oldest receipts.
 func (s *Store) SetTenantBytes(n int64) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	s.tenantBytes = max(n, MaxBytes)
+	s.tenantBytes = max(n, budgets.ReceiptBytes)
 }
 
 // Open drops the first layout's keys, sweeps once, and starts the hourly
@@ -452,7 +449,7 @@ func (s *Store) waiting(k []byte) ([]byte, bool) {
 	return v, ok
 }
 
-// fit marshals r within MaxBytes, whatever the run (a budget: docs/
+// fit marshals r within budgets.ReceiptBytes, whatever the run (a budget: docs/
 // architecture.md, "Budgets"). Parts no receipt needs whole are capped
 // first, before anything is marshalled (a 2 KB chain request once made a
 // 252 MiB receipt, and each try below marshals it again); then, while the
@@ -465,14 +462,14 @@ func (s *Store) waiting(k []byte) ([]byte, bool) {
 func fit(r *Receipt) ([]byte, error) {
 	precap(r)
 	data, err := wirejson.Marshal(r)
-	if err != nil || len(data) <= MaxBytes {
+	if err != nil || len(data) <= budgets.ReceiptBytes {
 		return data, err
 	}
 	cut := func(name string, f func()) bool {
 		f()
 		r.Truncated = appendOnce(r.Truncated, name)
 		data, err = wirejson.Marshal(r)
-		return err == nil && len(data) <= MaxBytes
+		return err == nil && len(data) <= budgets.ReceiptBytes
 	}
 	if len(r.Steps) > 0 && cut("steps' logs", func() {
 		for i := range r.Steps {
@@ -487,7 +484,7 @@ func fit(r *Receipt) ([]byte, error) {
 	if cut("logs", func() {
 		for len(r.Logs) > 0 {
 			r.Logs = r.Logs[:len(r.Logs)/2]
-			if d, _ := wirejson.Marshal(r); len(d) <= MaxBytes {
+			if d, _ := wirejson.Marshal(r); len(d) <= budgets.ReceiptBytes {
 				break
 			}
 		}
@@ -509,7 +506,7 @@ func fit(r *Receipt) ([]byte, error) {
 	if cut("result", func() { r.Outcome.Result = json.RawMessage(`"[result over the receipt size bound]"`) }) {
 		return data, nil
 	}
-	if r.Prompt != "" && cut("prompt", func() { r.Prompt = cutText(r.Prompt, MaxBytes/8, "prompt") }) {
+	if r.Prompt != "" && cut("prompt", func() { r.Prompt = cutText(r.Prompt, budgets.ReceiptBytes/8, "prompt") }) {
 		return data, nil
 	}
 	if cut("modules", func() { r.Modules = map[string]string{} }) {
@@ -522,7 +519,7 @@ func fit(r *Receipt) ([]byte, error) {
 	}) {
 		return data, nil
 	}
-	if cut("code", func() { r.Code = cutText(r.Code, MaxBytes/2, "code") }) {
+	if cut("code", func() { r.Code = cutText(r.Code, budgets.ReceiptBytes/2, "code") }) {
 		return data, nil
 	}
 	// What is left over the bound is the steps themselves (their number)
@@ -530,7 +527,7 @@ func fit(r *Receipt) ([]byte, error) {
 	// and how it ended.
 	n := len(r.Steps)
 	cut(fmt.Sprintf("steps (%d)", n), func() { r.Steps = nil })
-	if err == nil && len(data) > MaxBytes {
+	if err == nil && len(data) > budgets.ReceiptBytes {
 		cut("code, logs and error text", func() {
 			r.Code, r.Logs, r.Modules = cutText(r.Code, 1024, "code"), []string{}, nil
 			if r.Outcome.Error != nil {
@@ -552,7 +549,7 @@ func (r *Receipt) AddStep(s Step) {
 
 // precapPart is the most one step's input or result, a prompt, or the
 // denials of a run may take before the receipt is even marshalled.
-const precapPart = MaxBytes / 4
+const precapPart = budgets.ReceiptBytes / 4
 
 // precap cuts, without marshalling, what is over precapPart on its own.
 func precap(r *Receipt) {
@@ -575,7 +572,7 @@ func precap(r *Receipt) {
 	if capped {
 		r.Truncated = appendOnce(r.Truncated, "steps' inputs and results")
 	}
-	if len(r.Outcome.Result) > MaxBytes {
+	if len(r.Outcome.Result) > budgets.ReceiptBytes {
 		r.Outcome.Result = json.RawMessage(`"[result over the receipt size bound]"`)
 		r.Truncated = appendOnce(r.Truncated, "result")
 	}

@@ -30,13 +30,6 @@ const (
 	DefaultMemory = budgets.SQLMemory
 	// DefaultAnswer bounds one answer when the caller gives no bound.
 	DefaultAnswer = 4 << 20
-	// maxValue is SQLITE_LIMIT_LENGTH: one string or BLOB at most.
-	maxValue = budgets.SQLValueBytes
-	// maxOpen is how many databases keep their engine open at once: past
-	// it the least recently used idle one closes (and opens again on its
-	// next call), so the gateway's memory for SQL is bounded by this many
-	// databases' engines, not by the number of tenants.
-	maxOpen = budgets.SQLOpen
 	// idleClose closes an engine no call used for this long: an engine
 	// keeps the memory it grew to while it is open.
 	idleClose = time.Minute
@@ -329,7 +322,7 @@ func (d *DBs) get(registry, tenant string) (*db, error) {
 	return x, nil
 }
 
-// trim closes the least recently used idle engines past maxOpen (d.mu
+// trim closes the least recently used idle engines past budgets.SQLOpen (d.mu
 // held).
 func (d *DBs) trim() {
 	var live []*db
@@ -338,11 +331,11 @@ func (d *DBs) trim() {
 			live = append(live, x)
 		}
 	}
-	if len(live) < maxOpen {
+	if len(live) < budgets.SQLOpen {
 		return
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].used < live[j].used })
-	for _, x := range live[:len(live)-maxOpen+1] {
+	for _, x := range live[:len(live)-budgets.SQLOpen+1] {
 		select {
 		case x.sem <- struct{}{}:
 			x.drop()
@@ -379,14 +372,11 @@ type db struct {
 	// deniedWrite: the authorizer refused it a write meanwhile.
 	readOnlyStep, deniedWrite bool
 	// stmts keeps the tenant's prepared statements by their SQL (at most
-	// maxCached), pageCount the package's own.
+	// budgets.SQLCachedStmts), pageCount the package's own.
 	stmts     map[string]*sqlite3.Stmt
 	own       map[string]*sqlite3.Stmt
 	pageCount *sqlite3.Stmt
 }
-
-// maxCached bounds one database's kept prepared statements.
-const maxCached = budgets.SQLCachedStmts
 
 func (x *db) lock(ctx context.Context) error {
 	select {
@@ -471,7 +461,7 @@ func (x *db) openConn() error {
 	if err := c.Exec(setup); err != nil {
 		return fail(err)
 	}
-	c.Limit(sqlite3.LIMIT_LENGTH, maxValue)
+	c.Limit(sqlite3.LIMIT_LENGTH, budgets.SQLValueBytes)
 	c.Limit(sqlite3.LIMIT_SQL_LENGTH, 1<<20)
 	c.Limit(sqlite3.LIMIT_ATTACHED, 0)
 	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, maxParams)

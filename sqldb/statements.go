@@ -13,6 +13,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -27,7 +28,7 @@ func (x *db) run(ctx context.Context, s Statement, mayWrite, first bool, budget 
 		if st, err = x.prepare(s.SQL); err != nil {
 			return Answer{}, err
 		}
-		if len(x.stmts) >= maxCached {
+		if len(x.stmts) >= budgets.SQLCachedStmts {
 			for k, old := range x.stmts {
 				delete(x.writing, old)
 				old.Close()
