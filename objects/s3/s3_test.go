@@ -196,7 +196,7 @@ func TestCancelMidUpload(t *testing.T) {
 	if _, err := b.Put(ctx, "sp", "k", bytes.NewReader(old), objects.Info{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, after := range []time.Duration{0, 20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond} {
+	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond} {
 		cx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(after, cancel)
 		_, err := b.Put(cx, "sp", "k", io.LimitReader(zeros{}, 256<<20), objects.Info{})
