@@ -127,15 +127,16 @@ func endpoint(s string) (host string, secure bool, err error) {
 	if !strings.Contains(s, "://") {
 		s = "https://" + s
 	}
+	// The errors do not repeat the endpoint: it may hold a password.
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", false, fmt.Errorf("objects s3: endpoint: %w", err)
+		return "", false, errors.New("objects s3: the endpoint is not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", false, fmt.Errorf("objects s3: endpoint %q: the scheme must be http or https", s)
+		return "", false, errors.New("objects s3: the endpoint's scheme must be http or https")
 	}
 	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return "", false, fmt.Errorf("objects s3: endpoint %q: only a scheme, host and port", s)
+		return "", false, errors.New("objects s3: the endpoint is a scheme, a host and a port, nothing else")
 	}
 	return u.Host, u.Scheme == "https", nil
 }

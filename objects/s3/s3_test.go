@@ -141,7 +141,7 @@ func TestOpenRefuses(t *testing.T) {
 		"a query":      {Endpoint: s.Endpoint + "?x=1", Bucket: "b"},
 		"a wrong key":  {Endpoint: s.Endpoint, Bucket: "refuse", AccessKey: s.AccessKey, SecretKey: "wrong"},
 		"no keys":      {Endpoint: s.Endpoint, Bucket: "refuse"},
-		"nobody there": {Endpoint: "http://127.0.0.1:1", Bucket: "b"},
+		"nobody there": {Endpoint: "http://127.0.0.1:1", Bucket: "bbb"},
 		"a bad bucket": {Endpoint: s.Endpoint, Bucket: "Not_A_Bucket!", AccessKey: s.AccessKey, SecretKey: s.SecretKey},
 	} {
 		c2, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -149,6 +149,8 @@ func TestOpenRefuses(t *testing.T) {
 		cancel()
 		if err == nil {
 			t.Errorf("%s: opened", name)
+		} else if strings.Contains(err.Error(), "wrong") || strings.Contains(err.Error(), "u:p") || strings.Contains(err.Error(), s.SecretKey) {
+			t.Errorf("%s: the error shows a secret: %v", name, err)
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
