@@ -1,0 +1,213 @@
+package sqldb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/store"
+)
+
+// gateway is one cluster gateway's databases on the cluster's PostgreSQL,
+// with the fence of its claim on every space in epoch.
+type gateway struct {
+	*DBs
+	epoch atomic.Uint64
+}
+
+func clusterGateway(t *testing.T, pg *store.Postgres, epoch uint64, quota int64) *gateway {
+	t.Helper()
+	g := &gateway{}
+	g.epoch.Store(epoch)
+	d, err := Open(Options{Dir: t.TempDir(), Quota: quota, Pages: pg,
+		Fence: func(context.Context, string, string) (uint64, error) { return g.epoch.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	g.DBs = d
+	return g
+}
+
+func clusterPG(t *testing.T) *store.Postgres {
+	t.Helper()
+	srv := pgtest.Start(t)
+	pg, err := store.OpenPostgres(context.Background(), srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	return pg
+}
+
+// integrity is SQLite's integrity_check of the tenant's database (a
+// pragma tenants may not run).
+func integrity(t *testing.T, d *DBs, tenant string) string {
+	t.Helper()
+	x, err := d.get("r", tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.lock(context.Background())
+	defer x.unlock()
+	var out string
+	err = x.guard(func(c *sqlite3.Conn) error {
+		s, _, err := c.Prepare("PRAGMA integrity_check")
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for s.Step() {
+			out += s.ColumnText(0)
+		}
+		return s.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func count(t *testing.T, d *DBs, tenant, table string) string {
+	t.Helper()
+	return mustCall(t, d, tenant, "raw", st("SELECT count(*), coalesce(sum(length(v)), 0) FROM "+table))
+}
+
+// A gateway's acknowledged writes are in PostgreSQL when Serve answers: a
+// new owner, starting with nothing of the old one's (its engine and cache
+// abandoned, as a gateway killed with -9 leaves them), serves every one;
+// a bystander tenant's database is its own.
+func TestClusterNewOwnerServesEveryAcknowledgedWrite(t *testing.T) {
+	pg := clusterPG(t)
+	a := clusterGateway(t, pg, 10, 0)
+	mustCall(t, a.DBs, "bystander", "exec", st("CREATE TABLE b (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO b (v) VALUES ('kept')"))
+	mustCall(t, a.DBs, "t", "exec", st("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL CHECK (v <> 'bad')); CREATE INDEX tv ON t (v)"))
+	// Enough rows for hundreds of pages, each its own commit or batch.
+	for i := 0; i < 300; i++ {
+		mustCall(t, a.DBs, "t", "run", st("INSERT INTO t (v) VALUES (?)", strings.Repeat(fmt.Sprint(i%10), 1000)))
+	}
+	mustCall(t, a.DBs, "t", "batch", st("INSERT INTO t (v) VALUES ('x')"), st("UPDATE t SET v = 'y' WHERE id = 1"))
+	// A batch that fails changes nothing, here or in the store.
+	if _, err := sqlCall(t, a.DBs, "t", true, "batch", st("INSERT INTO t (v) VALUES ('z')"), st("INSERT INTO t (v) VALUES ('bad')")); err == nil {
+		t.Fatal("a batch breaking a CHECK was applied")
+	}
+	mustCall(t, a.DBs, "t", "run", st("DELETE FROM t WHERE id BETWEEN 100 AND 149"))
+	want := count(t, a.DBs, "t", "t")
+	if !strings.Contains(want, `"rows":[[251,249002]]`) {
+		t.Fatalf("on the owner: %s", want)
+	}
+
+	b := clusterGateway(t, pg, 20, 0) // the next owner: a later fence
+	if got := count(t, b.DBs, "t", "t"); !strings.Contains(got, `[[251,249002]]`) {
+		t.Fatalf("the new owner reads %s, the old one acknowledged %s", got, want)
+	}
+	if got := mustCall(t, b.DBs, "t", "raw", st("SELECT v FROM t WHERE id = 1")); !strings.Contains(got, `[["y"]]`) {
+		t.Fatal(got)
+	}
+	if got := integrity(t, b.DBs, "t"); got != "ok" {
+		t.Fatalf("integrity: %s", got)
+	}
+	if got := mustCall(t, b.DBs, "bystander", "raw", st("SELECT v FROM b")); !strings.Contains(got, `[["kept"]]`) {
+		t.Fatal(got)
+	}
+	mustCall(t, b.DBs, "t", "run", st("INSERT INTO t (v) VALUES ('from b')"))
+	// And the one after sees b's write too.
+	c := clusterGateway(t, pg, 30, 0)
+	if got := count(t, c.DBs, "t", "t"); !strings.Contains(got, `[[252,`) {
+		t.Fatal(got)
+	}
+}
+
+// A replaced owner's late write is refused: once the new owner has opened
+// the database under its later fence, the old owner's commit changes
+// nothing (its call answers a retryable fault), and it cannot open the
+// database again under its old fence.
+func TestClusterReplacedOwnersLateWriteIsRefused(t *testing.T) {
+	pg := clusterPG(t)
+	a := clusterGateway(t, pg, 10, 0)
+	mustCall(t, a.DBs, "t", "exec", st("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"))
+	mustCall(t, a.DBs, "t", "run", st("INSERT INTO t (v) VALUES ('acknowledged')"))
+	mustCall(t, a.DBs, "bystander", "exec", st("CREATE TABLE b (v); INSERT INTO b VALUES ('kept')"))
+
+	b := clusterGateway(t, pg, 20, 0)
+	if got := count(t, b.DBs, "t", "t"); !strings.Contains(got, `[[1,12]]`) {
+		t.Fatal(got)
+	}
+	// a still has its engine open and believes it owns the space.
+	for _, late := range []Request{
+		{Mode: "run", Statements: []Statement{st("INSERT INTO t (v) VALUES ('late')")}},
+		{Mode: "batch", Statements: []Statement{st("DELETE FROM t"), st("INSERT INTO t (v) VALUES ('late')")}},
+		{Mode: "exec", Statements: []Statement{st("DROP TABLE t")}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := a.Serve(ctx, "r", "t", true, 0, late)
+		cancel()
+		if f := fault.As(err); f == nil || f.Code != fault.Overloaded {
+			t.Fatalf("a late %s answered %v, not a retryable fault", late.Mode, err)
+		}
+	}
+	// Nor may it read as the owner any more.
+	if _, err := sqlCall(t, a.DBs, "t", false, "all", st("SELECT * FROM t")); fault.As(err) == nil || fault.As(err).Code != fault.Overloaded {
+		t.Fatalf("a stale read answered %v", err)
+	}
+	if got := mustCall(t, b.DBs, "t", "raw", st("SELECT v FROM t")); !strings.Contains(got, `"rows":[["acknowledged"]]`) {
+		t.Fatalf("after the late writes: %s", got)
+	}
+	// A fresh owner reads the store itself: nothing late landed there.
+	c := clusterGateway(t, pg, 30, 0)
+	if got := mustCall(t, c.DBs, "t", "raw", st("SELECT v FROM t")); !strings.Contains(got, `"rows":[["acknowledged"]]`) {
+		t.Fatalf("in the store: %s", got)
+	}
+	if got := mustCall(t, c.DBs, "bystander", "raw", st("SELECT v FROM b")); !strings.Contains(got, `[["kept"]]`) {
+		t.Fatal(got)
+	}
+	// A gateway that claims the space again (a later fence) serves it,
+	// from the store: its old cache is gone.
+	a.epoch.Store(40)
+	mustCall(t, a.DBs, "t", "run", st("INSERT INTO t (v) VALUES ('a again')"))
+	if got := mustCall(t, a.DBs, "t", "raw", st("SELECT v FROM t ORDER BY id")); !strings.Contains(got, `"rows":[["acknowledged"],["a again"]]`) {
+		t.Fatal(got)
+	}
+}
+
+// sql_quota holds in a cluster: the write past it is QUOTA_EXCEEDED and
+// changes nothing, there or in the store.
+func TestClusterQuota(t *testing.T) {
+	pg := clusterPG(t)
+	a := clusterGateway(t, pg, 10, 64<<10)
+	mustCall(t, a.DBs, "t", "exec", st("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)"))
+	var err error
+	n := 0
+	for ; n < 100; n++ {
+		if _, err = sqlCall(t, a.DBs, "t", true, "run", st("INSERT INTO t (v) VALUES (zeroblob(5000))")); err != nil {
+			break
+		}
+	}
+	if f := fault.As(err); f == nil || f.Code != fault.QuotaExceeded {
+		t.Fatalf("after %d rows: %v", n, err)
+	}
+	want := fmt.Sprintf("[[%d,%d]]", n, n*5000)
+	if got := count(t, a.DBs, "t", "t"); !strings.Contains(got, want) {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	b := clusterGateway(t, pg, 20, 64<<10)
+	if got := count(t, b.DBs, "t", "t"); !strings.Contains(got, want) {
+		t.Fatalf("in the store %s, want %s", got, want)
+	}
+	// The export is a consistent copy in a file.
+	e, err := b.Export(context.Background(), "r", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Size < 4096 {
+		t.Fatalf("export of %d bytes", e.Size)
+	}
+}
