@@ -139,6 +139,9 @@ type backends struct {
 	member       atomic.Pointer[cluster.Member]
 	memberConfig cluster.Config
 	etcd         *store.Etcd
+	// pg is the cluster's PostgreSQL: receipts, and the SQL databases'
+	// pages (docs/sql.md).
+	pg *store.Postgres
 }
 
 func (b *backends) close() error {
@@ -197,7 +200,7 @@ func openBackends(a *App) (*backends, error) {
 		e.Close()
 		return nil, err
 	}
-	b := &backends{registry: e, receipts: pg, memberConfig: mcfg, etcd: e}
+	b := &backends{registry: e, receipts: pg, memberConfig: mcfg, etcd: e, pg: pg}
 	b.member.Store(m)
 	b.writer = store.NewWriterClaiming(e, func(ctx context.Context, space string) (store.Fence, error) {
 		f, err := b.member.Load().Claim(ctx, space)
