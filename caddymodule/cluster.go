@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/retainer-gw/retainer/cluster"
+	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -206,10 +207,27 @@ func openBackends(a *App) (*backends, error) {
 		f, err := b.member.Load().Claim(ctx, space)
 		if err == nil {
 			metricClaims.Inc()
+			b.fenceSQL(ctx, space, f)
 		}
 		return f, err
 	})
 	return b, nil
+}
+
+// fenceSQL raises the epoch of the space's SQL database in PostgreSQL to
+// a claim's fence before the claim serves anything (docs/sql.md, "In a
+// cluster"): from then on a commit of the gateway that owned the space
+// before changes nothing, even one that gateway sends before this one
+// first uses the database (which raises it too). A store that does not
+// answer within a second is left to that first use.
+func (b *backends) fenceSQL(ctx context.Context, space string, f store.Fence) {
+	registry, tenant, ok := strings.Cut(space, "\x00")
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b.pg.SQLOpen(ctx, []byte(sqldb.Key(registry, tenant)), f.Epoch)
 }
 
 func etcdTLS(t *EtcdTLS) (*tls.Config, error) {

@@ -177,6 +177,28 @@ func TestClusterReplacedOwnersLateWriteIsRefused(t *testing.T) {
 	}
 }
 
+// A claim raises the database's epoch before the new owner serves
+// anything (the gateway does it as it claims a space): the replaced
+// owner's first commit, even on a database it never opened, changes
+// nothing.
+func TestClusterClaimFencesTheOldOwnerFirst(t *testing.T) {
+	pg := clusterPG(t)
+	b := clusterGateway(t, pg, 10, 0)
+	mustCall(t, b.DBs, "t", "exec", st("CREATE TABLE t (v)"))
+	b.Close() // its engine closed: the old owner opens the database anew
+	a := clusterGateway(t, pg, 10, 0)
+	if _, ok, err := pg.SQLOpen(context.Background(), []byte(Key("r", "t")), 20); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := sqlCall(t, a.DBs, "t", true, "run", st("INSERT INTO t VALUES ('late')")); fault.As(err) == nil || fault.As(err).Code != fault.Overloaded {
+		t.Fatalf("the replaced owner's write answered %v", err)
+	}
+	c := clusterGateway(t, pg, 20, 0)
+	if got := count(t, c.DBs, "t", "t"); !strings.Contains(got, "[[0,0]]") {
+		t.Fatal(got)
+	}
+}
+
 // sql_quota holds in a cluster: the write past it is QUOTA_EXCEEDED and
 // changes nothing, there or in the store.
 func TestClusterQuota(t *testing.T) {

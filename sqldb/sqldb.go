@@ -335,9 +335,15 @@ func (d *DBs) fence(ctx context.Context, registry, tenant string) (uint64, error
 	return d.opts.Fence(ctx, registry, tenant)
 }
 
-func (d *DBs) get(registry, tenant string) (*db, error) {
+// Key names the tenant's database in the registry: its file's name on
+// one machine, its key in the cluster's store.
+func Key(registry, tenant string) string {
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
-	name := hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(sum[:16])
+}
+
+func (d *DBs) get(registry, tenant string) (*db, error) {
+	name := Key(registry, tenant)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
