@@ -17,10 +17,18 @@ import (
 // A database's epoch is its owner's fence (the owner key's revision in
 // etcd, which only grows): the owner raises it when it opens the database,
 // and every commit names it, so once a new owner has opened a database
-// the old owner's commits change nothing.
+// the old owner's commits change nothing. A page (4 KiB) is kept in its
+// row as it is (STORAGE PLAIN): neither compressed nor moved out to TOAST,
+// which cost a commit of three pages about a third more (measured with
+// fsync on).
 const sqlPagesSchema = `
 CREATE TABLE IF NOT EXISTS retainer_sql_dbs (db bytea PRIMARY KEY, epoch bigint NOT NULL, size bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS retainer_sql_pages (db bytea NOT NULL, pgno bigint NOT NULL, data bytea NOT NULL, PRIMARY KEY (db, pgno));
+DO $$ BEGIN
+	IF (SELECT attstorage FROM pg_attribute WHERE attrelid = 'retainer_sql_pages'::regclass AND attname = 'data') <> 'p' THEN
+		ALTER TABLE retainer_sql_pages ALTER COLUMN data SET STORAGE PLAIN;
+	END IF;
+END $$;
 `
 
 // SQLOpen raises the database's epoch to epoch and answers its size; ok

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -228,5 +229,53 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 	}
 	if status, body := sqlThrough(t, otherAPI, bob, `{"sql": "SELECT * FROM t"}`); status != 200 || !strings.Contains(body, `"results":[{"v":"bob kept"}]`) {
 		t.Fatalf("bob's database at the end: %d %s", status, body)
+	}
+}
+
+// TestClusterSQLCosts measures SQL in a handler on one machine (a file,
+// WAL, synchronous=FULL) against a cluster member (pages committed in
+// PostgreSQL): the trivial handler, a primary-key SELECT and one INSERT a
+// request, each with concurrency 8, 32 connections, interleaved; the
+// PostgreSQL on the same machine, fsync on. Run it
+// with RETAINER_CLUSTER_BENCH=1 (`go test ./cmd/retainer -run
+// TestClusterSQLCosts -v`); it asserts no timing.
+func TestClusterSQLCosts(t *testing.T) {
+	if os.Getenv("RETAINER_CLUSTER_BENCH") == "" {
+		t.Skip("a measurement: RETAINER_CLUSTER_BENCH=1 runs it")
+	}
+	srv := etcdtest.Start(t)
+	pg := pgtest.StartDurable(t) // fsync on: a commit costs what it would
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	one := startGateway(t, ctx, exampleConfig(t, filepath.Join(t.TempDir(), "registry.db")))
+	member := startMember(t, ctx, 1, srv.Endpoint, pg.DSN)
+	const setup = `{"capabilities": ["sqlWrite"], "code": "async () => db.exec(\"CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price REAL); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000) INSERT INTO items SELECT x, 'item ' || x, x * 1.5 FROM c; CREATE TABLE hits (id INTEGER PRIMARY KEY, at INTEGER)\")"}`
+	handlers := map[string]string{
+		"trivial": `let s = 0; export default { fetch() { return Response.json({served: ++s}) } }`,
+		"select":  `let n = 0; export default { async fetch(r, env) { n = n % 1000 + 1; return Response.json(await env.db.prepare('SELECT * FROM items WHERE id = ?').bind(n).first()) } }`,
+		"insert":  `export default { async fetch(r, env) { const {meta} = await env.db.prepare('INSERT INTO hits (at) VALUES (?)').bind(Date.now()).run(); return Response.json({id: meta.last_row_id}) } }`,
+	}
+	type target struct {
+		label, url string
+	}
+	var targets []target
+	for _, gw := range []struct {
+		name string
+		g    *gateway
+		port int
+	}{{"one machine", one, testPort}, {"cluster", member, 9281}} {
+		if status, body := clusterCall(t, "POST", gw.g.api+"/executions", gw.g.token, setup); status != 200 {
+			t.Fatalf("%s: the tables: %d %s", gw.name, status, body)
+		}
+		for _, h := range []string{"trivial", "select", "insert"} {
+			id := deployThrough(t, gw.g, fmt.Sprintf(`{"retainHandles": true, "concurrency": 8, "capabilities": ["sqlRead", "sqlWrite"], "code": %q}`, handlers[h]))
+			targets = append(targets, target{gw.name + " " + h, fmt.Sprintf("http://%s.apps.localhost:%d/", id, gw.port)})
+		}
+	}
+	for round := 1; round <= 2; round++ {
+		for _, tg := range targets {
+			r := closedLoop(tg.url, 32, 4*time.Second)
+			t.Logf("round %d %-20s %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  (%d errors)", round, tg.label, r.rps, r.p50, r.p99, r.errors)
+		}
 	}
 }
