@@ -54,6 +54,9 @@ const (
 	// maxDirty bounds what one transaction may change in a cluster: its
 	// pages are held in the gateway's memory until the commit.
 	maxDirty = 64 << 20
+	// maxDirtyAll bounds the pages every database's transactions hold
+	// at once in the gateway (32 engines at maxDirty would be 2 GiB).
+	maxDirtyAll = 256 << 20
 	// storeTimeout bounds one read or commit in the store.
 	storeTimeout = 10 * time.Second
 )
@@ -63,6 +66,9 @@ var (
 	// opening hands a page file to the VFS's Open, by its unique name.
 	opening   sync.Map
 	openCount atomic.Uint64
+	// dirtyAll counts the bytes of pages written and not yet committed,
+	// every database's.
+	dirtyAll atomic.Int64
 )
 
 // errFenced: another gateway opened the database under a later fence.
@@ -70,6 +76,9 @@ var errFenced = errors.New("sqldb: the database is served by another gateway now
 
 // errTooBig: a transaction changed more than maxDirty.
 var errTooBig = errors.New("sqldb: the transaction changes too much")
+
+// errBusy: the transactions in flight hold maxDirtyAll.
+var errBusy = errors.New("sqldb: the gateway holds as many uncommitted pages as it may")
 
 // fencedFault is answered to a call whose database another gateway owns
 // now: the visitor tries again (and reaches the owner).
@@ -89,6 +98,8 @@ func failureFault(err error) error {
 		return fencedFault()
 	case errors.Is(err, errTooBig):
 		return sqlError(fmt.Sprintf("a transaction changes at most %d MiB of a database in a cluster; nothing of it was written", maxDirty>>20))
+	case errors.Is(err, errBusy):
+		return fault.New(fault.Overloaded, "The gateway holds as many uncommitted SQL pages as it may (%d MiB); nothing of this call was written. Try again.", maxDirtyAll>>20)
 	}
 	return storeFault(err)
 }
@@ -253,10 +264,16 @@ func (f *pageFile) WriteAt(b []byte, off int64) (int, error) {
 				f.err = errTooBig
 				return n, sqlite3.IOERR_WRITE
 			}
+			if dirtyAll.Add(pageSize) > maxDirtyAll {
+				dirtyAll.Add(-pageSize)
+				f.err = errBusy
+				return n, sqlite3.IOERR_WRITE
+			}
 			p = make([]byte, pageSize)
 			if at%pageSize != 0 || len(b)-n < pageSize {
 				old, err := f.page(num)
 				if err != nil {
+					dirtyAll.Add(-pageSize)
 					f.err = err
 					return n, sqlite3.IOERR_WRITE
 				}
@@ -279,6 +296,7 @@ func (f *pageFile) Truncate(size int64) error {
 	for n := range f.dirty {
 		if n >= keep {
 			delete(f.dirty, n)
+			dirtyAll.Add(-pageSize)
 		}
 	}
 	for n := range f.clean {
@@ -290,6 +308,9 @@ func (f *pageFile) Truncate(size int64) error {
 		if p, err := f.page(size / pageSize); err == nil {
 			q := make([]byte, pageSize)
 			copy(q, p[:size%pageSize])
+			if _, ok := f.dirty[size/pageSize]; !ok {
+				dirtyAll.Add(pageSize)
+			}
 			f.dirty[size/pageSize] = q
 		}
 	}
@@ -321,6 +342,7 @@ func (f *pageFile) Sync(vfs.SyncFlag) error {
 			f.clean[n] = p
 		}
 	}
+	dirtyAll.Add(-int64(len(f.dirty)) * pageSize)
 	f.dirty = map[int64][]byte{}
 	f.committed = f.size
 	return nil
@@ -334,7 +356,11 @@ func (f *pageFile) Lock(vfs.LockLevel) error         { return nil }
 func (f *pageFile) Unlock(vfs.LockLevel) error       { return nil }
 func (f *pageFile) CheckReservedLock() (bool, error) { return false, nil }
 func (f *pageFile) SectorSize() int                  { return pageSize }
-func (f *pageFile) Close() error                     { f.dirty, f.clean = nil, nil; return nil }
+func (f *pageFile) Close() error {
+	dirtyAll.Add(-int64(len(f.dirty)) * pageSize)
+	f.dirty, f.clean = nil, nil
+	return nil
+}
 func (f *pageFile) DeviceCharacteristics() vfs.DeviceCharacteristic {
 	return vfs.IOCAP_POWERSAFE_OVERWRITE | vfs.IOCAP_SUBPAGE_READ
 }

@@ -233,3 +233,31 @@ func TestClusterQuota(t *testing.T) {
 		t.Fatalf("export of %d bytes", e.Size)
 	}
 }
+
+// A transaction that changes more than a cluster's bound (its pages are
+// held in the gateway until its commit) fails and changes nothing; the
+// database and the gateway's count of held pages are as before.
+func TestClusterTransactionTooLarge(t *testing.T) {
+	pg := clusterPG(t)
+	a := clusterGateway(t, pg, 10, 0)
+	mustCall(t, a.DBs, "t", "exec", st("CREATE TABLE t (v BLOB); INSERT INTO t VALUES ('kept')"))
+	before := dirtyAll.Load()
+	_, err := sqlCall(t, a.DBs, "t", true, "batch",
+		st("INSERT INTO t VALUES (zeroblob(15000000))"), st("INSERT INTO t VALUES (zeroblob(15000000))"),
+		st("INSERT INTO t VALUES (zeroblob(15000000))"), st("INSERT INTO t VALUES (zeroblob(15000000))"),
+		st("INSERT INTO t VALUES (zeroblob(15000000))"))
+	if err == nil || !strings.Contains(err.Error(), "at most 64 MiB") {
+		t.Fatalf("a 75 MB transaction answered %v", err)
+	}
+	if got := count(t, a.DBs, "t", "t"); !strings.Contains(got, "[[1,4]]") {
+		t.Fatal(got)
+	}
+	mustCall(t, a.DBs, "t", "run", st("INSERT INTO t VALUES ('after')"))
+	if n := dirtyAll.Load(); n != before {
+		t.Fatalf("%d bytes of pages held after the transactions, %d before", n, before)
+	}
+	b := clusterGateway(t, pg, 20, 0)
+	if got := count(t, b.DBs, "t", "t"); !strings.Contains(got, "[[2,9]]") {
+		t.Fatal(got)
+	}
+}
