@@ -143,6 +143,9 @@ type backends struct {
 	// pg is the cluster's PostgreSQL: receipts, and the SQL databases'
 	// pages (docs/sql.md).
 	pg *store.Postgres
+	// sqlFenceSkip is until when (UnixNano) claims skip raising the SQL
+	// epoch: PostgreSQL did not answer the last one.
+	sqlFenceSkip atomic.Int64
 }
 
 func (b *backends) close() error {
@@ -218,16 +221,20 @@ func openBackends(a *App) (*backends, error) {
 // a claim's fence before the claim serves anything (docs/sql.md, "In a
 // cluster"): from then on a commit of the gateway that owned the space
 // before changes nothing, even one that gateway sends before this one
-// first uses the database (which raises it too). A store that does not
-// answer within a second is left to that first use.
+// first uses the database (which raises it too). The claim holds the
+// writer's lock, so a PostgreSQL that does not answer within 250 ms is
+// left to that first use, and the claims of the next 5 s do not wait for
+// it.
 func (b *backends) fenceSQL(ctx context.Context, space string, f store.Fence) {
 	registry, tenant, ok := strings.Cut(space, "\x00")
-	if !ok {
+	if !ok || time.Now().UnixNano() < b.sqlFenceSkip.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 	defer cancel()
-	b.pg.SQLOpen(ctx, []byte(sqldb.Key(registry, tenant)), f.Epoch)
+	if _, _, err := b.pg.SQLOpen(ctx, []byte(sqldb.Key(registry, tenant)), f.Epoch); err != nil {
+		b.sqlFenceSkip.Store(time.Now().Add(5 * time.Second).UnixNano())
+	}
 }
 
 func etcdTLS(t *EtcdTLS) (*tls.Config, error) {
