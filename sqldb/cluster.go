@@ -77,6 +77,12 @@ var errFenced = errors.New("sqldb: the database is served by another gateway now
 // errTooBig: a transaction changed more than maxDirty.
 var errTooBig = errors.New("sqldb: the transaction changes too much")
 
+// commitError: the store did not answer a commit: it may have been
+// applied or not.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return e.err.Error() }
+
 // errBusy: the transactions in flight hold maxDirtyAll.
 var errBusy = errors.New("sqldb: the gateway holds as many uncommitted pages as it may")
 
@@ -98,6 +104,8 @@ func failureFault(err error) error {
 		return fencedFault()
 	case errors.Is(err, errTooBig):
 		return sqlError(fmt.Sprintf("a transaction changes at most %d MiB of a database in a cluster; nothing of it was written", maxDirty>>20))
+	case errors.As(err, new(*commitError)):
+		return fault.New(fault.Overloaded, "The cluster's store of SQL databases did not confirm the commit (%v): this call's writes may or may not have been saved. Check before trying again.", err)
 	case errors.Is(err, errBusy):
 		return fault.New(fault.Overloaded, "The gateway holds as many uncommitted SQL pages as it may (%d MiB); nothing of this call was written. Try again.", maxDirtyAll>>20)
 	}
@@ -330,7 +338,9 @@ func (f *pageFile) Sync(vfs.SyncFlag) error {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	ok, err := f.pages.SQLCommit(ctx, f.db, f.epoch, f.size, pageSize, f.dirty)
-	if err == nil && !ok {
+	if err != nil {
+		err = &commitError{err}
+	} else if !ok {
 		err = errFenced
 	}
 	if err != nil {

@@ -261,3 +261,43 @@ func TestClusterTransactionTooLarge(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// PostgreSQL stopped under a database: a commit answers a retryable
+// fault saying it may or may not have been saved, and its calls are not
+// run again (they could be applied twice); once PostgreSQL is back the
+// database opens again from it, with what was committed.
+func TestClusterPostgreSQLDown(t *testing.T) {
+	srv := pgtest.Start(t)
+	pg, err := store.OpenPostgres(context.Background(), srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	a := clusterGateway(t, pg, 10, 0)
+	mustCall(t, a.DBs, "t", "exec", st("CREATE TABLE t (v); INSERT INTO t VALUES ('kept')"))
+	srv.Stop(t)
+	_, err = sqlCall(t, a.DBs, "t", true, "run", st("INSERT INTO t VALUES ('while down')"))
+	if f := fault.As(err); f == nil || f.Code != fault.Overloaded || !strings.Contains(f.Message, "may or may not") {
+		t.Fatalf("a commit with PostgreSQL down answered %v", err)
+	}
+	// A cold engine cannot even open.
+	if _, err := sqlCall(t, a.DBs, "t", false, "all", st("SELECT * FROM t")); fault.As(err) == nil || fault.As(err).Code != fault.Overloaded {
+		t.Fatalf("a read with PostgreSQL down answered %v", err)
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := sqlCall(t, a.DBs, "t", false, "raw", st("SELECT v FROM t"))
+		if err == nil {
+			if !strings.Contains(got, `"rows":[["kept"]]`) {
+				t.Fatalf("after PostgreSQL came back: %s", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PostgreSQL back, the database still answers %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mustCall(t, a.DBs, "t", "run", st("INSERT INTO t VALUES ('after')"))
+}

@@ -113,9 +113,10 @@ func (x *db) runGroup(group []*call) (requeue []*call) {
 		}
 		requeue = append(requeue, ran...)
 		requeue = append(requeue, group[min(current+1, len(group)):]...)
-		if errors.Is(x.failure, errFenced) {
-			// Another gateway serves the database now: nothing runs here
-			// again.
+		if errors.Is(x.failure, errFenced) || errors.As(x.failure, new(*commitError)) {
+			// Another gateway serves the database now, or the store did
+			// not say whether the commit was applied (running the calls
+			// again could apply them twice): nothing runs again.
 			for _, cl := range requeue {
 				cl.err = err
 			}
