@@ -150,12 +150,13 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		// 408; the handle keeps its isolate and takes no strike.
 		err = bs.late.Load()
 	}
-	if err == nil {
+	if err == nil || fault.CodeOf(err) == fault.HandlerError {
 		if lost := r.stillOwned(ctx, tenant); lost != nil {
 			// A paused owner woke past its lease: what its isolate
-			// answered is not sent (another gateway may serve the space
-			// by now).
-			if res.Stream != 0 || res.Relay != "" {
+			// answered, or threw (a write refused because the space
+			// moved, say), is not sent (another gateway may serve the
+			// space by now).
+			if err == nil && (res.Stream != 0 || res.Relay != "") {
 				r.OpenStream(rec.ID, res).Close(true)
 			}
 			detach()
