@@ -28,6 +28,11 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 	}
 	res, err := r.invoke(ctx, rec, "fetch", req)
 	if err != nil {
+		if fault.CodeOf(err) == fault.HandlerError {
+			if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
+				return sandbox.WireResponse{}, func() {}, lost
+			}
+		}
 		return res, func() {}, err
 	}
 	if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
