@@ -27,12 +27,12 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 		return sandbox.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
 	}
 	res, err := r.invoke(ctx, rec, "fetch", req)
-	if err != nil {
-		if fault.CodeOf(err) == fault.HandlerError {
-			if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
-				return sandbox.WireResponse{}, func() {}, lost
-			}
+	if fault.CodeOf(err) == fault.HandlerError {
+		if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
+			err = lost // as below: nothing its isolate threw either
 		}
+	}
+	if err != nil {
 		return res, func() {}, err
 	}
 	if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
