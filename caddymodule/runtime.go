@@ -23,6 +23,7 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sqldb"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -275,7 +276,21 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
-	sqls, err := sqldb.Open(sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota})
+	sqlOpts := sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota}
+	if a.clustered() {
+		// The databases' pages are in the cluster's PostgreSQL, every
+		// commit checked against this gateway's fence on the space
+		// (docs/sql.md, "In a cluster"); the directory holds exports.
+		sqlOpts.Pages = backing.pg
+		sqlOpts.Fence = func(ctx context.Context, registry, tenant string) (uint64, error) {
+			if !backing.member.Load().Serving() {
+				return 0, ownFault(cluster.ErrLost)
+			}
+			f, err := writer.Fence(ctx, store.Space(registry, tenant))
+			return f.Epoch, ownFault(err)
+		}
+	}
+	sqls, err := sqldb.Open(sqlOpts)
 	if err != nil {
 		kvs.Close()
 		registry.Close()

@@ -27,6 +27,11 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 		return program.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
 	}
 	res, err := r.invoke(ctx, rec, "fetch", req)
+	if fault.CodeOf(err) == fault.HandlerError {
+		if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
+			err = lost // as below: nothing its isolate threw either
+		}
+	}
 	if err != nil {
 		return res, func() {}, err
 	}
@@ -150,12 +155,13 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		// 408; the handle keeps its isolate and takes no strike.
 		err = bs.late.Load()
 	}
-	if err == nil {
+	if err == nil || fault.CodeOf(err) == fault.HandlerError {
 		if lost := r.stillOwned(ctx, tenant); lost != nil {
 			// A paused owner woke past its lease: what its isolate
-			// answered is not sent (another gateway may serve the space
-			// by now).
-			if res.Stream != 0 || res.Relay != "" {
+			// answered, or threw (a write refused because the space
+			// moved, say), is not sent (another gateway may serve the
+			// space by now).
+			if err == nil && (res.Stream != 0 || res.Relay != "") {
 				r.OpenStream(rec.ID, res).Close(true)
 			}
 			detach()

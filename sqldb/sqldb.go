@@ -47,6 +47,12 @@ type Options struct {
 	Dir    string // one file per tenant and registry here
 	Quota  int64  // sql_quota; 0: DefaultQuota
 	Memory int64  // one database's engine memory; 0: DefaultMemory
+	// In a cluster (cluster.go): where the databases' pages are kept
+	// (Dir then holds only exports' copies), and the fence of this
+	// gateway's claim on a tenant's space, which every commit is checked
+	// against. Nil on one machine.
+	Pages Pages
+	Fence func(ctx context.Context, registry, tenant string) (uint64, error)
 }
 
 // DBs is every tenant's database. Safe for concurrent use.
@@ -190,11 +196,15 @@ func (d *DBs) Serve(ctx context.Context, registry, tenant string, mayWrite bool,
 	default:
 		return nil, fault.New(fault.BadRequest, "Unknown SQL call %q.", req.Mode)
 	}
+	epoch, err := d.fence(ctx, registry, tenant)
+	if err != nil {
+		return nil, err
+	}
 	x, err := d.get(registry, tenant)
 	if err != nil {
 		return nil, err
 	}
-	c := &call{ctx: ctx, req: req, mayWrite: mayWrite, maxAnswer: maxAnswer, done: make(chan struct{})}
+	c := &call{ctx: ctx, req: req, mayWrite: mayWrite, maxAnswer: maxAnswer, epoch: epoch, done: make(chan struct{})}
 	x.qmu.Lock()
 	x.queue = append(x.queue, c)
 	lead := !x.leading
@@ -251,6 +261,10 @@ func (e *Export) Close() error {
 // already removed. One export a tenant at a time: a second, while the
 // first is open, is QUOTA_EXCEEDED.
 func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, error) {
+	epoch, err := d.fence(ctx, registry, tenant)
+	if err != nil {
+		return nil, err
+	}
 	x, err := d.get(registry, tenant)
 	if err != nil {
 		return nil, err
@@ -258,7 +272,7 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, err
 	if !x.exporting.CompareAndSwap(false, true) {
 		return nil, fault.New(fault.QuotaExceeded, "QUOTA_EXCEEDED: an export of this database is in progress; one at a time.")
 	}
-	e, err := d.export(ctx, x)
+	e, err := d.export(ctx, x, epoch)
 	if err != nil {
 		x.exporting.Store(false)
 		return nil, err
@@ -266,11 +280,15 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, err
 	return e, nil
 }
 
-func (d *DBs) export(ctx context.Context, x *db) (*Export, error) {
+func (d *DBs) export(ctx context.Context, x *db, epoch uint64) (*Export, error) {
 	if err := x.lock(ctx); err != nil {
 		return nil, timeoutFault()
 	}
 	defer x.unlock()
+	if epoch < x.epoch {
+		return nil, fencedFault()
+	}
+	x.useEpoch(epoch)
 	// VACUUM INTO writes into an empty file: this one, created 0600.
 	f, err := os.CreateTemp(d.opts.Dir, "export-*.sqlite")
 	if err != nil {
@@ -301,9 +319,24 @@ func (d *DBs) export(ctx context.Context, x *db) (*Export, error) {
 	return &Export{File: f, Size: st.Size(), x: x}, nil
 }
 
-func (d *DBs) get(registry, tenant string) (*db, error) {
+// fence answers this gateway's fence for the tenant's space (0 on one
+// machine): an error when another gateway owns it.
+func (d *DBs) fence(ctx context.Context, registry, tenant string) (uint64, error) {
+	if d.opts.Pages == nil || d.opts.Fence == nil {
+		return 0, nil
+	}
+	return d.opts.Fence(ctx, registry, tenant)
+}
+
+// Key names the tenant's database in the registry: its file's name on
+// one machine, its key in the cluster's store.
+func Key(registry, tenant string) string {
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
-	name := hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(sum[:16])
+}
+
+func (d *DBs) get(registry, tenant string) (*db, error) {
+	name := Key(registry, tenant)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -311,7 +344,7 @@ func (d *DBs) get(registry, tenant string) (*db, error) {
 	}
 	x := d.open[name]
 	if x == nil {
-		x = &db{path: filepath.Join(d.opts.Dir, name+".sqlite"), opts: d.opts, sem: make(chan struct{}, 1)}
+		x = &db{name: name, path: filepath.Join(d.opts.Dir, name+".sqlite"), opts: d.opts, sem: make(chan struct{}, 1)}
 		d.open[name] = x
 	}
 	d.clock++
@@ -347,6 +380,7 @@ func (d *DBs) trim() {
 
 // db is one tenant's database: one connection, one caller at a time.
 type db struct {
+	name string // the hash of registry and tenant
 	path string
 	opts Options
 	sem  chan struct{}
@@ -361,8 +395,13 @@ type db struct {
 	used    uint64    // DBs.clock at the last call (under DBs.mu)
 	at      time.Time // the last call's time (under DBs.mu)
 	// Under sem:
-	conn   *sqlite3.Conn
-	tenant bool // the statements being prepared or run are the tenant's
+	conn *sqlite3.Conn
+	// In a cluster: the fence the connection was opened under, its main
+	// file, and the last failure of one (cluster.go).
+	epoch   uint64
+	file    *pageFile
+	failure error
+	tenant  bool // the statements being prepared or run are the tenant's
 	// writes is set by the authorizer while a statement that writes
 	// though SQLite calls it read-only (REINDEX) is prepared; writing
 	// keeps those statements.
@@ -406,6 +445,7 @@ func (x *db) drop() {
 		x.stmts, x.own, x.pageCount, x.writing = nil, nil, nil, nil
 		x.conn.Close()
 		x.conn = nil
+		x.file = nil
 		x.live.Store(false)
 	}
 }
@@ -415,8 +455,12 @@ func (x *db) drop() {
 // dropped (SQLite rolls back what it had not committed when the file is
 // opened again).
 func (x *db) guard(f func(c *sqlite3.Conn) error) (err error) {
+	x.failure = nil
 	if x.conn == nil {
 		if err := x.openConn(); err != nil {
+			if fault.As(err) != nil {
+				return err
+			}
 			return fault.New(fault.Internal, "The database could not be opened: %v", err)
 		}
 	}
@@ -428,15 +472,45 @@ func (x *db) guard(f func(c *sqlite3.Conn) error) (err error) {
 		}
 	}()
 	err = f(x.conn)
+	if x.file != nil && x.file.err != nil {
+		// The store refused a commit (fenced) or failed: what the engine
+		// holds may not be what the store does; it opens again, from the
+		// store, on the next call.
+		x.failure = x.file.err
+		x.drop()
+		return failureFault(x.failure)
+	}
 	if err != nil && fault.As(err) == nil {
 		return x.fault(context.Background(), err)
 	}
 	return err
 }
 
+// useEpoch makes the next connection open under the fence epoch (in a
+// cluster): one opened under another is dropped with its cache.
+func (x *db) useEpoch(epoch uint64) {
+	if x.opts.Pages == nil || epoch == x.epoch {
+		return
+	}
+	x.drop()
+	x.epoch = epoch
+}
+
 func (x *db) openConn() error {
 	ctx := sqlite3.WithMaxMemory(context.Background(), x.opts.Memory+(16<<20))
-	c, err := sqlite3.OpenContext(ctx, x.path)
+	var c *sqlite3.Conn
+	var err error
+	// One machine: a file in WAL mode, synced at every commit. A cluster:
+	// the store's pages, the journal in memory, one connection holding
+	// the file (cluster.go); synchronous=FULL makes SQLite sync, which is
+	// the store's commit, at every commit.
+	journal := "PRAGMA journal_mode=WAL"
+	if x.opts.Pages != nil {
+		c, err = x.openPages(ctx)
+		journal = "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=MEMORY"
+	} else {
+		c, err = sqlite3.OpenContext(ctx, x.path)
+	}
 	if err != nil {
 		return err
 	}
@@ -455,9 +529,9 @@ func (x *db) openConn() error {
 	if pages < 2 {
 		pages = 2
 	}
-	setup := fmt.Sprintf(`PRAGMA page_size=%d; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
+	setup := fmt.Sprintf(`PRAGMA page_size=%d; %s; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
 		PRAGMA temp_store=MEMORY; PRAGMA max_page_count=%d; PRAGMA journal_size_limit=%d; PRAGMA cache_size=-%d`,
-		pageSize, pages, 16<<20, x.opts.Memory/16>>10)
+		pageSize, journal, pages, 16<<20, x.opts.Memory/16>>10)
 	if err := c.Exec(setup); err != nil {
 		return fail(err)
 	}

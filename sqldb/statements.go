@@ -258,6 +258,9 @@ func (x *db) fault(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, ErrNeedsWrite) || fault.As(err) != nil && !isSQLite(err) {
 		return err
 	}
+	if x.file != nil && x.file.err != nil {
+		return failureFault(x.file.err) // the store's, in a cluster
+	}
 	switch {
 	case errors.Is(err, sqlite3.INTERRUPT) || ctx.Err() != nil:
 		return timeoutFault()

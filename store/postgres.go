@@ -18,6 +18,8 @@ import (
 //	retainer_rows(tbl, k, v)        the tables; k and v bytea, so keys sort byte by byte as in bbolt
 //	retainer_owners(space, epoch)   each space's epoch, raised by every claim
 //
+// and the SQL databases' pages in a cluster (sqlpages.go).
+//
 // A transaction runs SERIALIZABLE and is tried again when Postgres
 // aborts it for a conflict with another (SQLSTATE 40001, 40P01): the
 // conditions and fences it read are then read again.
@@ -87,7 +89,7 @@ func (p *Postgres) initSchema(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7346110)`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, postgresSchema); err != nil {
+		if _, err := tx.Exec(ctx, postgresSchema+sqlPagesSchema); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO retainer_meta (k, v) VALUES ('app', $1), ('schema', $2) ON CONFLICT (k) DO NOTHING`, string(appName), schemaVersion)

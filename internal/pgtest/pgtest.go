@@ -64,6 +64,18 @@ func bin(t testing.TB) string {
 // root, so as root the cluster belongs to the postgres user.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, " -c fsync=off")
+}
+
+// StartDurable is Start with fsync on, as a production server runs: for
+// measurements of what a commit costs.
+func StartDurable(t testing.TB) *Server {
+	t.Helper()
+	return start(t, "")
+}
+
+func start(t testing.TB, extra string) *Server {
+	t.Helper()
 	dir := bin(t)
 	data, err := os.MkdirTemp("", "retainer-pg-")
 	if err != nil {
@@ -98,7 +110,7 @@ func Start(t testing.TB) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, data)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, data) + extra
 	if out, err := asOwner(run("pg_ctl", "-D", pgdata, "-o", opts, "-l", filepath.Join(data, "log"), "-w", "-t", "60", "start")).CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(data, "log"))
 		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
