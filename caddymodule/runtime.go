@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
@@ -266,6 +267,8 @@ func newRuntime(a *App) (*runtime, error) {
 	// Values read from writes a failed commit lost leave every cache.
 	kvs.OnCommitFailed = kvCache.DropAll
 	if a.clustered() {
+		// A handler's kv call waits for etcd at most this long.
+		kvs.Bound = budgets.ClusterKVBound
 		// etcd's size is measured with or without kv_budget (the metric).
 		full := &atomic.Bool{}
 		if a.StoreEtcd.KVBudget > 0 {

@@ -114,7 +114,7 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	default:
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
-	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
+	return h.KV.ServeWithin(ctx, c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
 }
 
 // sql is a program's db call (docs/sql.md): sqlRead or sqlWrite reads,
