@@ -411,6 +411,8 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 		Tenant: tenant, Registry: reg.name, ExecutionID: id,
 		Grants: capability.Grants{Capabilities: grants.Capabilities},
 	}
+	ctx, cancel := context.WithTimeout(ctx, kvWait(rs, rec, reg.config()))
+	defer cancel()
 	for _, w := range writes {
 		value := w.Value
 		switch w.Op {
@@ -424,7 +426,7 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 			return fault.New(fault.BadRequest, "Malformed kv writes.")
 		}
 		call.Op = w.Op
-		if err := host.KVWrite(call, w.Key, value); err != nil {
+		if err := host.KVWrite(ctx, call, w.Key, value); err != nil {
 			s.noteDenial(err, reg, rs, id)
 			s.noteKVUnanswered(err, w.Op, rec)
 			return err

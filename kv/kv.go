@@ -221,9 +221,9 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 		}
 		return wirejson.Marshal(string(v))
 	case "kv.put":
-		return nil, kv.Write(registry, tenant, owner, a.Key, &a.Value)
+		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, &a.Value)
 	case "kv.delete":
-		return nil, kv.Write(registry, tenant, owner, a.Key, nil)
+		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, nil)
 	case "kv.list":
 		// A listing sees the space's pending writes by waiting for them.
 		kv.mu.Lock()
@@ -242,18 +242,24 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 // Write is a put (value non-nil) or a delete of one key, checked (key,
 // value, quota) and accepted behind the output gate.
 func (kv *KV) Write(registry, tenant, owner, key string, value *string) error {
+	return kv.WriteWithin(context.Background(), registry, tenant, owner, key, value)
+}
+
+// WriteWithin is Write for a caller whose ctx bounds the store reads the
+// check waits for (a run's bound).
+func (kv *KV) WriteWithin(ctx context.Context, registry, tenant, owner, key string, value *string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
 	if value != nil && len(*value) > MaxValueBytes {
 		return bad("A kv value is at most %d bytes.", MaxValueBytes)
 	}
-	return kv.accept(space(registry, tenant), store.Space(registry, tenant), owner, key, value)
+	return kv.accept(ctx, space(registry, tenant), store.Space(registry, tenant), owner, key, value)
 }
 
 // accept checks a put (value non-nil) or delete against the quota and
 // takes it into the pending set.
-func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) error {
+func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key string, value *string) error {
 	full := string(ns) + key
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
@@ -284,7 +290,7 @@ func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) er
 		}
 		commits := kv.commits
 		kv.mu.Unlock()
-		stored, storedUse, err := kv.readStored(full, ns, !known)
+		stored, storedUse, err := kv.readStored(ctx, full, ns, !known)
 		kv.mu.Lock()
 		if err != nil {
 			return err
@@ -338,8 +344,8 @@ func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) er
 
 // readStored reads a key's stored value and, when usage, its space's
 // stored bytes in use, within the bound. kv.mu is not held.
-func (kv *KV) readStored(full string, ns []byte, usage bool) (v []byte, used int64, err error) {
-	ctx, cancel := kv.storeCtx(context.Background())
+func (kv *KV) readStored(ctx context.Context, full string, ns []byte, usage bool) (v []byte, used int64, err error) {
+	ctx, cancel := kv.storeCtx(ctx)
 	defer cancel()
 	if v, err = kv.w.Get(ctx, tableKV, []byte(full)); err != nil {
 		return nil, 0, kv.unanswered(err)
