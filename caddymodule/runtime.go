@@ -75,6 +75,10 @@ type runtime struct {
 	// logs them at most every receiptLogEvery (receiptStoreFailed).
 	receiptFailures atomic.Int64
 	receiptLog      rate.Sometimes
+	// receiptDrops counts receipts dropped unwritten since receiptDropLog
+	// last logged (receiptsDropped).
+	receiptDrops   atomic.Int64
+	receiptDropLog rate.Sometimes
 }
 
 // receiptLogEvery is how often a failing receipt store is logged at most
@@ -89,6 +93,18 @@ func (rt *runtime) receiptStoreFailed(what string, err error) {
 	rt.receiptLog.Do(func() {
 		rt.logger.Load().Error("the receipt store failed: "+what,
 			zap.Error(err), zap.Int64("failures", rt.receiptFailures.Swap(0)))
+	})
+}
+
+// receiptsDropped counts and logs receipts dropped unwritten (the
+// receipt store took none while budgets.ReceiptsWaitingBytes waited): at
+// most one line every receiptLogEvery, with the count since.
+func (rt *runtime) receiptsDropped(n int) {
+	metricReceiptsDropped.Add(float64(n))
+	rt.receiptDrops.Add(int64(n))
+	rt.receiptDropLog.Do(func() {
+		rt.logger.Load().Error("receipts dropped unwritten: the receipt store takes none, and past the bytes the gateway holds waiting the oldest are dropped first",
+			zap.Int64("dropped", rt.receiptDrops.Swap(0)), zap.Int64("bound_bytes", budgets.ReceiptsWaitingBytes))
 	})
 }
 
@@ -305,7 +321,9 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.kv = kvs
 	rt.receipts = rs
 	rt.receiptLog.Interval = receiptLogEvery
+	rt.receiptDropLog.Interval = receiptLogEvery
 	rs.SetFailed(func(err error) { rt.receiptStoreFailed("writing receipts (they wait for the next commit)", err) })
+	rs.SetDropped(rt.receiptsDropped)
 	if a.clustered() {
 		if err := rt.listen(a); err != nil {
 			rt.Destruct()
