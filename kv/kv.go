@@ -170,7 +170,8 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 }
 
 // ServeWithin is Serve for a caller whose ctx bounds the reads it waits
-// for (a run's bound): past it the call answers OVERLOADED.
+// for (a run's bound): past it the call answers OVERLOADED. Only with a
+// Bound (a cluster's store); one machine's waits for its file.
 func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op string, raw json.RawMessage) (json.RawMessage, error) {
 	var a kvArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
@@ -358,10 +359,12 @@ func (kv *KV) readStored(ctx context.Context, full string, ns []byte, usage bool
 	return v, used, nil
 }
 
-// storeCtx is ctx within the bound of one store call (none without one).
+// storeCtx is ctx within the bound of one store call. Without a bound
+// (one machine's bbolt) the caller's deadline is not applied either: the
+// call waits for the store, as it always did.
 func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if kv.Bound <= 0 {
-		return ctx, func() {}
+		return context.WithoutCancel(ctx), func() {}
 	}
 	return context.WithTimeout(ctx, kv.Bound)
 }
@@ -407,7 +410,8 @@ func (kv *KV) storedUsage(ctx context.Context, ns []byte) (int64, error) {
 }
 
 // Barrier waits until every write owner made so far is durable; it fails
-// when a commit that held one of them failed.
+// when a commit that held one of them failed, or when ctx ends or the
+// Bound passes first.
 func (kv *KV) Barrier(ctx context.Context, owner string) error {
 	kv.mu.Lock()
 	seq := kv.owners[owner]
@@ -415,8 +419,11 @@ func (kv *KV) Barrier(ctx context.Context, owner string) error {
 	if seq == 0 {
 		return nil
 	}
-	ctx, cancel := kv.storeCtx(ctx)
-	defer cancel()
+	if kv.Bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, kv.Bound)
+		defer cancel()
+	}
 	err := kv.waitFor(ctx, seq)
 	kv.mu.Lock()
 	if kv.owners[owner] == seq && kv.committed >= seq {
