@@ -370,7 +370,7 @@ func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // unanswered is the fault of a store call that failed: the store is
-// unreachable or slow (a cluster's etcd), which a retry may not be.
+// unreachable or slow (a cluster's etcd), and a retry may find it back.
 func (kv *KV) unanswered(err error) error {
 	return fault.Wrap(fault.Overloaded, err, "The kv store did not answer in time; retry shortly.")
 }
