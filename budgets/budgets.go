@@ -276,3 +276,14 @@ func (c *Counts) Held(key string) int {
 	defer c.mu.Unlock()
 	return c.n[key]
 }
+
+// A cluster's stores (docs/cluster.md): the longest a handler's kv call
+// waits for etcd (a read unanswered, a write not committed: 503
+// OVERLOADED, retryable), and the receipts a gateway holds in memory
+// while PostgreSQL cannot take them, past which the oldest are dropped
+// (counted, logged) rather than memory grown. (One PostgreSQL call's bound
+// is the store's: store.PostgresCallBound.)
+const (
+	ClusterKVBound       = 1500 * time.Millisecond
+	ReceiptsWaitingBytes = 64 << 20
+)

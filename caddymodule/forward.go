@@ -635,7 +635,7 @@ func (rt *runtime) watchLease() {
 		rt.store.Disowned()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			next, err := cluster.Join(ctx, b.etcd, b.memberConfig)
+			next, err := m.Rejoin(ctx)
 			cancel()
 			if err == nil {
 				b.member.Store(next)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
@@ -77,6 +78,10 @@ type runtime struct {
 	// logs them at most every receiptLogEvery (receiptStoreFailed).
 	receiptFailures atomic.Int64
 	receiptLog      rate.Sometimes
+	// receiptDrops counts receipts dropped unwritten since receiptDropLog
+	// last logged (receiptsDropped).
+	receiptDrops   atomic.Int64
+	receiptDropLog rate.Sometimes
 }
 
 // receiptLogEvery is how often a failing receipt store is logged at most
@@ -91,6 +96,18 @@ func (rt *runtime) receiptStoreFailed(what string, err error) {
 	rt.receiptLog.Do(func() {
 		rt.logger.Load().Error("the receipt store failed: "+what,
 			zap.Error(err), zap.Int64("failures", rt.receiptFailures.Swap(0)))
+	})
+}
+
+// receiptsDropped counts and logs receipts dropped unwritten (the
+// receipt store took none while budgets.ReceiptsWaitingBytes waited): at
+// most one line every receiptLogEvery, with the count since.
+func (rt *runtime) receiptsDropped(n int) {
+	metricReceiptsDropped.Add(float64(n))
+	rt.receiptDrops.Add(int64(n))
+	rt.receiptDropLog.Do(func() {
+		rt.logger.Load().Error("receipts dropped unwritten: the receipt store takes none, and past the bytes the gateway holds waiting the oldest are dropped first",
+			zap.Int64("dropped", rt.receiptDrops.Swap(0)), zap.Int64("bound_bytes", budgets.ReceiptsWaitingBytes))
 	})
 }
 
@@ -269,6 +286,8 @@ func newRuntime(a *App) (*runtime, error) {
 	// Values read from writes a failed commit lost leave every cache.
 	kvs.OnCommitFailed = kvCache.DropAll
 	if a.clustered() {
+		// A handler's kv call waits for etcd at most this long.
+		kvs.Bound = budgets.ClusterKVBound
 		// etcd's size is measured with or without kv_budget (the metric).
 		full := &atomic.Bool{}
 		if a.StoreEtcd.KVBudget > 0 {
@@ -331,7 +350,9 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.kv = kvs
 	rt.receipts = rs
 	rt.receiptLog.Interval = receiptLogEvery
+	rt.receiptDropLog.Interval = receiptLogEvery
 	rs.SetFailed(func(err error) { rt.receiptStoreFailed("writing receipts (they wait for the next commit)", err) })
+	rs.SetDropped(rt.receiptsDropped)
 	if a.clustered() {
 		if err := rt.listen(a); err != nil {
 			rt.Destruct()

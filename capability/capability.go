@@ -125,7 +125,7 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		}
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
-	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
+	return h.KV.ServeWithin(ctx, c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
 }
 
 // sql is a program's db call (docs/sql.md): sqlRead or sqlWrite reads,
@@ -150,12 +150,13 @@ func (h *Host) sql(ctx context.Context, c Call) (json.RawMessage, error) {
 }
 
 // KVWrite is a kv.put (value non-nil) or kv.delete under c's grants, with
-// c.Op naming which: Serve's checks, without the arguments' JSON.
-func (h *Host) KVWrite(c Call, key string, value *string) error {
+// c.Op naming which: Serve's checks, without the arguments' JSON; ctx
+// bounds the store reads its check waits for.
+func (h *Host) KVWrite(ctx context.Context, c Call, key string, value *string) error {
 	if !c.Grants.Has("kvWrite") {
 		return Denied("kvWrite", c.Op)
 	}
-	return h.KV.Write(c.Registry, c.Tenant, c.ExecutionID, key, value)
+	return h.KV.WriteWithin(ctx, c.Registry, c.Tenant, c.ExecutionID, key, value)
 }
 
 func bad(format string, args ...any) error {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -181,8 +182,14 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		// itself (docs/objects.md).
 		call.RequestBody = func(token string) (io.ReadCloser, error) { return s.takeBody(ctx, id, token) }
 	}
+	if strings.HasPrefix(op, "kv.") {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, kvWait(rs, rec, cfg))
+		defer cancel()
+	}
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)
+	s.noteKVUnanswered(err, op, rec)
 	return res, err
 }
 
@@ -395,7 +402,7 @@ type KVWrite struct {
 // grant checks as HostCall); the first that fails ends them with its error
 // (the worker fails the invocations that made it and the rest).
 func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []KVWrite) error {
-	host, rs, _, reg, tenant, grants := s.caller(id)
+	host, rs, rec, reg, tenant, grants := s.caller(id)
 	if host == nil || host.KV == nil {
 		return fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
@@ -409,6 +416,8 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 		Tenant: tenant, Registry: reg.name, ExecutionID: id,
 		Grants: capability.Grants{Capabilities: grants.Capabilities},
 	}
+	ctx, cancel := context.WithTimeout(ctx, kvWait(rs, rec, reg.config()))
+	defer cancel()
 	for _, w := range writes {
 		value := w.Value
 		switch w.Op {
@@ -422,10 +431,40 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 			return fault.New(fault.BadRequest, "Malformed kv writes.")
 		}
 		call.Op = w.Op
-		if err := host.KVWrite(call, w.Key, value); err != nil {
+		if err := host.KVWrite(ctx, call, w.Key, value); err != nil {
 			s.noteDenial(err, reg, rs, id)
+			s.noteKVUnanswered(err, w.Op, rec)
 			return err
 		}
 	}
 	return nil
+}
+
+// noteKVUnanswered marks a handle whose kv call failed retryably (the
+// store did not answer in time, a commit failed): if its handler throws
+// for it, the visitor is answered 503 OVERLOADED, retryable, instead of
+// 500 (invoke.go). rec is nil for a run.
+func (s *Store) noteKVUnanswered(err error, op string, rec *Record) {
+	if rec == nil || !strings.HasPrefix(op, "kv.") || fault.CodeOf(err) != fault.Overloaded {
+		return
+	}
+	if ls := s.liveFor(rec.ID); ls != nil {
+		ls.kvUnanswered.Store(time.Now().UnixNano())
+	}
+}
+
+// kvWait is how long a kv call of run rs or handle rec may wait for the
+// store: half its run's bound (a handle's timeout, a run's time left), so
+// that a store that does not answer (a cluster's etcd unreachable) gets
+// the program OVERLOADED to answer or throw before its own bound ends it
+// with TIMEOUT, its isolate with it. The kv store's own bound applies too.
+func kvWait(rs *runState, rec *Record, cfg RegistryConfig) time.Duration {
+	bound := cfg.Limits.Timeout
+	switch {
+	case rs != nil && !rs.deadline.IsZero():
+		bound = time.Until(rs.deadline)
+	case rec != nil && rec.TimeoutMs > 0:
+		bound = time.Duration(rec.TimeoutMs) * time.Millisecond
+	}
+	return max(bound/2, 10*time.Millisecond)
 }

@@ -3,6 +3,7 @@ package handles
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
@@ -217,6 +218,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req pro
 				return program.WireResponse{}, err
 			}
 		}
+		started := time.Now().UnixNano()
 		res, err := s.opts.Executor.Invoke(ctx, rec.ID, name, req)
 		// The output gate: the response waits for the kv writes the
 		// invocation made (the handle's next invocation need not).
@@ -228,6 +230,12 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req pro
 			s.touch(rec.ID, true)
 			if errors.Is(err, fault.ErrBadResponse) {
 				r.systemLog(rec.ID, errText(err))
+			}
+			if fault.CodeOf(err) == fault.HandlerError && ls.kvUnanswered.Load() >= started {
+				// It threw after one of its kv calls went unanswered (the
+				// store unreachable, docs/cluster.md): the visitor may
+				// retry, as with any request that needs the store.
+				return program.WireResponse{}, fault.Wrap(fault.Overloaded, err, "The handler failed when the kv store did not answer in time; retry shortly.")
 			}
 			return res, err
 		case fault.Timeout, fault.Memory:

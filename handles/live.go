@@ -28,6 +28,10 @@ func logEntryBytes(e program.LogEntry) int {
 type liveState struct {
 	inflight atomic.Int64 // invocations under way or waiting
 	streams  atomic.Int64 // streamed responses being read (stream.go)
+	// kvUnanswered is when (Unix ns) a kv call of the handle last failed
+	// for want of the store (OVERLOADED): a handler that throws after it
+	// answers 503, not 500 (invoke.go).
+	kvUnanswered atomic.Int64
 
 	mu         sync.Mutex // guards rebuilding, logs, logBytes
 	rebuilding *rebuildFlight

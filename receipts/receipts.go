@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -124,13 +125,20 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 
-	pmu        sync.Mutex        // guards pending, committing
+	pmu        sync.Mutex        // guards pending, committing, waitingBytes, order
 	pending    map[string][]byte // key → receipt JSON, not yet written
 	committing map[string][]byte // the batch being written now
-	cmu        sync.Mutex        // serializes commits
-	wake       chan struct{}
-	written    chan struct{} // closed when the writer has stopped
-	onCommit   func(n int)   // tests: called with each commit's size
+	// The receipts waiting are held within budgets.ReceiptsWaitingBytes
+	// (the store down: PostgreSQL unreachable); past it the oldest are
+	// dropped, counted (dropped) and told (onDropped).
+	waitingBytes int64
+	order        []string // pending's keys, oldest first (some gone since)
+	dropped      atomic.Int64
+	onDropped    func(n int)
+	cmu          sync.Mutex // serializes commits
+	wake         chan struct{}
+	written      chan struct{} // closed when the writer has stopped
+	onCommit     func(n int)   // tests: called with each commit's size
 
 	// tenantBytes is each tenant's quota of stored receipts (TenantBytes
 	// unless SetTenantBytes said otherwise); used is what each tenant
@@ -138,6 +146,7 @@ type Store struct {
 	// then kept by the commits (under cmu).
 	tenantBytes int64
 	used        map[string]int64
+	waitingMax  int64 // tests: the bound of the receipts waiting (0: budgets.ReceiptsWaitingBytes)
 }
 
 // SetTenantBytes sets the per-tenant quota of stored receipts (at least
@@ -234,6 +243,7 @@ func (s *Store) flush() error {
 		return nil
 	}
 	s.pending, s.committing = map[string][]byte{}, batch
+	s.order, s.waitingBytes = nil, 0
 	s.pmu.Unlock()
 	if s.onCommit != nil {
 		s.onCommit(len(batch))
@@ -283,16 +293,27 @@ func (s *Store) flush() error {
 	if err != nil {
 		s.used = map[string]int64{} // counted again from the store
 	}
+	dropped := 0
 	s.pmu.Lock()
 	if err != nil {
+		// Back to waiting, older than what came meanwhile.
+		var back []string
 		for k, v := range batch {
 			if _, newer := s.pending[k]; !newer {
 				s.pending[k] = v
+				s.waitingBytes += int64(len(v))
+				back = append(back, k)
 			}
 		}
+		sort.Slice(back, func(i, j int) bool {
+			return back[i][len(prefixOf([]byte(back[i]))):] < back[j][len(prefixOf([]byte(back[j]))):]
+		})
+		s.order = append(back, s.order...)
+		dropped = s.trimLocked()
 	}
 	s.committing = nil
 	s.pmu.Unlock()
+	s.toldDropped(dropped)
 	return err
 }
 
@@ -428,15 +449,85 @@ func (s *Store) Put(r Receipt) error {
 	if err != nil {
 		return err
 	}
+	k := string(key(r.Tenant, r.ID))
 	s.pmu.Lock()
-	s.pending[string(key(r.Tenant, r.ID))] = data
+	if old, ok := s.pending[k]; ok {
+		s.waitingBytes -= int64(len(old))
+	} else {
+		s.order = append(s.order, k)
+	}
+	s.pending[k] = data
+	s.waitingBytes += int64(len(data))
+	n := s.trimLocked()
 	s.pmu.Unlock()
+	s.toldDropped(n)
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 	return nil
 }
+
+// trimLocked drops the oldest waiting receipts while they are past
+// budgets.ReceiptsWaitingBytes, and answers how many it dropped: with
+// PostgreSQL unreachable, runs go on and their receipts wait in memory,
+// which they would fill. pmu is held.
+func (s *Store) trimLocked() int {
+	n := 0
+	for s.waitingBytes > s.waitingCap() && len(s.order) > 0 {
+		k := s.order[0]
+		s.order = s.order[1:]
+		if v, ok := s.pending[k]; ok {
+			delete(s.pending, k)
+			s.waitingBytes -= int64(len(v))
+			n++
+		}
+	}
+	if len(s.order) > 2*len(s.pending)+64 {
+		// Keys written or dropped meanwhile: the order is built again.
+		kept := s.order[:0]
+		for _, k := range s.order {
+			if _, ok := s.pending[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		s.order = kept
+	}
+	return n
+}
+
+// waitingCap is the bound of the receipts waiting (tests lower it).
+func (s *Store) waitingCap() int64 {
+	if s.waitingMax > 0 {
+		return s.waitingMax
+	}
+	return budgets.ReceiptsWaitingBytes
+}
+
+// toldDropped counts n dropped receipts and tells onDropped.
+func (s *Store) toldDropped(n int) {
+	if n == 0 {
+		return
+	}
+	s.dropped.Add(int64(n))
+	s.mu.Lock()
+	f := s.onDropped
+	s.mu.Unlock()
+	if f != nil {
+		f(n)
+	}
+}
+
+// SetDropped sets what is told when waiting receipts are dropped past
+// budgets.ReceiptsWaitingBytes: the gateway counts and logs them.
+func (s *Store) SetDropped(f func(n int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onDropped = f
+}
+
+// Dropped is how many waiting receipts were dropped so far.
+func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
 // waiting is a receipt not yet on disk, if any.
 func (s *Store) waiting(k []byte) ([]byte, bool) {
