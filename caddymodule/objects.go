@@ -17,14 +17,20 @@ import (
 
 // openObjectsBackend is where the tenants' objects are kept
 // (docs/objects.md): on one machine, files in a folder beside the store
-// (under Caddy's data directory by default). The bucket's rules are the
-// same whatever the backend.
-func openObjectsBackend(a *App) (*objects.Buckets, error) {
-	fb, err := files.Open(a.Store + ".objects")
+// (under Caddy's data directory by default). The bucket's rules
+// (openBuckets) are the same whatever the backend.
+func openObjectsBackend(a *App) (objects.Backend, error) {
+	return files.Open(a.Store + ".objects")
+}
+
+// openBuckets is the tenants' buckets on the configured backend, within
+// max_object and objects_quota.
+func openBuckets(a *App) (*objects.Buckets, error) {
+	b, err := openObjectsBackend(a)
 	if err != nil {
 		return nil, err
 	}
-	return objects.New(fb, objects.Options{MaxObject: a.MaxObject, Quota: a.ObjectsQuota}), nil
+	return objects.New(b, objects.Options{MaxObject: a.MaxObject, Quota: a.ObjectsQuota}), nil
 }
 
 // The control plane's /objects (docs/objects.md): the caller's bucket in
