@@ -318,7 +318,7 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, err
 	}
 	rt.sql = sqls
-	buckets, err := openObjectsBackend(a)
+	buckets, err := openBuckets(a)
 	if err != nil {
 		sqls.Close()
 		kvs.Close()
