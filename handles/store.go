@@ -69,6 +69,11 @@ type Options struct {
 	// OnRequest is told of every invocation of a handle, as it ends (the
 	// request entries of its stored log, docs/logs.md).
 	OnRequest func(registry, id, tenant string, r Request)
+	// Admit, when set, may refuse an invocation of a tenant's handle before
+	// it runs (a plan's daily cap, docs/usage.md): its error is the
+	// answer, and the refused invocation is neither run nor told to
+	// OnRequest. Called on every invocation: it must be cheap.
+	Admit func(registry, id, tenant string) error
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration

@@ -476,6 +476,9 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 			}
 			m.serve(raw, body, func(res WireResponse, err error) {
 				replied = true
+				// The isolate's CPU since the invocation began (its
+				// activity, bounds.go), to its answer (docs/usage.md).
+				res.CPUNs = max(m.hold.mark()-m.activityCPU, 0)
 				done(res, collected.logEntries(), err)
 			})
 			m.sink = saved
@@ -515,6 +518,7 @@ func (e *Engine) forget(id string, m *vm) {
 // response settles; ctx.waitUntil work keeps running within the same bound.
 func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 	if m.dead {
+		m.activityCPU = m.hold.mark() // nothing to charge (docs/usage.md)
 		respond(WireResponse{}, m.goneErr())
 		return
 	}
