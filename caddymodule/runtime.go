@@ -238,13 +238,15 @@ func newRuntime(a *App) (*runtime, error) {
 		},
 		OnRequest: func(registry, id, tenant string, r handles.Request) {
 			if u := rt.usage.Load(); u != nil {
-				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.Bytes)
+				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.CPUMs, r.Bytes)
 			}
 			if l := rt.logs.Load(); l != nil {
 				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
-					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
+					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs, CPUMs: r.CPUMs})
 			}
 		},
+		// A plan's daily caps (plans.go).
+		Admit:     rt.admit,
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 		// A host that is no longer a domain loses its certificate at once.
 		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },
@@ -283,8 +285,18 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	rt.sql = sqls
 	rt.secrets = capability.NewSecrets(writer)
-	rt.ai = &capability.AI{OnTokens: func(_ string, n int64) { metricAITokens.Add(float64(n)) }}
-	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{}})
+	rt.ai = &capability.AI{OnTokens: func(registry, tenant string, n int64) {
+		metricAITokens.Add(float64(n))
+		if u := rt.usage.Load(); u != nil {
+			u.addAITokens(logTenant(registry, tenant), n)
+		}
+	}}
+	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: &capability.FetchStreams{}, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{},
+		OnFetchBytes: func(registry, tenant string, n int64) {
+			if u := rt.usage.Load(); u != nil {
+				u.addEgress(logTenant(registry, tenant), n)
+			}
+		}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		sqls.Close()
@@ -294,7 +306,11 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	rt.usage.Store(openUsage(backing.receipts, kvs.Used))
+	node := ""
+	if a.clustered() && a.Cluster != nil {
+		node = a.Cluster.Name
+	}
+	rt.usage.Store(openUsage(backing.receipts, node, kvs.Used, sqls.Used))
 	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry

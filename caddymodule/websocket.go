@@ -100,6 +100,21 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, inDone: make(chan struct{}), tcp: tcpOf(hj.conn)}
+	if rt := h.live.rt.Load(); rt != nil {
+		// Messages either way, and the handler's bytes out, are the
+		// handle's tenant's (docs/usage.md).
+		if registry, tenant := st.Owner(); tenant != "" {
+			key := logTenant(registry, tenant)
+			s.meter = func(egress int64) {
+				if u := rt.usage.Load(); u != nil {
+					u.addSocketMessages(key, 1)
+					if egress > 0 {
+						u.addEgress(key, egress)
+					}
+				}
+			}
+		}
+	}
 	s.touch()
 	s.probed.Store(time.Now().UnixNano())
 	relay.Store(s)
@@ -136,6 +151,9 @@ type socketRelay struct {
 	// set while one waits for its pong.
 	probed  atomic.Int64
 	probing atomic.Bool
+	// meter counts a message (and the bytes sent to the visitor) to the
+	// handle's tenant's usage; nil: none.
+	meter func(egress int64)
 }
 
 func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -202,6 +220,9 @@ func (s *socketRelay) outbound() {
 				return
 			}
 			metricSocketOut.Inc()
+			if s.meter != nil {
+				s.meter(int64(len(rec.Data)))
+			}
 			s.touch()
 		}
 		if rerr != nil {
@@ -265,6 +286,9 @@ func (s *socketRelay) relayIn() (websocket.StatusCode, string) {
 			return code, reason
 		}
 		metricSocketIn.Inc()
+		if s.meter != nil {
+			s.meter(0)
+		}
 		s.touch()
 		s.probe()
 		kind := socketrec.Text

@@ -69,6 +69,10 @@ type Host struct {
 	Secrets *Secrets
 	// AI serves ai.run (nil: none; docs/ai.md).
 	AI *AI
+	// OnFetchBytes, if set, hears the bytes of each outbound fetch's
+	// request and answer as they cross to and from the isolate (usage
+	// metering, docs/usage.md).
+	OnFetchBytes func(registry, tenant string, n int64)
 }
 
 // Serve dispatches a call that is not a tool call (tools go through the
@@ -94,7 +98,9 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 			}
 			inject = h.Secrets.injector(c.Registry, c.Tenant, c.Grants.Headers, c.Grants.AllowPrivate)
 		}
-		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args, inject)
+		res, err := h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args, inject)
+		h.fetchBytes(c, len(c.Args)+len(res))
+		return res, err
 	case "sql":
 		return h.sql(ctx, c)
 	case "ai":
@@ -110,11 +116,19 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")
 		}
-		return h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
+		res, err := h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
+		h.fetchBytes(c, len(res))
+		return res, err
 	default:
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
 	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
+}
+
+func (h *Host) fetchBytes(c Call, n int) {
+	if h.OnFetchBytes != nil && n > 0 {
+		h.OnFetchBytes(c.Registry, c.Tenant, int64(n))
+	}
 }
 
 // sql is a program's db call (docs/sql.md): sqlRead or sqlWrite reads,

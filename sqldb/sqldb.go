@@ -308,6 +308,20 @@ func (d *DBs) export(ctx context.Context, x *db) (*Export, error) {
 	return &Export{File: f, Size: st.Size(), x: x}, nil
 }
 
+// Used is what tenant's database takes on disk now (its file and its
+// write-ahead log; 0 for none), for usage metering (docs/usage.md).
+func (d *DBs) Used(registry, tenant string) int64 {
+	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
+	path := filepath.Join(d.opts.Dir, hex.EncodeToString(sum[:16])+".sqlite")
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
 func (d *DBs) get(registry, tenant string) (*db, error) {
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
 	name := hex.EncodeToString(sum[:16])
