@@ -12,6 +12,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+
+	"github.com/retainer-gw/retainer/store"
 )
 
 // planToken is a token of tenant whose tier claim names plan ("" for no
@@ -299,5 +302,39 @@ func TestPlansOption(t *testing.T) {
 		if _, err := parseGlobal(caddyfile.NewTestDispenser(bad), nil); err == nil {
 			t.Fatalf("accepted %s", bad)
 		}
+	}
+}
+
+// BenchmarkPlanCheck is what a plan costs each invocation (docs/usage.md):
+// the tenant's plan and today's totals from memory, and the count after it.
+// Without plans: the check's nil test only.
+func BenchmarkPlanCheck(b *testing.B) {
+	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "usage.db"), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	rt := &runtime{}
+	rt.logger.Store(zap.NewNop())
+	m := openUsage(st, "", nil, nil)
+	defer m.close()
+	rt.usage.Store(m)
+	key := logTenant("apps", "alice")
+	m.plans.set(key, "pro")
+	for _, plans := range []*Plans{nil, {Plans: map[string]*Plan{"pro": {RequestsPerDay: 1 << 40, CPUMsPerDay: 1 << 40}}}} {
+		rt.app.Store(&App{Plans: plans})
+		name := "none"
+		if plans != nil {
+			name = "plan"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := rt.admit("apps", "h1", "alice"); err != nil {
+					b.Fatal(err)
+				}
+				m.add(key, time.Now(), 1, 0.5, 100)
+			}
+		})
 	}
 }

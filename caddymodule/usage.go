@@ -77,6 +77,11 @@ type usageMeter struct {
 	mu      sync.Mutex
 	pending map[usageKey]*usageCounts
 	day     string                  // the UTC day of base and fresh
+	dayNum  int64                   // day as Unix days
+	// hourAt and hour are the newest hour counted (Unix seconds at its
+	// start, and as stored), so a count formats no time.
+	hourAt int64
+	hour   string
 	base    map[string]*usageCounts // today's totals in the store
 	fresh   map[string]*usageCounts // today's counts not yet in base
 	loaded  map[string]bool         // base read from the store today
@@ -95,7 +100,7 @@ func openUsage(st store.Store, node string, kvUsed, sqlUsed func(registry, tenan
 	m := &usageMeter{st: st, node: node, kvUsed: kvUsed, sqlUsed: sqlUsed,
 		pending: map[usageKey]*usageCounts{}, stop: make(chan struct{}), done: make(chan struct{})}
 	m.plans = openTenantPlans(st)
-	m.resetDay(time.Now().UTC().Format(time.DateOnly))
+	m.resetDay(time.Now())
 	go m.loop()
 	return m
 }
@@ -132,9 +137,11 @@ func (m *usageMeter) close() {
 	<-m.done
 }
 
-// resetDay starts day's totals (m.mu held, or before the meter runs).
-func (m *usageMeter) resetDay(day string) {
-	m.day = day
+// resetDay starts the totals of t's UTC day (m.mu held, or before the
+// meter runs).
+func (m *usageMeter) resetDay(t time.Time) {
+	m.day = t.UTC().Format(time.DateOnly)
+	m.dayNum = t.Unix() / 86400
 	m.base = map[string]*usageCounts{}
 	m.fresh = map[string]*usageCounts{}
 	m.loaded = map[string]bool{}
@@ -144,15 +151,21 @@ func (m *usageMeter) resetDay(day string) {
 // counts answers what to add to for tenant (a logTenant) at t, creating
 // it (m.mu held): the hour's pending counts and the day's fresh ones.
 func (m *usageMeter) counts(tenant string, t time.Time) (*usageCounts, *usageCounts) {
-	t = t.UTC()
-	hour := t.Format("2006-01-02T15")
-	if day := hour[:10]; day != m.day {
-		if day < m.day {
+	sec := t.Unix()
+	hour := m.hour
+	if sec < m.hourAt || sec >= m.hourAt+3600 {
+		hour = t.UTC().Format("2006-01-02T15")
+		if sec > m.hourAt {
+			m.hourAt, m.hour = sec-sec%3600, hour
+		}
+	}
+	if day := sec / 86400; day != m.dayNum {
+		if day < m.dayNum {
 			// Late (a request that ended as the day turned): counted in
 			// its hour, not in today's totals.
 			return m.pendingFor(tenant, hour), &usageCounts{}
 		}
-		m.resetDay(day)
+		m.resetDay(t)
 	}
 	f := m.fresh[tenant]
 	if f == nil {
@@ -199,6 +212,16 @@ func (m *usageMeter) addEgress(tenant string, n int64) {
 	m.mu.Unlock()
 }
 
+// addCPU counts isolate CPU time no request entry counted (a WebSocket
+// event's).
+func (m *usageMeter) addCPU(tenant string, ms float64) {
+	m.mu.Lock()
+	for _, c := range m.countsBoth(tenant, time.Now()) {
+		c.CPUMs += ms
+	}
+	m.mu.Unlock()
+}
+
 // addAITokens counts tokens of a tenant's ai.run.
 func (m *usageMeter) addAITokens(tenant string, n int64) {
 	m.mu.Lock()
@@ -222,14 +245,14 @@ func (m *usageMeter) addSocketMessages(tenant string, n int64) {
 // memory included. A tenant's first call of the day (on this gateway)
 // reads its day from the store; later ones read memory only.
 func (m *usageMeter) today(tenant string) usageCounts {
-	day := time.Now().UTC().Format(time.DateOnly)
+	now := time.Now()
 	m.mu.Lock()
-	if day != m.day {
-		if day < m.day {
+	if day := now.Unix() / 86400; day != m.dayNum {
+		if day < m.dayNum {
 			m.mu.Unlock()
 			return usageCounts{}
 		}
-		m.resetDay(day)
+		m.resetDay(now)
 	}
 	if !m.loaded[tenant] {
 		m.mu.Unlock()

@@ -74,6 +74,10 @@ type Options struct {
 	// answer, and the refused invocation is neither run nor told to
 	// OnRequest. Called on every invocation: it must be cheap.
 	Admit func(registry, id, tenant string) error
+	// OnSocketEvent, if set, is told of each WebSocket event delivered to
+	// a handler (sockets.go) and the isolate CPU time it took, at most its
+	// wall time (usage metering, docs/usage.md).
+	OnSocketEvent func(registry, id, tenant string, cpu time.Duration)
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration
