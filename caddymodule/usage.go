@@ -76,15 +76,15 @@ type usageMeter struct {
 
 	mu      sync.Mutex
 	pending map[usageKey]*usageCounts
-	day     string                  // the UTC day of base and fresh
-	dayNum  int64                   // day as Unix days
+	day     string // the UTC day of base and fresh
+	dayNum  int64  // day as Unix days
 	// hourAt and hour are the newest hour counted (Unix seconds at its
 	// start, and as stored), so a count formats no time.
 	hourAt int64
 	hour   string
-	base    map[string]*usageCounts // today's totals in the store
-	fresh   map[string]*usageCounts // today's counts not yet in base
-	loaded  map[string]bool         // base read from the store today
+	base   map[string]*usageCounts // today's totals in the store
+	fresh  map[string]*usageCounts // today's counts not yet in base
+	loaded map[string]bool         // base read from the store today
 	// cut is each tenant's limit that refused it today and the handles
 	// already told so (plans.go), so each is noted once a day.
 	cut map[string]*planCut
