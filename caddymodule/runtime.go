@@ -237,11 +237,12 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 		},
 		OnRequest: func(registry, id, tenant string, r handles.Request) {
+			key := logTenant(registry, tenant)
 			if u := rt.usage.Load(); u != nil {
-				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.CPUMs, r.Bytes)
+				u.add(key, r.Time, r.DurationMs, r.CPUMs, r.Bytes)
 			}
 			if l := rt.logs.Load(); l != nil {
-				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
+				l.Append(key, id, logstore.Entry{Time: r.Time, Level: "request",
 					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs, CPUMs: r.CPUMs})
 			}
 		},
