@@ -338,3 +338,62 @@ func BenchmarkPlanCheck(b *testing.B) {
 		})
 	}
 }
+
+// cpu_ms_per_day and egress_bytes_per_day: a tenant whose visits spin
+// is cut once its isolate's CPU time reaches 100 ms (however many visits
+// that takes on a busy machine), with a system entry naming the limit;
+// a tenant answering 10 KB a visit is cut at its 11th visit by a cap of
+// 100,000 bytes; a bystander on no plan runs on.
+func TestPlanCapsCPUAndEgress(t *testing.T) {
+	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), `workers 4
+		plans {
+			plan_claim tier
+			cpu {
+				cpu_ms_per_day 100
+			}
+			egress {
+				egress_bytes_per_day 100000
+			}
+		}`)
+	caddytest.NewTester(t).InitServer(config, "caddyfile")
+	spinner := planToken(t, "spinner", "cpu", testSecret)
+	sender := planToken(t, "sender", "egress", testSecret)
+	bob := planToken(t, "bob", "", testSecret)
+	spinID := deploy(t, spinner, `async () => ({ async fetch() {
+		const end = Date.now() + 20; while (Date.now() < end) {}
+		return new Response('spun');
+	} })`, map[string]any{"timeoutMs": 2000})
+	sendID := deploy(t, sender, `async () => ({ async fetch() { return new Response('x'.repeat(10240)); } })`, nil)
+	bobID := deployCounterRetrying(t, bob)
+	cut := 0
+	for i := 1; i <= 200 && cut == 0; i++ {
+		a := do(t, "GET", site(spinID+".apps.localhost", "/"), "", nil)
+		switch {
+		case a.status == 429:
+			checkQuotaCut(t, "the spinner's visit", a)
+			cut = i
+		case a.status != 200:
+			t.Fatalf("the spinner's visit %d: %d %s", i, a.status, a.body)
+		}
+	}
+	if cut < 2 {
+		t.Fatalf("the spinner was cut at visit %d (0: never)", cut)
+	}
+	if got := planEntries(t, spinner, spinID); len(got) != 1 || !strings.Contains(got[0], "cpu_ms_per_day 100") {
+		t.Fatalf("the spinner's log: %q", got)
+	}
+	for i := 1; i <= 10; i++ {
+		if a := do(t, "GET", site(sendID+".apps.localhost", "/"), "", nil); a.status != 200 || len(a.body) != 10240 {
+			t.Fatalf("the sender's visit %d: %d", i, a.status)
+		}
+	}
+	checkQuotaCut(t, "the sender's 11th visit", do(t, "GET", site(sendID+".apps.localhost", "/"), "", nil))
+	if got := planEntries(t, sender, sendID); len(got) != 1 || !strings.Contains(got[0], "egress_bytes_per_day 100000") {
+		t.Fatalf("the sender's log: %q", got)
+	}
+	for i := 1; i <= 15; i++ {
+		if got := served(t, do(t, "GET", site(bobID+".apps.localhost", "/"), "", nil)); got != i {
+			t.Fatalf("bob's visit %d served %d", i, got)
+		}
+	}
+}
