@@ -300,7 +300,7 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 	}
 	rows := read(alice)
 	if len(rows) != 1 || rows[0].Requests != 50 || rows[0].EgressBytes < 50*10240 || rows[0].WallMs <= 0 || rows[0].Start != today+"T00:00:00Z" ||
-		rows[0].KVBytes == nil || *rows[0].KVBytes < 50*1000 || rows[0].CPUMs <= 0 || rows[0].CPUMs > rows[0].WallMs ||
+		rows[0].KVBytes == nil || *rows[0].KVBytes < 50*1000 || rows[0].CPUMs <= 0 ||
 		rows[0].SQLBytes == nil || rows[0].ObjectBytes == nil || rows[0].AITokens == nil || rows[0].WebsocketMessages == nil {
 		t.Fatalf("alice's usage: %+v", rows)
 	}

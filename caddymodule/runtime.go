@@ -253,6 +253,11 @@ func newRuntime(a *App) (*runtime, error) {
 				u.addCPU(logTenant(registry, tenant), float64(cpu.Microseconds())/1000)
 			}
 		},
+		OnRun: func(registry, tenant string, cpu time.Duration) {
+			if u := rt.usage.Load(); u != nil && tenant != "" {
+				u.addCPU(logTenant(registry, tenant), float64(cpu.Microseconds())/1000)
+			}
+		},
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
 		// A host that is no longer a domain loses its certificate at once.
 		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },

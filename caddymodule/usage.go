@@ -213,7 +213,7 @@ func (m *usageMeter) addEgress(tenant string, n int64) {
 }
 
 // addCPU counts isolate CPU time no request entry counted (a WebSocket
-// event's).
+// event's, a run's).
 func (m *usageMeter) addCPU(tenant string, ms float64) {
 	m.mu.Lock()
 	for _, c := range m.countsBoth(tenant, time.Now()) {

@@ -42,7 +42,7 @@ func usageToday(t *testing.T, tok string) usageTotals {
 // What a request entry does not count is metered too (docs/usage.md): a
 // streamed answer's bytes as they are sent, an outbound fetch's answer,
 // WebSocket messages either way (and the bytes sent), and the tenant's SQL
-// database's bytes. A CPU-heavy visit is charged its CPU. Bob, who only
+// database's bytes; a computation's CPU. Bob, who only
 // watches, is charged nothing of it.
 func TestUsageCountsStreamsSocketsFetchesAndSQL(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,6 +116,13 @@ func TestUsageCountsStreamsSocketsFetchesAndSQL(t *testing.T) {
 	// 20,000 streamed + 30,000 fetched + 3 × 1,005 sent on the socket.
 	if got.EgressBytes < 53000 || got.WebsocketMessages != 6 || got.SQLBytes < 50000 || got.CPUMs <= 0 {
 		t.Fatalf("alice's usage: %+v", got)
+	}
+	// A computation's CPU is the tenant's too.
+	if a := do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"code": "() => { const end = Date.now() + 30; while (Date.now() < end) {} return 1; }"})); a.status != 200 {
+		t.Fatalf("the computation: %d %s", a.status, a.body)
+	}
+	if after := usageToday(t, alice); after.CPUMs <= got.CPUMs || after.Requests != got.Requests {
+		t.Fatalf("alice's usage after a computation: %+v, before %+v", after, got)
 	}
 	if after := usageToday(t, bob); after != bobBefore {
 		t.Fatalf("bob was charged: %+v, then %+v", bobBefore, after)

@@ -78,6 +78,10 @@ type Options struct {
 	// a handler (sockets.go) and the isolate CPU time it took, at most its
 	// wall time (usage metering, docs/usage.md).
 	OnSocketEvent func(registry, id, tenant string, cpu time.Duration)
+	// OnRun, if set, is told of the isolate CPU time of each run of a
+	// tenant's program (a computation, a deploy, a rebuild), at most its
+	// wall time (usage metering, docs/usage.md).
+	OnRun func(registry, tenant string, cpu time.Duration)
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration

@@ -99,6 +99,9 @@ type Outcome struct {
 	// Scheduled is true when the handler is an object with a scheduled
 	// method (scheduled.go).
 	Scheduled bool `json:"scheduled,omitempty"`
+	// CPUNs is the isolate's CPU time the run was charged, in ns
+	// (threadhold.go): usage metering's (docs/usage.md).
+	CPUNs int64 `json:"cpuNs,omitempty"`
 }
 
 // Engine runs programs in V8 isolates inside the current process. It owns
@@ -354,6 +357,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 		}
 		return nil
 	})
+	out.CPUNs = max(m.hold.mark()-m.activityCPU, 0)
 	out.Logs = logs.lines()
 	if err != nil || !out.Handler || !job.RetainHandles {
 		m.kill()
