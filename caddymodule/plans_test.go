@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/coder/websocket"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
@@ -394,6 +396,63 @@ func TestPlanCapsCPUAndEgress(t *testing.T) {
 	for i := 1; i <= 15; i++ {
 		if got := served(t, do(t, "GET", site(bobID+".apps.localhost", "/"), "", nil)); got != i {
 			t.Fatalf("bob's visit %d served %d", i, got)
+		}
+	}
+}
+
+// A WebSocket open when its tenant passes its plan's limit closes (1008)
+// at the visitor's next message; a bystander's socket echoes on.
+func TestPlanClosesOpenSockets(t *testing.T) {
+	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), `plans {
+			plan_claim tier
+			tiny {
+				requests_per_day 3
+			}
+		}`)
+	caddytest.NewTester(t).InitServer(config, "caddyfile")
+	alice := planToken(t, "alice", "tiny", testSecret)
+	bob := planToken(t, "bob", "", testSecret)
+	echo := `async () => ({ async fetch(request) {
+		if (request.headers.get('Upgrade') !== 'websocket') return new Response('page');
+		const [client, server] = Object.values(new WebSocketPair());
+		server.accept();
+		server.addEventListener('message', (event) => server.send('echo ' + event.data));
+		return new Response(null, { status: 101, webSocket: client });
+	} })`
+	id, bobID := deploy(t, alice, echo, nil), deploy(t, bob, echo, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	sockets := map[string]*websocket.Conn{}
+	for _, h := range []string{id, bobID} {
+		c, _, err := dialSocket(ctx, h+".apps.localhost", "/ws") // a request
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		sockets[h] = c
+		if err := c.Write(ctx, websocket.MessageText, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readText(t, c); got != "echo one" {
+			t.Fatalf("the echo: %q", got)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 {
+			t.Fatalf("alice's visit %d: %d %s", i, a.status, a.body)
+		}
+	}
+	checkQuotaCut(t, "alice's 4th request", do(t, "GET", site(id+".apps.localhost", "/"), "", nil))
+	sockets[id].Write(ctx, websocket.MessageText, []byte("two"))
+	if code := closedWith(t, sockets[id]); code != websocket.StatusPolicyViolation {
+		t.Fatalf("alice's socket closed with %d", code)
+	}
+	for i := 0; i < 3; i++ {
+		if err := sockets[bobID].Write(ctx, websocket.MessageText, []byte("more")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readText(t, sockets[bobID]); got != "echo more" {
+			t.Fatalf("bob's echo: %q", got)
 		}
 	}
 }

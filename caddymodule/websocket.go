@@ -105,6 +105,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 		// handle's tenant's (docs/usage.md).
 		if registry, tenant := st.Owner(); tenant != "" {
 			key := logTenant(registry, tenant)
+			s.admit = func() error { return rt.admit(registry, st.HandleID(), tenant) }
 			s.meter = func(egress int64) {
 				if u := rt.usage.Load(); u != nil {
 					u.addSocketMessages(key, 1)
@@ -154,6 +155,9 @@ type socketRelay struct {
 	// meter counts a message (and the bytes sent to the visitor) to the
 	// handle's tenant's usage; nil: none.
 	meter func(egress int64)
+	// admit refuses a visitor's message once the handle's tenant is past
+	// its plan's daily limit (plans.go); nil: never.
+	admit func() error
 }
 
 func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -294,6 +298,13 @@ func (s *socketRelay) relayIn() (websocket.StatusCode, string) {
 		kind := socketrec.Text
 		if typ == websocket.MessageBinary {
 			kind = socketrec.Binary
+		}
+		if s.admit != nil && s.admit() != nil {
+			// Past the tenant's plan (docs/usage.md): the socket closes,
+			// and the handler gets its close event.
+			const reason = "the tenant reached its plan's daily limit"
+			s.close(websocket.StatusPolicyViolation, reason)
+			return websocket.StatusPolicyViolation, reason
 		}
 		err = s.deliver(kind, data)
 		switch {
