@@ -233,10 +233,8 @@ func TestPlanCapsAITokens(t *testing.T) {
 			t.Fatalf("bob's visit %d: %d %s", i, a.status, a.body)
 		}
 	}
-	a := do(t, "GET", api("/usage?by=hour"), alice, nil)
-	var out struct{ Usage []struct{ AITokens int64 } }
-	if a.status != 200 || jsonUnmarshal(a.body, &out) != nil || len(out.Usage) != 1 || out.Usage[0].AITokens != 24 {
-		t.Fatalf("alice's usage: %d %s", a.status, a.body)
+	if got := usageToday(t, alice); got.AITokens != 24 {
+		t.Fatalf("alice's usage: %+v", got)
 	}
 }
 
