@@ -150,6 +150,8 @@ type App struct {
 	// LogBytes is a tenant's stored log; past it its oldest entries go
 	// first (docs/logs.md). Default 64 MiB.
 	LogBytes int64 `json:"log_bytes,omitempty"`
+	// Plans are tenants' daily caps (docs/usage.md); nil: none.
+	Plans *Plans `json:"plans,omitempty"`
 	// JIT lets V8 compile to machine code (weakens the worker sandbox).
 	JIT bool `json:"jit,omitempty"`
 	// Wasm exposes WebAssembly; it needs JIT.

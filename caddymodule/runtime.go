@@ -257,12 +257,25 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 		},
 		OnRequest: func(registry, id, tenant string, r handles.Request) {
+			key := logTenant(registry, tenant)
 			if u := rt.usage.Load(); u != nil {
-				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.Bytes)
+				u.add(key, r.Time, r.DurationMs, r.CPUMs, r.Bytes)
 			}
 			if l := rt.logs.Load(); l != nil {
-				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
-					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
+				l.Append(key, id, logstore.Entry{Time: r.Time, Level: "request",
+					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs, CPUMs: r.CPUMs})
+			}
+		},
+		// A plan's daily caps (plans.go).
+		Admit: rt.admit,
+		OnSocketEvent: func(registry, _, tenant string, cpu time.Duration) {
+			if u := rt.usage.Load(); u != nil && tenant != "" {
+				u.addCPU(logTenant(registry, tenant), float64(cpu.Microseconds())/1000)
+			}
+		},
+		OnRun: func(registry, tenant string, cpu time.Duration) {
+			if u := rt.usage.Load(); u != nil && tenant != "" {
+				u.addCPU(logTenant(registry, tenant), float64(cpu.Microseconds())/1000)
 			}
 		},
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
@@ -330,9 +343,19 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.objects = buckets
 	fetchStreams := &capability.FetchStreams{}
 	rt.secrets = capability.NewSecrets(writer)
-	rt.ai = &capability.AI{OnTokens: func(_ string, n int64) { metricAITokens.Add(float64(n)) }}
+	rt.ai = &capability.AI{OnTokens: func(registry, tenant string, n int64) {
+		metricAITokens.Add(float64(n))
+		if u := rt.usage.Load(); u != nil {
+			u.addAITokens(logTenant(registry, tenant), n)
+		}
+	}}
 	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: fetchStreams, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{},
-		Objects: &capability.Objects{Buckets: buckets, Streams: fetchStreams}})
+		Objects: &capability.Objects{Buckets: buckets, Streams: fetchStreams},
+		OnFetchBytes: func(registry, tenant string, n int64) {
+			if u := rt.usage.Load(); u != nil {
+				u.addEgress(logTenant(registry, tenant), n)
+			}
+		}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		sqls.Close()
@@ -342,7 +365,11 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	rt.usage.Store(openUsage(backing.receipts, kvs.Used))
+	node := ""
+	if a.clustered() && a.Cluster != nil {
+		node = a.Cluster.Name
+	}
+	rt.usage.Store(openUsage(backing.receipts, node, kvs.Used, sqls.Used))
 	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry

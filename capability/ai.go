@@ -59,7 +59,7 @@ type AI struct {
 	// Client makes the upstream requests (nil: a client of its own).
 	Client *http.Client
 	// OnTokens, if set, hears each call's tokens (metrics).
-	OnTokens func(tenant string, n int64)
+	OnTokens func(registry, tenant string, n int64)
 }
 
 // Set sets (nil: removes) a registry's ai block.
@@ -91,7 +91,7 @@ func (a *AI) Tokens(tenant string) int64 {
 	return 0
 }
 
-func (a *AI) count(tenant string, u aiUsage) {
+func (a *AI) count(registry, tenant string, u aiUsage) {
 	n := int64(u.PromptTokens + u.CompletionTokens)
 	if n <= 0 {
 		return
@@ -99,7 +99,7 @@ func (a *AI) count(tenant string, u aiUsage) {
 	v, _ := a.tokens.LoadOrStore(tenant, new(atomic.Int64))
 	v.(*atomic.Int64).Add(n)
 	if a.OnTokens != nil {
-		a.OnTokens(tenant, n)
+		a.OnTokens(registry, tenant, n)
 	}
 }
 
@@ -219,7 +219,7 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 	}
 	if in.Stream {
 		pr, pw := io.Pipe()
-		go a.relaySSE(c.Tenant, res.Body, pw)
+		go a.relaySSE(c.Registry, c.Tenant, res.Body, pw)
 		token := fs.put(p, pr, cancel)
 		return wirejson.Marshal(map[string]any{"stream": token})
 	}
@@ -238,14 +238,14 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 {
 		return nil, fault.New(fault.BadRequest, "ai.run: the model's answer is not a chat completion.")
 	}
-	a.count(c.Tenant, out.Usage)
+	a.count(c.Registry, c.Tenant, out.Usage)
 	return wirejson.Marshal(map[string]any{"response": out.Choices[0].Message.Content, "usage": out.Usage})
 }
 
 // relaySSE turns the upstream's chat completion chunks into the runtime's
 // events: `data: {"response": "..."}` for each piece of text, then
 // `data: [DONE]`; the usage the last chunk reports is counted.
-func (a *AI) relaySSE(tenant string, up io.ReadCloser, w *io.PipeWriter) {
+func (a *AI) relaySSE(registry, tenant string, up io.ReadCloser, w *io.PipeWriter) {
 	defer up.Close()
 	sc := bufio.NewScanner(up)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -271,7 +271,7 @@ func (a *AI) relaySSE(tenant string, up io.ReadCloser, w *io.PipeWriter) {
 			continue
 		}
 		if chunk.Usage != nil {
-			a.count(tenant, *chunk.Usage)
+			a.count(registry, tenant, *chunk.Usage)
 		}
 		if len(chunk.Choices) == 0 || chunk.Choices[0].Delta.Content == "" {
 			continue

@@ -58,7 +58,7 @@ func TestAIStreamEvents(t *testing.T) {
 		"data: [DONE]\n\n"))
 	a := &AI{}
 	pr, pw := io.Pipe()
-	go a.relaySSE("bob", up, pw)
+	go a.relaySSE("default", "bob", up, pw)
 	out, err := io.ReadAll(pr)
 	if err != nil || string(out) != "data: {\"response\":\"a\\\"b\"}\n\ndata: [DONE]\n\n" {
 		t.Fatalf("%q %v", out, err)

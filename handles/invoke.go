@@ -182,6 +182,11 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 // isolate first when it is gone, and counting bound strikes.
 func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req program.WireRequest) (res program.WireResponse, err error) {
 	s := r.store
+	if s.opts.Admit != nil {
+		if err := s.opts.Admit(r.name, rec.ID, rec.Tenant); err != nil {
+			return program.WireResponse{}, err
+		}
+	}
 	if s.opts.OnRequest != nil {
 		// One request entry per invocation in the handle's stored log
 		// (docs/logs.md); a streamed answer's duration is to its head.
@@ -192,8 +197,13 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req pro
 				status = fault.As(err).HTTPStatus()
 			}
 			end := s.opts.Now()
+			wall := end.Sub(start)
+			// What the worker says its isolate spent, never more than the
+			// wall time the gateway saw (a worker is not trusted).
+			cpu := min(max(time.Duration(res.CPUNs), 0), wall)
 			s.opts.OnRequest(r.name, rec.ID, rec.Tenant, Request{Time: end, Method: req.Method, URL: req.URL,
-				Status: status, DurationMs: float64(end.Sub(start).Microseconds()) / 1000, Bytes: int64(len(res.Body))})
+				Status: status, DurationMs: float64(wall.Microseconds()) / 1000, Bytes: int64(len(res.Body)),
+				CPUMs: float64(cpu.Microseconds()) / 1000})
 		}()
 	}
 	cfg := r.config()

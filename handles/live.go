@@ -188,6 +188,9 @@ type Request struct {
 	Status     int
 	DurationMs float64
 	// Bytes is the answer's body when it came whole (a streamed one's is
-	// not counted).
+	// counted by whoever relays it).
 	Bytes int64
+	// CPUMs is the isolate's CPU time the invocation was charged
+	// (sandbox's threadhold.go), at most its DurationMs.
+	CPUMs float64
 }

@@ -279,7 +279,12 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 // when every isolate slot is taken.
 func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		out, err := r.store.opts.Executor.RunFor(ctx, tenant, job)
+		if r.store.opts.OnRun != nil && out.CPUNs > 0 {
+			// Never more than the wall time the gateway saw.
+			r.store.opts.OnRun(r.name, tenant, min(time.Duration(out.CPUNs), time.Since(start)))
+		}
 		if !errors.Is(err, worker.ErrNoCapacity) {
 			return out, err
 		}

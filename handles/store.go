@@ -69,6 +69,19 @@ type Options struct {
 	// OnRequest is told of every invocation of a handle, as it ends (the
 	// request entries of its stored log, docs/logs.md).
 	OnRequest func(registry, id, tenant string, r Request)
+	// Admit, when set, may refuse an invocation of a tenant's handle before
+	// it runs (a plan's daily cap, docs/usage.md): its error is the
+	// answer, and the refused invocation is neither run nor told to
+	// OnRequest. Called on every invocation: it must be cheap.
+	Admit func(registry, id, tenant string) error
+	// OnSocketEvent, if set, is told of each WebSocket event delivered to
+	// a handler (sockets.go) and the isolate CPU time it took, at most its
+	// wall time (usage metering, docs/usage.md).
+	OnSocketEvent func(registry, id, tenant string, cpu time.Duration)
+	// OnRun, if set, is told of the isolate CPU time of each run of a
+	// tenant's program (a computation, a deploy, a rebuild), at most its
+	// wall time (usage metering, docs/usage.md).
+	OnRun func(registry, tenant string, cpu time.Duration)
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration

@@ -167,3 +167,9 @@ func (st *Stream) readWhole(ctx context.Context, max int) (body []byte, release 
 		}
 	}
 }
+
+// Owner answers the registry and tenant of the stream's handle (tenant ""
+// once the handle has ended): whom its bytes are metered to (docs/usage.md).
+func (st *Stream) Owner() (registry, tenant string) {
+	return st.registry.name, st.registry.store.tenantOf(st.id)
+}

@@ -51,6 +51,9 @@ type Outcome struct {
 	// Scheduled is true when the handler is an object with a scheduled
 	// method (events.go).
 	Scheduled bool `json:"scheduled,omitempty"`
+	// CPUNs is the isolate's CPU time the run was charged, in ns
+	// (sandbox/threadhold.go): usage metering's (docs/usage.md).
+	CPUNs int64 `json:"cpuNs,omitempty"`
 }
 
 // LogEntry is one console call of a retained handler, for the handle's log.

@@ -29,6 +29,10 @@ type WireResponse struct {
 	// Relay, when set, names a streamed fetch answer the handler returned
 	// as its body unread: the gateway sends it to the visitor itself.
 	Relay string `json:"relay,omitempty"`
+	// CPUNs is the isolate's CPU time the invocation was charged, in ns
+	// (sandbox/threadhold.go; a failed invocation's too): usage metering's
+	// (docs/usage.md). Set by the isolate's loop, never by the handler.
+	CPUNs int64 `json:"cpuNs,omitempty"`
 }
 
 // BodyBytes is the body (nil for none).

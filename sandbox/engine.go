@@ -318,6 +318,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 		}
 		return nil
 	})
+	out.CPUNs = max(m.hold.mark()-m.activityCPU, 0)
 	out.Logs = logs.lines()
 	if err != nil || !out.Handler || !job.RetainHandles {
 		m.kill()
@@ -440,6 +441,9 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 			}
 			m.serve(raw, body, func(res WireResponse, err error) {
 				replied = true
+				// The isolate's CPU since the invocation began (its
+				// activity, bounds.go), to its answer (docs/usage.md).
+				res.CPUNs = max(m.hold.mark()-m.activityCPU, 0)
 				done(res, collected.logEntries(), err)
 			})
 			m.sink = saved
@@ -479,6 +483,7 @@ func (e *Engine) forget(id string, m *vm) {
 // response settles; ctx.waitUntil work keeps running within the same bound.
 func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 	if m.dead {
+		m.activityCPU = m.hold.mark() // nothing to charge (docs/usage.md)
 		respond(WireResponse{}, m.goneErr())
 		return
 	}

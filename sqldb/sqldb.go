@@ -319,6 +319,20 @@ func (d *DBs) export(ctx context.Context, x *db, epoch uint64) (*Export, error) 
 	return &Export{File: f, Size: st.Size(), x: x}, nil
 }
 
+// Used is what tenant's database takes on disk now (its file and its
+// write-ahead log; 0 for none), for usage metering (docs/usage.md). In a
+// cluster its pages are in PostgreSQL and this answers 0 (not metered yet).
+func (d *DBs) Used(registry, tenant string) int64 {
+	path := filepath.Join(d.opts.Dir, Key(registry, tenant)+".sqlite")
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
 // fence answers this gateway's fence for the tenant's space (0 on one
 // machine): an error when another gateway owns it.
 func (d *DBs) fence(ctx context.Context, registry, tenant string) (uint64, error) {

@@ -29,7 +29,7 @@ import (
 // without the others'.
 const (
 	invokeRequestVersion = 1
-	invokeReplyVersion   = 1
+	invokeReplyVersion   = 2
 	streamReplyVersion   = 1
 )
 
@@ -252,6 +252,7 @@ func (a InvokeReply) EncodeFrame() []byte {
 		w.str(l.Message)
 	}
 	w.fault(a.Fault)
+	w.num(res.CPUNs)
 	return w.b
 }
 
@@ -274,6 +275,7 @@ func (a *InvokeReply) DecodeFrame(b []byte) error {
 		}
 	}
 	a.Fault = r.fault()
+	res.CPUNs = r.num()
 	return r.end()
 }
 

@@ -14,7 +14,7 @@ import (
 
 func sampleReply() InvokeReply {
 	return InvokeReply{
-		Response: program.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: []byte("{\"served\":1}\x00\xff"), Stream: 7, Relay: "r1"},
+		Response: program.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: []byte("{\"served\":1}\x00\xff"), Stream: 7, Relay: "r1", CPUNs: 1234567},
 		Logs:     []program.LogEntry{{Time: time.Unix(1700000000, 123456789).UTC(), Level: "warn", Message: "line\nwith a newline \x00 and a NUL"}},
 		Fault:    &Fault{Code: fault.Timeout, Message: "slow", Collateral: true},
 	}
