@@ -329,6 +329,23 @@ func TestObjects(t *testing.T) {
 	if a := do(t, "GET", site(bobFiles, "/served"), "", nil); string(a.body) != `{"served":3}` {
 		t.Fatalf("the bystander's counter: %d %s", a.status, a.body)
 	}
+
+	// Usage shows each tenant's own bucket (docs/usage.md): what its
+	// listing adds up to, not the other's.
+	for _, tok := range []string{alice, bob} {
+		var list struct{ Objects []struct{ Size int64 } }
+		json.Unmarshal(do(t, "GET", api("/objects?prefix="), tok, nil).body, &list)
+		want := int64(0)
+		for _, o := range list.Objects {
+			want += o.Size
+		}
+		a = do(t, "GET", api("/usage?by=day"), tok, nil)
+		var u struct{ Usage []struct{ ObjectBytes int64 } }
+		json.Unmarshal(a.body, &u)
+		if a.status != 200 || len(u.Usage) == 0 || want == 0 || u.Usage[len(u.Usage)-1].ObjectBytes != want {
+			t.Fatalf("usage (the bucket lists %d bytes): %d %s", want, a.status, a.body)
+		}
+	}
 }
 
 // putEarly sends a PUT whose answer may come before its body is read

@@ -73,6 +73,9 @@ type usageMeter struct {
 	// kvUsed and sqlUsed are what a tenant stores now.
 	kvUsed  func(registry, tenant string) int64
 	sqlUsed func(registry, tenant string) int64
+	// objectsUsed is what a tenant keeps in its bucket now (set after
+	// opening: the buckets open beside the meter).
+	objectsUsed func(registry, tenant string) int64
 
 	mu      sync.Mutex
 	pending map[usageKey]*usageCounts
@@ -421,8 +424,8 @@ type usageRow struct {
 	Tenant   string `json:"tenant,omitempty"`
 	Start    string `json:"start"`
 	usageCounts
-	// ObjectBytes is what the tenant stores in objects: not metered yet
-	// (docs/usage.md).
+	// ObjectBytes is what the tenant stores in objects, read for the
+	// period that is running only (docs/usage.md).
 	ObjectBytes int64 `json:"objectBytes"`
 }
 
@@ -486,6 +489,9 @@ func (m *usageMeter) list(tenant string, q usageQuery) ([]usageRow, error) {
 			}
 		}
 		row := usageRow{Start: b.start, usageCounts: *s}
+		if b.start == current && m.objectsUsed != nil {
+			row.ObjectBytes = m.objectsUsed(registry, owner)
+		}
 		if tenant == "" {
 			row.Registry, row.Tenant = registry, owner
 		}
