@@ -115,6 +115,11 @@ func TestSchedulesFireEachTickOnce(t *testing.T) {
 	}
 	clock.Add(time.Minute) // 00:02:01
 	eventually(t, "the second tick", func() bool { return fired(t, reg, "alice", id).Tries == 2 })
+	// The firing is listed after its handler returned: wait for the list.
+	eventually(t, "the second tick listed", func() bool {
+		info, err := reg.Schedules("alice", id)
+		return err == nil && len(info.Firings) == 2
+	})
 	info, err := reg.Schedules("alice", id)
 	if err != nil || len(info.Schedules) != 1 || !info.Schedules[0].Next.Equal(t0.Add(3*time.Minute)) {
 		t.Fatalf("schedules: %+v %v", info, err)
