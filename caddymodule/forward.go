@@ -327,7 +327,7 @@ func (n *clusterNode) forwardLink(w http.ResponseWriter, r *http.Request, addr s
 	defer linkBufs.Put(buf)
 	rc := http.NewResponseController(w)
 	for {
-		k, err := s.in.Read(*buf)
+		k, err := s.in.read(*buf, r.Context().Done())
 		if k > 0 {
 			if _, werr := w.Write((*buf)[:k]); werr != nil {
 				s.reset()

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -59,7 +61,11 @@ const (
 	// request's or answer's head.
 	linkWindow  = 256 << 10
 	linkMaxData = 32 << 10
-	linkMaxHead = 4 << 20
+	linkMaxHead = 2 << 20
+	// linkConnWindow is how many body bytes all the streams of one
+	// connection may have in flight in one direction: what a receiver
+	// holds for a connection, however many streams it carries.
+	linkConnWindow = 16 << 20
 	// linkMaxStreams is the most streams an owner serves on one
 	// connection at once; past it a new one is reset (the forwarder
 	// answers the retryable 503).
@@ -89,12 +95,68 @@ type linkConn struct {
 	mu      sync.Mutex
 	streams map[uint32]*linkStream
 	nextID  uint32
+
+	// room is what this side may still send of bodies on the connection
+	// (the other side's linkConnWindow); held what it holds of the other
+	// side's, and freed what it freed of that since its last window
+	// frame for the connection (stream 0).
+	room  linkCredit
+	held  atomic.Int64
+	freed atomic.Int64
 }
 
 func newLinkConn(c net.Conn, br *bufio.Reader) *linkConn {
 	l := &linkConn{c: c, br: br, wake: make(chan struct{}, 1), done: make(chan struct{}), streams: map[uint32]*linkStream{}}
+	l.room.init(linkConnWindow)
 	go l.writeLoop()
 	return l
+}
+
+// received counts body bytes the other side sent; false when they are
+// past the connection's window.
+func (l *linkConn) received(n int) bool {
+	return l.held.Add(int64(n)) <= linkConnWindow
+}
+
+// free gives back n received body bytes (read, or dropped), telling the
+// other side once an eighth of the window is free again.
+func (l *linkConn) free(n int) {
+	if n <= 0 {
+		return
+	}
+	l.held.Add(-int64(n))
+	if f := l.freed.Add(int64(n)); f >= linkConnWindow/8 && l.freed.CompareAndSwap(f, 0) {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(f))
+		l.send(appendFrame(nil, frameWindow, 0, b[:]))
+	}
+}
+
+// window takes a window frame's room.
+func (l *linkConn) window(id uint32, payload []byte) {
+	if len(payload) != 4 {
+		return
+	}
+	n := int(binary.BigEndian.Uint32(payload))
+	if id == 0 {
+		l.room.add(n)
+	} else if s := l.stream(id); s != nil {
+		s.out.add(n)
+	}
+}
+
+// data takes a data frame: the stream's, or dropped (and given back)
+// when the stream is gone here. False when the sender went past a window.
+func (l *linkConn) data(id uint32, payload []byte) bool {
+	if !l.received(len(payload)) {
+		return false
+	}
+	s := l.stream(id)
+	if s == nil {
+		l.free(len(payload))
+		return true
+	}
+	return s.in.push(payload)
 }
 
 // send queues frames for the writer; it never blocks on the network
@@ -154,6 +216,7 @@ func (l *linkConn) fail(err error) {
 		for _, s := range streams {
 			s.end(errLinkDown)
 		}
+		l.room.close(errLinkDown)
 	})
 }
 
@@ -248,14 +311,16 @@ type linkInbox struct {
 	err      error // io.EOF at the end
 	notify   chan struct{}
 	deadline time.Time
-	read     int // read since the last window frame
-	// grant tells the sender of room made by reading.
+	unacked  int // read since the last window frame
+	// grant tells the sender of room made by reading; free gives bytes
+	// back to the connection's window (read, or dropped).
 	grant func(n int)
+	free  func(n int)
 }
 
-func (b *linkInbox) init(grant func(int)) {
+func (b *linkInbox) init(grant, free func(int)) {
 	b.notify = make(chan struct{}, 1)
-	b.grant = grant
+	b.grant, b.free = grant, free
 }
 
 func (b *linkInbox) poke() {
@@ -268,16 +333,18 @@ func (b *linkInbox) poke() {
 // push adds received bytes; false when the sender went past its window.
 func (b *linkInbox) push(p []byte) bool {
 	b.mu.Lock()
-	if b.err != nil {
+	if b.err != nil && b.err != io.EOF {
 		b.mu.Unlock()
+		b.free(len(p))
 		return true // abandoned on this side: dropped
 	}
-	if b.off == len(b.data) {
-		b.data, b.off = b.data[:0], 0
-	}
-	if len(b.data)-b.off+len(p) > linkWindow {
+	if b.err != nil || len(b.data)-b.off+len(p) > linkWindow {
 		b.mu.Unlock()
-		return false
+		return false // past the end, or past the window
+	}
+	if b.off > 0 && len(b.data)+len(p) > cap(b.data) {
+		b.data = b.data[:copy(b.data, b.data[b.off:])]
+		b.off = 0
 	}
 	b.data = append(b.data, p...)
 	b.mu.Unlock()
@@ -285,12 +352,23 @@ func (b *linkInbox) push(p []byte) bool {
 	return true
 }
 
+// close ends the bytes to come with err: io.EOF or errLinkDown (what is
+// held is still read first), or errLinkReset, which drops what is held.
 func (b *linkInbox) close(err error) {
 	b.mu.Lock()
-	if b.err == nil {
+	dropped := 0
+	switch {
+	case err == errLinkReset:
+		// Abandoned: what is held is dropped, and the body never reads
+		// as whole.
 		b.err = err
+		dropped = len(b.data) - b.off
+		b.data, b.off = nil, 0
+	case b.err == nil:
+		b.err = err // io.EOF, or the link's end: what is held is read first
 	}
 	b.mu.Unlock()
+	b.free(dropped)
 	b.poke()
 }
 
@@ -301,18 +379,22 @@ func (b *linkInbox) setDeadline(t time.Time) {
 	b.poke()
 }
 
-func (b *linkInbox) Read(p []byte) (int, error) {
+func (b *linkInbox) Read(p []byte) (int, error) { return b.read(p, nil) }
+
+// read reads, or answers context.Canceled once done is closed.
+func (b *linkInbox) read(p []byte, done <-chan struct{}) (int, error) {
 	for {
 		b.mu.Lock()
 		if b.off < len(b.data) {
 			n := copy(p, b.data[b.off:])
 			b.off += n
-			b.read += n
+			b.unacked += n
 			var grant int
-			if b.read >= linkWindow/4 && b.err == nil {
-				grant, b.read = b.read, 0
+			if b.unacked >= linkWindow/4 && b.err == nil {
+				grant, b.unacked = b.unacked, 0
 			}
 			b.mu.Unlock()
+			b.free(n)
 			if grant > 0 {
 				b.grant(grant)
 			}
@@ -325,7 +407,7 @@ func (b *linkInbox) Read(p []byte) (int, error) {
 		}
 		deadline := b.deadline
 		b.mu.Unlock()
-		if err := waitNotify(b.notify, deadline, nil); err != nil {
+		if err := waitNotify(b.notify, deadline, done); err != nil {
 			return 0, err
 		}
 	}
@@ -360,26 +442,36 @@ func waitNotify(notify chan struct{}, deadline time.Time, done <-chan struct{}) 
 
 // linkCredit is the room a stream has to send body bytes.
 type linkCredit struct {
-	mu       sync.Mutex
-	room     int
-	err      error
-	notify   chan struct{}
+	mu   sync.Mutex
+	room int
+	err  error
+	// wake is closed (and replaced) at every change: every waiter
+	// looks again (a connection's room has many).
+	wake     chan struct{}
 	deadline time.Time
 }
 
-func (c *linkCredit) init() {
-	c.room = linkWindow
-	c.notify = make(chan struct{}, 1)
+func (c *linkCredit) init(room int) {
+	c.room = room
+	c.wake = make(chan struct{})
+}
+
+// tryTake takes n bytes of room if there are as many, at once.
+func (c *linkCredit) tryTake(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil || c.room < n {
+		return false
+	}
+	c.room -= n
+	return true
 }
 
 func (c *linkCredit) add(n int) {
 	c.mu.Lock()
 	c.room += n
+	c.changed()
 	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
 }
 
 func (c *linkCredit) close(err error) {
@@ -387,21 +479,21 @@ func (c *linkCredit) close(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+	c.changed()
 	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
 }
 
 func (c *linkCredit) setDeadline(t time.Time) {
 	c.mu.Lock()
 	c.deadline = t
+	c.changed()
 	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
+}
+
+// changed wakes every waiter; c.mu is held.
+func (c *linkCredit) changed() {
+	close(c.wake)
+	c.wake = make(chan struct{})
 }
 
 // take waits for room and takes up to n bytes of it.
@@ -419,25 +511,46 @@ func (c *linkCredit) take(n int, done <-chan struct{}) (int, error) {
 			c.mu.Unlock()
 			return n, nil
 		}
-		deadline := c.deadline
+		deadline, wake := c.deadline, c.wake
 		c.mu.Unlock()
-		if err := waitNotify(c.notify, deadline, done); err != nil {
+		if err := waitNotify(wake, deadline, done); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// sendBody sends p as data frames, within the stream's room.
+// sendBody sends p as data frames, within the stream's room and the
+// connection's.
 func (s *linkStream) sendBody(p []byte, done <-chan struct{}) error {
 	for len(p) > 0 {
 		n, err := s.out.take(min(len(p), linkMaxData), done)
 		if err != nil {
 			return err
 		}
-		s.conn.send(appendFrame(nil, frameData, s.id, p[:n]))
-		p = p[n:]
+		m, err := s.conn.room.take(n, done)
+		if err != nil {
+			return err
+		}
+		if m < n {
+			s.out.add(n - m)
+		}
+		s.conn.send(appendFrame(nil, frameData, s.id, p[:m]))
+		p = p[m:]
 	}
 	return nil
+}
+
+// tryRoom takes room for n bytes on the stream and the connection at
+// once, or none.
+func (s *linkStream) tryRoom(n int) bool {
+	if !s.out.tryTake(n) {
+		return false
+	}
+	if !s.conn.room.tryTake(n) {
+		s.out.add(n)
+		return false
+	}
+	return true
 }
 
 // newStream registers a stream on l.
@@ -447,8 +560,8 @@ func (l *linkConn) newStream(id uint32) *linkStream {
 		var b [4]byte
 		binary.BigEndian.PutUint32(b[:], uint32(n))
 		l.send(appendFrame(nil, frameWindow, id, b[:]))
-	})
-	s.out.init()
+	}, l.free)
+	s.out.init(linkWindow)
 	return s
 }
 
@@ -669,6 +782,17 @@ func (c *linkClient) readLoop(l *linkConn) {
 		if cap(payload) > cap(buf) {
 			buf = payload[:0]
 		}
+		switch typ {
+		case frameData:
+			if !l.data(id, payload) {
+				l.fail(errors.New("a member sent past a window"))
+				return
+			}
+			continue
+		case frameWindow:
+			l.window(id, payload)
+			continue
+		}
 		s := l.stream(id)
 		if s == nil {
 			continue // abandoned here
@@ -687,11 +811,6 @@ func (c *linkClient) readLoop(l *linkConn) {
 				l.fail(errors.New("a second answer on the link"))
 				return
 			}
-		case frameData:
-			if !s.in.push(payload) {
-				l.fail(errors.New("a member sent past its window"))
-				return
-			}
 		case frameEnd:
 			l.drop(id)
 			s.in.close(io.EOF)
@@ -699,36 +818,32 @@ func (c *linkClient) readLoop(l *linkConn) {
 		case frameReset:
 			l.drop(id)
 			s.end(errLinkReset)
-		case frameWindow:
-			if len(payload) == 4 {
-				s.out.add(int(binary.BigEndian.Uint32(payload)))
-			}
 		}
 	}
 }
 
-// open starts a stream for a request on l and sends its head, and the
-// body held whole (or none) with it.
-func (l *linkConn) open(head []byte, held []byte, hasBody bool) *linkStream {
+// open starts a stream for a request on l and sends its head, with the
+// body held whole (or none) and its end when there is room for them at
+// once; otherwise they are the caller's to send (pump).
+func (l *linkConn) open(head []byte, held []byte, hasBody bool) (s *linkStream, sent bool) {
 	l.mu.Lock()
 	l.nextID++
-	s := l.newStream(l.nextID)
+	s = l.newStream(l.nextID)
 	s.answer = make(chan linkAnswer, 1)
-	// A body held whole is at most ForwardDigestBody, within the window.
-	s.out.room -= len(held)
 	l.streams[s.id] = s
 	l.mu.Unlock()
 	frames := appendFrame(make([]byte, 0, frameHeadSize*4+len(head)+len(held)), frameHead, s.id, head)
-	if !hasBody {
+	if !hasBody && s.tryRoom(len(held)) {
 		for len(held) > 0 {
 			n := min(len(held), linkMaxData)
 			frames = appendFrame(frames, frameData, s.id, held[:n])
 			held = held[n:]
 		}
 		frames = appendFrame(frames, frameEnd, s.id, nil)
+		sent = true
 	}
 	l.send(frames)
-	return s
+	return s, sent
 }
 
 // linkRequestHead encodes what the owner rebuilds a request from: r's
@@ -768,7 +883,10 @@ func (c *linkClient) roundTrip(ctx context.Context, addr string, r *http.Request
 	if err != nil {
 		return nil, linkAnswer{}, err
 	}
-	s := l.open(linkRequestHead(r, forwarded, contentLength), held, body != nil)
+	s, sent := l.open(linkRequestHead(r, forwarded, contentLength), held, body != nil)
+	if body == nil && !sent {
+		body = bytes.NewReader(held)
+	}
 	if body != nil {
 		go s.pump(body, ctx.Done())
 	}
@@ -896,24 +1014,26 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 			go ls.run(l, s, r)
 			continue
 		}
+		switch typ {
+		case frameData:
+			if !l.data(id, payload) {
+				return
+			}
+			continue
+		case frameWindow:
+			l.window(id, payload)
+			continue
+		}
 		s := l.stream(id)
 		if s == nil {
 			continue
 		}
 		switch typ {
-		case frameData:
-			if !s.in.push(payload) {
-				return
-			}
 		case frameEnd:
 			s.in.close(io.EOF)
 		case frameReset:
 			l.drop(id)
 			s.end(errLinkReset)
-		case frameWindow:
-			if len(payload) == 4 {
-				s.out.add(int(binary.BigEndian.Uint32(payload)))
-			}
 		}
 	}
 }
@@ -962,6 +1082,7 @@ func (ls *linkServer) run(l *linkConn, s *linkStream, r *http.Request) {
 			w.finish()
 			l.drop(s.id)
 		}
+		s.in.close(errLinkReset) // what the handler left unread is dropped
 		s.cancel()
 		if p != nil && p != http.ErrAbortHandler {
 			panic(p)
@@ -1073,17 +1194,12 @@ func (w *linkWriter) finish() {
 	}
 	frames := w.headFrame(nil)
 	if len(w.held) > 0 {
-		n, err := w.s.out.take(len(w.held), w.done)
-		if err != nil {
-			w.s.conn.send(frames)
-			w.s.reset()
-			return
-		}
-		frames = appendFrame(frames, frameData, w.s.id, w.held[:n])
-		if n < len(w.held) {
+		if w.s.tryRoom(len(w.held)) {
+			frames = appendFrame(frames, frameData, w.s.id, w.held)
+		} else {
 			w.s.conn.send(frames)
 			frames = nil
-			if w.s.sendBody(w.held[n:], w.done) != nil {
+			if w.s.sendBody(w.held, w.done) != nil {
 				w.s.reset()
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -384,5 +385,66 @@ func TestLinkForwardsAreChecked(t *testing.T) {
 	w, got, _ = forwardOnce(t, n, httptest.NewRequest("GET", "/forged", nil), addr, true)
 	if got != forwardRelayed || w.Code != 200 || w.Body.String() != "the handler" || w.Header().Get(notOwnerHeader) != "" || w.Header().Get("Retainer-Other") != "" {
 		t.Fatalf("a forged mark: %v %d %v %q", got, w.Code, w.Header(), w.Body)
+	}
+}
+
+// TestLinkRefusesAPeerPastItsWindow: a peer on the cluster's network
+// that sends body bytes past a stream's window, or past its connection's
+// across streams whose handlers read nothing, has its connection closed
+// (the owner holds at most the windows, not what the peer sends), and a
+// bystander's forwards on their own connection are served meanwhile.
+func TestLinkRefusesAPeerPastItsWindow(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	release := make(chan struct{})
+	defer close(release)
+	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		io.WriteString(w, "served")
+	}))
+	head := func(target string) []byte {
+		return linkRequestHead(httptest.NewRequest("POST", target, nil), "none", -1)
+	}
+	closed := func(name string, frames []byte) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go c.Write(append([]byte(linkPreface), frames...))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// Closed: the end of the stream, or a reset (unread bytes).
+		_, err = io.Copy(io.Discard, c)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: the connection was not closed: %v", name, err)
+		}
+	}
+	chunk := make([]byte, linkMaxData)
+	var frames []byte
+	frames = appendFrame(frames, frameHead, 1, head("/hold"))
+	for range linkWindow/linkMaxData + 1 {
+		frames = appendFrame(frames, frameData, 1, chunk)
+	}
+	closed("past a stream's window", frames)
+
+	frames = nil
+	for id := uint32(1); id <= linkConnWindow/(linkWindow-linkMaxData)+1; id++ {
+		frames = appendFrame(frames, frameHead, id, head("/hold"))
+		for range linkWindow/linkMaxData - 1 {
+			frames = appendFrame(frames, frameData, id, chunk)
+		}
+	}
+	closed("past the connection's window", frames)
+
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+	if w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || got != forwardRelayed || w.Body.String() != "served" {
+		t.Fatalf("the bystander's forward: %v %v %d %q", p, got, w.Code, w.Body.String())
 	}
 }
