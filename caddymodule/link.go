@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,6 +286,10 @@ type linkStream struct {
 	answer chan linkAnswer
 	// cancel ends the handler's context (owner's side).
 	cancel context.CancelFunc
+	// ended is closed when the stream ends before its time (reset, or
+	// the connection's end).
+	ended   chan struct{}
+	endOnce sync.Once
 }
 
 // end ends both directions of the stream with err.
@@ -293,6 +299,7 @@ func (s *linkStream) end(err error) {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.endOnce.Do(func() { close(s.ended) })
 }
 
 // reset abandons the stream: the other side is told, and it is forgotten.
@@ -555,7 +562,7 @@ func (s *linkStream) tryRoom(n int) bool {
 
 // newStream registers a stream on l.
 func (l *linkConn) newStream(id uint32) *linkStream {
-	s := &linkStream{id: id, conn: l}
+	s := &linkStream{id: id, conn: l, ended: make(chan struct{})}
 	s.in.init(func(n int) {
 		var b [4]byte
 		binary.BigEndian.PutUint32(b[:], uint32(n))
@@ -895,8 +902,15 @@ func (c *linkClient) roundTrip(ctx context.Context, addr string, r *http.Request
 	select {
 	case a := <-s.answer:
 		return s, a, nil
-	case <-s.conn.done:
+	case <-s.ended:
 		// The answer may have come just before.
+		select {
+		case a := <-s.answer:
+			return s, a, nil
+		default:
+		}
+		return nil, linkAnswer{}, fmt.Errorf("the member ended the forward before its answer: %w", errLinkReset)
+	case <-s.conn.done:
 		select {
 		case a := <-s.answer:
 			return s, a, nil
@@ -1085,7 +1099,10 @@ func (ls *linkServer) run(l *linkConn, s *linkStream, r *http.Request) {
 		s.in.close(errLinkReset) // what the handler left unread is dropped
 		s.cancel()
 		if p != nil && p != http.ErrAbortHandler {
-			panic(p)
+			// As net/http's server does: the request ends, the gateway
+			// goes on.
+			buf := make([]byte, 64<<10)
+			log.Printf("link: panic serving a forwarded %s %s: %v\n%s", r.Method, r.URL.Path, p, buf[:goruntime.Stack(buf, false)])
 		}
 	}()
 	ls.handler.ServeHTTP(w, r)

@@ -448,3 +448,29 @@ func TestLinkRefusesAPeerPastItsWindow(t *testing.T) {
 		t.Fatalf("the bystander's forward: %v %v %d %q", p, got, w.Code, w.Body.String())
 	}
 }
+
+// TestLinkHandlerPanicEndsItsForwardOnly: a handler that panics at the
+// owner ends its own forward with the retryable 503 at once (not after
+// the lease), the owner goes on, and the next forward on the same
+// connection is served.
+func TestLinkHandlerPanicEndsItsForwardOnly(t *testing.T) {
+	addr, _, accepted := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("a bug")
+		}
+		io.WriteString(w, "served")
+	}))
+	n := &clusterNode{secret: []byte(strings.Repeat("s", 32)), link: newLinkClient(time.Minute)}
+	defer n.link.close()
+	start := time.Now()
+	w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/panic", nil), addr, false)
+	if p != nil || got != forwardFailed || w.Code != 503 || w.Header().Get("Retry-After") == "" || time.Since(start) > 30*time.Second {
+		t.Fatalf("a forward whose handler panicked: %v %v %d %v after %v", p, got, w.Code, w.Header(), time.Since(start))
+	}
+	if w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || got != forwardRelayed || w.Body.String() != "served" {
+		t.Fatalf("the next forward: %v %v %d %q", p, got, w.Code, w.Body.String())
+	}
+	if accepted.n.Load() != 1 {
+		t.Fatalf("%d connections, want 1", accepted.n.Load())
+	}
+}
