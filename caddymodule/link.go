@@ -186,6 +186,9 @@ func (l *linkConn) writeLoop() {
 		case <-l.done:
 			return
 		}
+		// The other forwards that are ready to run queue their frames
+		// first, and leave in the same write.
+		goruntime.Gosched()
 		l.wmu.Lock()
 		out, l.queued = l.queued, out[:0]
 		l.wmu.Unlock()
@@ -452,15 +455,14 @@ type linkCredit struct {
 	mu   sync.Mutex
 	room int
 	err  error
-	// wake is closed (and replaced) at every change: every waiter
-	// looks again (a connection's room has many).
+	// wake, made by the first waiter, is closed at every change: every
+	// waiter looks again (a connection's room has many).
 	wake     chan struct{}
 	deadline time.Time
 }
 
 func (c *linkCredit) init(room int) {
 	c.room = room
-	c.wake = make(chan struct{})
 }
 
 // tryTake takes n bytes of room if there are as many, at once.
@@ -499,8 +501,10 @@ func (c *linkCredit) setDeadline(t time.Time) {
 
 // changed wakes every waiter; c.mu is held.
 func (c *linkCredit) changed() {
-	close(c.wake)
-	c.wake = make(chan struct{})
+	if c.wake != nil {
+		close(c.wake)
+		c.wake = nil
+	}
 }
 
 // take waits for room and takes up to n bytes of it.
@@ -517,6 +521,9 @@ func (c *linkCredit) take(n int, done <-chan struct{}) (int, error) {
 			c.room -= n
 			c.mu.Unlock()
 			return n, nil
+		}
+		if c.wake == nil {
+			c.wake = make(chan struct{})
 		}
 		deadline, wake := c.deadline, c.wake
 		c.mu.Unlock()

@@ -170,14 +170,15 @@ func TestLinkMultiplexesForwards(t *testing.T) {
 func TestLinkOwnerDiesMidStream(t *testing.T) {
 	secret := []byte(strings.Repeat("s", 32))
 	var inFlight sync.WaitGroup
-	inFlight.Add(22)
+	inFlight.Add(21)
 	release := make(chan struct{})
 	addr, sl, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/half" {
 			io.WriteString(w, "the first half")
 			w.(http.Flusher).Flush()
+		} else {
+			inFlight.Done()
 		}
-		inFlight.Done()
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -207,8 +208,17 @@ func TestLinkOwnerDiesMidStream(t *testing.T) {
 	big := httptest.NewRequest("POST", "/hold", strings.NewReader(strings.Repeat("b", 4<<20)))
 	big.ContentLength = -1
 	send("/big", big)
-	send("/half", httptest.NewRequest("GET", "/half", nil))
+	// The answer under way: relayed in part to its visitor before the
+	// owner dies.
+	half := &notifyRecorder{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan struct{})}
+	go func() {
+		defer func() { results <- result{"/half", half.ResponseRecorder, forwardRelayed, recover()} }()
+		r := httptest.NewRequest("GET", "/half", nil)
+		fb, _ := readForwardBody(r)
+		n.forwardTo(half, r, addr, forward{Kind: "data", Registry: "r"}, fb, false)
+	}()
 	inFlight.Wait()
+	<-half.wrote
 
 	sl.Close() // the owner's process ends: its sockets close
 	deadline := time.After(10 * time.Second)
@@ -473,4 +483,17 @@ func TestLinkHandlerPanicEndsItsForwardOnly(t *testing.T) {
 	if accepted.n.Load() != 1 {
 		t.Fatalf("%d connections, want 1", accepted.n.Load())
 	}
+}
+
+// notifyRecorder closes wrote at its first write.
+type notifyRecorder struct {
+	*httptest.ResponseRecorder
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func (r *notifyRecorder) Write(p []byte) (int, error) {
+	n, err := r.ResponseRecorder.Write(p)
+	r.once.Do(func() { close(r.wrote) })
+	return n, err
 }
