@@ -116,6 +116,7 @@ func (rt *runtime) Destruct() error {
 	close(rt.closing)
 	if rt.cluster != nil {
 		rt.cluster.server.Close()
+		rt.cluster.link.close()
 	}
 	rt.kv.Close() // commits what is pending
 	rt.sql.Close()
