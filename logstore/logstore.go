@@ -58,8 +58,9 @@ const (
 	// flushEvery, or until flushAt of them wait (or a handle's wait is
 	// a quarter full), and are committed in one transaction, so a busy
 	// handle's logging costs one commit a second rather than one per
-	// entry. Commits asked for early are at least flushGap apart, so a
-	// flooding handle cannot make the store commit back to back.
+	// entry. Commits asked for early are at least flushGap apart (and
+	// twice the last one's duration), so a flooding handle cannot make
+	// the store commit back to back.
 	flushEvery = time.Second
 	flushAt    = 512
 	flushGap   = 20 * time.Millisecond
@@ -218,17 +219,24 @@ func (s *Store) loop() {
 	sweep := time.NewTicker(time.Hour)
 	defer sweep.Stop()
 	s.Sweep()
-	last := time.Now()
+	// next is the earliest an early commit may start: flushGap after the
+	// last, or twice as long as it took, so that the store's writer is
+	// free at least two thirds of the time for everyone else's writes.
+	next := time.Now()
+	flush := func() {
+		start := time.Now()
+		s.Flush()
+		next = time.Now().Add(max(flushGap, 2*time.Since(start)))
+	}
 	for {
 		select {
 		case <-s.stop:
 			s.Flush()
 			return
 		case <-tick.C:
-			s.Flush()
-			last = time.Now()
+			flush()
 		case <-s.wake:
-			if gap := flushGap - time.Since(last); gap > 0 {
+			if gap := time.Until(next); gap > 0 {
 				select {
 				case <-time.After(gap):
 				case <-s.stop:
@@ -236,8 +244,7 @@ func (s *Store) loop() {
 					return
 				}
 			}
-			s.Flush()
-			last = time.Now()
+			flush()
 		case <-sweep.C:
 			s.Sweep()
 		}
