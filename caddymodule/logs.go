@@ -183,6 +183,7 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
 			fmt.Fprint(w, ": keepalive\n\n")
 		case e := <-tail.C:
+			tail.Took(e)
 			// A reader who stops reading lets go of the tail.
 			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
 			if n := tail.Dropped(); n > 0 {
@@ -192,7 +193,9 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "event: log\ndata: %s\n\n", b)
 			// What else waits goes in the same write.
 			for more := len(tail.C); more > 0; more-- {
-				b, _ := (<-tail.C).MarshalJSON()
+				e := <-tail.C
+				tail.Took(e)
+				b, _ := e.MarshalJSON()
 				fmt.Fprintf(w, "event: log\ndata: %s\n\n", b)
 			}
 		}

@@ -52,8 +52,9 @@ const (
 	// TailsPerTenant is the most live tails a tenant holds at once.
 	TailsPerTenant = 10
 	// tailBuffer is how many entries a tail may be behind before it
-	// loses them (and is told how many).
+	// loses them (and is told how many); tailBytes how many bytes of them.
 	tailBuffer = 256
+	tailBytes  = 1 << 20
 	// flushEvery and flushAt pace the writer: entries wait at most
 	// flushEvery, or until flushAt of them wait (or a handle's wait is
 	// a quarter full), and are committed in one transaction, so a busy
@@ -745,6 +746,7 @@ type Tail struct {
 	// Reason, once Done is closed, says why the tail ended ("" when the
 	// store closed: the gateway stops or reloads).
 	Reason  string
+	held    atomic.Int64 // bytes of the entries in C
 	s       *Store
 	tenant  string
 	key     string
@@ -753,12 +755,25 @@ type Tail struct {
 }
 
 func (t *Tail) send(e Entry) {
+	n := entrySize(e)
+	if t.held.Load()+n > tailBytes {
+		t.dropped++
+		return
+	}
 	select {
 	case t.C <- e:
+		t.held.Add(n)
 	default:
 		t.dropped++
 	}
 }
+
+// entrySize is what an entry waiting for a tail is counted as.
+func entrySize(e Entry) int64 { return int64(len(e.Message) + len(e.Method) + len(e.URL) + 64) }
+
+// Took says the reader has taken e from C (it no longer counts against
+// the bytes the tail may be behind).
+func (t *Tail) Took(e Entry) { t.held.Add(-entrySize(e)) }
 
 func (t *Tail) end(reason string) {
 	if !t.ended {

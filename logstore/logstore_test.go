@@ -151,6 +151,17 @@ func TestTails(t *testing.T) {
 	if n := tails[0].Dropped(); n != 5 {
 		t.Fatalf("dropped %d, want 5", n)
 	}
+	// A tail is at most 1 MiB behind, whatever the entries' number.
+	for len(tails[1].C) > 0 {
+		tails[1].Took(<-tails[1].C)
+	}
+	tails[1].Dropped()
+	for i := 0; i < 100; i++ {
+		s.Append("alice", "h", Entry{Level: "log", Message: strings.Repeat("x", 16000)})
+	}
+	if n, lost := len(tails[1].C), tails[1].Dropped(); n < 60 || n > 66 || int(lost) != 100-n {
+		t.Fatalf("100 entries of 16,000 bytes: %d kept, %d dropped", n, lost)
+	}
 	tails[0].Close()
 	if _, err := s.Tail("alice", "h"); err != nil {
 		t.Fatalf("a tail after one closed: %v", err)
