@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -118,7 +119,8 @@ func TestLogFloodLeavesBystanderEntries(t *testing.T) {
 // entries) opens 8 page reads of 1,000 entries and never reads them (more
 // than the kernel's buffers hold): the gateway holds a part of each page
 // (256 KiB), not the page (96 MB HTML-escaped before), while a bystander
-// reads its own log; the page, read, is the entries unescaped.
+// reads its own log, and cuts them off when a part is not written within
+// logPartWrite; the page, read, is the entries unescaped.
 func TestLogPagesHeldBoundedForSlowReaders(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
@@ -150,7 +152,6 @@ func TestLogPagesHeldBoundedForSlowReaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.(*net.TCPConn).SetReadBuffer(4096)
 		conns = append(conns, c)
 		fmt.Fprintf(c, "GET /handles/%s/logs?limit=1000 HTTP/1.1\r\nHost: api.localhost:%d\r\nAuthorization: Bearer %s\r\n\r\n", id, httpPort, mallory)
 	}
@@ -167,6 +168,16 @@ func TestLogPagesHeldBoundedForSlowReaders(t *testing.T) {
 	}
 	if page, _ := readLogs(t, bob, bobID, ""); len(page) != 2 || !strings.Contains(page[1].URL, "/b1") {
 		t.Fatalf("bob's log while mallory's pages wait: %+v", page)
+	}
+	// Each part must be written within logPartWrite: past it the readers
+	// who never read are cut off, their pages unfinished.
+	time.Sleep(logPartWrite)
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := io.Copy(io.Discard, c)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() || n > 8<<20 {
+			t.Fatalf("unread page %d: %d bytes, then %v (not cut off)", i, n, err)
+		}
 	}
 
 	a := do(t, "GET", api("/handles/"+id+"/logs?limit=1000"), mallory, nil)
