@@ -86,6 +86,11 @@ const (
 	HandleLogBytes = 64 << 10
 	// WebSockets one visitor address holds open on one handle.
 	WebsocketsPerVisitor = 64
+	// Handles' log entries waiting to be written to the store
+	// (docs/logs.md): one handle's (its excess is left out), and all
+	// handles' (the tenant waiting the most loses its entries first).
+	LogPendingPerHandle = 64 << 10
+	LogPending          = 16 << 20
 )
 
 // A run's bounds where the configuration names none (Limits). A handle's

@@ -1,8 +1,8 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -10,6 +10,18 @@ import (
 
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
+)
+
+// logPart is the most of a log page the gateway holds at once: the page
+// (up to 1,000 entries of 16 KiB) is read from the store and written a
+// part at a time, the part's bytes charged to the tenant in the answer
+// budget (budgets.BodyBytes) while the answer is written; logPartWrite
+// bounds the writing of each part, so a reader who stops reading lets go
+// of it (docs/logs.md).
+const (
+	logPart      = 256 << 10
+	logPartWrite = 10 * time.Second
 )
 
 // handleLogs answers a page of a handle's stored log (docs/logs.md):
@@ -44,16 +56,60 @@ func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	page, err := h.runtime().logs.Load().List(logTenant(h.Registry, c.tenant), id, since, limit, q.Get("cursor"))
+	release, err := h.registry().HoldAnswer(c.tenant, logPart)
 	if err != nil {
 		writeFault(w, err, "")
 		return
 	}
-	out := map[string]any{"logs": page.Entries, "cursor": nil}
-	if page.Cursor != "" {
-		out["cursor"] = page.Cursor
+	defer release()
+	rc := http.NewResponseController(w)
+	started := false
+	start := func() {
+		started = true
+		hd := w.Header()
+		hd.Set("Content-Type", "application/json")
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"logs":[`)
 	}
-	writeJSON(w, http.StatusOK, out)
+	first := true
+	cursor, err := h.runtime().logs.Load().Read(logTenant(h.Registry, c.tenant), id, since, limit, q.Get("cursor"), logPart, func(entries [][]byte) error {
+		if !started {
+			start()
+		}
+		rc.SetWriteDeadline(time.Now().Add(logPartWrite))
+		for _, b := range entries {
+			if !first {
+				if _, err := io.WriteString(w, ","); err != nil {
+					return err
+				}
+			}
+			first = false
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return rc.Flush()
+	})
+	if err != nil {
+		if !started {
+			writeFault(w, err, "")
+			return
+		}
+		// Past the head the page cannot say so: it ends unfinished (not
+		// JSON), and the connection with it.
+		panic(http.ErrAbortHandler)
+	}
+	if !started {
+		start()
+	}
+	rc.SetWriteDeadline(time.Now().Add(logPartWrite))
+	tail := `],"cursor":null}` + "\n"
+	if cursor != "" {
+		tail = `],"cursor":"` + cursor + `"}` + "\n"
+	}
+	io.WriteString(w, tail)
 }
 
 // tailKeepalive is how often a quiet tail gets a comment line, so that
@@ -92,11 +148,31 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 	keep := time.NewTicker(tailKeepalive)
 	defer keep.Stop()
 	closing := serverClosing(r)
+	var expired <-chan time.Time
+	if !c.expires.IsZero() {
+		// A tail lives no longer than the token that opened it.
+		timer := time.NewTimer(time.Until(c.expires))
+		defer timer.Stop()
+		expired = timer.C
+	}
+	// A handle that ended before the tail was counted leaves it nothing
+	// to follow.
+	if _, err := h.registry().Logs(c.tenant, id); err != nil {
+		tail.Close()
+		endTail(w, rc, "the handle ended")
+		return
+	}
 	for {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-expired:
+			endTail(w, rc, "the token expired; open the tail again with a fresh one")
+			return
 		case <-tail.Done:
+			if tail.Reason != "" {
+				endTail(w, rc, tail.Reason)
+			}
 			return
 		case <-closing:
 			// The server is shutting down (a reload or a stop): its
@@ -104,16 +180,22 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			// default grace period, so tails end first.
 			return
 		case <-keep.C:
+			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
 			fmt.Fprint(w, ": keepalive\n\n")
 		case e := <-tail.C:
+			tail.Took(e)
+			// A reader who stops reading lets go of the tail.
+			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
 			if n := tail.Dropped(); n > 0 {
 				fmt.Fprintf(w, "event: dropped\ndata: {\"count\":%d}\n\n", n)
 			}
-			b, _ := json.Marshal(e)
+			b, _ := e.MarshalJSON()
 			fmt.Fprintf(w, "event: log\ndata: %s\n\n", b)
 			// What else waits goes in the same write.
 			for more := len(tail.C); more > 0; more-- {
-				b, _ := json.Marshal(<-tail.C)
+				e := <-tail.C
+				tail.Took(e)
+				b, _ := e.MarshalJSON()
 				fmt.Fprintf(w, "event: log\ndata: %s\n\n", b)
 			}
 		}
@@ -121,6 +203,13 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// endTail writes a tail's last event, `end`, with why it ended.
+func endTail(w http.ResponseWriter, rc *http.ResponseController, reason string) {
+	b, _ := wirejson.Marshal(map[string]string{"reason": reason})
+	fmt.Fprintf(w, "event: end\ndata: %s\n\n", b)
+	rc.Flush()
 }
 
 // closingServers maps each HTTP server that serves a tail to a channel

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -139,6 +140,10 @@ var (
 		}
 		return 0
 	})
+	metricLogsLost = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "log_entries_lost_total",
+		Help: "Handle log entries left out of the store because their handle had 64 KiB waiting to be written (docs/logs.md).",
+	}, func() float64 { return float64(logstore.Lost()) })
 	metricFenceFailures = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "retainer", Name: "cluster_fence_failures_total",
 		Help: "Commits etcd refused because this gateway's claim on the space was superseded.",
@@ -211,6 +216,8 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 		return
 	}
 	collectors := append([]prometheus.Collector{metricReceiptsDropped, metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize, metricAITokens}, scheduleMetrics...) // schedules.go
+	// docs/logs.md
+	collectors = append(collectors, metricLogsLost)
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError

@@ -247,6 +247,10 @@ func newRuntime(a *App) (*runtime, error) {
 					"registry": e.Registry, "execution_id": e.ID, "tenant": e.Tenant, "reason": e.Reason, "message": e.Message,
 				})
 			}
+			if l := rt.logs.Load(); l != nil {
+				// Its tails end with it (docs/logs.md), freeing their places.
+				l.EndTails(logTenant(e.Registry, e.Tenant), e.ID, "the handle ended ("+e.Reason+")")
+			}
 			rt.logger.Load().Info("handle ended",
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))

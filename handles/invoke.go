@@ -55,6 +55,18 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 	return r.readStreamedHeld(ctx, r.OpenStream(id, res), res)
 }
 
+// HoldAnswer charges n bytes of an answer the API builds itself (a page of
+// a handle's log) to tenant in the store's body budget (budgets.BodyBytes)
+// until release: past the tenant's share QUOTA_EXCEEDED, past the
+// gateway's OVERLOADED.
+func (r *Registry) HoldAnswer(tenant string, n int64) (func(), error) {
+	s := r.store
+	if err := s.held.Take(tenant, n); err != nil {
+		return func() {}, err
+	}
+	return func() { s.held.Give(tenant, n) }, nil
+}
+
 // readStreamed reads a streamed body whole, within the response bound and
 // the stream timeout.
 func (r *Registry) readStreamed(ctx context.Context, st *Stream, res program.WireResponse) (program.WireResponse, error) {

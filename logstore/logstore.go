@@ -10,23 +10,29 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/store"
 )
 
 // The tables: entries by handle, the log's pages (handles: lp(tenant)
 // lp(id) when seq → the entry's JSON); and by tenant, its order of age
-// (byTenant: lp(tenant) when seq → size, id), which the quota drops
-// from. lp is a 2-byte length and the bytes, so no tenant's prefix is
-// another's.
+// (lp(tenant) when seq → size, id), which the quota drops from: console
+// and system entries in byTenant, request entries in requestsByTenant, so
+// that each kind's oldest can be found without reading past the other's
+// (docs/logs.md, "Storage, batching and limits"). lp is a 2-byte length
+// and the bytes, so no tenant's prefix is another's.
 const (
-	handles  = "logs.v1"
-	byTenant = "logs.tenants.v1"
+	handles          = "logs.v1"
+	byTenant         = "logs.tenants.v1"
+	requestsByTenant = "logs.requests.v1"
 )
 
 const (
@@ -46,18 +52,38 @@ const (
 	// TailsPerTenant is the most live tails a tenant holds at once.
 	TailsPerTenant = 10
 	// tailBuffer is how many entries a tail may be behind before it
-	// loses them (and is told how many).
+	// loses them (and is told how many); tailBytes how many bytes of them.
 	tailBuffer = 256
+	tailBytes  = 1 << 20
 	// flushEvery and flushAt pace the writer: entries wait at most
-	// flushEvery, or until flushAt of them wait, and are committed in one
-	// transaction, so a busy handle's logging costs one commit a second
-	// rather than one per entry.
+	// flushEvery, or until flushAt of them wait (or a handle's wait is
+	// a quarter full), and are committed in one transaction, so a busy
+	// handle's logging costs one commit a second rather than one per
+	// entry. Commits asked for early are at least flushGap apart (and
+	// twice the last one's duration), so a flooding handle cannot make
+	// the store commit back to back.
 	flushEvery = time.Second
 	flushAt    = 512
-	// maxPending bounds the bytes waiting for the writer; past it new
-	// entries are dropped (counted) until the writer catches up.
-	maxPending = 16 << 20
+	flushGap   = 20 * time.Millisecond
+	// maxPendingHandle bounds the bytes one handle has waiting for the
+	// writer, whatever its tenant logs: past it the handle's new entries
+	// are left out of the store (counted, and said in its log). maxPending
+	// bounds all handles' together; past it the tenant holding the most
+	// loses its waiting entries first, never a tenant holding less.
+	maxPendingHandle = budgets.LogPendingPerHandle
+	maxPending       = budgets.LogPending
+	// MaxURL bounds a request entry's url; a longer one is cut and the
+	// entry says so (urlTruncated), so a visitor's long query string
+	// cannot make the tenant's entries large.
+	MaxURL = 256
 )
+
+// lost counts the entries every store of the process left out (Lost).
+var lost atomic.Int64
+
+// Lost is how many entries were left out of the store since the process
+// started because their handle had too much waiting (a metric).
+func Lost() int64 { return lost.Load() }
 
 // Entry is one log entry. Request entries (Level "request") carry the
 // invocation's method, url, status and durations.
@@ -70,17 +96,20 @@ type Entry struct {
 	Status     int       `json:"status,omitempty"`
 	DurationMs float64   `json:"durationMs,omitempty"`
 	CPUMs      float64   `json:"cpuMs,omitempty"`
+	// URLTruncated says URL is the first MaxURL bytes of a longer one.
+	URLTruncated bool `json:"urlTruncated,omitempty"`
 }
 
 // MarshalJSON writes the entry as the API shows it: time in RFC 3339 with
 // milliseconds; a request entry's message, not stored, is its method, url
-// and status.
+// and status. Nothing is HTML-escaped: the answer measures what the reader
+// receives.
 func (e Entry) MarshalJSON() ([]byte, error) {
 	if e.Level == "request" && e.Message == "" {
 		e.Message = fmt.Sprintf("%s %s %d", e.Method, e.URL, e.Status)
 	}
 	type plain Entry
-	return json.Marshal(struct {
+	return wirejson.Marshal(struct {
 		Time string `json:"time"`
 		plain
 	}{e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), plain(e)})
@@ -90,8 +119,21 @@ type pendingEntry struct {
 	tenant, id string
 	when       uint64
 	seq        uint32
+	request    bool
 	value      []byte
 }
+
+// pendingHandle is what one handle has waiting for the writer, and how
+// many of its entries were left out since its last commit.
+type pendingHandle struct {
+	tenant, id string
+	entries    []pendingEntry
+	bytes      int
+	lost       int64
+}
+
+// used is what a tenant stores, by kind.
+type used struct{ console, requests int64 }
 
 // Store keeps the logs in a store (package store) it does not own. Entries
 // are written without fences: each key is new (its time and a sequence
@@ -100,19 +142,20 @@ type Store struct {
 	st  store.Store
 	now func() time.Time
 
-	mu           sync.Mutex // guards what follows up to cmu
-	retention    time.Duration
-	tenantBytes  int64
-	pending      []pendingEntry
-	pendingBytes int
-	seq          uint32
-	lost         int64                     // entries dropped past maxPending
-	tails        map[string]map[*Tail]bool // tenant NUL id → its tails
-	tailCount    map[string]int            // tenant → its tails
-	closed       bool
+	mu            sync.Mutex // guards what follows up to cmu
+	retention     time.Duration
+	tenantBytes   int64
+	pending       map[string]*pendingHandle // tenant NUL id → what waits
+	pendingBytes  int
+	pendingCount  int
+	tenantPending map[string]int // tenant → its bytes waiting
+	seq           uint32
+	tails         map[string]map[*Tail]bool // tenant NUL id → its tails
+	tailCount     map[string]int            // tenant → its tails
+	closed        bool
 
-	cmu  sync.Mutex       // serializes commits; guards used
-	used map[string]int64 // tenant → stored bytes, counted on first touch
+	cmu  sync.Mutex      // serializes commits; guards used
+	used map[string]used // tenant → stored bytes, counted on first touch
 
 	wake chan struct{}
 	stop chan struct{}
@@ -122,13 +165,20 @@ type Store struct {
 // Open starts the writer and the hourly retention sweep. Close stops them
 // (writing what waits); the store stays open.
 func Open(st store.Store, retention time.Duration, tenantBytes int64, now func() time.Time) *Store {
+	s := newStore(st, retention, tenantBytes, now)
+	go s.loop()
+	return s
+}
+
+// newStore is a Store whose writer is not started.
+func newStore(st store.Store, retention time.Duration, tenantBytes int64, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
 	s := &Store{st: st, now: now, seq: rand.Uint32(), tails: map[string]map[*Tail]bool{}, tailCount: map[string]int{},
-		used: map[string]int64{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		pending: map[string]*pendingHandle{}, tenantPending: map[string]int{},
+		used: map[string]used{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.Set(retention, tenantBytes)
-	go s.loop()
 	return s
 }
 
@@ -155,7 +205,7 @@ func (s *Store) Close() {
 	s.closed = true
 	for _, set := range s.tails {
 		for t := range set {
-			t.end()
+			t.end("")
 		}
 	}
 	s.mu.Unlock()
@@ -170,15 +220,32 @@ func (s *Store) loop() {
 	sweep := time.NewTicker(time.Hour)
 	defer sweep.Stop()
 	s.Sweep()
+	// next is the earliest an early commit may start: flushGap after the
+	// last, or twice as long as it took, so that the store's writer is
+	// free at least two thirds of the time for everyone else's writes.
+	next := time.Now()
+	flush := func() {
+		start := time.Now()
+		s.Flush()
+		next = time.Now().Add(max(flushGap, 2*time.Since(start)))
+	}
 	for {
 		select {
 		case <-s.stop:
 			s.Flush()
 			return
 		case <-tick.C:
-			s.Flush()
+			flush()
 		case <-s.wake:
-			s.Flush()
+			if gap := time.Until(next); gap > 0 {
+				select {
+				case <-time.After(gap):
+				case <-s.stop:
+					s.Flush()
+					return
+				}
+			}
+			flush()
 		case <-sweep.C:
 			s.Sweep()
 		}
@@ -186,63 +253,141 @@ func (s *Store) loop() {
 }
 
 // Append adds an entry to id's log: it is shown to the handle's tails at
-// once and written with the next batch.
+// once and written with the next batch. A handle with maxPendingHandle
+// bytes waiting loses the entry (its tails still see it); the next commit
+// says in its log how many it lost.
 func (s *Store) Append(tenant, id string, e Entry) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
 	e.Message = cut(e.Message, MaxMessage)
-	if len(e.URL) > 2048 {
-		e.URL = cut(e.URL, 2048)
+	if len(e.URL) > MaxURL {
+		e.URL, e.URLTruncated = cutBytes(e.URL, MaxURL), true
 	}
-	value, err := json.Marshal(struct {
-		Level      string  `json:"level"`
-		Message    string  `json:"message,omitempty"`
-		Method     string  `json:"method,omitempty"`
-		URL        string  `json:"url,omitempty"`
-		Status     int     `json:"status,omitempty"`
-		DurationMs float64 `json:"durationMs,omitempty"`
-		CPUMs      float64 `json:"cpuMs,omitempty"`
-	}{e.Level, e.Message, e.Method, e.URL, e.Status, e.DurationMs, e.CPUMs})
+	value, err := encodeStored(e)
 	if err != nil {
 		return
 	}
+	key := tenant + "\x00" + id
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	for t := range s.tails[tenant+"\x00"+id] {
+	for t := range s.tails[key] {
 		t.send(e)
 	}
-	if s.pendingBytes+len(value) > maxPending {
-		s.lost++
+	h := s.pending[key]
+	if h == nil {
+		h = &pendingHandle{tenant: tenant, id: id}
+		s.pending[key] = h
+	}
+	if h.bytes+len(value) > maxPendingHandle || (s.pendingBytes+len(value) > maxPending && !s.evictLocked(tenant, len(value))) {
+		h.lost++
+		lost.Add(1)
 		s.mu.Unlock()
+		s.wakeWriter()
 		return
 	}
 	s.seq++
-	s.pending = append(s.pending, pendingEntry{tenant: tenant, id: id, when: uint64(e.Time.UnixNano()), seq: s.seq, value: value})
+	h.entries = append(h.entries, pendingEntry{tenant: tenant, id: id, when: unixNano(e.Time), seq: s.seq, request: e.Level == "request", value: value})
+	h.bytes += len(value)
 	s.pendingBytes += len(value)
-	n := len(s.pending)
+	s.pendingCount++
+	s.tenantPending[tenant] += len(value)
+	full := s.pendingCount >= flushAt || h.bytes >= maxPendingHandle/4
 	s.mu.Unlock()
-	if n >= flushAt {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	if full {
+		s.wakeWriter()
 	}
 }
 
-// cut keeps the first n bytes of text (on a rune boundary) and says so.
+func (s *Store) wakeWriter() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// evictLocked makes room for n bytes of tenant's when all handles' waiting
+// entries hold maxPending: the tenant holding the most waiting loses its
+// newest waiting entries, unless that is tenant itself (or it holds no
+// more than tenant), which then loses the new one (false). s.mu is held.
+func (s *Store) evictLocked(tenant string, n int) bool {
+	for s.pendingBytes+n > maxPending {
+		top, most := "", 0
+		for t, b := range s.tenantPending {
+			if b > most {
+				top, most = t, b
+			}
+		}
+		if top == "" || top == tenant || most <= s.tenantPending[tenant]+n {
+			return false
+		}
+		for _, h := range s.pending {
+			if h.tenant != top {
+				continue
+			}
+			for len(h.entries) > 0 && s.pendingBytes+n > maxPending {
+				p := h.entries[len(h.entries)-1]
+				h.entries = h.entries[:len(h.entries)-1]
+				h.bytes -= len(p.value)
+				s.pendingBytes -= len(p.value)
+				s.pendingCount--
+				if s.tenantPending[top] -= len(p.value); s.tenantPending[top] <= 0 {
+					delete(s.tenantPending, top)
+				}
+				h.lost++
+				lost.Add(1)
+			}
+		}
+	}
+	return true
+}
+
+// encodeStored is an entry's stored value (without its time, which is in
+// its key), not HTML-escaped.
+func encodeStored(e Entry) ([]byte, error) {
+	return wirejson.Marshal(struct {
+		Level        string  `json:"level"`
+		Message      string  `json:"message,omitempty"`
+		Method       string  `json:"method,omitempty"`
+		URL          string  `json:"url,omitempty"`
+		Status       int     `json:"status,omitempty"`
+		DurationMs   float64 `json:"durationMs,omitempty"`
+		CPUMs        float64 `json:"cpuMs,omitempty"`
+		URLTruncated bool    `json:"urlTruncated,omitempty"`
+	}{e.Level, e.Message, e.Method, e.URL, e.Status, e.DurationMs, e.CPUMs, e.URLTruncated})
+}
+
+// unixNano is t as the keys order it: 0 before 1970, the largest time
+// after 2262 (where UnixNano overflows).
+func unixNano(t time.Time) uint64 {
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		return 0
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return uint64(t.UnixNano())
+}
+
+// cut keeps the longest start of text whose JSON encoding is at most n
+// bytes (on a rune boundary) and says so.
 func cut(text string, n int) string {
-	if len(text) <= n {
+	kept, cutOff := wirejson.Cut(text, n+2) // the quotes are not the message's
+	if !cutOff {
 		return text
 	}
-	k := n
-	for k > 0 && !utf8.RuneStart(text[k]) {
-		k--
+	return kept + fmt.Sprintf("\n[entry cut: a stored log entry keeps %d KiB; %d bytes in all]", n>>10, len(text))
+}
+
+// cutBytes keeps the first n bytes of text, on a rune boundary.
+func cutBytes(text string, n int) string {
+	for n > 0 && n < len(text) && text[n]&0xc0 == 0x80 {
+		n--
 	}
-	return text[:k] + fmt.Sprintf("\n[entry cut: a stored log entry keeps %d KiB; %d bytes in all]", n>>10, len(text))
+	return text[:n]
 }
 
 // Flush commits every entry waiting, then drops the oldest entries of each
@@ -251,44 +396,123 @@ func (s *Store) Flush() {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	s.mu.Lock()
-	batch := s.pending
-	s.pending, s.pendingBytes = nil, 0
+	waiting := s.pending
+	s.pending = map[string]*pendingHandle{}
+	s.pendingBytes, s.pendingCount = 0, 0
+	clear(s.tenantPending)
+	batch := s.batchLocked(waiting)
 	quota := s.tenantBytes
 	s.mu.Unlock()
+	s.commit(batch, quota)
+}
+
+// FlushHandle commits what waits of one handle's log (a read of it), and
+// nothing of any other's.
+func (s *Store) FlushHandle(tenant, id string) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	s.mu.Lock()
+	key := tenant + "\x00" + id
+	h := s.pending[key]
+	if h == nil {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.pending, key)
+	s.pendingBytes -= h.bytes
+	s.pendingCount -= len(h.entries)
+	if s.tenantPending[tenant] -= h.bytes; s.tenantPending[tenant] <= 0 {
+		delete(s.tenantPending, tenant)
+	}
+	batch := s.batchLocked(map[string]*pendingHandle{key: h})
+	quota := s.tenantBytes
+	s.mu.Unlock()
+	s.commit(batch, quota)
+}
+
+// batchLocked is the entries of the handles waiting, each handle that lost
+// entries followed by a system entry that says how many. s.mu is held.
+func (s *Store) batchLocked(waiting map[string]*pendingHandle) []pendingEntry {
+	var batch []pendingEntry
+	for _, h := range waiting {
+		batch = append(batch, h.entries...)
+		if h.lost > 0 {
+			e := Entry{Level: "system", Message: fmt.Sprintf("%d log entries of this handle were left out of the stored log: "+
+				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, maxPendingHandle>>10)}
+			if v, err := encodeStored(e); err == nil {
+				s.seq++
+				batch = append(batch, pendingEntry{tenant: h.tenant, id: h.id, when: unixNano(s.now()), seq: s.seq, value: v})
+			}
+		}
+	}
+	return batch
+}
+
+// commit writes batch in one transaction (chunked when large), then drops
+// the oldest entries of each tenant it touched that is over quota: of
+// the kind, request or console, that holds more than half of it first.
+func (s *Store) commit(batch []pendingEntry, quota int64) {
 	if len(batch) == 0 {
 		return
 	}
 	ctx := context.Background()
 	ops := make([]store.Op, 0, 2*len(batch))
-	added := map[string]int64{}
+	added := map[string]used{}
 	for _, p := range batch {
 		hk := handleKey(p.tenant, p.id, p.when, p.seq)
 		size := int64(len(hk) + len(p.value))
-		ops = append(ops, store.Put(handles, hk, p.value), store.Put(byTenant, tenantKey(p.tenant, p.when, p.seq), tenantValue(size, p.id)))
-		added[p.tenant] += size
+		order := byTenant
+		a := added[p.tenant]
+		if p.request {
+			order = requestsByTenant
+			a.requests += size
+		} else {
+			a.console += size
+		}
+		added[p.tenant] = a
+		ops = append(ops, store.Put(handles, hk, p.value), store.Put(order, tenantKey(p.tenant, p.when, p.seq), tenantValue(size, p.id)))
 	}
 	if err := store.CommitChunked(ctx, s.st, nil, ops); err != nil {
 		return // lost, as entries not yet written are at a crash
 	}
-	for tenant, n := range added {
-		used, ok := s.used[tenant]
+	for tenant, a := range added {
+		u, ok := s.used[tenant]
 		if !ok {
 			// First touch: what is stored now, this batch included.
-			used = s.count(ctx, tenant)
+			u = used{s.countIn(ctx, byTenant, tenant), s.countIn(ctx, requestsByTenant, tenant)}
 		} else {
-			used += n
+			u.console += a.console
+			u.requests += a.requests
 		}
-		if used > quota {
-			used -= s.drop(ctx, tenant, used-quota)
+		if over := u.console + u.requests - quota; over > 0 {
+			// Request entries go first while they hold more than half.
+			if extra := min(over, u.requests-quota/2); extra > 0 {
+				gone := s.drop(ctx, requestsByTenant, tenant, extra)
+				u.requests -= gone
+				over -= gone
+			}
+			if over > 0 {
+				gone := s.drop(ctx, byTenant, tenant, over)
+				u.console -= gone
+				over -= gone
+			}
+			if over > 0 {
+				u.requests -= s.drop(ctx, requestsByTenant, tenant, over)
+			}
 		}
-		s.used[tenant] = used
+		s.used[tenant] = u
 	}
 }
 
 // count is what tenant stores.
 func (s *Store) count(ctx context.Context, tenant string) int64 {
+	return s.countIn(ctx, byTenant, tenant) + s.countIn(ctx, requestsByTenant, tenant)
+}
+
+// countIn is what tenant stores of the kind order lists.
+func (s *Store) countIn(ctx context.Context, order, tenant string) int64 {
 	var n int64
-	s.st.Scan(ctx, byTenant, store.Range{Prefix: lp(nil, tenant)}, func(_, v []byte) bool {
+	s.st.Scan(ctx, order, store.Range{Prefix: lp(nil, tenant)}, func(_, v []byte) bool {
 		if size, _, ok := parseTenantValue(v); ok {
 			n += size
 		}
@@ -297,14 +521,14 @@ func (s *Store) count(ctx context.Context, tenant string) int64 {
 	return n
 }
 
-// drop deletes tenant's oldest entries until at least n bytes went, and
-// answers how many did.
-func (s *Store) drop(ctx context.Context, tenant string, n int64) int64 {
+// drop deletes tenant's oldest entries of the kind order lists until at
+// least n bytes went, and answers how many did.
+func (s *Store) drop(ctx context.Context, order, tenant string, n int64) int64 {
 	var ops []store.Op
 	var gone int64
-	s.st.Scan(ctx, byTenant, store.Range{Prefix: lp(nil, tenant)}, func(k, v []byte) bool {
+	s.st.Scan(ctx, order, store.Range{Prefix: lp(nil, tenant)}, func(k, v []byte) bool {
 		size, id, ok := parseTenantValue(v)
-		ops = append(ops, store.Delete(byTenant, store.Copy(k)))
+		ops = append(ops, store.Delete(order, store.Copy(k)))
 		if ok {
 			when, seq := tenantKeyTime(k)
 			ops = append(ops, store.Delete(handles, handleKey(tenant, id, when, seq)))
@@ -323,15 +547,22 @@ func (s *Store) Sweep() {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	s.mu.Lock()
-	cutoff := uint64(s.now().Add(-s.retention).UnixNano())
+	cutoff := unixNano(s.now().Add(-s.retention))
 	s.mu.Unlock()
+	for _, order := range []string{byTenant, requestsByTenant} {
+		s.sweep(order, cutoff)
+	}
+}
+
+// sweep deletes the entries order lists that are older than cutoff.
+func (s *Store) sweep(order string, cutoff uint64) {
 	ctx := context.Background()
 	var from []byte
 	for {
 		// The next tenant with entries, then its entries before the cutoff.
 		var tenant string
 		found := false
-		s.st.Scan(ctx, byTenant, store.Range{From: from, Limit: 1}, func(k, _ []byte) bool {
+		s.st.Scan(ctx, order, store.Range{From: from, Limit: 1}, func(k, _ []byte) bool {
 			tenant, found = parseTenant(k)
 			return false
 		})
@@ -341,8 +572,8 @@ func (s *Store) Sweep() {
 		prefix := lp(nil, tenant)
 		var ops []store.Op
 		var gone int64
-		s.st.Scan(ctx, byTenant, store.Range{Prefix: prefix, To: binary.BigEndian.AppendUint64(append([]byte{}, prefix...), cutoff)}, func(k, v []byte) bool {
-			ops = append(ops, store.Delete(byTenant, store.Copy(k)))
+		s.st.Scan(ctx, order, store.Range{Prefix: prefix, To: binary.BigEndian.AppendUint64(append([]byte{}, prefix...), cutoff)}, func(k, v []byte) bool {
+			ops = append(ops, store.Delete(order, store.Copy(k)))
 			if size, id, ok := parseTenantValue(v); ok {
 				when, seq := tenantKeyTime(k)
 				ops = append(ops, store.Delete(handles, handleKey(tenant, id, when, seq)))
@@ -351,8 +582,13 @@ func (s *Store) Sweep() {
 			return true
 		})
 		if store.CommitChunked(ctx, s.st, nil, ops) == nil {
-			if used, ok := s.used[tenant]; ok {
-				s.used[tenant] = max(used-gone, 0)
+			if u, ok := s.used[tenant]; ok {
+				if order == requestsByTenant {
+					u.requests = max(u.requests-gone, 0)
+				} else {
+					u.console = max(u.console-gone, 0)
+				}
+				s.used[tenant] = u
 			}
 		}
 		from = append(prefix, 0xff)
@@ -366,79 +602,151 @@ type Page struct {
 	Cursor  string
 }
 
-// List answers a page of id's log. With a cursor: the entries after the
-// one it names; else with since: the first entries at or after it; else
-// the newest entries. limit ≤ 0 is DefaultLimit; more than MaxLimit is
-// MaxLimit. The cursor is the last entry's (or, on an empty page, the one
-// given), so polling with it reads each entry once.
+// List answers a page of id's log, whole (Read writes one in parts). With
+// a cursor: the entries after the one it names; else with since: the
+// first entries at or after it; else the newest entries. limit ≤ 0 is
+// DefaultLimit; more than MaxLimit is MaxLimit. The cursor is the last
+// entry's (or, on an empty page, the one given), so polling with it reads
+// each entry once.
 func (s *Store) List(tenant, id string, since time.Time, limit int, cursor string) (Page, error) {
+	page := Page{Entries: []Entry{}}
+	next, err := s.read(tenant, id, since, limit, cursor, math.MaxInt, func(part []encoded) error {
+		for _, e := range part {
+			page.Entries = append(page.Entries, e.entry)
+		}
+		return nil
+	})
+	if err != nil {
+		return Page{}, err
+	}
+	page.Cursor = next
+	return page, nil
+}
+
+// Read is List for a reader that writes the page as it is read: write is
+// called with the entries' JSON in parts of at most partBytes (an entry
+// is never larger), each read from the store after the last was written,
+// so at most one part is held at once. It answers the cursor that reads on
+// after the page; an error of write ends the page.
+func (s *Store) Read(tenant, id string, since time.Time, limit int, cursor string, partBytes int, write func(entries [][]byte) error) (string, error) {
+	var part [][]byte
+	return s.read(tenant, id, since, limit, cursor, partBytes, func(es []encoded) error {
+		part = part[:0]
+		for _, e := range es {
+			part = append(part, e.json)
+		}
+		return write(part)
+	})
+}
+
+// encoded is an entry read, and its JSON as the API answers it.
+type encoded struct {
+	entry Entry
+	json  []byte
+}
+
+// MaxEntryBytes bounds one entry's JSON as Read writes it (a part holds at
+// least one entry): its message, its url, and the rest.
+const MaxEntryBytes = MaxMessage + 2*MaxURL + 1024
+
+func (s *Store) read(tenant, id string, since time.Time, limit int, cursor string, partBytes int, write func([]encoded) error) (string, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
 	limit = min(limit, MaxLimit)
-	s.Flush()
+	partBytes = max(partBytes, MaxEntryBytes)
+	s.FlushHandle(tenant, id)
 	s.mu.Lock()
-	oldest := uint64(s.now().Add(-s.retention).UnixNano())
+	oldest := unixNano(s.now().Add(-s.retention))
 	s.mu.Unlock()
+	ctx := context.Background()
 	prefix := lp(lp(nil, tenant), id)
-	r := store.Range{Prefix: prefix, Limit: limit}
+	var from []byte
 	switch {
 	case cursor != "":
 		c, err := base64.RawURLEncoding.DecodeString(cursor)
 		if err != nil || len(c) != 12 {
-			return Page{}, fault.New(fault.BadRequest, "cursor: not one this API gave.")
+			return "", fault.New(fault.BadRequest, "cursor: not one this API gave.")
 		}
-		r.From = append(append(append([]byte{}, prefix...), c...), 0)
+		from = append(append(append([]byte{}, prefix...), c...), 0)
 	case !since.IsZero():
-		if since.UnixNano() > int64(oldest) {
-			oldest = uint64(since.UnixNano())
+		if since.After(time.Unix(0, math.MaxInt64)) {
+			return cursor, nil // after every time a key can hold: none
 		}
+		from = binary.BigEndian.AppendUint64(append([]byte{}, prefix...), max(oldest, unixNano(since)))
 	default:
-		r.Reverse = true
-	}
-	if r.From == nil {
-		r.From = binary.BigEndian.AppendUint64(append([]byte{}, prefix...), oldest)
-	}
-	var out []Entry
-	var last []byte
-	err := s.st.Scan(context.Background(), handles, r, func(k, v []byte) bool {
-		when, seq := handleKeyTime(k, len(prefix))
-		if when < oldest {
-			return !r.Reverse
-		}
-		var e Entry
-		if json.Unmarshal(v, &e) != nil {
+		// The newest limit entries: the oldest of them is where the page
+		// starts (keys only; nothing is decoded).
+		err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Limit: limit, Reverse: true}, func(k, _ []byte) bool {
+			if when, _ := handleKeyTime(k, len(prefix)); when < oldest {
+				return false
+			}
+			from = store.Copy(k)
 			return true
+		})
+		if err != nil {
+			return "", fault.New(fault.Overloaded, "The log store did not answer: %v", err)
 		}
-		e.Time = time.Unix(0, int64(when))
-		out = append(out, e)
-		if last == nil || !r.Reverse {
+		if from == nil {
+			return cursor, nil
+		}
+	}
+	var last []byte
+	for left := limit; left > 0; {
+		var part []encoded
+		size, more := 0, false
+		err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, From: from, Limit: left}, func(k, v []byte) bool {
+			when, seq := handleKeyTime(k, len(prefix))
+			from = append(store.Copy(k), 0)
+			if when < oldest {
+				return true
+			}
+			var e Entry
+			if json.Unmarshal(v, &e) != nil {
+				return true
+			}
+			e.Time = time.Unix(0, int64(when))
+			b, err := e.MarshalJSON()
+			if err != nil {
+				return true
+			}
+			if len(part) > 0 && size+len(b) > partBytes {
+				from = store.Copy(k) // read again in the next part
+				more = true
+				return false
+			}
+			part = append(part, encoded{e, b})
+			size += len(b)
 			last = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, when), seq)
+			return true
+		})
+		if err != nil {
+			return "", fault.New(fault.Overloaded, "The log store did not answer: %v", err)
 		}
-		return true
-	})
-	if err != nil {
-		return Page{}, fault.New(fault.Overloaded, "The log store did not answer: %v", err)
-	}
-	if r.Reverse {
-		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-			out[i], out[j] = out[j], out[i]
+		if len(part) > 0 {
+			if err := write(part); err != nil {
+				return "", err
+			}
+		}
+		left -= len(part)
+		if !more {
+			break
 		}
 	}
-	page := Page{Entries: out, Cursor: cursor}
-	if last != nil {
-		page.Cursor = base64.RawURLEncoding.EncodeToString(last)
+	if last == nil {
+		return cursor, nil
 	}
-	if page.Entries == nil {
-		page.Entries = []Entry{}
-	}
-	return page, nil
+	return base64.RawURLEncoding.EncodeToString(last), nil
 }
 
 // Tail is a live follower of one handle's log.
 type Tail struct {
-	C       chan Entry    // entries as they are appended
-	Done    chan struct{} // closed when the store closes
+	C    chan Entry    // entries as they are appended
+	Done chan struct{} // closed when the store closes or the handle ends
+	// Reason, once Done is closed, says why the tail ended ("" when the
+	// store closed: the gateway stops or reloads).
+	Reason  string
+	held    atomic.Int64 // bytes of the entries in C
 	s       *Store
 	tenant  string
 	key     string
@@ -447,17 +755,41 @@ type Tail struct {
 }
 
 func (t *Tail) send(e Entry) {
+	n := entrySize(e)
+	if t.held.Load()+n > tailBytes {
+		t.dropped++
+		return
+	}
 	select {
 	case t.C <- e:
+		t.held.Add(n)
 	default:
 		t.dropped++
 	}
 }
 
-func (t *Tail) end() {
+// entrySize is what an entry waiting for a tail is counted as.
+func entrySize(e Entry) int64 { return int64(len(e.Message) + len(e.Method) + len(e.URL) + 64) }
+
+// Took says the reader has taken e from C (it no longer counts against
+// the bytes the tail may be behind).
+func (t *Tail) Took(e Entry) { t.held.Add(-entrySize(e)) }
+
+func (t *Tail) end(reason string) {
 	if !t.ended {
-		t.ended = true
+		t.ended, t.Reason = true, reason
 		close(t.Done)
+	}
+}
+
+// EndTails ends every tail of id's log, saying why (the handle ended), and
+// frees their places in the tenant's count at once.
+func (s *Store) EndTails(tenant, id, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t := range s.tails[tenant+"\x00"+id] {
+		t.closeLocked()
+		t.end(reason)
 	}
 }
 
@@ -472,9 +804,15 @@ func (t *Tail) Dropped() int64 {
 
 // Close ends the tail.
 func (t *Tail) Close() {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	t.closeLocked()
+	t.end("")
+}
+
+// closeLocked forgets the tail; s.mu is held.
+func (t *Tail) closeLocked() {
 	s := t.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if set := s.tails[t.key]; set[t] {
 		delete(set, t)
 		if len(set) == 0 {
@@ -484,7 +822,6 @@ func (t *Tail) Close() {
 			delete(s.tailCount, t.tenant)
 		}
 	}
-	t.end()
 }
 
 // Tail follows id's log from now on; past TailsPerTenant tails of the

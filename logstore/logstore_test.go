@@ -92,6 +92,9 @@ func TestQuotaAndRetention(t *testing.T) {
 	msg := strings.Repeat("x", 1000)
 	for i := 0; i < 1000; i++ {
 		s.Append("mallory", fmt.Sprint("h", i%3), Entry{Time: now.Add(time.Duration(i) * time.Millisecond), Level: "log", Message: fmt.Sprint(i, msg)})
+		if i%60 == 59 {
+			s.Flush() // a handle has at most 64 KiB waiting
+		}
 	}
 	s.Append("bob", "b", Entry{Time: now, Level: "log", Message: "bystander"})
 	s.Flush()
@@ -148,8 +151,72 @@ func TestTails(t *testing.T) {
 	if n := tails[0].Dropped(); n != 5 {
 		t.Fatalf("dropped %d, want 5", n)
 	}
+	// A tail is at most 1 MiB behind, whatever the entries' number.
+	for len(tails[1].C) > 0 {
+		tails[1].Took(<-tails[1].C)
+	}
+	tails[1].Dropped()
+	for i := 0; i < 100; i++ {
+		s.Append("alice", "h", Entry{Level: "log", Message: strings.Repeat("x", 16000)})
+	}
+	if n, lost := len(tails[1].C), tails[1].Dropped(); n < 60 || n > 66 || int(lost) != 100-n {
+		t.Fatalf("100 entries of 16,000 bytes: %d kept, %d dropped", n, lost)
+	}
 	tails[0].Close()
 	if _, err := s.Tail("alice", "h"); err != nil {
 		t.Fatalf("a tail after one closed: %v", err)
+	}
+}
+
+// A handle with 64 KiB waiting loses its own new entries, never another
+// handle's; its stored log then says how many it lost; a read of one
+// handle's log commits its own waiting entries and no other's; nothing
+// stored or answered is HTML-escaped, and a long URL keeps 256 bytes.
+func TestPendingPerHandle(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "s.db"))
+	defer b.Close()
+	s := newStore(b, 0, 0, nil) // no writer: commits happen here only
+	lostBefore := Lost()
+	line := strings.Repeat("<", 1000)
+	for i := 0; i < 100; i++ {
+		s.Append("mallory", "flood", Entry{Level: "log", Message: line})
+	}
+	s.Append("bob", "b", Entry{Level: "log", Message: "bystander <b>"})
+	s.Append("bob", "b", Entry{Level: "request", Method: "GET", URL: "http://b/" + strings.Repeat("q", 3000), Status: 200})
+	if n := Lost() - lostBefore; n < 30 || n > 40 {
+		t.Fatalf("%d entries lost, want the flood's excess over 64 KiB", n)
+	}
+	p, err := s.List("bob", "b", time.Time{}, 10, "")
+	if err != nil || len(p.Entries) != 2 || p.Entries[0].Message != "bystander <b>" || len(p.Entries[1].URL) != MaxURL || !p.Entries[1].URLTruncated {
+		t.Fatalf("bob's log: %v %+v", err, p.Entries)
+	}
+	if js, _ := p.Entries[0].MarshalJSON(); !strings.Contains(string(js), "<b>") {
+		t.Fatalf("an answered entry: %s", js)
+	}
+	stored := 0
+	b.Scan(context.Background(), handles, store.Range{Prefix: lp(nil, "mallory")}, func(_, v []byte) bool {
+		stored++
+		return true
+	})
+	if stored != 0 {
+		t.Fatalf("bob's read committed %d of mallory's entries", stored)
+	}
+	s.Flush()
+	p, _ = s.List("mallory", "flood", time.Time{}, 1000, "")
+	if len(p.Entries) < 60 || len(p.Entries) > 70 || p.Entries[len(p.Entries)-1].Level != "system" ||
+		!strings.Contains(p.Entries[len(p.Entries)-1].Message, "left out of the stored log") {
+		t.Fatalf("mallory's log: %d entries, last %+v", len(p.Entries), p.Entries[len(p.Entries)-1])
+	}
+	b.Scan(context.Background(), handles, store.Range{Prefix: lp(nil, "mallory")}, func(_, v []byte) bool {
+		if strings.Contains(string(v), `\u003c`) {
+			t.Fatalf("a stored value is HTML-escaped: %.60s", v)
+		}
+		return true
+	})
+	if p, _ := s.List("mallory", "flood", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), 10, ""); len(p.Entries) != 0 {
+		t.Fatalf("since 2300: %d entries", len(p.Entries))
+	}
+	if p, _ := s.List("mallory", "flood", time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), 10, ""); len(p.Entries) != 10 {
+		t.Fatalf("since 1900: %d entries", len(p.Entries))
 	}
 }

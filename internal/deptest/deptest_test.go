@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"budgets":                  {"fault"},
 	"authz":                    {},
 	"receipts":                 {"budgets", "store", "internal/wirejson"},
-	"logstore":                 {"fault", "store"},
+	"logstore":                 {"fault", "budgets", "store", "internal/wirejson"},
 	"internal/wirejson":        {},
 	"internal/readsome":        {},
 	"internal/urlparse":        {},
