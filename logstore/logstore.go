@@ -65,13 +65,12 @@ const (
 	flushEvery = time.Second
 	flushAt    = 512
 	flushGap   = 20 * time.Millisecond
-	// maxPendingHandle bounds the bytes one handle has waiting for the
-	// writer, whatever its tenant logs: past it the handle's new entries
-	// are left out of the store (counted, and said in its log). maxPending
-	// bounds all handles' together; past it the tenant holding the most
-	// loses its waiting entries first, never a tenant holding less.
-	maxPendingHandle = budgets.LogPendingPerHandle
-	maxPending       = budgets.LogPending
+	// budgets.LogPendingPerHandle bounds the bytes one handle has waiting
+	// for the writer, whatever its tenant logs: past it the handle's new
+	// entries are left out of the store (counted, and said in its log).
+	// budgets.LogPending bounds all handles' together; past it the tenant
+	// holding the most loses its waiting entries first, never a tenant
+	// holding less.
 	// MaxURL bounds a request entry's url; a longer one is cut and the
 	// entry says so (urlTruncated), so a visitor's long query string
 	// cannot make the tenant's entries large.
@@ -253,7 +252,7 @@ func (s *Store) loop() {
 }
 
 // Append adds an entry to id's log: it is shown to the handle's tails at
-// once and written with the next batch. A handle with maxPendingHandle
+// once and written with the next batch. A handle with budgets.LogPendingPerHandle
 // bytes waiting loses the entry (its tails still see it); the next commit
 // says in its log how many it lost.
 func (s *Store) Append(tenant, id string, e Entry) {
@@ -282,7 +281,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		h = &pendingHandle{tenant: tenant, id: id}
 		s.pending[key] = h
 	}
-	if h.bytes+len(value) > maxPendingHandle || (s.pendingBytes+len(value) > maxPending && !s.evictLocked(tenant, len(value))) {
+	if h.bytes+len(value) > budgets.LogPendingPerHandle || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
 		h.lost++
 		lost.Add(1)
 		s.mu.Unlock()
@@ -295,7 +294,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	s.pendingBytes += len(value)
 	s.pendingCount++
 	s.tenantPending[tenant] += len(value)
-	full := s.pendingCount >= flushAt || h.bytes >= maxPendingHandle/4
+	full := s.pendingCount >= flushAt || h.bytes >= budgets.LogPendingPerHandle/4
 	s.mu.Unlock()
 	if full {
 		s.wakeWriter()
@@ -310,11 +309,11 @@ func (s *Store) wakeWriter() {
 }
 
 // evictLocked makes room for n bytes of tenant's when all handles' waiting
-// entries hold maxPending: the tenant holding the most waiting loses its
+// entries hold budgets.LogPending: the tenant holding the most waiting loses its
 // newest waiting entries, unless that is tenant itself (or it holds no
 // more than tenant), which then loses the new one (false). s.mu is held.
 func (s *Store) evictLocked(tenant string, n int) bool {
-	for s.pendingBytes+n > maxPending {
+	for s.pendingBytes+n > budgets.LogPending {
 		top, most := "", 0
 		for t, b := range s.tenantPending {
 			if b > most {
@@ -328,7 +327,7 @@ func (s *Store) evictLocked(tenant string, n int) bool {
 			if h.tenant != top {
 				continue
 			}
-			for len(h.entries) > 0 && s.pendingBytes+n > maxPending {
+			for len(h.entries) > 0 && s.pendingBytes+n > budgets.LogPending {
 				p := h.entries[len(h.entries)-1]
 				h.entries = h.entries[:len(h.entries)-1]
 				h.bytes -= len(p.value)
@@ -438,7 +437,7 @@ func (s *Store) batchLocked(waiting map[string]*pendingHandle) []pendingEntry {
 		batch = append(batch, h.entries...)
 		if h.lost > 0 {
 			e := Entry{Level: "system", Message: fmt.Sprintf("%d log entries of this handle were left out of the stored log: "+
-				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, maxPendingHandle>>10)}
+				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10)}
 			if v, err := encodeStored(e); err == nil {
 				s.seq++
 				batch = append(batch, pendingEntry{tenant: h.tenant, id: h.id, when: unixNano(s.now()), seq: s.seq, value: v})
