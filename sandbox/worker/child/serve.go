@@ -35,6 +35,9 @@ func Main() {
 	})
 	w.conn.TooLarge = tooLargeReply
 	w.conn.Take = w.takeInvoke
+	// Host calls, logs and cache batches past wire.MaxCalls wait here for
+	// an answer to come back: never past what the gateway serves at once.
+	w.conn.LimitCalls(wire.MaxCalls)
 	w.logs = make(chan wire.LogPost, 4096)
 	go w.sendLogs()
 	w.conn.Start()
