@@ -86,6 +86,12 @@ const (
 	HandleLogBytes = 64 << 10
 	// WebSockets one visitor address holds open on one handle.
 	WebsocketsPerVisitor = 64
+	// ai.run calls in flight to the model endpoint (a streamed one until
+	// its stream ends; docs/ai.md): a tenant's (past it a call waits for
+	// one of the tenant's own to end), and the gateway's (past it
+	// OVERLOADED), which also bounds the AI client's connections.
+	AICallsPerTenant = 16
+	AICalls          = 256
 )
 
 // A run's bounds where the configuration names none (Limits). A handle's
