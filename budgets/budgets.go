@@ -167,6 +167,38 @@ const (
 	RequestBodiesHeldPerTenant  = 64 << 20
 )
 
+// What a program sends out of its isolate (README.md, Caddyfile), each
+// measured in the bytes that cross the worker boundary after JSON encoding
+// (internal/wirejson), so that no program can make its worker send a
+// frame the gateway must refuse. The worker enforces them (sandbox); the
+// gateway's frame caps are built from them (sandbox/worker/wire).
+const (
+	// The console output of one run, invocation or timer callback: its
+	// lines, and its bytes (one line's too).
+	LogLines = 1000
+	LogBytes = 64 << 10
+	// A run's result.
+	ResultBytes = 8 << 20
+	// A thrown text; a longer one is cut.
+	ThrownBytes = 64 << 10
+	// A handler's response headers in all.
+	ResponseHeadBytes = 64 << 10
+	// What a streamed response's buffer holds before its pump waits: the
+	// most one stream read answers.
+	StreamWindow = 64 << 10
+	// The encoded arguments of a kv or SQL call (a 1 MiB value and a
+	// 512-byte key) and of a provider tool call.
+	KVArgsBytes   = 1<<20 + 4<<10
+	ToolArgsBytes = 1<<20 + 4<<10
+)
+
+// HostArgsBytes is the most a host call's encoded arguments may take, for
+// a request-body bound of requestBody (a fetch body is a Latin-1 string:
+// at worst six bytes per byte once encoded).
+func HostArgsBytes(requestBody int) int {
+	return max(6*requestBody+64<<10, KVArgsBytes)
+}
+
 // Bytes is a byte budget: a gateway-wide cap and a cap per tenant.
 type Bytes struct {
 	mu        sync.Mutex
@@ -250,3 +282,14 @@ func (c *Counts) Held(key string) int {
 	defer c.mu.Unlock()
 	return c.n[key]
 }
+
+// A cluster's stores (docs/cluster.md): the longest a handler's kv call
+// waits for etcd (a read unanswered, a write not committed: 503
+// OVERLOADED, retryable), and the receipts a gateway holds in memory
+// while PostgreSQL cannot take them, past which the oldest are dropped
+// (counted, logged) rather than memory grown. (One PostgreSQL call's bound
+// is the store's: store.PostgresCallBound.)
+const (
+	ClusterKVBound       = 1500 * time.Millisecond
+	ReceiptsWaitingBytes = 64 << 20
+)

@@ -197,7 +197,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
 		h.mux.ServeHTTP(w, r) // answered by the handler: UNAUTHENTICATED
 		return
 	}
-	f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant}
+	f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant, Plan: c.plan}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		f.Scope, _ = repl.GetString("http.auth.user.scope")
 		f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
@@ -220,6 +220,8 @@ type caller struct {
 	// expires is when the caller's token stops being accepted (zero when
 	// unknown): an executor socket it opened is closed then.
 	expires time.Time
+	// plan is the plan its token's plan claim names (docs/usage.md).
+	plan string
 }
 
 func (h *API) caller(r *http.Request) (caller, error) {
@@ -242,6 +244,11 @@ func (h *API) caller(r *http.Request) (caller, error) {
 		return caller{}, fault.New(fault.Unauthenticated, "The tenant id %s.", err)
 	}
 	c := caller{tenant: id, scopes: strings.Fields(scope)}
+	if f, ok := r.Context().Value(forwardedKey{}).(forward); ok {
+		c.plan = f.Plan // signed by the gateway that read the token
+	} else if h.app != nil && h.app.Plans != nil {
+		c.plan, _ = repl.GetString("http.auth.user." + h.app.Plans.claim())
+	}
 	if sec, err := strconv.ParseInt(expires, 10, 64); err == nil {
 		c.expires = time.Unix(sec, 0)
 	}
@@ -269,11 +276,33 @@ func (h *API) authorize(w http.ResponseWriter, r *http.Request, scopes ...string
 	if err == nil {
 		err = h.need(c, scopes...)
 	}
+	if err == nil {
+		err = h.planGate(c, r.Pattern == "GET /usage" || r.Pattern == "GET /handles/{id}/logs")
+	}
 	if err != nil {
 		writeFault(w, err, "")
 		return caller{}, false
 	}
 	return c, true
+}
+
+// planGate records the plan the caller's token names and refuses a
+// tenant past its plan's daily limit (docs/usage.md). Reading its usage and
+// its handles' logs stays open, so a tenant can see why it was cut.
+func (h *API) planGate(c caller, exempt bool) error {
+	rt := h.runtime()
+	if rt == nil || h.app == nil || h.app.Plans == nil || len(h.app.Plans.Plans) == 0 {
+		return nil
+	}
+	u := rt.usage.Load()
+	if u == nil {
+		return nil
+	}
+	u.plans.set(logTenant(h.Registry, c.tenant), c.plan)
+	if exempt {
+		return nil
+	}
+	return rt.admit(h.Registry, "", c.tenant)
 }
 
 // executionRequest is the body of POST /executions.
@@ -475,6 +504,9 @@ func (h *API) runExecution(ctx context.Context, c caller, req executionRequest, 
 		err = h.need(c, authz.ScopeDeploy)
 	} else {
 		err = h.need(c, authz.ScopeExecute)
+	}
+	if err == nil {
+		err = h.planGate(c, false)
 	}
 	if err != nil {
 		return executionResponse{}, err

@@ -150,6 +150,8 @@ type App struct {
 	// LogBytes is a tenant's stored log; past it its oldest entries go
 	// first (docs/logs.md). Default 64 MiB.
 	LogBytes int64 `json:"log_bytes,omitempty"`
+	// Plans are tenants' daily caps (docs/usage.md); nil: none.
+	Plans *Plans `json:"plans,omitempty"`
 	// JIT lets V8 compile to machine code (weakens the worker sandbox).
 	JIT bool `json:"jit,omitempty"`
 	// Wasm exposes WebAssembly; it needs JIT.
@@ -188,7 +190,7 @@ func (a *App) setDefaults() {
 		a.Workers = 0
 	}
 	if a.MaxWorkers <= 0 {
-		a.MaxWorkers = 1000
+		a.MaxWorkers = budgets.DefaultMaxWorkers
 	}
 	if a.WorkerMemory <= 0 {
 		a.WorkerMemory = worker.DefaultWorkerMemory()
@@ -197,13 +199,13 @@ func (a *App) setDefaults() {
 		a.TenantWorkerMemory = a.WorkerMemory / 4
 	}
 	if a.RecycleIdle <= 0 {
-		a.RecycleIdle = caddy.Duration(60 * time.Second)
+		a.RecycleIdle = caddy.Duration(budgets.DefaultRecycleIdle)
 	}
 	if a.RequestBodyIdle <= 0 {
-		a.RequestBodyIdle = caddy.Duration(10 * time.Second)
+		a.RequestBodyIdle = caddy.Duration(budgets.DefaultRequestBodyIdle)
 	}
 	if a.RequestBodyTimeout <= 0 {
-		a.RequestBodyTimeout = caddy.Duration(60 * time.Second)
+		a.RequestBodyTimeout = caddy.Duration(budgets.DefaultRequestBodyTimeout)
 	}
 	if a.Prewarm == nil {
 		two := 2
@@ -213,16 +215,16 @@ func (a *App) setDefaults() {
 		a.Isolation = worker.IsolationTenant
 	}
 	if a.Workers == 0 && a.Isolation == worker.IsolationShared {
-		a.Workers = 8
+		a.Workers = budgets.DefaultSharedWorkers
 	}
 	if a.WorkerCPUs == "" {
 		a.WorkerCPUs = worker.CPUsAuto
 	}
 	if a.IsolatesPerWorker <= 0 {
-		a.IsolatesPerWorker = 64
+		a.IsolatesPerWorker = budgets.DefaultIsolatesPerWorker
 	}
 	if a.Queue <= 0 {
-		a.Queue = 256
+		a.Queue = budgets.DefaultWorkerQueue
 	}
 	// The run limits take their defaults in one place (budgets.Limits);
 	// the fields then show them as they apply.
@@ -242,25 +244,25 @@ func (a *App) setDefaults() {
 		a.MaxMemoryMiB = 256
 	}
 	if a.Idle <= 0 {
-		a.Idle = caddy.Duration(10 * time.Minute)
+		a.Idle = caddy.Duration(budgets.DefaultIdle)
 	}
 	if a.MaxIdle <= 0 {
 		a.MaxIdle = max(caddy.Duration(24*time.Hour), a.Idle)
 	}
 	if a.VersionRetention <= 0 {
-		a.VersionRetention = caddy.Duration(7 * 24 * time.Hour)
+		a.VersionRetention = caddy.Duration(budgets.DefaultVersionRetention)
 	}
 	if a.StreamTimeout <= 0 {
-		a.StreamTimeout = caddy.Duration(5 * time.Minute)
+		a.StreamTimeout = caddy.Duration(budgets.DefaultStreamTimeout)
 	}
 	if a.MaxHandlesPerTenant <= 0 {
-		a.MaxHandlesPerTenant = 100
+		a.MaxHandlesPerTenant = budgets.DefaultHandlesPerTenant
 	}
 	if a.WebsocketIdle <= 0 {
 		a.WebsocketIdle = caddy.Duration(5 * time.Minute)
 	}
 	if a.BoundStrikes <= 0 {
-		a.BoundStrikes = 3
+		a.BoundStrikes = budgets.DefaultBoundStrikes
 	}
 	if a.ReceiptRetention <= 0 {
 		a.ReceiptRetention = caddy.Duration(7 * 24 * time.Hour)

@@ -69,6 +69,7 @@ func init() {
 //		receipt_retention <duration>
 //		log_retention <duration>
 //		log_bytes <size>
+//		plans { plan_claim <claim>; <name> { <limit>_per_day <n> ... } }
 //		issuance_per_hour <n>
 //		jit
 //		wasm
@@ -110,6 +111,15 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			var err error
 			if app.ReceiptsPostgres, err = parseReceiptsPostgres(d); err != nil {
+				return nil, err
+			}
+			continue
+		case "plans":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			var err error
+			if app.Plans, err = parsePlans(d); err != nil {
 				return nil, err
 			}
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/retainer-gw/retainer/cluster"
+	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -139,6 +140,12 @@ type backends struct {
 	member       atomic.Pointer[cluster.Member]
 	memberConfig cluster.Config
 	etcd         *store.Etcd
+	// pg is the cluster's PostgreSQL: receipts, and the SQL databases'
+	// pages (docs/sql.md).
+	pg *store.Postgres
+	// sqlFenceSkip is until when (UnixNano) claims skip raising the SQL
+	// epoch: PostgreSQL did not answer the last one.
+	sqlFenceSkip atomic.Int64
 }
 
 func (b *backends) close() error {
@@ -197,16 +204,37 @@ func openBackends(a *App) (*backends, error) {
 		e.Close()
 		return nil, err
 	}
-	b := &backends{registry: e, receipts: pg, memberConfig: mcfg, etcd: e}
+	b := &backends{registry: e, receipts: pg, memberConfig: mcfg, etcd: e, pg: pg}
 	b.member.Store(m)
 	b.writer = store.NewWriterClaiming(e, func(ctx context.Context, space string) (store.Fence, error) {
 		f, err := b.member.Load().Claim(ctx, space)
 		if err == nil {
 			metricClaims.Inc()
+			b.fenceSQL(ctx, space, f)
 		}
 		return f, err
 	})
 	return b, nil
+}
+
+// fenceSQL raises the epoch of the space's SQL database in PostgreSQL to
+// a claim's fence before the claim serves anything (docs/sql.md, "In a
+// cluster"): from then on a commit of the gateway that owned the space
+// before changes nothing, even one that gateway sends before this one
+// first uses the database (which raises it too). The claim holds the
+// writer's lock, so a PostgreSQL that does not answer within 250 ms is
+// left to that first use, and the claims of the next 5 s do not wait for
+// it.
+func (b *backends) fenceSQL(ctx context.Context, space string, f store.Fence) {
+	registry, tenant, ok := strings.Cut(space, "\x00")
+	if !ok || time.Now().UnixNano() < b.sqlFenceSkip.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	defer cancel()
+	if _, _, err := b.pg.SQLOpen(ctx, []byte(sqldb.Key(registry, tenant)), f.Epoch); err != nil {
+		b.sqlFenceSkip.Store(time.Now().Add(5 * time.Second).UnixNano())
+	}
 }
 
 func etcdTLS(t *EtcdTLS) (*tls.Config, error) {

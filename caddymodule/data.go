@@ -325,6 +325,17 @@ func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandb
 	}
 	metricStreamsOpen.Inc()
 	defer metricStreamsOpen.Dec()
+	sent := int64(0)
+	if rt := h.live.rt.Load(); rt != nil {
+		// A streamed body is the handle's tenant's egress (docs/usage.md).
+		if registry, tenant := stream.Owner(); tenant != "" {
+			defer func() {
+				if u := rt.usage.Load(); u != nil && sent > 0 {
+					u.addEgress(logTenant(registry, tenant), sent)
+				}
+			}()
+		}
+	}
 	bound := time.Duration(h.app.StreamTimeout)
 	ctx, cancel := context.WithTimeout(r.Context(), bound)
 	defer cancel()
@@ -337,7 +348,6 @@ func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandb
 		stream.Close(true)
 		return
 	}
-	sent := int64(0)
 	limit, limitName := h.app.MaxResponseBody, "max_response_body"
 	if stream.ObjectBody() {
 		// An object's body sent from storage (docs/objects.md).

@@ -36,9 +36,6 @@ const (
 	maxSocketExecutions = 16 // execute messages whose outcome is not sent yet
 	maxSocketCalls      = 64 // caller-tool calls waiting for the host's answer
 	maxSocketInvokes    = 64 // invoke messages whose response is not sent yet
-	// maxTenantSockets bounds one tenant's open executor sockets on a
-	// gateway (a budget: docs/architecture.md, "Budgets").
-	maxTenantSockets = budgets.ExecutorSocketsPerTenant
 	// socketIdle closes a socket on which the host sent nothing for so long.
 	socketIdle = budgets.ExecutorSocketIdle
 	// A caller provider list is the host's: bounded like the rest of it.
@@ -145,7 +142,7 @@ func (h *API) executorSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.sockets.reserve(c.tenant) {
-		writeFault(w, fault.New(fault.QuotaExceeded, "The tenant has %d executor sockets open on this gateway, the most it may; close one first.", maxTenantSockets), "")
+		writeFault(w, fault.New(fault.QuotaExceeded, "The tenant has %d executor sockets open on this gateway, the most it may; close one first.", budgets.ExecutorSocketsPerTenant), "")
 		return
 	}
 	defer h.sockets.release(c.tenant)
@@ -522,7 +519,9 @@ type socketSet struct {
 }
 
 // reserve takes one of tenant's socket places; false past the cap.
-func (s *socketSet) reserve(tenant string) bool { return s.byTenant.Take(tenant, maxTenantSockets) }
+func (s *socketSet) reserve(tenant string) bool {
+	return s.byTenant.Take(tenant, budgets.ExecutorSocketsPerTenant)
+}
 
 // release gives a place back when its socket has ended.
 func (s *socketSet) release(tenant string) { s.byTenant.Give(tenant) }

@@ -34,6 +34,9 @@ func writeFault(w http.ResponseWriter, err error, resultID string) {
 	if f.Retryable() {
 		h.Set("Retry-After", strconv.Itoa(1))
 	}
+	if after, ok := retryAfter(err); ok {
+		h.Set("Retry-After", after) // a plan's cut: until the UTC day ends
+	}
 	if f.Code == fault.Unauthenticated && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", `Bearer realm="retainer"`)
 	}

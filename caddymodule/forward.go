@@ -68,7 +68,9 @@ type forward struct {
 	Tenant  string
 	Scope   string
 	Expires string
-	At      time.Time
+	// Plan is the plan the caller's token names (docs/usage.md).
+	Plan string
+	At   time.Time
 	// Nonce makes the request one of a kind: the owner takes it once.
 	Nonce string
 	// Body is what the HMAC covers of the body (forwardBody.cover).
@@ -88,6 +90,7 @@ func (f forward) values() url.Values {
 	v.Set("tenant", f.Tenant)
 	v.Set("scope", f.Scope)
 	v.Set("expires", f.Expires)
+	v.Set("plan", f.Plan)
 	v.Set("at", strconv.FormatInt(f.At.UnixMilli(), 10))
 	v.Set("nonce", f.Nonce)
 	v.Set("body", f.Body)
@@ -158,7 +161,7 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 	resolve, _ := strconv.Atoi(v.Get("resolve"))
 	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
 		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
-		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), At: at,
+		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), At: at,
 		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
 }
 
@@ -166,13 +169,16 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 // transport to other members, the listener, and the handlers a forwarded
 // request is served by.
 type clusterNode struct {
-	secret    []byte
-	started   time.Time
-	nonces    nonceSet
-	owners    ownerCache
-	members   memberGens
-	lookups   lookupBuckets
-	locating  locateCalls
+	secret   []byte
+	started  time.Time
+	nonces   nonceSet
+	owners   ownerCache
+	members  memberGens
+	lookups  lookupBuckets
+	locating locateCalls
+	// link carries forwards to other members (link.go); transport carries
+	// protocol upgrades (WebSockets), and every forward when link is nil.
+	link      *linkClient
 	transport *http.Transport
 	server    *http.Server
 	mu        sync.Mutex
@@ -247,6 +253,9 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 	defer context.AfterFunc(n.members.of(addr), cancel)()
 	r = r.WithContext(ctx)
 	metricForwards.Inc()
+	if n.link != nil && r.Header.Get("Upgrade") == "" {
+		return n.forwardLink(w, r, addr, f, body, lookAgain)
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -287,6 +296,66 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 	proxy.ServeHTTP(w, r)
 	return outcome
 }
+
+// forwardLink is forwardTo over the link (link.go): the same header,
+// body cover and outcomes as the proxy hop.
+func (n *clusterNode) forwardLink(w http.ResponseWriter, r *http.Request, addr string, f forward, body forwardBody, lookAgain bool) forwardOutcome {
+	header, sig := f.header(n.secret, r)
+	var stream io.Reader
+	contentLength := int64(len(body.held))
+	if body.chained() {
+		stream, contentLength = newSealReader(r.Body, n.secret, sig), -1
+	}
+	s, answer, err := n.link.roundTrip(r.Context(), addr, r, header, body.held, stream, contentLength)
+	if err != nil {
+		var op *net.OpError
+		if lookAgain && errors.As(err, &op) && op.Op == "dial" {
+			return forwardLookAgain
+		}
+		writeFault(w, fault.Wrap(fault.Overloaded, err, "The gateway serving this tenant did not answer; try again."), "")
+		return forwardFailed
+	}
+	mark := answer.header.Get(notOwnerHeader)
+	dropRetainerHeaders(answer.header)
+	if lookAgain && mark != "" && hmac.Equal([]byte(mark), []byte(notOwnerMark(n.secret, f.Nonce))) {
+		s.reset()
+		return forwardLookAgain
+	}
+	h := w.Header()
+	for name, vs := range withoutHopHeaders(answer.header) {
+		h[name] = vs
+	}
+	w.WriteHeader(answer.status)
+	buf := linkBufs.Get().(*[]byte)
+	defer linkBufs.Put(buf)
+	rc := http.NewResponseController(w)
+	for {
+		k, err := s.in.read(*buf, r.Context().Done())
+		if k > 0 {
+			if _, werr := w.Write((*buf)[:k]); werr != nil {
+				s.reset()
+				panic(http.ErrAbortHandler)
+			}
+			if !s.in.ready() {
+				// Nothing more is here yet: what came goes to the
+				// visitor now (streams, SSE).
+				rc.Flush()
+			}
+		}
+		if err == io.EOF {
+			return forwardRelayed
+		}
+		if err != nil {
+			// The owner or the link failed mid-answer: the visitor's
+			// answer is cut, as a proxy cuts it.
+			s.reset()
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// linkBufs are the buffers answers are relayed through.
+var linkBufs = sync.Pool{New: func() any { b := make([]byte, linkMaxData); return &b }}
 
 // locateWait is how long a request waits for its space to be found or
 // claimed (etcd round trips) before it is answered 503 OVERLOADED: with
@@ -589,6 +658,7 @@ func (rt *runtime) watchGone() {
 	cluster.WatchGone(ctx, rt.backing.etcd, func(addr string) {
 		rt.cluster.owners.forgetAddr(addr)
 		rt.cluster.members.gone(addr)
+		rt.cluster.link.forget(addr)
 	})
 }
 
@@ -605,6 +675,7 @@ func (rt *runtime) listen(a *App) error {
 			MaxIdleConnsPerHost:   256,
 			IdleConnTimeout:       90 * time.Second,
 		},
+		link: newLinkClient(lease),
 		data: map[string]*Retainer{},
 		apis: map[string]*API{},
 	}
@@ -613,7 +684,7 @@ func (rt *runtime) listen(a *App) error {
 		return fmt.Errorf("cluster listen %s: %w", a.Cluster.Listen, err)
 	}
 	n.server = &http.Server{Handler: http.HandlerFunc(n.serveForwarded), ReadHeaderTimeout: 10 * time.Second}
-	go n.server.Serve(ln)
+	go n.server.Serve(newSplitListener(ln, newLinkServer(n.server.Handler)))
 	rt.cluster = n
 	return nil
 }
@@ -635,7 +706,7 @@ func (rt *runtime) watchLease() {
 		rt.store.Disowned()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			next, err := cluster.Join(ctx, b.etcd, b.memberConfig)
+			next, err := m.Rejoin(ctx)
 			cancel()
 			if err == nil {
 				b.member.Store(next)

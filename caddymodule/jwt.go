@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,13 @@ func (p *JWTProvider) Provision(ctx caddy.Context) error {
 		Issuer: p.Issuer, Audience: p.Audience, TenantClaim: p.TenantClaim,
 		Leeway: time.Duration(p.Leeway), Claims: p.Claims, RequiredClaims: p.RequireClaims,
 		MaxTokenBytes: p.MaxTokenBytes,
+	}
+	if app, err := ctx.AppIfConfigured("retainer"); err == nil {
+		// The plan claim reaches retainer_api as {http.auth.user.<claim>}
+		// (docs/usage.md).
+		if a, ok := app.(*App); ok && a.Plans != nil && !slices.Contains(cfg.Claims, a.Plans.claim()) {
+			cfg.Claims = append(slices.Clone(cfg.Claims), a.Plans.claim())
+		}
 	}
 	if p.Secret != "" {
 		cfg.Secret = []byte(repl.ReplaceAll(p.Secret, ""))

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bufio"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,7 +18,7 @@ import (
 type storedEntry struct {
 	Time, Level, Message, Method, URL string
 	Status                            int
-	DurationMs                        float64
+	DurationMs, CPUMs                 float64
 }
 
 func readLogs(t *testing.T, tok, id, query string) ([]storedEntry, string) {
@@ -278,12 +279,19 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 	type row struct {
 		Registry, Tenant, Start string
 		Requests, EgressBytes   int64
-		WallMs                  float64
+		WallMs, CPUMs           float64
 		KVBytes                 *int64
+		SQLBytes, ObjectBytes   *int64
+		AITokens                *int64
+		WebsocketMessages       *int64
 	}
-	read := func(tok string) []row {
+	read := func(tok string, query ...string) []row {
 		t.Helper()
-		a := do(t, "GET", api("/usage?from="+today+"&to="+today), tok, nil)
+		q := "?from=" + today + "&to=" + today
+		if len(query) > 0 {
+			q = query[0]
+		}
+		a := do(t, "GET", api("/usage"+q), tok, nil)
 		var out struct{ Usage []row }
 		if a.status != 200 || json.Unmarshal(a.body, &out) != nil {
 			t.Fatalf("usage: %d %s", a.status, a.body)
@@ -292,8 +300,35 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 	}
 	rows := read(alice)
 	if len(rows) != 1 || rows[0].Requests != 50 || rows[0].EgressBytes < 50*10240 || rows[0].WallMs <= 0 || rows[0].Start != today+"T00:00:00Z" ||
-		rows[0].KVBytes == nil || *rows[0].KVBytes < 50*1000 {
+		rows[0].KVBytes == nil || *rows[0].KVBytes < 50*1000 || rows[0].CPUMs <= 0 ||
+		rows[0].SQLBytes == nil || rows[0].ObjectBytes == nil || rows[0].AITokens == nil || rows[0].WebsocketMessages == nil {
 		t.Fatalf("alice's usage: %+v", rows)
+	}
+	// By hour: the same requests, in hours that start on the hour.
+	hours := read(alice, "?by=hour&from="+today)
+	sum := int64(0)
+	for _, h := range hours {
+		if !strings.HasSuffix(h.Start, ":00:00Z") || !strings.HasPrefix(h.Start, today+"T") {
+			t.Fatalf("an hour's start: %+v", h)
+		}
+		sum += h.Requests
+	}
+	if sum != 50 {
+		t.Fatalf("alice's hours: %+v", hours)
+	}
+	if a := do(t, "GET", api("/usage?by=week"), alice, nil); a.status != 400 || a.code() != "BAD_REQUEST" {
+		t.Fatalf("by=week: %d %s", a.status, a.body)
+	}
+	// Each request entry of alice's log has its CPU time.
+	logs, _ := readLogs(t, alice, id, "?limit=1000")
+	withCPU := 0
+	for _, e := range logs {
+		if e.Level == "request" && e.CPUMs > 0 && e.CPUMs <= e.DurationMs {
+			withCPU++
+		}
+	}
+	if withCPU < 40 {
+		t.Fatalf("request entries with cpuMs: %d of %d", withCPU, len(logs))
 	}
 	if rows := read(bob); len(rows) != 1 || rows[0].Requests != 1 || rows[0].EgressBytes >= 10240 || rows[0].KVBytes == nil || *rows[0].KVBytes != 0 {
 		t.Fatalf("bob's usage: %+v", rows)
@@ -313,5 +348,25 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 	}
 	if tenants["alice"] != 50 || tenants["bob"] != 1 {
 		t.Fatalf("the admin export: %+v", export.Usage)
+	}
+	// The same export in CSV: a header and a row per tenant and day.
+	res, err = http.Get("http://localhost:2999/retainer/usage?format=csv&from=" + today)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	records, err := csv.NewReader(res.Body).ReadAll()
+	if err != nil || res.Header.Get("Content-Type") != "text/csv; charset=utf-8" || len(records) < 3 ||
+		strings.Join(records[0], ",") != "registry,tenant,start,requests,cpuMs,wallMs,egressBytes,kvBytes,sqlBytes,objectBytes,aiTokens,websocketMessages" {
+		t.Fatalf("the CSV export: %v %q", err, records)
+	}
+	csvTenants := map[string]string{}
+	for _, r := range records[1:] {
+		if r[0] == "apps" {
+			csvTenants[r[1]] = r[3]
+		}
+	}
+	if csvTenants["alice"] != "50" || csvTenants["bob"] != "1" {
+		t.Fatalf("the CSV export's tenants: %q", records)
 	}
 }

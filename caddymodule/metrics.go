@@ -45,6 +45,10 @@ var (
 		Namespace: "retainer", Name: "cluster_claims_total",
 		Help: "Spaces this gateway claimed (first owned, or owned again after another gateway or a lost lease).",
 	})
+	metricReceiptsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "retainer", Name: "receipts_dropped_total",
+		Help: "Receipts dropped unwritten: the receipt store (a cluster's PostgreSQL) took none while the most the gateway holds waited (docs/cluster.md).",
+	})
 	metricEtcdSize = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "cluster_etcd_db_bytes",
 		Help: "etcd's database size in use, as last measured (every 5 s, with or without kv_budget).",
@@ -206,7 +210,7 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 	if reg == nil {
 		return
 	}
-	collectors := append([]prometheus.Collector{metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize, metricAITokens}, scheduleMetrics...) // schedules.go
+	collectors := append([]prometheus.Collector{metricReceiptsDropped, metricInvocations, metricLatency, metricExecutions, metricEnds, metricWorkerRestarts, metricRebuilds, metricHandles, metricParked, metricInProgress, metricQueue, metricStreamsOpen, metricStreamBytes, metricWorkerMemory, metricWorkerBudget, metricWorkers, metricSocketsOpen, metricSocketMessages, metricDomainsActive, metricDomainsPending, metricForwards, metricClaims, metricOwnedSpaces, metricFenceFailures, metricEtcdSize, metricAITokens}, scheduleMetrics...) // schedules.go
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError

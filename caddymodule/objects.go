@@ -19,10 +19,9 @@ import (
 // openObjectsBackend is where the tenants' objects are kept
 // (docs/objects.md): on one machine, files in a folder beside the store
 // (under Caddy's data directory by default), or with `objects s3 {...}` in
-// an S3-compatible service, which a cluster needs. The bucket's rules are
-// the same whatever the backend.
-func openObjectsBackend(a *App) (*objects.Buckets, error) {
-	var backend objects.Backend
+// an S3-compatible service, which a cluster needs. The bucket's rules
+// (openBuckets) are the same whatever the backend.
+func openObjectsBackend(a *App) (objects.Backend, error) {
 	if a.ObjectsS3 != nil {
 		// Opening checks the service and creates the bucket when missing: a
 		// start that cannot reach it fails, as a store that cannot open does.
@@ -32,15 +31,19 @@ func openObjectsBackend(a *App) (*objects.Buckets, error) {
 		if err != nil {
 			return nil, fmt.Errorf("objects s3: %w", err)
 		}
-		backend = sb
-	} else {
-		fb, err := files.Open(a.Store + ".objects")
-		if err != nil {
-			return nil, err
-		}
-		backend = fb
+		return sb, nil
 	}
-	return objects.New(backend, objects.Options{MaxObject: a.MaxObject, Quota: a.ObjectsQuota}), nil
+	return files.Open(a.Store + ".objects")
+}
+
+// openBuckets is the tenants' buckets on the configured backend, within
+// max_object and objects_quota.
+func openBuckets(a *App) (*objects.Buckets, error) {
+	b, err := openObjectsBackend(a)
+	if err != nil {
+		return nil, err
+	}
+	return objects.New(b, objects.Options{MaxObject: a.MaxObject, Quota: a.ObjectsQuota}), nil
 }
 
 // The control plane's /objects (docs/objects.md): the caller's bucket in

@@ -295,12 +295,56 @@ func TestObjects(t *testing.T) {
 		t.Fatalf("bob charged for alice's objects: %d %s", a.status, a.body)
 	}
 
+	// A visitor who sends an upload slowly spends the visitor's time, not
+	// the handler's: 4 parts 800 ms apart through a handler bound at 2 s
+	// (a length past 1 MiB announced: the handler is called at once and
+	// its put waits for the parts).
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < 4; i++ {
+			time.Sleep(800 * time.Millisecond)
+			pw.Write([]byte(strings.Repeat(string(rune('p'+i)), 400000)))
+		}
+		pw.Close()
+	}()
+	slow, err := http.NewRequest("PUT", site(files, "/slow.txt"), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.ContentLength = 1600000
+	res, err := client.Do(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"size":1600000`) {
+		t.Fatalf("a slow upload: %d %s", res.StatusCode, body)
+	}
+
 	// The bystander kept its state and its object.
 	if a := do(t, "GET", site(bobFiles, "/keep.txt"), "", nil); a.status != 200 || string(a.body) != "bob's" || a.header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("the bystander's object: %d %s", a.status, a.body)
 	}
 	if a := do(t, "GET", site(bobFiles, "/served"), "", nil); string(a.body) != `{"served":3}` {
 		t.Fatalf("the bystander's counter: %d %s", a.status, a.body)
+	}
+
+	// Usage shows each tenant's own bucket (docs/usage.md): what its
+	// listing adds up to, not the other's.
+	for _, tok := range []string{alice, bob} {
+		var list struct{ Objects []struct{ Size int64 } }
+		json.Unmarshal(do(t, "GET", api("/objects?prefix="), tok, nil).body, &list)
+		want := int64(0)
+		for _, o := range list.Objects {
+			want += o.Size
+		}
+		a = do(t, "GET", api("/usage?by=day"), tok, nil)
+		var u struct{ Usage []struct{ ObjectBytes int64 } }
+		json.Unmarshal(a.body, &u)
+		if a.status != 200 || len(u.Usage) == 0 || want == 0 || u.Usage[len(u.Usage)-1].ObjectBytes != want {
+			t.Fatalf("usage (the bucket lists %d bytes): %d %s", want, a.status, a.body)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
@@ -23,6 +24,7 @@ import (
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sqldb"
+	"github.com/retainer-gw/retainer/store"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -76,6 +78,10 @@ type runtime struct {
 	// logs them at most every receiptLogEvery (receiptStoreFailed).
 	receiptFailures atomic.Int64
 	receiptLog      rate.Sometimes
+	// receiptDrops counts receipts dropped unwritten since receiptDropLog
+	// last logged (receiptsDropped).
+	receiptDrops   atomic.Int64
+	receiptDropLog rate.Sometimes
 }
 
 // receiptLogEvery is how often a failing receipt store is logged at most
@@ -93,11 +99,24 @@ func (rt *runtime) receiptStoreFailed(what string, err error) {
 	})
 }
 
+// receiptsDropped counts and logs receipts dropped unwritten (the
+// receipt store took none while budgets.ReceiptsWaitingBytes waited): at
+// most one line every receiptLogEvery, with the count since.
+func (rt *runtime) receiptsDropped(n int) {
+	metricReceiptsDropped.Add(float64(n))
+	rt.receiptDrops.Add(int64(n))
+	rt.receiptDropLog.Do(func() {
+		rt.logger.Load().Error("receipts dropped unwritten: the receipt store takes none, and past the bytes the gateway holds waiting the oldest are dropped first",
+			zap.Int64("dropped", rt.receiptDrops.Swap(0)), zap.Int64("bound_bytes", budgets.ReceiptsWaitingBytes))
+	})
+}
+
 // Destruct ends the workers and closes the store (the last config let go).
 func (rt *runtime) Destruct() error {
 	close(rt.closing)
 	if rt.cluster != nil {
 		rt.cluster.server.Close()
+		rt.cluster.link.close()
 	}
 	rt.kv.Close() // commits what is pending
 	rt.sql.Close()
@@ -239,12 +258,25 @@ func newRuntime(a *App) (*runtime, error) {
 			}
 		},
 		OnRequest: func(registry, id, tenant string, r handles.Request) {
+			key := logTenant(registry, tenant)
 			if u := rt.usage.Load(); u != nil {
-				u.add(logTenant(registry, tenant), r.Time, r.DurationMs, r.Bytes)
+				u.add(key, r.Time, r.DurationMs, r.CPUMs, r.Bytes)
 			}
 			if l := rt.logs.Load(); l != nil {
-				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: r.Time, Level: "request",
-					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs})
+				l.Append(key, id, logstore.Entry{Time: r.Time, Level: "request",
+					Method: r.Method, URL: r.URL, Status: r.Status, DurationMs: r.DurationMs, CPUMs: r.CPUMs})
+			}
+		},
+		// A plan's daily caps (plans.go).
+		Admit: rt.admit,
+		OnSocketEvent: func(registry, _, tenant string, cpu time.Duration) {
+			if u := rt.usage.Load(); u != nil && tenant != "" {
+				u.addCPU(logTenant(registry, tenant), float64(cpu.Microseconds())/1000)
+			}
+		},
+		OnRun: func(registry, tenant string, cpu time.Duration) {
+			if u := rt.usage.Load(); u != nil && tenant != "" {
+				u.addCPU(logTenant(registry, tenant), float64(cpu.Microseconds())/1000)
 			}
 		},
 		OnRebuild: func(string, string) { metricRebuilds.Inc() },
@@ -268,6 +300,8 @@ func newRuntime(a *App) (*runtime, error) {
 	// Values read from writes a failed commit lost leave every cache.
 	kvs.OnCommitFailed = kvCache.DropAll
 	if a.clustered() {
+		// A handler's kv call waits for etcd at most this long.
+		kvs.Bound = budgets.ClusterKVBound
 		// etcd's size is measured with or without kv_budget (the metric).
 		full := &atomic.Bool{}
 		if a.StoreEtcd.KVBudget > 0 {
@@ -275,7 +309,21 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 		go rt.watchKVBudget(backing.etcd, a.StoreEtcd.KVBudget, full)
 	}
-	sqls, err := sqldb.Open(sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota})
+	sqlOpts := sqldb.Options{Dir: a.Store + ".sql", Quota: a.SQLQuota}
+	if a.clustered() {
+		// The databases' pages are in the cluster's PostgreSQL, every
+		// commit checked against this gateway's fence on the space
+		// (docs/sql.md, "In a cluster"); the directory holds exports.
+		sqlOpts.Pages = backing.pg
+		sqlOpts.Fence = func(ctx context.Context, registry, tenant string) (uint64, error) {
+			if !backing.member.Load().Serving() {
+				return 0, ownFault(cluster.ErrLost)
+			}
+			f, err := writer.Fence(ctx, store.Space(registry, tenant))
+			return f.Epoch, ownFault(err)
+		}
+	}
+	sqls, err := sqldb.Open(sqlOpts)
 	if err != nil {
 		kvs.Close()
 		registry.Close()
@@ -284,7 +332,7 @@ func newRuntime(a *App) (*runtime, error) {
 		return nil, err
 	}
 	rt.sql = sqls
-	buckets, err := openObjectsBackend(a)
+	buckets, err := openBuckets(a)
 	if err != nil {
 		sqls.Close()
 		kvs.Close()
@@ -296,9 +344,19 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.objects = buckets
 	fetchStreams := &capability.FetchStreams{}
 	rt.secrets = capability.NewSecrets(writer)
-	rt.ai = &capability.AI{OnTokens: func(_ string, n int64) { metricAITokens.Add(float64(n)) }}
+	rt.ai = &capability.AI{OnTokens: func(registry, tenant string, n int64) {
+		metricAITokens.Add(float64(n))
+		if u := rt.usage.Load(); u != nil {
+			u.addAITokens(logTenant(registry, tenant), n)
+		}
+	}}
 	registry.SetHost(&capability.Host{KV: kvs, SQL: sqls, Secrets: rt.secrets, AI: rt.ai, SQLAnswer: int(a.MaxResponseBody), Fetcher: &capability.Fetcher{Limits: a.limits(), Streams: fetchStreams, StreamTimeout: time.Duration(a.StreamTimeout)}, Tools: &capability.Tools{},
-		Objects: &capability.Objects{Buckets: buckets, Streams: fetchStreams}})
+		Objects: &capability.Objects{Buckets: buckets, Streams: fetchStreams},
+		OnFetchBytes: func(registry, tenant string, n int64) {
+			if u := rt.usage.Load(); u != nil {
+				u.addEgress(logTenant(registry, tenant), n)
+			}
+		}})
 	rs, err := receipts.Open(backing.receipts, time.Duration(a.ReceiptRetention), nil)
 	if err != nil {
 		sqls.Close()
@@ -308,7 +366,18 @@ func newRuntime(a *App) (*runtime, error) {
 		pool.Shutdown()
 		return nil, err
 	}
-	rt.usage.Store(openUsage(backing.receipts, kvs.Used))
+	node := ""
+	if a.clustered() && a.Cluster != nil {
+		node = a.Cluster.Name
+	}
+	meter := openUsage(backing.receipts, node, kvs.Used, sqls.Used)
+	meter.objectsUsed = func(registry, tenant string) int64 {
+		// The bucket counts a space's bytes once from a listing, then keeps
+		// them (docs/objects.md); a backend that fails answers 0 here.
+		n, _ := buckets.Used(context.Background(), objects.Space(registry, tenant))
+		return n
+	}
+	rt.usage.Store(meter)
 	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry
@@ -316,7 +385,9 @@ func newRuntime(a *App) (*runtime, error) {
 	rt.kv = kvs
 	rt.receipts = rs
 	rt.receiptLog.Interval = receiptLogEvery
+	rt.receiptDropLog.Interval = receiptLogEvery
 	rs.SetFailed(func(err error) { rt.receiptStoreFailed("writing receipts (they wait for the next commit)", err) })
+	rs.SetDropped(rt.receiptsDropped)
 	if a.clustered() {
 		if err := rt.listen(a); err != nil {
 			rt.Destruct()

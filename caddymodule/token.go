@@ -18,7 +18,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "retainer-token",
-		Usage: "--sub <tenant> [--scope \"...\"] [--ttl 1h] [--iss ...] [--aud ...] [--secret-env NAME]",
+		Usage: "--sub <tenant> [--scope \"...\"] [--plan <name>] [--ttl 1h] [--iss ...] [--aud ...] [--secret-env NAME]",
 		Short: "Prints an HS256 token for retainer_jwt's shared secret",
 		Long: `
 Prints a JSON Web Token (HS256) for the tenant --sub, signed with the shared
@@ -36,6 +36,8 @@ history and process lists.
 			cmd.Flags().String("iss", "https://id.example.com/", "issuer (iss claim)")
 			cmd.Flags().String("aud", "retainer", "audience (aud claim)")
 			cmd.Flags().String("secret-env", "RETAINER_JWT_SECRET", "the environment variable that holds the secret")
+			cmd.Flags().String("plan", "", "the tenant's plan (docs/usage.md), as the claim --plan-claim names")
+			cmd.Flags().String("plan-claim", "plan", "the claim that names the plan (the plans block's plan_claim)")
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(cmdToken)
 		},
 	})
@@ -57,7 +59,7 @@ func cmdToken(fl caddycmd.Flags) (int, error) {
 	}
 	now := time.Now()
 	claims := jwt.MapClaims{"sub": sub, "iat": now.Unix(), "exp": now.Add(ttl).Unix()}
-	for name, v := range map[string]string{"scope": fl.String("scope"), "iss": fl.String("iss"), "aud": fl.String("aud")} {
+	for name, v := range map[string]string{"scope": fl.String("scope"), "iss": fl.String("iss"), "aud": fl.String("aud"), fl.String("plan-claim"): fl.String("plan")} {
 		if v != "" {
 			claims[name] = v
 		}

@@ -3,8 +3,11 @@ package caddymodule
 import (
 	"context"
 	"encoding/binary"
+	"encoding/csv"
 	"encoding/json"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,48 +19,103 @@ import (
 	"github.com/retainer-gw/retainer/store"
 )
 
-// usageTable holds each tenant's usage a UTC day (docs/logs.md, "Usage"):
-// key lp(registry NUL tenant) day ("2006-01-02"), value the day's counts
-// as JSON. It lives in the receipts backend, as the logs do.
+// usageTable holds each tenant's usage a UTC hour (docs/usage.md): key
+// lp(registry NUL tenant) hour ("2006-01-02T15") gateway (the cluster
+// member's name; "" on one machine), value the hour's counts as JSON. It
+// lives in the receipts backend, as the logs do. Each gateway writes its
+// own rows, so no two gateways add to the same value; a read sums them.
+// (Rows written before hours were kept have a day, "2006-01-02", where
+// the hour is, and count as the day's first hour.)
 const usageTable = "usage.v1"
 
-// usageRetention is how long a day's usage is kept.
+// usageRetention is how long an hour's usage is kept.
 const usageRetention = 90 * 24 * time.Hour
 
-// usageDay is what a tenant used in a day.
-type usageDay struct {
-	Requests    int64   `json:"requests"`
-	WallMs      float64 `json:"wallMs"`
-	EgressBytes int64   `json:"egressBytes"`
+// usageFlushEvery is how often counts in memory are added to the store.
+const usageFlushEvery = 5 * time.Second
+
+// usageCounts is what a tenant used in an hour (or a day, summed).
+type usageCounts struct {
+	Requests          int64   `json:"requests"`
+	CPUMs             float64 `json:"cpuMs"`
+	WallMs            float64 `json:"wallMs"`
+	EgressBytes       int64   `json:"egressBytes"`
+	AITokens          int64   `json:"aiTokens"`
+	WebsocketMessages int64   `json:"websocketMessages"`
+	// KVBytes and SQLBytes are what the tenant stored, the most seen in
+	// the period (sampled at each flush while it is active).
+	KVBytes  int64 `json:"kvBytes"`
+	SQLBytes int64 `json:"sqlBytes"`
 }
 
-type usageKey struct{ tenant, day string }
+func (c *usageCounts) add(o *usageCounts) {
+	c.Requests += o.Requests
+	c.CPUMs += o.CPUMs
+	c.WallMs += o.WallMs
+	c.EgressBytes += o.EgressBytes
+	c.AITokens += o.AITokens
+	c.WebsocketMessages += o.WebsocketMessages
+	c.KVBytes = max(c.KVBytes, o.KVBytes)
+	c.SQLBytes = max(c.SQLBytes, o.SQLBytes)
+}
 
-// usageMeter counts handles' invocations per tenant and UTC day in memory
-// and adds them to the store every few seconds (a read adds them first).
+type usageKey struct{ tenant, hour string }
+
+// usageMeter counts what tenants use per UTC hour in memory and adds it to
+// the store every usageFlushEvery (a read adds it first). It also keeps
+// each tenant's total for the current UTC day, which plans are checked
+// against on every request (plans.go): loaded from the store at start (a
+// restart does not reset a day) and after each flush (the other gateways'
+// rows included, in a cluster).
 type usageMeter struct {
-	st store.Store
-	// kvUsed is what a tenant stores in kv now (today's row's kvBytes).
+	st   store.Store
+	node string // this gateway's name in a cluster, "" alone
+	// kvUsed and sqlUsed are what a tenant stores now.
 	kvUsed  func(registry, tenant string) int64
+	sqlUsed func(registry, tenant string) int64
+	// objectsUsed is what a tenant keeps in its bucket now (set after
+	// opening: the buckets open beside the meter).
+	objectsUsed func(registry, tenant string) int64
+
 	mu      sync.Mutex
-	pending map[usageKey]*usageDay
-	cmu     sync.Mutex // serializes flushes
-	stop    chan struct{}
-	done    chan struct{}
+	pending map[usageKey]*usageCounts
+	day     string // the UTC day of base and fresh
+	dayNum  int64  // day as Unix days
+	// hourAt and hour are the newest hour counted (Unix seconds at its
+	// start, and as stored), so a count formats no time.
+	hourAt int64
+	hour   string
+	base   map[string]*usageCounts // today's totals in the store
+	fresh  map[string]*usageCounts // today's counts not yet in base
+	loaded map[string]bool         // base read from the store today
+	// cut is each tenant's limit that refused it today and the handles
+	// already told so (plans.go), so each is noted once a day.
+	cut map[string]*planCut
+
+	plans *tenantPlans
+
+	cmu  sync.Mutex // serializes flushes
+	stop chan struct{}
+	done chan struct{}
 }
 
-func openUsage(st store.Store, kvUsed func(registry, tenant string) int64) *usageMeter {
-	m := &usageMeter{st: st, kvUsed: kvUsed, pending: map[usageKey]*usageDay{}, stop: make(chan struct{}), done: make(chan struct{})}
+func openUsage(st store.Store, node string, kvUsed, sqlUsed func(registry, tenant string) int64) *usageMeter {
+	m := &usageMeter{st: st, node: node, kvUsed: kvUsed, sqlUsed: sqlUsed,
+		pending: map[usageKey]*usageCounts{}, stop: make(chan struct{}), done: make(chan struct{})}
+	m.plans = openTenantPlans(st)
+	m.resetDay(time.Now())
 	go m.loop()
 	return m
 }
 
 func (m *usageMeter) loop() {
 	defer close(m.done)
-	tick := time.NewTicker(5 * time.Second)
+	tick := time.NewTicker(usageFlushEvery)
 	defer tick.Stop()
 	sweep := time.NewTicker(time.Hour)
 	defer sweep.Stop()
+	reload := time.NewTicker(time.Minute)
+	defer reload.Stop()
 	m.sweep()
 	for {
 		select {
@@ -68,6 +126,11 @@ func (m *usageMeter) loop() {
 			m.flush()
 		case <-sweep.C:
 			m.sweep()
+			m.plans.sweepCuts()
+		case <-reload.C:
+			// Another gateway of a cluster may have recorded a tenant's
+			// plan (plans.go).
+			m.plans.load()
 		}
 	}
 }
@@ -77,57 +140,277 @@ func (m *usageMeter) close() {
 	<-m.done
 }
 
-// add counts one invocation of tenant's (a logTenant).
-func (m *usageMeter) add(tenant string, at time.Time, wallMs float64, egress int64) {
-	k := usageKey{tenant, at.UTC().Format(time.DateOnly)}
-	m.mu.Lock()
+// resetDay starts the totals of t's UTC day (m.mu held, or before the
+// meter runs).
+func (m *usageMeter) resetDay(t time.Time) {
+	m.day = t.UTC().Format(time.DateOnly)
+	m.dayNum = t.Unix() / 86400
+	m.base = map[string]*usageCounts{}
+	m.fresh = map[string]*usageCounts{}
+	m.loaded = map[string]bool{}
+	m.cut = map[string]*planCut{}
+}
+
+// counts answers what to add to for tenant (a logTenant) at t, creating
+// it (m.mu held): the hour's pending counts and the day's fresh ones.
+func (m *usageMeter) counts(tenant string, t time.Time) (*usageCounts, *usageCounts) {
+	sec := t.Unix()
+	hour := m.hour
+	if sec < m.hourAt || sec >= m.hourAt+3600 {
+		hour = t.UTC().Format("2006-01-02T15")
+		if sec > m.hourAt {
+			m.hourAt, m.hour = sec-sec%3600, hour
+		}
+	}
+	if day := sec / 86400; day != m.dayNum {
+		if day < m.dayNum {
+			// Late (a request that ended as the day turned): counted in
+			// its hour, not in today's totals.
+			return m.pendingFor(tenant, hour), &usageCounts{}
+		}
+		m.resetDay(t)
+	}
+	f := m.fresh[tenant]
+	if f == nil {
+		f = &usageCounts{}
+		m.fresh[tenant] = f
+	}
+	return m.pendingFor(tenant, hour), f
+}
+
+func (m *usageMeter) pendingFor(tenant, hour string) *usageCounts {
+	k := usageKey{tenant, hour}
 	d := m.pending[k]
 	if d == nil {
-		d = &usageDay{}
+		d = &usageCounts{}
 		m.pending[k] = d
 	}
-	d.Requests++
-	d.WallMs += wallMs
-	d.EgressBytes += egress
+	return d
+}
+
+// add counts one invocation of tenant's (a logTenant).
+func (m *usageMeter) add(tenant string, at time.Time, wallMs, cpuMs float64, egress int64) {
+	m.mu.Lock()
+	for _, c := range m.countsBoth(tenant, at) {
+		c.Requests++
+		c.WallMs += wallMs
+		c.CPUMs += cpuMs
+		c.EgressBytes += egress
+	}
 	m.mu.Unlock()
 }
 
-func usageStoreKey(tenant, day string) []byte {
-	k := binary.BigEndian.AppendUint16(nil, uint16(len(tenant)))
-	return append(append(k, tenant...), day...)
+func (m *usageMeter) countsBoth(tenant string, at time.Time) [2]*usageCounts {
+	p, f := m.counts(tenant, at)
+	return [2]*usageCounts{p, f}
 }
 
-// flush adds what waits to the days in the store.
+// addEgress counts bytes a tenant sent that no request entry counted (a
+// streamed answer, an outbound fetch).
+func (m *usageMeter) addEgress(tenant string, n int64) {
+	m.mu.Lock()
+	for _, c := range m.countsBoth(tenant, time.Now()) {
+		c.EgressBytes += n
+	}
+	m.mu.Unlock()
+}
+
+// addCPU counts isolate CPU time no request entry counted (a WebSocket
+// event's, a run's).
+func (m *usageMeter) addCPU(tenant string, ms float64) {
+	m.mu.Lock()
+	for _, c := range m.countsBoth(tenant, time.Now()) {
+		c.CPUMs += ms
+	}
+	m.mu.Unlock()
+}
+
+// addAITokens counts tokens of a tenant's ai.run.
+func (m *usageMeter) addAITokens(tenant string, n int64) {
+	m.mu.Lock()
+	for _, c := range m.countsBoth(tenant, time.Now()) {
+		c.AITokens += n
+	}
+	m.mu.Unlock()
+}
+
+// addSocketMessages counts WebSocket messages to or from a tenant's
+// handles.
+func (m *usageMeter) addSocketMessages(tenant string, n int64) {
+	m.mu.Lock()
+	for _, c := range m.countsBoth(tenant, time.Now()) {
+		c.WebsocketMessages += n
+	}
+	m.mu.Unlock()
+}
+
+// today answers tenant's totals for the current UTC day, what waits in
+// memory included. A tenant's first call of the day (on this gateway)
+// reads its day from the store; later ones read memory only.
+func (m *usageMeter) today(tenant string) usageCounts {
+	now := time.Now()
+	m.mu.Lock()
+	if day := now.Unix() / 86400; day != m.dayNum {
+		if day < m.dayNum {
+			m.mu.Unlock()
+			return usageCounts{}
+		}
+		m.resetDay(now)
+	}
+	if !m.loaded[tenant] {
+		m.mu.Unlock()
+		m.cmu.Lock() // no flush between the read and base
+		m.loadToday(map[string]bool{tenant: true})
+		m.cmu.Unlock()
+		m.mu.Lock()
+	}
+	defer m.mu.Unlock()
+	var c usageCounts
+	if b := m.base[tenant]; b != nil {
+		c.add(b)
+	}
+	if f := m.fresh[tenant]; f != nil {
+		c.add(f)
+	}
+	return c
+}
+
+func usageStoreKey(tenant, hour, node string) []byte {
+	k := binary.BigEndian.AppendUint16(nil, uint16(len(tenant)))
+	return append(append(append(k, tenant...), hour...), node...)
+}
+
+// parseUsageKey answers a row's tenant, hour ("2006-01-02T15") and day.
+func parseUsageKey(k []byte) (tenant, hour string, ok bool) {
+	if len(k) < 2 {
+		return "", "", false
+	}
+	n := int(binary.BigEndian.Uint16(k))
+	if len(k) < 2+n+10 {
+		return "", "", false
+	}
+	tenant, rest := string(k[2:2+n]), string(k[2+n:])
+	if len(rest) >= 13 && rest[10] == 'T' {
+		return tenant, rest[:13], true
+	}
+	if len(rest) == 10 {
+		return tenant, rest + "T00", true // a day's row from before hours
+	}
+	return "", "", false
+}
+
+// flush adds what waits to this gateway's hours in the store, then reads
+// the day's totals of the tenants it touched back (every gateway's).
 func (m *usageMeter) flush() {
 	m.cmu.Lock()
 	defer m.cmu.Unlock()
 	m.mu.Lock()
 	batch := m.pending
-	m.pending = map[usageKey]*usageDay{}
+	m.pending = map[usageKey]*usageCounts{}
+	day := m.day
+	// What waits becomes part of base at once: base is read back from
+	// the store below, which then has it.
+	touched := map[string]bool{}
+	for tenant, f := range m.fresh {
+		b := m.base[tenant]
+		if b == nil {
+			b = &usageCounts{}
+			m.base[tenant] = b
+		}
+		b.add(f)
+		touched[tenant] = true
+	}
+	m.fresh = map[string]*usageCounts{}
 	m.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
 	ctx := context.Background()
+	stored := map[string][2]int64{}
 	var ops []store.Op
 	for k, d := range batch {
-		key := usageStoreKey(k.tenant, k.day)
-		var sum usageDay
+		registry, owner, _ := strings.Cut(k.tenant, "\x00")
+		s, ok := stored[k.tenant]
+		if !ok {
+			if m.kvUsed != nil {
+				s[0] = m.kvUsed(registry, owner)
+			}
+			if m.sqlUsed != nil {
+				s[1] = m.sqlUsed(registry, owner)
+			}
+			stored[k.tenant] = s
+		}
+		key := usageStoreKey(k.tenant, k.hour, m.node)
+		var sum usageCounts
 		if v, err := m.st.Get(ctx, usageTable, key); err == nil && v != nil {
 			json.Unmarshal(v, &sum)
 		}
-		sum.Requests += d.Requests
-		sum.WallMs += d.WallMs
-		sum.EgressBytes += d.EgressBytes
+		sum.add(d)
+		sum.KVBytes, sum.SQLBytes = max(sum.KVBytes, s[0]), max(sum.SQLBytes, s[1])
 		b, _ := json.Marshal(sum)
 		ops = append(ops, store.Put(usageTable, key, b))
 	}
-	store.CommitChunked(ctx, m.st, nil, ops)
+	if store.CommitChunked(ctx, m.st, nil, ops) != nil {
+		return // base keeps what was counted; the store's rows lack it
+	}
+	m.mu.Lock()
+	same := m.day == day
+	m.mu.Unlock()
+	if same {
+		m.loadToday(touched)
+	}
 }
 
-// sweep deletes days older than usageRetention.
+// loadToday sets base to the store's totals of today for the tenants in
+// only (m.cmu held).
+func (m *usageMeter) loadToday(only map[string]bool) {
+	m.mu.Lock()
+	day := m.day
+	m.mu.Unlock()
+	totals := map[string]*usageCounts{}
+	scan := func(r store.Range) {
+		m.st.Scan(context.Background(), usageTable, r, func(k, v []byte) bool {
+			tenant, hour, ok := parseUsageKey(k)
+			if !ok || hour[:10] != day {
+				return true
+			}
+			var c usageCounts
+			if json.Unmarshal(v, &c) != nil {
+				return true
+			}
+			t := totals[tenant]
+			if t == nil {
+				t = &usageCounts{}
+				totals[tenant] = t
+			}
+			t.add(&c)
+			return true
+		})
+	}
+	for tenant := range only {
+		scan(store.Range{Prefix: usageStoreKey(tenant, day, "")})
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.day != day {
+		return
+	}
+	for tenant := range only {
+		t := totals[tenant]
+		if t == nil {
+			t = &usageCounts{}
+		}
+		m.base[tenant] = t
+		m.loaded[tenant] = true
+	}
+}
+
+// sweep deletes hours older than usageRetention.
 func (m *usageMeter) sweep() {
 	cutoff := time.Now().UTC().Add(-usageRetention).Format(time.DateOnly)
 	var ops []store.Op
 	m.st.Scan(context.Background(), usageTable, store.Range{}, func(k, _ []byte) bool {
-		if len(k) >= 10 && string(k[len(k)-10:]) < cutoff {
+		if _, hour, ok := parseUsageKey(k); ok && hour[:10] < cutoff {
 			ops = append(ops, store.Delete(usageTable, store.Copy(k)))
 		}
 		return true
@@ -135,90 +418,151 @@ func (m *usageMeter) sweep() {
 	store.CommitChunked(context.Background(), m.st, nil, ops)
 }
 
-// usageRow is one tenant's day as the API shows it.
+// usageRow is one tenant's hour or day as the API shows it.
 type usageRow struct {
 	Registry string `json:"registry,omitempty"`
 	Tenant   string `json:"tenant,omitempty"`
 	Start    string `json:"start"`
-	usageDay
-	// KVBytes is what the tenant stores in kv now, on today's row only.
-	KVBytes *int64 `json:"kvBytes,omitempty"`
+	usageCounts
+	// ObjectBytes is what the tenant stores in objects, read for the
+	// period that is running only (docs/usage.md).
+	ObjectBytes int64 `json:"objectBytes"`
 }
 
-// list answers the days from ≤ day ≤ to of tenant (a logTenant), or of
-// every tenant when tenant is "".
-func (m *usageMeter) list(tenant, from, to string) ([]usageRow, error) {
+// usageQuery is a usage read: from ≤ t < to, by "hour" or "day".
+type usageQuery struct {
+	from, to time.Time
+	by       string
+}
+
+// list answers the hours or days of tenant (a logTenant), or of every
+// tenant when tenant is "", oldest first (by tenant for every tenant).
+func (m *usageMeter) list(tenant string, q usageQuery) ([]usageRow, error) {
 	m.flush()
 	r := store.Range{}
 	if tenant != "" {
-		r.Prefix = usageStoreKey(tenant, "")
+		r.Prefix = usageStoreKey(tenant, "", "")
 	}
-	out := []usageRow{}
-	today := time.Now().UTC().Format(time.DateOnly)
+	type bucket struct{ tenant, start string }
+	sums := map[bucket]*usageCounts{}
+	from, to := q.from.Format("2006-01-02T15"), q.to.Format("2006-01-02T15")
 	err := m.st.Scan(context.Background(), usageTable, r, func(k, v []byte) bool {
-		if len(k) < 12 {
+		owner, hour, ok := parseUsageKey(k)
+		if !ok || hour < from || hour >= to {
 			return true
 		}
-		n := int(binary.BigEndian.Uint16(k))
-		if len(k) != 2+n+10 {
+		var c usageCounts
+		if json.Unmarshal(v, &c) != nil {
 			return true
 		}
-		day := string(k[2+n:])
-		if day < from || day > to {
-			return true
+		start := hour + ":00:00Z"
+		if q.by == "day" {
+			start = hour[:10] + "T00:00:00Z"
 		}
-		var row usageRow
-		if json.Unmarshal(v, &row.usageDay) != nil {
-			return true
+		b := bucket{owner, start}
+		s := sums[b]
+		if s == nil {
+			s = &usageCounts{}
+			sums[b] = s
 		}
-		row.Start = day + "T00:00:00Z"
-		registry, owner, _ := strings.Cut(string(k[2:2+n]), "\x00")
+		s.add(&c)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	current := now.Format("2006-01-02T15") + ":00:00Z"
+	if q.by == "day" {
+		current = now.Format(time.DateOnly) + "T00:00:00Z"
+	}
+	out := make([]usageRow, 0, len(sums))
+	for b, s := range sums {
+		registry, owner, _ := strings.Cut(b.tenant, "\x00")
+		if b.start == current {
+			// The period that is running: what is stored now.
+			if m.kvUsed != nil {
+				s.KVBytes = max(s.KVBytes, m.kvUsed(registry, owner))
+			}
+			if m.sqlUsed != nil {
+				s.SQLBytes = max(s.SQLBytes, m.sqlUsed(registry, owner))
+			}
+		}
+		row := usageRow{Start: b.start, usageCounts: *s}
+		if b.start == current && m.objectsUsed != nil {
+			row.ObjectBytes = m.objectsUsed(registry, owner)
+		}
 		if tenant == "" {
 			row.Registry, row.Tenant = registry, owner
 		}
-		if day == today && m.kvUsed != nil {
-			kvBytes := m.kvUsed(registry, owner)
-			row.KVBytes = &kvBytes
-		}
 		out = append(out, row)
-		return true
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Registry != out[j].Registry {
+			return out[i].Registry < out[j].Registry
+		}
+		if out[i].Tenant != out[j].Tenant {
+			return out[i].Tenant < out[j].Tenant
+		}
+		return out[i].Start < out[j].Start
 	})
-	return out, err
+	return out, nil
 }
 
-// usageRange reads ?from=&to= (dates or RFC 3339 times, UTC days; default
-// the last 30 days to today).
-func usageRange(r *http.Request) (string, string, error) {
-	today := time.Now().UTC()
-	from, to := today.Add(-29*24*time.Hour).Format(time.DateOnly), today.Format(time.DateOnly)
-	for name, dst := range map[string]*string{"from": &from, "to": &to} {
+// parseUsageQuery reads ?from=&to=&by= (dates or RFC 3339 times, UTC; by
+// hour or day, default day; default from the last 30 days to now). A date
+// as `to` includes that day.
+func parseUsageQuery(r *http.Request) (usageQuery, error) {
+	now := time.Now().UTC()
+	today := now.Truncate(24 * time.Hour)
+	q := usageQuery{from: today.Add(-29 * 24 * time.Hour), to: today.Add(24 * time.Hour), by: "day"}
+	switch by := r.URL.Query().Get("by"); by {
+	case "", "day":
+	case "hour":
+		q.by = "hour"
+	default:
+		return q, fault.New(fault.BadRequest, "by: %q is neither hour nor day.", by)
+	}
+	for _, name := range []string{"from", "to"} {
 		v := r.URL.Query().Get(name)
 		if v == "" {
 			continue
 		}
 		t, err := time.Parse(time.DateOnly, v)
-		if err != nil {
+		if err == nil && name == "to" {
+			t = t.Add(24 * time.Hour) // the whole day
+		} else if err != nil {
 			if t, err = time.Parse(time.RFC3339, v); err != nil {
-				return "", "", fault.New(fault.BadRequest, "%s: %q is not a date (2006-01-02) or an RFC 3339 time.", name, v)
+				return q, fault.New(fault.BadRequest, "%s: %q is not a date (2006-01-02) or an RFC 3339 time.", name, v)
+			}
+			if name == "to" && !t.Equal(t.Truncate(time.Hour)) {
+				t = t.Truncate(time.Hour).Add(time.Hour) // the hour it falls in
 			}
 		}
-		*dst = t.UTC().Format(time.DateOnly)
+		if name == "from" {
+			q.from = t.UTC().Truncate(time.Hour)
+		} else {
+			q.to = t.UTC()
+		}
 	}
-	return from, to, nil
+	if !q.from.Before(q.to) {
+		return q, fault.New(fault.BadRequest, "from must be before to.")
+	}
+	return q, nil
 }
 
-// usage answers the tenant's own usage a UTC day (docs/logs.md, "Usage").
+// usage answers the tenant's own usage an hour or a UTC day (docs/usage.md).
 func (h *API) usage(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.authorize(w, r, authz.ScopeRead)
 	if !ok {
 		return
 	}
-	from, to, err := usageRange(r)
+	q, err := parseUsageQuery(r)
 	if err != nil {
 		writeFault(w, err, "")
 		return
 	}
-	rows, err := h.runtime().usage.Load().list(logTenant(h.Registry, c.tenant), from, to)
+	rows, err := h.runtime().usage.Load().list(logTenant(h.Registry, c.tenant), q)
 	if err != nil {
 		writeFault(w, fault.New(fault.Overloaded, "The usage store did not answer: %v", err), "")
 		return
@@ -226,7 +570,8 @@ func (h *API) usage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"usage": rows})
 }
 
-// adminUsage answers every tenant's usage a UTC day: the billing export.
+// adminUsage answers every tenant's usage: the billing export, in JSON or
+// (?format=csv) CSV.
 func adminUsage(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fault.New(fault.BadRequest, "method not allowed")}
@@ -235,13 +580,31 @@ func adminUsage(w http.ResponseWriter, r *http.Request) error {
 	if rt == nil || rt.usage.Load() == nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fault.New(fault.Overloaded, "the gateway is starting")}
 	}
-	from, to, err := usageRange(r)
+	q, err := parseUsageQuery(r)
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
-	rows, err := rt.usage.Load().list("", from, to)
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "csv" {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fault.New(fault.BadRequest, "format: %q is neither json nor csv", format)}
+	}
+	rows, err := rt.usage.Load().list("", q)
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	}
-	return writeAdmin(w, map[string]any{"usage": rows})
+	if format != "csv" {
+		return writeAdmin(w, map[string]any{"usage": rows})
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="usage.csv"`)
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"registry", "tenant", "start", "requests", "cpuMs", "wallMs", "egressBytes", "kvBytes", "sqlBytes", "objectBytes", "aiTokens", "websocketMessages"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, row := range rows {
+		cw.Write([]string{row.Registry, row.Tenant, row.Start, i(row.Requests), f(row.CPUMs), f(row.WallMs), i(row.EgressBytes),
+			i(row.KVBytes), i(row.SQLBytes), i(row.ObjectBytes), i(row.AITokens), i(row.WebsocketMessages)})
+	}
+	cw.Flush()
+	return cw.Error()
 }

@@ -25,10 +25,6 @@ import (
 // and relays both ways: each record to the visitor, each of the visitor's
 // messages to the handler as an event.
 
-// maxSocketMessage bounds a message either way, all its frames together;
-// past it the socket closes with 1009.
-const maxSocketMessage = budgets.WebsocketMessage
-
 // visitorWriteBound is how long one message to the visitor may take: a
 // visitor who stops reading is closed with 1008 past it.
 const visitorWriteBound = 30 * time.Second
@@ -92,7 +88,7 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 		st.Close(true)
 		return // Accept answered the visitor
 	}
-	conn.SetReadLimit(maxSocketMessage)
+	conn.SetReadLimit(budgets.WebsocketMessage) // a message either way, its frames together; past it 1009
 	metricSocketsOpen.Inc()
 	defer metricSocketsOpen.Dec()
 	// The socket outlives the request's context (a reload of the
@@ -100,6 +96,22 @@ func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *hand
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	s := &socketRelay{conn: conn, reg: reg, st: st, ctx: ctx, cancel: cancel, inDone: make(chan struct{}), tcp: tcpOf(hj.conn)}
+	if rt := h.live.rt.Load(); rt != nil {
+		// Messages either way, and the handler's bytes out, are the
+		// handle's tenant's (docs/usage.md).
+		if registry, tenant := st.Owner(); tenant != "" {
+			key := logTenant(registry, tenant)
+			s.admit = func() error { return rt.admit(registry, st.HandleID(), tenant) }
+			s.meter = func(egress int64) {
+				if u := rt.usage.Load(); u != nil {
+					u.addSocketMessages(key, 1)
+					if egress > 0 {
+						u.addEgress(key, egress)
+					}
+				}
+			}
+		}
+	}
 	s.touch()
 	s.probed.Store(time.Now().UnixNano())
 	relay.Store(s)
@@ -136,6 +148,12 @@ type socketRelay struct {
 	// set while one waits for its pong.
 	probed  atomic.Int64
 	probing atomic.Bool
+	// meter counts a message (and the bytes sent to the visitor) to the
+	// handle's tenant's usage; nil: none.
+	meter func(egress int64)
+	// admit refuses a visitor's message once the handle's tenant is past
+	// its plan's daily limit (plans.go); nil: never.
+	admit func() error
 }
 
 func (s *socketRelay) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -168,7 +186,7 @@ func (s *socketRelay) handlerEnded(code websocket.StatusCode, reason string) {
 
 // outbound sends the handler's records to the visitor, in order.
 func (s *socketRelay) outbound() {
-	records := &socketrec.Records{Max: maxSocketMessage}
+	records := &socketrec.Records{Max: budgets.WebsocketMessage}
 	for {
 		chunk, done, err := s.st.Next(s.ctx)
 		if err != nil {
@@ -202,6 +220,9 @@ func (s *socketRelay) outbound() {
 				return
 			}
 			metricSocketOut.Inc()
+			if s.meter != nil {
+				s.meter(int64(len(rec.Data)))
+			}
 			s.touch()
 		}
 		if rerr != nil {
@@ -265,11 +286,21 @@ func (s *socketRelay) relayIn() (websocket.StatusCode, string) {
 			return code, reason
 		}
 		metricSocketIn.Inc()
+		if s.meter != nil {
+			s.meter(0)
+		}
 		s.touch()
 		s.probe()
 		kind := socketrec.Text
 		if typ == websocket.MessageBinary {
 			kind = socketrec.Binary
+		}
+		if s.admit != nil && s.admit() != nil {
+			// Past the tenant's plan (docs/usage.md): the socket closes,
+			// and the handler gets its close event.
+			const reason = "the tenant reached its plan's daily limit"
+			s.close(websocket.StatusPolicyViolation, reason)
+			return websocket.StatusPolicyViolation, reason
 		}
 		err = s.deliver(kind, data)
 		switch {

@@ -63,7 +63,7 @@ type AI struct {
 	// endpoint named in the Caddyfile.
 	Client *http.Client
 	// OnTokens, if set, hears each call's tokens (metrics).
-	OnTokens func(tenant string, n int64)
+	OnTokens func(registry, tenant string, n int64)
 
 	once     sync.Once
 	upstream *http.Client
@@ -76,16 +76,12 @@ type AI struct {
 	changed  chan struct{}
 }
 
-// Budgets (docs/ai.md): calls in flight to the model endpoint, a tenant's
-// below the gateway's. A tenant's calls past its cap wait for one of its
-// own to end (within the run's or invocation's bound), so a tenant that
-// asks for thousands at once holds 16 of the endpoint's attention and
-// none of the others'; past the gateway's cap a call is OVERLOADED at
-// once.
-const (
-	maxAICallsPerTenant = budgets.AICallsPerTenant
-	maxAICalls          = budgets.AICalls
-)
+// Budgets (docs/ai.md): calls in flight to the model endpoint,
+// budgets.AICallsPerTenant a tenant's below budgets.AICalls the gateway's.
+// A tenant's calls past its cap wait for one of its own to end (within the
+// run's or invocation's bound), so a tenant that asks for thousands at
+// once holds 16 of the endpoint's attention and none of the others'; past
+// the gateway's cap a call is OVERLOADED at once.
 
 // take holds a place for one of tenant's calls; release gives it back.
 func (a *AI) take(ctx context.Context, tenant string) (release func(), err error) {
@@ -94,7 +90,7 @@ func (a *AI) take(ctx context.Context, tenant string) (release func(), err error
 	if a.inFlight == nil {
 		a.inFlight = map[string]int{}
 	}
-	for a.inFlight[tenant] >= maxAICallsPerTenant {
+	for a.inFlight[tenant] >= budgets.AICallsPerTenant {
 		if a.changed == nil {
 			a.changed = make(chan struct{})
 		}
@@ -105,11 +101,11 @@ func (a *AI) take(ctx context.Context, tenant string) (release func(), err error
 			a.slots.Lock()
 		case <-ctx.Done():
 			a.slots.Lock()
-			return nil, fault.New(fault.QuotaExceeded, "ai.run: the tenant has %d model calls in flight, the most it may; this one waited for one of them to end until its run ended.", maxAICallsPerTenant)
+			return nil, fault.New(fault.QuotaExceeded, "ai.run: the tenant has %d model calls in flight, the most it may; this one waited for one of them to end until its run ended.", budgets.AICallsPerTenant)
 		}
 	}
-	if a.total >= maxAICalls {
-		return nil, fault.New(fault.Overloaded, "ai.run: the gateway has as many model calls in flight as it may (%d); try again shortly.", maxAICalls)
+	if a.total >= budgets.AICalls {
+		return nil, fault.New(fault.Overloaded, "ai.run: the gateway has as many model calls in flight as it may (%d); try again shortly.", budgets.AICalls)
 	}
 	a.inFlight[tenant]++
 	a.total++
@@ -166,7 +162,7 @@ func (a *AI) Tokens(tenant string) int64 {
 	return 0
 }
 
-func (a *AI) count(tenant string, u aiUsage) {
+func (a *AI) count(registry, tenant string, u aiUsage) {
 	n := int64(u.PromptTokens + u.CompletionTokens)
 	if n <= 0 {
 		return
@@ -174,7 +170,7 @@ func (a *AI) count(tenant string, u aiUsage) {
 	v, _ := a.tokens.LoadOrStore(tenant, new(atomic.Int64))
 	v.(*atomic.Int64).Add(n)
 	if a.OnTokens != nil {
-		a.OnTokens(tenant, n)
+		a.OnTokens(registry, tenant, n)
 	}
 }
 
@@ -203,7 +199,7 @@ type aiUsage struct {
 const maxAIAnswer = 8 << 20
 
 // client is the upstream client: Client, or one of its own whose
-// transport opens at most maxAICalls connections to a host; neither
+// transport opens at most budgets.AICalls connections to a host; neither
 // follows a redirect (docs/ai.md): Go's client keeps Authorization on a
 // redirect to the same host name, even on another port or from https to
 // http, and the key is for the endpoint alone. A redirect answers the
@@ -215,8 +211,8 @@ func (a *AI) client() *http.Client {
 			*c = *a.Client
 		} else {
 			t := http.DefaultTransport.(*http.Transport).Clone()
-			t.MaxConnsPerHost = maxAICalls
-			t.MaxIdleConnsPerHost = maxAICallsPerTenant
+			t.MaxConnsPerHost = budgets.AICalls
+			t.MaxIdleConnsPerHost = budgets.AICallsPerTenant
 			c.Transport = t
 		}
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -326,7 +322,7 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 		streaming = true
 		go func() {
 			defer release()
-			a.relaySSE(c.Tenant, res.Body, pw)
+			a.relaySSE(c.Registry, c.Tenant, res.Body, pw)
 		}()
 		token := fs.put(p, pr, cancel)
 		return wirejson.Marshal(map[string]any{"stream": token})
@@ -346,14 +342,14 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 {
 		return nil, fault.New(fault.BadRequest, "ai.run: the model's answer is not a chat completion.")
 	}
-	a.count(c.Tenant, out.Usage)
+	a.count(c.Registry, c.Tenant, out.Usage)
 	return wirejson.Marshal(map[string]any{"response": out.Choices[0].Message.Content, "usage": out.Usage})
 }
 
 // relaySSE turns the upstream's chat completion chunks into the runtime's
 // events: `data: {"response": "..."}` for each piece of text, then
 // `data: [DONE]`; the usage the last chunk reports is counted.
-func (a *AI) relaySSE(tenant string, up io.ReadCloser, w *io.PipeWriter) {
+func (a *AI) relaySSE(registry, tenant string, up io.ReadCloser, w *io.PipeWriter) {
 	defer up.Close()
 	sc := bufio.NewScanner(up)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -379,7 +375,7 @@ func (a *AI) relaySSE(tenant string, up io.ReadCloser, w *io.PipeWriter) {
 			continue
 		}
 		if chunk.Usage != nil {
-			a.count(tenant, *chunk.Usage)
+			a.count(registry, tenant, *chunk.Usage)
 		}
 		if len(chunk.Choices) == 0 || chunk.Choices[0].Delta.Content == "" {
 			continue

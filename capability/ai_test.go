@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -61,7 +62,7 @@ func TestAIStreamEvents(t *testing.T) {
 		"data: [DONE]\n\n"))
 	a := &AI{}
 	pr, pw := io.Pipe()
-	go a.relaySSE("bob", up, pw)
+	go a.relaySSE("default", "bob", up, pw)
 	out, err := io.ReadAll(pr)
 	if err != nil || string(out) != "data: {\"response\":\"a\\\"b\"}\n\ndata: [DONE]\n\n" {
 		t.Fatalf("%q %v", out, err)
@@ -85,7 +86,7 @@ func TestAICallsInFlight(t *testing.T) {
 		}
 		return err
 	}
-	for i := 0; i < maxAICallsPerTenant; i++ {
+	for i := 0; i < budgets.AICallsPerTenant; i++ {
 		if err := take(context.Background(), "alice"); err != nil {
 			t.Fatal(err)
 		}
@@ -106,11 +107,11 @@ func TestAICallsInFlight(t *testing.T) {
 	if err := <-waited; err != nil {
 		t.Fatalf("alice's waiting call after one ended: %v", err)
 	}
-	if n, all := a.InFlight("alice"); n != maxAICallsPerTenant || all != maxAICallsPerTenant+1 {
+	if n, all := a.InFlight("alice"); n != budgets.AICallsPerTenant || all != budgets.AICallsPerTenant+1 {
 		t.Fatalf("in flight: alice %d, all %d", n, all)
 	}
-	for i := 0; a.total < maxAICalls; i++ {
-		if err := take(context.Background(), fmt.Sprintf("t%d", i/maxAICallsPerTenant)); err != nil {
+	for i := 0; a.total < budgets.AICalls; i++ {
+		if err := take(context.Background(), fmt.Sprintf("t%d", i/budgets.AICallsPerTenant)); err != nil {
 			t.Fatal(err)
 		}
 	}

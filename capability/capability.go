@@ -76,6 +76,10 @@ type Host struct {
 	AI *AI
 	// Objects serves the bucket (nil: none; docs/objects.md).
 	Objects *Objects
+	// OnFetchBytes, if set, hears the bytes of each outbound fetch's
+	// request and answer as they cross to and from the isolate (usage
+	// metering, docs/usage.md).
+	OnFetchBytes func(registry, tenant string, n int64)
 }
 
 // Serve dispatches a call that is not a tool call (tools go through the
@@ -101,7 +105,9 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 			}
 			inject = h.Secrets.injector(c.Registry, c.Tenant, c.Grants.Headers, c.Grants.AllowPrivate)
 		}
-		return h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args, inject)
+		res, err := h.Fetcher.fetch(ctx, c.ExecutionID, c.Tenant, c.Grants.Outbound, c.Grants.AllowPrivate, c.Args, inject)
+		h.fetchBytes(c, len(c.Args)+len(res))
+		return res, err
 	case "sql":
 		return h.sql(ctx, c)
 	case "ai":
@@ -118,14 +124,22 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") && !c.Grants.Has("objectsRead") && !c.Grants.Has("objectsWrite") || h.Fetcher.Streams == nil {
 			return nil, Denied("fetch", "fetch")
 		}
-		return h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
+		res, err := h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
+		h.fetchBytes(c, len(res))
+		return res, err
 	default:
 		if strings.HasPrefix(c.Op, "objects.") {
 			return h.objectsCall(ctx, c)
 		}
 		return nil, fault.New(fault.BadRequest, "Unknown host call %q.", c.Op)
 	}
-	return h.KV.Serve(c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
+	return h.KV.ServeWithin(ctx, c.Registry, c.Tenant, c.ExecutionID, c.Op, c.Args)
+}
+
+func (h *Host) fetchBytes(c Call, n int) {
+	if h.OnFetchBytes != nil && n > 0 {
+		h.OnFetchBytes(c.Registry, c.Tenant, int64(n))
+	}
 }
 
 // sql is a program's db call (docs/sql.md): sqlRead or sqlWrite reads,
@@ -150,12 +164,13 @@ func (h *Host) sql(ctx context.Context, c Call) (json.RawMessage, error) {
 }
 
 // KVWrite is a kv.put (value non-nil) or kv.delete under c's grants, with
-// c.Op naming which: Serve's checks, without the arguments' JSON.
-func (h *Host) KVWrite(c Call, key string, value *string) error {
+// c.Op naming which: Serve's checks, without the arguments' JSON; ctx
+// bounds the store reads its check waits for.
+func (h *Host) KVWrite(ctx context.Context, c Call, key string, value *string) error {
 	if !c.Grants.Has("kvWrite") {
 		return Denied("kvWrite", c.Op)
 	}
-	return h.KV.Write(c.Registry, c.Tenant, c.ExecutionID, key, value)
+	return h.KV.WriteWithin(ctx, c.Registry, c.Tenant, c.ExecutionID, key, value)
 }
 
 func bad(format string, args ...any) error {

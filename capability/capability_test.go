@@ -156,7 +156,7 @@ func TestUnreadFetchStreamsAreChargedToTheirTenant(t *testing.T) {
 		return h.Serve(context.Background(), Call{Tenant: tenant, ExecutionID: run, Op: "fetch", Args: fetchArgsJSON(target.URL),
 			Grants: Grants{Capabilities: []string{"fetch"}, Outbound: []string{tu.Host}, AllowPrivate: true}})
 	}
-	for i := 0; i < maxStreamsPerOwner; i++ {
+	for i := 0; i < budgets.FetchStreamsPerOwner; i++ {
 		if res, err := call("mallory", "run-0"); err != nil || !strings.Contains(string(res), `"stream"`) {
 			t.Fatalf("fetch %d: %s %v", i, res, err)
 		}
@@ -165,12 +165,12 @@ func TestUnreadFetchStreamsAreChargedToTheirTenant(t *testing.T) {
 		t.Fatalf("the 17th unread answer of one run: %v", err)
 	}
 	for run := 1; fault.CodeOf(func() error { _, err := call("mallory", fmt.Sprintf("run-%d", run)); return err }()) == ""; run++ {
-		if run > maxStreamsPerTenant {
+		if run > budgets.FetchStreamsPerTenant {
 			t.Fatal("the tenant's cap never came")
 		}
 	}
-	if _, n := h.Fetcher.Streams.Counts("", "mallory"); n != maxStreamsPerTenant {
-		t.Fatalf("mallory holds %d streams, want the cap %d", n, maxStreamsPerTenant)
+	if _, n := h.Fetcher.Streams.Counts("", "mallory"); n != budgets.FetchStreamsPerTenant {
+		t.Fatalf("mallory holds %d streams, want the cap %d", n, budgets.FetchStreamsPerTenant)
 	}
 	if res, err := call("bob", "bobs-run"); err != nil || !strings.Contains(string(res), `"stream"`) {
 		t.Fatalf("bob's fetch while mallory is at her cap: %s %v", res, err)
@@ -193,7 +193,7 @@ func TestUnreadFetchStreamsAreChargedToTheirTenant(t *testing.T) {
 	// A run that ends drops what it left unread: mallory's first run gives
 	// its 16 places back.
 	h.Fetcher.Streams.DropOwner("run-0")
-	if owner, tenant := h.Fetcher.Streams.Counts("run-0", "mallory"); owner != 0 || tenant != maxStreamsPerTenant-maxStreamsPerOwner {
+	if owner, tenant := h.Fetcher.Streams.Counts("run-0", "mallory"); owner != 0 || tenant != budgets.FetchStreamsPerTenant-budgets.FetchStreamsPerOwner {
 		t.Fatalf("after run-0 ended: %d for the run, %d for the tenant", owner, tenant)
 	}
 	if _, err := call("mallory", "run-new"); err != nil {
@@ -270,11 +270,11 @@ func TestFetchStreamBudgetIsCheckedBeforeDialing(t *testing.T) {
 	seen := mostTotal
 	mu.Unlock()
 	t.Logf("after %v: %d opened, %d refused; the upstream saw at most %d open requests, %d of one run", time.Since(start), opened.Load(), refused.Load(), seen, mostRun)
-	if seen > maxStreamsPerTenant || mostRun > maxStreamsPerOwner {
-		t.Fatalf("the upstream saw %d open requests of the tenant (cap %d), %d of one run (cap %d)", seen, maxStreamsPerTenant, mostRun, maxStreamsPerOwner)
+	if seen > budgets.FetchStreamsPerTenant || mostRun > budgets.FetchStreamsPerOwner {
+		t.Fatalf("the upstream saw %d open requests of the tenant (cap %d), %d of one run (cap %d)", seen, budgets.FetchStreamsPerTenant, mostRun, budgets.FetchStreamsPerOwner)
 	}
-	if opened.Load() != maxStreamsPerTenant || refused.Load() != runs*each-maxStreamsPerTenant {
-		t.Fatalf("%d opened and %d refused, want %d and %d", opened.Load(), refused.Load(), maxStreamsPerTenant, runs*each-maxStreamsPerTenant)
+	if opened.Load() != budgets.FetchStreamsPerTenant || refused.Load() != runs*each-budgets.FetchStreamsPerTenant {
+		t.Fatalf("%d opened and %d refused, want %d and %d", opened.Load(), refused.Load(), budgets.FetchStreamsPerTenant, runs*each-budgets.FetchStreamsPerTenant)
 	}
 	if err := call("bob", "bobs-run"); err != nil {
 		t.Fatalf("bob's fetch while mallory is at her cap: %v", err)
@@ -284,7 +284,7 @@ func TestFetchStreamBudgetIsCheckedBeforeDialing(t *testing.T) {
 	small := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("small")) }))
 	defer small.Close()
 	su, _ := url.Parse(small.URL)
-	for i := 0; i < 4*maxStreamsPerOwner; i++ {
+	for i := 0; i < 4*budgets.FetchStreamsPerOwner; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -36,15 +36,8 @@ const unreadStreamTimeout = 30 * time.Second
 // the run or handle that fetched them and to its tenant, each capped below
 // the gateway's own bound, so one tenant's unread streams cannot take the
 // table from the others. A stream taken for a relay to a visitor still
-// counts for its tenant until the relay ends.
-const (
-	// maxFetchStreams bounds the streams waiting in one gateway.
-	maxFetchStreams = budgets.FetchStreams
-	// maxStreamsPerOwner bounds one run's or handle's unread answers.
-	maxStreamsPerOwner = budgets.FetchStreamsPerOwner
-	// maxStreamsPerTenant bounds one tenant's, relays included.
-	maxStreamsPerTenant = budgets.FetchStreamsPerTenant
-)
+// counts for its tenant until the relay ends. The caps are budgets'
+// FetchStreams, FetchStreamsPerOwner and FetchStreamsPerTenant.
 
 type fetchStream struct {
 	tenant string
@@ -163,14 +156,14 @@ func (fs *FetchStreams) reserve(ctx context.Context, owner, tenant string) (*pla
 	}
 	for {
 		switch {
-		case fs.byOwner[owner] >= maxStreamsPerOwner:
-			return nil, fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerOwner)
-		case fs.byTenant[tenant] >= maxStreamsPerTenant:
-			return nil, fault.New(fault.QuotaExceeded, "The tenant holds %d fetch answers unread or being relayed, the most it may: read them to their end or cancel their bodies first.", maxStreamsPerTenant)
-		case len(fs.open)+fs.dialing >= maxFetchStreams:
+		case fs.byOwner[owner] >= budgets.FetchStreamsPerOwner:
+			return nil, fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", budgets.FetchStreamsPerOwner)
+		case fs.byTenant[tenant] >= budgets.FetchStreamsPerTenant:
+			return nil, fault.New(fault.QuotaExceeded, "The tenant holds %d fetch answers unread or being relayed, the most it may: read them to their end or cancel their bodies first.", budgets.FetchStreamsPerTenant)
+		case len(fs.open)+fs.dialing >= budgets.FetchStreams:
 			return nil, fault.New(fault.Overloaded, "Too many streamed fetch answers are open on this gateway.")
 		}
-		if fs.byOwner[owner]+fs.dialOwner[owner] < maxStreamsPerOwner && fs.byTenant[tenant]+fs.dialTenant[tenant] < maxStreamsPerTenant {
+		if fs.byOwner[owner]+fs.dialOwner[owner] < budgets.FetchStreamsPerOwner && fs.byTenant[tenant]+fs.dialTenant[tenant] < budgets.FetchStreamsPerTenant {
 			break
 		}
 		if fs.changed == nil {
@@ -183,7 +176,7 @@ func (fs *FetchStreams) reserve(ctx context.Context, owner, tenant string) (*pla
 			fs.mu.Lock()
 		case <-ctx.Done():
 			fs.mu.Lock()
-			return nil, fault.New(fault.QuotaExceeded, "This run or handle, or its tenant, has as many fetches on their way or unread as it may (%d, %d for the tenant); this one waited for a place until its run ended.", maxStreamsPerOwner, maxStreamsPerTenant)
+			return nil, fault.New(fault.QuotaExceeded, "This run or handle, or its tenant, has as many fetches on their way or unread as it may (%d, %d for the tenant); this one waited for a place until its run ended.", budgets.FetchStreamsPerOwner, budgets.FetchStreamsPerTenant)
 		}
 	}
 	fs.dialing++

@@ -43,12 +43,6 @@ const inlineObject = 64 << 10
 // (its run ended without finishing it): the old object stays.
 const uploadIdle = 30 * time.Second
 
-// Budgets (docs/architecture.md, "Budgets"): chunked uploads under way.
-const (
-	maxUploadsPerTenant = budgets.ObjectUploadsPerTenant
-	maxUploads          = budgets.ObjectUploads
-)
-
 // upload is a put whose body arrives in chunks.
 type upload struct {
 	owner, tenant string
@@ -351,10 +345,10 @@ func (o *Objects) begin(c Call, space, key string, opts objects.PutOptions) (jso
 		o.uploads, o.byTenant = map[string]*upload{}, map[string]int{}
 	}
 	switch {
-	case o.byTenant[c.Tenant] >= maxUploadsPerTenant:
+	case o.byTenant[c.Tenant] >= budgets.ObjectUploadsPerTenant:
 		o.mu.Unlock()
-		return nil, fault.New(fault.QuotaExceeded, "The tenant has %d bucket.put streams under way, the most it may.", maxUploadsPerTenant)
-	case len(o.uploads) >= maxUploads:
+		return nil, fault.New(fault.QuotaExceeded, "The tenant has %d bucket.put streams under way, the most it may.", budgets.ObjectUploadsPerTenant)
+	case len(o.uploads) >= budgets.ObjectUploads:
 		o.mu.Unlock()
 		return nil, fault.New(fault.Overloaded, "Too many bucket.put streams are under way on this gateway.")
 	}

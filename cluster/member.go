@@ -104,7 +104,7 @@ func Join(ctx context.Context, e *store.Etcd, cfg Config) (*Member, error) {
 		}
 		if cfg.Now().After(deadline) {
 			cli.Revoke(context.Background(), grant.ID)
-			return nil, fmt.Errorf("cluster: another live gateway is named %q: each member needs a name of its own", cfg.Name)
+			return nil, nameTaken(ctx, cli, key, cfg)
 		}
 		// Keep our own lease alive while we wait for the old one.
 		if _, err := m.renewOnce(ctx); err != nil {
@@ -113,7 +113,7 @@ func Join(ctx context.Context, e *store.Etcd, cfg Config) (*Member, error) {
 		select {
 		case <-ctx.Done():
 			cli.Revoke(context.Background(), grant.ID)
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("cluster: registering %q: %w while waiting for the live gateway of that name to go", cfg.Name, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -122,6 +122,33 @@ func Join(ctx context.Context, e *store.Etcd, cfg Config) (*Member, error) {
 }
 
 func (m *Member) memberKey(name string) string { return m.e.Prefix() + "/m/" + name }
+
+// nameTaken is the refusal of a name a live member holds: it names the
+// name and the holder's address, and what to change.
+func nameTaken(ctx context.Context, cli *clientv3.Client, key string, cfg Config) error {
+	holder := "unknown"
+	if r, err := cli.Get(ctx, key); err == nil && len(r.Kvs) > 0 {
+		holder = string(r.Kvs[0].Value)
+	}
+	return fmt.Errorf("cluster: the member name %q is held by a live gateway at %s (this one advertises %s); "+
+		"each member needs a name of its own: set cluster { name } (it defaults to the host name, the same for every gateway on one machine)",
+		cfg.Name, holder, cfg.Address)
+}
+
+// Rejoin joins again under the member's name after it lost its lease by
+// its own clock (etcd unreachable past it): the old lease is revoked
+// first, so the name and the spaces it held are free at once instead of
+// a lease later (a restarted etcd gives every lease a whole TTL again).
+// Everything under it was given up when it was lost; a revoke that fails
+// (etcd still unreachable) fails the rejoin, to be tried again.
+func (m *Member) Rejoin(ctx context.Context) (*Member, error) {
+	m.Abandon()
+	m.markLost()
+	if _, err := m.e.Client().Revoke(ctx, m.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil, fmt.Errorf("cluster: revoking the lost lease of %q: %w", m.cfg.Name, err)
+	}
+	return Join(ctx, m.e, m.cfg)
+}
 
 // renewed moves the member's deadline: the lease runs ttl seconds from
 // when the server took the renewal, which is after sent; a margin of a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -30,11 +30,11 @@ func benchGateway(b *testing.B, pcfg worker.Config) (*gateway, string) {
 func BenchmarkRegistryInvoke(b *testing.B) {
 	g, _ := benchGateway(b, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
-	res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: sandbox.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}, RetainHandles: true})
+	res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}, RetainHandles: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := sandbox.NewWireRequest("GET", "https://x/", nil, nil)
+	req := program.NewWireRequest("GET", "https://x/", nil, nil)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -55,7 +55,7 @@ func BenchmarkDeploy(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s := time.Now()
-		if _, err := reg.Execute(context.Background(), "t", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true}); err != nil {
+		if _, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(s))
@@ -69,8 +69,8 @@ func BenchmarkFirstRequestAfterRestart(b *testing.B) {
 	clock := &fakeClock{now: time.Now()}
 	g := start(&testing.T{}, path, clock, &eventLog{}, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
-	res, _ := reg.Execute(context.Background(), "t", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true})
-	req := sandbox.NewWireRequest("GET", "https://x/", nil, nil)
+	res, _ := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
+	req := program.NewWireRequest("GET", "https://x/", nil, nil)
 	var first, warm []time.Duration
 	for i := 0; i < b.N; i++ {
 		g.stop()
@@ -99,7 +99,7 @@ func BenchmarkParkAndRebuild(b *testing.B) {
 	ids := make([]string, n)
 	start := time.Now()
 	for i := range ids {
-		res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true})
+		res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func BenchmarkParkAndRebuild(b *testing.B) {
 		g.clock.Add(time.Millisecond)
 	}
 	deployAll := time.Since(start)
-	req := sandbox.NewWireRequest("GET", "https://x/", nil, nil)
+	req := program.NewWireRequest("GET", "https://x/", nil, nil)
 	start = time.Now()
 	for _, id := range ids {
 		if _, err := reg.Invoke(context.Background(), "t", id, "fetch", req); err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -16,7 +16,7 @@ func BenchmarkServeRoute(b *testing.B) {
 	g, _ := benchGateway(b, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	deployOK := func() string {
-		res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: sandbox.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}, RetainHandles: true})
+		res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}, RetainHandles: true})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -29,7 +29,7 @@ func BenchmarkServeRoute(b *testing.B) {
 	if _, err := reg.BindSplit("t", "split", []Share{{a, 50}, {c, 50}}); err != nil {
 		b.Fatal(err)
 	}
-	req := sandbox.NewWireRequest("GET", "https://x/", [][2]string{{"cookie", "theme=dark"}}, nil)
+	req := program.NewWireRequest("GET", "https://x/", [][2]string{{"cookie", "theme=dark"}}, nil)
 	for _, route := range []string{"plain", "split"} {
 		b.Run(route, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
@@ -50,14 +50,14 @@ func BenchmarkServeRoute(b *testing.B) {
 func BenchmarkParkedDeployment(b *testing.B) {
 	g, _ := benchGateway(b, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Minute})
-	res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true})
+	res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	if _, err := reg.BindRoute("t", "shop", res.ExecutionID); err != nil {
 		b.Fatal(err)
 	}
-	req := sandbox.NewWireRequest("GET", "https://x/", nil, nil)
+	req := program.NewWireRequest("GET", "https://x/", nil, nil)
 	var first, warm []time.Duration
 	for i := 0; i < b.N; i++ {
 		g.clock.Add(2 * time.Minute)

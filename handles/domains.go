@@ -182,15 +182,12 @@ func (s *Store) withdrawnCount(registry, tenant string) int {
 }
 
 const (
-	// maxDomainsPerTenant bounds the hosts one tenant claims in a registry
-	// (its hosts reserved after their handles ended count too).
-	maxDomainsPerTenant = budgets.DomainsPerTenant
 	// pendingClaim is how long a claim may stay pending after its first
 	// PUT.
 	pendingClaim = 7 * 24 * time.Hour
 	// claimMemosPerTenant bounds the withdrawn claims kept for a tenant:
 	// a new claim past it answers QUOTA_EXCEEDED.
-	claimMemosPerTenant = 10 * maxDomainsPerTenant
+	claimMemosPerTenant = 10 * budgets.DomainsPerTenant
 )
 
 // ChallengeName is the TXT record that proves control of host.
@@ -323,7 +320,7 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 			}
 		}
 		reserved := s.reservedCount(r.name, tenant, true)
-		if !reservedHere && n+reserved >= maxDomainsPerTenant {
+		if !reservedHere && n+reserved >= budgets.DomainsPerTenant {
 			s.mu.Unlock()
 			return Domain{}, false, fault.New(fault.QuotaExceeded, "The tenant claims %d domains and %d more stay reserved to it for a day after their handles ended, %d in all, the most this registry allows. Delete one first (DELETE /domains/{host} frees a reserved host too).", n, reserved, n+reserved)
 		}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -46,7 +47,7 @@ func TestValidHost(t *testing.T) {
 }
 
 func serveHost(reg *Registry, host string) (string, error) {
-	res, err := reg.Serve(context.Background(), host, ResolveRoutes|ResolveDomains, sandbox.NewWireRequest("GET", "https://"+host+"/", nil, nil))
+	res, err := reg.Serve(context.Background(), host, ResolveRoutes|ResolveDomains, program.NewWireRequest("GET", "https://"+host+"/", nil, nil))
 	return string(res.BodyBytes()), err
 }
 
@@ -151,7 +152,7 @@ func TestDomains(t *testing.T) {
 		t.Fatalf("after the move: %q (want a1's second)", got)
 	}
 	// A route name never resolves as a host, nor a host as a route.
-	if _, err := reg.Serve(context.Background(), "shop.example.com", ResolveBoth, sandbox.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+	if _, err := reg.Serve(context.Background(), "shop.example.com", ResolveBoth, program.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("a domain served where domains are not resolved: %v", err)
 	}
 	// A pending claim lapses 7 days after its first PUT, whatever
@@ -248,7 +249,7 @@ func TestDomainQuotaAndRouteOwnership(t *testing.T) {
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{})
 	id := deploy(t, reg, "alice")
-	for i := 0; i < maxDomainsPerTenant; i++ {
+	for i := 0; i < budgets.DomainsPerTenant; i++ {
 		if _, _, err := reg.PutDomain("alice", fmt.Sprintf("h%d.example.com", i), "", id); err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +309,7 @@ func TestReservedNamesCountAgainstTheQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if bound != maxRoutesPerTenant || refused != 30 {
+	if bound != budgets.RoutesPerTenant || refused != 30 {
 		t.Fatalf("bound %d, refused %d; want 100, 30", bound, refused)
 	}
 	t.Logf("130 deploy-bind-claim-end cycles: %d names reserved, %d binds refused", bound, refused)
@@ -339,7 +340,7 @@ func TestReservedNamesCountAgainstTheQuota(t *testing.T) {
 		t.Fatalf("a name the loop was refused: %v", err)
 	}
 	// Verified hosts freed by ends are reserved and count too.
-	for i := 0; i < maxDomainsPerTenant; i++ {
+	for i := 0; i < budgets.DomainsPerTenant; i++ {
 		h := fmt.Sprintf("a%d.example.com", i)
 		d, _, err := reg.PutDomain("mallory", h, "", id)
 		if err != nil {

@@ -16,8 +16,10 @@ import (
 
 	persist "github.com/retainer-gw/retainer/store"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/internal/waitfor"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
@@ -88,7 +90,7 @@ func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock,
 			s.IsolateLost(id, err)
 		}
 	}
-	pcfg.OnLog = func(id string, e sandbox.LogEntry) {
+	pcfg.OnLog = func(id string, e program.LogEntry) {
 		if s := store.Load(); s != nil {
 			s.HandleLog(id, e)
 		}
@@ -101,6 +103,17 @@ func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock,
 			}
 			return nil, fault.New(fault.Overloaded, "starting")
 		}
+	}
+	// Shared workers on any CPU, two unless the test says (the app's
+	// defaults, tenant and auto, are the caddymodule tests').
+	if pcfg.Isolation == "" {
+		pcfg.Isolation = worker.IsolationShared
+	}
+	if pcfg.Workers == 0 && pcfg.Isolation == worker.IsolationShared {
+		pcfg.Workers = 2
+	}
+	if pcfg.CPUs == "" {
+		pcfg.CPUs = worker.CPUsShared
 	}
 	pool, err := worker.Start(pcfg)
 	if err != nil {
@@ -147,7 +160,7 @@ const counterProgram = `async () => { let served = 0; return { async fetch(req) 
 
 func deploy(t *testing.T, reg *Registry, tenant string) string {
 	t.Helper()
-	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true, Timeout: 200 * time.Millisecond})
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +171,7 @@ func deploy(t *testing.T, reg *Registry, tenant string) string {
 }
 
 func call(reg *Registry, tenant, id, path string) (string, error) {
-	res, err := reg.Invoke(context.Background(), tenant, id, "fetch", sandbox.NewWireRequest("GET", "https://x.test"+path, nil, nil))
+	res, err := reg.Invoke(context.Background(), tenant, id, "fetch", program.NewWireRequest("GET", "https://x.test"+path, nil, nil))
 	return string(res.BodyBytes()), err
 }
 
@@ -220,7 +233,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	g = start(t, path, clock, ends, worker.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	// The counter restarts: closure state is rebuilt from scratch.
-	res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil))
+	res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil))
 	if err != nil || string(res.BodyBytes()) != `{"served":1}` {
 		t.Fatalf("after restart via route: %q %v", res.BodyBytes(), err)
 	}
@@ -253,7 +266,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	if fmt.Sprint(ends.reasons(id)) != "[idle]" {
 		t.Fatalf("end events %v", ends.reasons(id))
 	}
-	if _, err := reg.Serve(context.Background(), "shop", ResolveBoth, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+	if _, err := reg.Serve(context.Background(), "shop", ResolveBoth, program.NewWireRequest("GET", "https://shop.test/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("the route of an ended handle still resolves: %v", err)
 	}
 }
@@ -325,7 +338,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if _, err := other.Get("alice", id); !errors.Is(err, fault.ErrHandlesClosed) {
 		t.Fatal("another registry sees the handle")
 	}
-	if _, err := other.Serve(context.Background(), id, ResolveBoth, sandbox.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
+	if _, err := other.Serve(context.Background(), id, ResolveBoth, program.NewWireRequest("GET", "https://x/", nil, nil)); fault.CodeOf(err) != fault.NotFound {
 		t.Fatal("another registry routes to the handle")
 	}
 	mustCall(t, reg, "alice", id, `{"served":1}`)
@@ -363,7 +376,7 @@ func TestRouteSwapUnderTraffic(t *testing.T) {
 					return
 				default:
 				}
-				_, err := reg.Serve(context.Background(), "live", ResolveRoutes, sandbox.NewWireRequest("GET", "https://live.test/", nil, nil))
+				_, err := reg.Serve(context.Background(), "live", ResolveRoutes, program.NewWireRequest("GET", "https://live.test/", nil, nil))
 				if err != nil {
 					failures.Add(1)
 				}
@@ -439,7 +452,13 @@ func TestWorkerKilledWhileServing(t *testing.T) {
 			inFlight <- err
 		}(id)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, "all six calls in their workers", func() bool {
+		n := 0
+		for _, s := range g.pool.Status() {
+			n += s.Queue
+		}
+		return n == len(ids)
+	})
 	for _, s := range g.pool.Status() {
 		if s.PID > 0 {
 			syscall.Kill(s.PID, syscall.SIGKILL)
@@ -471,8 +490,11 @@ func TestWorkerKilledWhileServing(t *testing.T) {
 }
 
 func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
-	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
+	// A memory bound other than the default: the end names the bound the
+	// handle ran under (the gateway's, as the app gives it to both).
+	limits := budgets.Limits{MemoryMiB: 48}
+	g := newGateway(t, worker.Config{Workers: 1, Engine: worker.EngineConfig{Limits: limits}})
+	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3, Limits: limits})
 	id := deploy(t, reg, "alice")
 	crashes := 0
 	deadline := time.Now().Add(60 * time.Second)
@@ -502,7 +524,7 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 	g.ends.mu.Lock()
 	defer g.ends.mu.Unlock()
 	last := g.ends.events[len(g.ends.events)-1]
-	crashed := last.Reason == ReasonCrashes && last.Message == fault.OutOfMemory(64).Message
+	crashed := last.Reason == ReasonCrashes && last.Message == fault.OutOfMemory(48).Message
 	overran := last.Reason == ReasonBoundStrikes && strings.Contains(last.Message, "timed out") // a crash slower than bound + grace
 	if !crashed && !overran {
 		t.Fatalf("end %+v", last)
@@ -532,13 +554,13 @@ func TestQuota(t *testing.T) {
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2})
 	deploy(t, reg, "alice")
 	deploy(t, reg, "alice")
-	_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true})
+	_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
 	if fault.CodeOf(err) != fault.QuotaExceeded {
 		t.Fatalf("third handle: %v", err)
 	}
 	deploy(t, reg, "bob")
 	// A computation leaves no record and no quota use.
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: "async () => 1"}, RetainHandles: true})
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: "async () => 1"}, RetainHandles: true})
 	if err != nil || res.ExecutionID != "" || string(res.Outcome.Result) != "1" {
 		t.Fatalf("computation with retainHandles: %+v %v", res, err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -21,14 +21,14 @@ func TestHeldBodiesAreChargedToTheirTenant(t *testing.T) {
 	reg := g.store.Registry("apps", RegistryConfig{})
 	big := func(tenant string) string {
 		res, err := reg.Execute(context.Background(), tenant, ExecRequest{RetainHandles: true, Timeout: 2 * time.Second,
-			Program: sandbox.Program{Code: `async () => ({ fetch() { return new Response('x'.repeat(1536 << 10)) } })`}})
+			Program: program.Program{Code: `async () => ({ fetch() { return new Response('x'.repeat(1536 << 10)) } })`}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.ExecutionID
 	}
 	a, b, c := big("alice"), big("bob"), big("carol")
-	req := sandbox.NewWireRequest("GET", "https://x/", nil, nil)
+	req := program.NewWireRequest("GET", "https://x/", nil, nil)
 	res, releaseA, err := reg.InvokeHeld(context.Background(), "alice", a, "fetch", req)
 	if err != nil || len(res.Body) != 1536<<10 {
 		t.Fatalf("first: %d %v", len(res.Body), err)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,7 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // runState is a run in progress: its grants, the tool answers it records
@@ -33,7 +34,7 @@ type runState struct {
 	memoryMiB int
 	replayed  int
 	// records: a deploy's tool answers are recorded (a computation's
-	// never are), within maxRecordedCalls and maxRecordedBytes; overRecord
+	// never are), within budgets.RecordedCalls and budgets.RecordedBytes; overRecord
 	// marks a deploy that asked for more (it fails with QUOTA_EXCEEDED).
 	records       bool
 	recorded      []ToolAnswer
@@ -77,8 +78,8 @@ func (s *Store) endRun(id string) *runState {
 }
 
 // bindings are the names a program's runtime gets for its grants.
-func bindings(g Grants) sandbox.Bindings {
-	b := sandbox.Bindings{Providers: map[string][]string{}}
+func bindings(g Grants) program.Bindings {
+	b := program.Bindings{Providers: map[string][]string{}}
 	for _, p := range g.Providers {
 		b.Providers[p.Name] = p.Tools
 	}
@@ -181,8 +182,14 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		// itself (docs/objects.md).
 		call.RequestBody = func(token string) (io.ReadCloser, error) { return s.takeBody(ctx, id, token) }
 	}
+	if strings.HasPrefix(op, "kv.") {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, kvWait(rs, rec, cfg))
+		defer cancel()
+	}
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)
+	s.noteKVUnanswered(err, op, rec)
 	return res, err
 }
 
@@ -275,7 +282,7 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 		}
 		return want.Answer, nil
 	}
-	if rs.records && (len(rs.recorded) >= maxRecordedCalls || rs.recordedBytes >= maxRecordedBytes) {
+	if rs.records && (len(rs.recorded) >= budgets.RecordedCalls || rs.recordedBytes >= budgets.RecordedBytes) {
 		rs.overRecord = true
 		s.mu.Unlock()
 		return nil, recordFault()
@@ -311,7 +318,7 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	size := len(ans.Provider) + len(ans.Tool) + len(ans.Args) + len(ans.Answer) + len(ans.Error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rs.recordedBytes+size > maxRecordedBytes {
+	if rs.recordedBytes+size > budgets.RecordedBytes {
 		// The answer is not kept, so the program may not have it either:
 		// a rebuild could not give it back.
 		rs.overRecord = true
@@ -322,18 +329,11 @@ func (s *Store) toolCall(ctx context.Context, host *capability.Host, id string, 
 	return res, err
 }
 
-// A deploy's tool answers are recorded with its handle, to replay when it
-// is rebuilt; they are a budget (docs/architecture.md, "Budgets").
-const (
-	maxRecordedCalls = budgets.RecordedCalls
-	maxRecordedBytes = budgets.RecordedBytes
-)
-
 // recordFault is the error a deploy's tool call past the recording's
 // bound throws in the program; the deploy then fails with it, whatever the
 // program does with the error.
 func recordFault() error {
-	return fault.New(fault.QuotaExceeded, "A deploy records its tool answers to replay when its handle is rebuilt, at most %d calls and %d bytes in all: this one asked for more. Call fewer tools while deploying, or fetch the data in the handler instead.", maxRecordedCalls, maxRecordedBytes)
+	return fault.New(fault.QuotaExceeded, "A deploy records its tool answers to replay when its handle is rebuilt, at most %d calls and %d bytes in all: this one asked for more. Call fewer tools while deploying, or fetch the data in the handler instead.", budgets.RecordedCalls, budgets.RecordedBytes)
 }
 
 // callerTool asks the run's caller for a caller tool's answer. A caller that
@@ -402,7 +402,7 @@ type KVWrite struct {
 // grant checks as HostCall); the first that fails ends them with its error
 // (the worker fails the invocations that made it and the rest).
 func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []KVWrite) error {
-	host, rs, _, reg, tenant, grants := s.caller(id)
+	host, rs, rec, reg, tenant, grants := s.caller(id)
 	if host == nil || host.KV == nil {
 		return fault.New(fault.Forbidden, "This gateway grants no capabilities.")
 	}
@@ -416,6 +416,8 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 		Tenant: tenant, Registry: reg.name, ExecutionID: id,
 		Grants: capability.Grants{Capabilities: grants.Capabilities},
 	}
+	ctx, cancel := context.WithTimeout(ctx, kvWait(rs, rec, reg.config()))
+	defer cancel()
 	for _, w := range writes {
 		value := w.Value
 		switch w.Op {
@@ -429,10 +431,40 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 			return fault.New(fault.BadRequest, "Malformed kv writes.")
 		}
 		call.Op = w.Op
-		if err := host.KVWrite(call, w.Key, value); err != nil {
+		if err := host.KVWrite(ctx, call, w.Key, value); err != nil {
 			s.noteDenial(err, reg, rs, id)
+			s.noteKVUnanswered(err, w.Op, rec)
 			return err
 		}
 	}
 	return nil
+}
+
+// noteKVUnanswered marks a handle whose kv call failed retryably (the
+// store did not answer in time, a commit failed): if its handler throws
+// for it, the visitor is answered 503 OVERLOADED, retryable, instead of
+// 500 (invoke.go). rec is nil for a run.
+func (s *Store) noteKVUnanswered(err error, op string, rec *Record) {
+	if rec == nil || !strings.HasPrefix(op, "kv.") || fault.CodeOf(err) != fault.Overloaded {
+		return
+	}
+	if ls := s.liveFor(rec.ID); ls != nil {
+		ls.kvUnanswered.Store(time.Now().UnixNano())
+	}
+}
+
+// kvWait is how long a kv call of run rs or handle rec may wait for the
+// store: half its run's bound (a handle's timeout, a run's time left), so
+// that a store that does not answer (a cluster's etcd unreachable) gets
+// the program OVERLOADED to answer or throw before its own bound ends it
+// with TIMEOUT, its isolate with it. The kv store's own bound applies too.
+func kvWait(rs *runState, rec *Record, cfg RegistryConfig) time.Duration {
+	bound := cfg.Limits.Timeout
+	switch {
+	case rs != nil && !rs.deadline.IsZero():
+		bound = time.Until(rs.deadline)
+	case rec != nil && rec.TimeoutMs > 0:
+		bound = time.Duration(rec.TimeoutMs) * time.Millisecond
+	}
+	return max(bound/2, 10*time.Millisecond)
 }

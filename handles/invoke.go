@@ -3,13 +3,14 @@ package handles
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Invoke calls a tenant's handle through the API.
-func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req program.WireRequest) (program.WireResponse, error) {
 	res, release, err := r.InvokeHeld(ctx, tenant, id, name, req)
 	release()
 	return res, err
@@ -18,15 +19,20 @@ func (r *Registry) Invoke(ctx context.Context, tenant, id, name string, req sand
 // InvokeHeld is Invoke for a caller that holds the answer's body until it
 // has written it (the API, the executor socket): the body is charged to the
 // tenant in the store's body budget (budgets.BodyBytes) until release.
-func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, func(), error) {
+func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req program.WireRequest) (program.WireResponse, func(), error) {
 	rec, err := r.owned(tenant, id)
 	if err != nil {
-		return sandbox.WireResponse{}, func() {}, err
+		return program.WireResponse{}, func() {}, err
 	}
 	if name != "fetch" {
-		return sandbox.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
+		return program.WireResponse{}, func() {}, fault.UnknownHandle(id, name)
 	}
 	res, err := r.invoke(ctx, rec, "fetch", req)
+	if fault.CodeOf(err) == fault.HandlerError {
+		if lost := r.stillOwned(ctx, rec.Tenant); lost != nil {
+			err = lost // as below: nothing its isolate threw either
+		}
+	}
 	if err != nil {
 		return res, func() {}, err
 	}
@@ -35,13 +41,13 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 		if res.Stream != 0 || res.Relay != "" {
 			r.OpenStream(id, res).Close(true)
 		}
-		return sandbox.WireResponse{}, func() {}, lost
+		return program.WireResponse{}, func() {}, lost
 	}
 	if res.Stream == 0 && res.Relay == "" {
 		s := r.store
 		n := int64(len(res.Body))
 		if err := s.held.Take(rec.Tenant, n); err != nil {
-			return sandbox.WireResponse{}, func() {}, err
+			return program.WireResponse{}, func() {}, err
 		}
 		return res, func() { s.held.Give(rec.Tenant, n) }, nil
 	}
@@ -51,7 +57,7 @@ func (r *Registry) InvokeHeld(ctx context.Context, tenant, id, name string, req 
 
 // readStreamed reads a streamed body whole, within the response bound and
 // the stream timeout.
-func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, error) {
+func (r *Registry) readStreamed(ctx context.Context, st *Stream, res program.WireResponse) (program.WireResponse, error) {
 	res, release, err := r.readStreamedHeld(ctx, st, res)
 	release()
 	return res, err
@@ -59,13 +65,13 @@ func (r *Registry) readStreamed(ctx context.Context, st *Stream, res sandbox.Wir
 
 // readStreamedHeld is readStreamed for a caller that holds the body until
 // release.
-func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res sandbox.WireResponse) (sandbox.WireResponse, func(), error) {
+func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res program.WireResponse) (program.WireResponse, func(), error) {
 	if res.Status == 101 {
 		// A WebSocket the handler accepted: only the data plane upgrades
 		// (docs/websockets.md); the API's invoke and the executor socket
 		// answer 501.
 		st.Close(true)
-		return sandbox.WireResponse{}, func() {}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
+		return program.WireResponse{}, func() {}, fault.New(fault.NotImplemented, "WebSockets reach a handler through the data plane only.")
 	}
 	cfg := r.config()
 	sctx, cancel := context.WithTimeout(ctx, cfg.StreamTimeout)
@@ -73,9 +79,9 @@ func (r *Registry) readStreamedHeld(ctx context.Context, st *Stream, res sandbox
 	body, release, err := st.readWhole(sctx, cfg.Limits.ResponseBody)
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			return sandbox.WireResponse{}, release, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
+			return program.WireResponse{}, release, fault.New(fault.Timeout, "The response stream did not end within its %v bound.", cfg.StreamTimeout)
 		}
-		return sandbox.WireResponse{}, release, err
+		return program.WireResponse{}, release, err
 	}
 	res.Stream, res.Relay = 0, ""
 	if body == nil {
@@ -101,7 +107,7 @@ const (
 
 // Serve routes data-plane traffic to the handle whose route name or
 // executionId is key, reading a streamed body whole.
-func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req program.WireRequest) (program.WireResponse, error) {
 	res, st, err := r.ServeStream(ctx, key, resolve, req, nil)
 	if err != nil || st == nil {
 		return res, err
@@ -116,15 +122,15 @@ func (r *Registry) Serve(ctx context.Context, key string, resolve Resolve, req s
 //
 // body, when not nil, is a request body the visitor is still sending: it
 // streams into the handler's request.body (req.Body must be nil).
-func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req sandbox.WireRequest, body *RequestBody) (sandbox.WireResponse, *Stream, error) {
+func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve, req program.WireRequest, body *RequestBody) (program.WireResponse, *Stream, error) {
 	s := r.store
 	tenant, err := r.locate(ctx, key, resolve)
 	if err != nil {
-		return sandbox.WireResponse{}, nil, err
+		return program.WireResponse{}, nil, err
 	}
 	rec, err := r.servable(key, resolve, tenant)
 	if err != nil {
-		return sandbox.WireResponse{}, nil, err
+		return program.WireResponse{}, nil, err
 	}
 	split, pinned := false, false
 	if rec != nil {
@@ -133,7 +139,7 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		s.mu.Unlock()
 	}
 	if rec == nil {
-		return sandbox.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
+		return program.WireResponse{}, nil, fault.New(fault.NotFound, "No handler is deployed here.")
 	}
 	detach := func() {}
 	var bs *bodyStream
@@ -150,16 +156,17 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 		// 408; the handle keeps its isolate and takes no strike.
 		err = bs.late.Load()
 	}
-	if err == nil {
+	if err == nil || fault.CodeOf(err) == fault.HandlerError {
 		if lost := r.stillOwned(ctx, tenant); lost != nil {
 			// A paused owner woke past its lease: what its isolate
-			// answered is not sent (another gateway may serve the space
-			// by now).
-			if res.Stream != 0 || res.Relay != "" {
+			// answered, or threw (a write refused because the space
+			// moved, say), is not sent (another gateway may serve the
+			// space by now).
+			if err == nil && (res.Stream != 0 || res.Relay != "") {
 				r.OpenStream(rec.ID, res).Close(true)
 			}
 			detach()
-			return sandbox.WireResponse{}, nil, lost
+			return program.WireResponse{}, nil, lost
 		}
 	}
 	if err != nil || res.Stream == 0 && res.Relay == "" {
@@ -173,8 +180,13 @@ func (r *Registry) ServeStream(ctx context.Context, key string, resolve Resolve,
 
 // invoke serves one invocation: in arrival order per handle, rebuilding the
 // isolate first when it is gone, and counting bound strikes.
-func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req sandbox.WireRequest) (res sandbox.WireResponse, err error) {
+func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req program.WireRequest) (res program.WireResponse, err error) {
 	s := r.store
+	if s.opts.Admit != nil {
+		if err := s.opts.Admit(r.name, rec.ID, rec.Tenant); err != nil {
+			return program.WireResponse{}, err
+		}
+	}
 	if s.opts.OnRequest != nil {
 		// One request entry per invocation in the handle's stored log
 		// (docs/logs.md); a streamed answer's duration is to its head.
@@ -185,43 +197,55 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req san
 				status = fault.As(err).HTTPStatus()
 			}
 			end := s.opts.Now()
+			wall := end.Sub(start)
+			// What the worker says its isolate spent, never more than the
+			// wall time the gateway saw (a worker is not trusted).
+			cpu := min(max(time.Duration(res.CPUNs), 0), wall)
 			s.opts.OnRequest(r.name, rec.ID, rec.Tenant, Request{Time: end, Method: req.Method, URL: req.URL,
-				Status: status, DurationMs: float64(end.Sub(start).Microseconds()) / 1000, Bytes: int64(len(res.Body))})
+				Status: status, DurationMs: float64(wall.Microseconds()) / 1000, Bytes: int64(len(res.Body)),
+				CPUMs: float64(cpu.Microseconds()) / 1000})
 		}()
 	}
 	cfg := r.config()
 	ls := s.liveFor(rec.ID)
 	if ls == nil {
-		return sandbox.WireResponse{}, fault.Closed(rec.ID)
+		return program.WireResponse{}, fault.Closed(rec.ID)
 	}
 	// Invocations of a live isolate go straight to the executor, which runs
 	// them one at a time in arrival order; only a rebuild is exclusive, so
 	// the invocations behind it wait for it instead of rebuilding again.
 	if n := ls.inflight.Add(1); n > int64(cfg.Limits.HandleQueue+max(rec.Concurrency, 1)-1) {
 		ls.inflight.Add(-1)
-		return sandbox.WireResponse{}, fault.Overload()
+		return program.WireResponse{}, fault.Overload()
 	}
 	defer ls.inflight.Add(-1)
 	for attempt := 0; attempt < 2; attempt++ {
 		if !s.exists(rec.ID) {
-			return sandbox.WireResponse{}, fault.Closed(rec.ID)
+			return program.WireResponse{}, fault.Closed(rec.ID)
 		}
 		if !s.opts.Executor.Holds(rec.ID) {
 			if err := r.rebuildOnce(ctx, rec, ls); err != nil {
-				return sandbox.WireResponse{}, err
+				return program.WireResponse{}, err
 			}
 		}
+		started := time.Now().UnixNano()
 		res, err := s.opts.Executor.Invoke(ctx, rec.ID, name, req)
 		// The output gate: the response waits for the kv writes the
 		// invocation made (the handle's next invocation need not).
 		if gateErr := s.kvBarrier(ctx, rec.ID); gateErr != nil {
-			return sandbox.WireResponse{}, gateErr
+			return program.WireResponse{}, gateErr
 		}
 		switch fault.CodeOf(err) {
 		case "", fault.HandlerError, fault.BadResponse:
 			s.touch(rec.ID, true)
 			if errors.Is(err, fault.ErrBadResponse) {
 				r.systemLog(rec.ID, errText(err))
+			}
+			if fault.CodeOf(err) == fault.HandlerError && ls.kvUnanswered.Load() >= started {
+				// It threw after one of its kv calls went unanswered (the
+				// store unreachable, docs/cluster.md): the visitor may
+				// retry, as with any request that needs the store.
+				return program.WireResponse{}, fault.Wrap(fault.Overloaded, err, "The handler failed when the kv store did not answer in time; retry shortly.")
 			}
 			return res, err
 		case fault.Timeout, fault.Memory:
@@ -244,5 +268,5 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req san
 			return res, err
 		}
 	}
-	return sandbox.WireResponse{}, fault.CrashedWorker()
+	return program.WireResponse{}, fault.CrashedWorker()
 }

@@ -194,7 +194,7 @@ func (r *Registry) strike(id, kind, msg string) {
 	}
 	if kind == "crash" {
 		if memory <= 0 {
-			memory = 64
+			memory = cfg.Limits.MemoryMiB // the registry's, as the run had
 		}
 		r.end(id, ReasonCrashes, fault.OutOfMemory(memory).Message)
 		return

@@ -9,23 +9,17 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // maxHandleLogs is how many entries a handle's log keeps (docs/runtime.md).
 const maxHandleLogs = 1000
 
-// maxHandleLogBytes bounds a handle's log in memory, each entry counted
-// as its texts and logEntryOverhead (docs/architecture.md, "Budgets"):
-// a tenant's thousand handles logging all they may held ~105 MiB at the
-// old 1 MiB a handle.
-const maxHandleLogBytes = budgets.HandleLogBytes
-
 // logEntryOverhead is what an entry holds besides its texts: its time and
 // two string headers.
 const logEntryOverhead = 64
 
-func logEntryBytes(e sandbox.LogEntry) int {
+func logEntryBytes(e program.LogEntry) int {
 	return len(e.Message) + len(e.Level) + logEntryOverhead
 }
 
@@ -34,6 +28,10 @@ func logEntryBytes(e sandbox.LogEntry) int {
 type liveState struct {
 	inflight atomic.Int64 // invocations under way or waiting
 	streams  atomic.Int64 // streamed responses being read (stream.go)
+	// kvUnanswered is when (Unix ns) a kv call of the handle last failed
+	// for want of the store (OVERLOADED): a handler that throws after it
+	// answers 503, not 500 (invoke.go).
+	kvUnanswered atomic.Int64
 
 	mu         sync.Mutex // guards rebuilding, logs, logBytes
 	rebuilding *rebuildFlight
@@ -41,10 +39,10 @@ type liveState struct {
 }
 
 // logRing is a handle's log in memory: its newest entries within
-// maxHandleLogs and maxHandleLogBytes, the oldest dropped first and
+// maxHandleLogs and budgets.HandleLogBytes, the oldest dropped first and
 // counted, for the note that takes their place.
 type logRing struct {
-	entries   []sandbox.LogEntry // entries[head:] are kept
+	entries   []program.LogEntry // entries[head:] are kept
 	head      int
 	bytes     int // logEntryBytes of the kept entries
 	dropped   int
@@ -53,18 +51,18 @@ type logRing struct {
 
 // add keeps e, dropping the oldest entries past the bounds; an entry over
 // the byte bound on its own is cut to fit.
-func (l *logRing) add(e sandbox.LogEntry) {
-	if logEntryBytes(e) > maxHandleLogBytes {
-		e.Message = cutLogMessage(e.Message, maxHandleLogBytes-len(e.Level)-logEntryOverhead-128)
+func (l *logRing) add(e program.LogEntry) {
+	if logEntryBytes(e) > budgets.HandleLogBytes {
+		e.Message = cutLogMessage(e.Message, budgets.HandleLogBytes-len(e.Level)-logEntryOverhead-128)
 	}
 	l.entries = append(l.entries, e)
 	l.bytes += logEntryBytes(e)
-	for len(l.entries)-l.head > maxHandleLogs || l.bytes > maxHandleLogBytes {
+	for len(l.entries)-l.head > maxHandleLogs || l.bytes > budgets.HandleLogBytes {
 		old := l.entries[l.head]
 		l.bytes -= logEntryBytes(old)
 		l.dropped++
 		l.droppedAt = old.Time
-		l.entries[l.head] = sandbox.LogEntry{} // its texts are let go
+		l.entries[l.head] = program.LogEntry{} // its texts are let go
 		l.head++
 	}
 	if l.head >= 64 && l.head >= len(l.entries)/2 {
@@ -75,12 +73,12 @@ func (l *logRing) add(e sandbox.LogEntry) {
 }
 
 // list is the log, oldest first, after a note of the entries dropped.
-func (l *logRing) list() []sandbox.LogEntry {
+func (l *logRing) list() []program.LogEntry {
 	kept := l.entries[l.head:]
-	out := make([]sandbox.LogEntry, 0, len(kept)+1)
+	out := make([]program.LogEntry, 0, len(kept)+1)
 	if l.dropped > 0 {
-		out = append(out, sandbox.LogEntry{Time: l.droppedAt, Level: "system",
-			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", maxHandleLogs, maxHandleLogBytes>>10, l.dropped)})
+		out = append(out, program.LogEntry{Time: l.droppedAt, Level: "system",
+			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", maxHandleLogs, budgets.HandleLogBytes>>10, l.dropped)})
 	}
 	return append(out, kept...)
 }
@@ -91,7 +89,7 @@ func cutLogMessage(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + fmt.Sprintf("\n[entry cut: a handle's log keeps %d KiB; %d bytes in all]", maxHandleLogBytes>>10, len(s))
+	return s[:n] + fmt.Sprintf("\n[entry cut: a handle's log keeps %d KiB; %d bytes in all]", budgets.HandleLogBytes>>10, len(s))
 }
 
 // rebuildFlight is one detached rebuild; done closes when err is set.
@@ -141,7 +139,7 @@ func (s *Store) inProgress(id string) int64 {
 	return 0
 }
 
-func (r *Registry) appendLog(id string, e sandbox.LogEntry) {
+func (r *Registry) appendLog(id string, e program.LogEntry) {
 	s := r.store
 	ls := s.liveFor(id)
 	if ls == nil {
@@ -163,11 +161,11 @@ func (r *Registry) appendLog(id string, e sandbox.LogEntry) {
 
 // systemLog writes the gateway's own entry into a handle's log.
 func (r *Registry) systemLog(id, msg string) {
-	r.appendLog(id, sandbox.LogEntry{Time: r.store.opts.Now(), Level: "system", Message: msg})
+	r.appendLog(id, program.LogEntry{Time: r.store.opts.Now(), Level: "system", Message: msg})
 }
 
 // Logs is the tenant's handle's log, oldest first.
-func (r *Registry) Logs(tenant, id string) ([]sandbox.LogEntry, error) {
+func (r *Registry) Logs(tenant, id string) ([]program.LogEntry, error) {
 	if _, err := r.owned(tenant, id); err != nil {
 		return nil, err
 	}
@@ -190,6 +188,9 @@ type Request struct {
 	Status     int
 	DurationMs float64
 	// Bytes is the answer's body when it came whole (a streamed one's is
-	// not counted).
+	// counted by whoever relays it).
 	Bytes int64
+	// CPUMs is the isolate's CPU time the invocation was charged
+	// (sandbox's threadhold.go), at most its DurationMs.
+	CPUMs float64
 }

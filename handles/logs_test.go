@@ -7,17 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
 // A handler that logs all it may on every call: its log in memory stays
-// within maxHandleLogBytes, keeps the newest entries, and says how many
+// within budgets.HandleLogBytes, keeps the newest entries, and says how many
 // older ones were dropped.
 func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 	g := newGateway(t, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: 2 * time.Second, Program: sandbox.Program{Code: `async () => {
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: 2 * time.Second, Program: program.Program{Code: `async () => {
 		let n = 0
 		return { async fetch(req) {
 			n++
@@ -37,7 +38,7 @@ func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 	}
 	newest := fmt.Sprintf("call %d line 59 ", calls)
 	deadline := time.Now().Add(10 * time.Second)
-	var logs []sandbox.LogEntry
+	var logs []program.LogEntry
 	for {
 		logs, err = reg.Logs("alice", id)
 		if err != nil {
@@ -60,8 +61,8 @@ func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 		sum += logEntryBytes(e)
 	}
 	t.Logf("the log holds %d entries, %d bytes (answered %d entries)", kept, held, len(logs))
-	if held > maxHandleLogBytes || sum != held || kept != len(logs)-1 {
-		t.Fatalf("the log holds %d bytes in %d entries (the answer's %d bytes), over %d", held, kept, sum, maxHandleLogBytes)
+	if held > budgets.HandleLogBytes || sum != held || kept != len(logs)-1 {
+		t.Fatalf("the log holds %d bytes in %d entries (the answer's %d bytes), over %d", held, kept, sum, budgets.HandleLogBytes)
 	}
 	if first := logs[0]; first.Level != "system" || !strings.Contains(first.Message, "older entries were dropped") {
 		t.Fatalf("no note of the dropped entries first: %+v", first)
@@ -79,11 +80,11 @@ func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 	// One entry over the bound on its own is cut to fit, and the handle
 	// still answers.
 	ls.mu.Lock()
-	ls.logs.add(sandbox.LogEntry{Level: "log", Message: strings.Repeat("y", 200<<10)})
+	ls.logs.add(program.LogEntry{Level: "log", Message: strings.Repeat("y", 200<<10)})
 	held = ls.logs.bytes
 	ls.mu.Unlock()
 	logs, _ = reg.Logs("alice", id)
-	if last := logs[len(logs)-1].Message; held > maxHandleLogBytes || !strings.Contains(last, "entry cut") {
+	if last := logs[len(logs)-1].Message; held > budgets.HandleLogBytes || !strings.Contains(last, "entry cut") {
 		t.Fatalf("a 200 KiB entry: the log holds %d bytes; the entry ends %q", held, last[len(last)-80:])
 	}
 	if got, err := call(reg, "alice", id, "/"); err != nil || got != fmt.Sprint(calls+1) {

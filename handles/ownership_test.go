@@ -7,7 +7,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -33,7 +33,7 @@ func TestUnownedSpacesAreSweptByOne(t *testing.T) {
 		if err := reg.Own(context.Background(), tenant); err != nil {
 			t.Fatal(err)
 		}
-		res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+		res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

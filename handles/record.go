@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Record is a retained handle as persisted. Env holds the tenant's
@@ -13,7 +13,7 @@ type Record struct {
 	ID        string            `json:"id"`
 	Registry  string            `json:"registry"`
 	Tenant    string            `json:"tenant"`
-	Program   sandbox.Program   `json:"program"`
+	Program   program.Program   `json:"program"`
 	Env       map[string]string `json:"env,omitempty"`
 	Grants    Grants            `json:"grants"`
 	TimeoutMs int64             `json:"timeoutMs"`
@@ -94,8 +94,8 @@ type Route struct {
 	Split []Share `json:"split,omitempty"`
 }
 
-func (r *Record) job() sandbox.Job {
-	return sandbox.Job{
+func (r *Record) job() program.Job {
+	return program.Job{
 		ID:            r.ID,
 		Program:       r.Program,
 		RetainHandles: true,

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -34,14 +34,14 @@ const (
 
 // recordBody is the part of a record that never changes.
 type recordBody struct {
-	Program     sandbox.Program `json:"program"`
+	Program     program.Program `json:"program"`
 	ToolAnswers []ToolAnswer    `json:"toolAnswers,omitempty"`
 }
 
 // metaOp writes rec's meta.
 func metaOp(rec *Record) store.Op {
 	m := *rec
-	m.Program = sandbox.Program{}
+	m.Program = program.Program{}
 	m.ToolAnswers = nil
 	data, _ := json.Marshal(&m)
 	return store.Put(tableHandles, key(rec.Registry, rec.ID), data)

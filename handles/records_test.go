@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -71,7 +71,7 @@ func checkSplitRecords(t *testing.T, open func() (persist.Store, error), size in
 	}
 	g := startOn(t, counting, clock, ends, worker.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: bigProgram(size)}, RetainHandles: true, Timeout: 2 * time.Second})
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: bigProgram(size)}, RetainHandles: true, Timeout: 2 * time.Second})
 	if err != nil || res.ExecutionID == "" {
 		t.Fatalf("deploying a %d-byte program: %v", size, err)
 	}
@@ -97,7 +97,7 @@ func checkSplitRecords(t *testing.T, open func() (persist.Store, error), size in
 
 	g = startOn(t, counting, clock, ends, worker.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res2, err := reg.Serve(context.Background(), "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil))
+	res2, err := reg.Serve(context.Background(), "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil))
 	if err != nil || string(res2.BodyBytes()) != `{"served":1}` {
 		t.Fatalf("after a restart, through the route: %q %v", res2.BodyBytes(), err)
 	}
@@ -140,7 +140,7 @@ func TestWholeRecordsAreSplitOnLoad(t *testing.T) {
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	whole, _ := json.Marshal(&Record{ID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", Registry: "apps", Tenant: "alice",
-		Program: sandbox.Program{Code: counterProgram}, TimeoutMs: 2000, CreatedAt: now, LastInvokedAt: now})
+		Program: program.Program{Code: counterProgram}, TimeoutMs: 2000, CreatedAt: now, LastInvokedAt: now})
 	w := persist.NewWriter(b)
 	if err := w.CommitIn(context.Background(), persist.Space("apps", "alice"), nil, []persist.Op{persist.Put(tableHandles, key("apps", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), whole)}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -18,7 +18,7 @@ import (
 // and they apply to the next run or invocation.
 type RegistryConfig struct {
 	// IdleBound closes a handle that has not been invoked for this long.
-	// Default 10m.
+	// Default budgets.DefaultIdle (the defaults below are budgets' too).
 	IdleBound time.Duration
 	// BoundStrikes is how many bound hits (or crashes as a suspect) in a
 	// row close a handle. Default 3.
@@ -56,25 +56,27 @@ type RegistryConfig struct {
 	VersionRetention time.Duration
 }
 
+// defaults fills what a caller left zero with the app's defaults, from
+// budgets (the app passes every field; tests may not).
 func (c *RegistryConfig) defaults() {
 	if c.IdleBound <= 0 {
-		c.IdleBound = 10 * time.Minute
+		c.IdleBound = budgets.DefaultIdle
 	}
 	if c.BoundStrikes <= 0 {
-		c.BoundStrikes = 3
+		c.BoundStrikes = budgets.DefaultBoundStrikes
 	}
 	if c.MaxHandlesPerTenant <= 0 {
-		c.MaxHandlesPerTenant = 100
+		c.MaxHandlesPerTenant = budgets.DefaultHandlesPerTenant
 	}
 	c.Limits = c.Limits.WithDefaults()
 	if c.RequestBodyIdle <= 0 {
-		c.RequestBodyIdle = 10 * time.Second
+		c.RequestBodyIdle = budgets.DefaultRequestBodyIdle
 	}
 	if c.RequestBodyTimeout <= 0 {
-		c.RequestBodyTimeout = 60 * time.Second
+		c.RequestBodyTimeout = budgets.DefaultRequestBodyTimeout
 	}
 	if c.StreamTimeout <= 0 {
-		c.StreamTimeout = 5 * time.Minute
+		c.StreamTimeout = budgets.DefaultStreamTimeout
 	}
 	if c.WebsocketsPerHandle <= 0 {
 		c.WebsocketsPerHandle = budgets.WebsocketsPerHandle
@@ -83,7 +85,7 @@ func (c *RegistryConfig) defaults() {
 		c.WebsocketsPerTenant = budgets.WebsocketsPerTenant
 	}
 	if c.VersionRetention <= 0 {
-		c.VersionRetention = 7 * 24 * time.Hour
+		c.VersionRetention = budgets.DefaultVersionRetention
 	}
 }
 
@@ -125,7 +127,7 @@ func (r *Registry) Name() string { return r.name }
 
 // ExecRequest is one POST /executions, already validated by the caller.
 type ExecRequest struct {
-	Program       sandbox.Program
+	Program       program.Program
 	RetainHandles bool
 	Timeout       time.Duration
 	MemoryMiB     int
@@ -156,7 +158,7 @@ type CallerTools func(ctx context.Context, provider, tool string, args []json.Ra
 
 // ExecResult is a run's answer; ExecutionID is set when a handle was kept.
 type ExecResult struct {
-	Outcome     sandbox.Outcome
+	Outcome     program.Outcome
 	ExecutionID string
 	// Denials are the capability denials the run met, for its receipt.
 	Denials []string
@@ -177,7 +179,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	if req.Concurrency <= 0 {
 		req.Concurrency = max(cfg.HandleConcurrency, 1)
 	}
-	job := sandbox.Job{Program: req.Program, Timeout: req.Timeout, MemoryMiB: req.MemoryMiB, Env: req.Env, Bindings: bindings(req.Grants), Concurrency: req.Concurrency}
+	job := program.Job{Program: req.Program, Timeout: req.Timeout, MemoryMiB: req.MemoryMiB, Env: req.Env, Bindings: bindings(req.Grants), Concurrency: req.Concurrency}
 	job.RetainHandles = req.RetainHandles
 	job.ID = newRunID()
 	timeout := req.Timeout
@@ -221,14 +223,14 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		if err == nil && out.Retained {
 			s.opts.Executor.Close(job.ID)
 		}
-		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, recordFault()
+		return ExecResult{Outcome: program.Outcome{Logs: out.Logs}, Denials: denials}, recordFault()
 	}
 	if err == nil && len(req.Schedules) > 0 && (!out.Retained || !out.Scheduled) {
 		// Schedules need a handler object with a scheduled method.
 		if out.Retained {
 			s.opts.Executor.Close(job.ID)
 		}
-		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, fault.New(fault.BadRequest, "The program has schedules, so it must answer a handler object with a scheduled(controller, env, ctx) method.")
+		return ExecResult{Outcome: program.Outcome{Logs: out.Logs}, Denials: denials}, fault.New(fault.BadRequest, "The program has schedules, so it must answer a handler object with a scheduled(controller, env, ctx) method.")
 	}
 	if err != nil || !out.Retained {
 		// A computation with retainHandles is harmless: no record, no quota.
@@ -259,7 +261,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	if count >= cfg.MaxHandlesPerTenant {
 		s.mu.Unlock()
 		s.opts.Executor.Close(job.ID)
-		return ExecResult{Outcome: sandbox.Outcome{Logs: out.Logs}, Denials: denials}, fault.New(fault.QuotaExceeded, "The tenant holds %d handles, the most this registry allows. Close one first.", count)
+		return ExecResult{Outcome: program.Outcome{Logs: out.Logs}, Denials: denials}, fault.New(fault.QuotaExceeded, "The tenant holds %d handles, the most this registry allows. Close one first.", count)
 	}
 	s.records[rec.ID] = rec
 	s.mu.Unlock()
@@ -275,9 +277,14 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 
 // runWithCapacity runs a job, parking the least recently used idle handle
 // when every isolate slot is taken.
-func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
+func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		out, err := r.store.opts.Executor.RunFor(ctx, tenant, job)
+		if r.store.opts.OnRun != nil && out.CPUNs > 0 {
+			// Never more than the wall time the gateway saw.
+			r.store.opts.OnRun(r.name, tenant, min(time.Duration(out.CPUNs), time.Since(start)))
+		}
 		if !errors.Is(err, worker.ErrNoCapacity) {
 			return out, err
 		}
@@ -307,7 +314,7 @@ func (r *Registry) info(rec *Record, kept map[string]bool) Info {
 	sort.Strings(routes)
 	names := []string{"fetch"}
 	if len(rec.Schedules) > 0 {
-		names = append(names, sandbox.ScheduledEvent)
+		names = append(names, program.ScheduledEvent)
 	}
 	return Info{
 		ExecutionID: rec.ID, Handles: names,

@@ -28,10 +28,6 @@ func ValidRouteName(name string) error {
 	return nil
 }
 
-// maxRoutesPerTenant bounds the route names one tenant binds in a registry
-// (README.md, API).
-const maxRoutesPerTenant = budgets.RoutesPerTenant
-
 // bindRoute points name at the tenant's handle id, or at a split whose
 // first handle is id (split.go), and records the version (versions.go). A
 // later bind moves the name atomically: requests resolve either to the old
@@ -80,7 +76,7 @@ func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, err
 		// Names reserved to the tenant count (reserve.go); binding one of
 		// them adds nothing.
 		reserved := s.reservedCount(r.name, tenant, false)
-		if !reservedHere && bound+reserved >= maxRoutesPerTenant {
+		if !reservedHere && bound+reserved >= budgets.RoutesPerTenant {
 			s.mu.Unlock()
 			if reserved == 0 {
 				return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names, the most this registry allows. Unbind one first.", bound)

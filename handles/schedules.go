@@ -12,14 +12,14 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/store"
 )
 
 // Schedules (docs/schedules.md): a deploy may name 1–5 cron expressions
 // (five fields, UTC); at each tick the gateway calls the handler's
 // scheduled(controller, env, ctx) as an invocation named
-// sandbox.ScheduledEvent, through invoke like a fetch (the handle's order,
+// program.ScheduledEvent, through invoke like a fetch (the handle's order,
 // concurrency and bounds; a parked deployment is rebuilt first). A firing
 // that throws or hits a bound is tried again after each of retryDelays
 // unless it called controller.noRetry(); a bound hit is a strike as
@@ -215,7 +215,7 @@ func (r *Registry) FireNow(ctx context.Context, tenant, id, spec string) (Firing
 	s.mu.Unlock()
 	if len(specs) == 0 {
 		// As the API's invoke of any name a handle does not have.
-		return Firing{}, fault.UnknownHandle(id, sandbox.ScheduledEvent)
+		return Firing{}, fault.UnknownHandle(id, program.ScheduledEvent)
 	}
 	if spec == "" {
 		spec = specs[0]
@@ -319,7 +319,7 @@ func (r *Registry) fireOnce(rec *Record, spec string, tick int64, attempt int, n
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound+rebuildGrace)
 	defer cancel()
-	res, err := r.invoke(ctx, rec, sandbox.ScheduledEvent, sandbox.ScheduledRequest(spec, tick))
+	res, err := r.invoke(ctx, rec, program.ScheduledEvent, program.ScheduledRequest(spec, tick))
 	f := Firing{Cron: spec, ScheduledTime: tick, StartedAt: startedAt, Attempt: attempt, Now: now}
 	switch {
 	case err != nil:

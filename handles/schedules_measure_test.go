@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -33,7 +33,7 @@ func TestMeasureScheduleLateness(t *testing.T) {
 		scheduled(c) { late = Date.now() - c.scheduledTime } } }`
 	ids := make([]string, n)
 	for i := range ids {
-		res, err := reg.Execute(context.Background(), "t"+string(rune('a'+i%20)), ExecRequest{Program: sandbox.Program{Code: code}, RetainHandles: true, Timeout: time.Second, Schedules: []string{"* * * * *"}})
+		res, err := reg.Execute(context.Background(), "t"+string(rune('a'+i%20)), ExecRequest{Program: program.Program{Code: code}, RetainHandles: true, Timeout: time.Second, Schedules: []string{"* * * * *"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,8 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/internal/waitfor"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
@@ -42,7 +43,7 @@ func startScheduling(t *testing.T, path string, clock *fakeClock) *gateway {
 
 func deploySchedules(t *testing.T, reg *Registry, tenant string, schedules ...string) string {
 	t.Helper()
-	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{Code: scheduledProgram}, RetainHandles: true, Timeout: time.Second, Schedules: schedules})
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: program.Program{Code: scheduledProgram}, RetainHandles: true, Timeout: time.Second, Schedules: schedules})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +63,10 @@ func fired(t *testing.T, reg *Registry, tenant, id string) firedState {
 	return st
 }
 
-// eventually polls cond for up to 10 s.
+// eventually waits for cond for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("never: %s", what)
+	waitfor.Until(t, 10*time.Second, what, cond)
 }
 
 // firingsAt counts the handle's listed firings of each scheduled time.
@@ -119,6 +115,11 @@ func TestSchedulesFireEachTickOnce(t *testing.T) {
 	}
 	clock.Add(time.Minute) // 00:02:01
 	eventually(t, "the second tick", func() bool { return fired(t, reg, "alice", id).Tries == 2 })
+	// The firing is listed after its handler returned: wait for the list.
+	eventually(t, "the second tick listed", func() bool {
+		info, err := reg.Schedules("alice", id)
+		return err == nil && len(info.Firings) == 2
+	})
 	info, err := reg.Schedules("alice", id)
 	if err != nil || len(info.Schedules) != 1 || !info.Schedules[0].Next.Equal(t0.Add(3*time.Minute)) {
 		t.Fatalf("schedules: %+v %v", info, err)
@@ -187,7 +188,7 @@ func TestFireNowOneAtATime(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => { let tries = 0; return {
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: `async () => { let tries = 0; return {
 		fetch() { return Response.json({tries}) },
 		async scheduled() { tries++; await new Promise(r => setTimeout(r, 1000)); throw new Error('slow') } } }`}, RetainHandles: true, Timeout: 5 * time.Second, Schedules: []string{"0 0 1 1 *"}})
 	if err != nil {
@@ -240,7 +241,7 @@ func TestNewTickSupersedesRetries(t *testing.T) {
 		o.ScheduleRetries = []time.Duration{2 * time.Second, 50 * time.Millisecond, 50 * time.Millisecond}
 	})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => ({
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: `async () => ({
 		fetch() { return new Response('ok') }, scheduled() { throw new Error('always') } })`}, RetainHandles: true, Timeout: time.Second, Schedules: []string{"* * * * *"}})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +263,7 @@ func TestScheduledBoundHitsStrike(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), clock)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour, BoundStrikes: 3})
-	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: `async () => ({
+	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: `async () => ({
 		fetch() { return new Response('ok') }, scheduled() { for (;;) {} } })`}, RetainHandles: true, Timeout: 100 * time.Millisecond, Schedules: []string{"* * * * *"}})
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +406,7 @@ func TestBadSchedulesRefused(t *testing.T) {
 	g := startScheduling(t, filepath.Join(t.TempDir(), "r.db"), &fakeClock{now: t0})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	exec := func(code string, retain bool, schedules ...string) error {
-		_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: sandbox.Program{Code: code}, RetainHandles: retain, Timeout: time.Second, Schedules: schedules})
+		_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: code}, RetainHandles: retain, Timeout: time.Second, Schedules: schedules})
 		return err
 	}
 	for _, c := range []struct {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // WebSockets to a handle (docs/websockets.md): the data plane upgrades the
@@ -205,8 +205,12 @@ func (r *Registry) SocketEvent(ctx context.Context, st *Stream, kind byte, code 
 			return ErrSocketGone
 		}
 		ls.inflight.Add(1)
-		res, err := s.opts.Executor.Invoke(context.WithoutCancel(ctx), st.id, sandbox.SocketEvent, sandbox.SocketEventRequest(st.stream, kind, code, data))
+		start := time.Now()
+		res, err := s.opts.Executor.Invoke(context.WithoutCancel(ctx), st.id, program.SocketEvent, program.SocketEventRequest(st.stream, kind, code, data))
 		ls.inflight.Add(-1)
+		if s.opts.OnSocketEvent != nil && fault.CodeOf(err) != fault.Overloaded {
+			s.opts.OnSocketEvent(r.name, st.id, s.tenantOf(st.id), min(max(time.Duration(res.CPUNs), 0), time.Since(start)))
+		}
 		switch fault.CodeOf(err) {
 		case "":
 			s.touch(st.id, true)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
@@ -22,7 +22,7 @@ func TestOpenSocketsKeepTheirHandle(t *testing.T) {
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Minute, WebsocketsPerHandle: 1, WebsocketsPerTenant: 1})
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: time.Second,
-		Program: sandbox.Program{Code: `async () => ({ fetch() {
+		Program: program.Program{Code: `async () => ({ fetch() {
 			const [client, server] = Object.values(new WebSocketPair());
 			server.accept();
 			return new Response(null, { status: 101, webSocket: client });
@@ -31,7 +31,7 @@ func TestOpenSocketsKeepTheirHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.ExecutionID
-	answer, st, err := reg.ServeStream(context.Background(), id, ResolveIDs, sandbox.NewWireRequest("GET", "https://x/", [][2]string{{"upgrade", "websocket"}}, nil), nil)
+	answer, st, err := reg.ServeStream(context.Background(), id, ResolveIDs, program.NewWireRequest("GET", "https://x/", [][2]string{{"upgrade", "websocket"}}, nil), nil)
 	if err != nil || answer.Status != 101 || st == nil {
 		t.Fatalf("upgrade: %+v %v", answer, err)
 	}
@@ -65,7 +65,7 @@ func TestSocketEventsWaitTheirTurn(t *testing.T) {
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{Limits: limits})
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: time.Second,
-		Program: sandbox.Program{Code: `async () => { let received = 0; return { fetch(request) {
+		Program: program.Program{Code: `async () => { let received = 0; return { fetch(request) {
 			if (request.url.endsWith('/count')) return new Response(String(received));
 			const [client, server] = Object.values(new WebSocketPair());
 			server.accept();
@@ -79,7 +79,7 @@ func TestSocketEventsWaitTheirTurn(t *testing.T) {
 	const sockets, each = 12, 5
 	var streams []*Stream
 	for range sockets {
-		answer, st, err := reg.ServeStream(context.Background(), id, ResolveIDs, sandbox.NewWireRequest("GET", "https://x/", [][2]string{{"upgrade", "websocket"}}, nil), nil)
+		answer, st, err := reg.ServeStream(context.Background(), id, ResolveIDs, program.NewWireRequest("GET", "https://x/", [][2]string{{"upgrade", "websocket"}}, nil), nil)
 		if err != nil || answer.Status != 101 || st == nil {
 			t.Fatalf("upgrade: %+v %v", answer, err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // SpawnBudget is one top-level run's budget for `spawn` (README.md, API): how deep
@@ -120,7 +120,7 @@ func (s *Store) spawn(ctx context.Context, rs *runState, raw json.RawMessage) (j
 	start := time.Now()
 	res, err := rs.registry.Execute(ctx, rs.tenant, ExecRequest{
 		// Errors count the child's lines from its body's first (docs/runtime.md).
-		Program:   sandbox.Program{Code: "async () => {\n" + a.Body + "\n}", Origin: &sandbox.Origin{File: "spawn", Line: 2}},
+		Program:   program.Program{Code: "async () => {\n" + a.Body + "\n}", Origin: &program.Origin{File: "spawn", Line: 2}},
 		Timeout:   timeout,
 		MemoryMiB: rs.memoryMiB,
 		Grants:    Grants{Capabilities: a.Capabilities, Outbound: rs.grants.Outbound},

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // A split (docs/deployments.md): a route bound to 2–4 of its tenant's
@@ -74,7 +74,7 @@ func (r *Registry) checkSplit(tenant string, split []Share) error {
 // resolved to rec through a route (or a domain following one) that is
 // split; else rec. pinned is false when the visitor carried no cookie
 // naming one of the split's live handles. s.mu is held.
-func (r *Registry) splitLocked(key string, resolve Resolve, rec *Record, req sandbox.WireRequest) (chosen *Record, split, pinned bool) {
+func (r *Registry) splitLocked(key string, resolve Resolve, rec *Record, req program.WireRequest) (chosen *Record, split, pinned bool) {
 	s := r.store
 	name := ""
 	if resolve&ResolveDomains != 0 && strings.IndexByte(key, '.') >= 0 {
@@ -147,7 +147,7 @@ func pinCookie(id string) [2]string {
 }
 
 // cookie is the value of the request's cookie name, or "".
-func cookie(req sandbox.WireRequest, name string) string {
+func cookie(req program.WireRequest, name string) string {
 	for _, h := range req.Headers {
 		if !strings.EqualFold(h[0], "cookie") {
 			continue

@@ -10,7 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -19,8 +19,8 @@ import (
 type Executor interface {
 	// RunFor runs a job for a tenant (with tenant cordons, in a worker
 	// that hosts that tenant alone).
-	RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error)
-	Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error)
+	RunFor(ctx context.Context, tenant string, job program.Job) (program.Outcome, error)
+	Invoke(ctx context.Context, id, name string, req program.WireRequest) (program.WireResponse, error)
 	Close(id string) error
 	Holds(id string) bool
 	// ReadStream and CancelStream serve a streamed response (README.md, API).
@@ -65,10 +65,23 @@ type Options struct {
 	OnEnd func(Event)
 	// OnLog receives every handle log entry (the Caddy module rate-limits
 	// them into its log).
-	OnLog func(registry, id, tenant string, e sandbox.LogEntry)
+	OnLog func(registry, id, tenant string, e program.LogEntry)
 	// OnRequest is told of every invocation of a handle, as it ends (the
 	// request entries of its stored log, docs/logs.md).
 	OnRequest func(registry, id, tenant string, r Request)
+	// Admit, when set, may refuse an invocation of a tenant's handle before
+	// it runs (a plan's daily cap, docs/usage.md): its error is the
+	// answer, and the refused invocation is neither run nor told to
+	// OnRequest. Called on every invocation: it must be cheap.
+	Admit func(registry, id, tenant string) error
+	// OnSocketEvent, if set, is told of each WebSocket event delivered to
+	// a handler (sockets.go) and the isolate CPU time it took, at most its
+	// wall time (usage metering, docs/usage.md).
+	OnSocketEvent func(registry, id, tenant string, cpu time.Duration)
+	// OnRun, if set, is told of the isolate CPU time of each run of a
+	// tenant's program (a computation, a deploy, a rebuild), at most its
+	// wall time (usage metering, docs/usage.md).
+	OnRun func(registry, tenant string, cpu time.Duration)
 	// FlushEvery is how often coalesced lastInvokedAt writes are flushed.
 	// Default 2s.
 	FlushEvery time.Duration
@@ -436,7 +449,7 @@ func (s *Store) IsolateLost(id string, err error) {
 }
 
 // HandleLog appends a handler's console entry to its handle's log.
-func (s *Store) HandleLog(id string, e sandbox.LogEntry) {
+func (s *Store) HandleLog(id string, e program.LogEntry) {
 	if r := s.registryOf(id); r != nil {
 		r.appendLog(id, e)
 	}

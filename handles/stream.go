@@ -7,7 +7,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/readsome"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Stream is the streamed body of a handle's response (README.md, API): the
@@ -32,7 +32,7 @@ func (st *Stream) ObjectBody() bool {
 }
 
 // OpenStream is the stream a response names (res.Stream != 0).
-func (r *Registry) OpenStream(id string, res sandbox.WireResponse) *Stream {
+func (r *Registry) OpenStream(id string, res program.WireResponse) *Stream {
 	s := r.store
 	s.mu.Lock()
 	ls := s.live[id]
@@ -166,4 +166,10 @@ func (st *Stream) readWhole(ctx context.Context, max int) (body []byte, release 
 			return nil, func() {}, fault.New(fault.BadResponse, "The fetch handle streamed a body over the %d byte response bound.", max)
 		}
 	}
+}
+
+// Owner answers the registry and tenant of the stream's handle (tenant ""
+// once the handle has ended): whom its bytes are metered to (docs/usage.md).
+func (st *Stream) Owner() (registry, tenant string) {
+	return st.registry.name, st.registry.store.tenantOf(st.id)
 }

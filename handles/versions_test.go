@@ -9,14 +9,14 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
 )
 
 func deployAnswering(t *testing.T, reg *Registry, tenant, body string) string {
 	t.Helper()
-	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: sandbox.Program{
+	res, err := reg.Execute(context.Background(), tenant, ExecRequest{Program: program.Program{
 		Code: fmt.Sprintf("async () => ({ fetch() { return new Response(%q) } })", body)}, RetainHandles: true, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestSplitsCrossGateways(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 40 && len(seen) < 2; i++ {
-		res, err := other.Serve(ctx, "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil))
+		res, err := other.Serve(ctx, "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestSplitsCrossGateways(t *testing.T) {
 	if !seen["a"] || !seen["b"] {
 		t.Fatalf("the other gateway served %v of the split", seen)
 	}
-	pinned := sandbox.NewWireRequest("GET", "https://shop.test/", [][2]string{{"Cookie", VersionCookie + "=" + b}}, nil)
+	pinned := program.NewWireRequest("GET", "https://shop.test/", [][2]string{{"Cookie", VersionCookie + "=" + b}}, nil)
 	for i := 0; i < 10; i++ {
 		if res, err := other.Serve(ctx, "shop", ResolveRoutes, pinned); err != nil || string(res.BodyBytes()) != "b" {
 			t.Fatalf("a pinned request: %q %v", res.BodyBytes(), err)
@@ -149,7 +149,7 @@ func TestEndedSplitMembersAreNotListed(t *testing.T) {
 		t.Fatalf("the route with one member left: %+v %v", d, err)
 	}
 	for i := 0; i < 10; i++ {
-		if res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, sandbox.NewWireRequest("GET", "https://shop.test/", nil, nil)); err != nil || string(res.BodyBytes()) != "a" {
+		if res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil)); err != nil || string(res.BodyBytes()) != "a" {
 			t.Fatalf("request %d: %q %v", i, res.BodyBytes(), err)
 		}
 	}

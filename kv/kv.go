@@ -8,17 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/store"
-)
-
-// KV limits (docs/threat-model.md), defined in package budgets.
-const (
-	MaxKeyBytes   = budgets.KVKeyBytes
-	MaxValueBytes = budgets.KVValueBytes
 )
 
 // The kv tables in the store: values by space and key, and each space's
@@ -71,6 +66,20 @@ type KV struct {
 	// grow a tenant's kv is refused then; deletes and shrinking writes,
 	// which free room, are still accepted. Set before the first write.
 	Full func() bool
+	// Bound, when set (a cluster's etcd, docs/cluster.md), is the longest
+	// a kv call waits for the store: a read the store did not answer in
+	// time, and a Barrier whose writes were not committed in time, answer
+	// OVERLOADED (retryable), and while a commit has been under way for
+	// longer, new writes are refused the same way instead of piling up.
+	// The commit itself is never cut short: a transaction abandoned by
+	// its sender may still be applied by a stalled etcd once it resumes,
+	// after the next one, so the next commit starts only once the store
+	// answered this one. Zero (one machine) waits for the store. Set
+	// before the first call.
+	Bound time.Duration
+
+	commitStarted time.Time // when the commit under way began (zero: none); kv.mu
+	commits       uint64    // commits ended, failed ones included; kv.mu
 }
 
 // failedBatch is a commit that failed: writes from..to are lost.
@@ -142,8 +151,8 @@ func checkKey(k string) error {
 	if k == "" {
 		return bad("A kv key may not be empty.")
 	}
-	if len(k) > MaxKeyBytes {
-		return bad("A kv key is at most %d bytes.", MaxKeyBytes)
+	if len(k) > budgets.KVKeyBytes {
+		return bad("A kv key is at most %d bytes.", budgets.KVKeyBytes)
 	}
 	return nil
 }
@@ -151,6 +160,13 @@ func checkKey(k string) error {
 // Serve runs one kv operation for a tenant on behalf of owner (the run or
 // handle whose writes a later Barrier waits for).
 func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (json.RawMessage, error) {
+	return kv.ServeWithin(context.Background(), registry, tenant, owner, op, raw)
+}
+
+// ServeWithin is Serve for a caller whose ctx bounds the reads it waits
+// for (a run's bound): past it the call answers OVERLOADED. Only with a
+// Bound (a cluster's store); one machine's waits for its file.
+func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op string, raw json.RawMessage) (json.RawMessage, error) {
 	var a kvArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return nil, bad("Malformed kv arguments.")
@@ -172,7 +188,13 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 				// commit drops it, and the read sees what was stored).
 				// The reader's own writes it reads at once: its answer
 				// waits for them anyway (Barrier).
-				kv.waitFor(context.Background(), p.seq)
+				wctx, cancel := kv.storeCtx(ctx)
+				err := kv.waitFor(wctx, p.seq)
+				expired := wctx.Err() != nil
+				cancel()
+				if err != nil && expired {
+					return nil, err // not durable in time: not read
+				}
 				continue
 			}
 			if ok {
@@ -183,24 +205,31 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 			}
 			break
 		}
-		v, err := kv.w.Get(context.Background(), tableKV, []byte(full))
-		if err != nil || v == nil {
-			return json.RawMessage("null"), err
+		gctx, cancel := kv.storeCtx(ctx)
+		v, err := kv.w.Get(gctx, tableKV, []byte(full))
+		cancel()
+		if err != nil {
+			return nil, kv.unanswered(err)
+		}
+		if v == nil {
+			return json.RawMessage("null"), nil
 		}
 		return wirejson.Marshal(string(v))
 	case "kv.put":
-		return nil, kv.Write(registry, tenant, owner, a.Key, &a.Value)
+		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, &a.Value)
 	case "kv.delete":
-		return nil, kv.Write(registry, tenant, owner, a.Key, nil)
+		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, nil)
 	case "kv.list":
 		// A listing sees the space's pending writes by waiting for them.
 		kv.mu.Lock()
 		seq := kv.spaces[string(ns)]
 		kv.mu.Unlock()
-		if err := kv.waitFor(context.Background(), seq); err != nil {
+		lctx, cancel := kv.storeCtx(ctx)
+		defer cancel()
+		if err := kv.waitFor(lctx, seq); err != nil {
 			return nil, err
 		}
-		return kv.list(ns, a)
+		return kv.list(lctx, ns, a)
 	}
 	return nil, bad("Unknown kv operation.")
 }
@@ -208,29 +237,77 @@ func (kv *KV) Serve(registry, tenant, owner, op string, raw json.RawMessage) (js
 // Write is a put (value non-nil) or a delete of one key, checked (key,
 // value, quota) and accepted behind the output gate.
 func (kv *KV) Write(registry, tenant, owner, key string, value *string) error {
+	return kv.WriteWithin(context.Background(), registry, tenant, owner, key, value)
+}
+
+// WriteWithin is Write for a caller whose ctx bounds the store reads the
+// check waits for (a run's bound).
+func (kv *KV) WriteWithin(ctx context.Context, registry, tenant, owner, key string, value *string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	if value != nil && len(*value) > MaxValueBytes {
-		return bad("A kv value is at most %d bytes.", MaxValueBytes)
+	if value != nil && len(*value) > budgets.KVValueBytes {
+		return bad("A kv value is at most %d bytes.", budgets.KVValueBytes)
 	}
-	return kv.accept(space(registry, tenant), store.Space(registry, tenant), owner, key, value)
+	return kv.accept(ctx, space(registry, tenant), store.Space(registry, tenant), owner, key, value)
 }
 
 // accept checks a put (value non-nil) or delete against the quota and
 // takes it into the pending set.
-func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) error {
+func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key string, value *string) error {
 	full := string(ns) + key
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	if kv.closed {
-		return fault.New(fault.Overloaded, "The gateway is stopping.")
+	// What the write replaces and the space's bytes in use are read from
+	// the store without holding kv.mu (a store that does not answer holds
+	// no other tenant's kv call); they stand if no commit ended meanwhile
+	// (a stored value changes only by this KV's commits), else they are
+	// read again, at most three times (the quota's count may then be off
+	// by the size of a value written meanwhile).
+	var old string
+	var had bool
+	var used int64
+	for try := 0; ; try++ {
+		if kv.closed {
+			return fault.New(fault.Overloaded, "The gateway is stopping.")
+		}
+		if err := kv.overdue(); err != nil {
+			return err
+		}
+		p, pending := kv.pending[full]
+		u, known := kv.usage[string(ns)]
+		if pending && known {
+			old, had, used = "", p.value != nil, u
+			if had {
+				old = *p.value
+			}
+			break
+		}
+		commits := kv.commits
+		kv.mu.Unlock()
+		stored, storedUse, err := kv.readStored(ctx, full, ns, !known)
+		kv.mu.Lock()
+		if err != nil {
+			return err
+		}
+		if kv.commits != commits && try < 2 {
+			continue
+		}
+		if p, ok := kv.pending[full]; ok {
+			old, had = "", p.value != nil
+			if had {
+				old = *p.value
+			}
+		} else {
+			old, had = string(stored), stored != nil
+		}
+		if u, ok := kv.usage[string(ns)]; ok {
+			used = u
+		} else {
+			used = storedUse
+		}
+		break
 	}
-	used, ok := kv.usage[string(ns)]
-	if !ok {
-		used = kv.storedUsage(ns)
-	}
-	old, had := kv.current(full)
 	if had {
 		used -= int64(len(key) + len(old))
 	}
@@ -260,16 +337,46 @@ func (kv *KV) accept(ns []byte, fenceSpace, owner, key string, value *string) er
 	return nil
 }
 
-// current is a key's value as reads see it. kv.mu is held.
-func (kv *KV) current(full string) (string, bool) {
-	if p, ok := kv.pending[full]; ok {
-		if p.value == nil {
-			return "", false
-		}
-		return *p.value, true
+// readStored reads a key's stored value and, when usage, its space's
+// stored bytes in use, within the bound. kv.mu is not held.
+func (kv *KV) readStored(ctx context.Context, full string, ns []byte, usage bool) (v []byte, used int64, err error) {
+	ctx, cancel := kv.storeCtx(ctx)
+	defer cancel()
+	if v, err = kv.w.Get(ctx, tableKV, []byte(full)); err != nil {
+		return nil, 0, kv.unanswered(err)
 	}
-	v, _ := kv.w.Get(context.Background(), tableKV, []byte(full))
-	return string(v), v != nil
+	if usage {
+		if used, err = kv.storedUsage(ctx, ns); err != nil {
+			return nil, 0, kv.unanswered(err)
+		}
+	}
+	return v, used, nil
+}
+
+// storeCtx is ctx within the bound of one store call. Without a bound
+// (one machine's bbolt) the caller's deadline is not applied either: the
+// call waits for the store, as it always did.
+func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if kv.Bound <= 0 {
+		return context.WithoutCancel(ctx), func() {}
+	}
+	return context.WithTimeout(ctx, kv.Bound)
+}
+
+// unanswered is the fault of a store call that failed: the store is
+// unreachable or slow (a cluster's etcd), and a retry may find it back.
+func (kv *KV) unanswered(err error) error {
+	return fault.Wrap(fault.Overloaded, err, "The kv store did not answer in time; retry shortly.")
+}
+
+// overdue refuses a write while the commit under way has taken longer
+// than the bound (the store stalled or unreachable): the write could not
+// be made durable in time anyway. kv.mu is held.
+func (kv *KV) overdue() error {
+	if kv.Bound > 0 && !kv.commitStarted.IsZero() && time.Since(kv.commitStarted) > kv.Bound {
+		return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(kv.commitStarted).Round(100*time.Millisecond))
+	}
+	return nil
 }
 
 // Used is what tenant stores in registry's kv (keys and values, pending
@@ -277,28 +384,39 @@ func (kv *KV) current(full string) (string, bool) {
 func (kv *KV) Used(registry, tenant string) int64 {
 	ns := space(registry, tenant)
 	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	if used, ok := kv.usage[string(ns)]; ok {
+	used, ok := kv.usage[string(ns)]
+	kv.mu.Unlock()
+	if ok {
 		return used
 	}
-	return kv.storedUsage(ns)
+	ctx, cancel := kv.storeCtx(context.Background())
+	defer cancel()
+	used, _ = kv.storedUsage(ctx, ns)
+	return used
 }
 
-func (kv *KV) storedUsage(ns []byte) int64 {
-	if u, _ := kv.w.Get(context.Background(), tableUsage, ns); len(u) == 8 {
-		return int64(binary.BigEndian.Uint64(u))
+func (kv *KV) storedUsage(ctx context.Context, ns []byte) (int64, error) {
+	u, err := kv.w.Get(ctx, tableUsage, ns)
+	if len(u) == 8 {
+		return int64(binary.BigEndian.Uint64(u)), nil
 	}
-	return 0
+	return 0, err
 }
 
 // Barrier waits until every write owner made so far is durable; it fails
-// when a commit that held one of them failed.
+// when a commit that held one of them failed, or when ctx ends or the
+// Bound passes first.
 func (kv *KV) Barrier(ctx context.Context, owner string) error {
 	kv.mu.Lock()
 	seq := kv.owners[owner]
 	kv.mu.Unlock()
 	if seq == 0 {
 		return nil
+	}
+	if kv.Bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, kv.Bound)
+		defer cancel()
 	}
 	err := kv.waitFor(ctx, seq)
 	kv.mu.Lock()
@@ -378,12 +496,15 @@ func (kv *KV) commitOnce() bool {
 	}
 	kv.touched = map[string]string{}
 	upTo, from := kv.seq, kv.committed+1
+	kv.commitStarted = time.Now()
 	kv.mu.Unlock()
 
 	err := kv.commit(batch, usage)
 
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
+	kv.commitStarted = time.Time{}
+	kv.commits++
 	for k, p := range batch {
 		if cur, ok := kv.pending[k]; ok && cur.seq == p.seq {
 			delete(kv.pending, k) // not overwritten meanwhile
@@ -450,7 +571,7 @@ func (kv *KV) commit(batch map[string]pendingWrite, usage map[string]spaceUsage)
 // list answers keys of the tenant's space with the prefix, after the
 // cursor. The cursor is the last key returned, encoded; it is read inside
 // the caller's space only, so it cannot lead outside it.
-func (kv *KV) list(ns []byte, a kvArgs) (json.RawMessage, error) {
+func (kv *KV) list(ctx context.Context, ns []byte, a kvArgs) (json.RawMessage, error) {
 	limit := a.Limit
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
@@ -473,7 +594,7 @@ func (kv *KV) list(ns []byte, a kvArgs) (json.RawMessage, error) {
 	}
 	out := page{Keys: []string{}}
 	full := append(append([]byte{}, ns...), a.Prefix...)
-	err := kv.w.Scan(context.Background(), tableKV, store.Range{Prefix: full, From: start}, func(k, _ []byte) bool {
+	err := kv.w.Scan(ctx, tableKV, store.Range{Prefix: full, From: start}, func(k, _ []byte) bool {
 		if after != nil && bytes.Equal(k, after) {
 			return true
 		}
@@ -486,7 +607,7 @@ func (kv *KV) list(ns []byte, a kvArgs) (json.RawMessage, error) {
 		return true
 	})
 	if err != nil {
-		return nil, err
+		return nil, kv.unanswered(err)
 	}
 	return wirejson.Marshal(out)
 }

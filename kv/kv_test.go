@@ -292,3 +292,114 @@ func TestKVIsolationAndQuota(t *testing.T) {
 		t.Fatalf("long key: %v", err)
 	}
 }
+
+// stallingStore holds every read and commit while stalled is set, as a
+// paused etcd holds them, until it is cleared or the call's context ends.
+type stallingStore struct {
+	store.Store
+	reads, commits atomic.Bool // stalled
+}
+
+func (s *stallingStore) wait(ctx context.Context, stalled *atomic.Bool) error {
+	for stalled.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *stallingStore) Get(ctx context.Context, table string, key []byte) ([]byte, error) {
+	if err := s.wait(ctx, &s.reads); err != nil {
+		return nil, err
+	}
+	return s.Store.Get(ctx, table, key)
+}
+
+func (s *stallingStore) Commit(ctx context.Context, txn store.Txn) error {
+	if err := s.wait(ctx, &s.commits); err != nil {
+		return err
+	}
+	return s.Store.Commit(ctx, txn)
+}
+
+// With a Bound (a cluster's etcd) and the store stalled: a read the store
+// must answer fails OVERLOADED within the bound, a Barrier too, while a
+// write was not committed; writes are refused once the commit under way
+// is overdue; another tenant's read of its own pending write is answered
+// at once (no lock held across the store); the commit is never abandoned,
+// so once the store answers, the writes land and a later write stands.
+func TestBoundWhileTheStoreStalls(t *testing.T) {
+	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &stallingStore{Store: db}
+	kv, err := NewKV(store.NewWriter(st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	kv.Bound = 300 * time.Millisecond
+	do := func(tenant, owner, op string, args string) (string, error) {
+		res, err := kv.Serve("apps", tenant, owner, op, json.RawMessage(args))
+		return string(res), err
+	}
+	if _, err := do("bob", "h2", "kv.put", `{"key":"b","value":"1"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Barrier(context.Background(), "h2"); err != nil {
+		t.Fatal(err)
+	}
+
+	// bob's write is accepted and waits in a commit the store holds.
+	st.commits.Store(true)
+	if _, err := do("bob", "h2", "kv.put", `{"key":"b","value":"2"}`); err != nil {
+		t.Fatalf("a put with commits stalled: %v", err)
+	}
+	st.reads.Store(true)
+	if _, err := do("alice", "h1", "kv.put", `{"key":"c","value":"1"}`); !isOverloaded(err) {
+		t.Fatalf("a put whose check must read the stalled store: %v", err)
+	}
+	start := time.Now()
+	if _, err := do("alice", "h1", "kv.get", `{"key":"other"}`); !isOverloaded(err) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a read of the stalled store: %v after %v", err, time.Since(start))
+	}
+	// bob's own read answers at once, his Barrier fails at the bound,
+	// and once the commit is overdue new writes are refused.
+	if v, err := do("bob", "h2", "kv.get", `{"key":"b"}`); err != nil || v != `"2"` {
+		t.Fatalf("bob's read of his own pending write: %s %v", v, err)
+	}
+	if err := kv.Barrier(context.Background(), "h2"); !isOverloaded(err) {
+		t.Fatalf("a Barrier with the store stalled: %v", err)
+	}
+	time.Sleep(kv.Bound)
+	if _, err := do("bob", "h2", "kv.put", `{"key":"b","value":"3"}`); !isOverloaded(err) || !strings.Contains(err.Error(), "not answered") {
+		t.Fatalf("a put while the commit is overdue: %v", err)
+	}
+
+	st.reads.Store(false)
+	st.commits.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := do("bob", "h2", "kv.put", `{"key":"b","value":"4"}`)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes after the store came back: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := kv.Barrier(context.Background(), "h2"); err != nil {
+		t.Fatalf("the Barrier once the store answers: %v", err)
+	}
+	if v, _ := db.Get(context.Background(), tableKV, []byte(string(space("apps", "bob"))+"b")); string(v) != "4" {
+		t.Fatalf("bob's b in the store: %q, want the last acknowledged 4", v)
+	}
+}
+
+func isOverloaded(err error) bool { return fault.CodeOf(err) == fault.Overloaded }

@@ -2,6 +2,8 @@ package receipts
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,5 +70,98 @@ func TestReceiptsThroughAnyGateway(t *testing.T) {
 	}
 	if _, err := b.Get("alice", r.ID); err != ErrNotFound {
 		t.Fatalf("after retention: %v", err)
+	}
+}
+
+// PostgreSQL paused (SIGSTOP: no reset, nothing answered, as a server
+// cut off by dropped packets): a read of a stored receipt fails within
+// the store's bound (ErrUnavailable) instead of waiting for the server;
+// runs' receipts go on being put without waiting, readable from memory,
+// held within the waiting bound (the oldest dropped and counted); once
+// the server is back the writer writes those kept.
+func TestReceiptsWhilePostgreSQLIsPaused(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	p, err := store.OpenPostgres(ctx, srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s, err := Open(p, 24*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var told atomic.Int64
+	s.SetDropped(func(n int) { told.Add(int64(n)) })
+	old := receipt("alice", time.Now())
+	if err := s.Put(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.List("alice", 10, ""); err != nil { // commits what waits
+		t.Fatal(err)
+	}
+	one, _ := fit(&old)
+	s.pmu.Lock()
+	s.waitingMax = int64(20 * len(one))
+	s.pmu.Unlock()
+
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	started := time.Now()
+	if _, err := s.Get("alice", old.ID); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a stored receipt with PostgreSQL paused: %v, want ErrUnavailable", err)
+	}
+	t.Logf("a read with PostgreSQL paused failed after %v", time.Since(started).Round(time.Millisecond))
+	var ids []string
+	for i := 0; i < 100; i++ {
+		r := receipt("alice", time.Now())
+		ids = append(ids, r.ID)
+		put := time.Now()
+		if err := s.Put(r); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(put); took > time.Second {
+			t.Fatalf("a Put waited %v for the paused server", took)
+		}
+		time.Sleep(50 * time.Millisecond) // the writer tries meanwhile
+	}
+	s.pmu.Lock()
+	waiting := len(s.pending) + len(s.committing)
+	s.pmu.Unlock()
+	if s.Dropped() == 0 || told.Load() != s.Dropped() || waiting > 40 {
+		t.Fatalf("100 receipts put with PostgreSQL paused: %d dropped (%d told), %d waiting; want some dropped, at most 20 (+ a batch) waiting", s.Dropped(), told.Load(), waiting)
+	}
+	newest := ids[len(ids)-1]
+	if _, err := s.Get("alice", newest); err != nil {
+		t.Fatalf("the newest receipt from memory: %v", err)
+	}
+
+	srv.Resume(t)
+	resumed = true
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, _, err := s.List("alice", 100, "")
+		found := false
+		for _, sum := range list {
+			found = found || sum.ID == newest
+		}
+		if err == nil && found {
+			// Every receipt kept is written: the old one and those not dropped.
+			if want := 1 + len(ids) - int(s.Dropped()); len(list) != want {
+				t.Fatalf("%d receipts listed once PostgreSQL was back, want %d (%d put while paused, %d dropped)", len(list), want, len(ids), s.Dropped())
+			}
+			t.Logf("%d receipts put while paused, %d dropped; %d listed once it was back", len(ids), s.Dropped(), len(list))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the newest receipt was not written 20 s after PostgreSQL came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -26,9 +27,6 @@ const (
 	table    = "receipts.v2"
 	oldTable = "receipts"
 )
-
-// MaxBytes bounds one receipt's JSON; larger parts are cut and marked.
-const MaxBytes = budgets.ReceiptBytes
 
 // TenantBytes is the default per-tenant quota of stored receipts: past it
 // a tenant's oldest receipts go first (a budget: docs/architecture.md,
@@ -131,13 +129,20 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 
-	pmu        sync.Mutex        // guards pending, committing
+	pmu        sync.Mutex        // guards pending, committing, waitingBytes, order
 	pending    map[string][]byte // key → receipt JSON, not yet written
 	committing map[string][]byte // the batch being written now
-	cmu        sync.Mutex        // serializes commits
-	wake       chan struct{}
-	written    chan struct{} // closed when the writer has stopped
-	onCommit   func(n int)   // tests: called with each commit's size
+	// The receipts waiting are held within budgets.ReceiptsWaitingBytes
+	// (the store down: PostgreSQL unreachable); past it the oldest are
+	// dropped, counted (dropped) and told (onDropped).
+	waitingBytes int64
+	order        []string // pending's keys, oldest first (some gone since)
+	dropped      atomic.Int64
+	onDropped    func(n int)
+	cmu          sync.Mutex // serializes commits
+	wake         chan struct{}
+	written      chan struct{} // closed when the writer has stopped
+	onCommit     func(n int)   // tests: called with each commit's size
 
 	// tenantBytes is each tenant's quota of stored receipts (TenantBytes
 	// unless SetTenantBytes said otherwise); used is what each tenant
@@ -145,15 +150,16 @@ type Store struct {
 	// then kept by the commits (under cmu).
 	tenantBytes int64
 	used        map[string]int64
+	waitingMax  int64 // tests: the bound of the receipts waiting (0: budgets.ReceiptsWaitingBytes)
 }
 
 // SetTenantBytes sets the per-tenant quota of stored receipts (at least
-// one receipt's MaxBytes); the next commit of a tenant over it drops its
+// one receipt's budgets.ReceiptBytes); the next commit of a tenant over it drops its
 // oldest receipts.
 func (s *Store) SetTenantBytes(n int64) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	s.tenantBytes = max(n, MaxBytes)
+	s.tenantBytes = max(n, budgets.ReceiptBytes)
 }
 
 // Open drops the first layout's keys, sweeps once, and starts the hourly
@@ -241,6 +247,7 @@ func (s *Store) flush() error {
 		return nil
 	}
 	s.pending, s.committing = map[string][]byte{}, batch
+	s.order, s.waitingBytes = nil, 0
 	s.pmu.Unlock()
 	if s.onCommit != nil {
 		s.onCommit(len(batch))
@@ -290,16 +297,27 @@ func (s *Store) flush() error {
 	if err != nil {
 		s.used = map[string]int64{} // counted again from the store
 	}
+	dropped := 0
 	s.pmu.Lock()
 	if err != nil {
+		// Back to waiting, older than what came meanwhile.
+		var back []string
 		for k, v := range batch {
 			if _, newer := s.pending[k]; !newer {
 				s.pending[k] = v
+				s.waitingBytes += int64(len(v))
+				back = append(back, k)
 			}
 		}
+		sort.Slice(back, func(i, j int) bool {
+			return back[i][len(prefixOf([]byte(back[i]))):] < back[j][len(prefixOf([]byte(back[j]))):]
+		})
+		s.order = append(back, s.order...)
+		dropped = s.trimLocked()
 	}
 	s.committing = nil
 	s.pmu.Unlock()
+	s.toldDropped(dropped)
 	return err
 }
 
@@ -435,15 +453,85 @@ func (s *Store) Put(r Receipt) error {
 	if err != nil {
 		return err
 	}
+	k := string(key(r.Tenant, r.ID))
 	s.pmu.Lock()
-	s.pending[string(key(r.Tenant, r.ID))] = data
+	if old, ok := s.pending[k]; ok {
+		s.waitingBytes -= int64(len(old))
+	} else {
+		s.order = append(s.order, k)
+	}
+	s.pending[k] = data
+	s.waitingBytes += int64(len(data))
+	n := s.trimLocked()
 	s.pmu.Unlock()
+	s.toldDropped(n)
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 	return nil
 }
+
+// trimLocked drops the oldest waiting receipts while they are past
+// budgets.ReceiptsWaitingBytes, and answers how many it dropped: with
+// PostgreSQL unreachable, runs go on and their receipts wait in memory,
+// which they would fill. pmu is held.
+func (s *Store) trimLocked() int {
+	n := 0
+	for s.waitingBytes > s.waitingCap() && len(s.order) > 0 {
+		k := s.order[0]
+		s.order = s.order[1:]
+		if v, ok := s.pending[k]; ok {
+			delete(s.pending, k)
+			s.waitingBytes -= int64(len(v))
+			n++
+		}
+	}
+	if len(s.order) > 2*len(s.pending)+64 {
+		// Keys written or dropped meanwhile: the order is built again.
+		kept := s.order[:0]
+		for _, k := range s.order {
+			if _, ok := s.pending[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		s.order = kept
+	}
+	return n
+}
+
+// waitingCap is the bound of the receipts waiting (tests lower it).
+func (s *Store) waitingCap() int64 {
+	if s.waitingMax > 0 {
+		return s.waitingMax
+	}
+	return budgets.ReceiptsWaitingBytes
+}
+
+// toldDropped counts n dropped receipts and tells onDropped.
+func (s *Store) toldDropped(n int) {
+	if n == 0 {
+		return
+	}
+	s.dropped.Add(int64(n))
+	s.mu.Lock()
+	f := s.onDropped
+	s.mu.Unlock()
+	if f != nil {
+		f(n)
+	}
+}
+
+// SetDropped sets what is told when waiting receipts are dropped past
+// budgets.ReceiptsWaitingBytes: the gateway counts and logs them.
+func (s *Store) SetDropped(f func(n int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onDropped = f
+}
+
+// Dropped is how many waiting receipts were dropped so far.
+func (s *Store) Dropped() int64 { return s.dropped.Load() }
 
 // waiting is a receipt not yet on disk, if any.
 func (s *Store) waiting(k []byte) ([]byte, bool) {
@@ -456,7 +544,7 @@ func (s *Store) waiting(k []byte) ([]byte, bool) {
 	return v, ok
 }
 
-// fit marshals r within MaxBytes, whatever the run (a budget: docs/
+// fit marshals r within budgets.ReceiptBytes, whatever the run (a budget: docs/
 // architecture.md, "Budgets"). Parts no receipt needs whole are capped
 // first, before anything is marshalled (a 2 KB chain request once made a
 // 252 MiB receipt, and each try below marshals it again); then, while the
@@ -469,14 +557,14 @@ func (s *Store) waiting(k []byte) ([]byte, bool) {
 func fit(r *Receipt) ([]byte, error) {
 	precap(r)
 	data, err := wirejson.Marshal(r)
-	if err != nil || len(data) <= MaxBytes {
+	if err != nil || len(data) <= budgets.ReceiptBytes {
 		return data, err
 	}
 	cut := func(name string, f func()) bool {
 		f()
 		r.Truncated = appendOnce(r.Truncated, name)
 		data, err = wirejson.Marshal(r)
-		return err == nil && len(data) <= MaxBytes
+		return err == nil && len(data) <= budgets.ReceiptBytes
 	}
 	if len(r.Steps) > 0 && cut("steps' logs", func() {
 		for i := range r.Steps {
@@ -491,7 +579,7 @@ func fit(r *Receipt) ([]byte, error) {
 	if cut("logs", func() {
 		for len(r.Logs) > 0 {
 			r.Logs = r.Logs[:len(r.Logs)/2]
-			if d, _ := wirejson.Marshal(r); len(d) <= MaxBytes {
+			if d, _ := wirejson.Marshal(r); len(d) <= budgets.ReceiptBytes {
 				break
 			}
 		}
@@ -513,7 +601,7 @@ func fit(r *Receipt) ([]byte, error) {
 	if cut("result", func() { r.Outcome.Result = json.RawMessage(`"[result over the receipt size bound]"`) }) {
 		return data, nil
 	}
-	if r.Prompt != "" && cut("prompt", func() { r.Prompt = cutText(r.Prompt, MaxBytes/8, "prompt") }) {
+	if r.Prompt != "" && cut("prompt", func() { r.Prompt = cutText(r.Prompt, budgets.ReceiptBytes/8, "prompt") }) {
 		return data, nil
 	}
 	if cut("modules", func() { r.Modules = map[string]string{} }) {
@@ -526,7 +614,7 @@ func fit(r *Receipt) ([]byte, error) {
 	}) {
 		return data, nil
 	}
-	if cut("code", func() { r.Code = cutText(r.Code, MaxBytes/2, "code") }) {
+	if cut("code", func() { r.Code = cutText(r.Code, budgets.ReceiptBytes/2, "code") }) {
 		return data, nil
 	}
 	// What is left over the bound is the steps themselves (their number)
@@ -534,7 +622,7 @@ func fit(r *Receipt) ([]byte, error) {
 	// and how it ended.
 	n := len(r.Steps)
 	cut(fmt.Sprintf("steps (%d)", n), func() { r.Steps = nil })
-	if err == nil && len(data) > MaxBytes {
+	if err == nil && len(data) > budgets.ReceiptBytes {
 		cut("code, logs and error text", func() {
 			r.Code, r.Logs, r.Modules = cutText(r.Code, 1024, "code"), []string{}, nil
 			if r.Outcome.Error != nil {
@@ -556,7 +644,7 @@ func (r *Receipt) AddStep(s Step) {
 
 // precapPart is the most one step's input or result, a prompt, or the
 // denials of a run may take before the receipt is even marshalled.
-const precapPart = MaxBytes / 4
+const precapPart = budgets.ReceiptBytes / 4
 
 // precap cuts, without marshalling, what is over precapPart on its own.
 func precap(r *Receipt) {
@@ -579,7 +667,7 @@ func precap(r *Receipt) {
 	if capped {
 		r.Truncated = appendOnce(r.Truncated, "steps' inputs and results")
 	}
-	if len(r.Outcome.Result) > MaxBytes {
+	if len(r.Outcome.Result) > budgets.ReceiptBytes {
 		r.Outcome.Result = json.RawMessage(`"[result over the receipt size bound]"`)
 		r.Truncated = appendOnce(r.Truncated, "result")
 	}

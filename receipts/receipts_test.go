@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -109,7 +110,7 @@ func TestSizeBound(t *testing.T) {
 	}
 	got, _ := s.Get("alice", r.ID)
 	data, _ := json.Marshal(got)
-	if len(data) > MaxBytes || fmt.Sprint(got.Truncated) != "[logs]" || len(got.Logs) == 0 {
+	if len(data) > budgets.ReceiptBytes || fmt.Sprint(got.Truncated) != "[logs]" || len(got.Logs) == 0 {
 		t.Fatalf("%d bytes, truncated %v, %d logs", len(data), got.Truncated, len(got.Logs))
 	}
 }
@@ -277,8 +278,8 @@ func TestEveryReceiptFitsItsBound(t *testing.T) {
 			t.Fatal(name, err)
 		}
 		data, _ := json.Marshal(got)
-		if len(data) > MaxBytes || len(got.Truncated) == 0 {
-			t.Fatalf("%s: %d bytes (bound %d), truncated %v", name, len(data), MaxBytes, got.Truncated)
+		if len(data) > budgets.ReceiptBytes || len(got.Truncated) == 0 {
+			t.Fatalf("%s: %d bytes (bound %d), truncated %v", name, len(data), budgets.ReceiptBytes, got.Truncated)
 		}
 		t.Logf("%s: %d bytes, cut %v, in %v", name, len(data), got.Truncated, took)
 	}

@@ -224,6 +224,9 @@ func (m *vm) answer(inv *invocation, res WireResponse, err error) {
 		return
 	}
 	inv.answered = true
+	// With several invocations in progress, each is charged the isolate's
+	// CPU while it was in progress (docs/usage.md).
+	res.CPUNs = max(m.hold.mark()-inv.cpuStart, 0)
 	if inv.promise != nil {
 		inv.promise.Release()
 		inv.promise = nil

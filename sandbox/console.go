@@ -4,62 +4,35 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/program"
 )
 
-// Output bounds (README.md, Caddyfile), all measured in the bytes that cross the worker
-// boundary, after JSON encoding (wirejson), so that no program can make its
-// worker send a frame the gateway must refuse.
-const (
-	maxLogLines = 1000
-	// MaxLogBytes bounds the console output of one run, invocation or timer
-	// callback, and of one line.
-	MaxLogBytes = 64 << 10
-	// MaxResultBytes bounds a run's result.
-	MaxResultBytes = 8 << 20
-	// MaxThrownBytes bounds a thrown text; a longer one is cut.
-	MaxThrownBytes = 64 << 10
-	// MaxResponseHeadBytes bounds a handler's response headers in all.
-	MaxResponseHeadBytes = 64 << 10
-	// maxKVArgs and maxToolArgs bound the encoded arguments of a kv call
-	// (a 1 MiB value and a 512-byte key) and of a provider tool call.
-	maxKVArgs   = 1<<20 + 4<<10
-	maxToolArgs = 1<<20 + 4<<10
-)
-
-// HostArgsCap is the most a host call's encoded arguments may take, for a
-// request-body bound of maxRequestBody (a fetch body is a Latin-1 string:
-// at worst six bytes per byte once encoded).
-func HostArgsCap(maxRequestBody int) int {
-	c := 6*maxRequestBody + 64<<10
-	if c < maxKVArgs {
-		c = maxKVArgs
-	}
-	return c
-}
+// Output bounds (README.md, Caddyfile) are budgets' rows (budgets.LogBytes
+// and the rest), all measured in the bytes that cross the worker boundary,
+// after JSON encoding (wirejson), so that no program can make its worker
+// send a frame the gateway must refuse.
 
 // hostArgsBound is the bound of one host call's encoded arguments.
 func hostArgsBound(op string, maxRequestBody int) (int, string) {
 	switch op {
 	case "fetch":
-		return HostArgsCap(maxRequestBody), fmt.Sprintf("fetch: the request body is over its %d byte bound.", maxRequestBody)
+		return budgets.HostArgsBytes(maxRequestBody), fmt.Sprintf("fetch: the request body is over its %d byte bound.", maxRequestBody)
 	case "tool":
-		return maxToolArgs, "The tool's arguments are over their 1 MiB bound."
+		return budgets.ToolArgsBytes, "The tool's arguments are over their 1 MiB bound."
 	case "sql":
-		return maxKVArgs, "db: the SQL and its values are over their 1 MiB bound."
+		return budgets.KVArgsBytes, "db: the SQL and its values are over their 1 MiB bound."
 	case "objects.put", "objects.write":
-		return maxKVArgs, "bucket.put: a call's part of the value is over its 1 MiB bound."
+		return budgets.KVArgsBytes, "bucket.put: a call's part of the value is over its 1 MiB bound."
 	default:
-		return maxKVArgs, "kv: the key and value are over their 1 MiB bound."
+		return budgets.KVArgsBytes, "kv: the key and value are over their 1 MiB bound."
 	}
 }
 
-// LogEntry is one console call of a retained handler, for the handle's log.
-type LogEntry struct {
-	Time    time.Time `json:"time"`
-	Level   string    `json:"level"`
-	Message string    `json:"message"`
-}
+// LogEntry is the program package's: one console call of a retained
+// handler, for the handle's log.
+type LogEntry = program.LogEntry
 
 // logBuffer collects the console output of one bounded activity within the
 // bounds; past them it drops entries and ends with one line that says how
@@ -73,14 +46,14 @@ type logBuffer struct {
 // add keeps an entry if it fits, cutting the line that crosses the byte
 // bound; it answers false once entries are being dropped.
 func (b *logBuffer) add(level, msg string) bool {
-	if b.dropped > 0 || len(b.entries) >= maxLogLines-1 || b.bytes >= MaxLogBytes {
+	if b.dropped > 0 || len(b.entries) >= budgets.LogLines-1 || b.bytes >= budgets.LogBytes {
 		b.dropped++
 		return false
 	}
 	n := wirejson.StringLen(msg)
-	if b.bytes+n > MaxLogBytes {
-		msg, _ = wirejson.Cut(msg, MaxLogBytes-b.bytes)
-		n = MaxLogBytes
+	if b.bytes+n > budgets.LogBytes {
+		msg, _ = wirejson.Cut(msg, budgets.LogBytes-b.bytes)
+		n = budgets.LogBytes
 		b.dropped++ // what was cut counts as dropped: the note follows
 	}
 	b.entries = append(b.entries, LogEntry{Time: time.Now(), Level: level, Message: msg})
@@ -89,7 +62,7 @@ func (b *logBuffer) add(level, msg string) bool {
 }
 
 func (b *logBuffer) note() string {
-	return fmt.Sprintf("[logs truncated: the bound is %d lines or %d KiB per run, invocation or timer callback; %d more entries were dropped or cut]", maxLogLines, MaxLogBytes>>10, b.dropped)
+	return fmt.Sprintf("[logs truncated: the bound is %d lines or %d KiB per run, invocation or timer callback; %d more entries were dropped or cut]", budgets.LogLines, budgets.LogBytes>>10, b.dropped)
 }
 
 // lines answers the messages, with the truncation note last.
@@ -115,7 +88,7 @@ func (b *logBuffer) logEntries() []LogEntry {
 
 // cutThrown bounds a thrown text (README.md, Caddyfile: 64 KiB encoded).
 func cutThrown(s string) string {
-	if cut, ok := wirejson.Cut(s, MaxThrownBytes-64); ok {
+	if cut, ok := wirejson.Cut(s, budgets.ThrownBytes-64); ok {
 		return cut + " [cut at the 64 KiB bound]"
 	}
 	return s

@@ -15,6 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
 
@@ -56,53 +57,13 @@ func (c *Config) defaults() {
 	c.Limits = c.Limits.WithDefaults()
 }
 
-// Job is one run of a program.
-type Job struct {
-	// ID is the execution id under which a handler is retained.
-	ID      string  `json:"id"`
-	Program Program `json:"program"`
-	// RetainHandles keeps the isolate alive when the program answers a
-	// request handler.
-	RetainHandles bool `json:"retainHandles,omitempty"`
-	// Timeout and MemoryMiB bound this run (and, when retained, each later
-	// invocation); zero takes the engine's defaults.
-	Timeout   time.Duration     `json:"timeout,omitempty"`
-	MemoryMiB int               `json:"memoryMiB,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	// Concurrency is how many invocations of a retained handler may be in
-	// progress at once (docs/architecture.md); 0 or 1: one at a time.
-	Concurrency int `json:"concurrency,omitempty"`
-	// Bindings name what the runtime installs: provider objects with their
-	// tools, and whether env carries kv. Installing a binding grants
-	// nothing: the host checks every call.
-	Bindings Bindings `json:"bindings,omitempty"`
-}
-
-// Bindings are the names the runtime exposes to a program.
-type Bindings struct {
-	Providers map[string][]string `json:"providers,omitempty"`
-	KV        bool                `json:"kv,omitempty"`
-	SQL       bool                `json:"sql,omitempty"` // db (docs/sql.md)
-	AI        bool                `json:"ai,omitempty"`  // ai (docs/ai.md)
-
-	// Objects: bucket (docs/objects.md).
-	Objects bool `json:"objects,omitempty"`
-}
-
-// Outcome is what a run answers. Logs are filled on failure too.
-type Outcome struct {
-	// Result is the JSON of the program's value; nil when it answered
-	// undefined or a handler.
-	Result json.RawMessage `json:"result,omitempty"`
-	Logs   []string        `json:"logs"`
-	// Handler is true when the program answered a request handler.
-	Handler bool `json:"handler,omitempty"`
-	// Retained is true when the isolate now lives on under Job.ID.
-	Retained bool `json:"retained,omitempty"`
-	// Scheduled is true when the handler is an object with a scheduled
-	// method (scheduled.go).
-	Scheduled bool `json:"scheduled,omitempty"`
-}
+// Job, Bindings and Outcome are the program package's: a run's request
+// and answer, which the gateway names without linking V8.
+type (
+	Job      = program.Job
+	Bindings = program.Bindings
+	Outcome  = program.Outcome
+)
 
 // Engine runs programs in V8 isolates inside the current process. It owns
 // the prewarmed isolates and the retained ones. Safe for concurrent use.
@@ -341,10 +302,10 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 			out.Handler = true
 			out.Scheduled = s == "HS"
 		case strings.HasPrefix(s, "J"):
-			if len(s)-1 > MaxResultBytes {
+			if len(s)-1 > budgets.ResultBytes {
 				// JSON.stringify escapes nothing that wirejson grows, so
 				// this is the size that would cross.
-				return fault.New(fault.Runtime, "The result is larger than its %d MiB bound.", MaxResultBytes>>20)
+				return fault.New(fault.Runtime, "The result is larger than its %d MiB bound.", budgets.ResultBytes>>20)
 			}
 			out.Result = json.RawMessage(s[1:])
 		}
@@ -357,6 +318,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 		}
 		return nil
 	})
+	out.CPUNs = max(m.hold.mark()-m.activityCPU, 0)
 	out.Logs = logs.lines()
 	if err != nil || !out.Handler || !job.RetainHandles {
 		m.kill()
@@ -436,11 +398,11 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		done(WireResponse{}, nil, fault.Closed(id))
 		return
 	}
-	if name != "fetch" && (name != SocketEvent || !websocket.IsEventURL(req.URL)) && (name != ScheduledEvent || !isScheduledURL(req.URL)) {
+	if name != "fetch" && (name != SocketEvent || !websocket.IsEventURL(req.URL)) && (name != ScheduledEvent || !program.IsScheduledURL(req.URL)) {
 		done(WireResponse{}, nil, fault.UnknownHandle(id, name))
 		return
 	}
-	decoded, err := req.validate()
+	decoded, err := validateRequest(req)
 	if err != nil {
 		done(WireResponse{}, nil, err)
 		return
@@ -449,7 +411,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 	// is UTF-8 (v8go makes the string from UTF-8), else as a Latin-1
 	// string, a character a byte; requestLines says which.
 	var body any // nil: no body
-	kind := req.bodyKind()
+	kind := bodyKind(req)
 	if req.Body != nil {
 		if kind == bodyText {
 			body = string(decoded)
@@ -457,7 +419,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 			body = wirejson.Latin1(decoded)
 		}
 	}
-	raw := req.requestLines(kind)
+	raw := requestLines(req, kind)
 	if name == SocketEvent || name == ScheduledEvent {
 		raw = socketEventLines(raw)
 	}
@@ -479,6 +441,9 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 			}
 			m.serve(raw, body, func(res WireResponse, err error) {
 				replied = true
+				// The isolate's CPU since the invocation began (its
+				// activity, bounds.go), to its answer (docs/usage.md).
+				res.CPUNs = max(m.hold.mark()-m.activityCPU, 0)
 				done(res, collected.logEntries(), err)
 			})
 			m.sink = saved
@@ -518,6 +483,7 @@ func (e *Engine) forget(id string, m *vm) {
 // response settles; ctx.waitUntil work keeps running within the same bound.
 func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 	if m.dead {
+		m.activityCPU = m.hold.mark() // nothing to charge (docs/usage.md)
 		respond(WireResponse{}, m.goneErr())
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -138,8 +139,8 @@ func TestConsoleLogs(t *testing.T) {
 
 func TestLogBounds(t *testing.T) {
 	out := mustRun(t, `async () => { for (let i = 0; i < 5000; i++) console.log('line ' + i); return 1 }`)
-	if len(out.Logs) != maxLogLines {
-		t.Fatalf("got %d log lines, want %d", len(out.Logs), maxLogLines)
+	if len(out.Logs) != budgets.LogLines {
+		t.Fatalf("got %d log lines, want %d", len(out.Logs), budgets.LogLines)
 	}
 	if last := out.Logs[len(out.Logs)-1]; !strings.Contains(last, "truncated") {
 		t.Fatalf("last line %q does not say the logs were truncated", last)
@@ -149,7 +150,7 @@ func TestLogBounds(t *testing.T) {
 	for _, l := range out.Logs {
 		total += len(l)
 	}
-	if total > MaxLogBytes+300 {
+	if total > budgets.LogBytes+300 {
 		t.Fatalf("logs hold %d bytes", total)
 	}
 }

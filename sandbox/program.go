@@ -12,30 +12,15 @@ import (
 	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
-// Program is what a tenant sends: an expression that evaluates to a function
-// (optionally preceded by import declarations), or a Workers-style ES module
-// whose default export is the result, plus the modules it may import.
-type Program struct {
-	Code    string            `json:"code"`
-	Modules map[string]string `json:"modules,omitempty"`
-	// Origin, when Code wraps text of the author's (a /run body, a chain
-	// step), says where that text starts, so that errors count its lines
-	// from its own first line (docs/runtime.md, "Errors").
-	Origin *Origin `json:"origin,omitempty"`
-	// Language is "typescript" for a TypeScript program (typescript.go);
-	// empty (or "javascript") for JavaScript.
-	Language string `json:"language,omitempty"`
-}
-
-// Origin names the author's text inside a program's code.
-type Origin struct {
-	// File is the name traces give the text: "body", `step "sum"`, "spawn".
-	File string `json:"file"`
-	// Line is the line of Code that is the text's first.
-	Line int `json:"line"`
-}
+// Program and Origin are the program package's: the gateway names them
+// without linking V8.
+type (
+	Program = program.Program
+	Origin  = program.Origin
+)
 
 // entryName is the file name programs report in stack traces and errors. It
 // names nothing on the host.
@@ -68,7 +53,7 @@ func compile(p Program) (compiled, error) {
 		}
 	}
 	imports, rest := splitImports(p.Code)
-	if imports == "" && len(p.Modules) == 0 && !strings.Contains(rest, "export") && !p.typescript() {
+	if imports == "" && len(p.Modules) == 0 && !strings.Contains(rest, "export") && !p.TypeScript() {
 		// The fast path: V8 itself reports syntax errors with line and column.
 		// "(" and the code share the first line, so line numbers are the user's.
 		return compiled{source: "(" + p.Code + "\n)", where: positions{origin: p.Origin, firstColumn: 1}}, nil

@@ -1,53 +1,22 @@
 package sandbox
 
-import (
-	"strconv"
-	"strings"
-)
+import "github.com/retainer-gw/retainer/program"
 
-// Schedules (docs/schedules.md): at a cron tick the gateway calls the
-// handler object's scheduled(controller, env, ctx) as an invocation named
-// ScheduledEvent, under the handle's concurrency rules and bounds like a
-// fetch. Its wire lines are marked as a socket event's are (an empty first
-// line, which no visitor's request has) and its url says the tick:
-// "scheduled:<ms>:<cron>". The answer is a response without a body: 204
-// when scheduled() settled, 500 (the thrown text as its body) when it
-// threw, 404 when the handler has no scheduled method; the header
-// ScheduledNoRetry when it called controller.noRetry().
+// Schedules (docs/schedules.md): the invocation of a cron tick, its url
+// and its answer's header are the program package's (program/events.go);
+// the engine checks a tick's url again (program.IsScheduledURL) and marks
+// its wire lines as a socket event's are (websocket.go).
 
 // ScheduledEvent is the invocation name of a cron tick; only the gateway
 // sends it (the API and the executor socket invoke "fetch" only).
-const ScheduledEvent = "scheduled"
+const ScheduledEvent = program.ScheduledEvent
 
 // ScheduledNoRetry is the answer's header when the handler called
 // controller.noRetry().
-const ScheduledNoRetry = "retainer-no-retry"
-
-const scheduledPrefix = "scheduled:"
+const ScheduledNoRetry = program.ScheduledNoRetry
 
 // ScheduledRequest is the invocation of cron's tick at scheduledTime (ms
 // since the epoch, UTC).
 func ScheduledRequest(cron string, scheduledTime int64) WireRequest {
-	return NewWireRequest("GET", scheduledPrefix+strconv.FormatInt(scheduledTime, 10)+":"+cron, nil, nil)
-}
-
-// isScheduledURL checks a tick's url (the gateway's own, checked again).
-func isScheduledURL(url string) bool {
-	rest, ok := strings.CutPrefix(url, scheduledPrefix)
-	if !ok {
-		return false
-	}
-	ms, _, ok := strings.Cut(rest, ":")
-	_, err := strconv.ParseInt(ms, 10, 64)
-	return ok && err == nil
-}
-
-// NoRetry says whether a tick's answer asks not to be retried.
-func (r WireResponse) NoRetry() bool {
-	for _, h := range r.Headers {
-		if strings.EqualFold(h[0], ScheduledNoRetry) {
-			return true
-		}
-	}
-	return false
+	return program.ScheduledRequest(cron, scheduledTime)
 }

@@ -21,17 +21,11 @@ import (
 // chunks out with ReadStream.
 //
 // Flow control is pull-based and bounded end to end: the buffer holds at
-// most StreamWindow bytes; past it the runtime's pump awaits until a read
+// most budgets.StreamWindow bytes; past it the runtime's pump awaits until a read
 // has drained it, so a slow visitor slows the producer (its stream's
 // desiredSize falls) and nothing buffers without bound outside the
 // program's own heap. Every callback that produces chunks runs on the
 // isolate's loop under the invocation timeout, like a timer callback.
-
-// StreamWindow is what a stream's buffer holds before its pump waits.
-const StreamWindow = 64 << 10
-
-// maxStreams bounds one isolate's open streams.
-const maxStreams = budgets.StreamsPerHandle
 
 // ErrStreamGone is the error of a read from a stream the engine does not
 // hold (ended and read to its end, cancelled, or its isolate gone).
@@ -63,7 +57,7 @@ type streamSet struct {
 	drained []int64 // streams whose pump may go on (loop work)
 	cancels []int64 // streams the reader gave up (loop work)
 	wake    chan struct{}
-	// refused are streams opened past maxStreams: their pump writes into
+	// refused are streams opened past budgets.StreamsPerHandle: their pump writes into
 	// nothing and their invocation answers QUOTA_EXCEEDED (refusedStream).
 	refused map[int64]bool
 }
@@ -78,13 +72,13 @@ func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	id := int64(args[0].Integer())
-	if len(ss.open) >= maxStreams {
+	if len(ss.open) >= budgets.StreamsPerHandle {
 		// Not an exception: the handler has returned, and a throw here
 		// answered the visitor 500 HANDLER_ERROR (17 visitor addresses
 		// took a handle's 1,024 and everyone else got 500). The answer is
 		// refused with QUOTA_EXCEEDED instead, a budget (docs/architecture.md,
 		// "Budgets"); a refusal is forgotten when its answer is read.
-		if len(ss.refused) >= maxStreams {
+		if len(ss.refused) >= budgets.StreamsPerHandle {
 			return nil, errors.New("too many open response streams")
 		}
 		if ss.refused == nil {
@@ -101,7 +95,7 @@ func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
 }
 
 // refusedStream answers QUOTA_EXCEEDED for an answer whose stream was
-// opened past the isolate's maxStreams (hostStreamOpen), and cancels its
+// opened past the isolate's budgets.StreamsPerHandle (hostStreamOpen), and cancels its
 // pump; nil for any other answer.
 func (m *vm) refusedStream(stream int64) error {
 	if stream == 0 {
@@ -115,7 +109,7 @@ func (m *vm) refusedStream(stream int64) error {
 		return nil
 	}
 	m.dropStream(stream)
-	return fault.New(fault.QuotaExceeded, "This handler holds %d streamed responses open, the most one handle may. Try again when some have ended.", maxStreams)
+	return fault.New(fault.QuotaExceeded, "This handler holds %d streamed responses open, the most one handle may. Try again when some have ended.", budgets.StreamsPerHandle)
 }
 
 // hostStreamWrite appends a chunk (a Latin-1 string); it answers false when
@@ -139,7 +133,7 @@ func (m *vm) hostStreamWrite(args []*v8.Value) (*v8.Value, error) {
 	more := !s.cancelled
 	if more {
 		s.buf = append(s.buf, chunk...)
-		more = len(s.buf) < StreamWindow
+		more = len(s.buf) < budgets.StreamWindow
 		s.waiting = !more
 	}
 	s.mu.Unlock()
@@ -193,10 +187,10 @@ func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait t
 	for {
 		s.mu.Lock()
 		if len(s.buf) > 0 {
-			n := min(len(s.buf), StreamWindow)
+			n := min(len(s.buf), budgets.StreamWindow)
 			chunk := append([]byte(nil), s.buf[:n]...)
 			s.buf = s.buf[n:]
-			resume := s.waiting && len(s.buf) < StreamWindow
+			resume := s.waiting && len(s.buf) < budgets.StreamWindow
 			if resume {
 				s.waiting = false
 			}

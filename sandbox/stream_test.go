@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -37,7 +38,7 @@ func TestStreamBackpressure(t *testing.T) {
 		t.Fatalf("an unread stream was pulled %d times (the window holds 64 chunks)", before)
 	}
 	total := 0
-	for total < StreamWindow {
+	for total < budgets.StreamWindow {
 		chunk, done, err := engine(t).ReadStream(context.Background(), id, res.Stream, time.Second)
 		if err != nil || done {
 			t.Fatalf("read: %v %v", done, err)
@@ -158,7 +159,7 @@ func TestStreamsPastTheCapAreQuotaExceeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		var streams []int64
-		for i := 0; i < maxStreams; i++ {
+		for i := 0; i < budgets.StreamsPerHandle; i++ {
 			res, err := get(t, id, "https://x/stream")
 			if err != nil || res.Stream == 0 {
 				t.Fatalf("concurrency %d, stream %d: %+v %v", conc, i+1, res, err)
@@ -176,11 +177,11 @@ func TestStreamsPastTheCapAreQuotaExceeded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(res.BodyBytes()) == fmt.Sprintf("%d 1", maxStreams+3) {
+			if string(res.BodyBytes()) == fmt.Sprintf("%d 1", budgets.StreamsPerHandle+3) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("concurrency %d: served and cancelled %s, want %d 1", conc, res.BodyBytes(), maxStreams+3)
+				t.Fatalf("concurrency %d: served and cancelled %s, want %d 1", conc, res.BodyBytes(), budgets.StreamsPerHandle+3)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // TypeScript (docs/runtime.md, "TypeScript"): a program whose Language is
@@ -15,10 +16,7 @@ import (
 // at the TypeScript source, so errors and traces name its own lines.
 
 // LanguageTypeScript is Program.Language for a TypeScript program.
-const LanguageTypeScript = "typescript"
-
-// typescript reports whether the program's own code is TypeScript.
-func (p Program) typescript() bool { return p.Language == LanguageTypeScript }
+const LanguageTypeScript = program.LanguageTypeScript
 
 func typeScriptName(name string) bool {
 	return strings.HasSuffix(name, ".ts") || strings.HasSuffix(name, ".mts") || strings.HasSuffix(name, ".tsx")
@@ -28,7 +26,7 @@ func typeScriptName(name string) bool {
 // names it) or of the entry.
 func loaderFor(p Program, path string) api.Loader {
 	if path == entryPath {
-		if p.typescript() {
+		if p.TypeScript() {
 			return api.LoaderTS
 		}
 		return api.LoaderJS
@@ -63,7 +61,7 @@ const entryNameTS = "program.ts"
 // nameEntry calls a TypeScript program's code program.ts in a syntax
 // error found while bundling.
 func nameEntry(p Program, f *fault.Fault) *fault.Fault {
-	if p.typescript() && p.Origin == nil {
+	if p.TypeScript() && p.Origin == nil {
 		f.Message = strings.ReplaceAll(f.Message, "("+entryName+":", "("+entryNameTS+":")
 	}
 	return f
@@ -72,7 +70,7 @@ func nameEntry(p Program, f *fault.Fault) *fault.Fault {
 // nameEntry calls a TypeScript program's code program.ts in the frames
 // the runtime tells.
 func (w *positions) nameEntry(p Program) {
-	if !p.typescript() || p.Origin != nil {
+	if !p.TypeScript() || p.Origin != nil {
 		return
 	}
 	for i, s := range w.sources {

@@ -1,6 +1,10 @@
 package sandbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/retainer-gw/retainer/program"
+)
 
 // Waiting for the visitor's request body is the visitor's time, not the
 // program's (docs/architecture.md, "Blame"): while the isolate waits with a
@@ -14,10 +18,9 @@ import "time"
 // visitorOp is the host call that reads the visitor's request body.
 const visitorOp = "body.read"
 
-// VisitorOp reports a host call that waits for the visitor's request
-// body: body.read, and objects.upload, a bucket.put of the request body
-// the gateway reads itself (docs/objects.md), bounded the same way.
-func VisitorOp(op string) bool { return op == visitorOp || op == "objects.upload" }
+// VisitorOp is program.VisitorOp: the host calls that wait for the
+// visitor's request body.
+func VisitorOp(op string) bool { return program.VisitorOp(op) }
 
 // visitorWait is a vm's account of the visitor's time in the current
 // activity: pending is loop-owned; waited and since are guarded by vm.mu

@@ -3,7 +3,7 @@ package sandbox
 import (
 	v8 "rogchap.com/v8go"
 
-	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // WebSockets to a handle (docs/websockets.md). A handler accepts one with
@@ -17,13 +17,13 @@ import (
 // SocketEvent is the invocation name of an event for a handler's socket;
 // only the gateway sends it (the API and the executor socket invoke
 // "fetch" only).
-const SocketEvent = "websocket"
+const SocketEvent = program.SocketEvent
 
 // SocketEventRequest is the invocation that delivers an event to the
 // handler's socket opened as stream: a message (websocket.Text, Binary)
 // or the visitor's close (code, reason in data).
 func SocketEventRequest(stream int64, kind byte, code int, data []byte) WireRequest {
-	return NewWireRequest("GET", websocket.EventURL(stream, kind, code), nil, data)
+	return program.SocketEventRequest(stream, kind, code, data)
 }
 
 // socketEventLines marks an event's wire lines: they start with an empty

@@ -6,59 +6,28 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/program"
 )
 
-// WireRequest is a request as it crosses into an isolate (README.md, API): headers
-// as ordered pairs, the body's bytes or nil for none (base64 or null in
-// JSON, as encoding/json writes a []byte; the worker's frames carry the
-// bytes as they are).
-type WireRequest struct {
-	Method  string      `json:"method"`
-	URL     string      `json:"url"`
-	Headers [][2]string `json:"headers"`
-	Body    []byte      `json:"body"`
-	// BodyStream, when set (and Body is null), names a request body the
-	// visitor is still sending (README.md, API): the handler's request.body reads
-	// it with the host call body.read as it arrives.
-	BodyStream string `json:"bodyStream,omitempty"`
-}
-
-// WireResponse is a handler's answer as it leaves an isolate.
-type WireResponse struct {
-	Status     int         `json:"status"`
-	StatusText string      `json:"statusText"`
-	Headers    [][2]string `json:"headers"`
-	// Body is the body's bytes (non-nil and empty for an empty body), nil
-	// for none; in JSON base64 or null, as for WireRequest.
-	Body []byte `json:"body"`
-	// Stream, when not 0, names the streamed body that follows the head
-	// (README.md, API): read it with ReadStream; Body is then nil.
-	Stream int64 `json:"stream,omitempty"`
-	// Relay, when set, names a streamed fetch answer the handler returned
-	// as its body unread: the gateway sends it to the visitor itself.
-	Relay string `json:"relay,omitempty"`
-}
-
-// BodyBytes is the body (nil for none).
-func (r WireResponse) BodyBytes() []byte { return r.Body }
+// WireRequest and WireResponse are the program package's: a request to a
+// retained handler and its answer, which the gateway names without
+// linking V8.
+type (
+	WireRequest  = program.WireRequest
+	WireResponse = program.WireResponse
+)
 
 // NewWireRequest builds a wire request from raw parts.
 func NewWireRequest(method, url string, headers [][2]string, body []byte) WireRequest {
-	w := WireRequest{Method: method, URL: url, Headers: headers}
-	if headers == nil {
-		w.Headers = [][2]string{}
-	}
-	if body != nil {
-		w.Body = body
-	}
-	return w
+	return program.NewWireRequest(method, url, headers, body)
 }
 
-// validate checks a request before it enters an isolate and answers its
-// decoded body (nil for none).
-func (r WireRequest) validate() ([]byte, error) {
+// validateRequest checks a request before it enters an isolate and
+// answers its decoded body (nil for none).
+func validateRequest(r WireRequest) ([]byte, error) {
 	if r.Method == "" || !isToken(r.Method) {
 		return nil, fault.New(fault.BadRequest, "The request's method is not a valid HTTP method.")
 	}
@@ -115,7 +84,7 @@ const (
 )
 
 // bodyKind is how the request's body crosses (bodyBytes for none).
-func (r WireRequest) bodyKind() byte {
+func bodyKind(r WireRequest) byte {
 	switch {
 	case r.Body == nil:
 		return bodyBytes
@@ -130,7 +99,7 @@ func (r WireRequest) bodyKind() byte {
 // requestLines encodes a validated request for invoke; kind is its
 // bodyKind, which the caller also needs (to hand the body over), so the
 // body is scanned once.
-func (r WireRequest) requestLines(kind byte) string {
+func requestLines(r WireRequest, kind byte) string {
 	var b strings.Builder
 	n := len(r.Method) + len(r.URL) + len(r.BodyStream) + 8
 	for _, h := range r.Headers {
@@ -206,7 +175,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 			return WireResponse{}, fault.OutsideWireShape()
 		}
 		headBytes += len(name) + len(value)
-		if headBytes > MaxResponseHeadBytes {
+		if headBytes > budgets.ResponseHeadBytes {
 			return WireResponse{}, headTooLarge()
 		}
 		res.Headers = append(res.Headers, [2]string{name, value})
@@ -280,7 +249,7 @@ func textBytes(s string) []byte {
 }
 
 func headTooLarge() error {
-	return fault.New(fault.BadResponse, "The fetch handle answered headers over their %d KiB bound.", MaxResponseHeadBytes>>10)
+	return fault.New(fault.BadResponse, "The fetch handle answered headers over their %d KiB bound.", budgets.ResponseHeadBytes>>10)
 }
 
 func bodyTooLarge(maxBody int) error {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -69,7 +70,7 @@ func TestParseWireResponseLines(t *testing.T) {
 		t.Fatalf("a text body of 12 bytes over a bound of 11 answered %v", err)
 	}
 	// The response bounds still hold.
-	big := "200\nOK\n1\n0\n\n1\nx\n" + strings.Repeat("v", MaxResponseHeadBytes) + "\n"
+	big := "200\nOK\n1\n0\n\n1\nx\n" + strings.Repeat("v", budgets.ResponseHeadBytes) + "\n"
 	if _, err := parseWireResponse(big, 0); err == nil || !strings.Contains(err.Error(), "headers over") {
 		t.Fatalf("a head over its bound answered %v", err)
 	}
@@ -82,10 +83,10 @@ func TestParseWireResponseLines(t *testing.T) {
 // could end its line early, so validate refuses it.
 func TestRequestLines(t *testing.T) {
 	r := NewWireRequest("GET", "http://x.localhost/a?b=1", [][2]string{{"accept", "*/*"}, {"x-empty", ""}}, nil)
-	if _, err := r.validate(); err != nil {
+	if _, err := validateRequest(r); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := r.requestLines(r.bodyKind()), "GET\nhttp://x.localhost/a?b=1\n\n\n2\naccept\n*/*\nx-empty\n"; got != want {
+	if got, want := requestLines(r, bodyKind(r)), "GET\nhttp://x.localhost/a?b=1\n\n\n2\naccept\n*/*\nx-empty\n"; got != want {
 		t.Fatalf("lines %q, want %q", got, want)
 	}
 	// A body all ASCII is marked so (its Latin-1 string is its text), one
@@ -93,7 +94,7 @@ func TestRequestLines(t *testing.T) {
 	// bytes are not UTF-8) as bytes.
 	for body, line := range map[string]string{`{"a":1}`: "a", "caf\xc3\xa9": "t", "": "a", "bad \xff": "", "\xed\xa0\x80": ""} {
 		r := NewWireRequest("POST", "http://x.localhost/", nil, []byte(body))
-		if got := strings.Split(r.requestLines(r.bodyKind()), "\n")[3]; got != line {
+		if got := strings.Split(requestLines(r, bodyKind(r)), "\n")[3]; got != line {
 			t.Errorf("body %q: line %q, want %q", body, got, line)
 		}
 	}
@@ -102,7 +103,7 @@ func TestRequestLines(t *testing.T) {
 		{Method: "GET", URL: "http://x.localhost/", Headers: [][2]string{}, BodyStream: "s\n1"},
 		NewWireRequest("GET", "http://x.localhost/", [][2]string{{"a", "b\nc"}}, nil),
 	} {
-		if _, err := bad.validate(); fault.CodeOf(err) != fault.BadRequest {
+		if _, err := validateRequest(bad); fault.CodeOf(err) != fault.BadRequest {
 			t.Errorf("%+v answered %v", bad, err)
 		}
 	}
@@ -130,10 +131,10 @@ func BenchmarkWireLines(b *testing.B) {
 	answer := "200\n\n1\n0\n\n1\ncontent-type\napplication/json\n{\"id\":\"42\",\"served\":1}"
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := req.validate(); err != nil {
+		if _, err := validateRequest(req); err != nil {
 			b.Fatal(err)
 		}
-		_ = req.requestLines(req.bodyKind())
+		_ = requestLines(req, bodyKind(req))
 		if _, err := parseWireResponse(answer, 8<<20); err != nil {
 			b.Fatal(err)
 		}

@@ -11,12 +11,14 @@
 // whose memory is bounded (a statement that needs more fails, the gateway
 // does not), its file at most a quota of pages, and every call is
 // interrupted at its context's end (the run's bound). Writes commit with
-// synchronous=FULL in WAL mode before the call answers.
+// synchronous=FULL in WAL mode before the call answers. In a cluster the
+// pages live in the cluster's PostgreSQL instead, each commit one
+// transaction there fenced by the owner's epoch, before the call answers.
 //
 // Files: sqldb.go the databases, their engines and bounds; group.go the
 // group commit (a database's waiting calls in one transaction);
 // authorize.go what tenant SQL may do; statements.go running statements,
-// values and D1's answers.
+// values and D1's answers; cluster.go the VFS of a cluster's databases.
 //
 // It is the one package that imports the SQLite driver
 // (github.com/ncruces/go-sqlite3, SQLite compiled to Go: no cgo, and

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ncruces/go-sqlite3"
+
+	"github.com/retainer-gw/retainer/budgets"
 )
 
 // SQLite's instr(), replace() and trim() compare the needle at every position of
@@ -196,7 +198,7 @@ func replace(ctx sqlite3.Context, arg ...sqlite3.Value) {
 	}
 	z := arg[2].RawText()
 	if len(z) > len(y) {
-		if k := bytes.Count(x, y); int64(len(x))+int64(k)*int64(len(z)-len(y)) > maxValue {
+		if k := bytes.Count(x, y); int64(len(x))+int64(k)*int64(len(z)-len(y)) > budgets.SQLValueBytes {
 			ctx.ResultError(sqlite3.TOOBIG)
 			return
 		}

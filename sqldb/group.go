@@ -2,6 +2,7 @@ package sqldb
 
 import (
 	"context"
+	"errors"
 
 	"github.com/ncruces/go-sqlite3"
 
@@ -17,6 +18,7 @@ type call struct {
 	res       any
 	err       error
 	tries     int
+	epoch     uint64 // the fence of the gateway's claim when it came (a cluster)
 	done      chan struct{}
 }
 
@@ -48,6 +50,10 @@ func (x *db) lead() {
 // (an interrupted write rolls back SQLite's whole transaction) before they
 // were answered.
 func (x *db) runGroup(group []*call) (requeue []*call) {
+	group = x.fenceGroup(group)
+	if len(group) == 0 {
+		return nil
+	}
 	var ran []*call // succeeded, not yet committed
 	current := -1
 	err := x.guard(func(c *sqlite3.Conn) error {
@@ -107,6 +113,15 @@ func (x *db) runGroup(group []*call) (requeue []*call) {
 		}
 		requeue = append(requeue, ran...)
 		requeue = append(requeue, group[min(current+1, len(group)):]...)
+		if errors.Is(x.failure, errFenced) || errors.As(x.failure, new(*commitError)) {
+			// Another gateway serves the database now, or the store did
+			// not say whether the commit was applied (running the calls
+			// again could apply them twice): nothing runs again.
+			for _, cl := range requeue {
+				cl.err = err
+			}
+			requeue = nil
+		}
 	}
 	again := requeue[:0]
 	for _, cl := range requeue {
@@ -137,6 +152,31 @@ func contains(cs []*call, c *call) bool {
 		}
 	}
 	return false
+}
+
+// fenceGroup opens the database under the newest fence of the group's
+// calls (in a cluster) and answers the others' calls, which came under a
+// claim this gateway has since lost and made again, with a retryable
+// fault: the calls to run.
+func (x *db) fenceGroup(group []*call) []*call {
+	if x.opts.Pages == nil {
+		return group
+	}
+	newest := x.epoch
+	for _, cl := range group {
+		newest = max(newest, cl.epoch)
+	}
+	x.useEpoch(newest)
+	run := group[:0:0]
+	for _, cl := range group {
+		if cl.epoch < newest {
+			cl.err = fencedFault()
+			close(cl.done)
+			continue
+		}
+		run = append(run, cl)
+	}
+	return run
 }
 
 // serveOne runs one call's statements inside the group's transaction.

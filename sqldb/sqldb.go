@@ -30,13 +30,6 @@ const (
 	DefaultMemory = budgets.SQLMemory
 	// DefaultAnswer bounds one answer when the caller gives no bound.
 	DefaultAnswer = 4 << 20
-	// maxValue is SQLITE_LIMIT_LENGTH: one string or BLOB at most.
-	maxValue = budgets.SQLValueBytes
-	// maxOpen is how many databases keep their engine open at once: past
-	// it the least recently used idle one closes (and opens again on its
-	// next call), so the gateway's memory for SQL is bounded by this many
-	// databases' engines, not by the number of tenants.
-	maxOpen = budgets.SQLOpen
 	// idleClose closes an engine no call used for this long: an engine
 	// keeps the memory it grew to while it is open.
 	idleClose = time.Minute
@@ -54,6 +47,12 @@ type Options struct {
 	Dir    string // one file per tenant and registry here
 	Quota  int64  // sql_quota; 0: DefaultQuota
 	Memory int64  // one database's engine memory; 0: DefaultMemory
+	// In a cluster (cluster.go): where the databases' pages are kept
+	// (Dir then holds only exports' copies), and the fence of this
+	// gateway's claim on a tenant's space, which every commit is checked
+	// against. Nil on one machine.
+	Pages Pages
+	Fence func(ctx context.Context, registry, tenant string) (uint64, error)
 }
 
 // DBs is every tenant's database. Safe for concurrent use.
@@ -197,11 +196,15 @@ func (d *DBs) Serve(ctx context.Context, registry, tenant string, mayWrite bool,
 	default:
 		return nil, fault.New(fault.BadRequest, "Unknown SQL call %q.", req.Mode)
 	}
+	epoch, err := d.fence(ctx, registry, tenant)
+	if err != nil {
+		return nil, err
+	}
 	x, err := d.get(registry, tenant)
 	if err != nil {
 		return nil, err
 	}
-	c := &call{ctx: ctx, req: req, mayWrite: mayWrite, maxAnswer: maxAnswer, done: make(chan struct{})}
+	c := &call{ctx: ctx, req: req, mayWrite: mayWrite, maxAnswer: maxAnswer, epoch: epoch, done: make(chan struct{})}
 	x.qmu.Lock()
 	x.queue = append(x.queue, c)
 	lead := !x.leading
@@ -258,6 +261,10 @@ func (e *Export) Close() error {
 // already removed. One export a tenant at a time: a second, while the
 // first is open, is QUOTA_EXCEEDED.
 func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, error) {
+	epoch, err := d.fence(ctx, registry, tenant)
+	if err != nil {
+		return nil, err
+	}
 	x, err := d.get(registry, tenant)
 	if err != nil {
 		return nil, err
@@ -265,7 +272,7 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, err
 	if !x.exporting.CompareAndSwap(false, true) {
 		return nil, fault.New(fault.QuotaExceeded, "QUOTA_EXCEEDED: an export of this database is in progress; one at a time.")
 	}
-	e, err := d.export(ctx, x)
+	e, err := d.export(ctx, x, epoch)
 	if err != nil {
 		x.exporting.Store(false)
 		return nil, err
@@ -273,11 +280,15 @@ func (d *DBs) Export(ctx context.Context, registry, tenant string) (*Export, err
 	return e, nil
 }
 
-func (d *DBs) export(ctx context.Context, x *db) (*Export, error) {
+func (d *DBs) export(ctx context.Context, x *db, epoch uint64) (*Export, error) {
 	if err := x.lock(ctx); err != nil {
 		return nil, timeoutFault()
 	}
 	defer x.unlock()
+	if epoch < x.epoch {
+		return nil, fencedFault()
+	}
+	x.useEpoch(epoch)
 	// VACUUM INTO writes into an empty file: this one, created 0600.
 	f, err := os.CreateTemp(d.opts.Dir, "export-*.sqlite")
 	if err != nil {
@@ -308,9 +319,38 @@ func (d *DBs) export(ctx context.Context, x *db) (*Export, error) {
 	return &Export{File: f, Size: st.Size(), x: x}, nil
 }
 
-func (d *DBs) get(registry, tenant string) (*db, error) {
+// Used is what tenant's database takes on disk now (its file and its
+// write-ahead log; 0 for none), for usage metering (docs/usage.md). In a
+// cluster its pages are in PostgreSQL and this answers 0 (not metered yet).
+func (d *DBs) Used(registry, tenant string) int64 {
+	path := filepath.Join(d.opts.Dir, Key(registry, tenant)+".sqlite")
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+// fence answers this gateway's fence for the tenant's space (0 on one
+// machine): an error when another gateway owns it.
+func (d *DBs) fence(ctx context.Context, registry, tenant string) (uint64, error) {
+	if d.opts.Pages == nil || d.opts.Fence == nil {
+		return 0, nil
+	}
+	return d.opts.Fence(ctx, registry, tenant)
+}
+
+// Key names the tenant's database in the registry: its file's name on
+// one machine, its key in the cluster's store.
+func Key(registry, tenant string) string {
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
-	name := hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(sum[:16])
+}
+
+func (d *DBs) get(registry, tenant string) (*db, error) {
+	name := Key(registry, tenant)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -318,7 +358,7 @@ func (d *DBs) get(registry, tenant string) (*db, error) {
 	}
 	x := d.open[name]
 	if x == nil {
-		x = &db{path: filepath.Join(d.opts.Dir, name+".sqlite"), opts: d.opts, sem: make(chan struct{}, 1)}
+		x = &db{name: name, path: filepath.Join(d.opts.Dir, name+".sqlite"), opts: d.opts, sem: make(chan struct{}, 1)}
 		d.open[name] = x
 	}
 	d.clock++
@@ -329,7 +369,7 @@ func (d *DBs) get(registry, tenant string) (*db, error) {
 	return x, nil
 }
 
-// trim closes the least recently used idle engines past maxOpen (d.mu
+// trim closes the least recently used idle engines past budgets.SQLOpen (d.mu
 // held).
 func (d *DBs) trim() {
 	var live []*db
@@ -338,11 +378,11 @@ func (d *DBs) trim() {
 			live = append(live, x)
 		}
 	}
-	if len(live) < maxOpen {
+	if len(live) < budgets.SQLOpen {
 		return
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].used < live[j].used })
-	for _, x := range live[:len(live)-maxOpen+1] {
+	for _, x := range live[:len(live)-budgets.SQLOpen+1] {
 		select {
 		case x.sem <- struct{}{}:
 			x.drop()
@@ -354,6 +394,7 @@ func (d *DBs) trim() {
 
 // db is one tenant's database: one connection, one caller at a time.
 type db struct {
+	name string // the hash of registry and tenant
 	path string
 	opts Options
 	sem  chan struct{}
@@ -368,8 +409,13 @@ type db struct {
 	used    uint64    // DBs.clock at the last call (under DBs.mu)
 	at      time.Time // the last call's time (under DBs.mu)
 	// Under sem:
-	conn   *sqlite3.Conn
-	tenant bool // the statements being prepared or run are the tenant's
+	conn *sqlite3.Conn
+	// In a cluster: the fence the connection was opened under, its main
+	// file, and the last failure of one (cluster.go).
+	epoch   uint64
+	file    *pageFile
+	failure error
+	tenant  bool // the statements being prepared or run are the tenant's
 	// writes is set by the authorizer while a statement that writes
 	// though SQLite calls it read-only (REINDEX) is prepared; writing
 	// keeps those statements.
@@ -379,14 +425,11 @@ type db struct {
 	// deniedWrite: the authorizer refused it a write meanwhile.
 	readOnlyStep, deniedWrite bool
 	// stmts keeps the tenant's prepared statements by their SQL (at most
-	// maxCached), pageCount the package's own.
+	// budgets.SQLCachedStmts), pageCount the package's own.
 	stmts     map[string]*sqlite3.Stmt
 	own       map[string]*sqlite3.Stmt
 	pageCount *sqlite3.Stmt
 }
-
-// maxCached bounds one database's kept prepared statements.
-const maxCached = budgets.SQLCachedStmts
 
 func (x *db) lock(ctx context.Context) error {
 	select {
@@ -416,6 +459,7 @@ func (x *db) drop() {
 		x.stmts, x.own, x.pageCount, x.writing = nil, nil, nil, nil
 		x.conn.Close()
 		x.conn = nil
+		x.file = nil
 		x.live.Store(false)
 	}
 }
@@ -425,8 +469,12 @@ func (x *db) drop() {
 // dropped (SQLite rolls back what it had not committed when the file is
 // opened again).
 func (x *db) guard(f func(c *sqlite3.Conn) error) (err error) {
+	x.failure = nil
 	if x.conn == nil {
 		if err := x.openConn(); err != nil {
+			if fault.As(err) != nil {
+				return err
+			}
 			return fault.New(fault.Internal, "The database could not be opened: %v", err)
 		}
 	}
@@ -438,15 +486,45 @@ func (x *db) guard(f func(c *sqlite3.Conn) error) (err error) {
 		}
 	}()
 	err = f(x.conn)
+	if x.file != nil && x.file.err != nil {
+		// The store refused a commit (fenced) or failed: what the engine
+		// holds may not be what the store does; it opens again, from the
+		// store, on the next call.
+		x.failure = x.file.err
+		x.drop()
+		return failureFault(x.failure)
+	}
 	if err != nil && fault.As(err) == nil {
 		return x.fault(context.Background(), err)
 	}
 	return err
 }
 
+// useEpoch makes the next connection open under the fence epoch (in a
+// cluster): one opened under another is dropped with its cache.
+func (x *db) useEpoch(epoch uint64) {
+	if x.opts.Pages == nil || epoch == x.epoch {
+		return
+	}
+	x.drop()
+	x.epoch = epoch
+}
+
 func (x *db) openConn() error {
 	ctx := sqlite3.WithMaxMemory(context.Background(), x.opts.Memory+(16<<20))
-	c, err := sqlite3.OpenContext(ctx, x.path)
+	var c *sqlite3.Conn
+	var err error
+	// One machine: a file in WAL mode, synced at every commit. A cluster:
+	// the store's pages, the journal in memory, one connection holding
+	// the file (cluster.go); synchronous=FULL makes SQLite sync, which is
+	// the store's commit, at every commit.
+	journal := "PRAGMA journal_mode=WAL"
+	if x.opts.Pages != nil {
+		c, err = x.openPages(ctx)
+		journal = "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=MEMORY"
+	} else {
+		c, err = sqlite3.OpenContext(ctx, x.path)
+	}
 	if err != nil {
 		return err
 	}
@@ -465,13 +543,13 @@ func (x *db) openConn() error {
 	if pages < 2 {
 		pages = 2
 	}
-	setup := fmt.Sprintf(`PRAGMA page_size=%d; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
+	setup := fmt.Sprintf(`PRAGMA page_size=%d; %s; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
 		PRAGMA temp_store=MEMORY; PRAGMA max_page_count=%d; PRAGMA journal_size_limit=%d; PRAGMA cache_size=-%d`,
-		pageSize, pages, 16<<20, x.opts.Memory/16>>10)
+		pageSize, journal, pages, 16<<20, x.opts.Memory/16>>10)
 	if err := c.Exec(setup); err != nil {
 		return fail(err)
 	}
-	c.Limit(sqlite3.LIMIT_LENGTH, maxValue)
+	c.Limit(sqlite3.LIMIT_LENGTH, budgets.SQLValueBytes)
 	c.Limit(sqlite3.LIMIT_SQL_LENGTH, 1<<20)
 	c.Limit(sqlite3.LIMIT_ATTACHED, 0)
 	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, maxParams)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -133,11 +134,11 @@ func TestBoundAndQuota(t *testing.T) {
 	mustCall(t, d, "a", "all", st("SELECT count(*) FROM big"))
 }
 
-// Past maxOpen databases, the least recently used engines close and open
+// Past budgets.SQLOpen databases, the least recently used engines close and open
 // again on their next call, their data kept.
 func TestOpenEnginesAreBounded(t *testing.T) {
 	d := open(t, 0)
-	for i := 0; i < maxOpen+10; i++ {
+	for i := 0; i < budgets.SQLOpen+10; i++ {
 		tenant := fmt.Sprint("t", i)
 		mustCall(t, d, tenant, "exec", st(fmt.Sprintf("CREATE TABLE t (x); INSERT INTO t VALUES (%d)", i)))
 	}
@@ -147,7 +148,7 @@ func TestOpenEnginesAreBounded(t *testing.T) {
 			live++
 		}
 	}
-	if live > maxOpen {
+	if live > budgets.SQLOpen {
 		t.Fatalf("%d engines open", live)
 	}
 	if res := mustCall(t, d, "t0", "all", st("SELECT x FROM t")); !strings.Contains(res, `[[0]]`) {

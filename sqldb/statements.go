@@ -13,6 +13,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -27,7 +28,7 @@ func (x *db) run(ctx context.Context, s Statement, mayWrite, first bool, budget 
 		if st, err = x.prepare(s.SQL); err != nil {
 			return Answer{}, err
 		}
-		if len(x.stmts) >= maxCached {
+		if len(x.stmts) >= budgets.SQLCachedStmts {
 			for k, old := range x.stmts {
 				delete(x.writing, old)
 				old.Close()
@@ -256,6 +257,9 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 func (x *db) fault(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, ErrNeedsWrite) || fault.As(err) != nil && !isSQLite(err) {
 		return err
+	}
+	if x.file != nil && x.file.err != nil {
+		return failureFault(x.file.err) // the store's, in a cluster
 	}
 	switch {
 	case errors.Is(err, sqlite3.INTERRUPT) || ctx.Err() != nil:

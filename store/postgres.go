@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,8 @@ import (
 //	retainer_rows(tbl, k, v)        the tables; k and v bytea, so keys sort byte by byte as in bbolt
 //	retainer_owners(space, epoch)   each space's epoch, raised by every claim
 //
+// and the SQL databases' pages in a cluster (sqlpages.go).
+//
 // A transaction runs SERIALIZABLE and is tried again when Postgres
 // aborts it for a conflict with another (SQLSTATE 40001, 40P01): the
 // conditions and fences it read are then read again.
@@ -26,6 +29,19 @@ CREATE TABLE IF NOT EXISTS retainer_meta (k text PRIMARY KEY, v text NOT NULL);
 CREATE TABLE IF NOT EXISTS retainer_rows (tbl text NOT NULL, k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (tbl, k));
 CREATE TABLE IF NOT EXISTS retainer_owners (space bytea PRIMARY KEY, epoch bigint NOT NULL);
 `
+
+// PostgresCallBound is the longest one call to PostgreSQL may take (a
+// scan: the longest it may wait for its next row). A server cut off
+// without a reset (packets dropped, the host or the process stopped)
+// answers nothing, and the kernel's retransmissions would hold a call for
+// many minutes; past the bound the call fails, the connection is closed,
+// and the caller answers 503 OVERLOADED (docs/cluster.md, "Failures").
+const PostgresCallBound = 5 * time.Second
+
+// bounded is ctx within PostgresCallBound.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, PostgresCallBound)
+}
 
 // postgresLimits: Postgres holds far more in one transaction; the
 // operations match the other backends' so that what passes on one passes
@@ -48,6 +64,12 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		return nil, errors.New("store postgres: the DSN does not parse (postgres://user:password@host:port/database)")
 	}
 	addr := fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	// A connection is made within the bound (the DSN's connect_timeout,
+	// when shorter, wins), and the kernel probes an idle one every 10 s.
+	if cfg.ConnConfig.ConnectTimeout <= 0 || cfg.ConnConfig.ConnectTimeout > PostgresCallBound {
+		cfg.ConnConfig.ConnectTimeout = PostgresCallBound
+	}
+	cfg.ConnConfig.DialFunc = (&net.Dialer{KeepAlive: 10 * time.Second}).DialContext
 	fail := func(err error) error {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
@@ -87,7 +109,7 @@ func (p *Postgres) initSchema(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7346110)`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, postgresSchema); err != nil {
+		if _, err := tx.Exec(ctx, postgresSchema+sqlPagesSchema); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO retainer_meta (k, v) VALUES ('app', $1), ('schema', $2) ON CONFLICT (k) DO NOTHING`, string(appName), schemaVersion)
@@ -131,6 +153,8 @@ func (p *Postgres) Close() error {
 
 // Get implements Store.
 func (p *Postgres) Get(ctx context.Context, table string, key []byte) ([]byte, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	var v []byte
 	err := p.pool.QueryRow(ctx, `SELECT v FROM retainer_rows WHERE tbl = $1 AND k = $2`, table, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -162,16 +186,24 @@ func (p *Postgres) Scan(ctx context.Context, table string, r Range, fn func(k, v
 	if r.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, r.Limit)
 	}
+	// The bound is on each row's wait: a long scan that keeps coming is
+	// not cut, one that stops is.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := time.AfterFunc(PostgresCallBound, cancel)
+	defer idle.Stop()
 	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
+		idle.Stop()
 		raw := rows.RawValues()
 		if !fn(raw[0], raw[1]) {
 			return nil
 		}
+		idle.Reset(PostgresCallBound)
 	}
 	return rows.Err()
 }
@@ -187,9 +219,11 @@ func (p *Postgres) Commit(ctx context.Context, txn Txn) error {
 		}
 	}
 	for try := 0; ; try++ {
-		err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-			return p.apply(ctx, tx, txn)
+		tctx, cancel := bounded(ctx)
+		err := pgx.BeginTxFunc(tctx, p.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+			return p.apply(tctx, tx, txn)
 		})
+		cancel()
 		var pe *pgconn.PgError
 		if try < 20 && errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "23505") {
 			continue
@@ -267,6 +301,8 @@ func (p *Postgres) Claim(ctx context.Context, space string) (Fence, error) {
 	if space == "" {
 		return Fence{}, errors.New("store: a claim names a space")
 	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	var epoch int64
 	err := p.pool.QueryRow(ctx, `INSERT INTO retainer_owners (space, epoch) VALUES ($1, 1)
 		ON CONFLICT (space) DO UPDATE SET epoch = retainer_owners.epoch + 1 RETURNING epoch`, []byte(space)).Scan(&epoch)

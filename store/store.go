@@ -194,9 +194,11 @@ func Space(registry, tenant string) string { return registry + "\x00" + tenant }
 // fence each other out. Safe for concurrent use.
 type Writer struct {
 	Store
-	claim  func(ctx context.Context, space string) (Fence, error)
-	mu     sync.Mutex
-	fences map[string]Fence
+	claim    func(ctx context.Context, space string) (Fence, error)
+	mu       sync.Mutex
+	fences   map[string]Fence
+	claiming map[string]chan struct{} // claims under way, closed when they end
+	gen      uint64                   // moved by Forget
 }
 
 // NewWriter answers a writer of s that claims spaces with s.Claim (one
@@ -216,6 +218,7 @@ func NewWriterClaiming(s Store, claim func(ctx context.Context, space string) (F
 func (w *Writer) Forget(spaces ...string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.gen++
 	if len(spaces) == 0 {
 		w.fences = map[string]Fence{}
 		return
@@ -226,18 +229,48 @@ func (w *Writer) Forget(spaces ...string) {
 }
 
 // Fence answers the writer's fence for space, claiming it on first use.
+// The claim is made without holding the writer's lock, so a store slow to
+// answer one claim holds up no other space's commits (a cluster's etcd
+// unreachable: the spaces a gateway owns keep their fences); callers that
+// want the same space meanwhile wait for that claim (a second claim would
+// make the first fence stale), and a claim that ends after Forget is not
+// kept.
 func (w *Writer) Fence(ctx context.Context, space string) (Fence, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f, ok := w.fences[space]; ok {
+	for {
+		w.mu.Lock()
+		if f, ok := w.fences[space]; ok {
+			w.mu.Unlock()
+			return f, nil
+		}
+		if busy, ok := w.claiming[space]; ok {
+			w.mu.Unlock()
+			select {
+			case <-busy:
+				continue
+			case <-ctx.Done():
+				return Fence{}, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		if w.claiming == nil {
+			w.claiming = map[string]chan struct{}{}
+		}
+		w.claiming[space] = done
+		gen := w.gen
+		w.mu.Unlock()
+		f, err := w.claim(ctx, space)
+		w.mu.Lock()
+		delete(w.claiming, space)
+		close(done)
+		if err == nil && gen == w.gen {
+			w.fences[space] = f
+		}
+		w.mu.Unlock()
+		if err != nil {
+			return Fence{}, err
+		}
 		return f, nil
 	}
-	f, err := w.claim(ctx, space)
-	if err != nil {
-		return Fence{}, err
-	}
-	w.fences[space] = f
-	return f, nil
 }
 
 // FencesOf answers the writer's fences for spaces.

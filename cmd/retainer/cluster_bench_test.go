@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -24,7 +26,9 @@ import (
 // to it (req/s, latency, CPU of each gateway and its workers), and
 // failover time over ten kills. Run it with RETAINER_CLUSTER_BENCH=1
 // (`go test ./cmd/retainer -run TestClusterCosts -v`); it asserts no
-// timing.
+// timing. RETAINER_CLUSTER_BENCH=hop measures the hop alone, shorter (two
+// rounds of 3 s, no failover), with a third anchor: Caddy's own
+// `reverse_proxy` in front of the owner.
 func TestClusterCosts(t *testing.T) {
 	if os.Getenv("RETAINER_CLUSTER_BENCH") == "" {
 		t.Skip("a measurement: RETAINER_CLUSTER_BENCH=1 runs it")
@@ -41,22 +45,41 @@ func TestClusterCosts(t *testing.T) {
 	deploy("hello", `export default { fetch() { return new Response('ok') } }`)
 	deploy("counter", `export default { async fetch(req, env) { const n = Number(await env.kv.get('c') || 0) + 1; await env.kv.put('c', String(n)); return new Response(String(n)) } }`)
 
+	hop := os.Getenv("RETAINER_CLUSTER_BENCH") == "hop"
+	rounds, each, vias := 3, 5*time.Second, []int{1, 2}
+	var front *exec.Cmd
+	if hop {
+		rounds, each, vias = 2, 3*time.Second, []int{1, 2, 9}
+		front = startFront(t, ctx)
+	}
 	for _, route := range []string{"hello", "counter"} {
-		for round := 1; round <= 3; round++ {
-			for _, via := range []int{1, 2} {
+		rps := map[int]float64{}
+		for round := 1; round <= rounds; round++ {
+			for _, via := range vias {
 				cpu := map[int]float64{1: treeCPU(gws[1].cmd.Process.Pid), 2: treeCPU(gws[2].cmd.Process.Pid)}
-				r := closedLoop(fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+via), 32, 5*time.Second)
+				if front != nil {
+					cpu[9] = treeCPU(front.Process.Pid)
+				}
+				r := closedLoop(fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+via), 32, each)
 				for i := range cpu {
-					cpu[i] = (treeCPU(gws[i].cmd.Process.Pid) - cpu[i]) / float64(r.n) * 1e6
+					pid := 0
+					if i == 9 {
+						pid = front.Process.Pid
+					} else {
+						pid = gws[i].cmd.Process.Pid
+					}
+					cpu[i] = (treeCPU(pid) - cpu[i]) / float64(r.n) * 1e6
 				}
-				what := "owner"
-				if via == 2 {
-					what = "forwarded"
-				}
-				t.Logf("%s round %d %-9s %7.0f req/s  p50 %5.2f ms  p99 %5.2f ms  CPU/req: gw-1 %4.0f µs, gw-2 %4.0f µs  (%d errors)",
-					route, round, what, r.rps, r.p50, r.p99, cpu[1], cpu[2], r.errors)
+				rps[via] += r.rps
+				what := map[int]string{1: "owner", 2: "forwarded", 9: "front"}[via]
+				t.Logf("%s round %d %-9s %7.0f req/s  p50 %5.2f ms  p99 %5.2f ms  CPU/req: gw-1 %4.0f µs, gw-2 %4.0f µs, front %4.0f µs  (%d errors)",
+					route, round, what, r.rps, r.p50, r.p99, cpu[1], cpu[2], cpu[9], r.errors)
 			}
 		}
+		t.Logf("%s: forwarded / owner %.2f, front / owner %.2f", route, rps[2]/rps[1], rps[9]/rps[1])
+	}
+	if hop {
+		return
 	}
 
 	// Failover: kill the owner, time the survivor's first 200, start the
@@ -87,6 +110,35 @@ func TestClusterCosts(t *testing.T) {
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	t.Logf("failover over %d kills (lease 2s): p50 %v, max %v, all %v", len(times), times[len(times)/2].Round(time.Millisecond),
 		times[len(times)-1].Round(time.Millisecond), times)
+}
+
+// startFront starts Caddy's own reverse_proxy on port 9289 in front of
+// member 1 (the owner of the bench's spaces), the anchor a forwarded
+// request is measured against.
+func startFront(t *testing.T, ctx context.Context) *exec.Cmd {
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	config := "{\n\tadmin localhost:3989\n}\nhttp://:9289 {\n\treverse_proxy 127.0.0.1:9281\n}\n"
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := binary(ctx, "run", "--config", path)
+	log := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if status, _ := visitRoute(9, "hello"); status == 200 {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the front did not come up:\n%s", log.String())
+		}
+	}
 }
 
 func visitRoute(i int, route string) (int, string) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	encbin "encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -157,6 +158,10 @@ func (tp *tap) requests(t *testing.T) []*http.Request {
 	defer tp.mu.Unlock()
 	var out []*http.Request
 	for _, c := range tp.captured {
+		if bytes.HasPrefix(c.Bytes(), []byte(linkPreface)) {
+			out = append(out, linkRequests(c.Bytes())...)
+			continue
+		}
 		br := bufio.NewReader(bytes.NewReader(c.Bytes()))
 		for {
 			req, err := http.ReadRequest(br)
@@ -175,6 +180,134 @@ func (tp *tap) requests(t *testing.T) []*http.Request {
 		}
 	}
 	return out
+}
+
+// The link between members (caddymodule/link.go) as an attacker on the
+// gateways' network reads it: a preface, then frames of a 9-byte head
+// (type, stream, length) and a payload.
+const (
+	linkPreface     = "\x00retainer-link/1\n"
+	linkFrameHead   = 1
+	linkFrameData   = 2
+	linkFrameEnd    = 3
+	linkFrameAnswer = 6
+)
+
+// linkFrames answers the frames in a captured link connection.
+func linkFrames(b []byte) (frames [][]byte, types []byte, ids []uint32) {
+	b = b[len(linkPreface):]
+	for len(b) >= 9 {
+		n := int(encbin.BigEndian.Uint32(b[5:9]))
+		if len(b) < 9+n {
+			break
+		}
+		frames, types, ids = append(frames, b[9:9+n]), append(types, b[0]), append(ids, encbin.BigEndian.Uint32(b[1:5]))
+		b = b[9+n:]
+	}
+	return
+}
+
+// linkRequests decodes the requests a captured link connection carried:
+// each stream's head (method, target, Host, length, headers: uvarints and
+// strings) and body.
+func linkRequests(captured []byte) []*http.Request {
+	frames, types, ids := linkFrames(captured)
+	var out []*http.Request
+	byID := map[uint32]*http.Request{}
+	bodies := map[uint32]*bytes.Buffer{}
+	for i, f := range frames {
+		switch types[i] {
+		case linkFrameHead:
+			str := func() string {
+				n, k := encbin.Uvarint(f)
+				s := string(f[k : k+int(n)])
+				f = f[k+int(n):]
+				return s
+			}
+			method, target, host := str(), str(), str()
+			length, k := encbin.Varint(f)
+			f = f[k:]
+			count, k := encbin.Uvarint(f)
+			f = f[k:]
+			req, err := http.NewRequest(method, "http://"+host+target, nil)
+			if err != nil {
+				continue
+			}
+			for range count {
+				name := str()
+				req.Header.Add(name, str())
+			}
+			req.ContentLength = length
+			body := &bytes.Buffer{}
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body.Bytes())), nil }
+			byID[ids[i]], bodies[ids[i]] = req, body
+		case linkFrameData:
+			if b := bodies[ids[i]]; b != nil {
+				b.Write(f)
+			}
+		case linkFrameEnd:
+			if req := byID[ids[i]]; req != nil {
+				if req.ContentLength < 0 {
+					req.TransferEncoding = []string{"chunked"}
+				}
+				out = append(out, req)
+				delete(byID, ids[i])
+			}
+		}
+	}
+	return out
+}
+
+// links answers the link connections the tap captured, whole.
+func (tp *tap) links() [][]byte {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var out [][]byte
+	for _, c := range tp.captured {
+		if bytes.HasPrefix(c.Bytes(), []byte(linkPreface)) {
+			out = append(out, bytes.Clone(c.Bytes()))
+		}
+	}
+	return out
+}
+
+// replayLink sends a captured link connection's bytes again, whole, to
+// addr and answers the status of every answer that comes back.
+func replayLink(t *testing.T, captured []byte, addr string) []int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	heads := 0
+	_, types, _ := linkFrames(captured)
+	for _, typ := range types {
+		if typ == linkFrameHead {
+			heads++
+		}
+	}
+	if _, err := conn.Write(captured); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	var statuses []int
+	for len(statuses) < heads {
+		var h [9]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			break
+		}
+		payload := make([]byte, encbin.BigEndian.Uint32(h[5:9]))
+		if _, err := io.ReadFull(br, payload); err != nil {
+			break
+		}
+		if h[0] == linkFrameAnswer {
+			status, _ := encbin.Uvarint(payload)
+			statuses = append(statuses, int(status))
+		}
+	}
+	return statuses
 }
 
 // send writes req as it was captured to addr, and answers the status.
@@ -254,6 +387,19 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		if status := send(t, inc, "127.0.0.1:7941"); status != 403 {
 			t.Fatalf("a replayed forward answered %d, want 403", status)
 		}
+	}
+	// The whole link connection the forwards crossed, sent again as is.
+	replayed := 0
+	for _, captured := range tp.links() {
+		for _, status := range replayLink(t, captured, "127.0.0.1:7941") {
+			if status != 403 {
+				t.Fatalf("a forward replayed on the link answered %d, want 403", status)
+			}
+			replayed++
+		}
+	}
+	if replayed == 0 {
+		t.Fatal("no forward on the link was replayed")
 	}
 	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
 		t.Fatalf("the count after the replays: %d %q, want 1", status, body)

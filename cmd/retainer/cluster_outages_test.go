@@ -124,3 +124,70 @@ func TestClusterReceiptsWhilePostgreSQLIsDown(t *testing.T) {
 		t.Fatalf("the receipt list after PostgreSQL came back and the gateway was killed: %d %s, want %s and %s", status, body, old, meanwhile)
 	}
 }
+
+// PostgreSQL paused (SIGSTOP of its processes: nothing answered, no
+// reset, as a server cut off by dropped packets looks): a stored
+// receipt's read answers 503 OVERLOADED with Retry-After within the
+// store's call bound (before: held until the kernel gave up on the
+// connection); a bystander handler keeps serving and a computation is
+// answered meanwhile, its receipt from memory; once PostgreSQL is back
+// the receipt is written.
+func TestClusterReceiptsWhilePostgreSQLIsPaused(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := startMember(t, ctx, 1, srv.Endpoint, pg.DSN)
+	bindThrough(t, gw, "shop", deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler)))
+	compute := func() string {
+		status, body := clusterCall(t, "POST", gw.api+"/executions", gw.token, `{"code": "async () => 6 * 7"}`)
+		var run struct{ ResultID string }
+		json.Unmarshal([]byte(body), &run)
+		if status != 200 || run.ResultID == "" {
+			t.Fatalf("a computation: %d %s", status, body)
+		}
+		return run.ResultID
+	}
+	old := compute()
+	if status, body := clusterCall(t, "GET", gw.api+"/results", gw.token, ""); status != 200 || !strings.Contains(body, old) {
+		t.Fatalf("the receipt list: %d %s", status, body)
+	}
+
+	pg.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			pg.Resume(t)
+		}
+	}()
+	started := time.Now()
+	status, h, body := callWithHeaders(t, "GET", gw.api+"/results/"+old+".json", gw.token, "")
+	took := time.Since(started)
+	if status != 503 || h.Get("Retry-After") == "" || !strings.Contains(body, "OVERLOADED") {
+		t.Fatalf("a stored receipt with PostgreSQL paused: %d %v %s (after %v), want 503 OVERLOADED with Retry-After", status, h, body, took)
+	}
+	for n := 1; n <= 3; n++ {
+		if status, body := visit(t, 1, "/"); status != 200 || body != fmt.Sprint(n) {
+			t.Fatalf("a bystander's visit with PostgreSQL paused: %d %q", status, body)
+		}
+	}
+	meanwhile := compute()
+	if status, body := clusterCall(t, "GET", gw.api+"/results/"+meanwhile+".json", gw.token, ""); status != 200 {
+		t.Fatalf("the receipt of a run meanwhile, from memory: %d %s", status, body)
+	}
+	t.Logf("with PostgreSQL paused, a stored receipt's read answered %d after %v", status, took.Round(time.Millisecond))
+
+	pg.Resume(t)
+	resumed = true
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		status, body := clusterCall(t, "GET", gw.api+"/results", gw.token, "")
+		if status == 200 && strings.Contains(body, old) && strings.Contains(body, meanwhile) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the receipt list 20 s after PostgreSQL came back: %d %s", status, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
+	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -24,6 +25,7 @@ import (
 // var) or as a worker (the gateway starts /proc/self/exe retainer-worker,
 // with an empty environment), it is caddycmd.Main with the same modules.
 func TestMain(m *testing.M) {
+	etcdtest.ServeIfAsked() // an etcd of a test's own process (etcdtest.StartProcess)
 	if os.Getenv("RETAINER_TEST_AS_BINARY") == "1" || len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
 		caddycmd.Main()
 		return

@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/pgtest":          {},
 	"internal/dnstest":         {},
 	"internal/docstest":        {},
+	"internal/waitfor":         {},
 	"cluster":                  {"store"},
 	"internal/hostcache":       {},
 	"kv":                       {"fault", "budgets", "store", "internal/wirejson"},
@@ -46,12 +48,13 @@ var allowed = map[string][]string{
 	"sandbox/webapi/text":      {"sandbox/webapi", "internal/wirejson"},
 	"sandbox/webapi/websocket": {},
 	"sandbox/webapi/url":       {"sandbox/webapi", "internal/urlparse"},
-	"sandbox":                  {"fault", "budgets", "internal/wirejson", "internal/urlparse", "sandbox/webapi", "sandbox/webapi/crypto", "sandbox/webapi/text", "sandbox/webapi/websocket", "sandbox/webapi/url"},
-	"sandbox/worker/wire":      {"fault", "budgets", "sandbox"},
-	"sandbox/worker":           {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
-	"sandbox/worker/child":     {"fault", "budgets", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
-	"handles":                  {"fault", "budgets", "store", "sandbox", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
+	"program":                  {"sandbox/webapi/websocket"},
+	"sandbox":                  {"fault", "budgets", "program", "internal/wirejson", "internal/urlparse", "sandbox/webapi", "sandbox/webapi/crypto", "sandbox/webapi/text", "sandbox/webapi/websocket", "sandbox/webapi/url"},
+	"sandbox/worker/wire":      {"fault", "budgets", "program"},
+	"sandbox/worker":           {"fault", "budgets", "program", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
+	"sandbox/worker/child":     {"fault", "budgets", "program", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
+	"handles":                  {"fault", "budgets", "store", "program", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "program", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
 }
@@ -122,4 +125,83 @@ func TestDependencyArrows(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// linksV8 lists the packages that may link V8, through any chain of
+// imports: the engine, the worker process that hosts it, and what hosts
+// the worker subcommand (caddymodule, and the binaries and the xcaddy
+// plugin above it). The gateway's own packages (the pool, its wire
+// protocol, handles and below) name a program's values through package
+// program and link no V8 (docs/architecture.md, "Which binaries link V8").
+var linksV8 = map[string]bool{
+	"sandbox":              true,
+	"sandbox/worker/child": true,
+	"caddymodule":          true,
+	"cmd/retainer":         true,
+	".":                    true, // retainer.go, the xcaddy plugin
+}
+
+// TestGatewayLinksNoV8 follows each package's imports (its non-test
+// files) through the module: a package outside linksV8 that reaches
+// rogchap.com/v8go by any path fails, with the path.
+func TestGatewayLinksNoV8(t *testing.T) {
+	root := "../.."
+	deps := map[string][]string{} // package (relative) -> what it imports
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		rel, _ := filepath.Rel(root, path)
+		for imp := range imports(t, path) {
+			deps[rel] = append(deps[rel], imp)
+		}
+		return nil
+	})
+	// via answers the imports by which pkg reaches v8go, or nil (Go
+	// allows no import cycles, so the walk ends).
+	memo := map[string][]string{}
+	var via func(pkg string) []string
+	via = func(pkg string) []string {
+		if p, ok := memo[pkg]; ok {
+			return p
+		}
+		var path []string
+		for _, imp := range deps[pkg] {
+			if strings.HasPrefix(imp, "rogchap.com/v8go") {
+				path = []string{imp}
+				break
+			}
+			if rel, ok := strings.CutPrefix(imp, module+"/"); ok {
+				if p := via(rel); p != nil {
+					path = append([]string{rel}, p...)
+					break
+				}
+			}
+		}
+		memo[pkg] = path
+		return path
+	}
+	if via("sandbox") == nil {
+		t.Fatal("sandbox links no V8: the walk is broken")
+	}
+	for pkg := range deps {
+		if linksV8[pkg] {
+			continue
+		}
+		if p := via(pkg); p != nil {
+			t.Errorf("%s links V8 (%s -> %s); only %v may", pkg, pkg, strings.Join(p, " -> "), keys(linksV8))
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,8 +25,9 @@ type Server struct {
 	// DSN reaches the server's postgres database as its superuser.
 	DSN string
 
-	pgCtl func(args ...string) error // pg_ctl on the server's data directory
-	opts  string                     // its start options
+	pgCtl  func(args ...string) error // pg_ctl on the server's data directory
+	opts   string                     // its start options
+	pgdata string                     // the data directory
 }
 
 // Stop stops the server at once (an outage: "-m immediate"); Restart
@@ -64,6 +67,18 @@ func bin(t testing.TB) string {
 // root, so as root the cluster belongs to the postgres user.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, " -c fsync=off")
+}
+
+// StartDurable is Start with fsync on, as a production server runs: for
+// measurements of what a commit costs.
+func StartDurable(t testing.TB) *Server {
+	t.Helper()
+	return start(t, "")
+}
+
+func start(t testing.TB, extra string) *Server {
+	t.Helper()
 	dir := bin(t)
 	data, err := os.MkdirTemp("", "retainer-pg-")
 	if err != nil {
@@ -98,7 +113,7 @@ func Start(t testing.TB) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, data)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, data) + extra
 	if out, err := asOwner(run("pg_ctl", "-D", pgdata, "-o", opts, "-l", filepath.Join(data, "log"), "-w", "-t", "60", "start")).CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(data, "log"))
 		t.Fatalf("pg_ctl start: %v\n%s\n%s", err, out, log)
@@ -125,5 +140,47 @@ func Start(t testing.TB) *Server {
 		}
 		return nil
 	}
-	return &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), pgCtl: pgCtl, opts: opts}
+	return &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), pgCtl: pgCtl, opts: opts, pgdata: pgdata}
+}
+
+// Pause stops every process of the server (SIGSTOP): the postmaster and
+// its children. Connections stay open and nothing is answered, nor any
+// new connection accepted, as a server cut off by dropped packets (no
+// reset) looks to its clients, until Resume.
+func (s *Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+
+// signal sends sig to the postmaster (the first line of postmaster.pid)
+// and every process whose parent it is.
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(s.pgdata, "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("reading postmaster.pid: %v", err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %q", first)
+	}
+	pids := []int{pid}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		_, rest, ok := strings.Cut(string(stat), ") ")
+		if f := strings.Fields(rest); ok && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			if child, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, child)
+			}
+		}
+	}
+	for _, p := range pids {
+		syscall.Kill(p, sig)
+	}
 }

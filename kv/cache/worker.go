@@ -139,21 +139,14 @@ var _ hostcache.Worker = (*Worker)(nil)
 // acknowledged response must never hold a lost write. A kv.get that misses
 // the cache, and kv.list, wait for the queue first (read your writes).
 
-// maxKeyBytes and maxValueBytes are the gateway's kv bounds, checked here
-// too so that a write the gateway would refuse is refused at once.
-const (
-	maxKeyBytes   = budgets.KVKeyBytes
-	maxValueBytes = budgets.KVValueBytes
-)
-
 // writeNow answers a kv write at once when it can (ok false: send it).
 func (c *Worker) writeNow(id, op string, args json.RawMessage) (json.RawMessage, bool) {
 	if c.send == nil || op != opPut && op != opDelete {
 		return nil, false
 	}
 	a, err := decodeArgs(args)
-	if err != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > maxKeyBytes ||
-		op == opPut && (a.Value == nil || len(*a.Value) > maxValueBytes) {
+	if err != nil || a.Key == nil || *a.Key == "" || len(*a.Key) > budgets.KVKeyBytes ||
+		op == opPut && (a.Value == nil || len(*a.Value) > budgets.KVValueBytes) {
 		return nil, false // the gateway answers the error
 	}
 	c.mu.Lock()

@@ -230,3 +230,30 @@ func TestListOrderCursorDelimiter(t *testing.T) {
 		t.Fatalf("after delete: %s", keys(p))
 	}
 }
+
+type truncated struct{ n int }
+
+func (r *truncated) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := min(len(p), r.n)
+	r.n -= n
+	return n, nil
+}
+
+// TestPutOfATruncatedBody: a body that ends in io.ErrUnexpectedEOF (an
+// upstream's answer shorter than its Content-Length) is a failed body,
+// not an end.
+func TestPutOfATruncatedBody(t *testing.T) {
+	f, _ := Open(t.TempDir())
+	put(t, f, "s", "k", "old")
+	for _, n := range []int{0, 1000, 300 << 10} {
+		if _, err := f.Put(context.Background(), "s", "k", &truncated{n: n}, objects.Info{}); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("a body of %d bytes cut: %v", n, err)
+		}
+	}
+	if got := read(t, f, "s", "k", nil); got != "old" {
+		t.Fatalf("after cut bodies: %q", got)
+	}
+}

@@ -127,15 +127,16 @@ func endpoint(s string) (host string, secure bool, err error) {
 	if !strings.Contains(s, "://") {
 		s = "https://" + s
 	}
+	// The errors do not repeat the endpoint: it may hold a password.
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", false, fmt.Errorf("objects s3: endpoint: %w", err)
+		return "", false, errors.New("objects s3: the endpoint is not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", false, fmt.Errorf("objects s3: endpoint %q: the scheme must be http or https", s)
+		return "", false, errors.New("objects s3: the endpoint's scheme must be http or https")
 	}
 	if u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-		return "", false, fmt.Errorf("objects s3: endpoint %q: only a scheme, host and port", s)
+		return "", false, errors.New("objects s3: the endpoint is a scheme, a host and a port, nothing else")
 	}
 	return u.Host, u.Scheme == "https", nil
 }
@@ -264,7 +265,8 @@ func newVersion() string {
 // and S3 fixes metadata when an upload begins), then is copied on the
 // server to its name with its metadata, and the staging object deleted.
 // Either way the name changes in one S3 operation; a failed body or an
-// ended context aborts the upload and leaves the old object. Of meta, the
+// ended context aborts the upload and leaves the old object; a body read
+// whole before the context ended is committed. Of meta, the
 // metadata is kept, and the version and upload time when the bucket
 // set them (a new random version and now otherwise); size and etag are
 // counted here.
@@ -305,7 +307,12 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 		if err != nil {
 			return objects.Info{}, err
 		}
-		if _, err := b.core.PutObject(ctx, b.bucket, name, bytes.NewReader(buf[:n]), int64(n), base64.StdEncoding.EncodeToString(sum[:]), "", minio.PutObjectOptions{UserMetadata: um, DisableContentSha256: true}); err != nil {
+		if err := ctx.Err(); err != nil {
+			return objects.Info{}, err
+		}
+		c, cancel := commit(ctx)
+		defer cancel()
+		if _, err := b.core.PutObject(c, b.bucket, name, bytes.NewReader(buf[:n]), int64(n), base64.StdEncoding.EncodeToString(sum[:]), "", minio.PutObjectOptions{UserMetadata: um, DisableContentSha256: true}); err != nil {
 			return objects.Info{}, fmt.Errorf("objects s3: put %q: %w", key, err)
 		}
 		out.Uploaded = out.Uploaded.Truncate(time.Millisecond).UTC()
@@ -317,22 +324,33 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 	return b.putParts(ctx, name, buf, body, out)
 }
 
+// commit is the context of a put's steps that must not be cut halfway
+// by the request's end: the start of an upload (whose id an ended
+// request would lose, leaving it unfinished on the service), the commit
+// of a body read whole, and the cleanup. The request's end is checked
+// before each.
+func commit(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+}
+
 func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io.Reader, out objects.Info) (_ objects.Info, err error) {
+	if err := ctx.Err(); err != nil {
+		return objects.Info{}, err
+	}
 	tmp := b.prefix + staging + newVersion()
-	id, err := b.core.NewMultipartUpload(ctx, b.bucket, tmp, minio.PutObjectOptions{})
+	c, cancel := commit(ctx)
+	defer cancel()
+	id, err := b.core.NewMultipartUpload(c, b.bucket, tmp, minio.PutObjectOptions{})
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("objects s3: put %q: %w", out.Key, err)
 	}
 	completed := false
 	defer func() {
-		// The request's context may be what ended: clean up on our own.
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
 		if !completed {
 			b.core.AbortMultipartUpload(c, b.bucket, tmp, id)
-		} else {
-			b.client.RemoveObject(c, b.bucket, tmp, minio.RemoveObjectOptions{})
 		}
+		// Also when completing failed: the service may have completed it.
+		b.client.RemoveObject(c, b.bucket, tmp, minio.RemoveObjectOptions{})
 	}()
 	whole := md5.New()
 	var parts []minio.CompletePart
@@ -356,7 +374,10 @@ func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io
 			return objects.Info{}, err
 		}
 	}
-	if _, err := b.core.CompleteMultipartUpload(ctx, b.bucket, tmp, id, parts, minio.PutObjectOptions{}); err != nil {
+	if err := ctx.Err(); err != nil {
+		return objects.Info{}, err
+	}
+	if _, err := b.core.CompleteMultipartUpload(c, b.bucket, tmp, id, parts, minio.PutObjectOptions{}); err != nil {
 		return objects.Info{}, fmt.Errorf("objects s3: put %q: %w", out.Key, err)
 	}
 	completed = true
@@ -371,9 +392,9 @@ func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io
 	dst := minio.CopyDestOptions{Bucket: b.bucket, Object: name, UserMetadata: um, ReplaceMetadata: true}
 	src := minio.CopySrcOptions{Bucket: b.bucket, Object: tmp}
 	if out.Size <= copyLimit {
-		_, err = b.client.CopyObject(ctx, dst, src)
+		_, err = b.client.CopyObject(c, dst, src)
 	} else {
-		_, err = b.client.ComposeObject(ctx, dst, src)
+		_, err = b.client.ComposeObject(c, dst, src)
 	}
 	if err != nil {
 		return objects.Info{}, fmt.Errorf("objects s3: put %q: %w", out.Key, err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -21,7 +21,7 @@ func reportLatencies(b *testing.B, d []time.Duration) {
 }
 
 func benchPool(b *testing.B, cfg Config) *Pool {
-	pool, err := Start(cfg)
+	pool, err := Start(testModes(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,10 +35,10 @@ func BenchmarkInvokeAcrossBoundary(b *testing.B) {
 }
 
 func invokeBench(b *testing.B, pool *Pool) {
-	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "h", RetainHandles: true, Program: sandbox.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}}); err != nil {
+	if _, err := pool.Run(context.Background(), program.Job{ID: "h", RetainHandles: true, Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}}); err != nil {
 		b.Fatal(err)
 	}
-	req := sandbox.NewWireRequest("GET", "https://x.test/", nil, nil)
+	req := program.NewWireRequest("GET", "https://x.test/", nil, nil)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -55,7 +55,7 @@ func invokeBench(b *testing.B, pool *Pool) {
 func BenchmarkComputationThroughPool(b *testing.B) {
 	pool := benchPool(b, Config{Workers: 1, Engine: wire.EngineConfig{Prewarm: 4}})
 	time.Sleep(300 * time.Millisecond)
-	job := sandbox.Job{Program: sandbox.Program{Code: "async () => 1 + 1"}}
+	job := program.Job{Program: program.Program{Code: "async () => 1 + 1"}}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -74,7 +74,7 @@ func BenchmarkComputationThroughPool(b *testing.B) {
 // go test ./sandbox/worker -run ^$ -bench WorkerReplacement -benchtime 10x
 func BenchmarkWorkerReplacement(b *testing.B) {
 	pool := benchPool(b, Config{Workers: 1})
-	job := sandbox.Job{Program: sandbox.Program{Code: "async () => 1"}}
+	job := program.Job{Program: program.Program{Code: "async () => 1"}}
 	lat := make([]time.Duration, 0, b.N)
 	for i := 0; i < b.N; i++ {
 		pid := pool.Status()[0].PID

@@ -63,9 +63,19 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool, wa
 		}
 	}()
 	for {
-		p, err, again := pool.tryPickFor(ctx, tenant, retaining)
+		p, err, again, started := pool.tryPickFor(ctx, tenant, retaining)
 		if !again {
 			return p, err
+		}
+		if started {
+			// A start for this tenant (the spare it claimed, or a worker
+			// started for its first request) ended while it waited: the
+			// worker is its own now, so it picks again whatever its bound
+			// says. The wait was for a process to start, not for a slot to
+			// free; under load a spare took 561-744 ms to come up, past a
+			// 500 ms bound, and a new tenant's first deploy answered
+			// OVERLOADED with its worker ready.
+			continue
 		}
 		if !waiting {
 			pool.mu.Lock()
@@ -93,12 +103,13 @@ func (pool *Pool) pickFor(ctx context.Context, tenant string, retaining bool, wa
 }
 
 // tryPickFor is one attempt of pickFor; again asks the caller to wait and
-// try once more.
-func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool) (p *process, err error, again bool) {
+// try once more, at once (started) when the attempt waited for a start for
+// the tenant that has ended.
+func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool) (p *process, err error, again, started bool) {
 	pool.mu.Lock()
 	if pool.closed {
 		pool.mu.Unlock()
-		return nil, fault.New(fault.Overloaded, "The gateway is stopping."), false
+		return nil, fault.New(fault.Overloaded, "The gateway is stopping."), false, false
 	}
 	var best, spare *process
 	bestScore, mine := 0, 0
@@ -124,11 +135,11 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		// Over its share while another tenant waits for a worker: its
 		// calls wait, so that its workers drain for the waiters.
 		pool.mu.Unlock()
-		return nil, nil, true
+		return nil, nil, true, false
 	}
 	if best != nil {
 		pool.mu.Unlock()
-		return best, nil, false
+		return best, nil, false, false
 	}
 	if starting := pool.startingFor[tenant]; starting != nil {
 		// A worker is being started for this tenant: a burst of its first
@@ -136,16 +147,16 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		pool.mu.Unlock()
 		select {
 		case <-starting:
-			return nil, nil, true
+			return nil, nil, true, true
 		case <-ctx.Done():
-			return nil, fault.Overload(), false
+			return nil, fault.Overload(), false, false
 		}
 	}
 	if spare == nil && pool.spareStart != nil {
 		// The spare is on its way: it is this newcomer's, sooner than a
 		// process started now beside it.
 		err := pool.claimSpare(ctx, tenant)
-		return nil, err, err == nil
+		return nil, err, err == nil, err == nil
 	}
 	if spare != nil {
 		spare.mu.Lock()
@@ -157,7 +168,7 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		pool.startSpare()
 		pool.mu.Unlock()
 		pool.logf("worker %d (pid %d) now hosts tenant %q", spare.index, spare.pid, tenant)
-		return spare, nil, false
+		return spare, nil, false, false
 	}
 	slot := -1
 	if pool.canStart() {
@@ -170,12 +181,12 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 	if slot < 0 {
 		pool.mu.Unlock()
 		if retaining && mine > 0 {
-			return nil, ErrNoCapacity, false
+			return nil, ErrNoCapacity, false, false
 		}
-		return nil, nil, true
+		return nil, nil, true, false
 	}
 	p, err = pool.startFor(tenant, slot)
-	return p, err, false
+	return p, err, false, false
 }
 
 // spareStart is a spare worker being started; claim is the newcomer it

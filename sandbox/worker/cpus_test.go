@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -142,7 +142,7 @@ func TestBusyPinnedWorkersAreMovedApart(t *testing.T) {
 
 	// Two busy runs at once, one in each worker (the pool sends a run to
 	// the least loaded worker).
-	busy := sandbox.Job{Program: sandbox.Program{Code: "async () => { const end = Date.now() + 6000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 6000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); wg.Wait() }()
@@ -217,7 +217,7 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 	if s := pool.Status()[0]; s.CPU < 0 || onOneCPU(t, s.PID) != s.CPU {
 		t.Fatalf("an idle worker under auto is not pinned: %+v", s)
 	}
-	busy := sandbox.Job{Program: sandbox.Program{Code: "async () => { const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { _, err := pool.Run(context.Background(), busy); done <- err }()
 	waitFor := func(what string, ok func(WorkerStatus) bool) {
@@ -256,7 +256,7 @@ func TestAutoKeepsASaturatedWorkerPinnedOnABusyMachine(t *testing.T) {
 	pool.cpus.mu.Lock()
 	pool.cpus.idle = func() map[int]float64 { return map[int]float64{} } // no CPU idle
 	pool.cpus.mu.Unlock()
-	busy := sandbox.Job{Program: sandbox.Program{Code: "async () => { const end = Date.now() + 2000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 2000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
 	if _, err := pool.Run(context.Background(), busy); err != nil {
 		t.Fatal(err)
 	}

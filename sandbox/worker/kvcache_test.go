@@ -8,7 +8,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv/cache"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // kvHost is a gateway's kv in memory for the cache tests, counting what
@@ -83,7 +83,7 @@ func handlesInTwoWorkers(t *testing.T, pool *Pool, prefix, code string) (string,
 	var ids []string
 	for i := 0; len(ids) < 2 && i < 20; i++ {
 		id := prefix + string(rune('a'+i))
-		if _, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+		if _, err := pool.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}, Bindings: program.Bindings{KV: true}}); err != nil {
 			t.Fatal(err)
 		}
 		if len(ids) == 0 || pool.WorkerOf(id) != pool.WorkerOf(ids[0]) {
@@ -234,7 +234,7 @@ func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 	host := &kvHost{values: map[string]string{}}
 	pool := startPool(t, Config{Workers: 1, IsolatesPerWorker: 8, OnHostCall: host.serve, HostCache: host.cache()})
 	code := `async () => ({ async fetch() { return new Response(String(await kv.get('k'))); } })`
-	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "reader", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+	if _, err := pool.Run(context.Background(), program.Job{ID: "reader", RetainHandles: true, Program: program.Program{Code: code}, Bindings: program.Bindings{KV: true}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
@@ -242,7 +242,7 @@ func TestKVCacheFirstWriteOfARunDropsTheKey(t *testing.T) {
 			t.Fatalf("read: %v %s", err, res.BodyBytes())
 		}
 	}
-	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "writer", Program: sandbox.Program{Code: `async () => { await kv.put('k', 'new') }`}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+	if _, err := pool.Run(context.Background(), program.Job{ID: "writer", Program: program.Program{Code: `async () => { await kv.put('k', 'new') }`}, Bindings: program.Bindings{KV: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := get(pool, "reader", "https://x/"); err != nil || string(res.BodyBytes()) != "new" {
@@ -261,7 +261,7 @@ func TestKVQueuedWriteRefusedFailsItsInvocation(t *testing.T) {
 		await kv.put(key, 'v');
 		return new Response('wrote ' + key);
 	} })`
-	if _, err := pool.Run(context.Background(), sandbox.Job{ID: "w", RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+	if _, err := pool.Run(context.Background(), program.Job{ID: "w", RetainHandles: true, Program: program.Program{Code: code}, Bindings: program.Bindings{KV: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := get(pool, "w", "https://x/ok"); err != nil || string(res.BodyBytes()) != "wrote ok" {
@@ -292,7 +292,7 @@ func TestKVCacheServesAWriteOnlyToItsWriter(t *testing.T) {
 		return new Response(String(await kv.get('k')));
 	} })`
 	for _, id := range []string{"writer", "reader"} {
-		if _, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}, Bindings: sandbox.Bindings{KV: true}}); err != nil {
+		if _, err := pool.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}, Bindings: program.Bindings{KV: true}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/hostcache"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -28,7 +29,7 @@ type Config struct {
 	// Workers is the number of worker processes. With IsolationTenant it
 	// is the most, the spare included, and 0 (the default there) means
 	// auto: as many as WorkerMemory allows, up to MaxWorkers (memory.go).
-	// With IsolationShared the default is 2.
+	// With IsolationShared the default is budgets.DefaultSharedWorkers.
 	Workers int
 	// WorkerMemory is the budget of `workers auto`: the workers' own
 	// memory (PSS) summed stays under it. Default: half of what the
@@ -38,21 +39,23 @@ type Config struct {
 	// summed) while another tenant waits for a worker (cordon.go).
 	// Default: a quarter of WorkerMemory.
 	TenantWorkerMemory int64
-	// MaxWorkers is the ceiling of `workers auto`. Default 1000.
+	// MaxWorkers is the ceiling of `workers auto`. Default
+	// budgets.DefaultMaxWorkers.
 	MaxWorkers int
 	// RecycleIdle is how long a cordoned worker must have had nothing of
 	// its tenant in progress before it may be taken for another tenant.
-	// Default 60s.
+	// Default budgets.DefaultRecycleIdle.
 	RecycleIdle time.Duration
-	// Isolation is IsolationShared (default here: every worker hosts any
-	// tenant) or IsolationTenant (a worker hosts one tenant's isolates at
-	// a time; see cordon.go).
+	// Isolation is IsolationShared (every worker hosts any tenant) or
+	// IsolationTenant (a worker hosts one tenant's isolates at a time; see
+	// cordon.go). Required: the app's default is tenant.
 	Isolation string
 	// IsolatesPerWorker is how many retained isolates one worker holds.
-	// Default 64.
+	// Default budgets.DefaultIsolatesPerWorker.
 	IsolatesPerWorker int
 	// Queue is how many calls may wait per worker beyond one per isolate
-	// slot; past it calls fail at once with OVERLOADED. Default 256.
+	// slot; past it calls fail at once with OVERLOADED. Default
+	// budgets.DefaultWorkerQueue.
 	Queue int
 	// Engine configures the engine inside each worker.
 	Engine wire.EngineConfig
@@ -68,16 +71,17 @@ type Config struct {
 	// Command is the argument list that starts the binary in worker mode.
 	// Default [wire.Subcommand].
 	Command []string
-	// CPUs is where workers run: CPUsShared (default here: anywhere),
-	// CPUsPinned (each on one CPU, placed and moved by the gateway) or
-	// CPUsAuto (pinned while one CPU is enough); cpus.go.
+	// CPUs is where workers run: CPUsShared (anywhere), CPUsPinned (each
+	// on one CPU, placed and moved by the gateway) or CPUsAuto (pinned
+	// while one CPU is enough); cpus.go. Required: the app's default is
+	// auto.
 	CPUs string
 	// Probe enables the worker's /probe call (tests only).
 	Probe bool
 	// Logf receives the pool's operational messages.
 	Logf func(format string, args ...any)
 	// OnLog receives retained handlers' console output.
-	OnLog func(id string, e sandbox.LogEntry)
+	OnLog func(id string, e program.LogEntry)
 	// OnLost is told when a retained isolate ends on its own in a worker.
 	OnLost func(id string, err error)
 	// OnCrash is told when a worker dies, with the isolates it held.
@@ -112,15 +116,19 @@ type Crash struct {
 // slot is taken: the caller parks an idle isolate (Close) and tries again.
 var ErrNoCapacity = errors.New("every worker isolate slot is taken")
 
+// defaults fills what a caller left zero with the app's defaults, from
+// budgets (the app passes every field but TenantWorkerMemory, which it
+// sets once the pool runs; tests may not). The modes have none: check
+// refuses a configuration without them.
 func (c *Config) defaults() {
-	if c.Isolation == "" {
-		c.Isolation = IsolationShared
+	if c.Workers < 0 {
+		c.Workers = 0
 	}
-	if c.Workers < 0 || c.Workers == 0 && c.Isolation != IsolationTenant {
-		c.Workers = 2
+	if c.Workers == 0 && c.Isolation == IsolationShared {
+		c.Workers = budgets.DefaultSharedWorkers
 	}
 	if c.MaxWorkers <= 0 {
-		c.MaxWorkers = 1000
+		c.MaxWorkers = budgets.DefaultMaxWorkers
 	}
 	if c.WorkerMemory <= 0 {
 		c.WorkerMemory = DefaultWorkerMemory()
@@ -129,16 +137,13 @@ func (c *Config) defaults() {
 		c.TenantWorkerMemory = c.WorkerMemory / 4
 	}
 	if c.RecycleIdle <= 0 {
-		c.RecycleIdle = 60 * time.Second
-	}
-	if c.CPUs == "" {
-		c.CPUs = CPUsShared
+		c.RecycleIdle = budgets.DefaultRecycleIdle
 	}
 	if c.IsolatesPerWorker <= 0 {
-		c.IsolatesPerWorker = 64
+		c.IsolatesPerWorker = budgets.DefaultIsolatesPerWorker
 	}
 	if c.Queue <= 0 {
-		c.Queue = 256
+		c.Queue = budgets.DefaultWorkerQueue
 	}
 	if c.RlimitData == 0 {
 		c.RlimitData = 8 << 30
@@ -150,6 +155,19 @@ func (c *Config) defaults() {
 		c.Command = []string{wire.Subcommand}
 	}
 	c.Engine.Limits = c.Engine.Limits.WithDefaults()
+}
+
+// check refuses a configuration without its modes: the app always sets
+// them, and a pool that picked its own would run otherwise than the
+// gateway's documented defaults.
+func (c *Config) check() error {
+	if c.Isolation != IsolationShared && c.Isolation != IsolationTenant {
+		return fmt.Errorf("worker pool: isolation must be %q or %q, not %q", IsolationTenant, IsolationShared, c.Isolation)
+	}
+	if c.CPUs != CPUsShared && c.CPUs != CPUsPinned && c.CPUs != CPUsAuto {
+		return fmt.Errorf("worker pool: cpus must be %q, %q or %q, not %q", CPUsShared, CPUsPinned, CPUsAuto, c.CPUs)
+	}
+	return nil
 }
 
 // Pool supervises the worker processes. Safe for concurrent use.
@@ -170,7 +188,7 @@ type Pool struct {
 	inflight   map[string]int // per retained isolate: its invocations in flight
 	sendTurns  *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
-	onTicket func(req sandbox.WireRequest, tk ticket)
+	onTicket func(req program.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
 	// the kill clock's evidence that the calls queued ahead progress.
 	answered map[string]uint64
@@ -189,6 +207,9 @@ type Pool struct {
 
 // Start launches the workers and waits for each handshake.
 func Start(cfg Config) (*Pool, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	cfg.defaults()
 	pool := &Pool{
 		cfg:       cfg,
@@ -296,7 +317,7 @@ func (pool *Pool) callLimit() int {
 }
 
 // Run runs a job in any worker (no tenant: tests and shared pools).
-func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, error) {
+func (pool *Pool) Run(ctx context.Context, job program.Job) (program.Outcome, error) {
 	return pool.RunFor(ctx, "", job)
 }
 
@@ -306,7 +327,7 @@ func (pool *Pool) Run(ctx context.Context, job sandbox.Job) (sandbox.Outcome, er
 // free the run waits for one within its own bound. A run its worker never
 // started (the worker died or was taken out of service first) is sent
 // again, once.
-func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (sandbox.Outcome, error) {
+func (pool *Pool) RunFor(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
 		bound = pool.cfg.Engine.Limits.Timeout
@@ -318,7 +339,7 @@ func (pool *Pool) RunFor(ctx context.Context, tenant string, job sandbox.Job) (s
 	return out, err
 }
 
-func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, bound time.Duration) (sandbox.Outcome, error) {
+func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, bound time.Duration) (program.Outcome, error) {
 	var p *process
 	var err error
 	if pool.cordoned() && tenant != "" {
@@ -327,7 +348,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		p, err = pool.pick(job.RetainHandles)
 	}
 	if err != nil {
-		return sandbox.Outcome{Logs: []string{}}, err
+		return program.Outcome{Logs: []string{}}, err
 	}
 	if job.RetainHandles {
 		p.mu.Lock()
@@ -341,7 +362,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 	}
 	var rep wire.RunReply
 	if err := p.call(ctx, wire.PathRun, job, &rep, job.ID, bound); err != nil {
-		return sandbox.Outcome{Logs: []string{}}, err
+		return program.Outcome{Logs: []string{}}, err
 	}
 	if rep.Outcome.Logs == nil {
 		rep.Outcome.Logs = []string{}
@@ -349,7 +370,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 	if rep.Outcome.Retained {
 		if !job.RetainHandles {
 			p.kill("claimed to retain an isolate it was not asked to")
-			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
+			return program.Outcome{Logs: []string{}}, fault.CrashedWorker()
 		}
 		p.mu.Lock()
 		dead := p.dead || p.retiring
@@ -358,7 +379,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job sandbox.Job, b
 		}
 		p.mu.Unlock()
 		if dead {
-			return sandbox.Outcome{Logs: []string{}}, fault.CrashedWorker()
+			return program.Outcome{Logs: []string{}}, fault.CrashedWorker()
 		}
 		pool.mu.Lock()
 		pool.where[job.ID] = p
@@ -389,7 +410,7 @@ func (pool *Pool) ReadStream(ctx context.Context, id string, stream int64) ([]by
 		p.streamEnded(id, stream)
 		return nil, true, fault.CrashedWorker()
 	}
-	if len(rep.Data) > sandbox.StreamWindow {
+	if len(rep.Data) > budgets.StreamWindow {
 		p.kill("sent a stream chunk over the window")
 		return nil, true, fault.CrashedWorker()
 	}
@@ -434,12 +455,12 @@ const windowAhead = 16
 // served in arrival order by the worker; past the per-isolate queue they
 // fail at once with OVERLOADED. An invocation its worker never started
 // answers fault.NotStarted: the caller sends it again.
-func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireRequest) (sandbox.WireResponse, error) {
+func (pool *Pool) Invoke(ctx context.Context, id, name string, req program.WireRequest) (program.WireResponse, error) {
 	pool.mu.Lock()
 	p := pool.where[id]
 	if p == nil {
 		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.Closed(id)
+		return program.WireResponse{}, fault.Closed(id)
 	}
 	p.mu.Lock()
 	info, ok := p.retained[id]
@@ -447,7 +468,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	p.mu.Unlock()
 	if !ok {
 		pool.mu.Unlock()
-		return sandbox.WireResponse{}, fault.Closed(id)
+		return program.WireResponse{}, fault.Closed(id)
 	}
 	conc := max(info.concurrency, 1)
 	// The window (isolateInfo, sendWindow): at most conc plus a few of the
@@ -458,14 +479,14 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	// be) a call is refused at once.
 	pool.mu.Unlock()
 	if err := info.window.acquire(ctx, p.exited, pool.cfg.Engine.Limits.HandleQueue+conc-1); err != nil {
-		return sandbox.WireResponse{}, err
+		return program.WireResponse{}, err
 	}
 	pool.mu.Lock()
 	if pool.where[id] != p {
 		// The isolate moved or ended while this call waited.
 		pool.mu.Unlock()
 		info.window.release(false)
-		return sandbox.WireResponse{}, fault.NotStarted()
+		return program.WireResponse{}, fault.NotStarted()
 	}
 	answered := false
 	defer func() { info.window.release(answered) }()
@@ -496,7 +517,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	inflight := len(p.running)
 	p.mu.Unlock()
 	if inflight >= limit {
-		return sandbox.WireResponse{}, fault.Overload()
+		return program.WireResponse{}, fault.Overload()
 	}
 	// With concurrency N, the calls ahead run N at a time, and JavaScript
 	// of the others may hold this one for up to a bound more.
@@ -507,14 +528,14 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req sandbox.WireR
 	var rep wire.InvokeReply
 	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
 	if err := p.callOrdered(ctx, wire.PathInvoke, wire.InvokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
-		return sandbox.WireResponse{}, err
+		return program.WireResponse{}, err
 	}
 	answered = true
 	if len(rep.Response.Body) > pool.cfg.Engine.Limits.ResponseBody {
 		// The worker checks the bound (sandbox's parseWireResponse); one
 		// that sent more is not the code it was.
 		p.kill(fmt.Sprintf("answered an invocation with a %d byte body, over the %d byte bound", len(rep.Response.Body), pool.cfg.Engine.Limits.ResponseBody))
-		return sandbox.WireResponse{}, fault.CrashedWorker()
+		return program.WireResponse{}, fault.CrashedWorker()
 	}
 	p.recordLogs(id, rep.Logs)
 	err := rep.Fault.Err()

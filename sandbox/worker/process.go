@@ -16,9 +16,10 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -578,7 +579,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			return nil, fmt.Errorf("a malformed log line")
 		}
 		if p.holds(m.ID) {
-			p.recordLogs(m.ID, []sandbox.LogEntry{m.Entry})
+			p.recordLogs(m.ID, []program.LogEntry{m.Entry})
 		}
 		return []byte("{}"), nil
 	case wire.PathLost:
@@ -608,7 +609,7 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		default:
 			// The tenant this worker hosts ("" when shared): the host
 			// answers only for that tenant's runs and handles.
-			if sandbox.VisitorOp(m.Op) {
+			if program.VisitorOp(m.Op) {
 				defer p.bodyRead(m.ID)()
 			}
 			serve := func() (json.RawMessage, error) { return f(ctx, p.owner(), m.ID, m.Op, m.Args) }
@@ -653,7 +654,7 @@ func (p *process) Holds(id string) bool { return p.holdsOrRuns(id) }
 
 // recordLogs hands an invocation's console lines to OnLog, capped and
 // checked like every other word of a worker.
-func (p *process) recordLogs(id string, logs []sandbox.LogEntry) {
+func (p *process) recordLogs(id string, logs []program.LogEntry) {
 	f := p.pool.cfg.OnLog
 	if f == nil {
 		return
@@ -663,8 +664,8 @@ func (p *process) recordLogs(id string, logs []sandbox.LogEntry) {
 	}
 	now := time.Now()
 	for _, e := range logs {
-		if len(e.Message) > wire.MaxLogMessage {
-			e.Message = e.Message[:wire.MaxLogMessage]
+		if len(e.Message) > budgets.LogBytes {
+			e.Message = e.Message[:budgets.LogBytes]
 		}
 		if !validLevel(e.Level) {
 			e.Level = "log"

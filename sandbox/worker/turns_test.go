@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
 
@@ -68,7 +68,7 @@ func TestInvocationsRunInArrivalOrder(t *testing.T) {
 	var mu sync.Mutex
 	ticketOf := map[string]uint64{}
 	epochOf := map[string]uint64{}
-	pool.onTicket = func(req sandbox.WireRequest, tk ticket) {
+	pool.onTicket = func(req program.WireRequest, tk ticket) {
 		mu.Lock()
 		ticketOf[req.URL] = tk.n
 		epochOf[req.URL] = tk.epoch

@@ -18,7 +18,8 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/internal/waitfor"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
@@ -30,11 +31,32 @@ func TestMain(m *testing.M) {
 		switch os.Args[1] {
 		case wire.Subcommand:
 			child.Main()
+		case "slow-worker":
+			// A worker that takes longer to start than a request's bound
+			// (a loaded machine's, TestNewTenantWaitsForASlowSpare).
+			time.Sleep(slowWorkerStart)
+			child.Main()
 		case "rogue-worker":
 			rogueMain(os.Args[2])
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// testModes is how these tests run a pool unless they say: shared
+// workers, two of them, on any CPU (the app's defaults, which a pool
+// without them refuses, are tenant and auto).
+func testModes(cfg Config) Config {
+	if cfg.Isolation == "" {
+		cfg.Isolation = IsolationShared
+	}
+	if cfg.Workers == 0 && cfg.Isolation == IsolationShared {
+		cfg.Workers = 2
+	}
+	if cfg.CPUs == "" {
+		cfg.CPUs = CPUsShared
+	}
+	return cfg
 }
 
 func startPool(t *testing.T, cfg Config) *Pool {
@@ -43,7 +65,7 @@ func startPool(t *testing.T, cfg Config) *Pool {
 		cfg.Logf = t.Logf
 	}
 	before := runtime.NumGoroutine()
-	pool, err := Start(cfg)
+	pool, err := Start(testModes(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +108,7 @@ func pidsOf(pool *Pool) []int {
 	return pids
 }
 
-func job(code string) sandbox.Job { return sandbox.Job{Program: sandbox.Program{Code: code}} }
+func job(code string) program.Job { return program.Job{Program: program.Program{Code: code}} }
 
 func wantCode(t *testing.T, err error, code fault.Code) {
 	t.Helper()
@@ -261,14 +283,14 @@ func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
 
 func deploy(t *testing.T, pool *Pool, id, code string) {
 	t.Helper()
-	out, err := pool.Run(context.Background(), sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: code}})
+	out, err := pool.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}})
 	if err != nil || !out.Retained {
 		t.Fatalf("deploy %s: %v %+v", id, err, out)
 	}
 }
 
-func get(pool *Pool, id, url string) (sandbox.WireResponse, error) {
-	return pool.Invoke(context.Background(), id, "fetch", sandbox.NewWireRequest("GET", url, nil, nil))
+func get(pool *Pool, id, url string) (program.WireResponse, error) {
+	return pool.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", url, nil, nil))
 }
 
 const counter = `async () => { let n = 0; return { async fetch(req) {
@@ -286,7 +308,7 @@ func TestKilledWorkerFailsItsCallsAndIsReplaced(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := get(pool, "a", "https://x/slow"); errc <- err }()
-	time.Sleep(100 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, "the slow call in its worker", func() bool { return pool.Status()[0].Queue > 0 })
 	pid := pool.Status()[0].PID
 	syscall.Kill(pid, syscall.SIGKILL)
 	wantCode(t, <-errc, fault.WorkerCrashed)
@@ -317,8 +339,8 @@ func TestUninterruptibleBuiltinGetsItsWorkerKilled(t *testing.T) {
 	pool := startPool(t, Config{Workers: 1, Grace: 100 * time.Millisecond, RlimitData: 4 << 30})
 	pid := pool.Status()[0].PID
 	start := time.Now()
-	_, err := pool.Run(context.Background(), sandbox.Job{
-		Program: sandbox.Program{Code: "async () => { const a = new Uint8Array(2**31); for (let i = 0; i < 8; i++) a.fill(i); a.sort(); return a[0] }"},
+	_, err := pool.Run(context.Background(), program.Job{
+		Program: program.Program{Code: "async () => { const a = new Uint8Array(2**31); for (let i = 0; i < 8; i++) a.fill(i); a.sort(); return a[0] }"},
 		Timeout: 50 * time.Millisecond,
 		// Room for the 2 GiB array: ArrayBuffers count against the bound.
 		MemoryMiB: 3 << 10,
@@ -385,7 +407,7 @@ func TestManyIsolatesKeepTheirOrder(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			id := fmt.Sprintf("h%d", i)
-			var last sandbox.WireResponse
+			var last program.WireResponse
 			for k := 0; k < 10; k++ {
 				res, err := get(pool, id, fmt.Sprintf("https://x/%d", k))
 				if err != nil {
@@ -406,7 +428,7 @@ func TestManyIsolatesKeepTheirOrder(t *testing.T) {
 	small := startPool(t, Config{Workers: 1, IsolatesPerWorker: 2})
 	deploy(t, small, "x1", counter)
 	deploy(t, small, "x2", counter)
-	_, err := small.Run(context.Background(), sandbox.Job{ID: "x3", RetainHandles: true, Program: sandbox.Program{Code: counter}})
+	_, err := small.Run(context.Background(), program.Job{ID: "x3", RetainHandles: true, Program: program.Program{Code: counter}})
 	if !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("want ErrNoCapacity, got %v", err)
 	}
@@ -419,7 +441,7 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 	logs := map[string][]string{}
 	lost := map[string]error{}
 	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 100 * time.Millisecond}},
-		OnLog: func(id string, e sandbox.LogEntry) {
+		OnLog: func(id string, e program.LogEntry) {
 			mu.Lock()
 			logs[id] = append(logs[id], e.Level+":"+e.Message)
 			mu.Unlock()
@@ -469,11 +491,11 @@ func rogueMain(mode string) {
 				conn.Write(head[:])
 				select {}
 			case "claims", "bigbody":
-				return json.Marshal(wire.RunReply{Outcome: sandbox.Outcome{Retained: true, Handler: true}})
+				return json.Marshal(wire.RunReply{Outcome: program.Outcome{Retained: true, Handler: true}})
 			}
 		case wire.PathInvoke:
 			if mode == "bigbody" { // one byte over the gateway's bound
-				return wire.InvokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: make([]byte, rogueMaxBody+1)}}.EncodeFrame(), nil
+				return wire.InvokeReply{Response: program.WireResponse{Status: 200, Headers: [][2]string{}, Body: make([]byte, rogueMaxBody+1)}}.EncodeFrame(), nil
 			}
 		}
 		return []byte("{}"), nil
@@ -606,12 +628,19 @@ func TestRecycleOnlyTheIdle(t *testing.T) {
 	pool := startPool(t, Config{Workers: 1, Isolation: IsolationTenant, RecycleIdle: 300 * time.Millisecond})
 	busy := make(chan error, 1)
 	go func() {
-		_, err := pool.RunFor(ctx, "bob", sandbox.Job{Timeout: 3 * time.Second, Program: sandbox.Program{Code: "async () => new Promise(r => setTimeout(() => r(1), 1500))"}})
+		_, err := pool.RunFor(ctx, "bob", program.Job{Timeout: 3 * time.Second, Program: program.Program{Code: "async () => new Promise(r => setTimeout(() => r(1), 1500))"}})
 		busy <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // bob's run is in progress
+	waitfor.Until(t, 10*time.Second, "bob's run in progress", func() bool {
+		for _, s := range pool.Status() {
+			if s.Tenant == "bob" && s.Queue > 0 {
+				return true
+			}
+		}
+		return false
+	})
 	start := time.Now()
-	_, err := pool.RunFor(ctx, "mallory", sandbox.Job{Timeout: 400 * time.Millisecond, Program: sandbox.Program{Code: "async () => 1"}})
+	_, err := pool.RunFor(ctx, "mallory", program.Job{Timeout: 400 * time.Millisecond, Program: program.Program{Code: "async () => 1"}})
 	wantCode(t, err, fault.Overloaded)
 	if waited := time.Since(start); waited < 350*time.Millisecond {
 		t.Fatalf("the newcomer gave up after %v, not within its own 400 ms bound", waited)
@@ -620,10 +649,10 @@ func TestRecycleOnlyTheIdle(t *testing.T) {
 		t.Fatalf("bob's run in progress: %v", err)
 	}
 	// Bob is done; within RecycleIdle his worker is still his.
-	_, err = pool.RunFor(ctx, "mallory", sandbox.Job{Timeout: 100 * time.Millisecond, Program: sandbox.Program{Code: "async () => 1"}})
+	_, err = pool.RunFor(ctx, "mallory", program.Job{Timeout: 100 * time.Millisecond, Program: program.Program{Code: "async () => 1"}})
 	wantCode(t, err, fault.Overloaded)
 	// A newcomer that can wait past RecycleIdle gets the worker.
-	if _, err := pool.RunFor(ctx, "mallory", sandbox.Job{Timeout: 2 * time.Second, Program: sandbox.Program{Code: "async () => 2"}}); err != nil {
+	if _, err := pool.RunFor(ctx, "mallory", program.Job{Timeout: 2 * time.Second, Program: program.Program{Code: "async () => 2"}}); err != nil {
 		t.Fatalf("mallory after bob went idle: %v", err)
 	}
 }
@@ -636,7 +665,7 @@ func TestRecycleVictimHasTheLeastToLose(t *testing.T) {
 	pool := startPool(t, Config{Workers: 3, Isolation: IsolationTenant, RecycleIdle: time.Millisecond})
 	retain := func(tenant, id string) {
 		t.Helper()
-		if _, err := pool.RunFor(ctx, tenant, sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: counter}}); err != nil {
+		if _, err := pool.RunFor(ctx, tenant, program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: counter}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -714,7 +743,7 @@ func TestGrowingTenantKeepsToItsOwnWorkers(t *testing.T) {
 	ctx := context.Background()
 	retain := func(t *testing.T, pool *Pool, tenant, id string) error {
 		t.Helper()
-		_, err := pool.RunFor(ctx, tenant, sandbox.Job{ID: id, RetainHandles: true, Program: sandbox.Program{Code: counter}})
+		_, err := pool.RunFor(ctx, tenant, program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: counter}})
 		return err
 	}
 	count := func(t *testing.T, pool *Pool, id, want string) {
@@ -800,6 +829,58 @@ func TestNewcomerClaimsTheSpareBeingStarted(t *testing.T) {
 	}
 }
 
+// slowWorkerStart is how long a "slow-worker" takes before it serves.
+const slowWorkerStart = 1200 * time.Millisecond
+
+// A new tenant whose first requests come while the spare is still
+// starting, and the start takes longer than their bound (200 ms here; 7 of
+// 200 new tenants' first deploys met a 561-744 ms spare start under load),
+// waits for that spare and is served: never OVERLOADED, the spare's start
+// not being a wait for a free slot (cordon.go, pickFor). The bystander
+// tenant that took the ready spare keeps its worker.
+func TestNewTenantWaitsForASlowSpare(t *testing.T) {
+	ctx := context.Background()
+	pool := startPool(t, Config{Isolation: IsolationTenant, WorkerMemory: 64 << 30, MaxWorkers: 8, Command: []string{"slow-worker"}})
+	spareUp := func() bool {
+		for _, s := range pool.Status() {
+			if s.State == "up" && s.Tenant == "" {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(20 * time.Second); !spareUp(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no spare came up: %+v", pool.Status())
+		}
+	}
+	quick := job("async () => 1")
+	quick.Timeout = 200 * time.Millisecond
+	// The bystander takes the ready spare; the next one starts, slowly.
+	if _, err := pool.RunFor(ctx, "bystander", quick); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := pool.RunFor(ctx, "newcomer", quick)
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a newcomer's first request while its spare started: %v", err)
+		}
+	}
+	held := map[string]int{}
+	for _, s := range pool.Status() {
+		held[s.Tenant]++
+	}
+	if held["bystander"] != 1 || held["newcomer"] != 1 {
+		t.Fatalf("workers held: %v (%+v)", held, pool.Status())
+	}
+}
+
 // `workers auto` (memory.go): the number of workers follows the memory
 // budget. With room for one worker only, tenants share time on it (each
 // recycles the idle one before); with room for many, each tenant gets its
@@ -870,7 +951,7 @@ func TestKilledWorkerTellsWhichCallsNeverStarted(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(30 * time.Millisecond)
+	waitfor.Until(t, 10*time.Second, "a call in the worker", func() bool { return pool.Status()[0].Queue > 0 })
 	if err := pool.KillWorker(0); err != nil {
 		t.Fatal(err)
 	}

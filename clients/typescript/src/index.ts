@@ -331,6 +331,82 @@ export class RetainerExecutor {
 // openSocket opens the WebSocket: the `ws` package on Node (it sends the
 // token as a header), the platform's WebSocket elsewhere (the token in the
 // query, as browsers cannot set headers on a WebSocket).
+/** A value of a statement: a BLOB is `{ blob: "<hex>" }` (as POST /sql answers one). */
+export type SQLValue = null | number | string | boolean | { blob: string };
+
+/** One statement and its values. */
+export interface SQLStatement {
+  sql: string;
+  params?: SQLValue[];
+}
+
+/** D1's `.all()` shape, as POST /sql answers it. */
+export interface SQLResult {
+  success: true;
+  meta: {
+    duration: number;
+    changes: number;
+    last_row_id: number;
+    changed_db: boolean;
+    rows_read: number;
+    rows_written: number;
+    size_after: number;
+  };
+  results: Record<string, SQLValue>[];
+}
+
+export interface RetainerSQLOptions {
+  /** The API's address (the executor socket's, without `/executor`): `https://api.example.com`. */
+  api: string;
+  /** Bearer token of the tenant. */
+  token?: string;
+}
+
+/**
+ * The tenant's SQL database through the control plane (docs/sql.md):
+ * `POST /sql` and `GET /sql/export`, as the token's tenant. A fault
+ * throws a `RetainerError` (`SQL_ERROR: ...` is code `BAD_REQUEST`).
+ */
+export class RetainerSQL {
+  #opts: RetainerSQLOptions;
+
+  constructor(opts: RetainerSQLOptions) {
+    if (!opts || typeof opts.api !== "string") throw new TypeError("RetainerSQL needs { api }.");
+    this.#opts = { ...opts, api: opts.api.replace(/\/+$/, "") };
+  }
+
+  /** Runs one statement. */
+  async query(sql: string, params?: SQLValue[]): Promise<SQLResult> {
+    return (await this.#fetch("POST", "/sql", params ? { sql, params } : { sql }).then((r) => r.json())) as SQLResult;
+  }
+
+  /** Runs statements in one transaction: all of them, or (it throws) none. */
+  async batch(statements: SQLStatement[]): Promise<SQLResult[]> {
+    return (await this.#fetch("POST", "/sql", { batch: statements }).then((r) => r.json())) as SQLResult[];
+  }
+
+  /** The database as a SQLite file (a consistent copy). */
+  async export(): Promise<ArrayBuffer> {
+    return (await this.#fetch("GET", "/sql/export")).arrayBuffer();
+  }
+
+  async #fetch(method: string, path: string, body?: unknown): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (this.#opts.token) headers.authorization = `Bearer ${this.#opts.token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const res = await fetch(this.#opts.api + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    if (res.ok) return res;
+    const text = await res.text();
+    try {
+      const env = JSON.parse(text) as { error?: Fault };
+      if (env.error) throw new RetainerError(env.error);
+    } catch (e) {
+      if (e instanceof RetainerError) throw e;
+    }
+    throw new RetainerError({ code: "CONNECTION", message: `${method} ${path} answered HTTP ${res.status}.`, retryable: res.status >= 500 });
+  }
+}
+
 async function openSocket(opts: RetainerExecutorOptions): Promise<Socket> {
   let url = opts.url.replace(/^http(s?):/, "ws$1:");
   let ws: Socket;

@@ -10,11 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/hostcache"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/kv/cache"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sandbox/worker/wire"
 )
@@ -80,7 +82,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 		}
 		switch path {
 		case wire.PathRun:
-			var job sandbox.Job
+			var job program.Job
 			if err := json.Unmarshal(body, &job); err != nil {
 				return nil, err
 			}
@@ -89,7 +91,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 				if out.Retained {
 					e.Close(job.ID)
 				}
-				out, err = sandbox.Outcome{Logs: out.Logs}, werr
+				out, err = program.Outcome{Logs: out.Logs}, werr
 			}
 			reply = wire.RunReply{Outcome: out, Fault: wire.ToWire(err)}
 		case wire.PathInvoke:
@@ -155,7 +157,7 @@ func tooLargeReply(path string, size int) []byte {
 	case wire.PathInvoke:
 		return wire.InvokeReply{Fault: wire.ToWire(fault.New(fault.BadResponse, "%s", msg))}.EncodeFrame()
 	case wire.PathRun:
-		reply = wire.RunReply{Outcome: sandbox.Outcome{Logs: []string{}}, Fault: wire.ToWire(fault.New(fault.Runtime, "%s", msg))}
+		reply = wire.RunReply{Outcome: program.Outcome{Logs: []string{}}, Fault: wire.ToWire(fault.New(fault.Runtime, "%s", msg))}
 	default:
 		reply = wire.CloseReply{Fault: wire.ToWire(fault.New(fault.Internal, "%s", msg))}
 	}
@@ -192,7 +194,7 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		HostCallNow: w.cache.Now,
 	})
 	// Start V8 (its platform threads) before the filters close the doors.
-	if _, err := engine.Run(context.Background(), sandbox.Job{Program: sandbox.Program{Code: "() => 0"}}); err != nil {
+	if _, err := engine.Run(context.Background(), program.Job{Program: program.Program{Code: "() => 0"}}); err != nil {
 		return wire.HelloReply{Error: "starting V8: " + err.Error()}
 	}
 	if err := harden(req.Config); err != nil {
@@ -223,8 +225,8 @@ func (w *workerServer) ready() *sandbox.Engine {
 
 // log queues a handler's console line for the gateway; a full queue drops
 // lines rather than block an isolate.
-func (w *workerServer) log(id string, e sandbox.LogEntry) {
-	e.Message, _ = wirejson.Cut(e.Message, wire.MaxLogMessage)
+func (w *workerServer) log(id string, e program.LogEntry) {
+	e.Message, _ = wirejson.Cut(e.Message, budgets.LogBytes)
 	select {
 	case w.logs <- wire.LogPost{ID: id, Entry: e}:
 	default:
@@ -266,7 +268,7 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 	if req.DecodeFrame(payload) != nil {
 		return false
 	}
-	e.InvokeAsync(req.ID, req.Name, req.Request, func(res sandbox.WireResponse, logs []sandbox.LogEntry, err error) {
+	e.InvokeAsync(req.ID, req.Name, req.Request, func(res program.WireResponse, logs []program.LogEntry, err error) {
 		// On the isolate's loop: more invocations of the handle queued
 		// behind this one will answer in a moment, and this answer may
 		// leave with theirs.
@@ -291,12 +293,12 @@ func (w *workerServer) answerTogether(answers []func()) {
 // answerInvoke writes an invocation's answer; werr is the refusal of one
 // of its kv writes, which fails it.
 // more: answers of the same handle are right behind (replyLater).
-func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, res sandbox.WireResponse, logs []sandbox.LogEntry, err, werr error, more bool) {
+func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, res program.WireResponse, logs []program.LogEntry, err, werr error, more bool) {
 	if werr != nil && err == nil {
 		if res.Stream != 0 {
 			e.CancelStream(id, res.Stream)
 		}
-		res, err = sandbox.WireResponse{}, werr
+		res, err = program.WireResponse{}, werr
 	}
 	// A streamed answer's head leaves at once: its chunks follow on their
 	// own calls.
@@ -331,7 +333,7 @@ func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.R
 	body, _ := wirejson.Marshal(wire.HostPost{ID: id, Op: op, Args: args})
 	res, err := w.conn.Call(ctx, wire.PathHost, body)
 	if errors.Is(err, wire.ErrFrameTooLarge) {
-		// The sandbox bounds arguments before they get here (HostArgsCap).
+		// The sandbox bounds arguments before they get here (budgets.HostArgsBytes).
 		return nil, nil, fault.New(fault.TooLarge, "The %s call's arguments are larger than the worker boundary allows.", op)
 	}
 	if err != nil {

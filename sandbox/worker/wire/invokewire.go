@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // The invocation frames (/invoke and its answer) are the data plane's hot
@@ -29,7 +29,7 @@ import (
 // without the others'.
 const (
 	invokeRequestVersion = 1
-	invokeReplyVersion   = 1
+	invokeReplyVersion   = 2
 	streamReplyVersion   = 1
 )
 
@@ -252,6 +252,7 @@ func (a InvokeReply) EncodeFrame() []byte {
 		w.str(l.Message)
 	}
 	w.fault(a.Fault)
+	w.num(res.CPUNs)
 	return w.b
 }
 
@@ -268,12 +269,13 @@ func (a *InvokeReply) DecodeFrame(b []byte) error {
 	res.Stream = r.num()
 	res.Relay = r.str()
 	if n := r.count(3); n > 0 {
-		a.Logs = make([]sandbox.LogEntry, 0, n)
+		a.Logs = make([]program.LogEntry, 0, n)
 		for i := 0; i < n && !r.bad; i++ {
-			a.Logs = append(a.Logs, sandbox.LogEntry{Time: time.Unix(0, r.num()).UTC(), Level: r.str(), Message: r.str()})
+			a.Logs = append(a.Logs, program.LogEntry{Time: time.Unix(0, r.num()).UTC(), Level: r.str(), Message: r.str()})
 		}
 	}
 	a.Fault = r.fault()
+	res.CPUNs = r.num()
 	return r.end()
 }
 

@@ -9,13 +9,13 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 func sampleReply() InvokeReply {
 	return InvokeReply{
-		Response: sandbox.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: []byte("{\"served\":1}\x00\xff"), Stream: 7, Relay: "r1"},
-		Logs:     []sandbox.LogEntry{{Time: time.Unix(1700000000, 123456789).UTC(), Level: "warn", Message: "line\nwith a newline \x00 and a NUL"}},
+		Response: program.WireResponse{Status: 201, StatusText: "Created", Headers: [][2]string{{"content-type", "application/json"}, {"x-empty", ""}}, Body: []byte("{\"served\":1}\x00\xff"), Stream: 7, Relay: "r1", CPUNs: 1234567},
+		Logs:     []program.LogEntry{{Time: time.Unix(1700000000, 123456789).UTC(), Level: "warn", Message: "line\nwith a newline \x00 and a NUL"}},
 		Fault:    &Fault{Code: fault.Timeout, Message: "slow", Collateral: true},
 	}
 }
@@ -23,7 +23,7 @@ func sampleReply() InvokeReply {
 // Both invocation frames come back as they were sent, strings with any
 // bytes in them included.
 func TestInvokeFramesRoundTrip(t *testing.T) {
-	req := InvokeRequest{ID: "h-1", Name: "fetch", Request: sandbox.WireRequest{
+	req := InvokeRequest{ID: "h-1", Name: "fetch", Request: program.WireRequest{
 		Method: "POST", URL: "http://x.apps.localhost/a?b=c", Headers: [][2]string{{"a", "1"}, {"b", ""}}, Body: []byte("hi\x00\x80"), BodyStream: "s"}}
 	var got InvokeRequest
 	if err := got.DecodeFrame(req.EncodeFrame()); err != nil {
@@ -41,13 +41,13 @@ func TestInvokeFramesRoundTrip(t *testing.T) {
 		t.Fatalf("reply: got %+v, want %+v", back, rep)
 	}
 	// No body and no fault stay absent (null body, no error).
-	empty := InvokeReply{Response: sandbox.WireResponse{Status: 204, Headers: [][2]string{}}}
+	empty := InvokeReply{Response: program.WireResponse{Status: 204, Headers: [][2]string{}}}
 	back = InvokeReply{}
 	if err := back.DecodeFrame(empty.EncodeFrame()); err != nil || back.Response.Body != nil || back.Fault != nil || back.Response.Status != 204 {
 		t.Fatalf("empty reply: %+v, %v", back, err)
 	}
 	// An empty body is a body: it stays present, apart from none.
-	emptyBody := InvokeReply{Response: sandbox.WireResponse{Status: 200, Headers: [][2]string{}, Body: []byte{}}}
+	emptyBody := InvokeReply{Response: program.WireResponse{Status: 200, Headers: [][2]string{}, Body: []byte{}}}
 	back = InvokeReply{}
 	if err := back.DecodeFrame(emptyBody.EncodeFrame()); err != nil || back.Response.Body == nil || len(back.Response.Body) != 0 {
 		t.Fatalf("empty body: %+v, %v", back, err)

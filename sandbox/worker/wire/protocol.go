@@ -8,7 +8,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // ProtocolVersion is checked in the hello handshake: a worker from another
@@ -65,10 +65,9 @@ const (
 // protocol anyway from costing the gateway memory, and such a worker is
 // killed (a crash no call explains, docs/architecture.md).
 const (
-	MaxWorkerPost    = 256 << 10           // a worker's own request (a log line, a lost isolate)
-	MaxLogMessage    = sandbox.MaxLogBytes // one log line, encoded
-	FdIn             = 3                   // the worker reads the gateway's frames here (Link)
-	FdOut            = 4                   // and writes its own here
+	MaxWorkerPost    = 256 << 10 // a worker's own request (a log line, a lost isolate)
+	FdIn             = 3         // the worker reads the gateway's frames here (Link)
+	FdOut            = 4         // and writes its own here
 	HandshakeTimeout = 30 * time.Second
 	// MaxGatewayFrame is what a worker reads from the gateway (trusted; a
 	// fetch answer of 8 MiB of control bytes encodes to 48 MiB).
@@ -84,11 +83,11 @@ const (
 // host call's arguments, each with a MiB to spare. Pool.Invoke holds a
 // body to its own bound again.
 func WorkerFrameCap(e EngineConfig) int {
-	c := sandbox.MaxResultBytes
+	c := budgets.ResultBytes
 	if e.Limits.ResponseBody > c {
 		c = e.Limits.ResponseBody
 	}
-	if h := sandbox.HostArgsCap(e.Limits.RequestBody); h > c {
+	if h := budgets.HostArgsBytes(e.Limits.RequestBody); h > c {
 		c = h
 	}
 	return c + 1<<20
@@ -170,20 +169,20 @@ func (w *Fault) Err() error {
 }
 
 type RunReply struct {
-	Outcome sandbox.Outcome `json:"outcome"`
+	Outcome program.Outcome `json:"outcome"`
 	Fault   *Fault          `json:"fault,omitempty"`
 }
 
 type InvokeRequest struct {
 	ID      string              `json:"id"`
 	Name    string              `json:"name"`
-	Request sandbox.WireRequest `json:"request"`
+	Request program.WireRequest `json:"request"`
 }
 
 type InvokeReply struct {
-	Response sandbox.WireResponse `json:"response"`
+	Response program.WireResponse `json:"response"`
 	// Logs are the invocation's console lines, recorded before it answers.
-	Logs  []sandbox.LogEntry `json:"logs,omitempty"`
+	Logs  []program.LogEntry `json:"logs,omitempty"`
 	Fault *Fault             `json:"fault,omitempty"`
 }
 
@@ -198,7 +197,7 @@ type StreamRequest struct {
 }
 
 type StreamReply struct {
-	Data  []byte `json:"data,omitempty"` // at most sandbox.StreamWindow bytes
+	Data  []byte `json:"data,omitempty"` // at most budgets.StreamWindow bytes
 	Done  bool   `json:"done,omitempty"`
 	Fault *Fault `json:"fault,omitempty"`
 }
@@ -213,7 +212,7 @@ type CloseReply struct {
 
 type LogPost struct {
 	ID    string           `json:"id"`
-	Entry sandbox.LogEntry `json:"entry"`
+	Entry program.LogEntry `json:"entry"`
 }
 
 // HostPost is a program's request for a host service (kv, fetch, a tool).

@@ -1,0 +1,499 @@
+package caddymodule
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingListener counts the connections it accepted.
+type countingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// startLinkOwner serves h on a cluster listener of its own (the link and
+// HTTP/1.1), as an owner's listen address does.
+func startLinkOwner(t *testing.T, h http.Handler) (string, *splitListener, *countingListener) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	sl := newSplitListener(cl, newLinkServer(h))
+	srv := &http.Server{Handler: h}
+	go srv.Serve(sl)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), sl, cl
+}
+
+// forwardOnce forwards r to addr through n and answers the recorded
+// answer, the outcome, and the panic the relay raised, if any.
+func forwardOnce(t *testing.T, n *clusterNode, r *http.Request, addr string, lookAgain bool) (w *httptest.ResponseRecorder, got forwardOutcome, panicked any) {
+	t.Helper()
+	fb, err := readForwardBody(r)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	w = httptest.NewRecorder()
+	defer func() { panicked = recover() }()
+	got = n.forwardTo(w, r, addr, forward{Kind: "data", Registry: "r"}, fb, lookAgain)
+	return
+}
+
+// TestLinkMultiplexesForwards: 300 forwards at once, with no body, a body
+// held whole and streamed bodies larger than a stream's window, and
+// answers streamed in flushed pieces, cross on one connection; the owner
+// checks each one's HMAC, nonce and body cover (parseForward) and every
+// answer comes back to its own request.
+func TestLinkMultiplexesForwards(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	var nonces nonceSet
+	addr, _, accepted := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := parseForward(secret, r, time.Now())
+		if err == nil {
+			var nonce [16]byte
+			hex.Decode(nonce[:], []byte(f.Nonce))
+			err = nonces.first(nonce, time.Now())
+		}
+		if err != nil {
+			w.WriteHeader(403)
+			io.WriteString(w, err.Error())
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(403)
+			io.WriteString(w, err.Error())
+			return
+		}
+		sum := sha256.Sum256(body)
+		w.Header().Set("X-Path", r.URL.RequestURI())
+		if r.URL.Path == "/stream" {
+			for i := range 5 {
+				fmt.Fprintf(w, "piece %d;", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(5 * time.Millisecond)
+			}
+			return
+		}
+		fmt.Fprintf(w, "%s %s %d %x", r.Method, r.Host, len(body), sum[:4])
+	}))
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+
+	type result struct {
+		i    int
+		want string
+		w    *httptest.ResponseRecorder
+		got  forwardOutcome
+		p    any
+	}
+	results := make(chan result, 300)
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r *http.Request
+			var body string
+			target := fmt.Sprintf("/r/%d?q=%d", i, i)
+			switch i % 4 {
+			case 0:
+				r = httptest.NewRequest("GET", target, nil)
+			case 1:
+				body = strings.Repeat("h", 100+i)
+				r = httptest.NewRequest("POST", target, strings.NewReader(body))
+			case 2:
+				body = strings.Repeat(fmt.Sprint(i%10), 600<<10+i) // streamed, past the window
+				r = httptest.NewRequest("PUT", target, strings.NewReader(body))
+				r.ContentLength = -1
+			case 3:
+				target = "/stream"
+				r = httptest.NewRequest("GET", target, nil)
+			}
+			r.Host = fmt.Sprintf("t%d.example", i)
+			sum := sha256.Sum256([]byte(body))
+			want := fmt.Sprintf("%s %s %d %x", r.Method, r.Host, len(body), sum[:4])
+			if target == "/stream" {
+				want = "piece 0;piece 1;piece 2;piece 3;piece 4;"
+			}
+			w, got, p := forwardOnce(t, n, r, addr, false)
+			results <- result{i, want, w, got, p}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for res := range results {
+		if res.p != nil || res.got != forwardRelayed || res.w.Code != 200 || res.w.Body.String() != res.want {
+			t.Fatalf("forward %d: %v %v %d %q, want %q", res.i, res.p, res.got, res.w.Code, res.w.Body.String(), res.want)
+		}
+		if want := fmt.Sprintf("/r/%d?q=%d", res.i, res.i); res.i%4 != 3 && res.w.Header().Get("X-Path") != want {
+			t.Fatalf("forward %d got the answer of %q", res.i, res.w.Header().Get("X-Path"))
+		}
+	}
+	if got := accepted.n.Load(); got != 1 {
+		t.Fatalf("300 forwards took %d connections, want 1", got)
+	}
+}
+
+// TestLinkOwnerDiesMidStream: an owner whose connections end (its process
+// died) with forwards in flight on the link: every forward still waiting
+// for its answer gets the retryable 503 at once (no hang), a streamed
+// body the owner had stopped reading ends with it, an answer already
+// under way is cut (the relay aborts, as a proxy's does), nothing of the
+// link is left running, and the next forward finds the member unreachable
+// and looks again.
+func TestLinkOwnerDiesMidStream(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	var inFlight sync.WaitGroup
+	inFlight.Add(21)
+	release := make(chan struct{})
+	addr, sl, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/half" {
+			io.WriteString(w, "the first half")
+			w.(http.Flusher).Flush()
+		} else {
+			inFlight.Done()
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer close(release)
+	before := goruntime.NumGoroutine()
+	n := &clusterNode{secret: secret, link: newLinkClient(time.Minute)}
+	defer n.link.close()
+
+	type result struct {
+		path string
+		w    *httptest.ResponseRecorder
+		got  forwardOutcome
+		p    any
+	}
+	results := make(chan result, 22)
+	send := func(path string, r *http.Request) {
+		go func() {
+			w, got, p := forwardOnce(t, n, r, addr, false)
+			results <- result{path, w, got, p}
+		}()
+	}
+	for range 20 {
+		send("/hold", httptest.NewRequest("GET", "/hold", nil))
+	}
+	big := httptest.NewRequest("POST", "/hold", strings.NewReader(strings.Repeat("b", 4<<20)))
+	big.ContentLength = -1
+	send("/big", big)
+	// The answer under way: relayed in part to its visitor before the
+	// owner dies.
+	half := &notifyRecorder{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan struct{})}
+	go func() {
+		defer func() { results <- result{"/half", half.ResponseRecorder, forwardRelayed, recover()} }()
+		r := httptest.NewRequest("GET", "/half", nil)
+		fb, _ := readForwardBody(r)
+		n.forwardTo(half, r, addr, forward{Kind: "data", Registry: "r"}, fb, false)
+	}()
+	inFlight.Wait()
+	<-half.wrote
+
+	sl.Close() // the owner's process ends: its sockets close
+	deadline := time.After(10 * time.Second)
+	for range 22 {
+		select {
+		case res := <-results:
+			switch res.path {
+			case "/half":
+				if !errors.Is(asError(res.p), http.ErrAbortHandler) || res.w.Code != 200 || res.w.Body.String() != "the first half" {
+					t.Errorf("the answer under way: %v %d %q", res.p, res.w.Code, res.w.Body.String())
+				}
+			default:
+				if res.p != nil || res.got != forwardFailed || res.w.Code != 503 || res.w.Header().Get("Retry-After") == "" || !strings.Contains(res.w.Body.String(), "OVERLOADED") {
+					t.Errorf("%s: %v %v %d %v %q", res.path, res.p, res.got, res.w.Code, res.w.Header(), res.w.Body.String())
+				}
+			}
+		case <-deadline:
+			t.Fatal("forwards to a dead owner still wait")
+		}
+	}
+	if _, got, _ := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, true); got != forwardLookAgain {
+		t.Fatalf("a forward to the dead owner's address: %v, want a look again", got)
+	}
+	for end := time.Now().Add(5 * time.Second); goruntime.NumGoroutine() > before+2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
+		}
+	}
+}
+
+func asError(p any) error {
+	err, _ := p.(error)
+	return err
+}
+
+// TestLinkMemberThatNeverAnswers: a member that takes the connection and
+// its frames but answers nothing (paused) gets the forward abandoned with
+// the retryable 503 once the head timeout (the lease) passed.
+func TestLinkMemberThatNeverAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	n := &clusterNode{secret: []byte(strings.Repeat("s", 32)), link: newLinkClient(300 * time.Millisecond)}
+	defer n.link.close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), ln.Addr().String(), true)
+		if p != nil || got != forwardFailed || w.Code != 503 || w.Header().Get("Retry-After") == "" {
+			t.Errorf("a forward to a silent member: %v %v %d %v", p, got, w.Code, w.Header())
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a forward to a silent member still waits")
+	}
+}
+
+// TestLinkForwardsAreChecked: the owner's checks hold on the link: a
+// forward is served once and refused (403) when its frames are sent again
+// on a new connection, as is a forward signed with another secret or none
+// at all; the not-owner mark sends the forwarder to look again, a
+// handler's forged mark is relayed as the handler's answer without it.
+func TestLinkForwardsAreChecked(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	owner := &clusterNode{secret: secret, started: time.Now().Add(-time.Second), data: map[string]*Retainer{}, apis: map[string]*API{}}
+	var captured sync.Map // path -> the head frame's payload
+	tapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/forged":
+			w.Header().Set(notOwnerHeader, "1")
+			w.Header().Set("Retainer-Other", "x")
+			io.WriteString(w, "the handler")
+		case "/elsewhere":
+			f, err := parseForward(secret, r, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			w.Header().Set(notOwnerHeader, notOwnerMark(secret, f.Nonce))
+			w.WriteHeader(503)
+		default:
+			owner.serveForwarded(w, r)
+		}
+	})
+	addr, _, _ := startLinkOwner(t, tapped)
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+
+	// Capture the head the forwarder sends by sending it through a
+	// second link client to a listener that records it.
+	rec, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	go func() {
+		c, err := rec.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		io.ReadFull(br, make([]byte, len(linkPreface)))
+		l := &linkConn{br: br}
+		typ, _, payload, err := l.readFrame(nil)
+		if err == nil && typ == frameHead {
+			captured.Store("head", append([]byte(nil), payload...))
+		}
+		io.Copy(io.Discard, br)
+	}()
+	tap := &clusterNode{secret: secret, link: newLinkClient(300 * time.Millisecond)}
+	defer tap.link.close()
+	forwardOnce(t, tap, httptest.NewRequest("GET", "/taken", nil), rec.Addr().String(), false)
+	head, ok := captured.Load("head")
+	if !ok {
+		t.Fatal("no head captured")
+	}
+	replay := func(head []byte) int {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		frames := appendFrame([]byte(linkPreface), frameHead, 1, head)
+		c.Write(appendFrame(frames, frameEnd, 1, nil))
+		l := &linkConn{br: bufio.NewReader(c)}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		typ, _, payload, err := l.readFrame(nil)
+		if err != nil || typ != frameAnswer {
+			t.Fatalf("no answer: %v %d", err, typ)
+		}
+		hr := headReader{b: payload}
+		return int(hr.uvarint())
+	}
+	if got := replay(head.([]byte)); got != 404 {
+		t.Fatalf("the captured forward, first sent: %d, want 404 (checked, no such registry)", got)
+	}
+	if got := replay(head.([]byte)); got != 403 {
+		t.Fatalf("the captured forward sent again: %d, want 403", got)
+	}
+	forged := strings.Replace(string(head.([]byte)), "/taken", "/takeN", 1)
+	if got := replay([]byte(forged)); got != 403 {
+		t.Fatalf("a forward changed on the way: %d, want 403", got)
+	}
+	other := &clusterNode{secret: []byte(strings.Repeat("o", 32)), link: newLinkClient(10 * time.Second)}
+	defer other.link.close()
+	if w, _, _ := forwardOnce(t, other, httptest.NewRequest("GET", "/", nil), addr, false); w.Code != 403 {
+		t.Fatalf("a forward under another secret: %d", w.Code)
+	}
+	if w, _, _ := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); w.Code != 404 {
+		t.Fatalf("a good forward: %d %q", w.Code, w.Body.String())
+	}
+
+	if _, got, _ := forwardOnce(t, n, httptest.NewRequest("GET", "/elsewhere", nil), addr, true); got != forwardLookAgain {
+		t.Fatalf("the owner's not-owner mark: %v, want a look again", got)
+	}
+	w, got, _ := forwardOnce(t, n, httptest.NewRequest("GET", "/elsewhere", nil), addr, false)
+	if got != forwardRelayed || w.Code != 503 || w.Header().Get(notOwnerHeader) != "" {
+		t.Fatalf("the second look's answer: %v %d %v", got, w.Code, w.Header())
+	}
+	w, got, _ = forwardOnce(t, n, httptest.NewRequest("GET", "/forged", nil), addr, true)
+	if got != forwardRelayed || w.Code != 200 || w.Body.String() != "the handler" || w.Header().Get(notOwnerHeader) != "" || w.Header().Get("Retainer-Other") != "" {
+		t.Fatalf("a forged mark: %v %d %v %q", got, w.Code, w.Header(), w.Body)
+	}
+}
+
+// TestLinkRefusesAPeerPastItsWindow: a peer on the cluster's network
+// that sends body bytes past a stream's window, or past its connection's
+// across streams whose handlers read nothing, has its connection closed
+// (the owner holds at most the windows, not what the peer sends), and a
+// bystander's forwards on their own connection are served meanwhile.
+func TestLinkRefusesAPeerPastItsWindow(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	release := make(chan struct{})
+	defer close(release)
+	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		io.WriteString(w, "served")
+	}))
+	head := func(target string) []byte {
+		return linkRequestHead(httptest.NewRequest("POST", target, nil), "none", -1)
+	}
+	closed := func(name string, frames []byte) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go c.Write(append([]byte(linkPreface), frames...))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// Closed: the end of the stream, or a reset (unread bytes).
+		_, err = io.Copy(io.Discard, c)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: the connection was not closed: %v", name, err)
+		}
+	}
+	chunk := make([]byte, linkMaxData)
+	var frames []byte
+	frames = appendFrame(frames, frameHead, 1, head("/hold"))
+	for range linkWindow/linkMaxData + 1 {
+		frames = appendFrame(frames, frameData, 1, chunk)
+	}
+	closed("past a stream's window", frames)
+
+	frames = nil
+	for id := uint32(1); id <= linkConnWindow/(linkWindow-linkMaxData)+1; id++ {
+		frames = appendFrame(frames, frameHead, id, head("/hold"))
+		for range linkWindow/linkMaxData - 1 {
+			frames = appendFrame(frames, frameData, id, chunk)
+		}
+	}
+	closed("past the connection's window", frames)
+
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+	if w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || got != forwardRelayed || w.Body.String() != "served" {
+		t.Fatalf("the bystander's forward: %v %v %d %q", p, got, w.Code, w.Body.String())
+	}
+}
+
+// TestLinkHandlerPanicEndsItsForwardOnly: a handler that panics at the
+// owner ends its own forward with the retryable 503 at once (not after
+// the lease), the owner goes on, and the next forward on the same
+// connection is served.
+func TestLinkHandlerPanicEndsItsForwardOnly(t *testing.T) {
+	addr, _, accepted := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("a bug")
+		}
+		io.WriteString(w, "served")
+	}))
+	n := &clusterNode{secret: []byte(strings.Repeat("s", 32)), link: newLinkClient(time.Minute)}
+	defer n.link.close()
+	start := time.Now()
+	w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/panic", nil), addr, false)
+	if p != nil || got != forwardFailed || w.Code != 503 || w.Header().Get("Retry-After") == "" || time.Since(start) > 30*time.Second {
+		t.Fatalf("a forward whose handler panicked: %v %v %d %v after %v", p, got, w.Code, w.Header(), time.Since(start))
+	}
+	if w, got, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || got != forwardRelayed || w.Body.String() != "served" {
+		t.Fatalf("the next forward: %v %v %d %q", p, got, w.Code, w.Body.String())
+	}
+	if accepted.n.Load() != 1 {
+		t.Fatalf("%d connections, want 1", accepted.n.Load())
+	}
+}
+
+// notifyRecorder closes wrote at its first write.
+type notifyRecorder struct {
+	*httptest.ResponseRecorder
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func (r *notifyRecorder) Write(p []byte) (int, error) {
+	n, err := r.ResponseRecorder.Write(p)
+	r.once.Do(func() { close(r.wrote) })
+	return n, err
+}

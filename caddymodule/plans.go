@@ -1,0 +1,292 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/logstore"
+	"github.com/retainer-gw/retainer/store"
+)
+
+// Plans are the daily caps of the global `plans` block (docs/usage.md): a
+// tenant whose token's PlanClaim names a plan is held to it, any other to
+// the plan "default" when there is one.
+type Plans struct {
+	// Claim names the token claim that names a tenant's plan. Default
+	// "plan".
+	Claim string `json:"plan_claim,omitempty"`
+	// Plans by name.
+	Plans map[string]*Plan `json:"plans,omitempty"`
+}
+
+// Plan is one plan's caps a UTC day; 0 is no cap.
+type Plan struct {
+	CPUMsPerDay       int64 `json:"cpu_ms_per_day,omitempty"`
+	RequestsPerDay    int64 `json:"requests_per_day,omitempty"`
+	AITokensPerDay    int64 `json:"ai_tokens_per_day,omitempty"`
+	EgressBytesPerDay int64 `json:"egress_bytes_per_day,omitempty"`
+}
+
+// defaultPlan is the plan of a tenant whose token names none.
+const defaultPlan = "default"
+
+func (p *Plans) claim() string {
+	if p == nil || p.Claim == "" {
+		return "plan"
+	}
+	return p.Claim
+}
+
+// of answers the plan a tenant recorded as on plan name is held to (nil:
+// none). A name no plan has is the default plan: a token naming a plan
+// the operator removed (or misspelled) is no way out of the caps.
+func (p *Plans) of(name string) *Plan {
+	if p == nil || len(p.Plans) == 0 {
+		return nil
+	}
+	if pl := p.Plans[name]; pl != nil && name != "" {
+		return pl
+	}
+	return p.Plans[defaultPlan]
+}
+
+// over answers the limit of plan that used has reached ("" for none).
+func (pl *Plan) over(used usageCounts) string {
+	switch {
+	case pl.RequestsPerDay > 0 && used.Requests >= pl.RequestsPerDay:
+		return fmt.Sprintf("requests_per_day %d", pl.RequestsPerDay)
+	case pl.CPUMsPerDay > 0 && used.CPUMs >= float64(pl.CPUMsPerDay):
+		return fmt.Sprintf("cpu_ms_per_day %d", pl.CPUMsPerDay)
+	case pl.AITokensPerDay > 0 && used.AITokens >= pl.AITokensPerDay:
+		return fmt.Sprintf("ai_tokens_per_day %d", pl.AITokensPerDay)
+	case pl.EgressBytesPerDay > 0 && used.EgressBytes >= pl.EgressBytesPerDay:
+		return fmt.Sprintf("egress_bytes_per_day %d", pl.EgressBytesPerDay)
+	}
+	return ""
+}
+
+// parsePlans reads the `plans` block of the global `retainer` option:
+//
+//	plans {
+//		plan_claim <claim>
+//		<name> {
+//			cpu_ms_per_day <n>
+//			requests_per_day <n>
+//			ai_tokens_per_day <n>
+//			egress_bytes_per_day <n>
+//		}
+//	}
+func parsePlans(d *caddyfile.Dispenser) (*Plans, error) {
+	p := &Plans{Plans: map[string]*Plan{}}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		if name == "plan_claim" {
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			p.Claim = d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			continue
+		}
+		if d.NextArg() {
+			return nil, d.Errf("plans: %s takes a block, not %q", name, d.Val())
+		}
+		if p.Plans[name] != nil {
+			return nil, d.Errf("plans: %s is defined twice", name)
+		}
+		pl := &Plan{}
+		for inner := d.Nesting(); d.NextBlock(inner); {
+			limit := d.Val()
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			n, err := strconv.ParseInt(d.Val(), 10, 64)
+			if err != nil || n < 0 {
+				return nil, d.Errf("plans: %s %s: %q is not a whole number", name, limit, d.Val())
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			switch limit {
+			case "cpu_ms_per_day":
+				pl.CPUMsPerDay = n
+			case "requests_per_day":
+				pl.RequestsPerDay = n
+			case "ai_tokens_per_day":
+				pl.AITokensPerDay = n
+			case "egress_bytes_per_day":
+				pl.EgressBytesPerDay = n
+			default:
+				return nil, d.Errf("plans: %s: unknown limit %q", name, limit)
+			}
+		}
+		p.Plans[name] = pl
+	}
+	return p, nil
+}
+
+// plansTable holds the plan each tenant's newest token named (docs/usage.md):
+// key logTenant, value the plan's name. The data plane sees no token, so it
+// reads the tenant's plan here; a tenant with no row is on the default plan.
+const plansTable = "plans.v1"
+
+// tenantPlans is plansTable in memory: read at start and every minute (a
+// cluster's other gateways write it too), written when a token names
+// another plan than the one recorded.
+type tenantPlans struct {
+	st store.Store
+	mu sync.RWMutex
+	of map[string]string
+}
+
+func openTenantPlans(st store.Store) *tenantPlans {
+	t := &tenantPlans{st: st, of: map[string]string{}}
+	t.load()
+	return t
+}
+
+func (t *tenantPlans) load() {
+	of := map[string]string{}
+	if t.st.Scan(context.Background(), plansTable, store.Range{}, func(k, v []byte) bool {
+		of[string(k)] = string(v)
+		return true
+	}) != nil {
+		return
+	}
+	t.mu.Lock()
+	t.of = of
+	t.mu.Unlock()
+}
+
+func (t *tenantPlans) get(tenant string) string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.of[tenant]
+}
+
+// set records that tenant's token named plan ("" for none).
+func (t *tenantPlans) set(tenant, plan string) {
+	if t.get(tenant) == plan {
+		return
+	}
+	op := store.Put(plansTable, []byte(tenant), []byte(plan))
+	if plan == "" {
+		op = store.Delete(plansTable, []byte(tenant))
+	}
+	if t.st.Commit(context.Background(), store.Txn{Then: []store.Op{op}}) != nil {
+		return // recorded at its next request
+	}
+	t.mu.Lock()
+	if plan == "" {
+		delete(t.of, tenant)
+	} else {
+		t.of[tenant] = plan
+	}
+	t.mu.Unlock()
+}
+
+// cutsTable records which handles' logs were told of a tenant's cut a day
+// (key day, logTenant, NUL, id), so a restart does not tell them again.
+const cutsTable = "plans.cuts.v1"
+
+// firstCut answers whether handle id ("" the API) of tenant is told of its
+// cut today for the first time, and records that it is.
+func (t *tenantPlans) firstCut(tenant, day, id string) bool {
+	key := []byte(day + tenant + "\x00" + id)
+	ctx := context.Background()
+	if v, err := t.st.Get(ctx, cutsTable, key); err == nil && v != nil {
+		return false
+	}
+	t.st.Commit(ctx, store.Txn{Then: []store.Op{store.Put(cutsTable, key, []byte{1})}})
+	return true
+}
+
+// sweepCuts deletes the records of days before today.
+func (t *tenantPlans) sweepCuts() {
+	today := time.Now().UTC().Format(time.DateOnly)
+	var ops []store.Op
+	t.st.Scan(context.Background(), cutsTable, store.Range{}, func(k, _ []byte) bool {
+		if len(k) >= 10 && string(k[:10]) < today {
+			ops = append(ops, store.Delete(cutsTable, store.Copy(k)))
+		}
+		return true
+	})
+	store.CommitChunked(context.Background(), t.st, nil, ops)
+}
+
+// planCut is a tenant's limit that refused it today, and the handles whose
+// logs say so.
+type planCut struct {
+	limit  string
+	logged map[string]bool // handle ids ("" for the API)
+}
+
+// quotaCut is the cause of a plan's QUOTA_EXCEEDED: writeFault answers
+// Retry-After until it ends.
+type quotaCut struct{ until time.Time }
+
+func (q *quotaCut) Error() string { return "a plan's daily limit" }
+
+// retryAfter answers the Retry-After of err, if it is a plan's cut.
+func retryAfter(err error) (string, bool) {
+	var q *quotaCut
+	if !errors.As(err, &q) {
+		return "", false
+	}
+	return strconv.Itoa(max(int(time.Until(q.until).Seconds()+0.999), 1)), true
+}
+
+// admit refuses tenant (a registry's) past its plan's daily limit, with
+// QUOTA_EXCEEDED until the UTC day ends; id is the handle it called ("" on
+// the API). The first refusal of the day, and of each handle, writes a
+// `system` entry in that handle's log (on the API, a line in Caddy's log).
+func (rt *runtime) admit(registry, id, tenant string) error {
+	a := rt.app.Load()
+	if a == nil || a.Plans == nil || len(a.Plans.Plans) == 0 {
+		return nil
+	}
+	m := rt.usage.Load()
+	if m == nil {
+		return nil
+	}
+	key := logTenant(registry, tenant)
+	pl := a.Plans.of(m.plans.get(key))
+	if pl == nil {
+		return nil
+	}
+	limit := pl.over(m.today(key))
+	if limit == "" {
+		return nil
+	}
+	now := time.Now().UTC()
+	until := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
+	m.mu.Lock()
+	c := m.cut[key]
+	if c == nil {
+		c = &planCut{limit: limit, logged: map[string]bool{}}
+		m.cut[key] = c
+	}
+	first := !c.logged[id]
+	c.logged[id] = true
+	m.mu.Unlock()
+	msg := fmt.Sprintf("The tenant's plan allows %s; it is refused until the UTC day ends (%s).", limit, until.Format(time.RFC3339))
+	if first && m.plans.firstCut(key, now.Format(time.DateOnly), id) {
+		if id == "" {
+			rt.logger.Load().Info("a tenant reached its plan's daily limit",
+				zap.String("registry", registry), zap.String("tenant", tenant), zap.String("limit", limit))
+		} else if l := rt.logs.Load(); l != nil {
+			l.Append(key, id, logstore.Entry{Time: now, Level: "system", Message: msg})
+		}
+	}
+	return &fault.Fault{Code: fault.QuotaExceeded, Message: msg, Cause: &quotaCut{until: until}}
+}
