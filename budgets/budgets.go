@@ -91,6 +91,12 @@ const (
 	// handles' (the tenant waiting the most loses its entries first).
 	LogPendingPerHandle = 64 << 10
 	LogPending          = 16 << 20
+	// ai.run calls in flight to the model endpoint (a streamed one until
+	// its stream ends; docs/ai.md): a tenant's (past it a call waits for
+	// one of the tenant's own to end), and the gateway's (past it
+	// OVERLOADED), which also bounds the AI client's connections.
+	AICallsPerTenant = 16
+	AICalls          = 256
 )
 
 // A run's bounds where the configuration names none (Limits). A handle's

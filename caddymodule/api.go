@@ -562,7 +562,8 @@ func (h *API) receipt(tenant string, req executionRequest, ereq handles.ExecRequ
 		ExecutionID: res.ExecutionID,
 		Timing: receipts.Timing{Received: received, Started: started, Ended: ended,
 			DurationMs: float64(ended.Sub(started).Microseconds()) / 1000},
-		Grants: receipts.Grants{Capabilities: ereq.Grants.Capabilities, Outbound: ereq.Grants.Outbound, Providers: map[string][]string{}},
+		Grants: receipts.Grants{Capabilities: ereq.Grants.Capabilities, Outbound: ereq.Grants.Outbound, Providers: map[string][]string{},
+			OutboundHeaders: ereq.Grants.Headers},
 	}
 	if rc.Logs == nil {
 		rc.Logs = []string{}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -56,10 +57,80 @@ type AI struct {
 	mu      sync.Mutex
 	configs map[string]*AIConfig // by registry
 	tokens  sync.Map             // tenant → *atomic.Int64
-	// Client makes the upstream requests (nil: a client of its own).
+	// Client makes the upstream requests (nil: a client of its own, at
+	// most budgets.AICalls connections to the endpoint). Redirects are
+	// never followed, whatever the client says: the key stays with the
+	// endpoint named in the Caddyfile.
 	Client *http.Client
 	// OnTokens, if set, hears each call's tokens (metrics).
 	OnTokens func(registry, tenant string, n int64)
+
+	once     sync.Once
+	upstream *http.Client
+	// Calls in flight to the endpoints (budgets.AICallsPerTenant,
+	// budgets.AICalls): inFlight by tenant, total in all; changed is
+	// closed (and forgotten) when one ends.
+	slots    sync.Mutex
+	inFlight map[string]int
+	total    int
+	changed  chan struct{}
+}
+
+// Budgets (docs/ai.md): calls in flight to the model endpoint,
+// budgets.AICallsPerTenant a tenant's below budgets.AICalls the gateway's.
+// A tenant's calls past its cap wait for one of its own to end (within the
+// run's or invocation's bound), so a tenant that asks for thousands at
+// once holds 16 of the endpoint's attention and none of the others'; past
+// the gateway's cap a call is OVERLOADED at once.
+
+// take holds a place for one of tenant's calls; release gives it back.
+func (a *AI) take(ctx context.Context, tenant string) (release func(), err error) {
+	a.slots.Lock()
+	defer a.slots.Unlock()
+	if a.inFlight == nil {
+		a.inFlight = map[string]int{}
+	}
+	for a.inFlight[tenant] >= budgets.AICallsPerTenant {
+		if a.changed == nil {
+			a.changed = make(chan struct{})
+		}
+		changed := a.changed
+		a.slots.Unlock()
+		select {
+		case <-changed:
+			a.slots.Lock()
+		case <-ctx.Done():
+			a.slots.Lock()
+			return nil, fault.New(fault.QuotaExceeded, "ai.run: the tenant has %d model calls in flight, the most it may; this one waited for one of them to end until its run ended.", budgets.AICallsPerTenant)
+		}
+	}
+	if a.total >= budgets.AICalls {
+		return nil, fault.New(fault.Overloaded, "ai.run: the gateway has as many model calls in flight as it may (%d); try again shortly.", budgets.AICalls)
+	}
+	a.inFlight[tenant]++
+	a.total++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.slots.Lock()
+			if a.inFlight[tenant]--; a.inFlight[tenant] <= 0 {
+				delete(a.inFlight, tenant)
+			}
+			a.total--
+			if a.changed != nil {
+				close(a.changed)
+				a.changed = nil
+			}
+			a.slots.Unlock()
+		})
+	}, nil
+}
+
+// InFlight answers tenant's calls in flight, and all of them (tests).
+func (a *AI) InFlight(tenant string) (int, int) {
+	a.slots.Lock()
+	defer a.slots.Unlock()
+	return a.inFlight[tenant], a.total
 }
 
 // Set sets (nil: removes) a registry's ai block.
@@ -127,11 +198,27 @@ type aiUsage struct {
 // maxAIAnswer bounds an upstream answer read whole.
 const maxAIAnswer = 8 << 20
 
+// client is the upstream client: Client, or one of its own whose
+// transport opens at most budgets.AICalls connections to a host; neither
+// follows a redirect (docs/ai.md): Go's client keeps Authorization on a
+// redirect to the same host name, even on another port or from https to
+// http, and the key is for the endpoint alone. A redirect answers the
+// program "the model endpoint answered 3xx".
 func (a *AI) client() *http.Client {
-	if a.Client != nil {
-		return a.Client
-	}
-	return http.DefaultClient
+	a.once.Do(func() {
+		c := &http.Client{}
+		if a.Client != nil {
+			*c = *a.Client
+		} else {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.MaxConnsPerHost = budgets.AICalls
+			t.MaxIdleConnsPerHost = budgets.AICallsPerTenant
+			c.Transport = t
+		}
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		a.upstream = c
+	})
+	return a.upstream
 }
 
 // run is one ai.run: the answer {response, usage}, or, streamed, a fetch
@@ -195,6 +282,19 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 		}
 		defer p.done()
 	}
+	release, err := a.take(ctx, c.Tenant)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The place is the call's until its answer is read, or, streamed,
+	// until the relay ends (the upstream request with it).
+	streaming := false
+	defer func() {
+		if !streaming {
+			release()
+		}
+	}()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, cfg.url(), bytes.NewReader(payload))
 	if err != nil {
 		cancel()
@@ -219,7 +319,11 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 	}
 	if in.Stream {
 		pr, pw := io.Pipe()
-		go a.relaySSE(c.Registry, c.Tenant, res.Body, pw)
+		streaming = true
+		go func() {
+			defer release()
+			a.relaySSE(c.Registry, c.Tenant, res.Body, pw)
+		}()
 		token := fs.put(p, pr, cancel)
 		return wirejson.Marshal(map[string]any{"stream": token})
 	}

@@ -3,12 +3,16 @@ package capability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/fault"
 )
 
 // TestAIUpstreamFailuresSayNoMore: an endpoint's failure is its status,
@@ -65,5 +69,53 @@ func TestAIStreamEvents(t *testing.T) {
 	}
 	if a.Tokens("bob") != 6 {
 		t.Fatalf("bob's tokens: %d", a.Tokens("bob"))
+	}
+}
+
+// TestAICallsInFlight: a tenant's 17th call waits for one of its own and,
+// still waiting when its run ends, is QUOTA_EXCEEDED; it goes once one
+// ends; another tenant's call never waits for them; past the gateway's
+// 256 a call is OVERLOADED at once; every place comes back.
+func TestAICallsInFlight(t *testing.T) {
+	a := &AI{}
+	var releases []func()
+	take := func(ctx context.Context, tenant string) error {
+		r, err := a.take(ctx, tenant)
+		if err == nil {
+			releases = append(releases, r)
+		}
+		return err
+	}
+	for i := 0; i < budgets.AICallsPerTenant; i++ {
+		if err := take(context.Background(), "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if f := fault.As(take(ctx, "alice")); f == nil || f.Code != fault.QuotaExceeded {
+		t.Fatalf("alice's 17th call when her run ended: %v", f)
+	}
+	if err := take(context.Background(), "bob"); err != nil {
+		t.Fatalf("bob's call: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { _, err := a.take(context.Background(), "alice"); waited <- err }()
+	time.Sleep(20 * time.Millisecond)
+	releases[0]()
+	releases[0]() // twice is once
+	if err := <-waited; err != nil {
+		t.Fatalf("alice's waiting call after one ended: %v", err)
+	}
+	if n, all := a.InFlight("alice"); n != budgets.AICallsPerTenant || all != budgets.AICallsPerTenant+1 {
+		t.Fatalf("in flight: alice %d, all %d", n, all)
+	}
+	for i := 0; a.total < budgets.AICalls; i++ {
+		if err := take(context.Background(), fmt.Sprintf("t%d", i/budgets.AICallsPerTenant)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := fault.As(take(context.Background(), "carol")); f == nil || f.Code != fault.Overloaded {
+		t.Fatalf("past the gateway's cap: %v", f)
 	}
 }

@@ -34,7 +34,16 @@ type Objects struct {
 	uploads map[string]*upload
 	// byTenant counts uploads in progress per tenant.
 	byTenant map[string]int
+	// storing counts the chunked puts' goroutines still writing (an
+	// abandoned one removes its temporary file after the call that
+	// abandoned it answered).
+	storing sync.WaitGroup
 }
+
+// Wait waits until every chunked put that has ended (finished, failed or
+// abandoned) has left storage as it will stay: its temporary file gone.
+// Puts still under way are waited for too.
+func (o *Objects) Wait() { o.storing.Wait() }
 
 // inlineObject is the largest object body answered with its head.
 const inlineObject = 64 << 10
@@ -365,7 +374,9 @@ func (o *Objects) begin(c Call, space, key string, opts objects.PutOptions) (jso
 		pw.CloseWithError(errors.New("the upload received nothing for 30s"))
 		o.drop(token)
 	})
+	o.storing.Add(1)
 	go func() {
+		defer o.storing.Done()
 		defer cancel()
 		ans, err := o.store(ctx, space, key, pr, opts)
 		// A put that ends before the body does (a failed condition, a

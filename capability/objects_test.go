@@ -3,14 +3,10 @@ package capability
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/objects"
 	"github.com/retainer-gw/retainer/objects/files"
@@ -22,23 +18,14 @@ func objectsHost(t *testing.T) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := &Host{}
 	// An abandoned put ends on its own goroutine, which removes its
 	// temporary file after the call that abandoned it answered: wait for
 	// them before the folder goes (cleanups run last registered first).
-	t.Cleanup(func() {
-		waitfor.Until(t, 10*time.Second, "abandoned puts' temporary files removed", func() bool {
-			left := 0
-			filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && filepath.Base(filepath.Dir(path)) == "tmp" {
-					left++
-				}
-				return nil
-			})
-			return left == 0
-		})
-	})
+	t.Cleanup(func() { h.Objects.Wait() })
 	fs := &FetchStreams{}
-	return &Host{Fetcher: &Fetcher{Streams: fs}, Objects: &Objects{Buckets: objects.New(fb, objects.Options{MaxObject: 1 << 20, Quota: 4 << 20}), Streams: fs}}
+	h.Fetcher, h.Objects = &Fetcher{Streams: fs}, &Objects{Buckets: objects.New(fb, objects.Options{MaxObject: 1 << 20, Quota: 4 << 20}), Streams: fs}
+	return h
 }
 
 func objectsCallOf(h *Host, owner, op string, args any, caps ...string) (json.RawMessage, error) {

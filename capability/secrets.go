@@ -10,10 +10,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +31,33 @@ import (
 type Secrets struct {
 	w    *store.Writer
 	aead atomic.Pointer[cipher.AEAD]
+	// tenants serializes each tenant's puts and deletes (by a hash of
+	// registry and tenant): a put counts the tenant's secrets and commits
+	// its new one with no other put of the tenant in between, so 40 puts
+	// of new names at once never carry 96 past the quota of 100. In a
+	// cluster one gateway, the space's owner, writes a tenant's secrets
+	// (its commits are fenced; docs/cluster.md).
+	tenants [64]sync.Mutex
+}
+
+func (s *Secrets) lockTenant(registry, tenant string) func() {
+	h := fnv.New32a()
+	h.Write(secretPrefix(registry, tenant))
+	mu := &s.tenants[h.Sum32()%uint32(len(s.tenants))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// CheckSecretValue refuses a value a header cannot carry (docs/secrets.md):
+// a control character other than a tab (CR, LF, NUL among them), which
+// would otherwise be stored and fail every fetch that names it.
+func CheckSecretValue(value string) error {
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return fault.New(fault.BadRequest, "A secret's value goes into a header: it may hold no control character but a tab (byte %d is 0x%02x).", i, c)
+		}
+	}
+	return nil
 }
 
 // tableSecrets holds registry \x00 tenant \x00 name → updatedAt (8 bytes,
@@ -129,6 +158,10 @@ func (s *Secrets) Put(ctx context.Context, registry, tenant, name, value string)
 	if len(value) > MaxSecretValue {
 		return SecretInfo{}, fault.New(fault.TooLarge, "A secret's value is at most %d bytes.", MaxSecretValue)
 	}
+	if err := CheckSecretValue(value); err != nil {
+		return SecretInfo{}, err
+	}
+	defer s.lockTenant(registry, tenant)()
 	key := secretKey(registry, tenant, name)
 	old, err := s.w.Get(ctx, tableSecrets, key)
 	if err != nil {
@@ -189,6 +222,7 @@ func (s *Secrets) Delete(ctx context.Context, registry, tenant, name string) (bo
 	if err := CheckSecretName(name); err != nil {
 		return false, err
 	}
+	defer s.lockTenant(registry, tenant)()
 	key := secretKey(registry, tenant, name)
 	err := s.w.CommitIn(ctx, store.Space(registry, tenant), []store.Cond{store.Exists(tableSecrets, key)}, []store.Op{store.Delete(tableSecrets, key)})
 	if errors.Is(err, store.ErrConflict) {

@@ -3,8 +3,11 @@ package capability
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +101,77 @@ func TestParseSecretsKey(t *testing.T) {
 	}
 	if _, err := ParseSecretsKey("too-short"); err == nil || !strings.Contains(err.Error(), "at least 32") {
 		t.Errorf("a short key: %v", err)
+	}
+}
+
+// slowCommits is a real bolt store whose commits take 20 ms longer, as a
+// loaded disk's do: the window between a put's count and its commit.
+type slowCommits struct{ store.Store }
+
+func (s slowCommits) Commit(ctx context.Context, txn store.Txn) error {
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.Commit(ctx, txn)
+}
+
+// TestSecretsQuotaUnderRacingPuts: with 96 secrets kept and every commit
+// slow, 40 puts of new names at once store exactly 4 (before, each counted
+// 96 and all 40 were stored: 136), the others QUOTA_EXCEEDED; another
+// tenant's put goes through meanwhile.
+func TestSecretsQuotaUnderRacingPuts(t *testing.T) {
+	ctx := context.Background()
+	b, err := store.OpenBolt(filepath.Join(t.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	s := NewSecrets(store.NewWriter(slowCommits{b}))
+	s.SetKey(bytes.Repeat([]byte("k"), 32))
+	for i := 0; i < 96; i++ {
+		if _, err := s.Put(ctx, "apps", "alice", fmt.Sprintf("KEPT_%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var stored, refused atomic.Int32
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := s.Put(ctx, "apps", "alice", fmt.Sprintf("RACED_%d", i), "v")
+			switch f := fault.As(err); {
+			case err == nil:
+				stored.Add(1)
+			case f != nil && f.Code == fault.QuotaExceeded:
+				refused.Add(1)
+			default:
+				t.Errorf("put %d: %v", i, err)
+			}
+		}(i)
+	}
+	if _, err := s.Put(ctx, "apps", "bob", "BOB_KEY", "v"); err != nil {
+		t.Fatalf("bob's put meanwhile: %v", err)
+	}
+	wg.Wait()
+	list, _ := s.List(ctx, "apps", "alice")
+	if stored.Load() != 4 || refused.Load() != 36 || len(list) != 100 {
+		t.Fatalf("40 racing puts over 96: %d stored, %d refused, %d kept; the quota is 100", stored.Load(), refused.Load(), len(list))
+	}
+}
+
+// TestSecretValuesAHeaderCarries: CR, LF, NUL and the other control
+// characters but a tab are refused when put (BAD_REQUEST), not when a
+// fetch later fails on them.
+func TestSecretValuesAHeaderCarries(t *testing.T) {
+	s, _ := openSecrets(t)
+	for _, v := range []string{"a\r\nX-Evil: 1", "a\nb", "a\rb", "nul\x00", "\x1b[31m", "del\x7f"} {
+		_, err := s.Put(context.Background(), "apps", "alice", "K", v)
+		if f := fault.As(err); f == nil || f.Code != fault.BadRequest {
+			t.Fatalf("the value %q: %v", v, err)
+		}
+	}
+	for _, v := range []string{"Bearer sk-123", "a\tb", "é ü", ""} {
+		if _, err := s.Put(context.Background(), "apps", "alice", "K", v); err != nil {
+			t.Fatalf("the value %q: %v", v, err)
+		}
 	}
 }

@@ -82,7 +82,11 @@ type Grants struct {
 	Capabilities []string            `json:"capabilities"`
 	Providers    map[string][]string `json:"providers"`
 	Outbound     []string            `json:"outbound"`
-	EnvKeys      []string            `json:"envKeys,omitempty"`
+	// OutboundHeaders are the request's outbound.headers as it gave them:
+	// host → header → template, each {secret.NAME} kept as it is written,
+	// never the secret's value (docs/secrets.md).
+	OutboundHeaders map[string]map[string]string `json:"outboundHeaders,omitempty"`
+	EnvKeys         []string                     `json:"envKeys,omitempty"`
 }
 
 // Outcome is how the run ended.

@@ -69,6 +69,7 @@ span.from{color:#6e6e73}table.children{border-collapse:collapse}table.children t
 <tr><td>Capabilities</td><td>{{if .R.Grants.Capabilities}}{{range $i, $c := .R.Grants.Capabilities}}{{if $i}}, {{end}}{{$c}}{{end}}{{else}}none{{end}}</td></tr>
 {{if .R.Grants.Providers}}<tr><td>Providers</td><td>{{range $p, $tools := .R.Grants.Providers}}{{$p}}: {{range $i, $t := $tools}}{{if $i}}, {{end}}{{$t}}{{end}}; {{end}}</td></tr>{{end}}
 {{if .R.Grants.Outbound}}<tr><td>Outbound</td><td>{{range $i, $h := .R.Grants.Outbound}}{{if $i}}, {{end}}{{$h}}{{end}}</td></tr>{{end}}
+{{if .R.Grants.OutboundHeaders}}<tr><td>Outbound headers</td><td>{{range $h, $hs := .R.Grants.OutboundHeaders}}{{$h}}: {{range $n, $v := $hs}}{{$n}}: {{$v}}; {{end}}{{end}} (secrets as their names)</td></tr>{{end}}
 {{if .R.Grants.EnvKeys}}<tr><td>Env keys</td><td>{{range $i, $k := .R.Grants.EnvKeys}}{{if $i}}, {{end}}{{$k}}{{end}} (values are never kept)</td></tr>{{end}}
 {{if .R.Outcome.Denials}}<tr><td>Denied</td><td>{{range $i, $d := .R.Outcome.Denials}}{{if $i}}, {{end}}{{$d}}{{end}}</td></tr>{{end}}
 {{if .R.Truncated}}<tr><td>Truncated</td><td>{{range $i, $t := .R.Truncated}}{{if $i}}, {{end}}{{$t}}{{end}}</td></tr>{{end}}

@@ -37,6 +37,13 @@ func Main() {
 	})
 	w.conn.TooLarge = tooLargeReply
 	w.conn.Take = w.takeInvoke
+	// Host calls, logs and cache batches past wire.MaxCalls wait here for
+	// an answer to come back: never past what the gateway serves at once.
+	// Host calls take at most all but systemCalls of them, so the worker's
+	// own frames (a kv batch a waiting read depends on, a lost run, a log
+	// line) always find a place.
+	w.conn.LimitCalls(wire.MaxCalls)
+	w.hostSlots = make(chan struct{}, wire.MaxCalls-systemCalls)
 	w.logs = make(chan wire.LogPost, 4096)
 	go w.sendLogs()
 	w.conn.Start()
@@ -53,6 +60,10 @@ type workerServer struct {
 	// holds a run's answers and other calls until what it queued for the
 	// run is applied (internal/hostcache; kv/cache).
 	cache hostcache.Worker
+
+	// hostSlots holds a place for each host call on its way to the
+	// gateway (roundTrip).
+	hostSlots chan struct{}
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -308,7 +319,17 @@ func (w *workerServer) sendCacheBatch(body []byte) ([]byte, error) {
 	return w.conn.Call(context.Background(), wire.PathCacheBatch, body)
 }
 
+// systemCalls are the places of wire.MaxCalls host calls leave to the
+// worker's own frames.
+const systemCalls = 64
+
 func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+	select {
+	case w.hostSlots <- struct{}{}:
+		defer func() { <-w.hostSlots }()
+	case <-ctx.Done():
+		return nil, nil, fault.New(fault.Internal, "The run ended while its host call waited to be sent.")
+	}
 	body, _ := wirejson.Marshal(wire.HostPost{ID: id, Op: op, Args: args})
 	res, err := w.conn.Call(ctx, wire.PathHost, body)
 	if errors.Is(err, wire.ErrFrameTooLarge) {

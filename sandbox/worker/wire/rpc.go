@@ -65,9 +65,18 @@ type Conn struct {
 	holdTimer *time.Timer
 	holdFor   time.Duration
 
-	mu    sync.Mutex // guards next, waits, err, stops
-	next  uint64
+	mu   sync.Mutex // guards next, waits, err, stops
+	next uint64
+	// waits holds the calls sent and not yet answered, by id; a call its
+	// caller gave up on stays, with a nil channel, until its answer comes
+	// (the peer serves it until then, and it keeps its place in calls).
 	waits map[uint64]chan []byte
+	// calls, when set (LimitCalls), holds a place for each request this
+	// side has sent and whose answer has not come back: a call past it
+	// waits for one, so this side never has more requests at once than
+	// the peer serves (maxServing, past which the peer closes the
+	// connection, and the gateway kills the worker).
+	calls chan struct{}
 	// stops cancels the requests this side serves on goroutines of their
 	// own, by id: a cancel frame from the peer (its caller gave up) ends
 	// the work it asked for.
@@ -92,6 +101,27 @@ type Conn struct {
 
 // maxServing bounds the requests one side handles at once for its peer.
 const maxServing = 4096
+
+// MaxCalls is the most requests a worker has sent the gateway at once
+// (LimitCalls): its isolates' host calls past it wait in the worker, so
+// ordinary JavaScript (thousands of awaited calls across spawned runs)
+// never makes its worker break the protocol (docs/architecture.md).
+const MaxCalls = maxServing / 2
+
+// LimitCalls bounds the requests this side has sent and not seen answered
+// to n: a call past them waits for a place (within its context). Set it
+// before Start.
+func (c *Conn) LimitCalls(n int) { c.calls = make(chan struct{}, n) }
+
+// release gives back a call's place (LimitCalls).
+func (c *Conn) release() {
+	if c.calls != nil {
+		select {
+		case <-c.calls:
+		default:
+		}
+	}
+}
 
 const (
 	kindRequest  = 1
@@ -141,7 +171,9 @@ func (c *Conn) readLoop() {
 	c.mu.Lock()
 	c.err = err
 	for id, ch := range c.waits {
-		close(ch)
+		if ch != nil {
+			close(ch)
+		}
 		delete(c.waits, id)
 	}
 	c.mu.Unlock()
@@ -174,10 +206,13 @@ func (c *Conn) read() error {
 		switch kind {
 		case kindResponse:
 			c.mu.Lock()
-			ch := c.waits[id]
+			ch, sent := c.waits[id]
 			delete(c.waits, id)
 			c.mu.Unlock()
-			if ch != nil { // an unknown id is a call its caller gave up on
+			if sent {
+				c.release()
+			}
+			if ch != nil { // nil: a call its caller gave up on
 				ch <- payload
 			}
 		case kindRequest:
@@ -415,10 +450,20 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 	if 4+frameHeader+len(path)+len(payload) > int(c.PeerMax.Load()) {
 		return nil, ErrFrameTooLarge
 	}
+	if c.calls != nil {
+		select {
+		case c.calls <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.done:
+			return nil, ErrNotSent
+		}
+	}
 	ch := make(chan []byte, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
+		c.release()
 		return nil, ErrNotSent
 	}
 	c.next++
@@ -432,6 +477,7 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 	after = nil
 	if err != nil {
 		c.forget(id)
+		c.release()
 		if errors.Is(err, ErrFrameTooLarge) {
 			return nil, err
 		}
@@ -444,7 +490,7 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 		}
 		return res, nil
 	case <-ctx.Done():
-		c.forget(id)
+		c.abandon(id)
 		// The peer stops what it does for the call (best effort: a frame
 		// that cannot be written means the connection is going anyway).
 		go c.write(id, kindCancel, "", nil, nil, false)
@@ -455,6 +501,16 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 func (c *Conn) forget(id uint64) {
 	c.mu.Lock()
 	delete(c.waits, id)
+	c.mu.Unlock()
+}
+
+// abandon stops waiting for call id's answer; the call keeps its place
+// (LimitCalls) until the answer comes, as the peer serves it until then.
+func (c *Conn) abandon(id uint64) {
+	c.mu.Lock()
+	if _, ok := c.waits[id]; ok {
+		c.waits[id] = nil
+	}
 	c.mu.Unlock()
 }
 

@@ -255,3 +255,69 @@ func TestHeldCallsLeaveWithTheNext(t *testing.T) {
 	caller.holdFor = time.Millisecond
 	call("alone", true)
 }
+
+// A side with LimitCalls never has more requests at once than the peer
+// serves (maxServing, past which the peer calls it a flood and closes):
+// 3*MaxCalls calls at once, a third of them given up while they wait or
+// while the peer still serves them, all leave without a flood, the peer
+// never serves more than MaxCalls, and the rest are answered.
+func TestLimitCallsNeverFloodsThePeer(t *testing.T) {
+	a, b := socketPair(t)
+	const max = 1 << 20
+	release := make(chan struct{})
+	var serving, most atomic.Int64
+	var bad atomic.Value
+	peer := NewConn(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
+		n := serving.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		serving.Add(-1)
+		return body, nil
+	}, func(reason string) { bad.Store(reason) }).Start()
+	caller := NewConn(a, max, max, nil, nil)
+	caller.LimitCalls(MaxCalls)
+	caller.Start()
+	t.Cleanup(func() { caller.Close(); peer.Close() })
+
+	const calls = 3 * MaxCalls
+	var wg sync.WaitGroup
+	var answered, gaveUp atomic.Int64
+	for i := 0; i < calls; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx := context.Background()
+			if i%3 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+			}
+			res, err := caller.Call(ctx, "host", []byte(fmt.Sprint(i)))
+			switch {
+			case err == nil && string(res) == fmt.Sprint(i):
+				answered.Add(1)
+			case errors.Is(err, context.DeadlineExceeded):
+				gaveUp.Add(1)
+			default:
+				t.Errorf("call %d: %q %v", i, res, err)
+			}
+		}(i)
+	}
+	time.Sleep(500 * time.Millisecond) // every call sent or waiting; the given-up ones gone
+	close(release)
+	wg.Wait()
+	if r := bad.Load(); r != nil {
+		t.Fatalf("the peer saw a flood: %v", r)
+	}
+	if m := most.Load(); m > MaxCalls {
+		t.Fatalf("the peer served %d at once, past MaxCalls %d", m, MaxCalls)
+	}
+	if answered.Load()+gaveUp.Load() != calls || answered.Load() < 2*MaxCalls {
+		t.Fatalf("%d answered, %d gave up, of %d", answered.Load(), gaveUp.Load(), calls)
+	}
+	// Every place came back: a new call goes through at once.
+	if res, err := caller.Call(context.Background(), "host", []byte("after")); err != nil || string(res) != "after" {
+		t.Fatalf("a call after: %q %v", res, err)
+	}
+}
