@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cordons at a platform's scale (docs/performance-log.md, round 16): one counter
+# Cordons at a platform's scale (docs/history/performance-log.md, round 16): one counter
 # handle for each of N tenants, served round-robin at 32 connections with
 # `workers auto`, for N = 4, 50 and 200 in interleaved rounds; the ratio of
 # each to 4 tenants (the median of the rounds'),

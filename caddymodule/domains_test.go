@@ -198,7 +198,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	if got, _, err := httpsGet("shop.example.test", roots); err != nil || got != `200 {"served":2}` {
 		t.Fatalf("HTTPS again: %q %v", got, err)
 	}
-	// Measured, not asserted (docs/performance-log.md): the first request
+	// Measured, not asserted (docs/history/performance-log.md): the first request
 	// (the certificate issued), then new connections to the domain and to
 	// a route under the wildcard certificate, each a full handshake.
 	warm := func(host string) time.Duration {

@@ -11,7 +11,7 @@ import (
 // beside a thousand handles) and every request allocates a few KiB, most
 // of it Caddy's and net/http's; at Go's default of 100 the collector
 // started a cycle every ~2 MiB. At 400, paired `bash bench/ab.sh`: 8–16%
-// less CPU a request, gateway and workers together (docs/performance-log.md,
+// less CPU a request, gateway and workers together (docs/history/performance-log.md,
 // round 11). The headroom above the live heap stays within gcHeadroom
 // (internal/gctarget): a gateway whose live heap is large, legitimately or
 // because a tenant holds big bodies in flight, collects at no less than

@@ -503,7 +503,7 @@ func (s *Store) FireDue() {
 	s.mu.Unlock()
 	// Every space's due ticks are claimed in one transaction where they
 	// fit: 1,000 handles on the same minute in 20 spaces are 20 commits,
-	// not 1,000 (docs/performance-log.md).
+	// not 1,000 (docs/history/performance-log.md).
 	bySpace := map[[2]string][]*claim{}
 	var order [][2]string
 	for _, c := range cands {

@@ -325,7 +325,7 @@ func (s *Store) flush() {
 	// limits allow, each record written only if it is still stored. One
 	// transaction a tenant, as before, was a commit (an fsync with bbolt)
 	// for every active tenant at every flush: 100 a second at 200 tenants,
-	// 3% of the gateway's CPU under load (docs/performance-log.md). When a
+	// 3% of the gateway's CPU under load (docs/history/performance-log.md). When a
 	// packed transaction fails on one of its records (a handle ended
 	// meanwhile, a fence lost, the store's bytes), its records are written
 	// one at a time, each on its own.

@@ -195,7 +195,7 @@ func Open(st store.Store, retention time.Duration, now func() time.Time) (*Store
 // (capability's BenchmarkKVGroupCommit), and receipts share the file, and
 // its one writer, with kv commits that visitors' responses wait for. With
 // sequential computations, committing receipts one by one was half of the
-// gateway's CPU (docs/performance-log.md). A crash loses at most the receipts
+// gateway's CPU (docs/history/performance-log.md). A crash loses at most the receipts
 // of the last interval, as it could always lose those not yet written.
 const commitEvery = 20 * time.Millisecond
 

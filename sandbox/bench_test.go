@@ -163,7 +163,7 @@ func BenchmarkInvocationsStayFlat(b *testing.B) {
 
 // BenchmarkThrowingInvocationsStayFlat: every invocation meets a host
 // function that throws (ThrowException makes a Value of its own) and then
-// throws itself (the v8go hygiene of docs/performance-log.md).
+// throws itself (the v8go hygiene of docs/history/performance-log.md).
 func BenchmarkThrowingInvocationsStayFlat(b *testing.B) {
 	flatInvocations(b, "throwing", `async () => ({ async fetch(r) {
 		try { await kv.get('x') } catch (e) {}
@@ -331,7 +331,7 @@ func BenchmarkBesideRetained(b *testing.B) {
 // at a time, so every call finds its isolate idle: what n adds over 1 is
 // what a handle pays when other isolates ran since its last call (caches
 // and TLB entries it must fetch again), the cost behind 32 handles of one
-// worker serving less than one (docs/performance-log.md, round 8).
+// worker serving less than one (docs/history/performance-log.md, round 8).
 // go test ./sandbox -run '^$' -bench InvokeAcrossHandles -benchtime 3000x
 func BenchmarkInvokeAcrossHandles(b *testing.B) {
 	for _, n := range []int{1, 8, 32} {

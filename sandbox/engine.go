@@ -110,7 +110,7 @@ func New(cfg Config) *Engine {
 		// fewer than ~280 runs a second, and back to back on one
 		// connection the pool ran dry and runs made their isolates on
 		// their own path. With two, p50 fell in each of 11 interleaved
-		// rounds, and p99 rose (docs/performance-log.md, round 7).
+		// rounds, and p99 rose (docs/history/performance-log.md, round 7).
 		for i := 0; i < min(cfg.Prewarm, 2); i++ {
 			go e.prewarm()
 		}
@@ -141,7 +141,7 @@ func (e *Engine) prewarm() {
 		// next isolate is made refillDelay later, so that the making
 		// (~3.5 ms of CPU) does not take a core from that answer on a
 		// two-core machine. Paired slices at the default prewarm 2, one
-		// connection (docs/performance-log.md, round 9): p50 20 ms apart
+		// connection (docs/history/performance-log.md, round 9): p50 20 ms apart
 		// 2.39 -> 2.08 ms (8 of 8), back to back 1.59 -> 1.41 ms (7 of
 		// 8); 3 ms against 1.5 ms was within noise. A pool that is not
 		// full is refilled at once.

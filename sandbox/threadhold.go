@@ -18,7 +18,7 @@ import (
 //
 // The hold pins the loop's goroutine to its OS thread (runtime.LockOSThread)
 // while it is held, and only then: the loop drops it before it waits for
-// work. Measured both ways (docs/performance-log.md): pinned for the isolate's
+// work. Measured both ways (docs/history/performance-log.md): pinned for the isolate's
 // whole life, one handle served ~30–55% more, but 32 isolates of one worker
 // served ~22% less, because every hand-off to a sleeping isolate then had
 // to wake that isolate's own thread.
@@ -37,7 +37,7 @@ import (
 //
 // Reading a thread's CPU clock is a system call (~0.7–1.4 µs here, more
 // under the worker's seccomp filter), and three of them a request cost a
-// busy handle a fifth of its throughput (docs/performance-log.md, round
+// busy handle a fifth of its throughput (docs/history/performance-log.md, round
 // 16). So the clock is read as seldom as the account allows:
 //   - take uses a reading of the thread's clock at most staleCPU old (each
 //     OS thread keeps its last one, threadhold.cc): the clock cannot advance

@@ -136,7 +136,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		m.end()
 		// The loop's last job has usually just answered (a computation),
 		// and V8's teardown is ~0.6 ms of CPU: made later, it does not
-		// take a core from that answer's way out (docs/performance-log.md,
+		// take a core from that answer's way out (docs/history/performance-log.md,
 		// round 9).
 		time.AfterFunc(teardownDelay, m.teardown)
 	}()

@@ -10,7 +10,7 @@ import "github.com/retainer-gw/retainer/budgets"
 // that ever used the space: a tenant's counter written 7,000 times a
 // second woke its other worker for each batch, whether or not that worker
 // had ever read the counter (~10 µs of worker CPU a request, measured in
-// docs/performance-log.md).
+// docs/history/performance-log.md).
 //
 // A key is noted before the call that could put it in the cache is
 // served (before the read, before the write is accepted), never after:

@@ -22,7 +22,7 @@ import (
 // until it spills into a second worker, uses at most one CPU, and a
 // computation's background work (the prewarmed isolate made to replace the
 // one it took, V8's helper thread) competes with it instead of running
-// beside it (docs/performance-log.md, round 13, has both measured).
+// beside it (docs/history/performance-log.md, round 13, has both measured).
 //
 // CPUsAuto keeps the hand-offs cheap while one CPU is enough: a worker
 // starts pinned; one that used nearly all of its CPU over the last
@@ -211,14 +211,14 @@ func pinThreads(pid int, set *unix.CPUSet) {
 // cpuUsed is the time process pid has run (nanoseconds; processCPU, 0
 // when it cannot be read). Not its threads' wait to run: a pinned worker's
 // threads wait for each other, and the sum of those waits says nothing of
-// how many CPUs the worker could use (docs/performance-log.md).
+// how many CPUs the worker could use (docs/history/performance-log.md).
 //
 // One read of /proc/<pid>/stat a worker: the kernel sums the threads'
 // precise run time and reports it in clock ticks (10 ms, 0.02 of a CPU
 // over balanceEvery, well inside balanceMargin). Reading each thread's
 // schedstat instead took ~13 reads a worker every balance: with 100 idle
 // workers that was 2.9% of a core, two thirds of an idle gateway's CPU,
-// and it grew with every worker (docs/performance-log.md).
+// and it grew with every worker (docs/history/performance-log.md).
 func cpuUsed(pid int) uint64 {
 	return uint64(max(processCPU(pid), 0))
 }

@@ -99,7 +99,7 @@ const newWorkerEstimate = 32 << 20
 // moves slowly). A worker that has had nothing in progress since it was
 // last measured is skipped until memoryStale has passed: with 100 idle
 // workers the turns were two thirds of an idle gateway's CPU, measuring
-// memory no work had touched (docs/performance-log.md).
+// memory no work had touched (docs/history/performance-log.md).
 const (
 	memoryEvery = time.Second
 	memoryBatch = 8

@@ -448,7 +448,7 @@ func (pool *Pool) progress(id string) (uint64, bool) {
 // handle needs that many queued there to keep its pipelining (one handle
 // at 32 connections: plus eight served a fifth less, plus sixteen as much
 // as no window), and more would fail more calls when a worker dies
-// (docs/performance-log.md, round 16).
+// (docs/history/performance-log.md, round 16).
 const windowAhead = 16
 
 // Invoke calls a retained isolate's handle. Invocations of one isolate are

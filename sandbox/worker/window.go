@@ -21,7 +21,7 @@ import (
 // an answer, so ahead is what the handle answers in refillTarget, at
 // most windowAhead: a handle that answers in 30 µs keeps all windowAhead
 // queued (its pipelining and grouped writes need them, a fifth of its
-// throughput at 32 connections: docs/performance-log.md), one that
+// throughput at 32 connections: docs/history/performance-log.md), one that
 // answers every 500 µs keeps two, and one slower than 2 ms an answer
 // keeps none: the worker then waits one turnaround of the gateway
 // between two calls (tens of µs here, a few percent of 2 ms at worst),
@@ -54,7 +54,7 @@ type sendWindow struct {
 // refillTarget is the time the invocations queued ahead in the worker
 // should last: the gateway's turnaround from an answer to the next send,
 // with room (tens of µs on loopback, ~1 ms on a slow virtual machine
-// under load: docs/performance-log.md).
+// under load: docs/history/performance-log.md).
 const refillTarget = time.Millisecond
 
 // initialAhead is the window's allowance before the handle has answered:

@@ -286,7 +286,7 @@ func (c *Conn) reply(id uint64, path string, res []byte) {
 // back for the next write, which carries it along, so under load one
 // system call carries several answers and the peer's read loop wakes once
 // for them; at most maxHeld frames wait, and none longer than holdFor
-// (the next invocation may be slow). Measured in docs/performance-log.md
+// (the next invocation may be slow). Measured in docs/history/performance-log.md
 // (round 8).
 func (c *Conn) ReplyLater(id uint64, path string, res []byte, more bool) {
 	defer c.serving.Add(-1)
@@ -520,7 +520,7 @@ func (c *Conn) abandon(id uint64) {
 // when the gateway read the answer and the kernel told the worker's side,
 // registered edge-triggered for both readiness kinds by Go's poller, that
 // it could write again (strace: an EPOLLOUT-only wake per invocation; a
-// context switch apiece for fifty sleeping workers, docs/performance-log.md).
+// context switch apiece for fifty sleeping workers, docs/history/performance-log.md).
 // So the worker reads one socket through the poller and writes the other,
 // a blocking descriptor the poller never sees: nothing wakes it but work.
 // The gateway keeps both of its ends in its poller, where a worker that
