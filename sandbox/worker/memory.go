@@ -98,8 +98,9 @@ const newWorkerEstimate = 32 << 20
 // yet measured go first; the others take turns (a worker's own memory
 // moves slowly). A worker that has had nothing in progress since it was
 // last measured is skipped until memoryStale has passed: with 100 idle
-// workers the turns were two thirds of an idle gateway's CPU, measuring
-// memory no work had touched (docs/history/performance-log.md).
+// workers the turns were over a quarter of an idle gateway's CPU (27% of
+// its samples), measuring memory no work had touched
+// (docs/history/performance-log.md).
 const (
 	memoryEvery = time.Second
 	memoryBatch = 8
