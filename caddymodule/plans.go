@@ -267,13 +267,14 @@ func (t *tenantPlans) remember(tenant string, r planRecord) {
 }
 
 // cutsTable records which handles' logs were told of a tenant's cut a day
-// (key day, logTenant, NUL, id), so a restart does not tell them again.
+// (key day, logTenant, NUL, id, NUL, limit), so a restart does not tell
+// them again.
 const cutsTable = "plans.cuts.v1"
 
 // firstCut answers whether handle id ("" the API) of tenant is told of its
-// cut today for the first time, and records that it is.
-func (t *tenantPlans) firstCut(tenant, day, id string) bool {
-	key := []byte(day + tenant + "\x00" + id)
+// cut by limit today for the first time, and records that it is.
+func (t *tenantPlans) firstCut(tenant, day, id, limit string) bool {
+	key := []byte(day + tenant + "\x00" + id + "\x00" + limit)
 	ctx := context.Background()
 	if v, err := t.st.Get(ctx, cutsTable, key); err == nil && v != nil {
 		return false
@@ -343,7 +344,9 @@ func (rt *runtime) admit(registry, id, tenant string) error {
 	until := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
 	m.mu.Lock()
 	c := m.cut[key]
-	if c == nil {
+	if c == nil || c.limit != limit {
+		// The first cut of the day, or a cut by another limit after the
+		// tenant's plan moved: each handle is told again, of this limit.
 		c = &planCut{limit: limit, logged: map[string]bool{}}
 		m.cut[key] = c
 	}
@@ -351,7 +354,7 @@ func (rt *runtime) admit(registry, id, tenant string) error {
 	c.logged[id] = true
 	m.mu.Unlock()
 	msg := fmt.Sprintf("The tenant's plan allows %s; it is refused until the UTC day ends (%s).", limit, until.Format(time.RFC3339))
-	if first && m.plans.firstCut(key, now.Format(time.DateOnly), id) {
+	if first && m.plans.firstCut(key, now.Format(time.DateOnly), id, limit) {
 		if id == "" {
 			rt.logger.Load().Info("a tenant reached its plan's daily limit",
 				zap.String("registry", registry), zap.String("tenant", tenant), zap.String("limit", limit))

@@ -485,7 +485,9 @@ func planTokenAt(t testing.TB, tenant, plan, scope string, iat time.Time) string
 // on `default`). A pro token issued after her small one is the operator's
 // upgrade: it lifts the cut at once, and her older small token does not
 // bring it back. Dave, downgraded from pro to small by a newer token, is
-// held to small, and his older pro token does not undo it. Bob, a
+// held to small, and his older pro token does not undo it; moved to
+// medium by a yet newer one, he is cut again, and his log names both
+// limits. Bob, a
 // bystander on small, counts on untouched. All of it survives a restart.
 func TestPlanHeldAgainstTheTenantsOtherTokens(t *testing.T) {
 	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), `workers 4
@@ -496,6 +498,9 @@ func TestPlanHeldAgainstTheTenantsOtherTokens(t *testing.T) {
 			}
 			small {
 				requests_per_day 20
+			}
+			medium {
+				requests_per_day 25
 			}
 			pro {
 				requests_per_day 1000
@@ -584,6 +589,20 @@ func TestPlanHeldAgainstTheTenantsOtherTokens(t *testing.T) {
 	for _, path := range []string{"/usage", "/handles/" + daveID + "/logs", "/handles"} {
 		do(t, "GET", api(path), davePro, nil)
 		checkQuotaCut(t, "dave's visit after GET "+path+" with his older pro token", visit(daveID))
+	}
+	// Moved to medium by a later token, he serves 5 more and is cut again;
+	// his log says so, naming each limit once.
+	daveMedium := planTokenAt(t, "dave", "medium", "retainer:read", now.Add(-30*time.Second))
+	do(t, "GET", api("/usage"), daveMedium, nil)
+	for i := 21; i <= 25; i++ {
+		if got := served(t, visit(daveID)); got != i {
+			t.Fatalf("dave's visit %d on medium served %d", i, got)
+		}
+	}
+	checkQuotaCut(t, "dave's 26th visit", visit(daveID))
+	checkQuotaCut(t, "dave's 27th visit", visit(daveID))
+	if got := planEntries(t, daveMedium, daveID); len(got) != 2 || !strings.Contains(got[0], "requests_per_day 20;") || !strings.Contains(got[1], "requests_per_day 25;") {
+		t.Fatalf("dave's log: %q", got)
 	}
 	bobVisits(5)
 
