@@ -63,6 +63,8 @@ type Identity struct {
 	// Expires is when the token stops being accepted: its exp plus the
 	// leeway (a connection it opened ends then).
 	Expires time.Time
+	// IssuedAt is the token's iat (zero when it has none).
+	IssuedAt time.Time
 }
 
 // HasScope reports whether the identity holds scope.
@@ -295,6 +297,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	id.Tenant = tenant
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 		id.Expires = exp.Time.Add(v.cfg.Leeway)
+	}
+	if iat, err := claims.GetIssuedAt(); err == nil && iat != nil {
+		id.IssuedAt = iat.Time
 	}
 	for _, c := range v.cfg.RequiredClaims {
 		if _, ok := claims[c]; !ok {

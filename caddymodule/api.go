@@ -197,7 +197,7 @@ func (h *API) serve(w http.ResponseWriter, r *http.Request, forwarded bool) {
 		h.mux.ServeHTTP(w, r) // answered by the handler: UNAUTHENTICATED
 		return
 	}
-	f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant, Plan: c.plan}
+	f := forward{Kind: "api", Registry: h.Registry, Tenant: c.tenant, Plan: c.plan, Issued: c.issued}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		f.Scope, _ = repl.GetString("http.auth.user.scope")
 		f.Expires, _ = repl.GetString("http.auth.user." + tokenExpiresKey)
@@ -222,6 +222,9 @@ type caller struct {
 	expires time.Time
 	// plan is the plan its token's plan claim names (docs/usage.md).
 	plan string
+	// issued is its token's iat, Unix seconds ("" for none): only a token
+	// issued later than the one that recorded the tenant's plan changes it.
+	issued string
 }
 
 func (h *API) caller(r *http.Request) (caller, error) {
@@ -245,9 +248,10 @@ func (h *API) caller(r *http.Request) (caller, error) {
 	}
 	c := caller{tenant: id, scopes: strings.Fields(scope)}
 	if f, ok := r.Context().Value(forwardedKey{}).(forward); ok {
-		c.plan = f.Plan // signed by the gateway that read the token
+		c.plan, c.issued = f.Plan, f.Issued // signed by the gateway that read the token
 	} else if h.app != nil && h.app.Plans != nil {
 		c.plan, _ = repl.GetString("http.auth.user." + h.app.Plans.claim())
+		c.issued, _ = repl.GetString("http.auth.user." + tokenIssuedKey)
 	}
 	if sec, err := strconv.ParseInt(expires, 10, 64); err == nil {
 		c.expires = time.Unix(sec, 0)
@@ -286,9 +290,12 @@ func (h *API) authorize(w http.ResponseWriter, r *http.Request, scopes ...string
 	return c, true
 }
 
-// planGate records the plan the caller's token names and refuses a
-// tenant past its plan's daily limit (docs/usage.md). Reading its usage and
-// its handles' logs stays open, so a tenant can see why it was cut.
+// planGate records the plan the caller's token names, if the token was
+// issued later than the one that recorded the tenant's plan, and refuses
+// a tenant past its plan's daily limit (docs/usage.md). Reading its usage
+// and its handles' logs stays open, so a tenant can see why it was cut; a
+// token older than the recorded one, or naming no plan, changes nothing
+// there or anywhere.
 func (h *API) planGate(c caller, exempt bool) error {
 	rt := h.runtime()
 	if rt == nil || h.app == nil || h.app.Plans == nil || len(h.app.Plans.Plans) == 0 {
@@ -298,7 +305,8 @@ func (h *API) planGate(c caller, exempt bool) error {
 	if u == nil {
 		return nil
 	}
-	u.plans.set(logTenant(h.Registry, c.tenant), c.plan)
+	issued, _ := strconv.ParseInt(c.issued, 10, 64)
+	u.plans.record(logTenant(h.Registry, c.tenant), c.plan, issued)
 	if exempt {
 		return nil
 	}

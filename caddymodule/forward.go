@@ -70,7 +70,9 @@ type forward struct {
 	Expires string
 	// Plan is the plan the caller's token names (docs/usage.md).
 	Plan string
-	At   time.Time
+	// Issued is the caller's token's iat, Unix seconds ("" for none).
+	Issued string
+	At     time.Time
 	// Nonce makes the request one of a kind: the owner takes it once.
 	Nonce string
 	// Body is what the HMAC covers of the body (forwardBody.cover).
@@ -91,6 +93,7 @@ func (f forward) values() url.Values {
 	v.Set("scope", f.Scope)
 	v.Set("expires", f.Expires)
 	v.Set("plan", f.Plan)
+	v.Set("issued", f.Issued)
 	v.Set("at", strconv.FormatInt(f.At.UnixMilli(), 10))
 	v.Set("nonce", f.Nonce)
 	v.Set("body", f.Body)
@@ -161,7 +164,7 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 	resolve, _ := strconv.Atoi(v.Get("resolve"))
 	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
 		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
-		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), At: at,
+		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), Issued: v.Get("issued"), At: at,
 		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
 }
 

@@ -44,6 +44,11 @@ func (e jwksEntry) Destruct() error { e.Close(); return nil }
 // being accepted.
 const tokenExpiresKey = "token_expires"
 
+// tokenIssuedKey names the user metadata that says when the token was
+// issued (its iat, Unix seconds): a tenant's plan changes only for a token
+// issued later than the one that recorded it (docs/usage.md).
+const tokenIssuedKey = "token_issued"
+
 // JWTProvider authenticates a bearer token (module
 // http.authentication.providers.retainer_jwt). A valid token sets
 // {http.auth.user.id} to its tenant claim, {http.auth.user.scope} to its
@@ -222,6 +227,9 @@ func (p *JWTProvider) Authenticate(w http.ResponseWriter, r *http.Request) (cadd
 		// When the token stops being accepted ({http.auth.user.token_expires},
 		// Unix seconds): an executor socket it opened is closed then.
 		meta[tokenExpiresKey] = strconv.FormatInt(id.Expires.Unix(), 10)
+	}
+	if !id.IssuedAt.IsZero() {
+		meta[tokenIssuedKey] = strconv.FormatInt(id.IssuedAt.Unix(), 10)
 	}
 	return caddyauth.User{ID: id.Tenant, Metadata: meta}, true, nil
 }

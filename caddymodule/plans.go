@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -135,74 +136,145 @@ func parsePlans(d *caddyfile.Dispenser) (*Plans, error) {
 	return p, nil
 }
 
-// plansTable holds the plan each tenant's newest token named (docs/usage.md):
-// key logTenant, value the plan's name. The data plane sees no token, so it
-// reads the tenant's plan here; a tenant with no row is on the default plan.
+// plansTable holds the plan each tenant is held to (docs/usage.md): key
+// logTenant, value a planRecord in JSON (a row written before the record
+// had an iat is the plan's bare name, issued at 0). The data plane sees no
+// token, so it reads the tenant's plan here; a tenant with no row is on
+// the default plan.
 const plansTable = "plans.v1"
 
+// planRecord is the plan a tenant is held to and the iat (Unix seconds) of
+// the token that named it: only a token issued later changes it.
+type planRecord struct {
+	Plan   string `json:"plan"`
+	Issued int64  `json:"iat"`
+}
+
+func decodePlanRecord(v []byte) planRecord {
+	var r planRecord
+	if len(v) > 0 && v[0] == '{' && json.Unmarshal(v, &r) == nil {
+		return r
+	}
+	return planRecord{Plan: string(v)}
+}
+
+// replacedBy answers whether a token issued at issued (0: it has no iat)
+// naming plan changes the record r (ok false: there is none). A token
+// naming no plan never does; a token without an iat only where nothing
+// is recorded; any other only if issued later than r's (docs/usage.md).
+func (r planRecord) replacedBy(ok bool, plan string, issued int64) bool {
+	return plan != "" && (!ok || issued > r.Issued)
+}
+
 // tenantPlans is plansTable in memory: read at start and every minute (a
-// cluster's other gateways write it too), written when a token names
-// another plan than the one recorded.
+// cluster's other gateways write it too), written when a token issued
+// later than the recorded one names a plan.
 type tenantPlans struct {
-	st store.Store
-	mu sync.RWMutex
-	of map[string]string
+	st  store.Store
+	wmu sync.Mutex // serializes record's read, compare and write
+	mu  sync.RWMutex
+	of  map[string]planRecord
 }
 
 func openTenantPlans(st store.Store) *tenantPlans {
-	t := &tenantPlans{st: st, of: map[string]string{}}
+	t := &tenantPlans{st: st, of: map[string]planRecord{}}
 	t.load()
 	return t
 }
 
 func (t *tenantPlans) load() {
-	of := map[string]string{}
+	of := map[string]planRecord{}
 	if t.st.Scan(context.Background(), plansTable, store.Range{}, func(k, v []byte) bool {
-		of[string(k)] = string(v)
+		of[string(k)] = decodePlanRecord(v)
 		return true
 	}) != nil {
 		return
 	}
 	t.mu.Lock()
+	// A record written here since the scan read the table stays: records
+	// only ever move to a later token.
+	for k, r := range t.of {
+		if was, ok := of[k]; !ok || r.Issued > was.Issued {
+			of[k] = r
+		}
+	}
 	t.of = of
 	t.mu.Unlock()
 }
 
+// get answers the plan recorded for tenant ("" for none).
 func (t *tenantPlans) get(tenant string) string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.of[tenant]
+	return t.of[tenant].Plan
 }
 
-// set records that tenant's token named plan ("" for none).
-func (t *tenantPlans) set(tenant, plan string) {
-	if t.get(tenant) == plan {
+func (t *tenantPlans) recorded(tenant string) (planRecord, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.of[tenant]
+	return r, ok
+}
+
+// record records that tenant's token issued at issued (Unix seconds, 0
+// for none) named plan ("" for none), if that changes what is recorded
+// (planRecord.replacedBy). Memory answers first: its records are never
+// later than the store's, so a token that does not replace them does not
+// replace the store's either. The write is conditional on the row the
+// store holds, so two gateways recording at once keep the later token's.
+func (t *tenantPlans) record(tenant, plan string, issued int64) {
+	if r, ok := t.recorded(tenant); !r.replacedBy(ok, plan, issued) {
 		return
 	}
-	op := store.Put(plansTable, []byte(tenant), []byte(plan))
-	if plan == "" {
-		op = store.Delete(plansTable, []byte(tenant))
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	ctx := context.Background()
+	key := []byte(tenant)
+	for try := 0; try < 3; try++ {
+		v, err := t.st.Get(ctx, plansTable, key)
+		if err != nil {
+			return // recorded at its next request
+		}
+		cond := store.Absent(plansTable, key)
+		r := planRecord{}
+		if v != nil {
+			cond, r = store.Holds(plansTable, key, store.Copy(v)), decodePlanRecord(v)
+		}
+		if !r.replacedBy(v != nil, plan, issued) {
+			t.remember(tenant, r)
+			return
+		}
+		next := planRecord{Plan: plan, Issued: issued}
+		b, _ := json.Marshal(next)
+		err = t.st.Commit(ctx, store.Txn{If: []store.Cond{cond}, Then: []store.Op{store.Put(plansTable, key, b)}})
+		if err == nil {
+			t.remember(tenant, next)
+			return
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return // recorded at its next request
+		}
 	}
-	if t.st.Commit(context.Background(), store.Txn{Then: []store.Op{op}}) != nil {
-		return // recorded at its next request
-	}
+}
+
+// remember puts r in memory unless it holds a later one.
+func (t *tenantPlans) remember(tenant string, r planRecord) {
 	t.mu.Lock()
-	if plan == "" {
-		delete(t.of, tenant)
-	} else {
-		t.of[tenant] = plan
+	defer t.mu.Unlock()
+	if was, ok := t.of[tenant]; !ok || r.Issued >= was.Issued {
+		t.of[tenant] = r
 	}
-	t.mu.Unlock()
 }
 
 // cutsTable records which handles' logs were told of a tenant's cut a day
-// (key day, logTenant, NUL, id), so a restart does not tell them again.
+// (key day, logTenant, NUL, id, NUL, limit), so a restart does not tell
+// them again.
 const cutsTable = "plans.cuts.v1"
 
 // firstCut answers whether handle id ("" the API) of tenant is told of its
-// cut today for the first time, and records that it is.
-func (t *tenantPlans) firstCut(tenant, day, id string) bool {
-	key := []byte(day + tenant + "\x00" + id)
+// cut by limit today for the first time, and records that it is.
+func (t *tenantPlans) firstCut(tenant, day, id, limit string) bool {
+	key := []byte(day + tenant + "\x00" + id + "\x00" + limit)
 	ctx := context.Background()
 	if v, err := t.st.Get(ctx, cutsTable, key); err == nil && v != nil {
 		return false
@@ -272,7 +344,9 @@ func (rt *runtime) admit(registry, id, tenant string) error {
 	until := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
 	m.mu.Lock()
 	c := m.cut[key]
-	if c == nil {
+	if c == nil || c.limit != limit {
+		// The first cut of the day, or a cut by another limit after the
+		// tenant's plan moved: each handle is told again, of this limit.
 		c = &planCut{limit: limit, logged: map[string]bool{}}
 		m.cut[key] = c
 	}
@@ -280,7 +354,7 @@ func (rt *runtime) admit(registry, id, tenant string) error {
 	c.logged[id] = true
 	m.mu.Unlock()
 	msg := fmt.Sprintf("The tenant's plan allows %s; it is refused until the UTC day ends (%s).", limit, until.Format(time.RFC3339))
-	if first && m.plans.firstCut(key, now.Format(time.DateOnly), id) {
+	if first && m.plans.firstCut(key, now.Format(time.DateOnly), id, limit) {
 		if id == "" {
 			rt.logger.Load().Info("a tenant reached its plan's daily limit",
 				zap.String("registry", registry), zap.String("tenant", tenant), zap.String("limit", limit))

@@ -320,7 +320,7 @@ func BenchmarkPlanCheck(b *testing.B) {
 	defer m.close()
 	rt.usage.Store(m)
 	key := logTenant("apps", "alice")
-	m.plans.set(key, "pro")
+	m.plans.record(key, "pro", 1)
 	for _, plans := range []*Plans{nil, {Plans: map[string]*Plan{"pro": {RequestsPerDay: 1 << 40, CPUMsPerDay: 1 << 40}}}} {
 		rt.app.Store(&App{Plans: plans})
 		name := "none"
@@ -452,5 +452,212 @@ func TestPlanClosesOpenSockets(t *testing.T) {
 		if got := readText(t, sockets[bobID]); got != "echo more" {
 			t.Fatalf("bob's echo: %q", got)
 		}
+	}
+}
+
+// planTokenAt is planToken issued at iat (the zero time: no iat claim),
+// with scope.
+func planTokenAt(t testing.TB, tenant, plan, scope string, iat time.Time) string {
+	claims := jwt.MapClaims{
+		"sub": tenant, "iss": "https://id.example.com/", "aud": "retainer",
+		"exp": time.Now().Add(time.Hour).Unix(), "scope": scope,
+	}
+	if !iat.IsZero() {
+		claims["iat"] = iat.Unix()
+	}
+	if plan != "" {
+		claims["tier"] = plan
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A tenant cannot undo its plan with another token it holds
+// (docs/usage.md): only a token issued later than the one that recorded
+// the plan changes it, and a token naming no plan never does. Alice, on
+// small (20 visits), is cut; one GET /usage or log read with a read-only
+// token naming no plan (issued later), a token naming pro issued before
+// her small one, or a token naming pro without an iat, changes nothing:
+// her visits and API stay 429 (the red team's sequence let her serve again
+// on `default`). A pro token issued after her small one is the operator's
+// upgrade: it lifts the cut at once, and her older small token does not
+// bring it back. Dave, downgraded from pro to small by a newer token, is
+// held to small, and his older pro token does not undo it; moved to
+// medium by a yet newer one, he is cut again, and his log names both
+// limits. Bob, a
+// bystander on small, counts on untouched. All of it survives a restart.
+func TestPlanHeldAgainstTheTenantsOtherTokens(t *testing.T) {
+	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), `workers 4
+		plans {
+			plan_claim tier
+			default {
+				requests_per_day 100000
+			}
+			small {
+				requests_per_day 20
+			}
+			medium {
+				requests_per_day 25
+			}
+			pro {
+				requests_per_day 1000
+			}
+		}`)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	now := time.Now()
+	visit := func(h string) answer { return do(t, "GET", site(h+".apps.localhost", "/"), "", nil) }
+	aliceSmall := planTokenAt(t, "alice", "small", allScopes, now.Add(-10*time.Minute))
+	bob := planTokenAt(t, "bob", "small", allScopes, now.Add(-10*time.Minute))
+	id, bobID := deployCounterRetrying(t, aliceSmall), deployCounterRetrying(t, bob)
+	bobServed := 0
+	bobVisits := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			bobServed++
+			if got := served(t, visit(bobID)); got != bobServed {
+				t.Fatalf("bob's visit %d served %d", bobServed, got)
+			}
+		}
+	}
+	for i := 1; i <= 20; i++ {
+		if got := served(t, visit(id)); got != i {
+			t.Fatalf("alice's visit %d served %d", i, got)
+		}
+	}
+	checkQuotaCut(t, "alice's 21st visit", visit(id))
+	checkQuotaCut(t, "alice's GET /handles", do(t, "GET", api("/handles"), aliceSmall, nil))
+	bobVisits(5)
+
+	stillCut := func(what string) {
+		t.Helper()
+		checkQuotaCut(t, "alice's visit after "+what, visit(id))
+		checkQuotaCut(t, "alice's GET /handles after "+what, do(t, "GET", api("/handles"), aliceSmall, nil))
+	}
+	readOnly := planTokenAt(t, "alice", "", "retainer:read", now) // issued later, no plan
+	for _, path := range []string{"/usage?by=day", "/handles/" + id + "/logs"} {
+		if a := do(t, "GET", api(path), readOnly, nil); a.status != 200 {
+			t.Fatalf("GET %s with a read-only token while cut: %d %s", path, a.status, a.body)
+		}
+		stillCut("GET " + path + " with a read-only token naming no plan")
+	}
+	olderPro := planTokenAt(t, "alice", "pro", allScopes, now.Add(-time.Hour))
+	if a := do(t, "GET", api("/usage"), olderPro, nil); a.status != 200 {
+		t.Fatalf("GET /usage with an older pro token: %d %s", a.status, a.body)
+	}
+	checkQuotaCut(t, "GET /handles with an older pro token", do(t, "GET", api("/handles"), olderPro, nil))
+	stillCut("an older pro token")
+	noIat := planTokenAt(t, "alice", "pro", allScopes, time.Time{})
+	if a := do(t, "GET", api("/usage"), noIat, nil); a.status != 200 {
+		t.Fatalf("GET /usage with a pro token without iat: %d %s", a.status, a.body)
+	}
+	stillCut("a pro token without iat")
+	bobVisits(5)
+
+	// The operator's upgrade: a token naming pro issued after the small one.
+	newerPro := planTokenAt(t, "alice", "pro", "retainer:read", now.Add(-time.Minute))
+	if a := do(t, "GET", api("/usage"), newerPro, nil); a.status != 200 {
+		t.Fatalf("GET /usage with a newer pro token: %d %s", a.status, a.body)
+	}
+	if got := served(t, visit(id)); got != 21 {
+		t.Fatalf("alice's first visit on pro served %d", got)
+	}
+	if a := do(t, "GET", api("/handles"), aliceSmall, nil); a.status != 200 {
+		t.Fatalf("alice's API on pro with her older small token: %d %s", a.status, a.body)
+	}
+	if got := served(t, visit(id)); got != 22 {
+		t.Fatalf("alice's visit after her older small token served %d", got)
+	}
+
+	// Dave, on pro, is downgraded by a newer small token; his older pro
+	// token, used on every endpoint, does not undo it.
+	davePro := planTokenAt(t, "dave", "pro", allScopes, now.Add(-time.Hour))
+	daveID := deployCounterRetrying(t, davePro)
+	daveSmall := planTokenAt(t, "dave", "small", "retainer:read", now.Add(-time.Minute))
+	if a := do(t, "GET", api("/usage"), daveSmall, nil); a.status != 200 {
+		t.Fatalf("dave's downgrade: %d %s", a.status, a.body)
+	}
+	for i := 1; i <= 20; i++ {
+		if got := served(t, visit(daveID)); got != i {
+			t.Fatalf("dave's visit %d served %d", i, got)
+		}
+	}
+	checkQuotaCut(t, "dave's 21st visit", visit(daveID))
+	for _, path := range []string{"/usage", "/handles/" + daveID + "/logs", "/handles"} {
+		do(t, "GET", api(path), davePro, nil)
+		checkQuotaCut(t, "dave's visit after GET "+path+" with his older pro token", visit(daveID))
+	}
+	// Moved to medium by a later token, he serves 5 more and is cut again;
+	// his log says so, naming each limit once.
+	daveMedium := planTokenAt(t, "dave", "medium", "retainer:read", now.Add(-30*time.Second))
+	do(t, "GET", api("/usage"), daveMedium, nil)
+	for i := 21; i <= 25; i++ {
+		if got := served(t, visit(daveID)); got != i {
+			t.Fatalf("dave's visit %d on medium served %d", i, got)
+		}
+	}
+	checkQuotaCut(t, "dave's 26th visit", visit(daveID))
+	checkQuotaCut(t, "dave's 27th visit", visit(daveID))
+	if got := planEntries(t, daveMedium, daveID); len(got) != 2 || !strings.Contains(got[0], "requests_per_day 20;") || !strings.Contains(got[1], "requests_per_day 25;") {
+		t.Fatalf("dave's log: %q", got)
+	}
+	bobVisits(5)
+
+	restart(tester, config)
+	if a := visit(id); a.status != 200 {
+		t.Fatalf("alice's visit on pro after the restart: %d %s", a.status, a.body)
+	}
+	do(t, "GET", api("/usage"), olderPro, nil)
+	checkQuotaCut(t, "dave's visit after the restart", visit(daveID))
+	do(t, "GET", api("/usage"), davePro, nil)
+	checkQuotaCut(t, "dave's visit after the restart and his older pro token", visit(daveID))
+	if a := visit(bobID); a.status != 200 {
+		t.Fatalf("bob's visit after the restart: %d %s", a.status, a.body)
+	}
+}
+
+// Two gateways of a cluster share plansTable (docs/usage.md): one whose
+// memory has not seen the other's record still keeps the later token's
+// plan, because its write is conditional on the store's row; a row
+// written before records had an iat is its plan, which any token with an
+// iat replaces and none without one does; a token naming no plan never
+// does.
+func TestPlanRecordsKeepTheLaterToken(t *testing.T) {
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "plans.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, b := openTenantPlans(st), openTenantPlans(st)
+	a.record("alice", "small", 200)
+	b.record("alice", "pro", 100) // b's memory has no record of alice
+	b.record("alice", "", 300)
+	for _, g := range []*tenantPlans{a, b} {
+		g.load()
+		if got := g.get("alice"); got != "small" {
+			t.Fatalf("alice's plan after an older pro token and a plan-less one: %q", got)
+		}
+	}
+	b.record("alice", "pro", 300)
+	a.record("alice", "small", 250) // a's memory still says small@200
+	a.load()
+	if got := a.get("alice"); got != "pro" {
+		t.Fatalf("alice's plan after a later pro token: %q", got)
+	}
+	if err := st.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(plansTable, []byte("bob"), []byte("small"))}}); err != nil {
+		t.Fatal(err)
+	}
+	a.load()
+	a.record("bob", "pro", 0)
+	if got := a.get("bob"); got != "small" {
+		t.Fatalf("a bare row after a token without iat: %q", got)
+	}
+	a.record("bob", "pro", 1)
+	b.load()
+	if got := b.get("bob"); got != "pro" {
+		t.Fatalf("a bare row after a token with an iat: %q", got)
 	}
 }

@@ -19,7 +19,11 @@ import (
 // the 11th, through either, answers 429, and her API through the other
 // gateway too; bob, on no plan, runs on through both. Her usage, read
 // through either gateway's API or admin export, is her 10 requests; bob's
-// reaches every export once his gateway has flushed it.
+// reaches every export once his gateway has flushed it. Carol, cut, reads
+// her usage through both gateways with a read-only token naming no plan:
+// still cut. A token naming big issued later, used on the gateway that
+// does not own her space (the forward carries its iat), lifts the cut
+// through both; her older small token does not bring it back.
 func TestClusterUsageAndPlans(t *testing.T) {
 	srv := etcdtest.Start(t)
 	pg := pgtest.Start(t)
@@ -36,6 +40,9 @@ func TestClusterUsageAndPlans(t *testing.T) {
 		plans {
 			small {
 				requests_per_day 10
+			}
+			big {
+				requests_per_day 1000
 			}
 		}`, 1)
 		if err := os.WriteFile(config, []byte(s), 0o600); err != nil {
@@ -101,6 +108,55 @@ func TestClusterUsageAndPlans(t *testing.T) {
 		}
 		if !strings.Contains(csv, "\napps,carol,2") || !strings.Contains(csv, "Z,10,") || !strings.Contains(csv, "\napps,bob,") {
 			t.Fatalf("gw-%d's export: %s", i, csv)
+		}
+	}
+	carolRead := tokenFor("--sub", "carol", "--scope", "retainer:read")
+	for i := 1; i <= 2; i++ {
+		if status, body := clusterCall(t, "GET", gws[i].api+"/usage", carolRead, ""); status != 200 {
+			t.Fatalf("carol's read-only token through gw-%d: %d %s", i, status, body)
+		}
+	}
+	for i := 1; i <= 2; i++ {
+		if status, body := visitKey(t, i, carolID); status != 429 {
+			t.Fatalf("carol's visit through gw-%d after a token naming no plan: %d %s", i, status, body)
+		}
+	}
+	_, members := clusterCall(t, "GET", "http://localhost:3981/retainer/cluster", "", "")
+	var infos struct {
+		Members []struct {
+			Name   string
+			Spaces []struct{ Registry, Tenant string }
+		}
+	}
+	if err := json.Unmarshal([]byte(members), &infos); err != nil {
+		t.Fatalf("the members: %v %s", err, members)
+	}
+	other := 0
+	for _, m := range infos.Members {
+		for _, sp := range m.Spaces {
+			if sp.Tenant == "carol" {
+				other = map[string]int{"gw-1": 2, "gw-2": 1}[m.Name]
+			}
+		}
+	}
+	if other == 0 {
+		t.Fatalf("nobody owns carol's space: %s", members)
+	}
+	time.Sleep(1100 * time.Millisecond) // iat is in seconds
+	carolBig := tokenFor("--sub", "carol", "--plan", "big", "--scope", "retainer:read")
+	if status, body := clusterCall(t, "GET", gws[other].api+"/usage", carolBig, ""); status != 200 {
+		t.Fatalf("carol's upgrade through gw-%d: %d %s", other, status, body)
+	}
+	clusterCall(t, "GET", gws[other].api+"/usage", carol, "")
+	for i := 1; i <= 2; i++ {
+		if status, body := visitKey(t, i, carolID); status != 200 {
+			t.Fatalf("carol's visit through gw-%d on big: %d %s", i, status, body)
+		}
+		if status, body := clusterCall(t, "GET", gws[i].api+"/handles", carol, ""); status != 200 {
+			t.Fatalf("carol's API through gw-%d on big: %d %s", i, status, body)
+		}
+		if status, body := visitKey(t, i, bobID); status != 200 || body != "ok" {
+			t.Fatalf("bob through gw-%d: %d %s", i, status, body)
 		}
 	}
 }
