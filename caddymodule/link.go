@@ -35,9 +35,11 @@ import (
 // target, Host and headers, the Retainer-Forwarded header with its HMAC,
 // nonce and timestamp, and the body (a chained body's sealed frames inside
 // the link's data frames, forwardbody.go). The owner serves it with
-// serveForwarded, which checks all of it as before: the link authenticates
-// nothing by itself, and a connection to the cluster listener that speaks
-// it gets what a forged HTTP request gets (403). WebSocket upgrades go
+// serveForwarded, which checks all of it as before, and a connection to
+// the cluster listener that speaks the link without the secret gets what
+// a forged HTTP request gets (403): the read loop checks each head's
+// signature before anything is held for it, and the bounds below cap
+// what a connection holds however its peer behaves. WebSocket upgrades go
 // over HTTP/1.1 as before; the cluster listener tells the two apart by the
 // link's first byte (0, which no HTTP request starts with).
 //
