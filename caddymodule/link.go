@@ -165,9 +165,9 @@ func newLinkConn(c net.Conn, br *bufio.Reader) *linkConn {
 }
 
 // stale is whether the forwarder should dial again rather than use l: no
-// stream open and none opened for half of linkIdle.
-func (l *linkConn) stale() bool {
-	return time.Since(time.Unix(0, l.used.Load())) > linkIdle/2 && l.streamsOpen() == 0
+// stream open and none opened for half of idle (the owner's linkIdle).
+func (l *linkConn) stale(idle time.Duration) bool {
+	return time.Since(time.Unix(0, l.used.Load())) > idle/2 && l.streamsOpen() == 0
 }
 
 // received counts body bytes the other side sent; false when they are
@@ -836,8 +836,10 @@ type linkAnswer struct {
 type linkClient struct {
 	// headTimeout bounds the wait for an answer's head (the lease).
 	headTimeout time.Duration
-	mu          sync.Mutex
-	conns       map[string]*linkDial
+	// idle is linkIdle when the client was made.
+	idle  time.Duration
+	mu    sync.Mutex
+	conns map[string]*linkDial
 }
 
 // linkDial is a member's connection, or its dial in progress.
@@ -848,7 +850,7 @@ type linkDial struct {
 }
 
 func newLinkClient(headTimeout time.Duration) *linkClient {
-	return &linkClient{headTimeout: headTimeout, conns: map[string]*linkDial{}}
+	return &linkClient{headTimeout: headTimeout, idle: linkIdle, conns: map[string]*linkDial{}}
 }
 
 // get answers the connection to addr, dialling it when there is none
@@ -860,7 +862,7 @@ func (c *linkClient) get(ctx context.Context, addr string) (*linkConn, error) {
 	if d != nil {
 		select {
 		case <-d.ready:
-			if d.err != nil || !d.conn.alive() || d.conn.stale() {
+			if d.err != nil || !d.conn.alive() || d.conn.stale(c.idle) {
 				// A connection unused for half of linkIdle is left
 				// for the owner to close, before it does.
 				d = nil
@@ -1123,11 +1125,15 @@ type linkServer struct {
 	conns  map[*linkConn]bool
 	hosts  map[string]int
 	closed bool
+	// idle, frameWait and stall are linkIdle, linkFrameWait and
+	// linkStall when the server was made.
+	idle, frameWait, stall time.Duration
 }
 
 func newLinkServer(h http.Handler) *linkServer {
 	ctx, stop := context.WithCancel(context.Background())
-	return &linkServer{handler: h, ctx: ctx, stop: stop, conns: map[*linkConn]bool{}, hosts: map[string]int{}}
+	return &linkServer{handler: h, ctx: ctx, stop: stop, conns: map[*linkConn]bool{}, hosts: map[string]int{},
+		idle: linkIdle, frameWait: linkFrameWait, stall: linkStall}
 }
 
 // remoteHost is c's peer's address without its port.
@@ -1163,7 +1169,7 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	l := newLinkConn(c, br)
-	l.idle, l.frameWait, l.stall = linkFrameWait, linkFrameWait, linkStall
+	l.idle, l.frameWait, l.stall = ls.frameWait, ls.frameWait, ls.stall
 	ls.conns[l] = true
 	ls.hosts[host]++
 	ls.mu.Unlock()
@@ -1180,7 +1186,7 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 	// first frame must be a head, which must check.
 	authed := ls.admit == nil
 	if authed {
-		l.idle = linkIdle
+		l.idle = ls.idle
 	}
 	refused := 0
 	var buf []byte
@@ -1210,18 +1216,22 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 				}
 				if !authed {
 					authed = true
-					l.idle = linkIdle
+					l.idle = ls.idle
 				}
 			}
+			s := l.newStream(id)
+			ctx, cancel := context.WithCancel(ls.ctx)
+			s.cancel = cancel
 			l.mu.Lock()
 			_, dup := l.streams[id]
 			full := len(l.streams) >= linkMaxStreams
-			var s *linkStream
 			if !dup && !full {
-				s = l.newStream(id)
 				l.streams[id] = s
 			}
 			l.mu.Unlock()
+			if dup || full {
+				cancel()
+			}
 			if dup {
 				return // a protocol error: the connection ends
 			}
@@ -1229,8 +1239,6 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 				l.send(appendFrame(nil, frameReset, id, nil))
 				continue
 			}
-			ctx, cancel := context.WithCancel(ls.ctx)
-			s.cancel = cancel
 			r = r.WithContext(ctx)
 			r.Body = linkBody{s}
 			go ls.run(l, s, r)
@@ -1311,7 +1319,7 @@ func (l *linkConn) closeWritten() {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	t := time.NewTimer(linkFrameWait)
+	t := time.NewTimer(l.frameWait)
 	defer t.Stop()
 	select {
 	case <-l.done:
