@@ -84,11 +84,6 @@ const (
 	// forwarder refuses to send more: 413); a head's map and strings are
 	// made as it is read, never from the count it claims.
 	linkMaxFields = 8192
-	// linkMaxRefused is how many heads whose signature does not check a
-	// connection may send (each answered 403 by the read loop, nothing
-	// held for it) before it is closed; a connection whose first head
-	// does not check is closed after its 403.
-	linkMaxRefused = 8
 	// linkMaxQueued is the most a connection's writer may hold unwritten
 	// (the peer does not read): past it the connection ends.
 	linkMaxQueued = 4 * linkConnWindow
@@ -1188,7 +1183,6 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 	if authed {
 		l.idle = ls.idle
 	}
-	refused := 0
 	var buf []byte
 	for {
 		typ, id, payload, err := l.readFrame(buf)
@@ -1206,9 +1200,12 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 			if ls.admit != nil {
 				w := &heldWriter{header: http.Header{}}
 				if !ls.admit(w, r) {
-					refused++
+					// Answered here: it holds nothing (not even room,
+					// past the window). A connection whose first head
+					// does not check is closed; on a member's, one
+					// visitor's refused forward must not end the others.
 					ls.refuse(l, id, w)
-					if !authed || refused > linkMaxRefused {
+					if !authed {
 						l.closeWritten()
 						return
 					}

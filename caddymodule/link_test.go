@@ -765,3 +765,53 @@ func TestLinkConnectionsFromOneAddressAreBounded(t *testing.T) {
 		t.Fatalf("%d connections closed at once, want 8", closed.Load())
 	}
 }
+
+// TestLinkRefusedHeadSparesAMembersConnection: on a connection whose
+// first head checked (a member's), a head that does not check (say, a
+// visitor's request the signature does not cover as rebuilt) is answered
+// 403 by the read loop and the forwards around it are served on the same
+// connection.
+func TestLinkRefusedHeadSparesAMembersConnection(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	addr := startClusterOwner(t, secret)
+	signed := func() []byte {
+		r := httptest.NewRequest("GET", "/", nil)
+		h, _ := forward{Kind: "data", Registry: "r", At: time.Now(), Nonce: newNonce(), Body: "none"}.header(secret, r)
+		return linkRequestHead(r, h, 0)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames := appendFrame([]byte(linkPreface), frameHead, 1, signed())
+	frames = appendFrame(frames, frameEnd, 1, nil)
+	for id := uint32(2); id <= 20; id++ {
+		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0))
+	}
+	frames = appendFrame(frames, frameHead, 21, signed())
+	frames = appendFrame(frames, frameEnd, 21, nil)
+	c.Write(frames)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	l := &linkConn{br: bufio.NewReader(c)}
+	got := map[uint32]uint64{}
+	bodies := map[uint32]string{}
+	for len(got) < 21 {
+		typ, id, payload, err := l.readFrame(nil)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(got), err)
+		}
+		switch typ {
+		case frameAnswer:
+			hr := headReader{b: payload}
+			got[id] = hr.uvarint()
+		case frameData:
+			bodies[id] += string(payload)
+		}
+	}
+	for id, status := range got {
+		if want := uint64(403); (id == 1 || id == 21) && status != 404 || id != 1 && id != 21 && status != want {
+			t.Fatalf("stream %d answered %d %q", id, status, bodies[id])
+		}
+	}
+}
