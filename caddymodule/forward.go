@@ -136,24 +136,9 @@ func notOwnerMark(secret []byte, nonce string) string {
 // puts on r the body its HMAC covers (takeForwardBody). Whether its nonce
 // was seen before is the caller's to check.
 func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error) {
-	raw := r.Header.Get(forwardHeader)
-	i := len(raw) - len("&sig=") - 64
-	if i < 0 || raw[i:i+5] != "&sig=" {
-		return forward{}, errors.New("no signature")
-	}
-	fields, sigText := raw[:i], raw[i+5:]
-	sig, err := hex.DecodeString(sigText)
-	if err != nil || !hmac.Equal(sig, signature(secret, r, fields)) {
-		return forward{}, errors.New("a bad signature")
-	}
-	v, err := url.ParseQuery(fields)
+	v, sig, at, err := checkForward(secret, r, now)
 	if err != nil {
 		return forward{}, err
-	}
-	atMs, _ := strconv.ParseInt(v.Get("at"), 10, 64)
-	at := time.UnixMilli(atMs)
-	if d := now.Sub(at); d > forwardMaxAge || d < -forwardSkew {
-		return forward{}, errors.New("too old, or stamped in the future")
 	}
 	if nonce, err := hex.DecodeString(v.Get("nonce")); err != nil || len(nonce) != 16 {
 		return forward{}, errors.New("no nonce")
@@ -166,6 +151,32 @@ func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error
 		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
 		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), Issued: v.Get("issued"), At: at,
 		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
+}
+
+// checkForward checks a forwarded request's header: signed under secret
+// over r's method, target and Host, and fresh. It answers the header's
+// fields, the signature and the stamp.
+func checkForward(secret []byte, r *http.Request, now time.Time) (url.Values, []byte, time.Time, error) {
+	raw := r.Header.Get(forwardHeader)
+	i := len(raw) - len("&sig=") - 64
+	if i < 0 || raw[i:i+5] != "&sig=" {
+		return nil, nil, time.Time{}, errors.New("no signature")
+	}
+	fields, sigText := raw[:i], raw[i+5:]
+	sig, err := hex.DecodeString(sigText)
+	if err != nil || !hmac.Equal(sig, signature(secret, r, fields)) {
+		return nil, nil, time.Time{}, errors.New("a bad signature")
+	}
+	v, err := url.ParseQuery(fields)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	atMs, _ := strconv.ParseInt(v.Get("at"), 10, 64)
+	at := time.UnixMilli(atMs)
+	if d := now.Sub(at); d > forwardMaxAge || d < -forwardSkew {
+		return nil, nil, time.Time{}, errors.New("too old, or stamped in the future")
+	}
+	return v, sig, at, nil
 }
 
 // clusterNode is a runtime's part in a cluster: the secret, the
@@ -303,6 +314,11 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 // forwardLink is forwardTo over the link (link.go): the same header,
 // body cover and outcomes as the proxy hop.
 func (n *clusterNode) forwardLink(w http.ResponseWriter, r *http.Request, addr string, f forward, body forwardBody, lookAgain bool) forwardOutcome {
+	if headerFields(r.Header) >= linkMaxFields {
+		// The owner refuses such a head and closes the link with it.
+		writeFault(w, fault.New(fault.TooLarge, "This request carries more than %d header fields.", linkMaxFields-1), "")
+		return forwardRelayed
+	}
 	header, sig := f.header(n.secret, r)
 	var stream io.Reader
 	contentLength := int64(len(body.held))
@@ -686,10 +702,26 @@ func (rt *runtime) listen(a *App) error {
 	if err != nil {
 		return fmt.Errorf("cluster listen %s: %w", a.Cluster.Listen, err)
 	}
-	n.server = &http.Server{Handler: http.HandlerFunc(n.serveForwarded), ReadHeaderTimeout: 10 * time.Second}
-	go n.server.Serve(newSplitListener(ln, newLinkServer(n.server.Handler)))
+	n.serveCluster(ln)
 	rt.cluster = n
 	return nil
+}
+
+// serveCluster serves the cluster listener ln: the link, whose heads are
+// checked before anything is held for them, and HTTP/1.1.
+func (n *clusterNode) serveCluster(ln net.Listener) {
+	// A connection to the cluster listener that says nothing is closed
+	// (docs/cluster.md, "The link between members").
+	n.server = &http.Server{Handler: http.HandlerFunc(n.serveForwarded), ReadHeaderTimeout: linkFrameWait, IdleTimeout: linkIdle}
+	ls := newLinkServer(n.server.Handler)
+	ls.admit = func(w http.ResponseWriter, r *http.Request) bool {
+		if _, _, _, err := checkForward(n.secret, r, time.Now()); err != nil {
+			writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
+			return false
+		}
+		return true
+	}
+	go n.server.Serve(newSplitListener(ln, ls))
 }
 
 // watchLease follows the member's lease: when it is lost, every space is

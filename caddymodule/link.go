@@ -35,9 +35,11 @@ import (
 // target, Host and headers, the Retainer-Forwarded header with its HMAC,
 // nonce and timestamp, and the body (a chained body's sealed frames inside
 // the link's data frames, forwardbody.go). The owner serves it with
-// serveForwarded, which checks all of it as before: the link authenticates
-// nothing by itself, and a connection to the cluster listener that speaks
-// it gets what a forged HTTP request gets (403). WebSocket upgrades go
+// serveForwarded, which checks all of it as before, and a connection to
+// the cluster listener that speaks the link without the secret gets what
+// a forged HTTP request gets (403): the read loop checks each head's
+// signature before anything is held for it, and the bounds below cap
+// what a connection holds however its peer behaves. WebSocket upgrades go
 // over HTTP/1.1 as before; the cluster listener tells the two apart by the
 // link's first byte (0, which no HTTP request starts with).
 //
@@ -74,7 +76,39 @@ const (
 	linkMaxStreams = 4096
 	// linkDialTimeout bounds connecting to a member.
 	linkDialTimeout = 5 * time.Second
+
+	// What one who reaches the cluster listener without the secret may
+	// hold (docs/cluster.md, "The link between members"):
+	//
+	// linkMaxFields bounds a request head's header fields (and the
+	// forwarder refuses to send more: 413); a head's map and strings are
+	// made as it is read, never from the count it claims.
+	linkMaxFields = 8192
+	// linkMaxQueued is the most a connection's writer may hold unwritten
+	// (the peer does not read): past it the connection ends.
+	linkMaxQueued = 4 * linkConnWindow
+	// linkMaxConnsPerHost and linkMaxConns bound the link connections an
+	// owner serves at once from one address and in all.
+	linkMaxConnsPerHost = 32
+	linkMaxConns        = 512
 )
+
+// The owner's waits (variables: tests shorten them).
+var (
+	// linkIdle closes an owner's connection that carries no stream and
+	// sent nothing for as long (the forwarder stops using its own after
+	// half of it); linkFrameWait bounds the wait for the rest of a frame
+	// once its first byte came, and for a connection's first frame.
+	linkIdle      = 2 * time.Minute
+	linkFrameWait = 10 * time.Second
+	// linkStall closes an owner's connection when an answer waited as
+	// long for the connection's window and the peer gave none back.
+	linkStall = time.Minute
+)
+
+// errLinkStalled ends a connection whose peer gave no room back for
+// linkStall while an answer waited for it.
+var errLinkStalled = errors.New("the member gave no room back on the link")
 
 // errLinkDown is a stream's error when its connection ended.
 var errLinkDown = errors.New("the link to the member ended")
@@ -92,6 +126,7 @@ type linkConn struct {
 	wake    chan struct{}
 	done    chan struct{}
 	failErr error
+	ending  bool // the writer ends the connection once the queue is written
 	once    sync.Once
 
 	mu      sync.Mutex
@@ -105,13 +140,29 @@ type linkConn struct {
 	room  linkCredit
 	held  atomic.Int64
 	freed atomic.Int64
+
+	// The owner's bounds (zero on the forwarder's side): idle, the
+	// frame's wait and the room's stall (linkIdle, linkFrameWait,
+	// linkStall); deadline is whether a read deadline is set.
+	idle, frameWait, stall time.Duration
+	deadline               bool
+	// used is when the forwarder last opened a stream, windowed when a
+	// window frame last came (unix ns).
+	used, windowed atomic.Int64
 }
 
 func newLinkConn(c net.Conn, br *bufio.Reader) *linkConn {
 	l := &linkConn{c: c, br: br, wake: make(chan struct{}, 1), done: make(chan struct{}), streams: map[uint32]*linkStream{}}
 	l.room.init(linkConnWindow)
+	l.used.Store(time.Now().UnixNano())
 	go l.writeLoop()
 	return l
+}
+
+// stale is whether the forwarder should dial again rather than use l: no
+// stream open and none opened for half of idle (the owner's linkIdle).
+func (l *linkConn) stale(idle time.Duration) bool {
+	return time.Since(time.Unix(0, l.used.Load())) > idle/2 && l.streamsOpen() == 0
 }
 
 // received counts body bytes the other side sent; false when they are
@@ -140,6 +191,7 @@ func (l *linkConn) window(id uint32, payload []byte) {
 		return
 	}
 	n := int(binary.BigEndian.Uint32(payload))
+	l.windowed.Store(time.Now().UnixNano())
 	if id == 0 {
 		l.room.add(n)
 	} else if s := l.stream(id); s != nil {
@@ -169,6 +221,12 @@ func (l *linkConn) send(frames []byte) {
 		l.wmu.Unlock()
 		return
 	}
+	if len(l.queued)+len(frames) > linkMaxQueued {
+		// The other side reads nothing: the connection ends.
+		l.wmu.Unlock()
+		go l.fail(errors.New("the member reads nothing of the link"))
+		return
+	}
 	l.queued = append(l.queued, frames...)
 	l.wmu.Unlock()
 	select {
@@ -191,13 +249,24 @@ func (l *linkConn) writeLoop() {
 		goruntime.Gosched()
 		l.wmu.Lock()
 		out, l.queued = l.queued, out[:0]
+		ending := l.ending && len(out) > 0
 		l.wmu.Unlock()
 		if len(out) == 0 {
+			if l.ending {
+				l.fail(errLinkDown)
+				return
+			}
 			continue
 		}
 		if _, err := l.c.Write(out); err != nil {
 			l.fail(err)
 			return
+		}
+		if ending {
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
 		}
 		if cap(out) > 1<<20 {
 			out = nil
@@ -246,6 +315,18 @@ func appendFrame(b []byte, typ byte, id uint32, payload []byte) []byte {
 // readFrame reads one frame; its payload is valid until the next read.
 func (l *linkConn) readFrame(buf []byte) (typ byte, id uint32, payload []byte, err error) {
 	var h [frameHeadSize]byte
+	if l.frameWait > 0 && l.br.Buffered() < frameHeadSize {
+		// Waiting for the next frame: at most linkIdle when no stream
+		// is open (a stream's handler may take its time).
+		var d time.Time
+		if l.idle > 0 && l.streamsOpen() == 0 {
+			d = time.Now().Add(l.idle)
+		}
+		if !d.IsZero() || l.deadline {
+			l.c.SetReadDeadline(d)
+			l.deadline = !d.IsZero()
+		}
+	}
 	if _, err = io.ReadFull(l.br, h[:]); err != nil {
 		return
 	}
@@ -258,12 +339,29 @@ func (l *linkConn) readFrame(buf []byte) (typ byte, id uint32, payload []byte, e
 	if n > limit {
 		return 0, 0, nil, fmt.Errorf("a link frame of %d bytes", n)
 	}
+	if l.frameWait > 0 && l.br.Buffered() < int(n) {
+		l.c.SetReadDeadline(time.Now().Add(l.frameWait))
+		l.deadline = true
+	}
+	if cap(buf) < int(n) && n > 64<<10 {
+		// Grown as the bytes come, not from the length claimed.
+		b := bytes.NewBuffer(buf[:0])
+		_, err = io.CopyN(b, l.br, int64(n))
+		return typ, id, b.Bytes(), err
+	}
 	if cap(buf) < int(n) {
 		buf = make([]byte, n)
 	}
 	payload = buf[:n]
 	_, err = io.ReadFull(l.br, payload)
 	return
+}
+
+// streamsOpen answers how many streams are open on l.
+func (l *linkConn) streamsOpen() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.streams)
 }
 
 func (l *linkConn) stream(id uint32) *linkStream {
@@ -465,6 +563,13 @@ func (c *linkCredit) init(room int) {
 	c.room = room
 }
 
+// expired is whether the deadline set passed.
+func (c *linkCredit) expired() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.deadline.IsZero() && !time.Now().Before(c.deadline)
+}
+
 // tryTake takes n bytes of room if there are as many, at once.
 func (c *linkCredit) tryTake(n int) bool {
 	c.mu.Lock()
@@ -509,6 +614,12 @@ func (c *linkCredit) changed() {
 
 // take waits for room and takes up to n bytes of it.
 func (c *linkCredit) take(n int, done <-chan struct{}) (int, error) {
+	return c.takeBy(n, done, time.Time{})
+}
+
+// takeBy is take, waiting at most until by (zero: no bound but the
+// deadline set).
+func (c *linkCredit) takeBy(n int, done <-chan struct{}, by time.Time) (int, error) {
 	for {
 		c.mu.Lock()
 		if c.err != nil {
@@ -526,6 +637,9 @@ func (c *linkCredit) take(n int, done <-chan struct{}) (int, error) {
 			c.wake = make(chan struct{})
 		}
 		deadline, wake := c.deadline, c.wake
+		if !by.IsZero() && (deadline.IsZero() || by.Before(deadline)) {
+			deadline = by
+		}
 		c.mu.Unlock()
 		if err := waitNotify(wake, deadline, done); err != nil {
 			return 0, err
@@ -537,12 +651,13 @@ func (c *linkCredit) take(n int, done <-chan struct{}) (int, error) {
 // connection's.
 func (s *linkStream) sendBody(p []byte, done <-chan struct{}) error {
 	for len(p) > 0 {
-		n, err := s.out.take(min(len(p), linkMaxData), done)
+		n, err := s.conn.takeRoom(&s.out, min(len(p), linkMaxData), done)
 		if err != nil {
 			return err
 		}
-		m, err := s.conn.room.take(n, done)
+		m, err := s.conn.takeRoom(&s.conn.room, n, done)
 		if err != nil {
+			s.out.add(n)
 			return err
 		}
 		if m < n {
@@ -552,6 +667,26 @@ func (s *linkStream) sendBody(p []byte, done <-chan struct{}) error {
 		p = p[m:]
 	}
 	return nil
+}
+
+// takeRoom takes up to n bytes of c's room (a stream's or the
+// connection's); on an owner's connection, a wait of linkStall during
+// which the peer gave no room back on any stream ends the connection (it
+// reads nothing: the answers waiting would wait forever).
+func (l *linkConn) takeRoom(c *linkCredit, n int, done <-chan struct{}) (int, error) {
+	if l.stall <= 0 {
+		return c.take(n, done)
+	}
+	for {
+		m, err := c.takeBy(n, done, time.Now().Add(l.stall))
+		if !errors.Is(err, os.ErrDeadlineExceeded) || c.expired() {
+			return m, err
+		}
+		if time.Since(time.Unix(0, l.windowed.Load())) >= l.stall {
+			l.fail(errLinkStalled)
+			return 0, errLinkStalled
+		}
+	}
 }
 
 // tryRoom takes room for n bytes on the stream and the connection at
@@ -584,6 +719,15 @@ func (l *linkConn) newStream(id uint32) *linkStream {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// headerFields answers how many fields h has.
+func headerFields(h http.Header) int {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	return n
 }
 
 func appendHeader(b []byte, h http.Header) []byte {
@@ -628,13 +772,15 @@ func (r *headReader) uvarint() uint64 {
 	return n
 }
 
-func (r *headReader) header() http.Header {
+// header reads a header of at most max fields; its map grows as they
+// are read (a head claims any count it likes).
+func (r *headReader) header(max uint64) http.Header {
 	n := r.uvarint()
-	if n > uint64(len(r.b)) {
+	if n > uint64(len(r.b)) || n > max {
 		r.err = errors.New("a malformed link head")
 		return nil
 	}
-	h := make(http.Header, n)
+	h := make(http.Header, min(n, 16))
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		name := r.string()
 		h[name] = append(h[name], r.string())
@@ -685,8 +831,10 @@ type linkAnswer struct {
 type linkClient struct {
 	// headTimeout bounds the wait for an answer's head (the lease).
 	headTimeout time.Duration
-	mu          sync.Mutex
-	conns       map[string]*linkDial
+	// idle is linkIdle when the client was made.
+	idle  time.Duration
+	mu    sync.Mutex
+	conns map[string]*linkDial
 }
 
 // linkDial is a member's connection, or its dial in progress.
@@ -697,7 +845,7 @@ type linkDial struct {
 }
 
 func newLinkClient(headTimeout time.Duration) *linkClient {
-	return &linkClient{headTimeout: headTimeout, conns: map[string]*linkDial{}}
+	return &linkClient{headTimeout: headTimeout, idle: linkIdle, conns: map[string]*linkDial{}}
 }
 
 // get answers the connection to addr, dialling it when there is none
@@ -709,7 +857,9 @@ func (c *linkClient) get(ctx context.Context, addr string) (*linkConn, error) {
 	if d != nil {
 		select {
 		case <-d.ready:
-			if d.err != nil || !d.conn.alive() {
+			if d.err != nil || !d.conn.alive() || d.conn.stale(c.idle) {
+				// A connection unused for half of linkIdle is left
+				// for the owner to close, before it does.
 				d = nil
 			}
 		default:
@@ -814,7 +964,7 @@ func (c *linkClient) readLoop(l *linkConn) {
 		switch typ {
 		case frameAnswer:
 			hr := headReader{b: payload}
-			a := linkAnswer{status: int(hr.uvarint()), header: hr.header()}
+			a := linkAnswer{status: int(hr.uvarint()), header: hr.header(uint64(len(hr.b)))}
 			if hr.err != nil || a.status < 200 || a.status > 999 {
 				l.fail(errors.New("a malformed answer on the link"))
 				return
@@ -840,6 +990,7 @@ func (c *linkClient) readLoop(l *linkConn) {
 // body held whole (or none) and its end when there is room for them at
 // once; otherwise they are the caller's to send (pump).
 func (l *linkConn) open(head []byte, held []byte, hasBody bool) (s *linkStream, sent bool) {
+	l.used.Store(time.Now().UnixNano())
 	l.mu.Lock()
 	l.nextID++
 	s = l.newStream(l.nextID)
@@ -959,16 +1110,34 @@ func (s *linkStream) pump(body io.Reader, done <-chan struct{}) {
 // listener accepted.
 type linkServer struct {
 	handler http.Handler
-	ctx     context.Context
-	stop    context.CancelFunc
-	mu      sync.Mutex
-	conns   map[*linkConn]bool
-	closed  bool
+	// admit, when set, checks a head before anything is held for it (the
+	// forward's signature and age); a refused head is answered with
+	// what admit wrote, by the read loop.
+	admit  func(w http.ResponseWriter, r *http.Request) bool
+	ctx    context.Context
+	stop   context.CancelFunc
+	mu     sync.Mutex
+	conns  map[*linkConn]bool
+	hosts  map[string]int
+	closed bool
+	// idle, frameWait and stall are linkIdle, linkFrameWait and
+	// linkStall when the server was made.
+	idle, frameWait, stall time.Duration
 }
 
 func newLinkServer(h http.Handler) *linkServer {
 	ctx, stop := context.WithCancel(context.Background())
-	return &linkServer{handler: h, ctx: ctx, stop: stop, conns: map[*linkConn]bool{}}
+	return &linkServer{handler: h, ctx: ctx, stop: stop, conns: map[*linkConn]bool{}, hosts: map[string]int{},
+		idle: linkIdle, frameWait: linkFrameWait, stall: linkStall}
+}
+
+// remoteHost is c's peer's address without its port.
+func remoteHost(c net.Conn) string {
+	addr := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // close ends every link connection and the requests on them.
@@ -987,40 +1156,79 @@ func (ls *linkServer) close() {
 // serve reads a link connection's frames (the preface read) and serves
 // each request on it with the handler, in a goroutine of its own.
 func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
-	l := newLinkConn(c, br)
+	host := remoteHost(c)
 	ls.mu.Lock()
-	if ls.closed {
+	if ls.closed || len(ls.conns) >= linkMaxConns || ls.hosts[host] >= linkMaxConnsPerHost {
 		ls.mu.Unlock()
-		l.fail(errLinkDown)
+		c.Close()
 		return
 	}
+	l := newLinkConn(c, br)
+	l.idle, l.frameWait, l.stall = ls.frameWait, ls.frameWait, ls.stall
 	ls.conns[l] = true
+	ls.hosts[host]++
 	ls.mu.Unlock()
 	defer func() {
 		ls.mu.Lock()
 		delete(ls.conns, l)
+		if ls.hosts[host]--; ls.hosts[host] <= 0 {
+			delete(ls.hosts, host)
+		}
 		ls.mu.Unlock()
 		l.fail(errLinkDown)
 	}()
+	// Until a head's signature checks, the connection holds nothing: its
+	// first frame must be a head, which must check.
+	authed := ls.admit == nil
+	if authed {
+		l.idle = ls.idle
+	}
 	var buf []byte
 	for {
 		typ, id, payload, err := l.readFrame(buf)
 		if err != nil {
 			return
 		}
-		if cap(payload) > cap(buf) {
+		if cap(payload) > cap(buf) && cap(payload) <= 64<<10 {
 			buf = payload[:0]
 		}
 		if typ == frameHead {
+			r, err := ls.request(l, payload)
+			if err != nil {
+				return // a protocol error: the connection ends
+			}
+			if ls.admit != nil {
+				w := &heldWriter{header: http.Header{}}
+				if !ls.admit(w, r) {
+					// Answered here: it holds nothing (not even room,
+					// past the window). A connection whose first head
+					// does not check is closed; on a member's, one
+					// visitor's refused forward must not end the others.
+					ls.refuse(l, id, w)
+					if !authed {
+						l.closeWritten()
+						return
+					}
+					continue
+				}
+				if !authed {
+					authed = true
+					l.idle = ls.idle
+				}
+			}
+			s := l.newStream(id)
+			ctx, cancel := context.WithCancel(ls.ctx)
+			s.cancel = cancel
 			l.mu.Lock()
 			_, dup := l.streams[id]
 			full := len(l.streams) >= linkMaxStreams
-			var s *linkStream
 			if !dup && !full {
-				s = l.newStream(id)
 				l.streams[id] = s
 			}
 			l.mu.Unlock()
+			if dup || full {
+				cancel()
+			}
 			if dup {
 				return // a protocol error: the connection ends
 			}
@@ -1028,12 +1236,13 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 				l.send(appendFrame(nil, frameReset, id, nil))
 				continue
 			}
-			r, err := ls.request(l, s, payload)
-			if err != nil {
-				return
-			}
+			r = r.WithContext(ctx)
+			r.Body = linkBody{s}
 			go ls.run(l, s, r)
 			continue
+		}
+		if !authed {
+			return
 		}
 		switch typ {
 		case frameData:
@@ -1059,8 +1268,66 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 	}
 }
 
-// request rebuilds a forwarded request from its head.
-func (ls *linkServer) request(l *linkConn, s *linkStream, head []byte) (*http.Request, error) {
+// heldWriter holds a short answer (a refusal) whole.
+type heldWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (w *heldWriter) Header() http.Header { return w.header }
+
+func (w *heldWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.body = append(w.body, p[:min(len(p), linkMaxData-len(w.body))]...)
+	return len(p), nil
+}
+
+// refuse answers a head admit refused, from the read loop: its head, its
+// body when the connection has room for it now (it is dropped
+// otherwise: nothing waits for a peer that reads nothing), and its end.
+func (ls *linkServer) refuse(l *linkConn, id uint32, w *heldWriter) {
+	if w.status == 0 {
+		w.status = http.StatusForbidden
+	}
+	head := binary.AppendUvarint(make([]byte, 0, 256), uint64(w.status))
+	frames := appendFrame(nil, frameAnswer, id, appendHeader(head, w.header))
+	if len(w.body) > 0 && l.room.tryTake(len(w.body)) {
+		frames = appendFrame(frames, frameData, id, w.body)
+	}
+	l.send(appendFrame(frames, frameEnd, id, nil))
+}
+
+// closeWritten ends the connection once the writer wrote what is
+// queued (a refusal's answer), or after linkFrameWait.
+func (l *linkConn) closeWritten() {
+	l.wmu.Lock()
+	l.ending = true
+	l.wmu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(l.frameWait)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
+	l.fail(errLinkDown)
+}
+
+// request rebuilds a forwarded request from its head (its context and
+// body are the caller's to set).
+func (ls *linkServer) request(l *linkConn, head []byte) (*http.Request, error) {
 	hr := headReader{b: head}
 	method, target, host := hr.string(), hr.string(), hr.string()
 	n, k := binary.Varint(hr.b)
@@ -1068,7 +1335,7 @@ func (ls *linkServer) request(l *linkConn, s *linkStream, head []byte) (*http.Re
 		return nil, errors.New("a malformed link head")
 	}
 	hr.b = hr.b[k:]
-	h := hr.header()
+	h := hr.header(linkMaxFields)
 	if hr.err != nil {
 		return nil, hr.err
 	}
@@ -1076,13 +1343,11 @@ func (ls *linkServer) request(l *linkConn, s *linkStream, head []byte) (*http.Re
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ls.ctx)
-	s.cancel = cancel
-	r := (&http.Request{
+	r := &http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Host: host, RequestURI: target, RemoteAddr: l.c.RemoteAddr().String(),
-		ContentLength: n, Body: linkBody{s},
-	}).WithContext(ctx)
+		ContentLength: n, Body: http.NoBody,
+	}
 	return r, nil
 }
 

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bufio"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,4 +498,320 @@ func (r *notifyRecorder) Write(p []byte) (int, error) {
 	n, err := r.ResponseRecorder.Write(p)
 	r.once.Do(func() { close(r.wrote) })
 	return n, err
+}
+
+// startClusterOwner serves a cluster node's listener as listen does: the
+// link, whose heads are checked before anything is held for them, and
+// HTTP/1.1.
+func startClusterOwner(t *testing.T, secret []byte) string {
+	t.Helper()
+	owner := &clusterNode{secret: secret, started: time.Now().Add(-time.Second), data: map[string]*Retainer{}, apis: map[string]*API{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.serveCluster(ln)
+	t.Cleanup(func() { owner.server.Close() })
+	return ln.Addr().String()
+}
+
+// settle waits (up to 15 s) for the goroutines to come back to at most
+// want, and answers how many there are.
+func settle(want int) int {
+	var n int
+	for range 150 {
+		if n = goruntime.NumGoroutine(); n <= want {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return n
+}
+
+// closedWithin reads c until it ends: false when it is still open after
+// d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// TestLinkUnsignedHeadsHoldNothing: one who reaches the cluster listener
+// without the secret and sends 130,000 heads on a link connection while
+// reading nothing (their 403s once used up the connection's 16 MiB window
+// and pinned 4,096 handlers, each holding its parsed head, forever) gets
+// its first head answered 403 and the connection closed: no goroutine is
+// left for it, and a bystander member's forwards are served meanwhile.
+func TestLinkUnsignedHeadsHoldNothing(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	addr := startClusterOwner(t, secret)
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+	bystander := func() {
+		t.Helper()
+		if w, _, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || w.Code != 404 {
+			t.Fatalf("the bystander's forward: %v %d %q", p, w.Code, w.Body.String())
+		}
+	}
+	bystander()
+	base := goruntime.NumGoroutine()
+
+	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
+	// One head, read: its 403, then the connection's end.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(appendFrame([]byte(linkPreface), frameHead, 1, head))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	l := &linkConn{br: bufio.NewReader(c)}
+	typ, _, payload, err := l.readFrame(nil)
+	if hr := (headReader{b: payload}); err != nil || typ != frameAnswer || hr.uvarint() != 403 {
+		t.Fatalf("an unsigned head's answer: %v %d", err, typ)
+	}
+	if !closedWithin(c, 10*time.Second) {
+		t.Fatal("the connection of an unsigned head was not closed")
+	}
+
+	// The flood, never read.
+	frames := []byte(linkPreface)
+	for id := uint32(1); id <= 130000; id++ {
+		frames = appendFrame(frames, frameHead, id, head)
+	}
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		c.Write(frames) // fails once the owner closed the connection
+	}
+	if got := settle(base + 20); got > base+20 {
+		t.Fatalf("%d goroutines after the flood, %d before", got, base)
+	}
+	bystander()
+}
+
+// TestLinkHeadsOfManyFieldsAreRefused: a head claiming and carrying
+// 1,000,000 empty header fields (2 MB; it once cost the owner ~30 times
+// that before any check) closes its connection having cost about what
+// was sent, as does a head that claims 2 MiB and sends 1 KiB; a visitor's
+// request of more fields than a head may carry is refused by the
+// forwarder (413), and the link goes on serving.
+func TestLinkHeadsOfManyFieldsAreRefused(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	addr := startClusterOwner(t, secret)
+	head := appendString(appendString(appendString(nil, "GET"), "/"), "x")
+	head = binary.AppendVarint(head, 0)
+	head = binary.AppendUvarint(head, 1000000)
+	head = append(head, make([]byte, 2*1000000)...)
+	frames := appendFrame([]byte(linkPreface), frameHead, 1, head)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	const conns = 5
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go c.Write(frames)
+		if !closedWithin(c, 10*time.Second) {
+			t.Error("a head of 1,000,000 fields: the connection was not closed")
+		}
+		c.Close()
+	}
+	// A head that claims 2 MiB and sends 1 KiB.
+	var claims []net.Conn
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var h [frameHeadSize]byte
+		h[0] = frameHead
+		binary.BigEndian.PutUint32(h[5:9], linkMaxHead)
+		c.Write(append(append([]byte(linkPreface), h[:]...), make([]byte, 1024)...))
+		claims = append(claims, c)
+	}
+	time.Sleep(500 * time.Millisecond) // the owner reads what came
+	goruntime.ReadMemStats(&after)
+	sent := uint64(conns * len(frames))
+	if got := after.TotalAlloc - before.TotalAlloc; got > 6*sent {
+		t.Fatalf("the owner allocated %d MB for %d MB of heads", got>>20, sent>>20)
+	}
+	t.Logf("allocated %.1f MB for %.1f MB of heads", float64(after.TotalAlloc-before.TotalAlloc)/(1<<20), float64(sent)/(1<<20))
+
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+	r := httptest.NewRequest("GET", "/", nil)
+	for i := range linkMaxFields {
+		r.Header.Add("X-Many", strconv.Itoa(i))
+	}
+	if w, _, p := forwardOnce(t, n, r, addr, false); p != nil || w.Code != 413 {
+		t.Fatalf("a request of %d fields: %v %d", linkMaxFields, p, w.Code)
+	}
+	if w, _, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || w.Code != 404 {
+		t.Fatalf("the next forward: %v %d %q", p, w.Code, w.Body.String())
+	}
+}
+
+// TestLinkQuietConnectionsAreClosed: on the cluster listener, a link
+// connection that sends its preface and nothing more, or a frame's head
+// and not its payload, and an HTTP/1.1 connection kept alive after its
+// 403, are closed; a member's connection left idle is closed by the
+// owner and its next forward, on a new one, is served.
+func TestLinkQuietConnectionsAreClosed(t *testing.T) {
+	idle, wait := linkIdle, linkFrameWait
+	linkIdle, linkFrameWait = 2*time.Second, time.Second
+	defer func() { linkIdle, linkFrameWait = idle, wait }()
+	secret := []byte(strings.Repeat("s", 32))
+	addr := startClusterOwner(t, secret)
+	quiet := func(name string, send []byte, answered bool) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write(send)
+		if answered {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Read(make([]byte, 64)); err != nil {
+				t.Fatalf("%s: no answer: %v", name, err)
+			}
+		}
+		if !closedWithin(c, 15*time.Second) {
+			t.Errorf("%s: still open", name)
+		}
+	}
+	quiet("the preface alone", []byte(linkPreface), false)
+	var h [frameHeadSize]byte
+	h[0] = frameHead
+	binary.BigEndian.PutUint32(h[5:9], 100)
+	quiet("a frame's head alone", append(append([]byte(linkPreface), h[:]...), 1, 2, 3), false)
+	quiet("HTTP/1.1 kept alive", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), true)
+
+	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	defer n.link.close()
+	for range 2 {
+		if w, _, p := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, false); p != nil || w.Code != 404 {
+			t.Fatalf("a member's forward: %v %d %q", p, w.Code, w.Body.String())
+		}
+		time.Sleep(3 * time.Second)
+	}
+}
+
+// TestLinkPeerThatReadsNothingIsClosed: a peer whose streams' answers
+// (1 MiB each, 40 of them) fill the connection's window and which never
+// gives room back has its connection closed once the answers waited
+// linkStall: their handlers end instead of waiting forever.
+func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
+	stall := linkStall
+	linkStall = time.Second
+	defer func() { linkStall = stall }()
+	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, 1<<20))
+	}))
+	base := goruntime.NumGoroutine()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames := []byte(linkPreface)
+	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
+	for id := uint32(1); id <= 40; id++ {
+		frames = appendFrame(frames, frameHead, id, head)
+		frames = appendFrame(frames, frameEnd, id, nil)
+	}
+	c.Write(frames)
+	time.Sleep(500 * time.Millisecond)
+	if got := settle(base + 5); got > base+5 {
+		t.Fatalf("%d goroutines, %d before the peer's streams", got, base)
+	}
+}
+
+// TestLinkConnectionsFromOneAddressAreBounded: past linkMaxConnsPerHost
+// link connections from one address, a new one is closed at once.
+func TestLinkConnectionsFromOneAddressAreBounded(t *testing.T) {
+	addr := startClusterOwner(t, []byte(strings.Repeat("s", 32)))
+	var conns []net.Conn
+	for range linkMaxConnsPerHost + 8 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte(linkPreface))
+		conns = append(conns, c)
+	}
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if closedWithin(c, 3*time.Second) {
+				closed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if closed.Load() != 8 {
+		t.Fatalf("%d connections closed at once, want 8", closed.Load())
+	}
+}
+
+// TestLinkRefusedHeadSparesAMembersConnection: on a connection whose
+// first head checked (a member's), a head that does not check (say, a
+// visitor's request the signature does not cover as rebuilt) is answered
+// 403 by the read loop and the forwards around it are served on the same
+// connection.
+func TestLinkRefusedHeadSparesAMembersConnection(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	addr := startClusterOwner(t, secret)
+	signed := func() []byte {
+		r := httptest.NewRequest("GET", "/", nil)
+		h, _ := forward{Kind: "data", Registry: "r", At: time.Now(), Nonce: newNonce(), Body: "none"}.header(secret, r)
+		return linkRequestHead(r, h, 0)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames := appendFrame([]byte(linkPreface), frameHead, 1, signed())
+	frames = appendFrame(frames, frameEnd, 1, nil)
+	for id := uint32(2); id <= 20; id++ {
+		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0))
+	}
+	frames = appendFrame(frames, frameHead, 21, signed())
+	frames = appendFrame(frames, frameEnd, 21, nil)
+	c.Write(frames)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	l := &linkConn{br: bufio.NewReader(c)}
+	got := map[uint32]uint64{}
+	bodies := map[uint32]string{}
+	for len(got) < 21 {
+		typ, id, payload, err := l.readFrame(nil)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(got), err)
+		}
+		switch typ {
+		case frameAnswer:
+			hr := headReader{b: payload}
+			got[id] = hr.uvarint()
+		case frameData:
+			bodies[id] += string(payload)
+		}
+	}
+	for id, status := range got {
+		if want := uint64(403); (id == 1 || id == 21) && status != 404 || id != 1 && id != 21 && status != want {
+			t.Fatalf("stream %d answered %d %q", id, status, bodies[id])
+		}
+	}
 }
