@@ -25,8 +25,12 @@ func objectsHost(t *testing.T) *Host {
 	// An abandoned put ends on its own goroutine, which removes its
 	// temporary file after the call that abandoned it answered: wait for
 	// them before the folder goes (cleanups run last registered first).
+	var buckets *objects.Buckets
 	t.Cleanup(func() {
 		waitfor.Until(t, 10*time.Second, "abandoned puts' temporary files removed", func() bool {
+			if buckets.PutsUnderWay() != 0 {
+				return false
+			}
 			left := 0
 			filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 				if err == nil && !d.IsDir() && filepath.Base(filepath.Dir(path)) == "tmp" {
@@ -38,7 +42,8 @@ func objectsHost(t *testing.T) *Host {
 		})
 	})
 	fs := &FetchStreams{}
-	return &Host{Fetcher: &Fetcher{Streams: fs}, Objects: &Objects{Buckets: objects.New(fb, objects.Options{MaxObject: 1 << 20, Quota: 4 << 20}), Streams: fs}}
+	buckets = objects.New(fb, objects.Options{MaxObject: 1 << 20, Quota: 4 << 20})
+	return &Host{Fetcher: &Fetcher{Streams: fs}, Objects: &Objects{Buckets: buckets, Streams: fs}}
 }
 
 func objectsCallOf(h *Host, owner, op string, args any, caps ...string) (json.RawMessage, error) {

@@ -54,6 +54,12 @@ type Config struct {
 	// Prefix is put before every object's name, so several registries or
 	// deployments can share one bucket ("retainer/").
 	Prefix string
+	// Buffers bounds the part buffers (PartSize each) the backend's puts
+	// hold at once, BuffersPerSpace one space's; a put that finds none
+	// waits BufferWait for one, then fails with objects.ErrBusy or
+	// objects.ErrSpaceBusy. Zero Buffers: no bound.
+	Buffers, BuffersPerSpace int
+	BufferWait               time.Duration
 }
 
 // PartSize is the size of a multipart upload's parts and of the one
@@ -78,10 +84,68 @@ const staging = "%staging/"
 const metaKey = "Retainer"
 
 type backend struct {
-	client *minio.Client
-	core   minio.Core
-	bucket string
-	prefix string
+	client  *minio.Client
+	core    minio.Core
+	bucket  string
+	prefix  string
+	buffers *bufferBudget
+}
+
+// bufferBudget counts the part buffers puts hold, in all and by space.
+type bufferBudget struct {
+	max, perSpace int
+	wait          time.Duration
+	mu            sync.Mutex
+	held          int
+	bySpace       map[string]int
+	freed         chan struct{} // closed (and replaced) when one is given back
+}
+
+// take holds a buffer for space, waiting at most b.wait for one.
+func (b *bufferBudget) take(ctx context.Context, space string) error {
+	if b.max <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	for {
+		var why error
+		b.mu.Lock()
+		switch {
+		case b.perSpace > 0 && b.bySpace[space] >= b.perSpace:
+			why = objects.ErrSpaceBusy
+		case b.held >= b.max:
+			why = objects.ErrBusy
+		default:
+			b.held++
+			b.bySpace[space]++
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return why
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *bufferBudget) give(space string) {
+	if b.max <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.held--
+	if b.bySpace[space]--; b.bySpace[space] <= 0 {
+		delete(b.bySpace, space)
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
 }
 
 // Open connects to the service and creates the bucket when it is missing.
@@ -116,7 +180,8 @@ func Open(ctx context.Context, c Config) (objects.Backend, error) {
 			return nil, fmt.Errorf("objects s3: creating bucket %q: %w", c.Bucket, err)
 		}
 	}
-	return &backend{client: client, core: minio.Core{Client: client}, bucket: c.Bucket, prefix: c.Prefix}, nil
+	buffers := &bufferBudget{max: c.Buffers, perSpace: c.BuffersPerSpace, wait: c.BufferWait, bySpace: map[string]int{}, freed: make(chan struct{})}
+	return &backend{client: client, core: minio.Core{Client: client}, bucket: c.Bucket, prefix: c.Prefix, buffers: buffers}, nil
 }
 
 // endpoint splits a URL into minio-go's host and TLS flag.
@@ -295,7 +360,7 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 	}
 	name := dir + encodeKey(key, true)
 	if len(name) > maxName {
-		return objects.Info{}, fmt.Errorf("objects s3: key of %d bytes: with the prefix and space, over S3's %d bytes a name", len(key), maxName)
+		return objects.Info{}, fmt.Errorf("%w: objects s3: key of %d bytes: with the prefix and space, over S3's %d bytes a name", objects.ErrBadKey, len(key), maxName)
 	}
 	out := objects.Info{Key: key, Version: meta.Version, Uploaded: meta.Uploaded, HTTPMetadata: meta.HTTPMetadata, CustomMetadata: meta.CustomMetadata}
 	if out.Version == "" {
@@ -308,6 +373,11 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 	buf := small
 	n, err := io.ReadFull(body, buf)
 	if err == nil {
+		// A longer body holds a part buffer: the gateway's are counted.
+		if err := b.buffers.take(ctx, space); err != nil {
+			return objects.Info{}, err
+		}
+		defer b.buffers.give(space)
 		buf = getBuf()
 		defer putBuf(buf)
 		copy(buf, small)
@@ -351,6 +421,10 @@ func commit(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 }
 
+// cleanupWait bounds a failed put's abort of its upload and removal of
+// its staged object.
+const cleanupWait = 10 * time.Second
+
 func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io.Reader, out objects.Info) (_ objects.Info, err error) {
 	if err := ctx.Err(); err != nil {
 		return objects.Info{}, err
@@ -364,11 +438,16 @@ func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io
 	}
 	completed := false
 	defer func() {
+		// Best effort, within cleanupWait: a service that is down keeps
+		// what it had (docs/objects-s3.md: an unfinished upload or a
+		// staged object under <prefix>%staging/).
+		cc, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupWait)
+		defer cancel()
 		if !completed {
-			b.core.AbortMultipartUpload(c, b.bucket, tmp, id)
+			b.core.AbortMultipartUpload(cc, b.bucket, tmp, id)
 		}
 		// Also when completing failed: the service may have completed it.
-		b.client.RemoveObject(c, b.bucket, tmp, minio.RemoveObjectOptions{})
+		b.client.RemoveObject(cc, b.bucket, tmp, minio.RemoveObjectOptions{})
 	}()
 	whole := md5.New()
 	var parts []minio.CompletePart
