@@ -55,7 +55,7 @@ func openBuckets(a *App) (*objects.Buckets, error) {
 
 // controlWait bounds a control-plane object call's wait on the store
 // (the bytes of a body already streaming have their own deadlines).
-const controlWait = 30 * time.Second
+var controlWait = 30 * time.Second
 
 // The control plane's /objects (docs/objects.md): the caller's bucket in
 // this registry, as its owner (scope retainer:deploy when scopes are

@@ -654,7 +654,7 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 		if err := ctx.Err(); err != nil {
 			return objects.ListPage{}, err
 		}
-		res, err := b.core.ListObjectsV2(b.bucket, dir+encodeKey(o.Prefix, false), after, "", o.Delimiter, limit+2-len(items))
+		res, err := b.listPage(ctx, dir+encodeKey(o.Prefix, false), after, o.Delimiter, limit+2-len(items))
 		if err != nil {
 			return objects.ListPage{}, fmt.Errorf("objects s3: list: %w", err)
 		}
@@ -697,6 +697,27 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 	}
 	out.Objects = infos
 	return out, nil
+}
+
+// listPage is one ListObjectsV2 call within ctx: minio-go's takes no
+// context, so a call past ctx's end is left to finish on its own (a
+// stalled service: until the connection fails) and its answer dropped.
+func (b *backend) listPage(ctx context.Context, prefix, after, delimiter string, max int) (minio.ListBucketV2Result, error) {
+	type answer struct {
+		res minio.ListBucketV2Result
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := b.core.ListObjectsV2(b.bucket, prefix, after, "", delimiter, max)
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		return minio.ListBucketV2Result{}, ctx.Err()
+	}
 }
 
 // heads reads each key's Info, in order, dropping keys deleted since the
