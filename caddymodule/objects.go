@@ -64,11 +64,17 @@ var controlWait = 30 * time.Second
 // (net/http cleans such paths).
 
 func (h *API) objectsSpace(w http.ResponseWriter, r *http.Request) (*objects.Buckets, string, bool) {
+	b, space, _, ok := h.objectsTenant(w, r)
+	return b, space, ok
+}
+
+// objectsTenant is objectsSpace and the caller's tenant.
+func (h *API) objectsTenant(w http.ResponseWriter, r *http.Request) (*objects.Buckets, string, string, bool) {
 	c, ok := h.authorize(w, r, authz.ScopeDeploy)
 	if !ok {
-		return nil, "", false
+		return nil, "", "", false
 	}
-	return h.runtime().objects, objects.Space(h.Registry, c.tenant), true
+	return h.runtime().objects, objects.Space(h.Registry, c.tenant), c.tenant, true
 }
 
 // objectsCtx is r's context within controlWait.
@@ -151,7 +157,7 @@ func parseRange(h string) (r *objects.Range, ok bool) {
 // getObject is GET /objects/{key}: the object's bytes, or with a Range
 // header the part it names (206), streamed from storage.
 func (h *API) getObject(w http.ResponseWriter, r *http.Request) {
-	b, space, ok := h.objectsSpace(w, r)
+	b, space, tenant, ok := h.objectsTenant(w, r)
 	if !ok {
 		return
 	}
@@ -193,7 +199,11 @@ func (h *API) getObject(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		io.Copy(w, body)
+		sent, _ := io.Copy(w, body)
+		// The bytes are the tenant's egress (docs/usage.md).
+		if u := h.runtime().usage.Load(); u != nil && sent > 0 {
+			u.addEgress(logTenant(h.Registry, tenant), sent)
+		}
 	}
 }
 

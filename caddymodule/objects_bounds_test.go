@@ -66,3 +66,56 @@ func TestObjectsS3Stalled(t *testing.T) {
 		t.Fatalf("after the stall: %d %s", last.status, last.body)
 	}
 }
+
+// TestObjectsDownloadsAreEgress: an object's bytes relayed by a handler
+// and sent by the control plane's GET are the tenant's egress; a relay's
+// chunks are not the handle's invocations (a 256 MiB relay added 4,097);
+// the bystander is charged nothing.
+func TestObjectsDownloadsAreEgress(t *testing.T) {
+	caddytest.NewTester(t).InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
+	alice := token(t, "alice", allScopes)
+	bob := token(t, "bob", allScopes)
+	files := deployObjects(t, alice)
+	bobFiles := deployObjects(t, bob)
+	const size = 2 << 20
+	blob := make([]byte, size)
+	for i := range blob {
+		blob[i] = byte(i * 7)
+	}
+	if a := do(t, "PUT", api("/objects/big.bin"), alice, blob); a.status != 200 {
+		t.Fatalf("put: %d %s", a.status, a.body)
+	}
+	if a := do(t, "PUT", site(bobFiles, "/b.txt"), "", []byte("bob's")); a.status != 200 {
+		t.Fatalf("bob's put: %d %s", a.status, a.body)
+	}
+	invocations := func() float64 {
+		a := do(t, "GET", api("/handles/"+strings.TrimSuffix(files, ".apps.localhost")), alice, nil)
+		n, _ := a.json(t)["invocations"].(float64)
+		return n
+	}
+	before, bobBefore, calls := usageToday(t, alice), usageToday(t, bob), invocations()
+	if a := do(t, "GET", site(files, "/big.bin"), "", nil); a.status != 200 || len(a.body) != size {
+		t.Fatalf("relayed: %d, %d bytes", a.status, len(a.body))
+	}
+	if a := do(t, "GET", api("/objects/big.bin"), alice, nil); a.status != 200 || len(a.body) != size {
+		t.Fatalf("control plane: %d, %d bytes", a.status, len(a.body))
+	}
+	var after usageTotals
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if after = usageToday(t, alice); after.EgressBytes-before.EgressBytes >= 2*size {
+			break
+		}
+	}
+	if got := after.EgressBytes - before.EgressBytes; got < 2*size {
+		t.Fatalf("egress of two %d-byte downloads: %d", size, got)
+	}
+	if got := invocations() - calls; got > 2 {
+		t.Fatalf("one relayed download added %v invocations", got)
+	}
+	if a := do(t, "GET", site(bobFiles, "/served"), "", nil); a.status != 200 || a.json(t)["served"].(float64) != 2 {
+		t.Fatalf("bob's handler: %d %s", a.status, a.body)
+	}
+	if got := usageToday(t, bob).EgressBytes - bobBefore.EgressBytes; got > 1000 {
+		t.Fatalf("bob was charged %d bytes of alice's downloads", got)
+	}
+}
