@@ -34,6 +34,15 @@ const (
 	// tenant, and in one gateway.
 	ObjectUploadsPerTenant = 64
 	ObjectUploads          = 1024
+	// Bucket puts under way however their bodies arrive (the control
+	// plane's, a handler's request body, chunked), per tenant and in one
+	// gateway; and the S3 backend's 5 MiB part buffers they hold while
+	// their bodies arrive (a put waits ObjectPartBufferWait for one).
+	ObjectPutsPerTenant        = 64
+	ObjectPuts                 = 1024
+	ObjectPartBuffersPerTenant = 8
+	ObjectPartBuffers          = 32
+	ObjectPartBufferWait       = 5 * time.Second
 	// Streamed responses (SSE listeners included): a handle's isolate
 	// holds this many; one visitor address at most StreamsPerVisitor of
 	// one handle.

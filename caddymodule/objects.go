@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/objects"
@@ -43,8 +45,17 @@ func openBuckets(a *App) (*objects.Buckets, error) {
 	if err != nil {
 		return nil, err
 	}
-	return objects.New(b, objects.Options{MaxObject: a.MaxObject, Quota: a.ObjectsQuota}), nil
+	logf := func(op string, err error) {
+		if a.logger != nil {
+			a.logger.Warn("objects: the store failed", zap.String("op", op), zap.Error(err))
+		}
+	}
+	return objects.New(b, objects.Options{MaxObject: a.MaxObject, Quota: a.ObjectsQuota, Log: logf}), nil
 }
+
+// controlWait bounds a control-plane object call's wait on the store
+// (the bytes of a body already streaming have their own deadlines).
+var controlWait = 30 * time.Second
 
 // The control plane's /objects (docs/objects.md): the caller's bucket in
 // this registry, as its owner (scope retainer:deploy when scopes are
@@ -53,11 +64,22 @@ func openBuckets(a *App) (*objects.Buckets, error) {
 // (net/http cleans such paths).
 
 func (h *API) objectsSpace(w http.ResponseWriter, r *http.Request) (*objects.Buckets, string, bool) {
+	b, space, _, ok := h.objectsTenant(w, r)
+	return b, space, ok
+}
+
+// objectsTenant is objectsSpace and the caller's tenant.
+func (h *API) objectsTenant(w http.ResponseWriter, r *http.Request) (*objects.Buckets, string, string, bool) {
 	c, ok := h.authorize(w, r, authz.ScopeDeploy)
 	if !ok {
-		return nil, "", false
+		return nil, "", "", false
 	}
-	return h.runtime().objects, objects.Space(h.Registry, c.tenant), true
+	return h.runtime().objects, objects.Space(h.Registry, c.tenant), c.tenant, true
+}
+
+// objectsCtx is r's context within controlWait.
+func objectsCtx(r *http.Request) context.Context {
+	return objects.WithWait(r.Context(), controlWait)
 }
 
 // listObjects is GET /objects?prefix=&cursor=&delimiter=&limit=.
@@ -76,7 +98,7 @@ func (h *API) listObjects(w http.ResponseWriter, r *http.Request) {
 		}
 		o.Limit = n
 	}
-	page, err := b.List(r.Context(), space, o)
+	page, err := b.List(objectsCtx(r), space, o)
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -135,15 +157,15 @@ func parseRange(h string) (r *objects.Range, ok bool) {
 // getObject is GET /objects/{key}: the object's bytes, or with a Range
 // header the part it names (206), streamed from storage.
 func (h *API) getObject(w http.ResponseWriter, r *http.Request) {
-	b, space, ok := h.objectsSpace(w, r)
+	b, space, tenant, ok := h.objectsTenant(w, r)
 	if !ok {
 		return
 	}
 	key := r.PathValue("key")
 	rng, partial := parseRange(r.Header.Get("Range"))
-	info, body, found, err := b.Get(r.Context(), space, key, objects.GetOptions{Range: rng})
+	info, body, found, err := b.Get(objectsCtx(r), space, key, objects.GetOptions{Range: rng})
 	if errors.Is(err, objects.ErrRange) {
-		head, _, _ := b.Head(r.Context(), space, key)
+		head, _, _ := b.Head(objectsCtx(r), space, key)
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", head.Size))
 		var env errorEnvelope
 		env.Error.Code = fault.BadRequest
@@ -177,7 +199,11 @@ func (h *API) getObject(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
-		io.Copy(w, body)
+		sent, _ := io.Copy(w, body)
+		// The bytes are the tenant's egress (docs/usage.md).
+		if u := h.runtime().usage.Load(); u != nil && sent > 0 {
+			u.addEgress(logTenant(h.Registry, tenant), sent)
+		}
 	}
 }
 
@@ -199,7 +225,7 @@ func (h *API) putObject(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := b.Limits().MaxObject
 	body := http.MaxBytesReader(w, r.Body, limit)
-	info, _, err := b.Put(r.Context(), space, key, body, objects.PutOptions{HTTPMetadata: meta, Size: r.ContentLength})
+	info, _, err := b.Put(objectsCtx(r), space, key, body, objects.PutOptions{HTTPMetadata: meta, Size: r.ContentLength})
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		err = fault.New(fault.TooLarge, "An object is at most max_object (%d bytes): nothing was written.", limit)
@@ -221,7 +247,7 @@ func (h *API) deleteObject(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := b.Delete(r.Context(), space, r.PathValue("key")); err != nil {
+	if err := b.Delete(objectsCtx(r), space, r.PathValue("key")); err != nil {
 		writeFault(w, err, "")
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/objects"
 	objectss3 "github.com/retainer-gw/retainer/objects/s3"
 )
@@ -77,5 +78,7 @@ func (a *App) objectsS3Backend(ctx context.Context) (objects.Backend, error) {
 	return objectss3.Open(ctx, objectss3.Config{
 		Endpoint: r(c.Endpoint), Bucket: r(c.Bucket), Region: r(c.Region),
 		AccessKey: r(c.AccessKey), SecretKey: r(c.SecretKey), Prefix: r(c.Prefix),
+		// The part buffers puts hold are bounded (docs/objects.md).
+		Buffers: budgets.ObjectPartBuffers, BuffersPerSpace: budgets.ObjectPartBuffersPerTenant, BufferWait: budgets.ObjectPartBufferWait,
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
@@ -47,6 +48,10 @@ type Call struct {
 	// RequestBody opens, by its token, the invoked handler's request body
 	// for bucket.put (nil outside an invocation; docs/objects.md).
 	RequestBody func(token string) (io.ReadCloser, error)
+	// Wait bounds how long a bucket call waits on the object store (0:
+	// none but ctx's): past it the call fails OVERLOADED, retryable, which
+	// the program can catch (docs/objects.md).
+	Wait time.Duration
 }
 
 // Denied is the error for a capability that was not granted; its text names

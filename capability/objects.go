@@ -172,6 +172,7 @@ func (h *Host) objectsCall(ctx context.Context, c Call) (json.RawMessage, error)
 		return nil, bad("bucket: malformed arguments.")
 	}
 	space := objects.Space(c.Registry, c.Tenant)
+	ctx = objects.WithWait(ctx, c.Wait)
 	switch op {
 	case "head":
 		info, found, err := o.Buckets.Head(ctx, space, a.Key)
@@ -314,14 +315,14 @@ func (o *Objects) put(ctx context.Context, c Call, space string, a objectArgs) (
 		body = rc
 	case a.Text != nil:
 		body = strings.NewReader(*a.Text)
-		opts.Size = int64(len(*a.Text))
+		opts.Size, opts.Buffered = int64(len(*a.Text)), true
 	case a.Data != nil:
 		b := wirejson.Latin1Bytes(*a.Data)
 		body = strings.NewReader(string(b))
-		opts.Size = int64(len(b))
+		opts.Size, opts.Buffered = int64(len(b)), true
 	default:
 		body = strings.NewReader("")
-		opts.Size = 0
+		opts.Size, opts.Buffered = 0, true
 	}
 	return o.store(ctx, space, a.Key, body, opts)
 }

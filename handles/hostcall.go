@@ -187,6 +187,11 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		ctx, cancel = context.WithTimeout(ctx, kvWait(rs, rec, cfg))
 		defer cancel()
 	}
+	if strings.HasPrefix(op, "objects.") {
+		// A bucket call waits on the object store as a kv call on etcd
+		// (docs/objects.md); the bytes of a body under way are not bounded.
+		call.Wait = kvWait(rs, rec, cfg)
+	}
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)
 	s.noteKVUnanswered(err, op, rec)
@@ -445,7 +450,7 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 // for it, the visitor is answered 503 OVERLOADED, retryable, instead of
 // 500 (invoke.go). rec is nil for a run.
 func (s *Store) noteKVUnanswered(err error, op string, rec *Record) {
-	if rec == nil || !strings.HasPrefix(op, "kv.") || fault.CodeOf(err) != fault.Overloaded {
+	if rec == nil || !strings.HasPrefix(op, "kv.") && !strings.HasPrefix(op, "objects.") || fault.CodeOf(err) != fault.Overloaded {
 		return
 	}
 	if ls := s.liveFor(rec.ID); ls != nil {

@@ -22,6 +22,7 @@ type Stream struct {
 	relay    io.ReadCloser // a fetch answer relayed as it is (res.Relay)
 	relayErr error
 	relayBuf []byte
+	relayed  bool // its first chunk was sent
 }
 
 // ObjectBody reports a relayed object's body (docs/objects.md), which is
@@ -98,6 +99,17 @@ func (st *Stream) Next(ctx context.Context) ([]byte, bool, error) {
 			return nil, true, err
 		}
 		if len(data) > 0 {
+			if st.relay != nil {
+				// A relayed body's chunks are no invocations, and the
+				// writes before it are durable once its first is sent.
+				if !st.relayed {
+					if err := s.kvBarrier(ctx, st.id); err != nil {
+						return nil, true, err
+					}
+					st.relayed = true
+				}
+				return data, false, nil
+			}
 			if err := s.kvBarrier(ctx, st.id); err != nil {
 				return nil, true, err
 			}

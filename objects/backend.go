@@ -18,6 +18,19 @@ var ErrNotFound = errors.New("objects: no such object")
 // ErrBadCursor is a List cursor no page of this backend gave.
 var ErrBadCursor = errors.New("objects: malformed cursor")
 
+// ErrBusy is a put a backend refused because the buffers it holds for
+// puts are all taken on this gateway (it waited for one first); ErrSpaceBusy
+// because the space holds its share of them. The bucket answers them as
+// OVERLOADED and QUOTA_EXCEEDED.
+var (
+	ErrBusy      = errors.New("objects: the backend's put buffers are all in use")
+	ErrSpaceBusy = errors.New("objects: the space holds its share of the backend's put buffers")
+)
+
+// ErrBadKey is a key the backend cannot name (too long once its prefix is
+// added): BAD_REQUEST.
+var ErrBadKey = errors.New("objects: the key is too long for the backend")
+
 // ErrRange is what the bucket answers for a Range that is not
 // Satisfiable (an offset past the object's end).
 var ErrRange = errors.New("objects: range not satisfiable")

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	// Quota bounds one space's objects together, in bytes
 	// (objects_quota). Default 10 GiB.
 	Quota int64
+	// Log is told of each failure of the backend (its detail, which may
+	// name the service's URL, bucket and upload ids); the caller is
+	// answered OVERLOADED naming none of it.
+	Log func(op string, err error)
 }
 
 // Buckets are the tenants' buckets on one backend. Safe for concurrent
@@ -50,6 +55,11 @@ type Buckets struct {
 	mu      sync.Mutex // guards locks and usage
 	locks   map[string]*keyLock
 	usage   map[string]*usage
+	// puts are the puts under way, a space's and all (guarded by mu):
+	// every put holds its backend's resources (the S3 backend's part
+	// buffer) while its body arrives, however it arrives.
+	puts      budgets.Counts
+	putsTotal int
 }
 
 // keyLock orders the writes of one key: a put's conditionals and its old
@@ -83,6 +93,82 @@ func New(b Backend, o Options) *Buckets {
 
 // Limits answers MaxObject and Quota, defaults applied.
 func (b *Buckets) Limits() Options { return b.opts }
+
+type waitKey struct{}
+
+// WithWait bounds the bucket's calls made with ctx by d (d <= 0: no bound
+// but ctx's own): a call the backend does not answer within it fails
+// OVERLOADED, retryable. The bytes of a body already streaming (a get's
+// body, a put's body arriving) are not bounded by it: their streams'
+// deadlines are theirs.
+func WithWait(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, waitKey{}, d)
+}
+
+// bounded is ctx within its wait.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Value(waitKey{}).(time.Duration); ok {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+// failed answers err of the backend's op as the caller sees it: a fault,
+// a sentinel the bucket's callers read, the caller's own end (ctx), or
+// else OVERLOADED naming none of the service's internals (its detail
+// goes to Log). bctx is the call's bounded context.
+func (b *Buckets) failed(ctx, bctx context.Context, op string, err error) error {
+	switch {
+	case err == nil, errors.As(err, new(*fault.Fault)), errors.Is(err, ErrNotFound), errors.Is(err, ErrRange):
+		return err
+	case errors.Is(err, ErrBadCursor):
+		return fault.New(fault.BadRequest, "list: the cursor is not one a list answered.")
+	case errors.Is(err, ErrBadKey):
+		return fault.New(fault.BadRequest, "The key is too long for this gateway's object store (its names are at most 1,024 bytes, a prefix of the gateway's included): nothing was written.")
+	case errors.Is(err, ErrBusy):
+		return fault.New(fault.Overloaded, "Too many puts are under way on this gateway's object store: nothing was written; try again.")
+	case errors.Is(err, ErrSpaceBusy):
+		return fault.New(fault.QuotaExceeded, "The tenant's puts hold their share of this gateway's object store buffers: nothing was written; try again when one ends.")
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case bctx != nil && bctx.Err() != nil:
+		d, _ := ctx.Value(waitKey{}).(time.Duration)
+		return fault.New(fault.Overloaded, "The object store did not answer %s within %v; try again.", op, d)
+	}
+	if b.opts.Log != nil {
+		b.opts.Log(op, err)
+	}
+	return fault.New(fault.Overloaded, "The object store failed (%s); try again: a put that failed left the old object, if any, unchanged.", op)
+}
+
+// PutsUnderWay is how many puts are under way on the gateway.
+func (b *Buckets) PutsUnderWay() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.putsTotal
+}
+
+// takePut counts one more put under way of space, or answers why not.
+func (b *Buckets) takePut(space string) (func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.putsTotal >= budgets.ObjectPuts {
+		return nil, fault.New(fault.Overloaded, "%d bucket puts are under way on this gateway, the most it takes: nothing was written; try again.", budgets.ObjectPuts)
+	}
+	if !b.puts.Take(space, budgets.ObjectPutsPerTenant) {
+		return nil, fault.New(fault.QuotaExceeded, "The tenant has %d bucket puts under way, the most it may: nothing was written.", budgets.ObjectPutsPerTenant)
+	}
+	b.putsTotal++
+	return func() {
+		b.mu.Lock()
+		b.putsTotal--
+		b.mu.Unlock()
+		b.puts.Give(space)
+	}, nil
+}
 
 // Space names a tenant's bucket in one registry for the backend.
 func Space(registry, tenant string) string {
@@ -157,6 +243,9 @@ type PutOptions struct {
 	CustomMetadata map[string]string
 	OnlyIf         *Conditions
 	Size           int64
+	// Buffered is a body already in memory: the whole put is within the
+	// caller's wait (WithWait), not only its first steps.
+	Buffered bool
 }
 
 func checkMetadata(http, custom map[string]string) error {
@@ -265,6 +354,7 @@ type metered struct {
 	freed   int64 // the old object's size, which the put replaces
 	n       int64
 	err     error
+	bodyErr error // the body's own failure (not its end)
 	charged int64
 }
 
@@ -273,6 +363,9 @@ func (m *metered) Read(p []byte) (int, error) {
 		return 0, m.err
 	}
 	n, err := m.r.Read(p)
+	if err != nil && err != io.EOF {
+		m.bodyErr = err
+	}
 	if n > 0 {
 		m.n += int64(n)
 		if m.n > m.b.opts.MaxObject {
@@ -308,17 +401,24 @@ func (b *Buckets) Put(ctx context.Context, space, key string, body io.Reader, o 
 	if o.Size > b.opts.MaxObject {
 		return Info{}, false, b.tooLarge()
 	}
-	u, err := b.usageOf(ctx, space)
+	release, err := b.takePut(space)
 	if err != nil {
 		return Info{}, false, err
+	}
+	defer release()
+	bctx, cancel := bounded(ctx)
+	defer cancel()
+	u, err := b.usageOf(bctx, space)
+	if err != nil {
+		return Info{}, false, b.failed(ctx, bctx, "put", err)
 	}
 	unlock := b.lock(space, key)
 	defer unlock()
 	var old *Info
-	if h, err := b.backend.Head(ctx, space, key); err == nil {
+	if h, err := b.backend.Head(bctx, space, key); err == nil {
 		old = &h
 	} else if !errors.Is(err, ErrNotFound) {
-		return Info{}, false, err
+		return Info{}, false, b.failed(ctx, bctx, "put", err)
 	}
 	if !o.OnlyIf.hold(old) {
 		return Info{}, false, nil
@@ -338,7 +438,13 @@ func (b *Buckets) Put(ctx context.Context, space, key string, body io.Reader, o 
 	m := &metered{b: b, u: u, r: body, freed: freed}
 	var ver [16]byte
 	rand.Read(ver[:])
-	info, err = b.backend.Put(ctx, space, key, m, Info{Version: hex.EncodeToString(ver[:]), HTTPMetadata: o.HTTPMetadata, CustomMetadata: o.CustomMetadata})
+	// A body in memory is written within the wait; one that streams is
+	// bounded by its stream's deadlines.
+	pctx, pbound := ctx, context.Context(nil)
+	if o.Buffered {
+		pctx, pbound = bctx, bctx
+	}
+	info, err = b.backend.Put(pctx, space, key, m, Info{Version: hex.EncodeToString(ver[:]), HTTPMetadata: o.HTTPMetadata, CustomMetadata: o.CustomMetadata})
 	u.mu.Lock()
 	u.pending -= m.charged
 	if err == nil {
@@ -349,7 +455,10 @@ func (b *Buckets) Put(ctx context.Context, space, key string, body io.Reader, o 
 		if m.err != nil {
 			return Info{}, false, m.err
 		}
-		return Info{}, false, err
+		if m.bodyErr != nil {
+			return Info{}, false, m.bodyErr
+		}
+		return Info{}, false, b.failed(ctx, pbound, "put", err)
 	}
 	return info, true, nil
 }
@@ -369,14 +478,30 @@ func (b *Buckets) Get(ctx context.Context, space, key string, o GetOptions) (inf
 		return Info{}, nil, false, err
 	}
 	// The conditions are checked against the object the backend opened,
-	// so they and the bytes answered are of the same object.
-	info, body, err = b.backend.Get(ctx, space, key, o.Range)
+	// so they and the bytes answered are of the same object. The wait
+	// bounds the opening; the body streams under ctx alone.
+	sctx, scancel := context.WithCancel(ctx)
+	bctx, cancel := bounded(ctx)
+	defer cancel()
+	stop := context.AfterFunc(bctx, scancel)
+	info, body, err = b.backend.Get(sctx, space, key, o.Range)
+	if !stop() {
+		if err == nil {
+			body.Close()
+			err = bctx.Err()
+		}
+		scancel()
+		return Info{}, nil, false, b.failed(ctx, bctx, "get", err)
+	}
 	if errors.Is(err, ErrNotFound) {
+		scancel()
 		return Info{}, nil, false, nil
 	}
 	if err != nil {
-		return Info{}, nil, false, err
+		scancel()
+		return Info{}, nil, false, b.failed(ctx, bctx, "get", err)
 	}
+	body = &cancelCloser{ReadCloser: body, cancel: scancel}
 	if !o.Range.Satisfiable(info.Size) {
 		// ErrRange answers the object's Info (its size) with it.
 		body.Close()
@@ -389,16 +514,30 @@ func (b *Buckets) Get(ctx context.Context, space, key string, o GetOptions) (inf
 	return info, body, true, nil
 }
 
+// cancelCloser ends a get's context when its body is closed.
+type cancelCloser struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelCloser) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
 // Head answers key's metadata, found false when there is none.
 func (b *Buckets) Head(ctx context.Context, space, key string) (Info, bool, error) {
 	if err := CheckKey(key); err != nil {
 		return Info{}, false, err
 	}
-	info, err := b.backend.Head(ctx, space, key)
+	bctx, cancel := bounded(ctx)
+	defer cancel()
+	info, err := b.backend.Head(bctx, space, key)
 	if errors.Is(err, ErrNotFound) {
 		return Info{}, false, nil
 	}
-	return info, err == nil, err
+	return info, err == nil, b.failed(ctx, bctx, "head", err)
 }
 
 // Delete removes keys (those not there are no error).
@@ -411,19 +550,21 @@ func (b *Buckets) Delete(ctx context.Context, space string, keys ...string) erro
 			return err
 		}
 	}
-	u, err := b.usageOf(ctx, space)
+	bctx, cancel := bounded(ctx)
+	defer cancel()
+	u, err := b.usageOf(bctx, space)
 	if err != nil {
-		return err
+		return b.failed(ctx, bctx, "delete", err)
 	}
 	for _, k := range keys {
 		unlock := b.lock(space, k)
-		h, err := b.backend.Head(ctx, space, k)
+		h, err := b.backend.Head(bctx, space, k)
 		if errors.Is(err, ErrNotFound) {
 			unlock()
 			continue
 		}
 		if err == nil {
-			err = b.backend.Delete(ctx, space, k)
+			err = b.backend.Delete(bctx, space, k)
 		}
 		if err == nil {
 			u.mu.Lock()
@@ -432,7 +573,7 @@ func (b *Buckets) Delete(ctx context.Context, space string, keys ...string) erro
 		}
 		unlock()
 		if err != nil {
-			return err
+			return b.failed(ctx, bctx, "delete", err)
 		}
 	}
 	return nil
@@ -449,9 +590,8 @@ func (b *Buckets) List(ctx context.Context, space string, o ListOptions) (ListPa
 	if o.Limit == 0 {
 		o.Limit = MaxListLimit
 	}
-	page, err := b.backend.List(ctx, space, o)
-	if errors.Is(err, ErrBadCursor) {
-		return ListPage{}, fault.New(fault.BadRequest, "list: the cursor is not one a list answered.")
-	}
-	return page, err
+	bctx, cancel := bounded(ctx)
+	defer cancel()
+	page, err := b.backend.List(bctx, space, o)
+	return page, b.failed(ctx, bctx, "list", err)
 }

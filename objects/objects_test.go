@@ -2,12 +2,14 @@ package objects_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/objects"
 	"github.com/retainer-gw/retainer/objects/files"
@@ -110,5 +112,68 @@ func TestBucketRules(t *testing.T) {
 	body.Close()
 	if string(got) != "aa" {
 		t.Fatalf("suffix: %q", got)
+	}
+}
+
+// TestPutsUnderWayCounted: every put under way counts, however its body
+// arrives, against a tenant's share (QUOTA_EXCEEDED) and the gateway's
+// (OVERLOADED): bodies that stall cannot pile up the backend's buffers
+// without end. A put that ends gives its place back.
+func TestPutsUnderWayCounted(t *testing.T) {
+	ctx := context.Background()
+	fb, _ := files.Open(t.TempDir())
+	b := objects.New(fb, objects.Options{})
+	var writers []*io.PipeWriter
+	var wg sync.WaitGroup
+	stall := func(space string) {
+		pr, pw := io.Pipe()
+		key := fmt.Sprint("k", len(writers))
+		writers = append(writers, pw)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.Put(ctx, space, key, pr, objects.PutOptions{Size: -1})
+			pr.Close()
+		}()
+		pw.Write([]byte("x")) // the put is reading
+	}
+	defer func() {
+		for _, w := range writers {
+			w.CloseWithError(io.ErrUnexpectedEOF)
+		}
+		wg.Wait()
+	}()
+	small := func(space string) error {
+		_, _, err := b.Put(ctx, space, "small", strings.NewReader("v"), objects.PutOptions{Size: -1})
+		return err
+	}
+	for range budgets.ObjectPutsPerTenant {
+		stall("mallory")
+	}
+	if err := small("mallory"); code(err) != fault.QuotaExceeded {
+		t.Fatalf("mallory's put past its share: %v", err)
+	}
+	if err := small("bob"); err != nil {
+		t.Fatalf("the bystander's put: %v", err)
+	}
+	for i := 1; b.PutsUnderWay() < budgets.ObjectPuts; i++ {
+		stall(fmt.Sprint("tenant", i/budgets.ObjectPutsPerTenant))
+	}
+	if err := small("bob"); code(err) != fault.Overloaded {
+		t.Fatalf("a put past the gateway's puts: %v", err)
+	}
+	writers[0].CloseWithError(io.ErrUnexpectedEOF)
+	waitUntil(t, func() bool { return b.PutsUnderWay() < budgets.ObjectPuts })
+	if err := small("bob"); err != nil {
+		t.Fatalf("the bystander's put once one ended: %v", err)
+	}
+}
+
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not within 10 s")
+		}
 	}
 }

@@ -229,3 +229,18 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Pause stops the server's processes where they are (SIGSTOP): its
+// sockets stay open and answer nothing, as a stalled service does.
+// Resume lets them go on. A test that pauses resumes before Close.
+func (s *Server) Pause() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Resume undoes Pause.
+func (s *Server) Resume() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) }
+
+// Kill ends the server at once (SIGKILL), as a crash would; Close still
+// removes its data.
+func (s *Server) Kill() {
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+}

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func() objects.Backend) {
 		{"List", testList},
 		{"ListDelimiter", testListDelimiter},
 		{"ListPages", testListPages},
+		{"ListBadCursor", testListBadCursor},
 		{"Range", testRange},
 		{"AtomicFailingBody", testAtomicFailingBody},
 		{"AtomicCancelled", testAtomicCancelled},
@@ -256,6 +257,9 @@ var keys = []string{
 	"plain", "with space", "ünïcödé/ключ", "emoji 🦀", "a+b=c&d?e#f", "percent%2Fslash", "x/y/z.txt",
 	"trailing/", "trailing/x", "trailing", "dots/../up", "dot/./here", ".", "..", "...", "./x", "x/..", "x/../",
 	"double//slash", "/leading", "//", "/", "tab\there", "ctl\x01\x01.", "ctl\x01/./", strings.Repeat("long", 225),
+	// A service may read a backslash as a "/" or refuse a NUL or a line break:
+	// each is a key of its own.
+	"docs/report", "docs\\report", "\\", "\\/", "a\\\\b", "\\\x01", "nul\x00byte", "nul", "\x00", "cr\rlf\n", "\x02\x03",
 }
 
 func testKeys(t *testing.T, open func() objects.Backend) {
@@ -450,6 +454,18 @@ func testListPages(t *testing.T, open func() objects.Backend) {
 	rest := listAll(t, b, sp, objects.ListOptions{Limit: 7, Cursor: p.Cursor})
 	if !slices.Equal(rest, append(slices.Clone(want[10:]), "zz-after")) {
 		t.Errorf("the pages after the cursor: %q", rest)
+	}
+}
+
+// A cursor no page gave is ErrBadCursor, which the bucket answers as
+// BAD_REQUEST (not a failure of the service).
+func testListBadCursor(t *testing.T, open func() objects.Backend) {
+	b, sp := open(), space(t)
+	put(t, b, sp, "k", []byte("v"), objects.Info{})
+	for _, c := range []string{"!!!", "%", "not base64 *"} {
+		if _, err := b.List(ctx, sp, objects.ListOptions{Cursor: c}); !errors.Is(err, objects.ErrBadCursor) {
+			t.Errorf("cursor %q: %v, want ErrBadCursor", c, err)
+		}
 	}
 }
 

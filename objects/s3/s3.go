@@ -54,6 +54,12 @@ type Config struct {
 	// Prefix is put before every object's name, so several registries or
 	// deployments can share one bucket ("retainer/").
 	Prefix string
+	// Buffers bounds the part buffers (PartSize each) the backend's puts
+	// hold at once, BuffersPerSpace one space's; a put that finds none
+	// waits BufferWait for one, then fails with objects.ErrBusy or
+	// objects.ErrSpaceBusy. Zero Buffers: no bound.
+	Buffers, BuffersPerSpace int
+	BufferWait               time.Duration
 }
 
 // PartSize is the size of a multipart upload's parts and of the one
@@ -78,10 +84,68 @@ const staging = "%staging/"
 const metaKey = "Retainer"
 
 type backend struct {
-	client *minio.Client
-	core   minio.Core
-	bucket string
-	prefix string
+	client  *minio.Client
+	core    minio.Core
+	bucket  string
+	prefix  string
+	buffers *bufferBudget
+}
+
+// bufferBudget counts the part buffers puts hold, in all and by space.
+type bufferBudget struct {
+	max, perSpace int
+	wait          time.Duration
+	mu            sync.Mutex
+	held          int
+	bySpace       map[string]int
+	freed         chan struct{} // closed (and replaced) when one is given back
+}
+
+// take holds a buffer for space, waiting at most b.wait for one.
+func (b *bufferBudget) take(ctx context.Context, space string) error {
+	if b.max <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	for {
+		var why error
+		b.mu.Lock()
+		switch {
+		case b.perSpace > 0 && b.bySpace[space] >= b.perSpace:
+			why = objects.ErrSpaceBusy
+		case b.held >= b.max:
+			why = objects.ErrBusy
+		default:
+			b.held++
+			b.bySpace[space]++
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return why
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *bufferBudget) give(space string) {
+	if b.max <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.held--
+	if b.bySpace[space]--; b.bySpace[space] <= 0 {
+		delete(b.bySpace, space)
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
 }
 
 // Open connects to the service and creates the bucket when it is missing.
@@ -116,7 +180,8 @@ func Open(ctx context.Context, c Config) (objects.Backend, error) {
 			return nil, fmt.Errorf("objects s3: creating bucket %q: %w", c.Bucket, err)
 		}
 	}
-	return &backend{client: client, core: minio.Core{Client: client}, bucket: c.Bucket, prefix: c.Prefix}, nil
+	buffers := &bufferBudget{max: c.Buffers, perSpace: c.BuffersPerSpace, wait: c.BufferWait, bySpace: map[string]int{}, freed: make(chan struct{})}
+	return &backend{client: client, core: minio.Core{Client: client}, bucket: c.Bucket, prefix: c.Prefix, buffers: buffers}, nil
 }
 
 // endpoint splits a URL into minio-go's host and TLS flag.
@@ -206,20 +271,27 @@ func info(key string, oi minio.ObjectInfo) (objects.Info, error) {
 // segment, drop empty ones ("a//b" is "a/b" there, "/a" is "a") and make
 // a key ending in "/" a folder; AWS S3 and R2 take them all. Such a
 // segment gets a mark after it ("a/./b" is "a/.\x01/b", "k/" is
-// "k/\x01", "/a" is "\x01/a") and a mark in a key is doubled. The mark
+// "k/\x01", "/a" is "\x01/a"). SeaweedFS also reads a "\" as a "/"
+// ("a\b" would be "a/b") and refuses a NUL: those bytes are escaped as
+// the mark and a byte after it ("\" is "\x01\x02", NUL "\x01\x03"),
+// and a mark in a key is doubled. The mark
 // is the least byte a key holds, so names sort as their keys do except
 // where a marked segment meets a sibling that goes on with a byte below
-// "/" ("./x" lists before ".."); no "/" is added or taken, so delimiters
+// "/" ("./x" lists before ".."), and where a key holds an escaped byte
+// (a "\" sorts as a byte below every other); no "/" is added or taken, so delimiters
 // roll up the same. Other keys are their names.
 const mark = "\x01"
+
+// escaper escapes the mark, "\\" and NUL.
+var escaper = strings.NewReplacer(mark, mark+mark, "\\", mark+"\x02", "\x00", mark+"\x03")
 
 // encodeKey is a key's name; a list's prefix (whole false) leaves its
 // last segment unmarked, since a key it prefixes may go on.
 func encodeKey(k string, whole bool) string {
-	if !strings.ContainsAny(k, mark+".") && !strings.Contains(k, "//") && !strings.HasPrefix(k, "/") && !strings.HasSuffix(k, "/") {
+	if !strings.ContainsAny(k, mark+".\\\x00") && !strings.Contains(k, "//") && !strings.HasPrefix(k, "/") && !strings.HasSuffix(k, "/") {
 		return k
 	}
-	segs := strings.Split(strings.ReplaceAll(k, mark, mark+mark), "/")
+	segs := strings.Split(escaper.Replace(k), "/")
 	for i, s := range segs {
 		if i == len(segs)-1 && !whole {
 			break
@@ -240,9 +312,20 @@ func decodeKey(n string) string {
 	for i := 0; i < len(n); i++ {
 		if n[i] != mark[0] {
 			b.WriteByte(n[i])
-		} else if i+1 < len(n) && n[i+1] == mark[0] {
-			b.WriteByte(n[i])
-			i++
+			continue
+		}
+		if i+1 < len(n) {
+			switch n[i+1] {
+			case mark[0]:
+				b.WriteByte(mark[0])
+				i++
+			case 0x02:
+				b.WriteByte('\\')
+				i++
+			case 0x03:
+				b.WriteByte(0)
+				i++
+			}
 		}
 	}
 	return b.String()
@@ -277,7 +360,7 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 	}
 	name := dir + encodeKey(key, true)
 	if len(name) > maxName {
-		return objects.Info{}, fmt.Errorf("objects s3: key of %d bytes: with the prefix and space, over S3's %d bytes a name", len(key), maxName)
+		return objects.Info{}, fmt.Errorf("%w: objects s3: key of %d bytes: with the prefix and space, over S3's %d bytes a name", objects.ErrBadKey, len(key), maxName)
 	}
 	out := objects.Info{Key: key, Version: meta.Version, Uploaded: meta.Uploaded, HTTPMetadata: meta.HTTPMetadata, CustomMetadata: meta.CustomMetadata}
 	if out.Version == "" {
@@ -290,6 +373,11 @@ func (b *backend) Put(ctx context.Context, space, key string, body io.Reader, me
 	buf := small
 	n, err := io.ReadFull(body, buf)
 	if err == nil {
+		// A longer body holds a part buffer: the gateway's are counted.
+		if err := b.buffers.take(ctx, space); err != nil {
+			return objects.Info{}, err
+		}
+		defer b.buffers.give(space)
 		buf = getBuf()
 		defer putBuf(buf)
 		copy(buf, small)
@@ -333,6 +421,10 @@ func commit(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 }
 
+// cleanupWait bounds a failed put's abort of its upload and removal of
+// its staged object.
+const cleanupWait = 10 * time.Second
+
 func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io.Reader, out objects.Info) (_ objects.Info, err error) {
 	if err := ctx.Err(); err != nil {
 		return objects.Info{}, err
@@ -346,11 +438,16 @@ func (b *backend) putParts(ctx context.Context, name string, buf []byte, body io
 	}
 	completed := false
 	defer func() {
+		// Best effort, within cleanupWait: a service that is down keeps
+		// what it had (docs/objects-s3.md: an unfinished upload or a
+		// staged object under <prefix>%staging/).
+		cc, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupWait)
+		defer cancel()
 		if !completed {
-			b.core.AbortMultipartUpload(c, b.bucket, tmp, id)
+			b.core.AbortMultipartUpload(cc, b.bucket, tmp, id)
 		}
 		// Also when completing failed: the service may have completed it.
-		b.client.RemoveObject(c, b.bucket, tmp, minio.RemoveObjectOptions{})
+		b.client.RemoveObject(cc, b.bucket, tmp, minio.RemoveObjectOptions{})
 	}()
 	whole := md5.New()
 	var parts []minio.CompletePart
@@ -544,7 +641,7 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 	if o.Cursor != "" {
 		c, err := base64.RawURLEncoding.DecodeString(o.Cursor)
 		if err != nil || len(c) == 0 {
-			return objects.ListPage{}, errors.New("objects s3: invalid cursor")
+			return objects.ListPage{}, objects.ErrBadCursor
 		}
 		after = dir + string(c)
 	}
@@ -557,7 +654,7 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 		if err := ctx.Err(); err != nil {
 			return objects.ListPage{}, err
 		}
-		res, err := b.core.ListObjectsV2(b.bucket, dir+encodeKey(o.Prefix, false), after, "", o.Delimiter, limit+2-len(items))
+		res, err := b.listPage(ctx, dir+encodeKey(o.Prefix, false), after, o.Delimiter, limit+2-len(items))
 		if err != nil {
 			return objects.ListPage{}, fmt.Errorf("objects s3: list: %w", err)
 		}
@@ -600,6 +697,27 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 	}
 	out.Objects = infos
 	return out, nil
+}
+
+// listPage is one ListObjectsV2 call within ctx: minio-go's takes no
+// context, so a call past ctx's end is left to finish on its own (a
+// stalled service: until the connection fails) and its answer dropped.
+func (b *backend) listPage(ctx context.Context, prefix, after, delimiter string, max int) (minio.ListBucketV2Result, error) {
+	type answer struct {
+		res minio.ListBucketV2Result
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := b.core.ListObjectsV2(b.bucket, prefix, after, "", delimiter, max)
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		return minio.ListBucketV2Result{}, ctx.Err()
+	}
 }
 
 // heads reads each key's Info, in order, dropping keys deleted since the

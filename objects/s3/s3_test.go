@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/s3test"
 	"github.com/retainer-gw/retainer/objects"
 	"github.com/retainer-gw/retainer/objects/objectstest"
@@ -298,4 +300,124 @@ func Benchmark64MiB(b *testing.B) {
 			}
 		}
 	})
+}
+
+// stalled starts a put on b whose body sends n bytes and then waits;
+// it answers once the put has read them. Closing the writer with an
+// error ends the put.
+func stalled(t *testing.T, b objects.Backend, space string, n int) (*io.PipeWriter, chan error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Put(ctx, space, "k", pr, objects.Info{})
+		pr.CloseWithError(errors.New("the put ended"))
+		done <- err
+	}()
+	if _, err := pw.Write(make([]byte, n)); err != nil {
+		t.Fatalf("the stalled put of %s ended early: %v", space, err)
+	}
+	return pw, done
+}
+
+// TestPartBuffersBounded: puts whose bodies stall past the small buffer
+// hold a part buffer each (PartSize); past a space's share the space's
+// next put is refused (ErrSpaceBusy), past the gateway's all are
+// (ErrBusy), after waiting BufferWait; small puts need none, and a buffer
+// given back is taken by the next put. (40 stalled control-plane puts grew
+// a gateway by 214 MiB before.)
+func TestPartBuffersBounded(t *testing.T) {
+	s := start(t)
+	c := config(s, "buffers", "run-"+unique()+"/")
+	c.Buffers, c.BuffersPerSpace, c.BufferWait = 2, 1, 300*time.Millisecond
+	b := open(t, c)
+	big := func(space string) error {
+		_, err := b.Put(ctx, space, "big", bytes.NewReader(make([]byte, 300<<10)), objects.Info{})
+		return err
+	}
+	if err := big("c"); err != nil {
+		t.Fatalf("a put with buffers free: %v", err)
+	}
+	aw, adone := stalled(t, b, "a", 200<<10)
+	if err := big("a"); !errors.Is(err, objects.ErrSpaceBusy) {
+		t.Fatalf("a's second put past its share: %v", err)
+	}
+	bw, bdone := stalled(t, b, "b", 200<<10)
+	if err := big("c"); !errors.Is(err, objects.ErrBusy) {
+		t.Fatalf("c's put past the gateway's buffers: %v", err)
+	}
+	if _, err := b.Put(ctx, "c", "small", strings.NewReader("fits the small buffer"), objects.Info{}); err != nil {
+		t.Fatalf("a small put: %v", err)
+	}
+	// c waits for a buffer; a's is given back meanwhile.
+	cdone := make(chan error, 1)
+	go func() { cdone <- big("c") }()
+	aw.CloseWithError(errors.New("the visitor went away"))
+	if err := <-adone; err == nil {
+		t.Fatal("a's stalled put succeeded")
+	}
+	if err := <-cdone; err != nil {
+		t.Fatalf("c's put once a buffer was given back: %v", err)
+	}
+	bw.CloseWithError(errors.New("the visitor went away"))
+	<-bdone
+	if bb := b.(*backend).buffers; bb.held != 0 || len(bb.bySpace) != 0 {
+		t.Fatalf("buffers still held: %d %v", bb.held, bb.bySpace)
+	}
+}
+
+// TestServiceDownMidPut: the service killed in the middle of a multipart
+// put fails it OVERLOADED (retryable), with a message that names none of
+// the service's internals (its URL, bucket, prefix, staging name, upload
+// id); the detail goes to the bucket's log.
+func TestServiceDownMidPut(t *testing.T) {
+	s := s3test.Start(t)
+	c := config(s, "downbucket", "secretprefix/")
+	var mu sync.Mutex
+	var logged []string
+	bk := objects.New(open(t, c), objects.Options{Log: func(op string, err error) {
+		mu.Lock()
+		logged = append(logged, op+": "+err.Error())
+		mu.Unlock()
+	}})
+	if _, _, err := bk.Put(ctx, "sp", "warm", strings.NewReader("volumes made"), objects.PutOptions{Size: -1}); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := bk.Put(ctx, "sp", "k", pr, objects.PutOptions{Size: -1})
+		pr.CloseWithError(errors.New("the put ended"))
+		done <- err
+	}()
+	// Two parts' worth: the multipart upload is under way.
+	if _, err := pw.Write(make([]byte, 2*PartSize+1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	go func() {
+		pw.Write(make([]byte, PartSize))
+		pw.Close()
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the put did not end after the service died")
+	}
+	f := fault.As(err)
+	if f.Code != fault.Overloaded {
+		t.Fatalf("the service down mid-put: %v, want OVERLOADED", err)
+	}
+	host := strings.TrimPrefix(s.Endpoint, "http://")
+	for _, internal := range []string{host, "127.0.0.1", "downbucket", "secretprefix", "staging", "uploadId", "http://"} {
+		if strings.Contains(f.Message, internal) {
+			t.Errorf("the message names %q: %s", internal, f.Message)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) == 0 {
+		t.Error("the failure's detail was not logged")
+	}
 }
