@@ -98,20 +98,33 @@ func (s *SQL) post(ctx context.Context, body, out any) error {
 // gateway's fault as an *Error.
 func (s *SQL) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	var rd io.Reader
+	h := http.Header{}
 	if body != nil {
 		rd = bytes.NewReader(body)
+		h.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(s.API, "/")+path, rd)
+	return send(ctx, s.HTTP, s.API, s.Token, method, path, rd, h)
+}
+
+// send sends a control-plane request as the token's tenant and answers a
+// response of a 2xx status, or the gateway's fault as an *Error.
+func send(ctx context.Context, hc *http.Client, api, token, method, path string, body io.Reader, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(api, "/")+path, body)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
 	}
-	if s.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.Token)
+	return finish(hc, token, req)
+}
+
+// finish sends req with the token and answers a 2xx response, or the
+// gateway's fault as an *Error.
+func finish(hc *http.Client, token string, req *http.Request) (*http.Response, error) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	hc := s.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -119,7 +132,7 @@ func (s *SQL) do(ctx context.Context, method, path string, body []byte) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	if res.StatusCode == http.StatusOK {
+	if res.StatusCode/100 == 2 {
 		return res, nil
 	}
 	defer res.Body.Close()
@@ -128,5 +141,5 @@ func (s *SQL) do(ctx context.Context, method, path string, body []byte) (*http.R
 	if json.Unmarshal(data, &f) == nil && f.Error != nil {
 		return nil, f.Error
 	}
-	return nil, fmt.Errorf("client: %s %s answered %d: %.200s", method, path, res.StatusCode, data)
+	return nil, fmt.Errorf("client: %s %s answered %d: %.200s", req.Method, req.URL.Path, res.StatusCode, data)
 }

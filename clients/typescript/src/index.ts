@@ -391,10 +391,14 @@ export class RetainerSQL {
   }
 
   async #fetch(method: string, path: string, body?: unknown): Promise<Response> {
-    const headers: Record<string, string> = {};
+    return this.send(method, path, body === undefined ? undefined : JSON.stringify(body), body === undefined ? {} : { "content-type": "application/json" });
+  }
+
+  /** @internal A control-plane request as the token's tenant; a fault throws. */
+  async send(method: string, path: string, body?: RequestInit["body"], extra: Record<string, string> = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...extra };
     if (this.#opts.token) headers.authorization = `Bearer ${this.#opts.token}`;
-    if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await fetch(this.#opts.api + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(this.#opts.api + path, { method, headers, body });
     if (res.ok) return res;
     const text = await res.text();
     try {
@@ -405,6 +409,64 @@ export class RetainerSQL {
     }
     throw new RetainerError({ code: "CONNECTION", message: `${method} ${path} answered HTTP ${res.status}.`, retryable: res.status >= 500 });
   }
+}
+
+/** An object as the control plane lists it. */
+export interface ObjectInfo {
+  key: string;
+  size: number;
+  etag: string;
+  uploaded?: string;
+}
+
+/** One page of a listing; `cursor` asks for the next when `truncated`. */
+export interface ObjectPage {
+  objects: ObjectInfo[];
+  truncated: boolean;
+  cursor?: string;
+}
+
+/**
+ * The tenant's bucket through the control plane (docs/objects.md):
+ * `GET /objects`, and `GET`, `PUT`, `DELETE /objects/{key}`, as the token's
+ * tenant. A fault throws a `RetainerError`.
+ */
+export class RetainerObjects {
+  #sql: RetainerSQL;
+
+  constructor(opts: RetainerSQLOptions) {
+    this.#sql = new RetainerSQL(opts);
+  }
+
+  /** Stores `body` under `key` (up to the gateway's `max_object`); a put that fails leaves the old object. */
+  async put(key: string, body: string | ArrayBuffer | Uint8Array | Blob): Promise<ObjectInfo> {
+    // A Uint8Array is a fetch body at run time; TypeScript's BodyInit wants its buffer an ArrayBuffer.
+    return (await this.#sql.send("PUT", objectPath(key), body as RequestInit["body"]).then((r) => r.json())) as ObjectInfo;
+  }
+
+  /** The object's bytes, or `length` bytes from `offset` (a range); a missing key throws `NOT_FOUND`. */
+  async get(key: string, range?: { offset: number; length?: number }): Promise<ArrayBuffer> {
+    const headers: Record<string, string> = {};
+    if (range) headers.range = `bytes=${range.offset}-${range.length === undefined ? "" : range.offset + range.length - 1}`;
+    return (await this.#sql.send("GET", objectPath(key), undefined, headers)).arrayBuffer();
+  }
+
+  /** A page of the keys under `prefix` in byte order, from `cursor`. */
+  async list(prefix = "", cursor?: string): Promise<ObjectPage> {
+    const q = new URLSearchParams({ prefix });
+    if (cursor) q.set("cursor", cursor);
+    return (await this.#sql.send("GET", `/objects?${q}`).then((r) => r.json())) as ObjectPage;
+  }
+
+  /** Removes the object under `key` (none there is no error). */
+  async delete(key: string): Promise<void> {
+    await this.#sql.send("DELETE", objectPath(key));
+  }
+}
+
+// A key's path: each segment escaped, its slashes kept.
+function objectPath(key: string): string {
+  return "/objects/" + key.split("/").map(encodeURIComponent).join("/");
 }
 
 async function openSocket(opts: RetainerExecutorOptions): Promise<Socket> {
