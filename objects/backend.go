@@ -7,6 +7,7 @@ package objects
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"time"
@@ -94,6 +95,29 @@ type ListOptions struct {
 	Cursor    string // opaque, from the previous page
 	Limit     int
 }
+
+// Page answers the page's size (Limit, at most MaxListLimit; unset is
+// MaxListLimit) and what Cursor names: what the backend gave PageCursor
+// for the previous page's last entry, or ErrBadCursor for a cursor no
+// backend made. Every backend pages the same way.
+func (o ListOptions) Page() (limit int, after string, err error) {
+	limit = o.Limit
+	if limit <= 0 || limit > MaxListLimit {
+		limit = MaxListLimit
+	}
+	if o.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(o.Cursor)
+		if err != nil || len(b) == 0 {
+			return 0, "", ErrBadCursor
+		}
+		after = string(b)
+	}
+	return limit, after, nil
+}
+
+// PageCursor is the cursor of a page whose last entry is last (in the
+// backend's own terms; ListOptions.Page answers it back).
+func PageCursor(last string) string { return base64.RawURLEncoding.EncodeToString([]byte(last)) }
 
 type ListPage struct {
 	Objects           []Info

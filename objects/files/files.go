@@ -26,7 +26,6 @@ import (
 	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -454,17 +453,9 @@ func (f *Files) List(ctx context.Context, spaceName string, o objects.ListOption
 	if err != nil {
 		return objects.ListPage{}, err
 	}
-	limit := o.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
-	}
-	after := ""
-	if o.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		if err != nil {
-			return objects.ListPage{}, objects.ErrBadCursor
-		}
-		after = string(b)
+	limit, after, err := o.Page()
+	if err != nil {
+		return objects.ListPage{}, err
 	}
 	// The page's keys are chosen under the lock, their metadata read
 	// after it (a key deleted meanwhile is left out).
@@ -522,7 +513,7 @@ func (f *Files) List(ctx context.Context, spaceName string, o objects.ListOption
 	}
 	if truncated {
 		out.Truncated = true
-		out.Cursor = base64.RawURLEncoding.EncodeToString([]byte(last))
+		out.Cursor = objects.PageCursor(last)
 	}
 	return out, nil
 }

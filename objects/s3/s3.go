@@ -633,17 +633,12 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 	if err != nil {
 		return objects.ListPage{}, err
 	}
-	limit := o.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
+	limit, after, err := o.Page()
+	if err != nil {
+		return objects.ListPage{}, err
 	}
-	after := ""
-	if o.Cursor != "" {
-		c, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		if err != nil || len(c) == 0 {
-			return objects.ListPage{}, objects.ErrBadCursor
-		}
-		after = dir + string(c)
+	if after != "" {
+		after = dir + after
 	}
 	type item struct {
 		name   string // in the bucket
@@ -680,7 +675,7 @@ func (b *backend) List(ctx context.Context, space string, o objects.ListOptions)
 	var out objects.ListPage
 	if len(items) > limit {
 		items, out.Truncated = items[:limit], true
-		out.Cursor = base64.RawURLEncoding.EncodeToString([]byte(strings.TrimPrefix(items[limit-1].name, dir)))
+		out.Cursor = objects.PageCursor(strings.TrimPrefix(items[limit-1].name, dir))
 	}
 	var keys []string
 	for _, it := range items {
