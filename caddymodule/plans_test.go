@@ -316,7 +316,7 @@ func BenchmarkPlanCheck(b *testing.B) {
 	defer st.Close()
 	rt := &runtime{}
 	rt.logger.Store(zap.NewNop())
-	m := openUsage(st, "", nil, nil)
+	m := openUsage(st, "", nil, nil, nil)
 	defer m.close()
 	rt.usage.Store(m)
 	key := logTenant("apps", "alice")

@@ -374,14 +374,13 @@ func newRuntime(a *App) (*runtime, error) {
 	if a.clustered() && a.Cluster != nil {
 		node = a.Cluster.Name
 	}
-	meter := openUsage(backing.receipts, node, kvs.Used, sqls.Used)
-	meter.objectsUsed = func(registry, tenant string) int64 {
+	objectsUsed := func(registry, tenant string) int64 {
 		// The bucket counts a space's bytes once from a listing, then keeps
 		// them (docs/objects.md); a backend that fails answers 0 here.
 		n, _ := buckets.Used(context.Background(), objects.Space(registry, tenant))
 		return n
 	}
-	rt.usage.Store(meter)
+	rt.usage.Store(openUsage(backing.receipts, node, kvs.Used, sqls.Used, objectsUsed))
 	rt.logs.Store(logstore.Open(backing.receipts, time.Duration(a.LogRetention), a.LogBytes, nil))
 	rt.backing = backing
 	rt.store = registry

@@ -73,8 +73,7 @@ type usageMeter struct {
 	// kvUsed and sqlUsed are what a tenant stores now.
 	kvUsed  func(registry, tenant string) int64
 	sqlUsed func(registry, tenant string) int64
-	// objectsUsed is what a tenant keeps in its bucket now (set after
-	// opening: the buckets open beside the meter).
+	// objectsUsed is what a tenant keeps in its bucket now.
 	objectsUsed func(registry, tenant string) int64
 
 	mu      sync.Mutex
@@ -99,8 +98,8 @@ type usageMeter struct {
 	done chan struct{}
 }
 
-func openUsage(st store.Store, node string, kvUsed, sqlUsed func(registry, tenant string) int64) *usageMeter {
-	m := &usageMeter{st: st, node: node, kvUsed: kvUsed, sqlUsed: sqlUsed,
+func openUsage(st store.Store, node string, kvUsed, sqlUsed, objectsUsed func(registry, tenant string) int64) *usageMeter {
+	m := &usageMeter{st: st, node: node, kvUsed: kvUsed, sqlUsed: sqlUsed, objectsUsed: objectsUsed,
 		pending: map[usageKey]*usageCounts{}, stop: make(chan struct{}), done: make(chan struct{})}
 	m.plans = openTenantPlans(st)
 	m.resetDay(time.Now())
@@ -205,43 +204,37 @@ func (m *usageMeter) countsBoth(tenant string, at time.Time) [2]*usageCounts {
 	return [2]*usageCounts{p, f}
 }
 
+// addOther applies f to tenant's counts of the running hour and of its
+// day: what no request entry counted.
+func (m *usageMeter) addOther(tenant string, f func(*usageCounts)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.countsBoth(tenant, time.Now()) {
+		f(c)
+	}
+}
+
 // addEgress counts bytes a tenant sent that no request entry counted (a
 // streamed answer, an outbound fetch).
 func (m *usageMeter) addEgress(tenant string, n int64) {
-	m.mu.Lock()
-	for _, c := range m.countsBoth(tenant, time.Now()) {
-		c.EgressBytes += n
-	}
-	m.mu.Unlock()
+	m.addOther(tenant, func(c *usageCounts) { c.EgressBytes += n })
 }
 
 // addCPU counts isolate CPU time no request entry counted (a WebSocket
 // event's, a run's).
 func (m *usageMeter) addCPU(tenant string, ms float64) {
-	m.mu.Lock()
-	for _, c := range m.countsBoth(tenant, time.Now()) {
-		c.CPUMs += ms
-	}
-	m.mu.Unlock()
+	m.addOther(tenant, func(c *usageCounts) { c.CPUMs += ms })
 }
 
 // addAITokens counts tokens of a tenant's ai.run.
 func (m *usageMeter) addAITokens(tenant string, n int64) {
-	m.mu.Lock()
-	for _, c := range m.countsBoth(tenant, time.Now()) {
-		c.AITokens += n
-	}
-	m.mu.Unlock()
+	m.addOther(tenant, func(c *usageCounts) { c.AITokens += n })
 }
 
 // addSocketMessages counts WebSocket messages to or from a tenant's
 // handles.
 func (m *usageMeter) addSocketMessages(tenant string, n int64) {
-	m.mu.Lock()
-	for _, c := range m.countsBoth(tenant, time.Now()) {
-		c.WebsocketMessages += n
-	}
-	m.mu.Unlock()
+	m.addOther(tenant, func(c *usageCounts) { c.WebsocketMessages += n })
 }
 
 // today answers tenant's totals for the current UTC day, what waits in
