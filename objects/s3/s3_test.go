@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,36 +240,16 @@ func Benchmark64MiB(b *testing.B) {
 	if _, err := back.Put(ctx, "sp", "warm", io.LimitReader(zeros{}, size), objects.Info{}); err != nil {
 		b.Fatal(err)
 	}
-	var peakPut uint64
+	var peakPut int64
 	b.Run("put", func(b *testing.B) {
 		b.SetBytes(size)
 		for b.Loop() {
-			runtime.GC()
-			var base runtime.MemStats
-			runtime.ReadMemStats(&base)
-			var peak atomic.Uint64
-			done := make(chan struct{})
-			go func() {
-				var m runtime.MemStats
-				for {
-					select {
-					case <-done:
-						return
-					case <-time.After(5 * time.Millisecond):
-					}
-					runtime.ReadMemStats(&m)
-					if m.HeapInuse > peak.Load() {
-						peak.Store(m.HeapInuse)
-					}
+			g := objectstest.HeapGrowth(func() {
+				if _, err := back.Put(ctx, "sp", "big", io.LimitReader(zeros{}, size), objects.Info{}); err != nil {
+					b.Fatal(err)
 				}
-			}()
-			if _, err := back.Put(ctx, "sp", "big", io.LimitReader(zeros{}, size), objects.Info{}); err != nil {
-				b.Fatal(err)
-			}
-			close(done)
-			if g := peak.Load() - min(peak.Load(), base.HeapInuse); g > peakPut {
-				peakPut = g
-			}
+			})
+			peakPut = max(peakPut, g)
 		}
 		b.ReportMetric(float64(peakPut)/(1<<20), "peak-heap-MiB")
 	})
