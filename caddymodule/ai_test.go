@@ -16,40 +16,13 @@ import (
 const aiTestKey = "sk-ai-KEY-never-seen-4f2d"
 
 func aiConfig(store, endpoint string) string {
-	return fmt.Sprintf(`{
-	admin localhost:2999
-	http_port %d
-	https_port 9443
-	retainer {
-		store %s
-		workers 2
-		timeout 5s
-	}
-}
-
-http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
-	retainer_api apps {
-		ai {
+	return appsGatewayConfig(store, "workers 2\n\t\ttimeout 5s", fmt.Sprintf(`ai {
 			endpoint %s/v1
 			api_key %s
 			model chat upstream-chat-7b
 			model small tiny-1b
 			timeout 10s
-		}
-	}
-}
-
-http://*.apps.localhost:%d {
-	retainer apps {
-		key {labels.2}
-	}
-}
-`, httpPort, store, httpPort, testSecret, endpoint, aiTestKey, httpPort)
+		}`, endpoint, aiTestKey))
 }
 
 // modelCall is what the test's model endpoint received.

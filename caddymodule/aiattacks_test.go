@@ -18,41 +18,14 @@ import (
 // aiAttackConfig is aiConfig's gateway with the attack endpoint's models,
 // `extra` added to the global retainer block.
 func aiAttackConfig(store, endpoint, extra string) string {
-	return fmt.Sprintf(`{
-	admin localhost:2999
-	http_port %d
-	https_port 9443
-	retainer {
-		store %s
-		timeout 5s
-		%s
-	}
-}
-
-http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
-	retainer_api apps {
-		ai {
+	return appsGatewayConfig(store, "timeout 5s\n\t\t"+extra, fmt.Sprintf(`ai {
 			endpoint %s/v1
 			api_key %s
 			model serial serial
 			model sleep sleep
 			model redir redir
 			timeout 20s
-		}
-	}
-}
-
-http://*.apps.localhost:%d {
-	retainer apps {
-		key {labels.2}
-	}
-}
-`, httpPort, store, extra, httpPort, testSecret, endpoint, aiTestKey, httpPort)
+		}`, endpoint, aiTestKey))
 }
 
 // attackEndpoint is a chat completions endpoint whose behaviour is the

@@ -90,6 +90,40 @@ http://*.named.localhost:%d {
 `, httpPort, store, extraGlobal, httpPort, testSecret, httpPort, httpPort, httpPort)
 }
 
+// appsGatewayConfig is a gateway with the API at api.localhost (tokens
+// of testSecret, registry apps, api the lines inside its retainer_api
+// block) and the apps' sites at *.apps.localhost; global are the lines of
+// the retainer block after the store.
+func appsGatewayConfig(store, global, api string) string {
+	return fmt.Sprintf(`{
+	admin localhost:2999
+	http_port %d
+	https_port 9443
+	retainer {
+		store %s
+		%s
+	}
+}
+
+http://api.localhost:%d {
+	retainer_jwt {
+		secret %s
+		issuer https://id.example.com/
+		audience retainer
+	}
+	retainer_api apps {
+		%s
+	}
+}
+
+http://*.apps.localhost:%d {
+	retainer apps {
+		key {labels.2}
+	}
+}
+`, httpPort, store, global, httpPort, testSecret, api, httpPort)
+}
+
 // client dials every host name to the local Caddy.
 var client = &http.Client{
 	Timeout: 20 * time.Second,

@@ -18,35 +18,7 @@ func secretsConfig(store, key string) string {
 	if key != "" {
 		keyLine = "secrets_key " + key
 	}
-	return fmt.Sprintf(`{
-	admin localhost:2999
-	http_port %d
-	https_port 9443
-	retainer {
-		store %s
-		workers 2
-		timeout 5s
-		%s
-	}
-}
-
-http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
-	retainer_api apps {
-		outbound_allow_private
-	}
-}
-
-http://*.apps.localhost:%d {
-	retainer apps {
-		key {labels.2}
-	}
-}
-`, httpPort, store, keyLine, httpPort, testSecret, httpPort)
+	return appsGatewayConfig(store, "workers 2\n\t\ttimeout 5s\n\t\t"+keyLine, "outbound_allow_private")
 }
 
 // seen records the headers an upstream received, request by request.
