@@ -22,18 +22,7 @@ const counterHandler = `let n = 0; export default { fetch() { return new Respons
 // the closure's count never repeats or goes back (before, a stall of 60%
 // could cost the owner its lease: every closure reset).
 func TestClusterEtcdStallShorterThanTheLease(t *testing.T) {
-	srv := etcdtest.Start(t)
-	stall := etcdtest.StartStall(t, srv)
-	pg := pgtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a := startMember(t, ctx, 1, stall.Endpoint, pg.DSN)
-	startMember(t, ctx, 2, stall.Endpoint, pg.DSN)
-	id := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
-	bindThrough(t, a, "shop", id)
-	if status, body := visit(t, 1, "/"); status != 200 || body != "1" {
-		t.Fatalf("the first visit: %d %q", status, body)
-	}
+	stall := stallableShop(t)
 
 	var mu sync.Mutex
 	seen := map[int]int{} // count: gateway that answered it
@@ -96,18 +85,7 @@ func TestClusterEtcdStallShorterThanTheLease(t *testing.T) {
 // lasts by its own clock, then 503 OVERLOADED with Retry-After), none
 // waits for etcd to come back; once it is back, both serve again.
 func TestClusterEtcdUnreachableAnswersEveryRequest(t *testing.T) {
-	srv := etcdtest.Start(t)
-	stall := etcdtest.StartStall(t, srv)
-	pg := pgtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a := startMember(t, ctx, 1, stall.Endpoint, pg.DSN)
-	startMember(t, ctx, 2, stall.Endpoint, pg.DSN)
-	id := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
-	bindThrough(t, a, "shop", id)
-	if status, body := visit(t, 1, "/"); status != 200 || body != "1" {
-		t.Fatalf("the first visit: %d %q", status, body)
-	}
+	stall := stallableShop(t)
 	stall.Stall()
 	stalled := time.Now()
 	resumed := false
@@ -144,4 +122,25 @@ func TestClusterEtcdUnreachableAnswersEveryRequest(t *testing.T) {
 		visitUntilServed(t, gw, "/", back)
 	}
 	t.Logf("both served again %v after etcd came back", time.Since(back))
+}
+
+// stallableShop starts two gateways on an etcd reached through a stall
+// (etcdtest.StartStall), deploys the counter through the first, binds it
+// as the route shop and visits it once; the caller stalls etcd. The
+// gateways stop with t.
+func stallableShop(t *testing.T) *etcdtest.Stall {
+	t.Helper()
+	srv := etcdtest.Start(t)
+	stall := etcdtest.StartStall(t, srv)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a := startMember(t, ctx, 1, stall.Endpoint, pg.DSN)
+	startMember(t, ctx, 2, stall.Endpoint, pg.DSN)
+	id := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	bindThrough(t, a, "shop", id)
+	if status, body := visit(t, 1, "/"); status != 200 || body != "1" {
+		t.Fatalf("the first visit: %d %q", status, body)
+	}
+	return stall
 }
