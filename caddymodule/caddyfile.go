@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func init() {
@@ -241,7 +241,7 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			app.Isolation = val
 		case "worker_cpus":
-			if val != worker.CPUsShared && val != worker.CPUsPinned && val != worker.CPUsAuto {
+			if val != workers.CPUsShared && val != workers.CPUsPinned && val != workers.CPUsAuto {
 				return nil, d.Errf("worker_cpus: %q is not shared, pinned or auto", val)
 			}
 			app.WorkerCPUs = val
