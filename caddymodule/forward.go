@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,19 +109,75 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// signature is the HMAC over the request's method, target, Host and
-// every field of f (its nonce and what it says of the body included).
-func signature(secret []byte, r *http.Request, fields string) []byte {
+// signature is the HMAC over the request's method, target, Host, every
+// header it carries (coverHeaders) and every field of f (its nonce, the
+// visitor's address and what it says of the body included).
+func signature(secret []byte, method, target, host string, h http.Header, fields string) []byte {
 	mac := hmac.New(sha256.New, secret)
-	fmt.Fprintf(mac, "%s\n%s\n%s\n%s", r.Method, r.URL.RequestURI(), r.Host, fields)
+	b := make([]byte, 0, 1024)
+	b = appendString(appendString(appendString(b, method), target), host)
+	b = appendCoveredHeaders(b, h)
+	mac.Write(appendString(b, fields))
 	return mac.Sum(nil)
 }
 
-// header answers the Retainer-Forwarded header for r and its signature
-// (the seed of a chained body's frames).
-func (f forward) header(secret []byte, r *http.Request) (string, []byte) {
+// appendCoveredHeaders appends what the HMAC covers of h: every header
+// by name (sorted) with its values, but for Retainer-Forwarded itself,
+// Content-Length (the body's cover says the length, and the owner sets
+// it from that) and a header whose values are all empty (Go's proxy
+// hop adds an empty User-Agent it does not send; the owner drops such
+// headers: dropUncovered). Names are as given, so a name that differs
+// only in case is another header.
+func appendCoveredHeaders(b []byte, h http.Header) []byte {
+	var stack [32]string
+	names := stack[:0]
+	for name, vs := range h {
+		if !covered(name, vs) {
+			continue
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, name := range names {
+		vs := h[name]
+		b = binary.AppendUvarint(appendString(b, name), uint64(len(vs)))
+		for _, v := range vs {
+			b = appendString(b, v)
+		}
+	}
+	return b
+}
+
+// covered is whether the forward's HMAC covers the header name.
+func covered(name string, vs []string) bool {
+	if name == forwardHeader || name == "Content-Length" {
+		return false
+	}
+	for _, v := range vs {
+		if v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// dropUncovered removes, at the owner, the headers of a forwarded
+// request its HMAC does not cover (appendCoveredHeaders): those of
+// empty values. Content-Length is set from the body's cover.
+func dropUncovered(h http.Header) {
+	for name, vs := range h {
+		if name != "Content-Length" && !covered(name, vs) {
+			delete(h, name)
+		}
+	}
+}
+
+// header answers the Retainer-Forwarded header for r sent with the
+// headers h, and its signature (the seed of a chained body's frames).
+func (f forward) header(secret []byte, r *http.Request, h http.Header) (string, []byte) {
 	fields := f.values().Encode()
-	sig := signature(secret, r, fields)
+	sig := signature(secret, r.Method, r.URL.RequestURI(), r.Host, h, fields)
 	return fields + "&sig=" + hex.EncodeToString(sig), sig
 }
 
@@ -131,52 +189,98 @@ func notOwnerMark(secret []byte, nonce string) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
+// forwardHead is a forwarded request's header once checked: its fields,
+// signature and stamp.
+type forwardHead struct {
+	v   url.Values
+	sig []byte
+	at  time.Time
+}
+
 // parseForward checks a forwarded request's header (signed under secret,
 // at most forwardMaxAge old and at most forwardSkew in the future) and
 // puts on r the body its HMAC covers (takeForwardBody). Whether its nonce
-// was seen before is the caller's to check.
+// was seen before is the caller's to check (clusterNode.admitForward).
 func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error) {
-	v, sig, at, err := checkForward(secret, r, now)
+	head, err := checkForward(secret, r, now)
 	if err != nil {
 		return forward{}, err
 	}
-	if nonce, err := hex.DecodeString(v.Get("nonce")); err != nil || len(nonce) != 16 {
-		return forward{}, errors.New("no nonce")
-	}
-	if err := takeForwardBody(secret, sig, v.Get("body"), r); err != nil {
+	return takeForward(secret, head, r)
+}
+
+// takeForward puts on r, whose header checked, the body its HMAC covers,
+// and answers what the header says.
+func takeForward(secret []byte, head forwardHead, r *http.Request) (forward, error) {
+	v := head.v
+	if err := takeForwardBody(secret, head.sig, v.Get("body"), r); err != nil {
 		return forward{}, err
 	}
 	resolve, _ := strconv.Atoi(v.Get("resolve"))
 	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
 		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
-		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), Issued: v.Get("issued"), At: at,
+		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), Issued: v.Get("issued"), At: head.at,
 		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
 }
 
 // checkForward checks a forwarded request's header: signed under secret
-// over r's method, target and Host, and fresh. It answers the header's
-// fields, the signature and the stamp.
-func checkForward(secret []byte, r *http.Request, now time.Time) (url.Values, []byte, time.Time, error) {
+// over r's method, target, Host and headers, fresh, and with a nonce.
+func checkForward(secret []byte, r *http.Request, now time.Time) (forwardHead, error) {
 	raw := r.Header.Get(forwardHeader)
 	i := len(raw) - len("&sig=") - 64
 	if i < 0 || raw[i:i+5] != "&sig=" {
-		return nil, nil, time.Time{}, errors.New("no signature")
+		return forwardHead{}, errors.New("no signature")
 	}
 	fields, sigText := raw[:i], raw[i+5:]
 	sig, err := hex.DecodeString(sigText)
-	if err != nil || !hmac.Equal(sig, signature(secret, r, fields)) {
-		return nil, nil, time.Time{}, errors.New("a bad signature")
+	if err != nil || !hmac.Equal(sig, signature(secret, r.Method, r.URL.RequestURI(), r.Host, r.Header, fields)) {
+		return forwardHead{}, errors.New("a bad signature")
 	}
 	v, err := url.ParseQuery(fields)
 	if err != nil {
-		return nil, nil, time.Time{}, err
+		return forwardHead{}, err
 	}
 	atMs, _ := strconv.ParseInt(v.Get("at"), 10, 64)
 	at := time.UnixMilli(atMs)
 	if d := now.Sub(at); d > forwardMaxAge || d < -forwardSkew {
-		return nil, nil, time.Time{}, errors.New("too old, or stamped in the future")
+		return forwardHead{}, errors.New("too old, or stamped in the future")
 	}
-	return v, sig, at, nil
+	if nonce, err := hex.DecodeString(v.Get("nonce")); err != nil || len(nonce) != 16 {
+		return forwardHead{}, errors.New("no nonce")
+	}
+	return forwardHead{v: v, sig: sig, at: at}, nil
+}
+
+// admitForward checks a forwarded request's head before anything runs
+// or is held for it: signed and fresh (checkForward), stamped after this
+// gateway started, and its nonce never taken before (taken now). Its
+// error is the answer: 403 FORBIDDEN, or 503 OVERLOADED for what a
+// retry gets past.
+func (n *clusterNode) admitForward(r *http.Request, now time.Time) (forwardHead, error) {
+	head, err := checkForward(n.secret, r, now)
+	if err != nil {
+		return forwardHead{}, forbidForward(err)
+	}
+	if head.at.Before(n.started) {
+		// Signed before this gateway started: its nonce may have been
+		// taken by the process before this one (a retry gets a fresh
+		// stamp).
+		return forwardHead{}, fault.New(fault.Overloaded, "This gateway has just started; try again.")
+	}
+	var nonce [16]byte
+	hex.Decode(nonce[:], []byte(head.v.Get("nonce")))
+	if err := n.nonces.first(nonce, now); err != nil {
+		if errors.Is(err, errNoncesFull) {
+			return forwardHead{}, err
+		}
+		return forwardHead{}, forbidForward(err)
+	}
+	return head, nil
+}
+
+// forbidForward is the 403 of a forwarded request that does not check.
+func forbidForward(err error) error {
+	return fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err)
 }
 
 // clusterNode is a runtime's part in a cluster: the secret, the
@@ -276,7 +380,7 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 			pr.Out.URL.Host = addr
 			pr.Out.Host = r.Host
 			pr.Out.Header.Del(forwardHeader)
-			header, sig := f.header(n.secret, pr.Out)
+			header, sig := f.header(n.secret, pr.Out, pr.Out.Header)
 			pr.Out.Header.Set(forwardHeader, header)
 			if body.chained() && pr.Out.Body != nil {
 				pr.Out.Body = newSealReader(pr.Out.Body, n.secret, sig)
@@ -319,7 +423,8 @@ func (n *clusterNode) forwardLink(w http.ResponseWriter, r *http.Request, addr s
 		writeFault(w, fault.New(fault.TooLarge, "This request carries more than %d header fields.", linkMaxFields-1), "")
 		return forwardRelayed
 	}
-	header, sig := f.header(n.secret, r)
+	// The HMAC covers the headers as the link sends them.
+	header, sig := f.header(n.secret, r, withoutHopHeaders(r.Header))
 	var stream io.Reader
 	contentLength := int64(len(body.held))
 	if body.chained() {
@@ -563,30 +668,26 @@ func (n *clusterNode) writeNotOwner(w http.ResponseWriter, r *http.Request, err 
 }
 
 // serveForwarded is the cluster listener's handler: a request signed
-// under the secret, fresh, and never taken before (its nonce), whose body
-// yields only what the HMAC covers.
+// under the secret over its whole head, fresh, and never taken before
+// (its nonce), whose body yields only what the HMAC covers. A request
+// that came on the link was admitted by the link's read loop before its
+// stream was opened (serveCluster); one over HTTP/1.1 is admitted here,
+// before its body is read or anything runs.
 func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	f, err := parseForward(n.secret, r, now)
-	if err == nil && f.At.Before(n.started) {
-		// Signed before this gateway started: its nonce may have been
-		// taken by the process before this one (a retry gets a fresh
-		// stamp).
-		writeFault(w, fault.New(fault.Overloaded, "This gateway has just started; try again."), "")
-		return
-	}
-	if err == nil {
-		var nonce [16]byte
-		hex.Decode(nonce[:], []byte(f.Nonce))
-		if err = n.nonces.first(nonce, now); errors.Is(err, errNoncesFull) {
+	head, ok := r.Context().Value(linkAdmitted{}).(forwardHead)
+	if !ok {
+		var err error
+		if head, err = n.admitForward(r, time.Now()); err != nil {
 			writeFault(w, err, "")
 			return
 		}
 	}
+	f, err := takeForward(n.secret, head, r)
 	if err != nil {
-		writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
+		writeFault(w, forbidForward(err), "")
 		return
 	}
+	dropUncovered(r.Header)
 	r.Header.Del(forwardHeader)
 	if f.Scheme == "https" {
 		// requestURL tells the handler the visitor's scheme from this.
@@ -693,6 +794,9 @@ func (rt *runtime) listen(a *App) error {
 			ResponseHeaderTimeout: lease,
 			MaxIdleConnsPerHost:   256,
 			IdleConnTimeout:       90 * time.Second,
+			// The forward's HMAC covers every header sent: the
+			// transport adds no Accept-Encoding of its own.
+			DisableCompression: true,
 		},
 		link: newLinkClient(lease),
 		data: map[string]*Retainer{},
@@ -702,24 +806,26 @@ func (rt *runtime) listen(a *App) error {
 	if err != nil {
 		return fmt.Errorf("cluster listen %s: %w", a.Cluster.Listen, err)
 	}
-	n.serveCluster(ln)
+	n.serveCluster(ln, http.HandlerFunc(n.serveForwarded))
 	rt.cluster = n
 	return nil
 }
 
-// serveCluster serves the cluster listener ln: the link, whose heads are
-// checked before anything is held for them, and HTTP/1.1.
-func (n *clusterNode) serveCluster(ln net.Listener) {
+// serveCluster serves the cluster listener ln with h (serveForwarded; a
+// test's wrapping of it): the link, whose heads are checked before
+// anything is held or run for them, and HTTP/1.1.
+func (n *clusterNode) serveCluster(ln net.Listener, h http.Handler) {
 	// A connection to the cluster listener that says nothing is closed
 	// (docs/cluster.md, "The link between members").
-	n.server = &http.Server{Handler: http.HandlerFunc(n.serveForwarded), ReadHeaderTimeout: linkFrameWait, IdleTimeout: linkIdle}
-	ls := newLinkServer(n.server.Handler)
-	ls.admit = func(w http.ResponseWriter, r *http.Request) bool {
-		if _, _, _, err := checkForward(n.secret, r, time.Now()); err != nil {
-			writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
-			return false
+	n.server = &http.Server{Handler: h, ReadHeaderTimeout: linkFrameWait, IdleTimeout: linkIdle}
+	ls := newLinkServer(h)
+	ls.admit = func(w http.ResponseWriter, r *http.Request) (any, bool) {
+		head, err := n.admitForward(r, time.Now())
+		if err != nil {
+			writeFault(w, err, "")
+			return nil, false
 		}
-		return true
+		return head, true
 	}
 	go n.server.Serve(newSplitListener(ln, ls))
 }

@@ -101,14 +101,21 @@ var (
 	// once its first byte came, and for a connection's first frame.
 	linkIdle      = 2 * time.Minute
 	linkFrameWait = 10 * time.Second
-	// linkStall closes an owner's connection when an answer waited as
-	// long for the connection's window and the peer gave none back.
+	// linkStall resets an owner's stream whose answer waited as long
+	// for the stream's window and the peer gave none back for it (its
+	// visitor reads nothing), and closes the connection when an answer
+	// waited as long for the connection's window and the peer gave none
+	// back on any stream.
 	linkStall = time.Minute
 )
 
 // errLinkStalled ends a connection whose peer gave no room back for
 // linkStall while an answer waited for it.
 var errLinkStalled = errors.New("the member gave no room back on the link")
+
+// errLinkStreamStalled resets a stream whose peer gave no room back for
+// it for linkStall while its answer waited (its visitor reads nothing).
+var errLinkStreamStalled = errors.New("the member gave no room back for the answer")
 
 // errLinkDown is a stream's error when its connection ended.
 var errLinkDown = errors.New("the link to the member ended")
@@ -191,10 +198,12 @@ func (l *linkConn) window(id uint32, payload []byte) {
 		return
 	}
 	n := int(binary.BigEndian.Uint32(payload))
-	l.windowed.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	l.windowed.Store(now)
 	if id == 0 {
 		l.room.add(n)
 	} else if s := l.stream(id); s != nil {
+		s.windowed.Store(now)
 		s.out.add(n)
 	}
 }
@@ -391,6 +400,9 @@ type linkStream struct {
 	// the connection's end).
 	ended   chan struct{}
 	endOnce sync.Once
+	// windowed is when a window frame last came for the stream (unix
+	// ns).
+	windowed atomic.Int64
 }
 
 // end ends both directions of the stream with err.
@@ -651,11 +663,11 @@ func (c *linkCredit) takeBy(n int, done <-chan struct{}, by time.Time) (int, err
 // connection's.
 func (s *linkStream) sendBody(p []byte, done <-chan struct{}) error {
 	for len(p) > 0 {
-		n, err := s.conn.takeRoom(&s.out, min(len(p), linkMaxData), done)
+		n, err := s.conn.takeRoom(&s.out, &s.windowed, min(len(p), linkMaxData), done)
 		if err != nil {
 			return err
 		}
-		m, err := s.conn.takeRoom(&s.conn.room, n, done)
+		m, err := s.conn.takeRoom(&s.conn.room, &s.conn.windowed, n, done)
 		if err != nil {
 			s.out.add(n)
 			return err
@@ -670,22 +682,30 @@ func (s *linkStream) sendBody(p []byte, done <-chan struct{}) error {
 }
 
 // takeRoom takes up to n bytes of c's room (a stream's or the
-// connection's); on an owner's connection, a wait of linkStall during
-// which the peer gave no room back on any stream ends the connection (it
-// reads nothing: the answers waiting would wait forever).
-func (l *linkConn) takeRoom(c *linkCredit, n int, done <-chan struct{}) (int, error) {
+// connection's: windowed is when a window frame last gave it room). On
+// an owner's connection, a wait of linkStall during which the peer gave
+// no room back for it ends the stream when it is a stream's room (that
+// stream's visitor reads nothing: only it is reset, and the forwards
+// beside it go on), and ends the connection when it is the connection's
+// (the peer reads nothing: the answers waiting would wait forever).
+func (l *linkConn) takeRoom(c *linkCredit, windowed *atomic.Int64, n int, done <-chan struct{}) (int, error) {
 	if l.stall <= 0 {
 		return c.take(n, done)
 	}
+	since := time.Now().UnixNano()
 	for {
 		m, err := c.takeBy(n, done, time.Now().Add(l.stall))
 		if !errors.Is(err, os.ErrDeadlineExceeded) || c.expired() {
 			return m, err
 		}
-		if time.Since(time.Unix(0, l.windowed.Load())) >= l.stall {
-			l.fail(errLinkStalled)
-			return 0, errLinkStalled
+		if time.Since(time.Unix(0, max(since, windowed.Load()))) < l.stall {
+			continue
 		}
+		if windowed != &l.windowed {
+			return 0, errLinkStreamStalled
+		}
+		l.fail(errLinkStalled)
+		return 0, errLinkStalled
 	}
 }
 
@@ -1110,10 +1130,12 @@ func (s *linkStream) pump(body io.Reader, done <-chan struct{}) {
 // listener accepted.
 type linkServer struct {
 	handler http.Handler
-	// admit, when set, checks a head before anything is held for it (the
-	// forward's signature and age); a refused head is answered with
-	// what admit wrote, by the read loop.
-	admit  func(w http.ResponseWriter, r *http.Request) bool
+	// admit, when set, checks a head before anything is held or run for
+	// it (the forward's signature, age and nonce); a refused head is
+	// answered with what admit wrote, by the read loop. What it answers
+	// for an admitted head is the value of linkAdmitted{} in the
+	// request's context.
+	admit  func(w http.ResponseWriter, r *http.Request) (any, bool)
 	ctx    context.Context
 	stop   context.CancelFunc
 	mu     sync.Mutex
@@ -1197,9 +1219,11 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 			if err != nil {
 				return // a protocol error: the connection ends
 			}
+			ctx := ls.ctx
 			if ls.admit != nil {
 				w := &heldWriter{header: http.Header{}}
-				if !ls.admit(w, r) {
+				admitted, ok := ls.admit(w, r)
+				if !ok {
 					// Answered here: it holds nothing (not even room,
 					// past the window). A connection whose first head
 					// does not check is closed; on a member's, one
@@ -1215,9 +1239,10 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 					authed = true
 					l.idle = ls.idle
 				}
+				ctx = context.WithValue(ctx, linkAdmitted{}, admitted)
 			}
 			s := l.newStream(id)
-			ctx, cancel := context.WithCancel(ls.ctx)
+			ctx, cancel := context.WithCancel(ctx)
 			s.cancel = cancel
 			l.mu.Lock()
 			_, dup := l.streams[id]
@@ -1267,6 +1292,10 @@ func (ls *linkServer) serve(c net.Conn, br *bufio.Reader) {
 		}
 	}
 }
+
+// linkAdmitted is the key, in a request's context, of what the link
+// server's admit answered for its head.
+type linkAdmitted struct{}
 
 // heldWriter holds a short answer (a refusal) whole.
 type heldWriter struct {
