@@ -357,8 +357,9 @@ func send(t *testing.T, req *http.Request, addr string) int {
 }
 
 // integrityHandler counts in kv (/inc), keeps the start of a body
-// (/big), and answers with the gateways' own headers (/forge), counting
-// in its closure.
+// (/big), and answers with the gateways' own headers (/forge, and
+// /forgestream as a stream, the names in other cases), counting in its
+// closure.
 const integrityHandler = `let n = 0;
 export default { async fetch(req, env) {
 	const u = new URL(req.url);
@@ -366,6 +367,10 @@ export default { async fetch(req, env) {
 	if (u.pathname === '/get') { return new Response(String(await env.kv.get(u.searchParams.get('k')))) }
 	if (u.pathname === '/big') { const t = await req.text(); await env.kv.put('big', t.slice(0, 8) + ' ' + t.length); return new Response(t.slice(0, 8) + ' ' + t.length) }
 	n++;
+	if (u.pathname === '/forgestream') {
+		const text = String(n);
+		return new Response(new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode(text)); c.close() } }), {headers: {'retainer-not-owner': '1', 'RETAINER-FORWARDED': 'x', 'Retainer-other': 'y'}});
+	}
 	return new Response(String(n), {headers: {'Retainer-Not-Owner': '1', 'Retainer-Forwarded': 'x', 'Retainer-Other': 'y'}});
 } }`
 
@@ -511,6 +516,19 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	if status != 403 {
 		t.Fatalf("a body changed on the way: %d %q, want 403", status, body)
 	}
+	// A streamed body (of unknown length: chained frames) changed on the
+	// way: refused, and the handler keeps nothing of it.
+	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
+	res, err = clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("?")))
+	tp.swap.Store(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Fatalf("a streamed body changed on the way: %d %q, want 403", res.StatusCode, got)
+	}
 	if status, body := visit(t, 2, "/get?k=big"); status != 200 || body != "SWAPME-1 70001" {
 		t.Fatalf("what the handler kept of the bodies: %d %q", status, body)
 	}
@@ -527,16 +545,21 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		t.Fatalf("a program changed on the way: %d %.200s, want 403", status, body)
 	}
 
-	// A handler's Retainer-* headers: dropped, and never a second send.
-	for k := 1; k <= 3; k++ {
-		res, err := clusterClient.Get("http://shop.apps.localhost:9282/forge")
+	// A handler's Retainer-* headers, on an answer and on a stream:
+	// dropped, and never a second send.
+	for k := 1; k <= 6; k++ {
+		path := "/forge"
+		if k > 3 {
+			path = "/forgestream"
+		}
+		res, err := clusterClient.Get("http://shop.apps.localhost:9282" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != 200 || string(got) != fmt.Sprint(k) {
-			t.Fatalf("visit %d of a handler that says it is not the owner: %d %q", k, res.StatusCode, got)
+			t.Fatalf("visit %d (%s) of a handler that says it is not the owner: %d %q", k, path, res.StatusCode, got)
 		}
 		for name := range res.Header {
 			if strings.HasPrefix(name, "Retainer-") {
