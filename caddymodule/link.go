@@ -28,12 +28,13 @@ import (
 // What a forward carries is what it carried over HTTP/1.1: the method,
 // target, Host and headers, the Retainer-Forwarded header with its HMAC,
 // nonce and timestamp, and the body (a chained body's sealed frames inside
-// the link's data frames, forwardbody.go). The owner serves it with
-// serveForwarded, which checks all of it as before, and a connection to
-// the cluster listener that speaks the link without the secret gets what
-// a forged HTTP request gets (403): the read loop checks each head's
-// signature before anything is held for it, and the bounds below cap
-// what a connection holds however its peer behaves. WebSocket upgrades go
+// the link's data frames, forwardbody.go). The owner's read loop admits
+// each head (its HMAC over the whole head, its age and its nonce, taken
+// then: forwardheader.go) before anything is held or run for it, so a
+// head sent without the secret, changed, or sent again gets 403 from the
+// read loop and never reaches a handler; serveForwarded then serves an
+// admitted one, checking its body's cover. The bounds below cap what a
+// connection holds however its peer behaves. WebSocket upgrades go
 // over HTTP/1.1 as before; the cluster listener tells the two apart by the
 // link's first byte (0, which no HTTP request starts with).
 //
