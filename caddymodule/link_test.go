@@ -104,7 +104,11 @@ func TestLinkMultiplexesForwards(t *testing.T) {
 		}
 		fmt.Fprintf(w, "%s %s %d %x", r.Method, r.Host, len(body), sum[:4])
 	}))
-	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	// The head timeout (the lease) is generous: under -race on a loaded
+	// machine the 75 streamed bodies (45 MB) took up to 10 s before and
+	// after the header's HMAC, and a last answer's head came past a 10 s
+	// one (503) in two of five full runs of the link tests.
+	n := &clusterNode{secret: secret, link: newLinkClient(60 * time.Second)}
 	defer n.link.close()
 
 	type result struct {
@@ -733,6 +737,34 @@ func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if got := settle(base + 5); got > base+5 {
 		t.Fatalf("%d goroutines, %d before the peer's streams", got, base)
+	}
+}
+
+// TestLinkPeerThatGivesNoRoomLosesItsConnection: a peer whose streams'
+// answers (1 MiB each, 80 of them) fill the connection's window (16 MiB)
+// and which never gives room back has its connection closed once the
+// answers waiting for that window waited linkStall.
+func TestLinkPeerThatGivesNoRoomLosesItsConnection(t *testing.T) {
+	stall := linkStall
+	linkStall = time.Second
+	defer func() { linkStall = stall }()
+	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, 1<<20))
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames := []byte(linkPreface)
+	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
+	for id := uint32(1); id <= 80; id++ {
+		frames = appendFrame(frames, frameHead, id, head)
+		frames = appendFrame(frames, frameEnd, id, nil)
+	}
+	c.Write(frames) // and never a window frame
+	if !closedWithin(c, 15*time.Second) {
+		t.Fatal("the connection of a peer that gives no room back is still open")
 	}
 }
 
