@@ -69,7 +69,7 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 
 // unmadeVM is a vm of engine e with a 64 MiB bound and no isolate yet.
 func unmadeVM(e *Engine) *vm {
-	return &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+	return &vm{eng: e, memoryMiB: 64, timers: newTimers(), uncached: map[string]*v8.UnboundScript{}}
 }
 
 // bareIsolate is an isolate and context held on this (pinned) thread, as

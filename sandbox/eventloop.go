@@ -107,7 +107,7 @@ func (m *vm) waitForWork(deadline time.Time) error {
 		return err
 	}
 	deadline = deadline.Add(m.visitorExtra()) // the visitor's time (visitor.go)
-	due, ok := m.nextTimer()
+	due, ok := m.timers.next()
 	if !ok {
 		if m.host.pending == 0 {
 			return fault.New(fault.Runtime, "The program awaits a promise that nothing can settle (no timer or request is pending).")

@@ -50,7 +50,7 @@ type vm struct {
 	done    chan struct{} // closed once the isolate is disposed
 
 	// Loop-owned state (no lock: only the loop goroutine touches it).
-	timers            map[int32]time.Time
+	timers            timers                       // pending timers (timers.go)
 	uncached          map[string]*v8.UnboundScript // runtime modules whose code cache is not made yet
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
@@ -91,7 +91,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 		jobs:      make(chan func(), e.cfg.Limits.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
-		timers:    map[int32]time.Time{},
+		timers:    newTimers(),
 		uncached:  map[string]*v8.UnboundScript{},
 	}
 	m.streamSet.wake = make(chan struct{}, 1)
@@ -144,7 +144,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 	defer idle.Stop()
 	for !m.dead {
 		var timerC <-chan time.Time
-		due, ok := m.nextTimer()
+		due, ok := m.timers.next()
 		if m.busy != nil {
 			if d := m.earliestDeadline(); !ok || d.Before(due) {
 				due, ok = d, true
