@@ -114,18 +114,11 @@ func (m *vm) pumpBusy() {
 // entry runs f (a call into JavaScript) under a watchdog at the earliest
 // deadline in progress, and answers the bound it hit, if any.
 func (m *vm) entry(f func()) error {
-	m.mu.Lock()
-	m.runSeq++
-	id := m.runSeq
-	m.current = id
-	m.terminated = false
-	m.mu.Unlock()
-	watchdog := m.watchdog(id, time.Until(m.earliestDeadline()))
+	id := m.watch.begin()
+	timer := m.watch.arm(id, time.Until(m.earliestDeadline()))
 	f()
-	watchdog.Stop()
-	m.mu.Lock()
-	m.current = 0
-	m.mu.Unlock()
+	timer.Stop()
+	m.watch.end()
 	return m.boundHit()
 }
 
@@ -160,7 +153,7 @@ func (m *vm) checkInvocations() {
 		keep = append(keep, inv)
 	}
 	m.busy.invs = keep
-	extra := m.visitorExtra()
+	extra := m.watch.visitorExtra()
 	for _, inv := range m.busy.invs {
 		if !now.Before(inv.deadline.Add(extra)) {
 			m.failBusy(m.timeoutSince(inv.cpuStart), inv)
@@ -251,12 +244,9 @@ func (m *vm) failBusy(bound error, cause *invocation) {
 }
 
 func (m *vm) beginBusy() {
-	m.mu.Lock()
-	m.runSeq++
-	m.hostActivity = m.runSeq
-	m.mu.Unlock()
+	m.host.activity = m.watch.next()
 	m.busy = &busyPeriod{}
-	m.resetVisitor()
+	m.watch.resetVisitor()
 	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
 	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
@@ -266,9 +256,7 @@ func (m *vm) endBusy() {
 	m.busy = nil
 	m.endHostScope()
 	m.noteDroppedLogs()
-	m.mu.Lock()
-	m.hostActivity = 0
-	m.mu.Unlock()
+	m.host.activity = 0
 }
 
 func (m *vm) earliestInvocation() *invocation {
@@ -288,7 +276,7 @@ func (m *vm) earliestDeadline() time.Time {
 	if m.busy == nil {
 		return d
 	}
-	extra := m.visitorExtra()
+	extra := m.watch.visitorExtra()
 	for _, inv := range m.busy.invs {
 		if e := inv.deadline.Add(extra); e.Before(d) {
 			d = e

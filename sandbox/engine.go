@@ -206,7 +206,7 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 	}
 	ch := make(chan reply, 1)
 	token := new(runTicket)
-	stop := m.cancelOnDone(ctx, token)
+	stop := m.watch.cancelOnDone(ctx, token)
 	defer stop()
 	// Every job submit accepts runs, on the loop or in the final drain
 	// after disposal (vm.submit), so the answer always comes; a job that
@@ -216,9 +216,9 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 			ch <- reply{out, m.goneErr()}
 			return
 		}
-		m.beginRun(token)
+		m.watch.beginRun(token)
 		o, err := m.execute(job, c, string(envJSON))
-		m.endRun()
+		m.watch.endRun()
 		ch <- reply{o, err}
 		if m.dead {
 			m.yieldBeforeDispose()

@@ -106,7 +106,7 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if delivered, err := m.settleHostCalls(); err != nil || delivered {
 		return err
 	}
-	deadline = deadline.Add(m.visitorExtra()) // the visitor's time (visitor.go)
+	deadline = deadline.Add(m.watch.visitorExtra()) // the visitor's time (visitor.go)
 	due, ok := m.timers.next()
 	if !ok {
 		if m.host.pending == 0 {
@@ -120,16 +120,16 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if d := time.Until(due); d > 0 {
 		t := time.NewTimer(d)
 		m.hold.drop() // a wait: leave the thread free (threadhold.go)
-		start := m.blocks()
+		start := m.watch.blocks(m.host.visitors > 0)
 		select {
 		case <-t.C:
 		case <-m.wake:
 		}
 		waited := time.Since(start)
-		m.waited(start)
+		m.watch.waited(start, m.host.visitors > 0)
 		m.hold.take()
 		t.Stop()
-		if m.visitor.pending > 0 {
+		if m.host.visitors > 0 {
 			deadline = deadline.Add(waited)
 		}
 	}

@@ -41,6 +41,12 @@ type hostCalls struct {
 	pending int
 	cancel  context.CancelFunc
 	ctx     context.Context
+	// activity tags the calls: answers of another activity are dropped
+	// (an activity is a bounded run, or a busy period).
+	activity uint64
+	// visitors counts the body reads in flight: a wait then is the
+	// visitor's time (visitor.go).
+	visitors int
 }
 
 // hostNowFn is host.now(op, argsJSON): the answer of a host call that can
@@ -82,7 +88,7 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 	if limit, msg := hostArgsBound(op, m.eng.cfg.Limits.RequestBody); len(raw) > limit {
 		return nil, errors.New(msg)
 	}
-	activity := m.hostActivity
+	activity := m.host.activity
 	runID := m.runID
 	ctx := m.host.ctx
 	m.host.pending++
@@ -102,7 +108,7 @@ func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
 	}
 	visitor := VisitorOp(op)
 	if visitor {
-		m.visitor.pending++
+		m.host.visitors++
 	}
 	go func() {
 		res, err := safeHostCall(hc, ctx, runID, op, raw)
@@ -138,9 +144,9 @@ func (m *vm) settleHostCalls() (bool, error) {
 	for _, c := range done {
 		m.host.pending--
 		if c.visitor {
-			m.visitor.pending--
+			m.host.visitors--
 		}
-		if c.activity != m.hostActivity {
+		if c.activity != m.host.activity {
 			continue
 		}
 		ok, payload, code := true, string(c.result), ""

@@ -22,7 +22,7 @@ var flagsMu sync.Mutex
 // vm is one V8 isolate with its context and runtime. It is owned by exactly
 // one goroutine, its loop: every V8 call on it happens there, including
 // Value.Release. Other goroutines reach it only by sending closures on jobs,
-// and the watchdog only through terminate (which takes mu).
+// and the watchdog only through watch (bounds.go).
 type vm struct {
 	eng       *Engine
 	iso       *v8.Isolate
@@ -55,7 +55,6 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	visitor           visitorWait      // the visitor's time in the current activity (visitor.go)
 	activityCPU       int64            // the CPU account when the current activity began (blame: bounds.go)
 	activityLogs      logBuffer        // a retained isolate's timer and waitUntil output, per bounded activity
 	conc              int              // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
@@ -65,20 +64,9 @@ type vm struct {
 	handleID          string
 	timeout           time.Duration
 
-	// mu guards the watchdog's view: which run is current, whether the
-	// watchdog terminated it, and whether the isolate is gone.
-	mu      sync.Mutex
-	runSeq  uint64
-	current uint64
-	// hostActivity tags host calls: answers of another activity are
-	// dropped (an activity is a bounded run, or a busy period).
-	hostActivity uint64
-	terminated   bool
-	disposed     bool
-	// runToken is the run (Engine.Run) under way, and cancelled says its
-	// caller gave up on it (cancel.go).
-	runToken  *runTicket
-	cancelled bool
+	// watch is the bounds' state the watchdog timers and cancels share
+	// with the loop (bounds.go).
+	watch watchdog
 }
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the
@@ -95,6 +83,8 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 		uncached:  map[string]*v8.UnboundScript{},
 	}
 	m.streamSet.wake = make(chan struct{}, 1)
+	m.watch.terminate = func() { m.iso.TerminateExecution() }
+	m.watch.wake = m.wakeLoop
 	ready := make(chan error, 1)
 	go m.loop(ready, warm)
 	if err := <-ready; err != nil {
@@ -177,7 +167,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		var work func()
 		var blocked time.Time
 		if m.busy != nil {
-			blocked = m.blocks()
+			blocked = m.watch.blocks(m.host.visitors > 0)
 		}
 		select {
 		case f, ok := <-jobs:
@@ -195,7 +185,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.kill
 		}
 		if m.busy != nil {
-			m.waited(blocked) // the visitor's time (visitor.go)
+			m.watch.waited(blocked, m.host.visitors > 0) // the visitor's time (visitor.go)
 		}
 		m.hold.take()
 		work()
@@ -320,9 +310,7 @@ const teardownDelay = 1500 * time.Microsecond
 func (m *vm) end() {
 	m.closeSessions()
 	m.endStreams()
-	m.mu.Lock()
-	m.disposed = true
-	m.mu.Unlock()
+	m.watch.dispose()
 	m.hold.drop()
 	m.dead = true
 	m.qmu.Lock()
@@ -361,6 +349,15 @@ func (m *vm) submit(f func()) error {
 		return nil
 	default:
 		return fault.Overload()
+	}
+}
+
+// wakeLoop wakes the loop if it waits for work (a host call answered, a
+// run was cancelled).
+func (m *vm) wakeLoop() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 
