@@ -103,12 +103,11 @@ func (w *watchdog) ended() (terminated, cancelled bool) {
 // and the heap guard. A bound hit makes the isolate dead.
 func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) error {
 	id := m.watch.begin()
-	m.host.activity = id
 	deadline := time.Now().Add(timeout)
 	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
-	m.beginHostScope(timeout)
-	defer m.endHostScope()
+	m.host.beginScope(id)
+	defer m.host.endScope()
 	defer m.noteDroppedLogs()
 	m.watch.resetVisitor()
 	timer := m.watch.arm(id, timeout)

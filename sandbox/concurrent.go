@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -95,7 +94,7 @@ func (m *vm) pumpBusy() {
 		defer func() { m.sink = saved }()
 	}
 	bound := m.entry(func() {
-		if _, err := m.settleHostCalls(); err != nil && m.boundHit() == nil {
+		if _, err := m.host.settle(); err != nil && m.boundHit() == nil {
 			m.sink("error", "Uncaught "+jsErrorMessage(err))
 		}
 		if err := m.fireDue(m.earliestDeadline()); err != nil && m.boundHit() == nil && !errors.Is(err, fault.ErrTimeout) {
@@ -244,19 +243,17 @@ func (m *vm) failBusy(bound error, cause *invocation) {
 }
 
 func (m *vm) beginBusy() {
-	m.host.activity = m.watch.next()
+	m.host.beginScope(m.watch.next())
 	m.busy = &busyPeriod{}
 	m.watch.resetVisitor()
 	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
-	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
 }
 
 func (m *vm) endBusy() {
 	m.busy = nil
-	m.endHostScope()
+	m.host.endScope()
 	m.noteDroppedLogs()
-	m.host.activity = 0
 }
 
 func (m *vm) earliestInvocation() *invocation {

@@ -255,7 +255,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	logs := &logBuffer{}
 	m.sink = func(level, msg string) { logs.add(level, msg) }
 	m.timeout = job.Timeout
-	m.runID = job.ID
+	m.host.runID = job.ID
 	out := Outcome{}
 	bindings, _ := json.Marshal(job.Bindings)
 	err := m.bounded(job.Timeout, func(deadline time.Time) error {

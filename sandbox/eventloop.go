@@ -103,13 +103,13 @@ func (m *vm) drain(deadline time.Time) error {
 func (m *vm) waitForWork(deadline time.Time) error {
 	// Answers that already arrived come first: they may settle what the
 	// caller waits for.
-	if delivered, err := m.settleHostCalls(); err != nil || delivered {
+	if delivered, err := m.host.settle(); err != nil || delivered {
 		return err
 	}
 	deadline = deadline.Add(m.watch.visitorExtra()) // the visitor's time (visitor.go)
 	due, ok := m.timers.next()
 	if !ok {
-		if m.host.pending == 0 {
+		if m.host.inFlight() == 0 {
 			return fault.New(fault.Runtime, "The program awaits a promise that nothing can settle (no timer or request is pending).")
 		}
 		due = deadline
@@ -120,23 +120,23 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if d := time.Until(due); d > 0 {
 		t := time.NewTimer(d)
 		m.hold.drop() // a wait: leave the thread free (threadhold.go)
-		start := m.watch.blocks(m.host.visitors > 0)
+		start := m.watch.blocks(m.host.reading())
 		select {
 		case <-t.C:
 		case <-m.wake:
 		}
 		waited := time.Since(start)
-		m.watch.waited(start, m.host.visitors > 0)
+		m.watch.waited(start, m.host.reading())
 		m.hold.take()
 		t.Stop()
-		if m.host.visitors > 0 {
+		if m.host.reading() {
 			deadline = deadline.Add(waited)
 		}
 	}
 	if !time.Now().Before(deadline) {
 		return m.timeoutFault()
 	}
-	if _, err := m.settleHostCalls(); err != nil {
+	if _, err := m.host.settle(); err != nil {
 		return err
 	}
 	return m.fireDue(deadline)

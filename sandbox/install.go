@@ -72,8 +72,13 @@ var hotHost = []hostFunction{
 	{"setTimer", func(m *vm, a []*v8.Value) (*v8.Value, error) { return nil, m.timers.set(a) }},
 	{"clearTimer", func(m *vm, a []*v8.Value) (*v8.Value, error) { m.timers.clear(a); return nil, nil }},
 	{"random", (*vm).hostRandom},
-	{"call", (*vm).hostCallFn},
-	{"now", (*vm).hostNowFn},
+	{"call", func(m *vm, a []*v8.Value) (*v8.Value, error) { return nil, m.host.start(a) }},
+	{"now", func(m *vm, a []*v8.Value) (*v8.Value, error) {
+		if res, ok := m.host.now(a); ok {
+			return v8.NewValue(m.iso, string(res))
+		}
+		return nil, nil
+	}},
 	{"streamWrite", (*vm).hostStreamWrite},
 	{"op", (*vm).hostOp},
 }

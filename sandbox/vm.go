@@ -37,8 +37,7 @@ type vm struct {
 
 	streamSet streamSet // streamed responses in flight (stream.go)
 
-	host  hostCalls // loop-owned, but for host.mu
-	runID string    // whose grants host calls use: the job's id or the handle's
+	host hostCalls // host calls in flight and their answers (hostcall.go)
 
 	jobs chan func() // closures run on the loop, in arrival order
 	// qmu and qclosed make a queued job and the final drain exclusive:
@@ -85,6 +84,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m.streamSet.wake = make(chan struct{}, 1)
 	m.watch.terminate = func() { m.iso.TerminateExecution() }
 	m.watch.wake = m.wakeLoop
+	m.host.init(&e.cfg, m.wakeLoop, m.settleCall)
 	ready := make(chan error, 1)
 	go m.loop(ready, warm)
 	if err := <-ready; err != nil {
@@ -167,7 +167,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		var work func()
 		var blocked time.Time
 		if m.busy != nil {
-			blocked = m.watch.blocks(m.host.visitors > 0)
+			blocked = m.watch.blocks(m.host.reading())
 		}
 		select {
 		case f, ok := <-jobs:
@@ -185,7 +185,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.kill
 		}
 		if m.busy != nil {
-			m.watch.waited(blocked, m.host.visitors > 0) // the visitor's time (visitor.go)
+			m.watch.waited(blocked, m.host.reading()) // the visitor's time (visitor.go)
 		}
 		m.hold.take()
 		work()
