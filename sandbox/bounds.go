@@ -126,8 +126,16 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 // noteDroppedLogs tells a retained handle's log that an activity's output
 // passed its bound.
 func (m *vm) noteDroppedLogs() {
-	if m.activityLogs.dropped > 0 && m.handleID != "" && m.eng.cfg.OnLog != nil {
-		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: "warn", Message: m.activityLogs.note()})
+	if m.activityLogs.dropped > 0 {
+		m.handleLog("warn", m.activityLogs.note())
+	}
+}
+
+// handleLog writes to a retained handle's log (nothing before the handle
+// is retained).
+func (m *vm) handleLog(level, msg string) {
+	if m.handleID != "" && m.eng.cfg.OnLog != nil {
+		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: level, Message: msg})
 	}
 }
 

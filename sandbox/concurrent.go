@@ -197,11 +197,11 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 	}
 	res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 	if err != nil && res.Stream != 0 {
-		m.dropStream(res.Stream)
+		m.streams.drop(res.Stream)
 		res = WireResponse{}
 	}
 	if err == nil {
-		if err = m.refusedStream(res.Stream); err != nil {
+		if err = m.streams.refusedAnswer(res.Stream); err != nil {
 			res = WireResponse{}
 		}
 	}

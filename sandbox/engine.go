@@ -517,11 +517,11 @@ func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 		res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 		if err != nil {
 			if res.Stream != 0 {
-				m.dropStream(res.Stream)
+				m.streams.drop(res.Stream)
 			}
 			return err
 		}
-		if err := m.refusedStream(res.Stream); err != nil {
+		if err := m.streams.refusedAnswer(res.Stream); err != nil {
 			return err
 		}
 		// The visitor gets the response now; waitUntil work goes on after

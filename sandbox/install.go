@@ -79,7 +79,13 @@ var hotHost = []hostFunction{
 		}
 		return nil, nil
 	}},
-	{"streamWrite", (*vm).hostStreamWrite},
+	{"streamWrite", func(m *vm, a []*v8.Value) (*v8.Value, error) {
+		more, err := m.streams.hostWrite(a)
+		if err != nil {
+			return nil, err
+		}
+		return v8.NewValue(m.iso, more)
+	}},
 	{"op", (*vm).hostOp},
 }
 
@@ -242,7 +248,13 @@ func (m *vm) takeEntries(obj *v8.Object) error {
 var (
 	coldHost = append([]hostFunction{
 		{"load", (*vm).hostLoad},
-		{"streamOpen", (*vm).hostStreamOpen}, {"streamEnd", (*vm).hostStreamEnd},
+		{"streamOpen", func(m *vm, a []*v8.Value) (*v8.Value, error) { return nil, m.streams.hostOpen(a) }},
+		{"streamEnd", func(m *vm, a []*v8.Value) (*v8.Value, error) {
+			if msg := m.streams.hostEnd(a); msg != "" {
+				m.handleLog("error", "Response stream: "+msg)
+			}
+			return nil, nil
+		}},
 		{"natives", (*vm).hostNatives},
 		{"socketQueueBound", (*vm).hostSocketQueueBound},
 	}, webAPIOps()...)

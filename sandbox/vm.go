@@ -35,7 +35,7 @@ type vm struct {
 	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants, setSource *v8.Function
 	streamDrained, cancelStream                                                          *v8.Function
 
-	streamSet streamSet // streamed responses in flight (stream.go)
+	streams streamSet // streamed responses in flight (stream.go)
 
 	host hostCalls // host calls in flight and their answers (hostcall.go)
 
@@ -78,10 +78,10 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 		jobs:      make(chan func(), e.cfg.Limits.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		streams:   newStreamSet(),
 		timers:    newTimers(),
 		uncached:  map[string]*v8.UnboundScript{},
 	}
-	m.streamSet.wake = make(chan struct{}, 1)
 	m.watch.terminate = func() { m.iso.TerminateExecution() }
 	m.watch.wake = m.wakeLoop
 	m.host.init(&e.cfg, m.wakeLoop, m.settleCall)
@@ -161,7 +161,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		// thread being unpinned and the Locker set up again between them.
 		// (Only this loop receives from these buffered channels, so what
 		// len sees waiting is still there for the select.)
-		if len(jobs) == 0 && len(wake) == 0 && len(m.streamSet.wake) == 0 {
+		if len(jobs) == 0 && len(wake) == 0 && len(m.streams.ready()) == 0 {
 			m.hold.drop()
 		}
 		var work func()
@@ -177,7 +177,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = f
 		case <-wake:
 			work = m.pumpBusy
-		case <-m.streamSet.wake:
+		case <-m.streams.ready():
 			work = m.runStreamWork
 		case <-timerC:
 			work = m.timerTurn
@@ -309,7 +309,7 @@ const teardownDelay = 1500 * time.Microsecond
 // particular.
 func (m *vm) end() {
 	m.closeSessions()
-	m.endStreams()
+	m.streams.endAll()
 	m.watch.dispose()
 	m.hold.drop()
 	m.dead = true
