@@ -47,11 +47,11 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 		for i := 0; i < n; i++ {
 			m := bareVM(t, e, c.cache)
 			t0 := time.Now()
-			if v, err := m.call(m.setGrants, "{}"); err == nil {
+			if v, err := m.call(m.js.setGrants, "{}"); err == nil {
 				v.Release()
 			}
 			t1 := time.Now()
-			if p, err := m.call(m.runProgram, int32(0), true); err == nil {
+			if p, err := m.call(m.js.runProgram, int32(0), true); err == nil {
 				p.Release()
 			}
 			t2 := time.Now()

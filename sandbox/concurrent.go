@@ -68,7 +68,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 	saved := m.sink
 	m.sink = func(level, msg string) { inv.logs.add(level, msg) }
 	bound := m.entry(func() {
-		p, callErr = m.call(m.invoke, wire, bodyArg)
+		p, callErr = m.call(m.js.invoke, wire, bodyArg)
 	})
 	m.sink = saved
 	if bound != nil {
@@ -174,7 +174,7 @@ func (m *vm) checkInvocations() {
 	}
 	m.busy.waitUntil = wu
 	if len(m.busy.waitUntil) > 0 {
-		n, err := m.call(m.pendingWork)
+		n, err := m.call(m.js.pendingWork)
 		if err == nil {
 			if n.Int32() == 0 {
 				m.busy.waitUntil = nil

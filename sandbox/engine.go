@@ -259,13 +259,13 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 	out := Outcome{}
 	bindings, _ := json.Marshal(job.Bindings)
 	err := m.bounded(job.Timeout, func(deadline time.Time) error {
-		g, err := m.call(m.setGrants, string(bindings))
+		g, err := m.call(m.js.setGrants, string(bindings))
 		if err != nil {
 			return fault.Wrap(fault.Internal, err, "Internal error.")
 		}
 		g.Release()
 		if js := c.where.runtimeJSON(); js != "" {
-			v, err := m.call(m.setSource, js)
+			v, err := m.call(m.js.setSource, js)
 			if err != nil {
 				return fault.Wrap(fault.Internal, err, "Internal error.")
 			}
@@ -280,7 +280,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 			return scriptFault(err, c.where)
 		}
 		defer fnVal.Release()
-		p, err := m.call(m.runProgram, fnVal, c.module)
+		p, err := m.call(m.js.runProgram, fnVal, c.module)
 		if bound := m.boundHit(); bound != nil {
 			return bound
 		}
@@ -310,7 +310,7 @@ func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
 			out.Result = json.RawMessage(s[1:])
 		}
 		if out.Handler && job.RetainHandles {
-			env, err := m.call(m.setEnv, envJSON)
+			env, err := m.call(m.js.setEnv, envJSON)
 			if err != nil {
 				return fault.New(fault.Runtime, "%s", jsErrorMessage(err))
 			}
@@ -493,7 +493,7 @@ func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 		if body != nil {
 			bodyArg = body
 		}
-		p, err := m.call(m.invoke, wire, bodyArg)
+		p, err := m.call(m.js.invoke, wire, bodyArg)
 		if bound := m.boundHit(); bound != nil {
 			return bound
 		}

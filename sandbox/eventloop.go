@@ -82,7 +82,7 @@ func (m *vm) settle(v *v8.Value, deadline time.Time) (*v8.Value, error) {
 // pending, within the same deadline.
 func (m *vm) drain(deadline time.Time) error {
 	for {
-		n, err := m.call(m.pendingWork)
+		n, err := m.call(m.js.pendingWork)
 		if err != nil {
 			return err
 		}

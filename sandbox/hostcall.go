@@ -196,7 +196,7 @@ func (h *hostCalls) endScope() {
 // settleCall settles host call id's promise in the runtime (hostCalls'
 // deliver).
 func (m *vm) settleCall(id int32, ok bool, payload, code string) error {
-	v, err := m.call(m.settleHost, id, ok, payload, code)
+	v, err := m.call(m.js.settleHost, id, ok, payload, code)
 	if bound := m.boundHit(); bound != nil {
 		return bound
 	}

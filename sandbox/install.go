@@ -147,7 +147,7 @@ func (m *vm) installRuntimeFrom(cache *v8.CompilerCachedData) error {
 	if err != nil {
 		return err
 	}
-	if err := m.takeEntries(obj); err != nil {
+	if err := m.js.take(obj); err != nil {
 		return err
 	}
 	bootVal.Release()
@@ -204,7 +204,7 @@ func (m *vm) restoreRuntime() error {
 			return err
 		}
 	}
-	if err := m.takeEntries(internals); err != nil {
+	if err := m.js.take(internals); err != nil {
 		return err
 	}
 	start, err := internals.Get("startIsolate")
@@ -224,13 +224,20 @@ func (m *vm) restoreRuntime() error {
 	return nil
 }
 
-// takeEntries keeps the runtime's entry points, which the engine calls.
-func (m *vm) takeEntries(obj *v8.Object) error {
+// entryPoints are the runtime's functions the engine calls
+// (js/runtime/99-exports.js answers them).
+type entryPoints struct {
+	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants, setSource *v8.Function
+	streamDrained, cancelStream                                                          *v8.Function
+}
+
+// take keeps the runtime's entry points from the object that holds them.
+func (js *entryPoints) take(obj *v8.Object) error {
 	for name, dst := range map[string]**v8.Function{
-		"runProgram": &m.runProgram, "invoke": &m.invoke, "setEnv": &m.setEnv,
-		"fireTimer": &m.fireTimer, "pendingWork": &m.pendingWork,
-		"settleHost": &m.settleHost, "setGrants": &m.setGrants, "setSource": &m.setSource,
-		"streamDrained": &m.streamDrained, "cancelStream": &m.cancelStream,
+		"runProgram": &js.runProgram, "invoke": &js.invoke, "setEnv": &js.setEnv,
+		"fireTimer": &js.fireTimer, "pendingWork": &js.pendingWork,
+		"settleHost": &js.settleHost, "setGrants": &js.setGrants, "setSource": &js.setSource,
+		"streamDrained": &js.streamDrained, "cancelStream": &js.cancelStream,
 	} {
 		v, err := obj.Get(name)
 		if err != nil {
@@ -279,7 +286,7 @@ func webAPIOps() []hostFunction {
 				}
 				var s webapi.Session
 				if op.With != nil {
-					s = m.session(i)
+					s = m.sessions.get(i)
 				}
 				res, err := op.Call(s, in)
 				if err != nil {
@@ -292,23 +299,27 @@ func webAPIOps() []hostFunction {
 	return out
 }
 
-// session is the isolate's session of web API i, made at its first call.
-func (m *vm) session(i int) webapi.Session {
-	if m.sessions == nil {
-		m.sessions = make([]webapi.Session, len(webAPIs))
+// sessions are the web APIs' state in one isolate, by webAPIs' index;
+// loop-owned.
+type sessions []webapi.Session
+
+// get is the isolate's session of web API i, made at its first call.
+func (ss *sessions) get(i int) webapi.Session {
+	if *ss == nil {
+		*ss = make([]webapi.Session, len(webAPIs))
 	}
-	if m.sessions[i] == nil {
-		m.sessions[i] = webAPIs[i].NewSession()
+	if (*ss)[i] == nil {
+		(*ss)[i] = webAPIs[i].NewSession()
 	}
-	return m.sessions[i]
+	return (*ss)[i]
 }
 
-// closeSessions ends the web APIs' sessions (the isolate is ending).
-func (m *vm) closeSessions() {
-	for i, s := range m.sessions {
+// close ends the web APIs' sessions (the isolate is ending).
+func (ss sessions) close() {
+	for i, s := range ss {
 		if s != nil {
 			s.Close()
-			m.sessions[i] = nil
+			ss[i] = nil
 		}
 	}
 }

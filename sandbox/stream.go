@@ -320,10 +320,10 @@ func (m *vm) runStreamWork() {
 		})
 	}
 	for _, id := range cancels {
-		callback(m.cancelStream, id)
+		callback(m.js.cancelStream, id)
 	}
 	for _, id := range drained {
-		callback(m.streamDrained, id)
+		callback(m.js.streamDrained, id)
 	}
 }
 

@@ -88,7 +88,7 @@ func (m *vm) fireDue(deadline time.Time) error {
 		if !ok {
 			return nil
 		}
-		v, err := m.call(m.fireTimer, int32(id))
+		v, err := m.call(m.js.fireTimer, int32(id))
 		if err := m.boundHit(); err != nil {
 			return err
 		}

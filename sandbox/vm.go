@@ -10,7 +10,6 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // flagsMu serializes SetFlags with NewIsolate where the heap bound must go
@@ -32,8 +31,7 @@ type vm struct {
 	restored  bool       // the runtime came from the startup snapshot (snapshot.go)
 	memoryMiB int
 
-	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants, setSource *v8.Function
-	streamDrained, cancelStream                                                          *v8.Function
+	js entryPoints // the runtime's functions the engine calls (install.go)
 
 	streams streamSet // streamed responses in flight (stream.go)
 
@@ -54,12 +52,12 @@ type vm struct {
 	uncachedBootstrap *v8.UnboundScript
 	released          []*v8.Value // values handed back to V8, released after the call
 	sink              func(level, msg string)
-	activityCPU       int64            // the CPU account when the current activity began (blame: bounds.go)
-	activityLogs      logBuffer        // a retained isolate's timer and waitUntil output, per bounded activity
-	conc              int              // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
-	busy              *busyPeriod      // concurrent invocations in progress (concurrent.go)
-	sessions          []webapi.Session // the web APIs' state in this isolate, by webAPIs' index (install.go)
-	dead              bool             // a bound was hit or the engine closed: dispose after this job
+	activityCPU       int64       // the CPU account when the current activity began (blame: bounds.go)
+	activityLogs      logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
+	conc              int         // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
+	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
+	sessions          sessions    // the web APIs' state in this isolate (install.go)
+	dead              bool        // a bound was hit or the engine closed: dispose after this job
 	handleID          string
 	timeout           time.Duration
 
@@ -203,12 +201,12 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 // sets its own), and runProgram on a value in module form (nothing is
 // called; its answer "J0" is settled and dropped).
 func (m *vm) warmUp() error {
-	v, err := m.call(m.setGrants, "{}")
+	v, err := m.call(m.js.setGrants, "{}")
 	if err != nil {
 		return err
 	}
 	v.Release()
-	p, err := m.call(m.runProgram, int32(0), true)
+	p, err := m.call(m.js.runProgram, int32(0), true)
 	if err != nil {
 		return err
 	}
@@ -308,7 +306,7 @@ const teardownDelay = 1500 * time.Microsecond
 // submits are refused. What is left, V8's own teardown, needs no thread in
 // particular.
 func (m *vm) end() {
-	m.closeSessions()
+	m.sessions.close()
 	m.streams.endAll()
 	m.watch.dispose()
 	m.hold.drop()
