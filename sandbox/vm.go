@@ -47,19 +47,18 @@ type vm struct {
 	done    chan struct{} // closed once the isolate is disposed
 
 	// Loop-owned state (no lock: only the loop goroutine touches it).
-	timers            timers                       // pending timers (timers.go)
-	uncached          map[string]*v8.UnboundScript // runtime modules whose code cache is not made yet
-	uncachedBootstrap *v8.UnboundScript
-	released          []*v8.Value // values handed back to V8, released after the call
-	sink              func(level, msg string)
-	activityCPU       int64       // the CPU account when the current activity began (blame: bounds.go)
-	activityLogs      logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
-	conc              int         // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
-	busy              *busyPeriod // concurrent invocations in progress (concurrent.go)
-	sessions          sessions    // the web APIs' state in this isolate (install.go)
-	dead              bool        // a bound was hit or the engine closed: dispose after this job
-	handleID          string
-	timeout           time.Duration
+	timers       timers      // pending timers (timers.go)
+	uncached     uncached    // scripts whose code cache the training makes (codecache.go)
+	released     []*v8.Value // values handed back to V8, released after the call
+	sink         func(level, msg string)
+	activityCPU  int64       // the CPU account when the current activity began (blame: bounds.go)
+	activityLogs logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
+	conc         int         // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
+	busy         *busyPeriod // concurrent invocations in progress (concurrent.go)
+	sessions     sessions    // the web APIs' state in this isolate (install.go)
+	dead         bool        // a bound was hit or the engine closed: dispose after this job
+	handleID     string
+	timeout      time.Duration
 
 	// watch is the bounds' state the watchdog timers and cancels share
 	// with the loop (bounds.go).
@@ -78,7 +77,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 		done:      make(chan struct{}),
 		streams:   newStreamSet(),
 		timers:    newTimers(),
-		uncached:  map[string]*v8.UnboundScript{},
+		uncached:  newUncached(),
 	}
 	m.watch.terminate = func() { m.iso.TerminateExecution() }
 	m.watch.wake = m.wakeLoop
@@ -100,7 +99,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 	}
 	var err error
 	switch {
-	case m.uncachedBootstrap != nil:
+	case m.uncached.bootstrap != nil:
 		// The process's first isolate: its calls decide what the code
 		// caches hold (codecache.go).
 		err = m.trainBootstrap()
