@@ -467,7 +467,7 @@ func (e *Engine) Queued(id string) int {
 	if m == nil || m.conc > 1 {
 		return 0
 	}
-	return len(m.jobs)
+	return m.queue.waiting()
 }
 
 // forget drops id from the retained set if it still names m.
@@ -564,12 +564,7 @@ func (e *Engine) Close(id string) error {
 	}
 	if err := m.submit(func() { m.kill() }); err != nil && !errors.Is(err, fault.ErrHandlesClosed) {
 		// Queue full: the isolate dies after the jobs ahead of the close.
-		go func() {
-			select {
-			case m.jobs <- func() { m.kill() }:
-			case <-m.done:
-			}
-		}()
+		go m.queue.pushWhenRoom(func() { m.kill() }, m.done)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ var flagsMu sync.Mutex
 
 // vm is one V8 isolate with its context and runtime. It is owned by exactly
 // one goroutine, its loop: every V8 call on it happens there, including
-// Value.Release. Other goroutines reach it only by sending closures on jobs,
+// Value.Release. Other goroutines reach it only by queuing closures (submit),
 // and the watchdog only through watch (bounds.go).
 type vm struct {
 	eng       *Engine
@@ -37,14 +37,9 @@ type vm struct {
 
 	host hostCalls // host calls in flight and their answers (hostcall.go)
 
-	jobs chan func() // closures run on the loop, in arrival order
-	// qmu and qclosed make a queued job and the final drain exclusive:
-	// once dispose has drained the queue, submit refuses, so every job
-	// submit accepted runs (an answer callback is never lost).
-	qmu     sync.Mutex
-	qclosed bool
-	wake    chan struct{} // a host event is ready (capabilities use it)
-	done    chan struct{} // closed once the isolate is disposed
+	queue jobQueue      // closures run on the loop, in arrival order (queue.go)
+	wake  chan struct{} // a host event is ready (capabilities use it)
+	done  chan struct{} // closed once the isolate is disposed
 
 	// Loop-owned state (no lock: only the loop goroutine touches it).
 	timers       timers      // pending timers (timers.go)
@@ -72,7 +67,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m := &vm{
 		eng:       e,
 		memoryMiB: memoryMiB,
-		jobs:      make(chan func(), e.cfg.Limits.HandleQueue),
+		queue:     newJobQueue(e.cfg.Limits.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		streams:   newStreamSet(),
@@ -143,7 +138,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		}
 		// A concurrent handle takes a new invocation only while it has a
 		// slot; the rest wait in the queue, in arrival order.
-		jobs := m.jobs
+		jobs := m.queue.jobs
 		var wake <-chan struct{}
 		if m.busy != nil {
 			wake = m.wake
@@ -310,17 +305,7 @@ func (m *vm) end() {
 	m.watch.dispose()
 	m.hold.drop()
 	m.dead = true
-	m.qmu.Lock()
-	m.qclosed = true
-	m.qmu.Unlock()
-	for {
-		select {
-		case f := <-m.jobs:
-			f()
-		default:
-			return
-		}
-	}
+	m.queue.closeAndDrain()
 }
 
 // teardown disposes of an ended isolate and then closes done. Nothing else
@@ -336,17 +321,13 @@ func (m *vm) teardown() {
 // submit queues f on the loop. It fails at once when the isolate's queue is
 // full (OVERLOADED) or the isolate is gone.
 func (m *vm) submit(f func()) error {
-	m.qmu.Lock()
-	defer m.qmu.Unlock()
-	if m.qclosed {
+	switch queued, closed := m.queue.push(f); {
+	case closed:
 		return m.goneErr()
-	}
-	select {
-	case m.jobs <- f:
-		return nil
-	default:
+	case !queued:
 		return fault.Overload()
 	}
+	return nil
 }
 
 // wakeLoop wakes the loop if it waits for work (a host call answered, a
