@@ -104,7 +104,7 @@ func (m *vm) pumpBusy() {
 		m.releaseReturned()
 	})
 	if bound != nil {
-		m.failBusy(bound, m.earliestInvocation())
+		m.failBusy(bound, m.busy.earliest())
 		return
 	}
 	m.checkInvocations()
@@ -153,26 +153,19 @@ func (m *vm) checkInvocations() {
 	}
 	m.busy.invs = keep
 	extra := m.watch.visitorExtra()
-	for _, inv := range m.busy.invs {
-		if !now.Before(inv.deadline.Add(extra)) {
-			m.failBusy(m.timeoutSince(inv.cpuStart), inv)
-			return
-		}
+	if inv := m.busy.overdue(now, extra); inv != nil {
+		m.failBusy(m.timeoutSince(inv.cpuStart), inv)
+		return
 	}
-	wu := m.busy.waitUntil[:0]
-	for _, d := range m.busy.waitUntil {
-		if !now.Before(d.Add(extra)) {
-			// waitUntil work past its invocation's bound: a bound hit,
-			// the handle's own (no invocation is its cause).
-			m.failBusy(m.timeoutFault(), nil)
-			if m.handleID != "" && m.eng.cfg.OnLost != nil {
-				m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
-			}
-			return
+	if m.busy.waitUntilOverdue(now, extra) {
+		// waitUntil work past its invocation's bound: a bound hit,
+		// the handle's own (no invocation is its cause).
+		m.failBusy(m.timeoutFault(), nil)
+		if m.handleID != "" && m.eng.cfg.OnLost != nil {
+			m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
 		}
-		wu = append(wu, d)
+		return
 	}
-	m.busy.waitUntil = wu
 	if len(m.busy.waitUntil) > 0 {
 		n, err := m.call(m.js.pendingWork)
 		if err == nil {
@@ -256,9 +249,24 @@ func (m *vm) endBusy() {
 	m.noteDroppedLogs()
 }
 
-func (m *vm) earliestInvocation() *invocation {
+// earliestDeadline is the nearest deadline in progress (an invocation's,
+// or an answered one's waitUntil work), at most a timeout from now.
+func (m *vm) earliestDeadline() time.Time {
+	d := time.Now().Add(m.timeout)
+	if m.busy == nil {
+		return d
+	}
+	return m.busy.earliestDeadline(d, m.watch.visitorExtra())
+}
+
+// full answers whether conc invocations are in progress: a new one waits
+// in the queue.
+func (b *busyPeriod) full(conc int) bool { return len(b.invs) >= conc }
+
+// earliest is the invocation in progress whose deadline comes first.
+func (b *busyPeriod) earliest() *invocation {
 	var first *invocation
-	for _, inv := range m.busy.invs {
+	for _, inv := range b.invs {
 		if first == nil || inv.deadline.Before(first.deadline) {
 			first = inv
 		}
@@ -266,23 +274,40 @@ func (m *vm) earliestInvocation() *invocation {
 	return first
 }
 
-// earliestDeadline is the nearest deadline in progress (an invocation's,
-// or an answered one's waitUntil work).
-func (m *vm) earliestDeadline() time.Time {
-	d := time.Now().Add(m.timeout)
-	if m.busy == nil {
-		return d
-	}
-	extra := m.watch.visitorExtra()
-	for _, inv := range m.busy.invs {
+// earliestDeadline is the nearest of d and the deadlines in progress, each
+// moved by the visitor's time extra.
+func (b *busyPeriod) earliestDeadline(d time.Time, extra time.Duration) time.Time {
+	for _, inv := range b.invs {
 		if e := inv.deadline.Add(extra); e.Before(d) {
 			d = e
 		}
 	}
-	for _, w := range m.busy.waitUntil {
+	for _, w := range b.waitUntil {
 		if e := w.Add(extra); e.Before(d) {
 			d = e
 		}
 	}
 	return d
+}
+
+// overdue is the first invocation in progress past its deadline (moved by
+// extra) at now, if any.
+func (b *busyPeriod) overdue(now time.Time, extra time.Duration) *invocation {
+	for _, inv := range b.invs {
+		if !now.Before(inv.deadline.Add(extra)) {
+			return inv
+		}
+	}
+	return nil
+}
+
+// waitUntilOverdue answers whether waitUntil work of an answered
+// invocation is past that invocation's deadline (moved by extra) at now.
+func (b *busyPeriod) waitUntilOverdue(now time.Time, extra time.Duration) bool {
+	for _, d := range b.waitUntil {
+		if !now.Before(d.Add(extra)) {
+			return true
+		}
+	}
+	return false
 }

@@ -142,7 +142,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		var wake <-chan struct{}
 		if m.busy != nil {
 			wake = m.wake
-			if len(m.busy.invs) >= m.conc {
+			if m.busy.full(m.conc) {
 				jobs = nil
 			}
 		}
