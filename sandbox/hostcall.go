@@ -192,17 +192,3 @@ func (h *hostCalls) endScope() {
 	}
 	h.activity = 0
 }
-
-// settleCall settles host call id's promise in the runtime (hostCalls'
-// deliver).
-func (m *vm) settleCall(id int32, ok bool, payload, code string) error {
-	v, err := m.call(m.js.settleHost, id, ok, payload, code)
-	if bound := m.boundHit(); bound != nil {
-		return bound
-	}
-	if err != nil {
-		return err
-	}
-	v.Release()
-	return nil
-}

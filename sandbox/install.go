@@ -263,7 +263,9 @@ var (
 			return nil, nil
 		}},
 		{"natives", (*vm).hostNatives},
-		{"socketQueueBound", (*vm).hostSocketQueueBound},
+		{"socketQueueBound", func(m *vm, _ []*v8.Value) (*v8.Value, error) {
+			return v8.NewValue(m.iso, socketQueueBound(m.memoryMiB))
+		}},
 	}, webAPIOps()...)
 	coldHostNames = hostNames(coldHost)
 )

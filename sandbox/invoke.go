@@ -208,3 +208,27 @@ func (m *vm) handlerFault(err error) error {
 	m.sink("error", "Uncaught "+msg)
 	return fault.Wrap(fault.HandlerError, errors.New(msg), "The handler threw an exception.")
 }
+
+// ReadStream takes the next chunk of a streamed response of handle id,
+// waiting up to wait for one. It answers the chunk (empty when none came in
+// time), whether the stream ended, and the stream's error if it failed.
+func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait time.Duration) ([]byte, bool, error) {
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if m == nil {
+		return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
+	}
+	return m.streams.read(ctx, stream, wait, m.done)
+}
+
+// CancelStream gives a streamed response up (the visitor went away, or a
+// bound ended it): the stream's cancel runs in the isolate.
+func (e *Engine) CancelStream(id string, stream int64) {
+	e.mu.Lock()
+	m := e.handles[id]
+	e.mu.Unlock()
+	if m != nil {
+		m.streams.drop(stream)
+	}
+}

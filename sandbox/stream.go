@@ -51,8 +51,8 @@ func (s *outStream) signal() {
 }
 
 // streamSet is an isolate's streams and the loop work their readers ask
-// for. mu guards all but wake, which the loop receives from (runStreamWork
-// takes the work).
+// for. mu guards all but wake, which the loop receives from
+// (vm.runStreamWork, eventloop.go, takes the work).
 type streamSet struct {
 	mu      sync.Mutex
 	open    map[int64]*outStream
@@ -164,19 +164,6 @@ func (ss *streamSet) hostEnd(args []*v8.Value) string {
 	return msg
 }
 
-// ReadStream takes the next chunk of a streamed response of handle id,
-// waiting up to wait for one. It answers the chunk (empty when none came in
-// time), whether the stream ended, and the stream's error if it failed.
-func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait time.Duration) ([]byte, bool, error) {
-	e.mu.Lock()
-	m := e.handles[id]
-	e.mu.Unlock()
-	if m == nil {
-		return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
-	}
-	return m.streams.read(ctx, stream, wait, m.done)
-}
-
 // read is ReadStream of the isolate whose end closes gone.
 func (ss *streamSet) read(ctx context.Context, stream int64, wait time.Duration, gone <-chan struct{}) ([]byte, bool, error) {
 	ss.mu.Lock()
@@ -229,17 +216,6 @@ func (ss *streamSet) read(ctx context.Context, stream int64, wait time.Duration,
 				return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
 			}
 		}
-	}
-}
-
-// CancelStream gives a streamed response up (the visitor went away, or a
-// bound ended it): the stream's cancel runs in the isolate.
-func (e *Engine) CancelStream(id string, stream int64) {
-	e.mu.Lock()
-	m := e.handles[id]
-	e.mu.Unlock()
-	if m != nil {
-		m.streams.drop(stream)
 	}
 }
 
@@ -305,58 +281,5 @@ func (ss *streamSet) endAll() {
 		}
 		s.mu.Unlock()
 		s.signal()
-	}
-}
-
-// runStreamWork resumes and cancels, on the loop, what readers asked for;
-// each entry into JavaScript is bounded like a timer callback.
-func (m *vm) runStreamWork() {
-	drained, cancels := m.streams.takeWork()
-	callback := func(fn *v8.Function, id int64) {
-		m.callback(func() {
-			if _, err := m.call(fn, float64(id)); err != nil && m.boundHit() == nil {
-				m.sink("error", "Uncaught "+jsErrorMessage(err))
-			}
-		})
-	}
-	for _, id := range cancels {
-		callback(m.js.cancelStream, id)
-	}
-	for _, id := range drained {
-		callback(m.js.streamDrained, id)
-	}
-}
-
-// callback runs f (an entry into JavaScript outside an invocation's own
-// settle) under the invocation timeout: within a busy period under its
-// watchdog, else as a bounded activity of its own, like timers between
-// invocations. A bound hit disposes the isolate.
-func (m *vm) callback(f func()) {
-	if m.dead {
-		return
-	}
-	if m.busy != nil {
-		bound := m.entry(func() {
-			f()
-			m.ctx.PerformMicrotaskCheckpoint()
-			m.releaseReturned()
-		})
-		if bound != nil {
-			m.failBusy(bound, nil)
-			return
-		}
-		m.checkInvocations()
-		return
-	}
-	if err := m.bounded(m.timeout, func(time.Time) error {
-		f()
-		m.ctx.PerformMicrotaskCheckpoint()
-		m.releaseReturned()
-		return nil
-	}); err != nil {
-		m.kill()
-		if m.handleID != "" && m.eng.cfg.OnLost != nil {
-			m.eng.cfg.OnLost(m.handleID, err)
-		}
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	v8 "rogchap.com/v8go"
-
-	"github.com/retainer-gw/retainer/fault"
 )
 
 // maxTimers bounds the pending timers of one isolate.
@@ -17,7 +15,7 @@ const maxTimers = 10000
 // timers are an isolate's pending timers: the runtime keeps each timer's
 // callback under its id (setTimeout, setInterval), the engine when each is
 // due. Loop-owned; the loop waits for next and fires what is due
-// (vm.fireDue) through the runtime's fireTimer.
+// (vm.fireDue, eventloop.go) through the runtime's fireTimer.
 type timers struct {
 	due map[int32]time.Time
 }
@@ -79,25 +77,4 @@ func (t *timers) popDue(now time.Time) (int32, bool) {
 		delete(t.due, id)
 	}
 	return id, found
-}
-
-// fireDue runs every timer that is due, in due order.
-func (m *vm) fireDue(deadline time.Time) error {
-	for {
-		id, ok := m.timers.popDue(time.Now())
-		if !ok {
-			return nil
-		}
-		v, err := m.call(m.js.fireTimer, int32(id))
-		if err := m.boundHit(); err != nil {
-			return err
-		}
-		if err != nil {
-			return fault.Wrap(fault.Runtime, err, "a timer callback failed")
-		}
-		v.Release()
-		if time.Now().After(deadline) {
-			return m.timeoutFault()
-		}
-	}
 }
