@@ -34,13 +34,17 @@ type hostCompletion struct {
 
 // hostCalls are an isolate's host calls: the calls in flight, the answers
 // waiting for the loop, and the activity they belong to. mu guards done
-// (written by the goroutines that run calls); the rest is loop-owned. Its
-// hooks back to the isolate (init): wake wakes the loop when an answer
-// arrived, deliver settles a call's promise in the runtime.
+// (written by the goroutines that run calls); the rest is loop-owned. What
+// it is given (init): the engine's HostCall and HostCallNow and its
+// request body bound, and two hooks back to the isolate: wake wakes the
+// loop when an answer arrived, deliver settles a call's promise in the
+// runtime.
 type hostCalls struct {
-	cfg     *Config // HostCall, HostCallNow and the request body bound
-	wake    func()
-	deliver func(id int32, ok bool, payload, code string) error
+	call        HostCall
+	callNow     func(runID, op string, args json.RawMessage) (json.RawMessage, bool)
+	requestBody int
+	wake        func()
+	deliver     func(id int32, ok bool, payload, code string) error
 
 	mu      sync.Mutex
 	done    []hostCompletion
@@ -57,7 +61,8 @@ type hostCalls struct {
 }
 
 func (h *hostCalls) init(cfg *Config, wake func(), deliver func(id int32, ok bool, payload, code string) error) {
-	h.cfg, h.wake, h.deliver = cfg, wake, deliver
+	h.call, h.callNow, h.requestBody = cfg.HostCall, cfg.HostCallNow, cfg.Limits.RequestBody
+	h.wake, h.deliver = wake, deliver
 }
 
 // reading answers whether a body read is in flight: a wait of the loop's is
@@ -72,12 +77,12 @@ func (h *hostCalls) inFlight() int { return h.pending }
 // false when the call must go to the host. The program's await then needs
 // no trip through the event loop's host-call machinery.
 func (h *hostCalls) now(args []*v8.Value) (json.RawMessage, bool) {
-	now := h.cfg.HostCallNow
+	now := h.callNow
 	if now == nil || len(args) < 2 {
 		return nil, false
 	}
 	op, raw := args[0].String(), json.RawMessage(args[1].String())
-	if limit, _ := hostArgsBound(op, h.cfg.Limits.RequestBody); len(raw) > limit {
+	if limit, _ := hostArgsBound(op, h.requestBody); len(raw) > limit {
 		return nil, false // host.call refuses it with its message
 	}
 	return now(h.runID, op, raw)
@@ -89,7 +94,7 @@ func (h *hostCalls) start(args []*v8.Value) error {
 	if len(args) < 3 {
 		return errors.New("call needs an op, arguments and an id")
 	}
-	hc := h.cfg.HostCall
+	hc := h.call
 	if hc == nil {
 		return errors.New("this engine reaches no host services")
 	}
@@ -99,14 +104,14 @@ func (h *hostCalls) start(args []*v8.Value) error {
 	op, raw, id := args[0].String(), json.RawMessage(args[1].String()), args[2].Int32()
 	// Measured where built: the arguments cross as they are (wirejson
 	// escapes nothing JSON.stringify did not).
-	if limit, msg := hostArgsBound(op, h.cfg.Limits.RequestBody); len(raw) > limit {
+	if limit, msg := hostArgsBound(op, h.requestBody); len(raw) > limit {
 		return errors.New(msg)
 	}
 	activity := h.activity
 	runID := h.runID
 	ctx := h.ctx
 	h.pending++
-	if now := h.cfg.HostCallNow; now != nil {
+	if now := h.callNow; now != nil {
 		if res, ok := now(runID, op, raw); ok {
 			// Settled on the loop's next turn, like any answer, but with
 			// no goroutine and no wake-up in between.
