@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -69,7 +68,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 	saved := m.sink
 	m.sink = func(level, msg string) { inv.logs.add(level, msg) }
 	bound := m.entry(func() {
-		p, callErr = m.call(m.invoke, wire, bodyArg)
+		p, callErr = m.call(m.js.invoke, wire, bodyArg)
 	})
 	m.sink = saved
 	if bound != nil {
@@ -95,7 +94,7 @@ func (m *vm) pumpBusy() {
 		defer func() { m.sink = saved }()
 	}
 	bound := m.entry(func() {
-		if _, err := m.settleHostCalls(); err != nil && m.boundHit() == nil {
+		if _, err := m.host.settle(); err != nil && m.boundHit() == nil {
 			m.sink("error", "Uncaught "+jsErrorMessage(err))
 		}
 		if err := m.fireDue(m.earliestDeadline()); err != nil && m.boundHit() == nil && !errors.Is(err, fault.ErrTimeout) {
@@ -105,7 +104,7 @@ func (m *vm) pumpBusy() {
 		m.releaseReturned()
 	})
 	if bound != nil {
-		m.failBusy(bound, m.earliestInvocation())
+		m.failBusy(bound, m.busy.earliest())
 		return
 	}
 	m.checkInvocations()
@@ -114,18 +113,11 @@ func (m *vm) pumpBusy() {
 // entry runs f (a call into JavaScript) under a watchdog at the earliest
 // deadline in progress, and answers the bound it hit, if any.
 func (m *vm) entry(f func()) error {
-	m.mu.Lock()
-	m.runSeq++
-	id := m.runSeq
-	m.current = id
-	m.terminated = false
-	m.mu.Unlock()
-	watchdog := m.watchdog(id, time.Until(m.earliestDeadline()))
+	id := m.watch.begin()
+	timer := m.watch.arm(id, time.Until(m.earliestDeadline()))
 	f()
-	watchdog.Stop()
-	m.mu.Lock()
-	m.current = 0
-	m.mu.Unlock()
+	timer.Stop()
+	m.watch.end()
 	return m.boundHit()
 }
 
@@ -160,29 +152,22 @@ func (m *vm) checkInvocations() {
 		keep = append(keep, inv)
 	}
 	m.busy.invs = keep
-	extra := m.visitorExtra()
-	for _, inv := range m.busy.invs {
-		if !now.Before(inv.deadline.Add(extra)) {
-			m.failBusy(m.timeoutSince(inv.cpuStart), inv)
-			return
-		}
+	extra := m.watch.visitorExtra()
+	if inv := m.busy.overdue(now, extra); inv != nil {
+		m.failBusy(m.timeoutSince(inv.cpuStart), inv)
+		return
 	}
-	wu := m.busy.waitUntil[:0]
-	for _, d := range m.busy.waitUntil {
-		if !now.Before(d.Add(extra)) {
-			// waitUntil work past its invocation's bound: a bound hit,
-			// the handle's own (no invocation is its cause).
-			m.failBusy(m.timeoutFault(), nil)
-			if m.handleID != "" && m.eng.cfg.OnLost != nil {
-				m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
-			}
-			return
+	if m.busy.waitUntilOverdue(now, extra) {
+		// waitUntil work past its invocation's bound: a bound hit,
+		// the handle's own (no invocation is its cause).
+		m.failBusy(m.timeoutFault(), nil)
+		if m.handleID != "" && m.eng.cfg.OnLost != nil {
+			m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
 		}
-		wu = append(wu, d)
+		return
 	}
-	m.busy.waitUntil = wu
 	if len(m.busy.waitUntil) > 0 {
-		n, err := m.call(m.pendingWork)
+		n, err := m.call(m.js.pendingWork)
 		if err == nil {
 			if n.Int32() == 0 {
 				m.busy.waitUntil = nil
@@ -205,11 +190,11 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 	}
 	res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 	if err != nil && res.Stream != 0 {
-		m.dropStream(res.Stream)
+		m.streams.drop(res.Stream)
 		res = WireResponse{}
 	}
 	if err == nil {
-		if err = m.refusedStream(res.Stream); err != nil {
+		if err = m.streams.refusedAnswer(res.Stream); err != nil {
 			res = WireResponse{}
 		}
 	}
@@ -251,29 +236,37 @@ func (m *vm) failBusy(bound error, cause *invocation) {
 }
 
 func (m *vm) beginBusy() {
-	m.mu.Lock()
-	m.runSeq++
-	m.hostActivity = m.runSeq
-	m.mu.Unlock()
+	m.host.beginScope(m.watch.next())
 	m.busy = &busyPeriod{}
-	m.resetVisitor()
+	m.watch.resetVisitor()
 	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
-	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
 }
 
 func (m *vm) endBusy() {
 	m.busy = nil
-	m.endHostScope()
+	m.host.endScope()
 	m.noteDroppedLogs()
-	m.mu.Lock()
-	m.hostActivity = 0
-	m.mu.Unlock()
 }
 
-func (m *vm) earliestInvocation() *invocation {
+// earliestDeadline is the nearest deadline in progress (an invocation's,
+// or an answered one's waitUntil work), at most a timeout from now.
+func (m *vm) earliestDeadline() time.Time {
+	d := time.Now().Add(m.timeout)
+	if m.busy == nil {
+		return d
+	}
+	return m.busy.earliestDeadline(d, m.watch.visitorExtra())
+}
+
+// full answers whether conc invocations are in progress: a new one waits
+// in the queue.
+func (b *busyPeriod) full(conc int) bool { return len(b.invs) >= conc }
+
+// earliest is the invocation in progress whose deadline comes first.
+func (b *busyPeriod) earliest() *invocation {
 	var first *invocation
-	for _, inv := range m.busy.invs {
+	for _, inv := range b.invs {
 		if first == nil || inv.deadline.Before(first.deadline) {
 			first = inv
 		}
@@ -281,23 +274,40 @@ func (m *vm) earliestInvocation() *invocation {
 	return first
 }
 
-// earliestDeadline is the nearest deadline in progress (an invocation's,
-// or an answered one's waitUntil work).
-func (m *vm) earliestDeadline() time.Time {
-	d := time.Now().Add(m.timeout)
-	if m.busy == nil {
-		return d
-	}
-	extra := m.visitorExtra()
-	for _, inv := range m.busy.invs {
+// earliestDeadline is the nearest of d and the deadlines in progress, each
+// moved by the visitor's time extra.
+func (b *busyPeriod) earliestDeadline(d time.Time, extra time.Duration) time.Time {
+	for _, inv := range b.invs {
 		if e := inv.deadline.Add(extra); e.Before(d) {
 			d = e
 		}
 	}
-	for _, w := range m.busy.waitUntil {
+	for _, w := range b.waitUntil {
 		if e := w.Add(extra); e.Before(d) {
 			d = e
 		}
 	}
 	return d
+}
+
+// overdue is the first invocation in progress past its deadline (moved by
+// extra) at now, if any.
+func (b *busyPeriod) overdue(now time.Time, extra time.Duration) *invocation {
+	for _, inv := range b.invs {
+		if !now.Before(inv.deadline.Add(extra)) {
+			return inv
+		}
+	}
+	return nil
+}
+
+// waitUntilOverdue answers whether waitUntil work of an answered
+// invocation is past that invocation's deadline (moved by extra) at now.
+func (b *busyPeriod) waitUntilOverdue(now time.Time, extra time.Duration) bool {
+	for _, d := range b.waitUntil {
+		if !now.Before(d.Add(extra)) {
+			return true
+		}
+	}
+	return false
 }

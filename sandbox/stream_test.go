@@ -129,7 +129,7 @@ func TestLargeBodiesLeaveAsStreams(t *testing.T) {
 	if m == nil {
 		t.Fatal("the handle's isolate ended with the refused answer")
 	}
-	ss := m.streams()
+	ss := &m.streams
 	ss.mu.Lock()
 	open := len(ss.open)
 	ss.mu.Unlock()

@@ -1,10 +1,6 @@
 package sandbox
 
-import (
-	v8 "rogchap.com/v8go"
-
-	"github.com/retainer-gw/retainer/program"
-)
+import "github.com/retainer-gw/retainer/program"
 
 // WebSockets to a handle (docs/websockets.md). A handler accepts one with
 // `new Response(null, {status: 101, webSocket: client})`: the answer is a
@@ -42,8 +38,9 @@ const (
 	socketQueueMost  = 8 << 20
 )
 
-// hostSocketQueueBound answers the bytes this isolate's sockets may hold
-// waiting, all together (webapi/websocket/24-websocket.js).
-func (m *vm) hostSocketQueueBound([]*v8.Value) (*v8.Value, error) {
-	return v8.NewValue(m.iso, int32(min(socketQueueMost, (m.memoryMiB<<20)/socketQueueShare)))
+// socketQueueBound answers the bytes the sockets of an isolate bounded at
+// memoryMiB may hold waiting, all together (host.socketQueueBound:
+// webapi/websocket/24-websocket.js).
+func socketQueueBound(memoryMiB int) int32 {
+	return int32(min(socketQueueMost, (memoryMiB<<20)/socketQueueShare))
 }
