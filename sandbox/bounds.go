@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // semiSpaceMiB bounds each of V8's young-generation semi-spaces. V8's
@@ -135,7 +136,7 @@ func (m *vm) noteDroppedLogs() {
 // is retained).
 func (m *vm) handleLog(level, msg string) {
 	if m.handleID != "" && m.eng.cfg.OnLog != nil {
-		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: level, Message: msg})
+		m.eng.cfg.OnLog(m.handleID, program.LogEntry{Time: time.Now(), Level: level, Message: msg})
 	}
 }
 

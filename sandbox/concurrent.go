@@ -7,6 +7,7 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Concurrent invocations (docs/architecture.md): a handle deployed with concurrency N > 1
@@ -35,7 +36,7 @@ import (
 type invocation struct {
 	deadline time.Time
 	promise  *v8.Value
-	respond  func(WireResponse, []LogEntry, error)
+	respond  func(program.WireResponse, []program.LogEntry, error)
 	logs     *logBuffer
 	answered bool
 	cpuStart int64 // the isolate's CPU account when it began (blame)
@@ -49,9 +50,9 @@ type busyPeriod struct {
 
 // startConcurrent begins one invocation on the loop: it enters the
 // handler, and if the handler awaits, leaves it in progress.
-func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, []LogEntry, error)) {
+func (m *vm) startConcurrent(wire string, body any, respond func(program.WireResponse, []program.LogEntry, error)) {
 	if m.dead {
-		respond(WireResponse{}, nil, m.goneErr())
+		respond(program.WireResponse{}, nil, m.goneErr())
 		return
 	}
 	if m.busy == nil {
@@ -76,7 +77,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 		return
 	}
 	if callErr != nil {
-		m.answer(inv, WireResponse{}, m.handlerFault(callErr))
+		m.answer(inv, program.WireResponse{}, m.handlerFault(callErr))
 	} else {
 		inv.promise = p
 	}
@@ -144,7 +145,7 @@ func (m *vm) checkInvocations() {
 					r := p.Result()
 					msg := describeThrown(r)
 					r.Release()
-					m.answer(inv, WireResponse{}, m.handlerFault(&jsThrow{message: msg}))
+					m.answer(inv, program.WireResponse{}, m.handlerFault(&jsThrow{message: msg}))
 					continue
 				}
 			}
@@ -185,17 +186,17 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 	s := v.String()
 	v.Release()
 	if s == "" || s[0] != 'R' && s[0] != 'W' {
-		m.answer(inv, WireResponse{}, fault.NotAResponse())
+		m.answer(inv, program.WireResponse{}, fault.NotAResponse())
 		return
 	}
 	res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 	if err != nil && res.Stream != 0 {
 		m.streams.drop(res.Stream)
-		res = WireResponse{}
+		res = program.WireResponse{}
 	}
 	if err == nil {
 		if err = m.streams.refusedAnswer(res.Stream); err != nil {
-			res = WireResponse{}
+			res = program.WireResponse{}
 		}
 	}
 	if s[0] == 'W' && err == nil {
@@ -204,7 +205,7 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 	m.answer(inv, res, err)
 }
 
-func (m *vm) answer(inv *invocation, res WireResponse, err error) {
+func (m *vm) answer(inv *invocation, res program.WireResponse, err error) {
 	if inv.answered {
 		return
 	}
@@ -227,10 +228,10 @@ func (m *vm) failBusy(bound error, cause *invocation) {
 	f := fault.As(bound)
 	for _, inv := range m.busy.invs {
 		if inv == cause {
-			m.answer(inv, WireResponse{}, bound)
+			m.answer(inv, program.WireResponse{}, bound)
 			continue
 		}
-		m.answer(inv, WireResponse{}, &fault.Fault{Code: f.Code, Message: f.Message, Cause: fault.ErrCollateral})
+		m.answer(inv, program.WireResponse{}, &fault.Fault{Code: f.Code, Message: f.Message, Cause: fault.ErrCollateral})
 	}
 	m.endBusy()
 }

@@ -35,7 +35,7 @@ type Config struct {
 	CompiledRuntime bool
 	// OnLog receives console output of a retained handler after its
 	// deploying run, with the handle's id.
-	OnLog func(handleID string, e LogEntry)
+	OnLog func(handleID string, e program.LogEntry)
 	// OnLost is told when a retained isolate ends on its own (a timer
 	// callback hit a bound), with the fault.
 	OnLost func(handleID string, err error)
@@ -51,14 +51,6 @@ type Config struct {
 func (c *Config) defaults() {
 	c.Limits = c.Limits.WithDefaults()
 }
-
-// Job, Bindings and Outcome are the program package's: a run's request
-// and answer, which the gateway names without linking V8.
-type (
-	Job      = program.Job
-	Bindings = program.Bindings
-	Outcome  = program.Outcome
-)
 
 // Engine runs programs in V8 isolates inside the current process. It owns
 // the prewarmed isolates and the retained ones. Safe for concurrent use.

@@ -20,7 +20,7 @@ import (
 // Invoke calls the retained handler id's handle name with a wire request.
 // Invocations of one handle run one at a time in arrival order; a bound hit
 // disposes the isolate and answers the bound's fault.
-func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (WireResponse, error) {
+func (e *Engine) Invoke(ctx context.Context, id, name string, req program.WireRequest) (program.WireResponse, error) {
 	res, logs, err := e.InvokeWithLogs(ctx, id, name, req)
 	if e.cfg.OnLog != nil {
 		for _, l := range logs {
@@ -34,14 +34,14 @@ func (e *Engine) Invoke(ctx context.Context, id, name string, req WireRequest) (
 // invocation instead of sending it to OnLog, so that a caller across a
 // process boundary can record it before it answers (a log read right after
 // a response then holds that response's lines).
-func (e *Engine) InvokeWithLogs(_ context.Context, id, name string, req WireRequest) (WireResponse, []LogEntry, error) {
+func (e *Engine) InvokeWithLogs(_ context.Context, id, name string, req program.WireRequest) (program.WireResponse, []program.LogEntry, error) {
 	type reply struct {
-		res  WireResponse
-		logs []LogEntry
+		res  program.WireResponse
+		logs []program.LogEntry
 		err  error
 	}
 	ch := make(chan reply, 1)
-	e.InvokeAsync(id, name, req, func(res WireResponse, logs []LogEntry, err error) {
+	e.InvokeAsync(id, name, req, func(res program.WireResponse, logs []program.LogEntry, err error) {
 		ch <- reply{res, logs, err}
 	})
 	r := <-ch
@@ -56,21 +56,21 @@ func (e *Engine) InvokeWithLogs(_ context.Context, id, name string, req WireRequ
 // one goroutine run in that order: the worker's read loop queues each
 // frame as it arrives, which keeps a handle's arrival order (docs/architecture.md)
 // without a goroutine, or a turn, per invocation.
-func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireResponse, []LogEntry, error)) {
+func (e *Engine) InvokeAsync(id, name string, req program.WireRequest, done func(program.WireResponse, []program.LogEntry, error)) {
 	e.mu.Lock()
 	m := e.handles[id]
 	e.mu.Unlock()
 	if m == nil {
-		done(WireResponse{}, nil, fault.Closed(id))
+		done(program.WireResponse{}, nil, fault.Closed(id))
 		return
 	}
-	if name != "fetch" && (name != SocketEvent || !websocket.IsEventURL(req.URL)) && (name != ScheduledEvent || !program.IsScheduledURL(req.URL)) {
-		done(WireResponse{}, nil, fault.UnknownHandle(id, name))
+	if name != "fetch" && (name != program.SocketEvent || !websocket.IsEventURL(req.URL)) && (name != program.ScheduledEvent || !program.IsScheduledURL(req.URL)) {
+		done(program.WireResponse{}, nil, fault.UnknownHandle(id, name))
 		return
 	}
 	decoded, err := validateRequest(req)
 	if err != nil {
-		done(WireResponse{}, nil, err)
+		done(program.WireResponse{}, nil, err)
 		return
 	}
 	// The body crosses separately (see js/runtime/22-entry-points.js): as its text when it
@@ -86,7 +86,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		}
 	}
 	raw := requestLines(req, kind)
-	if name == SocketEvent || name == ScheduledEvent {
+	if name == program.SocketEvent || name == program.ScheduledEvent {
 		raw = socketEventLines(raw)
 	}
 	var job func()
@@ -105,7 +105,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 					collected.add(level, msg)
 				}
 			}
-			m.serve(raw, body, func(res WireResponse, err error) {
+			m.serve(raw, body, func(res program.WireResponse, err error) {
 				replied = true
 				// The isolate's CPU since the invocation began (its
 				// activity, bounds.go), to its answer (docs/usage.md).
@@ -116,7 +116,7 @@ func (e *Engine) InvokeAsync(id, name string, req WireRequest, done func(WireRes
 		}
 	}
 	if err := m.submit(job); err != nil {
-		done(WireResponse{}, nil, err)
+		done(program.WireResponse{}, nil, err)
 	}
 }
 
@@ -138,10 +138,10 @@ func (e *Engine) Queued(id string) int {
 
 // serve runs one invocation on the loop. The answer is sent as soon as the
 // response settles; ctx.waitUntil work keeps running within the same bound.
-func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
+func (m *vm) serve(wire string, body any, respond func(program.WireResponse, error)) {
 	if m.dead {
 		m.activityCPU = m.hold.mark() // nothing to charge (docs/usage.md)
-		respond(WireResponse{}, m.goneErr())
+		respond(program.WireResponse{}, m.goneErr())
 		return
 	}
 	responded := false
@@ -191,7 +191,7 @@ func (m *vm) serve(wire string, body any, respond func(WireResponse, error)) {
 		return nil
 	})
 	if !responded {
-		respond(WireResponse{}, err)
+		respond(program.WireResponse{}, err)
 		return
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // A run (Engine.Run): a program once in a fresh isolate, which a handler
@@ -20,8 +21,8 @@ import (
 // Run runs a program once in a fresh isolate. A program that answers a
 // request handler with job.RetainHandles keeps its isolate under job.ID.
 // Failures are *fault.Fault values; the outcome carries the logs either way.
-func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
-	out := Outcome{Logs: []string{}}
+func (e *Engine) Run(ctx context.Context, job program.Job) (program.Outcome, error) {
+	out := program.Outcome{Logs: []string{}}
 	c, err := compile(job.Program)
 	if err != nil {
 		return out, err
@@ -44,7 +45,7 @@ func (e *Engine) Run(ctx context.Context, job Job) (Outcome, error) {
 		return out, fault.Wrap(fault.Internal, err, "Internal error.")
 	}
 	type reply struct {
-		out Outcome
+		out program.Outcome
 		err error
 	}
 	ch := make(chan reply, 1)
@@ -94,12 +95,12 @@ func (m *vm) yieldBeforeDispose() {
 }
 
 // execute is the run itself, on the isolate's loop.
-func (m *vm) execute(job Job, c compiled, envJSON string) (Outcome, error) {
+func (m *vm) execute(job program.Job, c compiled, envJSON string) (program.Outcome, error) {
 	logs := &logBuffer{}
 	m.sink = func(level, msg string) { logs.add(level, msg) }
 	m.timeout = job.Timeout
 	m.host.runID = job.ID
-	out := Outcome{}
+	out := program.Outcome{}
 	bindings, _ := json.Marshal(job.Bindings)
 	err := m.bounded(job.Timeout, func(deadline time.Time) error {
 		g, err := m.call(m.js.setGrants, string(bindings))
