@@ -196,3 +196,31 @@ func TestGatewayCarryReleasesOnlyApplied(t *testing.T) {
 		t.Fatal("a cut batch was applied")
 	}
 }
+
+// An answer waits for its own writes, not for its handle's later ones: a
+// handle under load always has a write on the way, and its answers must
+// not wait until it has none.
+func TestAnswerWaitsOnlyForItsOwnWrites(t *testing.T) {
+	next := make(chan struct{})
+	c, frames := carryingWorker(t, next)
+	put(t, c, "a", "k1")
+	first, second := make(chan error, 1), make(chan error, 1)
+	c.WhenSettled("a", nil, func(err error) { first <- err })
+	<-frames // the first write on its way
+	put(t, c, "a", "k2")
+	c.WhenSettled("a", nil, func(err error) { second <- err })
+	next <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+		t.Fatal("the second answer left before its write was applied")
+	default:
+	}
+	<-frames
+	next <- struct{}{}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -439,7 +439,10 @@ func (c *Worker) Settle(id string) error {
 		}
 		c.waiting--
 	}
-	return c.refused(id, upTo)
+	// Every write of id so far is over: any refusal not yet answered is
+	// this caller's (a ctx.waitUntil's write refused after its answer
+	// left fails the run's next settle, as before the numbering).
+	return c.refused(id, max(upTo, c.done))
 }
 
 // WhenSettled calls f with what Settle would answer, once every write run
