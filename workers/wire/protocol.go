@@ -56,6 +56,10 @@ const (
 	// own (kv/cache: a binary frame of queued writes, with its own
 	// version) and the gateway side's reply; opaque here.
 	PathCacheBatch = "/cache-batch"
+	// PathCacheAnswers is /cache-batch with invocations' answers carried
+	// along, each released by the gateway as if it had come in a frame of
+	// its own once the writes it waits for are applied (carry.go).
+	PathCacheAnswers = "/cache-answers"
 )
 
 // Size caps for what crosses the boundary. Every bound on what a program
