@@ -148,6 +148,8 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 	keep := deployThrough(t, a, deploy(instanceHandler))
 	bindThrough(t, a, "keep", keep)
 	bindThrough(t, a, "gone", keep)
+	counter := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, kvCounterHandler))
+	bindThrough(t, a, "kvc", counter)
 	doomed := deployThrough(t, a, deploy(counterHandler))
 	bobGW := &gateway{api: b.api, token: bob}
 	bystander := deployThrough(t, bobGW, deploy(instanceHandler))
@@ -157,7 +159,7 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 	}
 	gws := []int{1, 2, 3}
 	for _, gw := range gws {
-		for _, route := range []string{"keep", "bystander"} {
+		for _, route := range []string{"keep", "bystander", "kvc"} {
 			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw), "", ""); status != 200 {
 				t.Fatalf("%s through gw-%d before the pause: %d %s", route, gw, status, body)
 			}
@@ -168,7 +170,7 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 	}
 	before := aliceHandles(t, 1, alice)
 
-	v := startVisitors(gws, "keep", "bystander")
+	v := startVisitors(gws, "keep", "bystander", "kvc")
 	time.Sleep(500 * time.Millisecond)
 	etcd.Pause()
 	paused := v.at()
@@ -267,7 +269,7 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 	if routes["moved"] != newer {
 		t.Errorf("route moved in etcd points at %q, want the newer bind's %s (a write given up on landed over it)", routes["moved"], newer)
 	}
-	want := map[string]bool{newer: true, keep: true}
+	want := map[string]bool{newer: true, keep: true, counter: true}
 	if _, ok := handlesKept[doomed]; ok {
 		want[doomed] = true
 	}
@@ -339,14 +341,15 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 			t.Errorf("%s was answered by %d isolates %v: a pause shorter than the lease reset its closure", route, len(isolates), isolates)
 		}
 	}
+	acked := checkKVKept(t, answers, "kvc", 1)
 	served := firstServedAfter(answers, back)
-	for _, route := range []string{"keep", "bystander"} {
+	for _, route := range []string{"keep", "bystander", "kvc"} {
 		for _, gw := range gws {
-			if _, ok := served[fmt.Sprintf("%s@gw-%d", route, gw)]; !ok {
-				t.Errorf("%s through gw-%d was not served after etcd resumed", route, gw)
+			if after, ok := served[fmt.Sprintf("%s@gw-%d", route, gw)]; !ok || after > 5*time.Second {
+				t.Errorf("%s through gw-%d was not served within a lease (5 s) of etcd's return (%v)", route, gw, after)
 			}
 		}
 	}
-	t.Logf("etcd paused %v..%v: visits %v, slowest %v; served again after SIGCONT %v; in etcd after: routes %v, %d handles (%s kept: %v), secrets %v",
-		paused.Round(time.Millisecond), back.Round(time.Millisecond), counts, slowest.Round(time.Millisecond), served, routes, len(handlesKept), doomed, want[doomed], secrets)
+	t.Logf("etcd paused %v..%v: visits %v, slowest %v; %d kv writes acknowledged; served again after SIGCONT %v; in etcd after: routes %v, %d handles (%s kept: %v), secrets %v",
+		paused.Round(time.Millisecond), back.Round(time.Millisecond), counts, slowest.Round(time.Millisecond), acked, served, routes, len(handlesKept), doomed, want[doomed], secrets)
 }
