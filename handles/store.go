@@ -243,7 +243,14 @@ func (s *Store) commit(ctx context.Context, registry, tenant string, conds []sto
 		return errWriteDropped
 	}
 	defer s.commits.began()()
-	return s.w.CommitIn(context.WithoutCancel(ctx), store.Space(registry, tenant), conds, ops)
+	ctx = context.WithoutCancel(ctx)
+	f, err := s.w.Fence(ctx, store.Space(registry, tenant))
+	if err != nil {
+		return err // nothing sent
+	}
+	err = s.w.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: conds, Then: ops})
+	s.unsure(registry, tenant, err)
+	return err
 }
 
 // commitChunked applies ops in the space of a registry's tenant in as few
@@ -253,7 +260,14 @@ func (s *Store) commitChunked(ctx context.Context, registry, tenant string, ops 
 		return errWriteDropped
 	}
 	defer s.commits.began()()
-	return s.w.CommitChunkedIn(context.WithoutCancel(ctx), store.Space(registry, tenant), ops)
+	ctx = context.WithoutCancel(ctx)
+	f, err := s.w.Fence(ctx, store.Space(registry, tenant))
+	if err != nil {
+		return err // nothing sent
+	}
+	err = store.CommitChunked(ctx, s.w.Store, []store.Fence{f}, ops)
+	s.unsure(registry, tenant, err)
+	return err
 }
 
 func key(registry, name string) []byte { return []byte(registry + "\x00" + name) }

@@ -164,6 +164,24 @@ func (s *Store) writesOverdue() error {
 	return nil
 }
 
+// unsure reconciles a space after a commit whose outcome is unknown: the
+// store failed otherwise than by refusing it (a condition, its limits, a
+// fence: nothing was applied; a lost fence is the lease's to handle),
+// e.g. etcd died with the transaction in flight, which it may have
+// applied. What memory holds of the space may then differ from the store
+// (the write's changes to memory were not made, or were made first), so
+// in a cluster the space is loaded again from the store before it is
+// served next (own reloads it; its isolates start again, as after a
+// failover). One machine's bbolt answers every commit.
+func (s *Store) unsure(registry, tenant string, err error) {
+	if err == nil || s.opts.Own == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrFenced) {
+		return
+	}
+	s.ownMu.Lock()
+	delete(s.owned, store.Space(registry, tenant))
+	s.ownMu.Unlock()
+}
+
 // storeFault is the answer to a registry write the store failed: the
 // store unreachable, slow or this gateway's claim on the space lost is
 // retryable (503 OVERLOADED: the write may or may not have been applied,
