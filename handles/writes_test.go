@@ -10,8 +10,8 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // lostAnswers applies a commit and then, while lose is set, answers an
@@ -48,7 +48,7 @@ func TestLostAnswerReloadsTheSpace(t *testing.T) {
 		o.Own = func(context.Context, string) error { return nil }
 		o.WriteBound = 2 * time.Second
 	}
-	g := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	ctx := context.Background()
 	if err := reg.Own(ctx, "alice"); err != nil {

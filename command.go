@@ -1,15 +1,20 @@
-package caddymodule
+package retainer
 
 import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers"
 )
 
+// The worker subcommand is registered here, where the binary is assembled,
+// not in caddymodule: the gateway re-executes its own binary as its
+// workers, so the binary must hold the worker's Main (sandbox/child) and
+// with it V8, but caddymodule, the gateway's side, links none
+// (docs/architecture.md, "Which binaries link V8").
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
-		Name:  worker.Subcommand,
+		Name:  workers.Subcommand,
 		Short: "Runs a Retainer worker process (started by the gateway, not by hand)",
 		Long: `
 A worker hosts V8 isolates for the gateway that started it, over the
