@@ -3,6 +3,7 @@ package handles
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,5 +93,128 @@ func TestLostAnswerReloadsTheSpace(t *testing.T) {
 	}
 	if err := reg.Locate(ctx, "old", ResolveRoutes); fault.CodeOf(err) != fault.NotFound {
 		t.Fatalf("the route etcd no longer holds: %v", err)
+	}
+}
+
+// stallable holds every commit while stalled, as a SIGSTOPped etcd holds
+// the transactions sent to it (and applies them once it resumes).
+type stallable struct {
+	persist.Store
+	gate sync.RWMutex
+}
+
+func (s *stallable) Commit(ctx context.Context, txn persist.Txn) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	return s.Store.Commit(ctx, txn)
+}
+
+// Registry writes while the store holds every commit: each is answered
+// OVERLOADED within the bound; once the store answers, a bind that was
+// sent lands before the next bind of its name (which wins), a bind given
+// up on before it was sent never lands, and a deploy given up on is
+// taken back, from the store and from memory.
+func TestWritesGivenUpOn(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var st *stallable
+	open := func() (persist.Store, error) {
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/given"})
+		st = &stallable{Store: e}
+		return st, err
+	}
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.WriteBound = 300 * time.Millisecond
+	}
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	ctx := context.Background()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func() (string, error) {
+		res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+		return res.ExecutionID, err
+	}
+	one, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st.gate.Lock()
+	stalled := true
+	defer func() {
+		if stalled {
+			st.gate.Unlock()
+		}
+	}()
+	// At once: the bind of b is sent (and held); c waits for the route
+	// writers' lock behind it and is given up on before it was sent; the
+	// deploy's record is sent and held. Then a write is refused at once.
+	var wg sync.WaitGroup
+	answers := make([]error, 3)
+	for i, write := range []func() error{
+		func() error { _, err := reg.BindRoute("alice", "b", one); return err },
+		func() error { _, err := reg.BindRoute("alice", "c", one); return err },
+		func() error { _, err := deploy(); return err },
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = write() }()
+		time.Sleep(30 * time.Millisecond)
+	}
+	wg.Wait()
+	for i, err := range answers {
+		if fault.CodeOf(err) != fault.Overloaded {
+			t.Errorf("write %d while the store stalls: %v", i, err)
+		}
+	}
+	if _, err := reg.BindRoute("alice", "d", one); fault.CodeOf(err) != fault.Overloaded || !errors.Is(err, errOverdue) {
+		t.Errorf("a bind once a commit is overdue: %v", err)
+	}
+	st.gate.Unlock()
+	stalled = false
+
+	// The newer bind, retried while the commits held are answered.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := reg.BindRoute("alice", "b", two)
+		if err == nil {
+			break
+		}
+		if fault.CodeOf(err) != fault.Overloaded || time.Now().After(deadline) {
+			t.Fatalf("the newer bind once the store answers: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	settled := false
+	for {
+		b, _ := g.backing.Get(ctx, tableRoutes, key("apps", "b"))
+		c, _ := g.backing.Get(ctx, tableRoutes, key("apps", "c"))
+		var stored []string
+		g.backing.Scan(ctx, tableHandles, persist.Range{}, func(k, _ []byte) bool {
+			stored = append(stored, string(k))
+			return true
+		})
+		listed := reg.List("alice")
+		routes := reg.Routes("alice")
+		if string(b) == two && c == nil && len(stored) == 2 && len(listed) == 2 && len(routes) == 1 && routes[0].ExecutionID == two {
+			if settled {
+				break
+			}
+			// Whatever still waited for the store has had its turn by
+			// now: look again.
+			time.Sleep(300 * time.Millisecond)
+			settled = true
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the stall: route b %q (want %s), c %q (want none), %d handles stored and %d listed (want 2), routes %+v", b, two, c, len(stored), len(listed), routes)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
