@@ -243,6 +243,10 @@ type ProbeReport struct {
 	// the bound it follows (0: fixed).
 	GCPercent  int    `json:"gcPercent"`
 	GCHeadroom uint64 `json:"gcHeadroom"`
+	// TimerSlack is the timer slack (ns) of the thread that answered, as
+	// the worker inherited it from its gateway (workers'
+	// timerslack_linux.go).
+	TimerSlack int64 `json:"timerSlack"`
 }
 
 // DecodeCapped reads one JSON value of at most max bytes; anything bigger
