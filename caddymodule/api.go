@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
@@ -623,7 +624,9 @@ func (h *API) getResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, asJSON := strings.CutSuffix(r.PathValue("id"), ".json")
-	rc, err := h.runtime().receipts.Get(c.tenant, id)
+	ctx, cancel := context.WithTimeout(r.Context(), budgets.ClusterKVBound)
+	defer cancel()
+	rc, err := h.runtime().receipts.GetWithin(ctx, c.tenant, id)
 	if errors.Is(err, receipts.ErrUnavailable) {
 		h.receiptsUnavailable(w, "reading a receipt", err)
 		return
@@ -645,7 +648,9 @@ func (h *API) listResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	list, next, err := h.runtime().receipts.List(c.tenant, limit, r.URL.Query().Get("cursor"))
+	ctx, cancel := context.WithTimeout(r.Context(), budgets.ClusterKVBound)
+	defer cancel()
+	list, next, err := h.runtime().receipts.ListWithin(ctx, c.tenant, limit, r.URL.Query().Get("cursor"))
 	if errors.Is(err, receipts.ErrUnavailable) {
 		h.receiptsUnavailable(w, "listing receipts", err)
 		return

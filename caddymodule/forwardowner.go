@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -138,9 +140,13 @@ func (n *clusterNode) serveCluster(ln net.Listener, h http.Handler) {
 	go n.server.Serve(newSplitListener(ln, ls))
 }
 
-// watchLease follows the member's lease: when it is lost, every space is
-// forgotten (the next request claims again and reloads) and the gateway
-// joins again under a new lease.
+// watchLease follows the member's lease: when it is lost by the member's
+// clock, nothing is served until etcd answers about it. A lease etcd
+// still holds (it was stalled or restarted, not past the lease for the
+// other members) is renewed and every space kept, with its isolates
+// (cluster.Member.Renew says why that is safe); a lease etcd let expire
+// means every space is forgotten (the next request claims again and
+// reloads) and the gateway joins again under a new lease.
 func (rt *runtime) watchLease() {
 	b := rt.backing
 	for {
@@ -150,8 +156,13 @@ func (rt *runtime) watchLease() {
 		case <-rt.closing:
 			return
 		}
-		rt.logger.Load().Warn("this gateway lost its cluster lease; its spaces are released and it joins again")
+		rt.logger.Load().Warn("this gateway lost its cluster lease by its own clock; it serves nothing until etcd renews it or it joins again")
 		b.writer.Forget()
+		if next := rt.renewLease(m); next != nil {
+			b.member.Store(next)
+			rt.logger.Load().Info("etcd renewed this gateway's cluster lease: its spaces and their isolates are kept")
+			continue
+		}
 		rt.store.Disowned()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -167,6 +178,28 @@ func (rt *runtime) watchLease() {
 				return
 			case <-time.After(time.Second):
 			}
+		}
+	}
+}
+
+// renewLease tries to renew m's lost lease until etcd answers: the member
+// under it when etcd still held it, nil when etcd let it go (or the
+// gateway is closing).
+func (rt *runtime) renewLease(m *cluster.Member) *cluster.Member {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		next, err := m.Renew(ctx)
+		cancel()
+		if err == nil {
+			return next
+		}
+		if errors.Is(err, cluster.ErrLost) {
+			return nil
+		}
+		select {
+		case <-rt.closing:
+			return nil
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

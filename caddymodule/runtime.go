@@ -228,7 +228,11 @@ func newRuntime(a *App) (*runtime, error) {
 	}
 	writer := backing.writer
 	var own func(ctx context.Context, space string) error
+	var writeBound time.Duration
 	if a.clustered() {
+		// The API's registry writes wait for etcd as long as a handler's
+		// kv writes do (handles/writes.go).
+		writeBound = budgets.ClusterKVBound
 		own = func(ctx context.Context, space string) error {
 			if !backing.member.Load().Serving() {
 				return ownFault(cluster.ErrLost)
@@ -288,6 +292,8 @@ func newRuntime(a *App) (*runtime, error) {
 		OnDomainsGone: func(_ string, hosts []string) { rt.forgetCertificates(hosts) },
 		// Every firing of a schedule writes a receipt (docs/schedules.md).
 		OnFiring: rt.firingReceipt,
+
+		WriteBound: writeBound,
 	})
 	if err != nil {
 		backing.close()

@@ -224,7 +224,14 @@ func (s *Secrets) Delete(ctx context.Context, registry, tenant, name string) (bo
 	}
 	defer s.lockTenant(registry, tenant)()
 	key := secretKey(registry, tenant, name)
-	err := s.w.CommitIn(ctx, store.Space(registry, tenant), []store.Cond{store.Exists(tableSecrets, key)}, []store.Op{store.Delete(tableSecrets, key)})
+	// The delete is of the value read, as a put replaces the value it
+	// read: a write its caller stopped waiting for (a stalled etcd may
+	// apply it later) never lands over a newer put (docs/cluster.md).
+	old, err := s.w.Get(ctx, tableSecrets, key)
+	if err != nil || old == nil {
+		return false, err
+	}
+	err = s.w.CommitIn(ctx, store.Space(registry, tenant), []store.Cond{store.Holds(tableSecrets, key, old)}, []store.Op{store.Delete(tableSecrets, key)})
 	if errors.Is(err, store.ErrConflict) {
 		return false, nil
 	}

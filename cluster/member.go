@@ -150,6 +150,36 @@ func (m *Member) Rejoin(ctx context.Context) (*Member, error) {
 	return Join(ctx, m.e, m.cfg)
 }
 
+// Renew renews the member's lease after it was lost by its own clock
+// (etcd stalled, unreachable or restarted past it), and answers a member
+// under the same lease when etcd still holds it: the spaces it owned, and
+// what serves them, are still its own. That is safe because etcd never
+// renews a lease it let expire (a renewal of an expired lease waits for
+// its revocation and answers not found): a lease renewed was alive all
+// along at etcd, its owner keys with it, so no other member could claim
+// any of its spaces meanwhile (a claim is refused while an owner key has
+// a live lease), and its fences (the keys' mod revisions) still hold. A
+// restarted etcd gives every lease a whole TTL, so after an outage that
+// only etcd had, every member's lease comes back. Renew answers ErrLost
+// when etcd let the lease go (the spaces must be dropped: Rejoin), and
+// etcd's error when it did not answer (try again).
+func (m *Member) Renew(ctx context.Context) (*Member, error) {
+	m.Abandon()
+	m.markLost()
+	sent := m.cfg.Now()
+	resp, err := m.e.Client().KeepAliveOnce(ctx, m.lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && resp.TTL <= 0 {
+		return nil, ErrLost
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: renewing the lost lease of %q: %w", m.cfg.Name, err)
+	}
+	next := &Member{e: m.e, cfg: m.cfg, lease: m.lease, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	next.renewed(sent, resp.TTL)
+	go next.keepAlive()
+	return next, nil
+}
+
 // renewed moves the member's deadline: the lease runs ttl seconds from
 // when the server took the renewal, which is after sent; a margin of a
 // tenth of the lease covers clocks that run at slightly different rates.

@@ -343,3 +343,77 @@ func TestWatchGoneTellsEnds(t *testing.T) {
 		t.Fatal("the expired member was not told")
 	}
 }
+
+// A member that lost its lease by its own clock while etcd still held it
+// (etcd stalled or restarted; here the member's clock jumps) gets it back
+// with Renew: the same lease, its spaces still its own (another member's
+// claim is refused, naming it) under the same fences, so what served them
+// may go on. Once etcd let the lease expire, Renew answers ErrLost and
+// the spaces are free for others.
+func TestRenewKeepsWhatEtcdKept(t *testing.T) {
+	srv := etcdtest.Start(t)
+	b := join(t, srv, "gw-b")
+	e, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	m, err := cluster.Join(ctx, e, cluster.Config{Name: "gw-a", Address: "gw-a.internal:7946", Lease: lease, Now: now, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := store.Space("apps", "alice")
+	fence, err := m.Claim(ctx, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	skew.Store(int64(3 * lease)) // past the lease by the member's clock
+	select {
+	case <-m.Lost():
+	case <-time.After(lease):
+		t.Fatal("the member did not see its lease end by its clock")
+	}
+	if _, err := m.Claim(ctx, space); !errors.Is(err, cluster.ErrLost) {
+		t.Fatalf("a claim by the member past its lease: %v", err)
+	}
+	next, err := m.Renew(ctx)
+	if err != nil {
+		t.Fatalf("renewing a lease etcd still holds: %v", err)
+	}
+	if next.LeaseID() != m.LeaseID() || !next.Serving() {
+		t.Fatalf("renewed: lease %x (was %x), serving %v", next.LeaseID(), m.LeaseID(), next.Serving())
+	}
+	var elsewhere *cluster.Elsewhere
+	if _, err := b.m.Claim(ctx, space); !errors.As(err, &elsewhere) || elsewhere.Name != "gw-a" {
+		t.Fatalf("another member's claim of the renewed member's space: %v", err)
+	}
+	again, err := next.Claim(ctx, space)
+	if err != nil || again != fence {
+		t.Fatalf("the renewed member's fence: %v %v, was %v", again, err, fence)
+	}
+	if err := e.Commit(ctx, store.Txn{Fences: []store.Fence{fence}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("kept"))}}); err != nil {
+		t.Fatalf("a write under the fence the member held before: %v", err)
+	}
+
+	// Now the lease expires at etcd: nothing renews it.
+	next.Abandon()
+	deadline := time.Now().Add(3 * lease)
+	for {
+		if _, err := b.m.Claim(ctx, space); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned lease's space was not freed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := next.Renew(ctx); !errors.Is(err, cluster.ErrLost) {
+		t.Fatalf("renewing a lease etcd let expire: %v", err)
+	}
+	if err := e.Commit(ctx, store.Txn{Fences: []store.Fence{fence}, Then: []store.Op{store.Put("kv", []byte("k"), []byte("late"))}}); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a write under the expired lease's fence: %v", err)
+	}
+}

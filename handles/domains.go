@@ -259,7 +259,19 @@ func domainTakenFault(host string) error {
 // A new claim is pending, beside any other tenant's pending claim; the
 // owner's later put of a claimed host moves it at once, keeping its
 // status. created is true for a new claim.
-func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created bool, err error) {
+func (r *Registry) PutDomain(tenant, host, route, id string) (Domain, bool, error) {
+	type put struct {
+		d       Domain
+		created bool
+	}
+	p, err := bounded(r.store, func(ctx context.Context) (put, error) {
+		d, created, err := r.putDomain(ctx, tenant, host, route, id)
+		return put{d, created}, err
+	})
+	return p.d, p.created, err
+}
+
+func (r *Registry) putDomain(ctx context.Context, tenant, host, route, id string) (d Domain, created bool, err error) {
 	if (route == "") == (id == "") {
 		return Domain{}, false, fault.New(fault.BadRequest, "A domain names either a route or an executionId.")
 	}
@@ -281,6 +293,9 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 	}
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	if !sending(ctx) {
+		return Domain{}, false, errWriteDropped
+	}
 	now := s.opts.Now()
 	s.mu.Lock()
 	if route != "" {
@@ -349,8 +364,8 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 	if reservedHere {
 		ops = append(ops, s.unreserve(r.name, host))
 	}
-	if err := s.commit(r.name, tenant, nil, ops); err != nil {
-		return Domain{}, false, fault.Wrap(fault.Internal, err, "The domain could not be saved.")
+	if err := s.commit(ctx, r.name, tenant, nil, ops); err != nil {
+		return Domain{}, false, storeFault(err, "The domain could not be saved.")
 	}
 	s.mu.Lock()
 	s.setClaim(r.name, &next)
@@ -411,9 +426,16 @@ func (r *Registry) Domains(tenant string) []Domain {
 // answers CONFLICT naming what was found otherwise. The first tenant to
 // verify takes the host: every other claim of it ends.
 func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, error) {
+	return bounded(r.store, func(ctx context.Context) (Domain, error) { return r.activateDomain(ctx, tenant, host, found) })
+}
+
+func (r *Registry) activateDomain(ctx context.Context, tenant, host string, found []string) (Domain, error) {
 	s := r.store
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	if !sending(ctx) {
+		return Domain{}, errWriteDropped
+	}
 	s.mu.Lock()
 	d := r.domainOf(tenant, host)
 	if d == nil {
@@ -460,11 +482,11 @@ func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, 
 		conds = append(conds, store.Absent(tableDomains, key(r.name, host)))
 	}
 	s.mu.Unlock()
-	err := s.commit(r.name, tenant, conds, ops)
+	err := s.commit(ctx, r.name, tenant, conds, ops)
 	if errors.Is(err, store.ErrConflict) {
 		return Domain{}, domainTakenFault(host)
 	} else if err != nil {
-		return Domain{}, fault.Wrap(fault.Internal, err, "The domain could not be saved.")
+		return Domain{}, storeFault(err, "The domain could not be saved.")
 	}
 	s.mu.Lock()
 	s.setClaim(r.name, &next)
@@ -479,7 +501,7 @@ func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, 
 		})
 	}
 	if len(others) > 0 {
-		s.commitChunked(r.name, tenant, others)
+		s.commitChunked(ctx, r.name, tenant, others)
 	}
 	return next.view(), nil
 }
@@ -489,14 +511,22 @@ func (r *Registry) ActivateDomain(tenant, host string, found []string) (Domain, 
 // claim is withdrawn (a claim again keeps its first PUT's time), and a
 // host reserved to the tenant is freed.
 func (r *Registry) DeleteDomain(tenant, host string) error {
+	_, err := bounded(r.store, func(ctx context.Context) (struct{}, error) { return struct{}{}, r.deleteDomain(ctx, tenant, host) })
+	return err
+}
+
+func (r *Registry) deleteDomain(ctx context.Context, tenant, host string) error {
 	s := r.store
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	if !sending(ctx) {
+		return errWriteDropped
+	}
 	s.mu.Lock()
 	d := r.domainOf(tenant, host)
 	if d == nil {
 		s.mu.Unlock()
-		if released, err := s.release(r.name, tenant, host); released {
+		if released, err := s.release(ctx, r.name, tenant, host); released {
 			return err
 		}
 		return noDomain(host)
@@ -511,10 +541,10 @@ func (r *Registry) DeleteDomain(tenant, host string) error {
 		ops = s.withdraw(r.name, d)
 	}
 	s.mu.Unlock()
-	err := s.commit(r.name, tenant, nil, ops)
+	err := s.commit(ctx, r.name, tenant, nil, ops)
 	s.domainsGone(r.name, gone)
 	if err != nil {
-		return fault.Wrap(fault.Internal, err, "The domain could not be removed.")
+		return storeFault(err, "The domain could not be removed.")
 	}
 	return nil
 }

@@ -391,7 +391,7 @@ func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
 		data, _ := json.Marshal(domainRecord{Host: h, Tenant: "alice", Status: DomainPending, ExecutionID: id, Challenge: "c-" + h, ClaimedAt: clock.Now()})
 		ops = append(ops, persist.Put(tableDomains, key("apps", h), data))
 	}
-	if err := g.store.commit("apps", "alice", nil, ops); err != nil {
+	if err := g.store.commit(context.Background(), "apps", "alice", nil, ops); err != nil {
 		t.Fatal(err)
 	}
 	g.stop()

@@ -233,14 +233,24 @@ func (s *Store) exists(id string) bool {
 // disposed, and one event published. Only the first end of an id does
 // anything.
 func (r *Registry) end(id, reason, message string) bool {
+	ended, _ := r.endIn(context.Background(), id, reason, message)
+	return ended
+}
+
+// endIn is end for the write ctx carries (writes.go), answering whether
+// this end was the first and the store's failure, if its commit failed.
+func (r *Registry) endIn(ctx context.Context, id, reason, message string) (bool, error) {
 	s := r.store
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	if !sending(ctx) {
+		return false, errWriteDropped
+	}
 	s.mu.Lock()
 	rec := s.records[id]
 	if rec == nil {
 		s.mu.Unlock()
-		return false
+		return false, nil
 	}
 	delete(s.records, id)
 	delete(s.dirty, id)
@@ -269,24 +279,32 @@ func (r *Registry) end(id, reason, message string) bool {
 	hostsGone, domainOps := s.endDomains(rec, freed)
 	ops = append(ops, domainOps...)
 	ops = append(ops, s.dropSchedules(rec)...)
-	s.commitChunked(rec.Registry, rec.Tenant, ops)
+	err := s.commitChunked(ctx, rec.Registry, rec.Tenant, ops)
 	s.domainsGone(rec.Registry, hostsGone)
 	s.opts.Executor.Close(id)
 	if s.opts.OnEnd != nil {
 		s.opts.OnEnd(Event{Registry: rec.Registry, ID: id, Tenant: rec.Tenant, Reason: reason, Message: message})
 	}
-	return true
+	return true, err
 }
 
-// Close ends a tenant's handle through the API.
+// Close ends a tenant's handle through the API, within the store's write
+// bound (writes.go).
 func (r *Registry) Close(tenant, id string) error {
 	if _, err := r.owned(tenant, id); err != nil {
 		return err
 	}
-	if !r.end(id, ReasonClosed, "Closed through the API.") {
-		return fault.Closed(id)
-	}
-	return nil
+	_, err := bounded(r.store, func(ctx context.Context) (struct{}, error) {
+		ended, err := r.endIn(ctx, id, ReasonClosed, "Closed through the API.")
+		if err != nil {
+			return struct{}{}, storeFault(err, "The handle's end could not be saved.")
+		}
+		if !ended {
+			return struct{}{}, fault.Closed(id)
+		}
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // SweepIdle ends every handle idle past its registry's bound. The

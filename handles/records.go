@@ -90,15 +90,28 @@ func bodyDeletes(rec *Record) []store.Op {
 
 // insertRecord writes a new record: its body, then its meta (in one
 // transaction when they fit the store's limits, else the meta in the
-// last), so a record is never stored without its body.
-func (s *Store) insertRecord(r *Record, body []store.Op) error {
+// last), so a record is never stored without its body. ctx carries the
+// deploy's bounded write (writes.go).
+func (s *Store) insertRecord(ctx context.Context, r *Record, body []store.Op) error {
 	ops := append(body, metaOp(r))
-	if err := s.commitChunked(r.Registry, r.Tenant, ops); err != nil {
-		// A body written in part is taken back (its record never was).
-		s.commitChunked(r.Registry, r.Tenant, bodyDeletes(r))
+	if err := s.commitChunked(ctx, r.Registry, r.Tenant, ops); err != nil {
+		if errors.Is(err, errWriteDropped) {
+			return err
+		}
+		// What was written is taken back, the meta first: a failure the
+		// store answered may still have been applied (an answer lost),
+		// and a deploy that failed must not appear later.
+		s.takeBack(r)
 		return err
 	}
 	return nil
+}
+
+// takeBack deletes a record whose deploy failed or was given up on: its
+// meta first, then its body, so it is never stored without its body.
+func (s *Store) takeBack(r *Record) error {
+	ops := append([]store.Op{store.Delete(tableHandles, key(r.Registry, r.ID))}, bodyDeletes(r)...)
+	return s.commitChunked(context.Background(), r.Registry, r.Tenant, ops)
 }
 
 // updateRecord writes a changed record's meta only if it is still
@@ -120,7 +133,7 @@ func (s *Store) updateRecord(r *Record) error {
 // writeMeta commits r's meta if its record is still stored (metaMu held).
 func (s *Store) writeMeta(r *Record) error {
 	k := key(r.Registry, r.ID)
-	err := s.commit(r.Registry, r.Tenant, []store.Cond{store.Exists(tableHandles, k)}, []store.Op{metaOp(r)})
+	err := s.commit(context.Background(), r.Registry, r.Tenant, []store.Cond{store.Exists(tableHandles, k)}, []store.Op{metaOp(r)})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}
@@ -216,7 +229,7 @@ func (s *Store) loadRecords(ctx context.Context) error {
 		if r.BodyChunks == 0 {
 			body, err := withBody(r)
 			if err == nil {
-				err = s.insertRecord(r, body)
+				err = s.insertRecord(context.Background(), r, body)
 			}
 			if err != nil {
 				return fmt.Errorf("splitting record %q: %w", r.ID, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
+	"github.com/retainer-gw/retainer/store"
 	"github.com/retainer-gw/retainer/workers"
 )
 
@@ -265,14 +266,40 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	}
 	s.records[rec.ID] = rec
 	s.mu.Unlock()
-	if err := s.insertRecord(rec, body); err != nil {
+	if _, err := bounded(s, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.keepRecord(ctx, rec, body) }); err != nil {
+		if errors.Is(err, errOverdue) {
+			// Refused before keepRecord ran: nothing was sent.
+			s.mu.Lock()
+			delete(s.records, rec.ID)
+			s.mu.Unlock()
+			s.opts.Executor.Close(job.ID)
+		}
+		return ExecResult{Outcome: out, Denials: denials}, storeFault(err, "The handle could not be saved.")
+	}
+	return ExecResult{Outcome: out, ExecutionID: rec.ID, Denials: denials}, nil
+}
+
+// keepRecord stores a deploy's record, already in memory, within the
+// store's write bound (writes.go). A record that could not be stored, or
+// whose deploy was answered 503 meanwhile (given up on while its commit
+// waited for the store), leaves memory and the store, and its isolate is
+// closed: a deploy answered 503 never appears later.
+func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) error {
+	err := s.insertRecord(ctx, rec, body)
+	if err == nil && !settle(ctx) {
+		if err = s.takeBack(rec); err != nil {
+			// Not taken back: it stays, whole, in memory as in the store.
+			return err
+		}
+		err = errWriteDropped
+	}
+	if err != nil {
 		s.mu.Lock()
 		delete(s.records, rec.ID)
 		s.mu.Unlock()
-		s.opts.Executor.Close(job.ID)
-		return ExecResult{Outcome: out, Denials: denials}, fault.Wrap(fault.Internal, err, "The handle could not be saved.")
+		s.opts.Executor.Close(rec.ID)
 	}
-	return ExecResult{Outcome: out, ExecutionID: rec.ID, Denials: denials}, nil
+	return err
 }
 
 // runWithCapacity runs a job, parking the least recently used idle handle

@@ -61,15 +61,15 @@ func (s *Store) reservedCount(registry, tenant string, hosts bool) int {
 
 // release frees a name reserved to the tenant (its own unbind or delete),
 // answering false when none is.
-func (s *Store) release(registry, tenant, name string) (bool, error) {
+func (s *Store) release(ctx context.Context, registry, tenant, name string) (bool, error) {
 	s.mu.Lock()
 	mine := s.reservedTo(registry, name) == tenant
 	s.mu.Unlock()
 	if !mine {
 		return false, nil
 	}
-	if err := s.commit(registry, tenant, nil, []store.Op{s.unreserve(registry, name)}); err != nil {
-		return true, fault.Wrap(fault.Internal, err, "The reservation could not be removed.")
+	if err := s.commit(ctx, registry, tenant, nil, []store.Op{s.unreserve(registry, name)}); err != nil {
+		return true, storeFault(err, "The reservation could not be removed.")
 	}
 	return true, nil
 }
@@ -135,7 +135,7 @@ func (g spaceOps) add(registry, tenant string, op store.Op) {
 // and be done again).
 func (g spaceOps) commit(s *Store) {
 	for k, ops := range g {
-		s.commitChunked(k[0], k[1], ops)
+		s.commitChunked(context.Background(), k[0], k[1], ops)
 	}
 }
 

@@ -33,7 +33,7 @@ func ValidRouteName(name string) error {
 // later bind moves the name atomically: requests resolve either to the old
 // or to the new handle, never to nothing. Route writers are serialized by routeMu; mu is held
 // only to read and to apply, never across the store commit.
-func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, error) {
+func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split []Share) (Route, error) {
 	if err := ValidRouteName(name); err != nil {
 		return Route{}, err
 	}
@@ -43,6 +43,9 @@ func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, err
 	}
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	if !sending(ctx) {
+		return Route{}, errWriteDropped
+	}
 	s.mu.Lock()
 	rec := s.records[id]
 	if rec == nil {
@@ -117,21 +120,21 @@ func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, err
 	} else {
 		conds = append(conds, store.Holds(tableRoutes, key(r.name, name), []byte(prev.ID)))
 	}
-	err := s.commit(r.name, tenant, conds, ops)
+	err := s.commit(ctx, r.name, tenant, conds, ops)
 	if errors.Is(err, store.ErrConflict) && prev == nil {
 		// A name left by an end that stopped half done points at no
 		// record (load dropped it): it is free.
 		if id, _ := s.w.Get(context.Background(), tableRoutes, key(r.name, name)); id != nil {
 			if rec, _ := s.w.Get(context.Background(), tableHandles, key(r.name, string(id))); rec == nil {
 				conds[0] = store.Holds(tableRoutes, key(r.name, name), id)
-				err = s.commit(r.name, tenant, conds, ops)
+				err = s.commit(ctx, r.name, tenant, conds, ops)
 			}
 		}
 	}
 	if errors.Is(err, store.ErrConflict) {
 		return Route{}, takenFault(name)
 	} else if err != nil {
-		return Route{}, fault.Wrap(fault.Internal, err, "The route could not be saved.")
+		return Route{}, storeFault(err, "The route could not be saved.")
 	}
 	// Records only end under routeMu, which this holds: rec and prev are
 	// still the live records.
@@ -146,19 +149,32 @@ func (r *Registry) bindRoute(tenant, name, id string, split []Share) (Route, err
 	return Route{Name: name, ExecutionID: id, Split: split}, nil
 }
 
+// bindBounded is bindRoute within the store's write bound (writes.go).
+func (r *Registry) bindBounded(tenant, name, id string, split []Share) (Route, error) {
+	return bounded(r.store, func(ctx context.Context) (Route, error) { return r.bindRoute(ctx, tenant, name, id, split) })
+}
+
 // UnbindRoute removes the tenant's route name, or frees a name reserved
-// to the tenant (reserve.go).
+// to the tenant (reserve.go), within the store's write bound (writes.go).
 func (r *Registry) UnbindRoute(tenant, name string) error {
+	_, err := bounded(r.store, func(ctx context.Context) (struct{}, error) { return struct{}{}, r.unbindRoute(ctx, tenant, name) })
+	return err
+}
+
+func (r *Registry) unbindRoute(ctx context.Context, tenant, name string) error {
 	s := r.store
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	if !sending(ctx) {
+		return errWriteDropped
+	}
 	s.mu.Lock()
 	id, ok := s.routes[r.name][name]
 	rec := s.records[id]
 	if !ok || rec == nil || rec.Tenant != tenant {
 		s.mu.Unlock()
 		// A name its handle's end reserved to the tenant is freed.
-		if released, err := s.release(r.name, tenant, name); released {
+		if released, err := s.release(ctx, r.name, tenant, name); released {
 			return err
 		}
 		return fault.New(fault.NotFound, "No route named %q.", name)
@@ -168,8 +184,8 @@ func (r *Registry) UnbindRoute(tenant, name string) error {
 	s.mu.Unlock()
 	// The route's versions go with it (versions.go).
 	ops := []store.Op{store.Delete(tableRoutes, key(r.name, name)), metaOp(&newRec), store.Delete(tableVersions, key(r.name, name))}
-	if err := s.commit(r.name, tenant, nil, ops); err != nil {
-		return fault.Wrap(fault.Internal, err, "The route could not be removed.")
+	if err := s.commit(ctx, r.name, tenant, nil, ops); err != nil {
+		return storeFault(err, "The route could not be removed.")
 	}
 	s.mu.Lock()
 	rec.Routes = newRec.Routes

@@ -396,7 +396,7 @@ func (s *Store) flushFirings() {
 			s.sched.mu.Unlock()
 		}
 		if len(live) > 0 {
-			_ = s.commitChunked(sp[0], sp[1], live)
+			_ = s.commitChunked(context.Background(), sp[0], sp[1], live)
 		}
 	}
 }
@@ -655,7 +655,7 @@ func (s *Store) claimAll(registry, tenant string, cls []*claim) []*claim {
 			c, op := cl.ops()
 			conds, ops = append(conds, c...), append(ops, op)
 		}
-		err := s.commit(registry, tenant, conds, ops)
+		err := s.commit(context.Background(), registry, tenant, conds, ops)
 		if err == nil {
 			won = append(won, batch...)
 			continue
@@ -666,7 +666,7 @@ func (s *Store) claimAll(registry, tenant string, cls []*claim) []*claim {
 		}
 		for _, cl := range batch {
 			c, op := cl.ops()
-			if err := s.commit(registry, tenant, c, []store.Op{op}); err != nil {
+			if err := s.commit(context.Background(), registry, tenant, c, []store.Op{op}); err != nil {
 				s.forgetClaims([]*claim{cl}, err)
 				continue
 			}

@@ -31,7 +31,7 @@ type Share struct {
 // BindRoute points name at the tenant's handle id; a later bind moves
 // the name atomically, and ends a split.
 func (r *Registry) BindRoute(tenant, name, id string) (Route, error) {
-	return r.bindRoute(tenant, name, id, nil)
+	return r.bindBounded(tenant, name, id, nil)
 }
 
 // BindSplit points name at a split of the tenant's handles.
@@ -39,7 +39,7 @@ func (r *Registry) BindSplit(tenant, name string, split []Share) (Route, error) 
 	if err := r.checkSplit(tenant, split); err != nil {
 		return Route{}, err
 	}
-	return r.bindRoute(tenant, name, split[0].ExecutionID, split)
+	return r.bindBounded(tenant, name, split[0].ExecutionID, split)
 }
 
 // checkSplit answers BAD_REQUEST unless split is 2–4 distinct handles of

@@ -105,6 +105,10 @@ type Options struct {
 	// OnFiring is told of every firing of a schedule and answers the id
 	// of the receipt it wrote ("" for none).
 	OnFiring func(FiringReceipt) string
+	// WriteBound, when set (a cluster's etcd, docs/cluster.md), is the
+	// longest an API write of the registry waits for the store before it
+	// is answered 503 OVERLOADED (writes.go). Zero waits for the store.
+	WriteBound time.Duration
 }
 
 // Store is every registry of one backing store (package store), held in
@@ -140,6 +144,7 @@ type Store struct {
 	sockets    socketCount                         // open WebSockets (sockets.go)
 	held       *budgets.Bytes                      // answers' bodies held whole for the API (invoke.go)
 	sched      scheduleState                       // cron ticks claimed, firings (schedules.go)
+	commits    commitsUnderWay                     // registry commits waiting for the store (writes.go)
 
 	// ownMu serializes reloads of spaces; owned are the spaces this
 	// gateway owns and has reloaded (ownership.go).
@@ -230,15 +235,39 @@ func (s *Store) load() error {
 }
 
 // commit applies conds and ops in the space of a registry's tenant, under
-// the writer's fence for it.
-func (s *Store) commit(registry, tenant string, conds []store.Cond, ops []store.Op) error {
-	return s.w.CommitIn(context.Background(), store.Space(registry, tenant), conds, ops)
+// the writer's fence for it. ctx carries the API write it serves, if any
+// (writes.go): one its caller gave up on before it was sent sends
+// nothing. A commit sent is never cut short (etcd may apply it anyway).
+func (s *Store) commit(ctx context.Context, registry, tenant string, conds []store.Cond, ops []store.Op) error {
+	if !sending(ctx) {
+		return errWriteDropped
+	}
+	defer s.commits.began()()
+	ctx = context.WithoutCancel(ctx)
+	f, err := s.w.Fence(ctx, store.Space(registry, tenant))
+	if err != nil {
+		return err // nothing sent
+	}
+	err = s.w.Commit(ctx, store.Txn{Fences: []store.Fence{f}, If: conds, Then: ops})
+	s.unsure(registry, tenant, err)
+	return err
 }
 
 // commitChunked applies ops in the space of a registry's tenant in as few
-// transactions as the store allows (store.CommitChunked).
-func (s *Store) commitChunked(registry, tenant string, ops []store.Op) error {
-	return s.w.CommitChunkedIn(context.Background(), store.Space(registry, tenant), ops)
+// transactions as the store allows (store.CommitChunked), like commit.
+func (s *Store) commitChunked(ctx context.Context, registry, tenant string, ops []store.Op) error {
+	if !sending(ctx) {
+		return errWriteDropped
+	}
+	defer s.commits.began()()
+	ctx = context.WithoutCancel(ctx)
+	f, err := s.w.Fence(ctx, store.Space(registry, tenant))
+	if err != nil {
+		return err // nothing sent
+	}
+	err = store.CommitChunked(ctx, s.w.Store, []store.Fence{f}, ops)
+	s.unsure(registry, tenant, err)
+	return err
 }
 
 func key(registry, name string) []byte { return []byte(registry + "\x00" + name) }

@@ -214,7 +214,7 @@ func (r *Registry) Rollback(tenant, name, id string) (RouteDetail, error) {
 	if to == nil {
 		return RouteDetail{}, fault.New(fault.NoSuchHandle, "Route %q has no kept version %q.", name, id)
 	}
-	if _, err := r.bindRoute(tenant, name, to.ExecutionID, to.Split); err != nil {
+	if _, err := r.bindBounded(tenant, name, to.ExecutionID, to.Split); err != nil {
 		return RouteDetail{}, err
 	}
 	return r.Route(tenant, name)

@@ -240,6 +240,11 @@ func (s *Store) writeLoop() {
 func (s *Store) flush() error {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
+	return s.flushLocked(context.Background())
+}
+
+// flushLocked is flush, each store call within ctx; cmu is held.
+func (s *Store) flushLocked(ctx context.Context) error {
 	s.pmu.Lock()
 	batch := s.pending
 	if len(batch) == 0 {
@@ -258,7 +263,6 @@ func (s *Store) flush() error {
 				err = fmt.Errorf("receipts: commit failed: %v", r)
 			}
 		}()
-		ctx := context.Background()
 		byTenant := map[string][]string{}
 		for k := range batch {
 			prefix := prefixOf([]byte(k))
@@ -722,11 +726,17 @@ var ErrUnavailable = errors.New("receipts: the store is unavailable")
 
 // Get answers the tenant's receipt id.
 func (s *Store) Get(tenant, id string) (Receipt, error) {
+	return s.GetWithin(context.Background(), tenant, id)
+}
+
+// GetWithin is Get, its store read within ctx (a request's bound: past
+// it, ErrUnavailable).
+func (s *Store) GetWithin(ctx context.Context, tenant, id string) (Receipt, error) {
 	var r Receipt
 	if v, ok := s.waiting(key(tenant, id)); ok {
 		return r, json.Unmarshal(v, &r)
 	}
-	v, err := s.st.Get(context.Background(), table, key(tenant, id))
+	v, err := s.st.Get(ctx, table, key(tenant, id))
 	if err != nil {
 		return r, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -750,11 +760,27 @@ type Summary struct {
 // is the last id of the previous page ("" for the first). The next cursor
 // is "" at the end.
 func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string, error) {
+	return s.ListWithin(context.Background(), tenant, limit, cursor)
+}
+
+// ListWithin is List within ctx (a request's bound: past it,
+// ErrUnavailable), the wait for a commit under way included: a listing
+// does not queue behind a writer that waits for a stalled store.
+func (s *Store) ListWithin(ctx context.Context, tenant string, limit int, cursor string) ([]Summary, string, error) {
 	if limit <= 0 || limit > 100 {
 		limit = 20
 	}
 	// A listing reads the file: what waits is written first.
-	if err := s.flush(); err != nil {
+	for !s.cmu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return nil, "", fmt.Errorf("%w: a commit of waiting receipts is under way: %v", ErrUnavailable, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	err := s.flushLocked(ctx)
+	s.cmu.Unlock()
+	if err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	prefix := tenantPrefix(tenant)
@@ -765,7 +791,7 @@ func (s *Store) List(tenant string, limit int, cursor string) ([]Summary, string
 	if cursor != "" {
 		r.To = key(tenant, cursor)
 	}
-	err := s.st.Scan(context.Background(), table, r, func(_, v []byte) bool {
+	err = s.st.Scan(ctx, table, r, func(_, v []byte) bool {
 		if len(out) == limit {
 			next = out[len(out)-1].ID
 			return false

@@ -30,13 +30,21 @@ CREATE TABLE IF NOT EXISTS retainer_rows (tbl text NOT NULL, k bytea NOT NULL, v
 CREATE TABLE IF NOT EXISTS retainer_owners (space bytea PRIMARY KEY, epoch bigint NOT NULL);
 `
 
-// PostgresCallBound is the longest one call to PostgreSQL may take (a
-// scan: the longest it may wait for its next row). A server cut off
+// PostgresCallBound is the longest one commit or claim in PostgreSQL may
+// take (reads: PostgresReadBound). A server cut off
 // without a reset (packets dropped, the host or the process stopped)
 // answers nothing, and the kernel's retransmissions would hold a call for
 // many minutes; past the bound the call fails, the connection is closed,
 // and the caller answers 503 OVERLOADED (docs/cluster.md, "Failures").
 const PostgresCallBound = 5 * time.Second
+
+// PostgresReadBound is the longest a read waits for PostgreSQL (a Get; a
+// scan's wait for its next row), a connection made for it included: a
+// request that reads a receipt, a listing or a page of logs is answered
+// 503 OVERLOADED within 2 s when PostgreSQL does not answer. A commit
+// keeps PostgresCallBound: what it writes (a batch of receipts, of logs)
+// may take longer to send, and what waits for it is retried.
+const PostgresReadBound = 1500 * time.Millisecond
 
 // bounded is ctx within PostgresCallBound.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -153,7 +161,7 @@ func (p *Postgres) Close() error {
 
 // Get implements Store.
 func (p *Postgres) Get(ctx context.Context, table string, key []byte) ([]byte, error) {
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := context.WithTimeout(ctx, PostgresReadBound)
 	defer cancel()
 	var v []byte
 	err := p.pool.QueryRow(ctx, `SELECT v FROM retainer_rows WHERE tbl = $1 AND k = $2`, table, key).Scan(&v)
@@ -190,7 +198,7 @@ func (p *Postgres) Scan(ctx context.Context, table string, r Range, fn func(k, v
 	// not cut, one that stops is.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	idle := time.AfterFunc(PostgresCallBound, cancel)
+	idle := time.AfterFunc(PostgresReadBound, cancel)
 	defer idle.Stop()
 	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
@@ -203,7 +211,7 @@ func (p *Postgres) Scan(ctx context.Context, table string, r Range, fn func(k, v
 		if !fn(raw[0], raw[1]) {
 			return nil
 		}
-		idle.Reset(PostgresCallBound)
+		idle.Reset(PostgresReadBound)
 	}
 	return rows.Err()
 }

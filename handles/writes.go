@@ -1,0 +1,201 @@
+package handles
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/store"
+)
+
+// The registry's writes through the API (a deploy's record, a route's
+// bind or unbind, a handle's end, a domain's claim, activation or delete)
+// wait for the store at most Options.WriteBound in a cluster, whose etcd
+// may stall (docs/cluster.md, "Failures"). The caller is then answered 503
+// OVERLOADED, retryable, and the write itself is never cut short:
+//
+//   - a write runs in a goroutine of its own; one its caller gave up on
+//     before it reached the store (waiting for routeMu behind a stalled
+//     commit, say) sends nothing, ever, so it cannot land after a newer
+//     write of the same name;
+//   - one already sent goes on to its end: etcd may apply a transaction
+//     whose sender stopped waiting, so the writer keeps waiting for the
+//     answer, holding routeMu as any route writer does, and applies what
+//     was committed to memory, which stays what etcd holds. The next
+//     route write starts only once that answer came: no transaction given
+//     up on lands after a later one;
+//   - a deploy given up on after it was sent is taken back once its
+//     record is committed (its record and body deleted, its isolate
+//     closed): a deploy answered 503 never appears later;
+//   - while a write has waited for the store longer than the bound, new
+//     writes are refused at once rather than piling up behind it;
+//   - a commit whose answer was lost (etcd died with it in flight) may
+//     have been applied: its space is loaded again from the store before
+//     it is served next (unsure).
+//
+// Every transaction is atomic in the store (its record with its routes,
+// a route with its versions), so what a 503 leaves is the whole write or
+// none of it. On one machine (no bound) a write waits for its file, as it
+// always did.
+
+// The states of one bounded write.
+const (
+	writeWaiting   int32 = iota // nothing sent to the store yet
+	writeSent                   // sent, or about to be: it goes on to its end
+	writeDropped                // given up on before it was sent: never sent
+	writeAbandoned              // given up on after it was sent: its caller was answered 503
+	writeSettled                // its caller has its answer
+)
+
+type boundedWrite struct{ state atomic.Int32 }
+
+type boundedWriteKey struct{}
+
+// errWriteDropped ends a write its caller gave up on before it was sent;
+// nobody reads it.
+var errWriteDropped = errors.New("handles: the write was given up on before it was sent")
+
+// sending marks the write ctx carries as sent, answering false when its
+// caller gave up on it first: then nothing of it may reach the store or
+// memory. Work that no caller waits for (sweeps, one machine) carries none
+// and always sends.
+func sending(ctx context.Context) bool {
+	w, _ := ctx.Value(boundedWriteKey{}).(*boundedWrite)
+	if w == nil || w.state.CompareAndSwap(writeWaiting, writeSent) {
+		return true
+	}
+	return w.state.Load() != writeDropped
+}
+
+// settle hands the write's outcome to its caller, answering false when
+// the caller gave up on it after it was sent (and was answered 503).
+func settle(ctx context.Context) bool {
+	w, _ := ctx.Value(boundedWriteKey{}).(*boundedWrite)
+	return w == nil || w.state.CompareAndSwap(writeSent, writeSettled) || w.state.CompareAndSwap(writeWaiting, writeSettled)
+}
+
+// bounded runs write, waiting for it at most the store's write bound (no
+// bound: until it ends), and answers its answer, or OVERLOADED past the
+// bound. write's ctx carries the state sending and settle read; it is
+// never cancelled.
+func bounded[T any](s *Store, write func(ctx context.Context) (T, error)) (T, error) {
+	var none T
+	bound := s.opts.WriteBound
+	if bound <= 0 {
+		return write(context.Background())
+	}
+	if err := s.writesOverdue(); err != nil {
+		return none, err
+	}
+	w := &boundedWrite{}
+	ctx := context.WithValue(context.Background(), boundedWriteKey{}, w)
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v, err := write(ctx)
+		settle(ctx)
+		done <- answer{v, err}
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case a := <-done:
+		return a.v, a.err
+	case <-t.C:
+	}
+	if w.state.CompareAndSwap(writeWaiting, writeDropped) {
+		return none, fault.New(fault.Overloaded, "The registry's store did not take the write within %v; nothing was written. Retry shortly.", bound)
+	}
+	if w.state.CompareAndSwap(writeSent, writeAbandoned) {
+		return none, fault.New(fault.Overloaded, "The registry's store has not answered the write within %v; it may still be applied, whole or not at all. Retry shortly.", bound)
+	}
+	a := <-done // it ended as the bound passed
+	return a.v, a.err
+}
+
+// commits under way, for writesOverdue.
+type commitsUnderWay struct {
+	mu   sync.Mutex
+	next uint64
+	at   map[uint64]time.Time
+}
+
+// began records a commit's start; the answer ends it.
+func (c *commitsUnderWay) began() func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil {
+		c.at = map[uint64]time.Time{}
+	}
+	c.next++
+	n := c.next
+	c.at[n] = time.Now()
+	return func() {
+		c.mu.Lock()
+		delete(c.at, n)
+		c.mu.Unlock()
+	}
+}
+
+// oldest is how long the oldest commit under way has waited (0: none).
+func (c *commitsUnderWay) oldest() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var most time.Duration
+	for _, at := range c.at {
+		most = max(most, time.Since(at))
+	}
+	return most
+}
+
+// errOverdue is the cause of a write refused before it ran.
+var errOverdue = errors.New("handles: a registry commit has waited for the store past the write bound")
+
+// writesOverdue refuses a write while a registry commit has waited for the
+// store longer than the bound (etcd stalled or unreachable); the write is
+// not run at all.
+func (s *Store) writesOverdue() error {
+	if waited := s.commits.oldest(); s.opts.WriteBound > 0 && waited > s.opts.WriteBound {
+		return fault.Wrap(fault.Overloaded, errOverdue, "The registry's store has not answered for %v; nothing was written. Retry shortly.", waited.Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+// unsure reconciles a space after a commit whose outcome is unknown: the
+// store failed otherwise than by refusing it (a condition, its limits, a
+// fence: nothing was applied; a lost fence is the lease's to handle),
+// e.g. etcd died with the transaction in flight, which it may have
+// applied. What memory holds of the space may then differ from the store
+// (the write's changes to memory were not made, or were made first), so
+// in a cluster the space is loaded again from the store before it is
+// served next (own reloads it; its isolates start again, as after a
+// failover). One machine's bbolt answers every commit.
+func (s *Store) unsure(registry, tenant string, err error) {
+	if err == nil || s.opts.Own == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrFenced) {
+		return
+	}
+	s.ownMu.Lock()
+	delete(s.owned, store.Space(registry, tenant))
+	s.ownMu.Unlock()
+}
+
+// storeFault is the answer to a registry write the store failed: the
+// store unreachable, slow or this gateway's claim on the space lost is
+// retryable (503 OVERLOADED: the write may or may not have been applied,
+// as with any answer lost); a write past the store's limits is not.
+func storeFault(err error, message string) error {
+	var f *fault.Fault
+	if errors.As(err, &f) {
+		return err
+	}
+	if errors.Is(err, store.ErrTooLarge) {
+		return fault.Wrap(fault.Internal, err, "%s", message)
+	}
+	return fault.Wrap(fault.Overloaded, err, "%s The registry's store did not take it; retry shortly.", message)
+}

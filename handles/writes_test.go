@@ -1,0 +1,220 @@
+package handles
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/program"
+	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
+)
+
+// lostAnswers applies a commit and then, while lose is set, answers an
+// error, as an etcd that died with the transaction applied does (its
+// answer lost).
+type lostAnswers struct {
+	persist.Store
+	lose atomic.Bool
+}
+
+func (l *lostAnswers) Commit(ctx context.Context, txn persist.Txn) error {
+	err := l.Store.Commit(ctx, txn)
+	if err == nil && l.lose.Load() {
+		return errors.New("the connection to etcd was lost")
+	}
+	return err
+}
+
+// A registry write whose answer was lost (etcd died with it in flight,
+// having applied it) is answered 503 OVERLOADED, retryable, and the
+// space is loaded again from the store before it is served next: the
+// gateway then serves what etcd holds (the route bound, the other
+// unbound), not what its memory held before the write.
+func TestLostAnswerReloadsTheSpace(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var lost *lostAnswers
+	open := func() (persist.Store, error) {
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/lost"})
+		lost = &lostAnswers{Store: e}
+		return lost, err
+	}
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.WriteBound = 2 * time.Second
+	}
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	ctx := context.Background()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ExecutionID
+	if _, err := reg.BindRoute("alice", "old", id); err != nil {
+		t.Fatal(err)
+	}
+
+	lost.lose.Store(true)
+	if _, err := reg.BindRoute("alice", "shop", id); fault.CodeOf(err) != fault.Overloaded {
+		t.Fatalf("a bind whose answer was lost: %v, want OVERLOADED", err)
+	}
+	if err := reg.UnbindRoute("alice", "old"); fault.CodeOf(err) != fault.Overloaded && err != nil {
+		t.Fatalf("an unbind: %v", err)
+	}
+	lost.lose.Store(false)
+
+	for _, name := range []string{"shop", "old"} {
+		v, err := g.backing.Get(ctx, tableRoutes, key("apps", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("route %s in etcd: %q", name, v)
+	}
+	if err := reg.Locate(ctx, "shop", ResolveRoutes); err != nil {
+		t.Fatalf("locating the route etcd holds: %v", err)
+	}
+	routes := reg.Routes("alice")
+	if len(routes) != 1 || routes[0].Name != "shop" {
+		t.Fatalf("alice's routes after the lost answers: %+v, want shop alone (as etcd holds them)", routes)
+	}
+	out, err := reg.Serve(ctx, "shop", ResolveRoutes, program.WireRequest{Method: "GET", URL: "http://shop.apps.localhost/"})
+	if err != nil || out.Status != 200 {
+		t.Fatalf("serving the route etcd holds: %d %v", out.Status, err)
+	}
+	if err := reg.Locate(ctx, "old", ResolveRoutes); fault.CodeOf(err) != fault.NotFound {
+		t.Fatalf("the route etcd no longer holds: %v", err)
+	}
+}
+
+// stallable holds every commit while stalled, as a SIGSTOPped etcd holds
+// the transactions sent to it (and applies them once it resumes).
+type stallable struct {
+	persist.Store
+	gate sync.RWMutex
+}
+
+func (s *stallable) Commit(ctx context.Context, txn persist.Txn) error {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	return s.Store.Commit(ctx, txn)
+}
+
+// Registry writes while the store holds every commit: each is answered
+// OVERLOADED within the bound; once the store answers, a bind that was
+// sent lands before the next bind of its name (which wins), a bind given
+// up on before it was sent never lands, and a deploy given up on is
+// taken back, from the store and from memory.
+func TestWritesGivenUpOn(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var st *stallable
+	open := func() (persist.Store, error) {
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/given"})
+		st = &stallable{Store: e}
+		return st, err
+	}
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.WriteBound = 300 * time.Millisecond
+	}
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	ctx := context.Background()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func() (string, error) {
+		res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+		return res.ExecutionID, err
+	}
+	one, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st.gate.Lock()
+	stalled := true
+	defer func() {
+		if stalled {
+			st.gate.Unlock()
+		}
+	}()
+	// At once: the bind of b is sent (and held); c waits for the route
+	// writers' lock behind it and is given up on before it was sent; the
+	// deploy's record is sent and held. Then a write is refused at once.
+	var wg sync.WaitGroup
+	answers := make([]error, 3)
+	for i, write := range []func() error{
+		func() error { _, err := reg.BindRoute("alice", "b", one); return err },
+		func() error { _, err := reg.BindRoute("alice", "c", one); return err },
+		func() error { _, err := deploy(); return err },
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = write() }()
+		time.Sleep(30 * time.Millisecond)
+	}
+	wg.Wait()
+	for i, err := range answers {
+		if fault.CodeOf(err) != fault.Overloaded {
+			t.Errorf("write %d while the store stalls: %v", i, err)
+		}
+	}
+	if _, err := reg.BindRoute("alice", "d", one); fault.CodeOf(err) != fault.Overloaded || !errors.Is(err, errOverdue) {
+		t.Errorf("a bind once a commit is overdue: %v", err)
+	}
+	st.gate.Unlock()
+	stalled = false
+
+	// The newer bind, retried while the commits held are answered.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := reg.BindRoute("alice", "b", two)
+		if err == nil {
+			break
+		}
+		if fault.CodeOf(err) != fault.Overloaded || time.Now().After(deadline) {
+			t.Fatalf("the newer bind once the store answers: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	settled := false
+	for {
+		b, _ := g.backing.Get(ctx, tableRoutes, key("apps", "b"))
+		c, _ := g.backing.Get(ctx, tableRoutes, key("apps", "c"))
+		var stored []string
+		g.backing.Scan(ctx, tableHandles, persist.Range{}, func(k, _ []byte) bool {
+			stored = append(stored, string(k))
+			return true
+		})
+		listed := reg.List("alice")
+		routes := reg.Routes("alice")
+		if string(b) == two && c == nil && len(stored) == 2 && len(listed) == 2 && len(routes) == 1 && routes[0].ExecutionID == two {
+			if settled {
+				break
+			}
+			// Whatever still waited for the store has had its turn by
+			// now: look again.
+			time.Sleep(300 * time.Millisecond)
+			settled = true
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the stall: route b %q (want %s), c %q (want none), %d handles stored and %d listed (want 2), routes %+v", b, two, c, len(stored), len(listed), routes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
