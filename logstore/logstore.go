@@ -269,19 +269,22 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if err != nil {
 		return
 	}
-	key := tenant + "\x00" + id
+	// The maps' key, tenant NUL id, made on the stack: looked up with
+	// string(key) it is not copied (one allocation fewer a request).
+	var kb [128]byte
+	key := append(append(append(kb[:0], tenant...), 0), id...)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	for t := range s.tails[key] {
+	for t := range s.tails[string(key)] {
 		t.send(e)
 	}
-	h := s.pending[key]
+	h := s.pending[string(key)]
 	if h == nil {
 		h = &pendingHandle{tenant: tenant, id: id}
-		s.pending[key] = h
+		s.pending[string(key)] = h
 	}
 	if h.bytes+len(value) > budgets.LogPendingPerHandle || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
 		h.lost++
