@@ -503,10 +503,13 @@ func writeResponse(w http.ResponseWriter, res program.WireResponse) {
 // frames the body itself) and every Retainer-* header (the gateways' own:
 // docs/cluster.md); cookies become host-only.
 func writeHead(w http.ResponseWriter, res program.WireResponse) {
-	named := map[string]bool{}
+	var named map[string]bool // what a Connection header names
 	for _, kv := range res.Headers {
 		if strings.EqualFold(kv[0], "connection") {
 			for _, name := range strings.Split(kv[1], ",") {
+				if named == nil {
+					named = map[string]bool{}
+				}
 				named[strings.ToLower(strings.TrimSpace(name))] = true
 			}
 		}
@@ -521,10 +524,28 @@ func writeHead(w http.ResponseWriter, res program.WireResponse) {
 		if lower == "set-cookie" {
 			value = hostOnlyCookie(value)
 		}
-		h.Add(textproto.CanonicalMIMEHeaderKey(kv[0]), value)
+		name, common := canonicalHeaderNames[kv[0]]
+		if !common {
+			name = textproto.CanonicalMIMEHeaderKey(kv[0])
+		}
+		h[name] = append(h[name], value)
 	}
 	w.WriteHeader(res.Status)
 }
+
+// canonicalHeaderNames holds the canonical form of response header names
+// handlers commonly answer, in the lower case a handler's Headers gives
+// them: textproto.CanonicalMIMEHeaderKey would make a new string for each
+// on every response.
+var canonicalHeaderNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"Access-Control-Allow-Origin", "Cache-Control", "Content-Encoding", "Content-Type",
+		"Date", "Etag", "Expires", "Last-Modified", "Location", "Set-Cookie", "Vary", "X-Content-Type-Options"} {
+		m[strings.ToLower(n)] = n
+		m[n] = n
+	}
+	return m
+}()
 
 // hostOnlyCookie drops every Domain attribute of a Set-Cookie value.
 func hostOnlyCookie(v string) string {

@@ -1,6 +1,8 @@
 package wirejson
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -88,6 +90,48 @@ func TestIsASCII(t *testing.T) {
 			if got := Latin1Bytes(Latin1(c)); string(got) != string(c) {
 				t.Fatalf("0x80 at %d of %d: Latin-1 round trip %q", i, n, got)
 			}
+		}
+	}
+}
+
+// AppendString and AppendFloat write the bytes Marshal writes: fixed
+// cases, then every byte value and random strings and floats.
+func TestAppendMatchesMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(62, 1))
+	strs := []string{"", "plain", "<>&", "\x00\x01\x1f\x7f", "\"\\\n\r\t\b\f", "é漢🙂", "\u2028\u2029", "bad\xffutf8\xc3", "\xe2\x80", "\xed\xa0\x80"}
+	for c := range 256 {
+		strs = append(strs, string([]byte{byte(c)}), "a"+string([]byte{byte(c)})+"b")
+	}
+	pieces := []string{"a", "\"", "\\", "\n", "\x01", "é", "\u2028", "\xff", "<", "🙂", "\xf0\x9f"}
+	for range 2000 {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		strs = append(strs, b.String())
+	}
+	for _, s := range strs {
+		want, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("AppendString(%q) = %s, Marshal %s", s, got[1:], want)
+		}
+	}
+	floats := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 1e-6, 9.99e-7, 1e-7, 1e-10, 1e20, 1e21, 1.5e21, 123.456, math.MaxFloat64, math.SmallestNonzeroFloat64, 1e-100, -3e-9}
+	for range 2000 {
+		floats = append(floats, rng.NormFloat64()*math.Pow(10, float64(rng.IntN(60)-30)))
+	}
+	for _, f := range floats {
+		want, _ := Marshal(f)
+		if got, ok := AppendFloat(nil, f); !ok || string(got) != string(want) {
+			t.Errorf("AppendFloat(%v) = %s, Marshal %s", f, got, want)
+		}
+	}
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if _, ok := AppendFloat(nil, f); ok {
+			t.Errorf("AppendFloat(%v) answered, Marshal refuses it", f)
 		}
 	}
 }
