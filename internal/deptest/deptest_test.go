@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"internal/dnstest":         {},
 	"internal/docstest":        {},
 	"internal/waitfor":         {},
+	"internal/freeport":        {},
 	"cluster":                  {"store"},
 	"internal/hostcache":       {},
 	"kv":                       {"fault", "budgets", "store", "internal/wirejson"},

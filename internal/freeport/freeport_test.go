@@ -1,0 +1,26 @@
+package freeport
+
+import (
+	"net"
+	"strconv"
+	"testing"
+)
+
+func TestPickIsListenable(t *testing.T) {
+	p := Pick()
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		t.Fatalf("the port picked, %d, cannot be listened on: %v", p, err)
+	}
+	ln.Close()
+}
+
+func TestForIsStableAndDistinct(t *testing.T) {
+	a, b := For("a"), For("b")
+	if a == b {
+		t.Fatalf("two names share port %d", a)
+	}
+	if For("a") != a || For("b") != b {
+		t.Fatal("a name's port changed")
+	}
+}
