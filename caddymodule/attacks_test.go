@@ -293,17 +293,19 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
 	alice := token(t, "alice", allScopes)
+	// The gateway's own port, reached through a zone.
+	port := strconv.Itoa(httpPort)
 	a := execute(t, alice, map[string]any{"code": `async () => 1`, "capabilities": []string{"fetch"},
-		"outbound": map[string]any{"allow": []string{"[::1%251]:9080"}}})
+		"outbound": map[string]any{"allow": []string{"[::1%251]:" + port}}})
 	if a.status != 400 || a.code() != "BAD_REQUEST" {
 		t.Fatalf("zoned allow list: %d %s", a.status, a.body)
 	}
 	a = execute(t, alice, map[string]any{"capabilities": []string{"fetch"},
-		"outbound": map[string]any{"allow": []string{"[::1]:9080", "example.com"}},
+		"outbound": map[string]any{"allow": []string{"[::1]:" + port, "example.com"}},
 		"code": `async () => {
-			const out = {};
-			try { await fetch('http://[::1%251]:9080/') ; out.zoned = 'fetched' } catch (e) { out.zoned = e.message }
-			const forged = Object.create(Request.prototype, {url: {value: 'http://[::1%251]:9080/'}, method: {value: 'GET'}, headers: {value: new Headers()}});
+			const out = {}, zoned = 'http://[::1%251]:` + port + `/';
+			try { await fetch(zoned) ; out.zoned = 'fetched' } catch (e) { out.zoned = e.message }
+			const forged = Object.create(Request.prototype, {url: {value: zoned}, method: {value: 'GET'}, headers: {value: new Headers()}});
 			try { await fetch(forged); out.forged = 'fetched' } catch (e) { out.forged = e.constructor.name + ': ' + e.message }
 			return out;
 		}`})

@@ -19,11 +19,9 @@ import (
 	"github.com/retainer-gw/retainer/internal/dnstest"
 )
 
-const httpsPort = 9443
-
 func domainsGatewayConfig(store, caddyData, resolver string, extraGlobal ...string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
 	https_port %d
 	grace_period 1s
@@ -79,7 +77,7 @@ https:// {
 		resolve domains
 	}
 }
-`, httpPort, httpsPort, caddyData, store, strings.Join(extraGlobal, "\n\t\t"), httpPort, testSecret, resolver, httpPort)
+`, adminPort, httpPort, httpsPort, caddyData, store, strings.Join(extraGlobal, "\n\t\t"), httpPort, testSecret, resolver, httpPort)
 }
 
 // httpsGet requests https://host/ on a new connection, trusting only
@@ -266,7 +264,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 // metricsText is the admin endpoint's metrics.
 func metricsText(t *testing.T) string {
 	t.Helper()
-	res, err := http.Get("http://localhost:2999/metrics")
+	res, err := http.Get(adminURL("/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -77,15 +78,15 @@ func TestShortSecretStopsTheConfig(t *testing.T) {
 		"too-short":                 "at least 32 are required",
 		"{env.RETAINER_UNSET_TEST}": "empty after its placeholders are replaced",
 	} {
-		caddytest.AssertLoadError(t, `{
-	admin localhost:2999
-	http_port 9080
+		caddytest.AssertLoadError(t, fmt.Sprintf(`{
+	admin localhost:%d
+	http_port %d
 }
-http://api.localhost:9080 {
+http://api.localhost:%[2]d {
 	retainer_jwt {
-		secret `+secret+`
+		secret %s
 	}
 	retainer_api
-}`, "caddyfile", want)
+}`, adminPort, httpPort, secret), "caddyfile", want)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
@@ -34,19 +35,29 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
 		child.Main()
 	}
+	caddytest.Default.AdminPort = adminPort
 	os.Exit(m.Run())
 }
 
-const (
-	testSecret = "integration-secret-integration-secret"
-	httpPort   = 9080
+const testSecret = "integration-secret-integration-secret"
+
+// The ports of this test process's Caddy, free ones picked as it starts
+// (internal/freeport): every config of these tests loads on the same three,
+// and a second run of the package at the same time picks its own.
+var (
+	adminPort = freeport.For("admin")
+	httpPort  = freeport.For("http")
+	httpsPort = freeport.For("https")
 )
+
+// adminURL is path on this process's Caddy admin endpoint.
+func adminURL(path string) string { return fmt.Sprintf("http://localhost:%d%s", adminPort, path) }
 
 func gatewayConfig(store string, extraGlobal string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	grace_period 1s
 	retainer {
 		store %s
@@ -87,7 +98,7 @@ http://*.named.localhost:%d {
 		resolve routes
 	}
 }
-`, httpPort, store, extraGlobal, httpPort, testSecret, httpPort, httpPort, httpPort)
+`, adminPort, httpPort, httpsPort, store, extraGlobal, httpPort, testSecret, httpPort, httpPort, httpPort)
 }
 
 // appsGatewayConfig is a gateway with the API at api.localhost (tokens
@@ -96,9 +107,9 @@ http://*.named.localhost:%d {
 // the retainer block after the store.
 func appsGatewayConfig(store, global, api string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	retainer {
 		store %s
 		%s
@@ -121,7 +132,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, global, httpPort, testSecret, api, httpPort)
+`, adminPort, httpPort, httpsPort, store, global, httpPort, testSecret, api, httpPort)
 }
 
 // client dials every host name to the local Caddy.
@@ -518,13 +529,13 @@ func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 // end, the store closes) and loads config again: a gateway restart with
 // the same store, inside one test process.
 func restart(tester *caddytest.Tester, config string) {
-	tester.InitServer(`{
-	admin localhost:2999
-	http_port 9080
+	tester.InitServer(fmt.Sprintf(`{
+	admin localhost:%d
+	http_port %d
 }
-http://other.localhost:9080 {
+http://other.localhost:%[2]d {
 	respond "no retainer here"
-}`, "caddyfile")
+}`, adminPort, httpPort), "caddyfile")
 	tester.InitServer(config, "caddyfile")
 }
 
@@ -544,7 +555,7 @@ func TestWorkerCPUsOption(t *testing.T) {
 	}
 	workers := func() []adminWorker {
 		t.Helper()
-		res, err := http.Get("http://localhost:2999/retainer/workers")
+		res, err := http.Get(adminURL("/retainer/workers"))
 		if err != nil {
 			t.Fatal(err)
 		}

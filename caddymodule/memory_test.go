@@ -355,7 +355,7 @@ func TestAnswerBudget(t *testing.T) {
 // (GET /retainer/workers on the admin listener).
 func tenantPSS(t *testing.T, tenant string) int64 {
 	t.Helper()
-	res, err := http.Get("http://localhost:2999/retainer/workers")
+	res, err := http.Get(adminURL("/retainer/workers"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -506,9 +506,9 @@ func TestFetchStreamsPastTheCapAreRefusedBeforeTheDial(t *testing.T) {
 // private addresses (the tests' own upstreams), with the given run bound.
 func upstreamGatewayConfig(store, timeout string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	grace_period 1s
 	retainer {
 		store %s
@@ -529,5 +529,5 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, timeout, httpPort, httpPort)
+`, adminPort, httpPort, httpsPort, store, timeout, httpPort, httpPort)
 }
