@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/pgtest"
 )
 
-// frontPort is the public port of the test's front.
-const frontPort = 9284
+// frontPort is the public port of the test's front, a free one.
+var frontPort = freeport.For("front")
 
 // lockedBuffer is a process's output read while it is written.
 type lockedBuffer struct {
@@ -90,10 +91,10 @@ func TestClusterDocumentedFront(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := string(data)
-		admin := fmt.Sprintf("admin localhost:%d", 3980+i)
+		admin := fmt.Sprintf("admin localhost:%d", memberAdmin(i))
 		c = strings.Replace(c, admin, admin+"\n"+servers, 1)
 		// The API's site: /health around the token, the rest behind it.
-		site := fmt.Sprintf("http://api.localhost:%d {\n", 9280+i)
+		site := fmt.Sprintf("http://api.localhost:%d {\n", memberPort(i))
 		at := strings.Index(c, site)
 		end := strings.Index(c[at:], "\n}\n")
 		if at < 0 || end < 0 {
@@ -110,7 +111,7 @@ func TestClusterDocumentedFront(t *testing.T) {
 	f := frontDoc
 	f = strings.Replace(f, "*.apps.example.com, api.example.com {", fmt.Sprintf("http://*.apps.localhost:%d, http://api.localhost:%d {", frontPort, frontPort), 1)
 	for i := 1; i <= 3; i++ {
-		f = strings.Replace(f, fmt.Sprintf("10.0.2.1%d:8080", i), fmt.Sprintf("127.0.0.1:%d", 9280+i), 1)
+		f = strings.Replace(f, fmt.Sprintf("10.0.2.1%d:8080", i), fmt.Sprintf("127.0.0.1:%d", memberPort(i)), 1)
 	}
 	f = strings.ReplaceAll(f, "example.com", "localhost")
 	f = "{\n\tadmin off\n}\n\n" + f
@@ -167,7 +168,7 @@ func TestClusterDocumentedFront(t *testing.T) {
 		ids[sub] = dep.ExecutionID
 	}
 	owners := map[string]string{} // tenant: the member owning its space
-	_, members := clusterCall(t, "GET", "http://localhost:3981/retainer/cluster", "", "")
+	_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(1)), "", "")
 	var view struct {
 		Members []struct {
 			Name   string
@@ -207,7 +208,7 @@ func TestClusterDocumentedFront(t *testing.T) {
 	// serving the tenants the others own.
 	gws[3].stop()
 	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(frontLog.String(), "127.0.0.1:9283") {
+	for !strings.Contains(frontLog.String(), fmt.Sprintf("127.0.0.1:%d", memberPort(3))) {
 		if time.Now().After(deadline) {
 			t.Fatal("the front's health check did not notice gw-3 stopped within 10 s")
 		}

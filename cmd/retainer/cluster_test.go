@@ -19,10 +19,19 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/dnstest"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/pgtest"
 )
 
 const clusterSecret = "cluster-test-secret-cluster-test-secret"
+
+// A member's ports: the public one its sites listen on, its admin
+// endpoint's and its cluster listener's. Each is free, picked on first use
+// and the same for the rest of the test process (internal/freeport): a
+// member restarted comes back where its peers and the test look for it.
+func memberPort(i int) int  { return freeport.For(fmt.Sprintf("gw-%d public", i)) }
+func memberAdmin(i int) int { return freeport.For(fmt.Sprintf("gw-%d admin", i)) }
+func memberLink(i int) int  { return freeport.For(fmt.Sprintf("gw-%d cluster", i)) }
 
 // clusterConfig is Caddyfile.example for member i of a cluster on etcd
 // and PostgreSQL: its own admin, public and cluster ports. With a
@@ -34,8 +43,8 @@ func clusterConfig(t *testing.T, i int, etcd, dsn string, resolver ...string) st
 		t.Fatal(err)
 	}
 	s := string(data)
-	s = strings.Replace(s, "admin localhost:2019", fmt.Sprintf("admin localhost:%d", 3980+i), 1)
-	s = strings.ReplaceAll(s, ":8080", fmt.Sprintf(":%d", 9280+i))
+	s = strings.Replace(s, "admin localhost:2019", fmt.Sprintf("admin localhost:%d", memberAdmin(i)), 1)
+	s = strings.ReplaceAll(s, ":8080", fmt.Sprintf(":%d", memberPort(i)))
 	s = strings.Replace(s, "retainer {", fmt.Sprintf(`retainer {
 		workers 2
 		store etcd {
@@ -50,11 +59,11 @@ func clusterConfig(t *testing.T, i int, etcd, dsn string, resolver ...string) st
 			listen 127.0.0.1:%d
 			secret {env.RETAINER_CLUSTER_SECRET}
 			lease 2s
-		}`, etcd, dsn, i, 7940+i), 1)
+		}`, etcd, dsn, i, memberLink(i)), 1)
 	s = strings.Replace(s, "workers auto", "", 1)
 	if len(resolver) > 0 {
 		s = strings.Replace(s, "retainer_api apps {", fmt.Sprintf("retainer_api apps {\n\t\tdomains {\n\t\t\tresolver %s\n\t\t}", resolver[0]), 1)
-		s += fmt.Sprintf("\nhttp://:%d {\n\tretainer apps {\n\t\tkey {host}\n\t\tresolve domains\n\t}\n}\n", 9280+i)
+		s += fmt.Sprintf("\nhttp://:%d {\n\tretainer apps {\n\t\tkey {host}\n\t\tresolve domains\n\t}\n}\n", memberPort(i))
 	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
@@ -117,7 +126,7 @@ func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string, res
 // startMemberAt starts member i on the Caddyfile at config.
 func startMemberAt(t *testing.T, ctx context.Context, i int, config string) *gateway {
 	t.Helper()
-	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", 9280+i)}
+	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", memberPort(i))}
 	gw.cmd.Env = append(gw.cmd.Env, "RETAINER_CLUSTER_SECRET="+clusterSecret)
 	gw.cmd.Stdout, gw.cmd.Stderr = gw.log, gw.log
 	if err := gw.cmd.Start(); err != nil {
@@ -154,7 +163,7 @@ func metricValue(text, name string) float64 {
 
 // visit is a visitor's GET of the shop route through member i's public port.
 func visit(t *testing.T, i int, path string) (int, string) {
-	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", 9280+i, path), "", "")
+	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", memberPort(i), path), "", "")
 }
 
 // visitUntilServed retries a visit answered 503 (a space between owners)
@@ -278,7 +287,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		n++
-		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", 9280+i), "", ""); status != 200 || body != fmt.Sprintf("%d %d", n, n) {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", memberPort(i)), "", ""); status != 200 || body != fmt.Sprintf("%d %d", n, n) {
 			t.Fatalf("the domain through gw-%d: %d %q, want \"%d %d\"", i, status, body, n, n)
 		}
 	}
@@ -286,7 +295,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		t.Fatalf("deleting the domain through gw-1: %d %s", status, body)
 	}
 	for i := 1; i <= 3; i++ {
-		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", 9280+i), "", ""); status != 404 {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", memberPort(i)), "", ""); status != 404 {
 			t.Fatalf("the deleted domain through gw-%d: %d %q", i, status, body)
 		}
 	}
@@ -298,7 +307,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	defer wsCancel()
 	var peers []*websocket.Conn
 	for _, i := range []int{2, 3} {
-		conn, res, err := websocket.Dial(wsCtx, fmt.Sprintf("ws://room.apps.localhost:%d/", 9280+i), &websocket.DialOptions{HTTPClient: clusterClient})
+		conn, res, err := websocket.Dial(wsCtx, fmt.Sprintf("ws://room.apps.localhost:%d/", memberPort(i)), &websocket.DialOptions{HTTPClient: clusterClient})
 		if err != nil {
 			t.Fatalf("a WebSocket through gw-%d: %v %v", i, res, err)
 		}
@@ -313,7 +322,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 			t.Fatalf("peer %d read %q, %v", k, msg, err)
 		}
 	}
-	if status, body := clusterCall(t, "GET", "http://room.apps.localhost:9283/stream", "", ""); status != 200 || body != "one\ntwo\nthree\n" {
+	if status, body := clusterCall(t, "GET", fmt.Sprintf("http://room.apps.localhost:%d/stream", memberPort(3)), "", ""); status != 200 || body != "one\ntwo\nthree\n" {
 		t.Fatalf("a stream through gw-3: %d %q", status, body)
 	}
 
@@ -344,22 +353,22 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	}
 	// The cluster listener serves signed requests only, and a visitor's
 	// own forwarding header is not believed by a public listener.
-	if status, body := clusterCall(t, "GET", "http://127.0.0.1:7941/", "", ""); status != 403 || !strings.Contains(body, "FORBIDDEN") {
+	if status, body := clusterCall(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/", memberLink(1)), "", ""); status != 403 || !strings.Contains(body, "FORBIDDEN") {
 		t.Fatalf("an unsigned request to the cluster listener: %d %s", status, body)
 	}
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:7941/", nil)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", memberLink(1)), nil)
 	req.Header.Set("Retainer-Forwarded", "kind=data&registry=apps&key=shop&resolve=3&at=0&sig="+strings.Repeat("0", 64))
 	if res, err := clusterClient.Do(req); err != nil || res.StatusCode != 403 {
 		t.Fatalf("a forged forward: %v %v", res, err)
 	}
 	// The members are listed, gw-1 owning alice's space.
-	_, members := clusterCall(t, "GET", "http://localhost:3982/retainer/cluster", "", "")
-	if !strings.Contains(members, `"self":"gw-2"`) || !strings.Contains(members, `"name":"gw-3"`) || !strings.Contains(members, `"name":"gw-1","address":"127.0.0.1:7941","spaces":[{"registry":"apps","tenant":"alice"}]`) {
+	_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(2)), "", "")
+	if !strings.Contains(members, `"self":"gw-2"`) || !strings.Contains(members, `"name":"gw-3"`) || !strings.Contains(members, fmt.Sprintf(`"name":"gw-1","address":"127.0.0.1:%d","spaces":[{"registry":"apps","tenant":"alice"}]`, memberLink(1))) {
 		t.Fatalf("GET /retainer/cluster: %s", members)
 	}
 	// gw-2 forwarded what it did not own; gw-1 claimed and owns the space.
-	_, m2 := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
-	_, m1 := clusterCall(t, "GET", "http://localhost:3981/metrics", "", "")
+	_, m2 := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(2)), "", "")
+	_, m1 := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(1)), "", "")
 	if f := metricValue(m2, "retainer_cluster_forwards_total"); f < 8 {
 		t.Fatalf("gw-2's forwards: %v", f)
 	}
@@ -373,7 +382,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	// visitor is served meanwhile.
 	limited := 0
 	for i := 0; i < 300; i++ {
-		status, _ := clusterCall(t, "GET", fmt.Sprintf("http://made-up-%d.apps.localhost:9282/", i), "", "")
+		status, _ := clusterCall(t, "GET", fmt.Sprintf("http://made-up-%d.apps.localhost:%d/", i, memberPort(2)), "", "")
 		switch status {
 		case 429:
 			limited++
@@ -390,7 +399,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext(ctx, network, "127.0.0.1:"+port)
 	}}}
 	for i := 0; i < 3; i++ {
-		res, err := bystander.Get("http://shop.apps.localhost:9282/get?k=x")
+		res, err := bystander.Get(fmt.Sprintf("http://shop.apps.localhost:%d/get?k=x", memberPort(2)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +417,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		// A POST, which the client never sends twice (a GET it may
 		// retry on a new connection, and the retry would be served by
 		// the new owner, rightly).
-		status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9281/slow", "", "")
+		status, body := clusterCall(t, "POST", fmt.Sprintf("http://shop.apps.localhost:%d/slow", memberPort(1)), "", "")
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
 	time.Sleep(150 * time.Millisecond)
@@ -445,9 +454,9 @@ func TestClusterOfThreeGateways(t *testing.T) {
 
 	// kill -9 of the new owner: the two survivors race for the space;
 	// one wins, and every visitor's count is a distinct next one.
-	_, members = clusterCall(t, "GET", "http://localhost:3983/retainer/cluster", "", "")
+	_, members = clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(3)), "", "")
 	owner := b
-	if !strings.Contains(members, `"name":"gw-2","address":"127.0.0.1:7942","spaces":[{`) {
+	if !strings.Contains(members, fmt.Sprintf(`"name":"gw-2","address":"127.0.0.1:%d","spaces":[{`, memberLink(2))) {
 		owner = c
 	}
 	owner.cmd.Process.Kill()

@@ -96,7 +96,7 @@ func TestClusterUsageAndPlans(t *testing.T) {
 		// (every 5 s): bob's were counted where his handle runs.
 		var csv string
 		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			res, err := clusterClient.Get(fmt.Sprintf("http://localhost:%d/retainer/usage?format=csv", 3980+i))
+			res, err := clusterClient.Get(fmt.Sprintf("http://localhost:%d/retainer/usage?format=csv", memberAdmin(i)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestClusterUsageAndPlans(t *testing.T) {
 			t.Fatalf("carol's visit through gw-%d after a token naming no plan: %d %s", i, status, body)
 		}
 	}
-	_, members := clusterCall(t, "GET", "http://localhost:3981/retainer/cluster", "", "")
+	_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(1)), "", "")
 	var infos struct {
 		Members []struct {
 			Name   string

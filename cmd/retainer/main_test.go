@@ -18,6 +18,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -33,10 +34,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const (
-	testPort  = 9180
-	adminPort = 3999
-	secret    = "operator-test-secret-operator-test-secret"
+const secret = "operator-test-secret-operator-test-secret"
+
+// The one-machine gateway's public and admin ports, free ones picked once
+// per test process (internal/freeport), so a second run of these tests at
+// the same time picks its own.
+var (
+	testPort  = freeport.For("public")
+	adminPort = freeport.For("admin")
 )
 
 // binary runs this test binary as the retainer binary.
