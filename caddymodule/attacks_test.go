@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // bystander is a second tenant on the same gateway whose state must survive
@@ -151,12 +153,14 @@ func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
 	if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 {
 		t.Fatalf("timer handler: %d %s", a.status, a.body)
 	}
-	time.Sleep(300 * time.Millisecond)
-	bob.check("a timer that logs 4 MB")
-	logs := do(t, "GET", api("/handles/"+id+"/logs"), mallory, nil)
-	if logs.status != 200 || !strings.Contains(string(logs.body), "logs truncated") {
+	var logs answer
+	if !waitfor.Within(10*time.Second, func() bool {
+		logs = do(t, "GET", api("/handles/"+id+"/logs"), mallory, nil)
+		return logs.status == 200 && strings.Contains(string(logs.body), "logs truncated")
+	}) {
 		t.Fatalf("the timer's logs: %d %.300s", logs.status, logs.body)
 	}
+	bob.check("a timer that logs 4 MB")
 
 	// Host-call arguments: a 1 MiB kv value of '<' and fetch bodies over
 	// their bound.

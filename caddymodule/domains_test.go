@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/retainer-gw/retainer/internal/dnstest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 func domainsGatewayConfig(store, caddyData, resolver string, extraGlobal ...string) string {
@@ -395,10 +396,7 @@ func TestCertificateIssuanceBudget(t *testing.T) {
 		t.Fatalf("delete: %d %s", a.status, a.body)
 	}
 	dir := filepath.Join(caddyData, "certificates", "local", "one.alice.test")
-	deadline := time.Now().Add(10 * time.Second)
-	for _, err := os.Stat(dir); err == nil && time.Now().Before(deadline); _, err = os.Stat(dir) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.Within(10*time.Second, func() bool { _, err := os.Stat(dir); return err != nil })
 	if _, err := os.Stat(dir); !os.IsNotExist(err) || stored("one.alice.test") {
 		t.Fatalf("a deleted domain's certificate is still in storage: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // eventRecorder is a test-only Caddy event handler that keeps what it hears.
@@ -56,19 +58,21 @@ func TestHandleEndIsACaddyEvent(t *testing.T) {
 	if a := do(t, "DELETE", api("/handles/"+id), alice, nil); a.status != 204 {
 		t.Fatalf("close: %d", a.status)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	ended := func() bool {
 		heardMu.Lock()
+		defer heardMu.Unlock()
 		for _, e := range heard {
 			if e.Name() == "handle_ended" && e.Data["execution_id"] == id && e.Data["reason"] == "closed" && e.Data["tenant"] == "alice" {
-				heardMu.Unlock()
-				return
+				return true
 			}
 		}
-		heardMu.Unlock()
-		time.Sleep(10 * time.Millisecond)
+		return false
 	}
-	t.Fatalf("no handle_ended event for %s; heard %d events", id, len(heard))
+	if !waitfor.Within(5*time.Second, ended) {
+		heardMu.Lock()
+		defer heardMu.Unlock()
+		t.Fatalf("no handle_ended event for %s; heard %d events", id, len(heard))
+	}
 }
 
 // TestShortSecretStopsTheConfig: a secret under 32 bytes, or one that is

@@ -27,6 +27,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/retainer-gw/retainer/internal/freeport"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sandbox/worker/child"
 )
@@ -514,12 +515,11 @@ func TestGateway(t *testing.T) {
 	}
 	// A reload that changes the worker count applies it to the running pool.
 	tester.InitServer(gatewayConfig(store, "isolation shared\nworkers 3"), "caddyfile")
-	deadline = time.Now().Add(20 * time.Second)
-	for len(workerPIDs(t)) != 3 || strings.Contains(fmt.Sprint(workerPIDs(t)), " 0") || workerPIDs(t)[2] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("workers after a reload to 3: %v", workerPIDs(t))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitfor.Within(20*time.Second, func() bool {
+		pids := workerPIDs(t)
+		return len(pids) == 3 && !strings.Contains(fmt.Sprint(pids), " 0") && pids[0] != 0
+	}) {
+		t.Fatalf("workers after a reload to 3: %v", workerPIDs(t))
 	}
 }
 
