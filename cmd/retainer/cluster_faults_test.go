@@ -674,7 +674,7 @@ export default { async fetch(req) {
 			inflight <- fmt.Sprintf("%d %s", res.StatusCode, body)
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitInFlight(t, 1, 2)
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	status, body := visitUntilServed(t, 2, "/", paused)

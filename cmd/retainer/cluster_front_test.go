@@ -16,6 +16,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // frontPort is the public port of the test's front, a free one.
@@ -133,15 +134,8 @@ func TestClusterDocumentedFront(t *testing.T) {
 		}
 	}()
 	api := fmt.Sprintf("http://api.localhost:%d", frontPort)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if status, _ := clusterCall(t, "GET", api+"/health", "", ""); status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the front did not come up:\n%s", frontLog.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !waitfor.Within(30*time.Second, func() bool { status, _ := clusterCall(t, "GET", api+"/health", "", ""); return status == 200 }) {
+		t.Fatalf("the front did not come up:\n%s", frontLog.String())
 	}
 	// Three health checks' time: every one found every gateway up.
 	time.Sleep(5 * time.Second)
@@ -207,13 +201,9 @@ func TestClusterDocumentedFront(t *testing.T) {
 	// gw-3 stops: the health check sees it down, and the front goes on
 	// serving the tenants the others own.
 	gws[3].stop()
-	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(frontLog.String(), fmt.Sprintf("127.0.0.1:%d", memberPort(3))) {
-		if time.Now().After(deadline) {
-			t.Fatal("the front's health check did not notice gw-3 stopped within 10 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "the front's health check to notice gw-3 stopped", func() bool {
+		return strings.Contains(frontLog.String(), fmt.Sprintf("127.0.0.1:%d", memberPort(3)))
+	})
 	for sub := range ids {
 		if owners[sub] == "gw-3" {
 			continue

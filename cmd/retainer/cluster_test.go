@@ -21,6 +21,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 const clusterSecret = "cluster-test-secret-cluster-test-secret"
@@ -138,16 +139,13 @@ func startMemberAt(t *testing.T, ctx context.Context, i int, config string) *gat
 		t.Fatalf("retainer-token: %v", err)
 	}
 	gw.token = strings.TrimSpace(string(out))
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if status, _ := clusterCall(t, "GET", gw.api+"/health", gw.token, ""); status == 200 {
-			return gw
-		}
-		if time.Now().After(deadline) || gw.cmd.ProcessState != nil {
-			t.Fatalf("member %d did not come up:\n%s", i, gw.log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !waitfor.Within(60*time.Second, func() bool {
+		status, _ := clusterCall(t, "GET", gw.api+"/health", gw.token, "")
+		return status == 200 || gw.cmd.ProcessState != nil
+	}) || gw.cmd.ProcessState != nil {
+		t.Fatalf("member %d did not come up:\n%s", i, gw.log.String())
 	}
+	return gw
 }
 
 // metricValue answers a metric's value in a /metrics text (-1 if absent).
@@ -161,6 +159,17 @@ func metricValue(text, name string) float64 {
 	return v
 }
 
+// waitInFlight waits (10 s at most, without failing: a test that pauses an
+// owner accepts a request read only after it resumed) until member i has n
+// invocations under way (its admin metrics), so that a pause that follows
+// finds them in flight.
+func waitInFlight(t *testing.T, i, n int) {
+	waitfor.Within(10*time.Second, func() bool {
+		_, m := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(i)), "", "")
+		return metricValue(m, "retainer_invocations_in_progress") >= float64(n)
+	})
+}
+
 // visit is a visitor's GET of the shop route through member i's public port.
 func visit(t *testing.T, i int, path string) (int, string) {
 	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", memberPort(i), path), "", "")
@@ -171,16 +180,15 @@ func visit(t *testing.T, i int, path string) (int, string) {
 // until it is served, failing past the failover deadline (lease + 5 s).
 func visitUntilServed(t *testing.T, i int, path string, since time.Time) (int, string) {
 	t.Helper()
-	for {
-		status, body := visit(t, i, path)
-		if status != 503 && status != 429 && status != 0 {
-			return status, body
-		}
-		if time.Since(since) > 2*time.Second+5*time.Second {
-			t.Fatalf("member %d did not serve within lease + 5 s (%v): %d %s", i, time.Since(since), status, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var status int
+	var body string
+	if !waitfor.Within(time.Until(since.Add(2*time.Second+5*time.Second)), func() bool {
+		status, body = visit(t, i, path)
+		return status != 503 && status != 429 && status != 0
+	}) {
+		t.Fatalf("member %d did not serve within lease + 5 s (%v): %d %s", i, time.Since(since), status, body)
 	}
+	return status, body
 }
 
 // shopHandler counts visitors in kv and in its closure, and has paths for
@@ -338,18 +346,11 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	if status != 200 || !strings.Contains(body, `"result":42`) || run.ResultID == "" {
 		t.Fatalf("a computation through gw-2: %d %s", status, body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	for i := 1; i <= 3; i++ {
-		for {
+		waitfor.Until(t, 10*time.Second, fmt.Sprintf("the receipt through gw-%d", i), func() bool {
 			status, _ := clusterCall(t, "GET", gws[i].api+"/results/"+run.ResultID, gws[i].token, "")
-			if status == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the receipt through gw-%d: %d", i, status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return status == 200
+		})
 	}
 	// The cluster listener serves signed requests only, and a visitor's
 	// own forwarding header is not believed by a public listener.
@@ -420,7 +421,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		status, body := clusterCall(t, "POST", fmt.Sprintf("http://shop.apps.localhost:%d/slow", memberPort(1)), "", "")
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
-	time.Sleep(150 * time.Millisecond)
+	waitInFlight(t, 1, 1) // the slow write is under way at the owner when it pauses
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	status, body = visitUntilServed(t, 2, "/", paused)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/freeport"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/sandbox/worker"
 )
 
@@ -150,22 +151,21 @@ func startGateway(t *testing.T, ctx context.Context, config string, env ...strin
 		t.Fatalf("retainer-token: %v", err)
 	}
 	gw.token = strings.TrimSpace(string(out))
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	healthy := func() bool {
 		req, _ := http.NewRequest("GET", gw.api+"/health", nil)
 		req.Header.Set("Authorization", "Bearer "+gw.token)
-		if res, err := client.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return gw
-			}
+		res, err := client.Do(req)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			gw.stop()
-			t.Fatal("the gateway did not come up")
-		}
-		time.Sleep(100 * time.Millisecond)
+		res.Body.Close()
+		return res.StatusCode == 200
 	}
+	if !waitfor.Within(60*time.Second, healthy) {
+		gw.stop()
+		t.Fatal("the gateway did not come up")
+	}
+	return gw
 }
 
 // stop ends the gateway as an operator would (SIGINT) and waits for it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // notesHandler inserts a row a request (its value the path) and answers
@@ -38,14 +39,13 @@ export default { async fetch(req, env) {
 // and some), answering the status and the body.
 func sqlThrough(t *testing.T, api, token, body string) (int, string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		status, answer := clusterCall(t, "POST", api+"/sql", token, body)
-		if status != 503 && status != 0 || time.Now().After(deadline) {
-			return status, answer
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var status int
+	var answer string
+	waitfor.Within(15*time.Second, func() bool {
+		status, answer = clusterCall(t, "POST", api+"/sql", token, body)
+		return status != 503 && status != 0
+	})
+	return status, answer
 }
 
 // sqlValues answers the v column of POST /sql's rows.
@@ -237,7 +237,7 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 		status, body := visitNotes(ownerPort, "/slow")
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitInFlight(t, ownerPort, 1)
 	owner.cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	status, body = sqlThrough(t, otherAPI, other.token, `{"sql": "SELECT v FROM t WHERE v = 'late'"}`)
