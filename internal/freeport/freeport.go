@@ -33,6 +33,21 @@ func Pick() int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// PickN answers n ports free now, all different (each is held until the
+// last is picked).
+func PickN(n int) []int {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			panic(fmt.Sprintf("freeport: no free port: %v", err))
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
 var (
 	mu sync.Mutex
 	// named are the ports For handed out, by name, for this process's life.

@@ -24,3 +24,13 @@ func TestForIsStableAndDistinct(t *testing.T) {
 		t.Fatal("a name's port changed")
 	}
 }
+
+func TestPickNAreDistinct(t *testing.T) {
+	seen := map[int]bool{}
+	for _, p := range PickN(16) {
+		if seen[p] {
+			t.Fatalf("port %d picked twice", p)
+		}
+		seen[p] = true
+	}
+}
