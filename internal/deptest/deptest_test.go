@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"store":                    {},
 	"store/storetest":          {"store"},
 	"internal/etcdtest":        {"internal/freeport"},
-	"internal/pgtest":          {},
+	"internal/pgtest":          {"internal/freeport"},
 	"internal/dnstest":         {},
 	"internal/docstest":        {},
 	"internal/waitfor":         {},
