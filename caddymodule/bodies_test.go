@@ -360,6 +360,7 @@ func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
 // request_body_idle, one that trickles past request_body_timeout 408 too,
 // and a whole one is read.
 func TestWholeBodyWithoutReadDeadlines(t *testing.T) {
+	t.Parallel()
 	h := &Retainer{app: &App{MaxRequestBody: 4 << 20, RequestBodyIdle: caddy.Duration(300 * time.Millisecond), RequestBodyTimeout: caddy.Duration(time.Second)}, live: new(started)}
 	read := func(send func(w *io.PipeWriter)) (string, error) {
 		pr, pw := io.Pipe()

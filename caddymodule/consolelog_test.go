@@ -19,6 +19,7 @@ import (
 // another's lines; the tenants kept are bounded, the idle ones forgotten
 // first; a long line is cut with a note.
 func TestConsoleLimiter(t *testing.T) {
+	t.Parallel()
 	c := newConsoleLimiter()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	in := 0

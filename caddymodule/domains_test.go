@@ -412,6 +412,7 @@ func TestCertificateIssuanceBudget(t *testing.T) {
 // denied handshakes are logged once a second per host, and for at most
 // maxDenialLogs hosts a second.
 func TestIssuanceBookAndDenialLog(t *testing.T) {
+	t.Parallel()
 	var b issuanceBook
 	at := time.Date(2026, 1, 1, 10, 59, 0, 0, time.UTC)
 	for i, c := range []struct {

@@ -37,6 +37,7 @@ var notBound = map[string][]string{
 // names; a test takes :0 and reads the address back, or a port of this
 // package.
 func TestNoTestNamesAFixedPort(t *testing.T) {
+	t.Parallel()
 	root := "../.."
 	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPickIsListenable(t *testing.T) {
+	t.Parallel()
 	p := Pick()
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 	if err != nil {
@@ -16,6 +17,7 @@ func TestPickIsListenable(t *testing.T) {
 }
 
 func TestForIsStableAndDistinct(t *testing.T) {
+	t.Parallel()
 	a, b := For("a"), For("b")
 	if a == b {
 		t.Fatalf("two names share port %d", a)
@@ -26,6 +28,7 @@ func TestForIsStableAndDistinct(t *testing.T) {
 }
 
 func TestPickNAreDistinct(t *testing.T) {
+	t.Parallel()
 	seen := map[int]bool{}
 	for _, p := range PickN(16) {
 		if seen[p] {
