@@ -3,13 +3,13 @@ package caddymodule
 import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
-		Name:  worker.Subcommand,
+		Name:  workers.Subcommand,
 		Short: "Runs a Retainer worker process (started by the gateway, not by hand)",
 		Long: `
 A worker hosts V8 isolates for the gateway that started it, over the

@@ -16,7 +16,7 @@
 //   - the Caddyfile syntax of all of them, with directive order registered
 //     (caddyfile.go), and metrics (metrics.go).
 //
-// The package wires handles (registries), sandbox/worker (isolates in
+// The package wires handles (registries), workers (isolates in
 // worker processes) and authz (tokens); it holds no policy of its own beyond
 // HTTP: shapes, status codes and headers.
 package caddymodule

@@ -28,12 +28,12 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/waitfor"
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+	if len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		child.Main()
 	}
 	caddytest.Default.AdminPort = adminPort

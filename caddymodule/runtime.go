@@ -22,9 +22,9 @@ import (
 	"github.com/retainer-gw/retainer/objects"
 	"github.com/retainer-gw/retainer/receipts"
 	"github.com/retainer-gw/retainer/sandbox"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -37,7 +37,7 @@ var runtimes = caddy.NewUsagePool()
 // runtime is the pool and store of one store file.
 type runtime struct {
 	key     string
-	pool    *worker.Pool
+	pool    *workers.Pool
 	backing *backends
 	// cluster is the runtime's part in a cluster (forward.go); nil on one
 	// machine. closing ends its lease watch.
@@ -175,7 +175,7 @@ func newRuntime(a *App) (*runtime, error) {
 			return "", false, false
 		},
 	})
-	pool, err := worker.Start(worker.Config{
+	pool, err := workers.Start(workers.Config{
 		Workers:           a.Workers,
 		WorkerMemory:      a.WorkerMemory,
 		MaxWorkers:        a.MaxWorkers,
@@ -183,7 +183,7 @@ func newRuntime(a *App) (*runtime, error) {
 		Isolation:         a.Isolation,
 		IsolatesPerWorker: a.IsolatesPerWorker,
 		Queue:             a.Queue,
-		Engine: worker.EngineConfig{
+		Engine: workers.EngineConfig{
 			Prewarm: *a.Prewarm,
 			Limits:  a.limits(),
 			JIT:     a.JIT,
@@ -211,7 +211,7 @@ func newRuntime(a *App) (*runtime, error) {
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},
 		HostCache: kvCache,
-		OnCrash: func(c worker.Crash) {
+		OnCrash: func(c workers.Crash) {
 			metricWorkerRestarts.Inc()
 			if s := rt.store; s != nil {
 				s.WorkerCrashed(c)

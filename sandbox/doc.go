@@ -22,7 +22,7 @@
 //
 // Caveats: V8 can still abort the process on allocations far past the
 // bound, and some builtins ignore termination; the worker process around
-// the engine (sandbox/worker) is the failure domain for those. The package
+// the engine (workers) is the failure domain for those. The package
 // grants nothing: kv, fetch and tools are host calls (Config.HostCall)
 // that the caller checks. It knows nothing of tenants, routing or HTTP.
 package sandbox

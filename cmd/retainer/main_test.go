@@ -21,7 +21,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/waitfor"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // The test binary is the product's binary: run as `retainer ...` (the env
@@ -29,7 +29,7 @@ import (
 // with an empty environment), it is caddycmd.Main with the same modules.
 func TestMain(m *testing.M) {
 	etcdtest.ServeIfAsked() // an etcd of a test's own process (etcdtest.StartProcess)
-	if os.Getenv("RETAINER_TEST_AS_BINARY") == "1" || len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+	if os.Getenv("RETAINER_TEST_AS_BINARY") == "1" || len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		caddycmd.Main()
 		return
 	}
@@ -98,7 +98,7 @@ func call(t *testing.T, method, url, token string, body string) (int, string) {
 func workerCount(t *testing.T) int {
 	entries, _ := os.ReadDir("/proc")
 	parent := map[int]int{}
-	var workers []int
+	var found []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -113,12 +113,12 @@ func workerCount(t *testing.T) int {
 			parent[pid], _ = strconv.Atoi(f[1])
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte("\x00"+worker.Subcommand)) {
-			workers = append(workers, pid)
+		if err == nil && bytes.Contains(cmdline, []byte("\x00"+workers.Subcommand)) {
+			found = append(found, pid)
 		}
 	}
 	n := 0
-	for _, w := range workers {
+	for _, w := range found {
 		for p := parent[w]; p > 1; p = parent[p] {
 			if p == os.Getpid() {
 				n++
@@ -181,7 +181,7 @@ func (gw *gateway) stop() {
 }
 
 // The gateway collects at its own GOGC default unless the operator set
-// GOGC, and its workers follow (sandbox/worker tests the hand-over).
+// GOGC, and its workers follow (workers tests the hand-over).
 func TestGatewayGCTarget(t *testing.T) {
 	for _, c := range []struct {
 		env  []string

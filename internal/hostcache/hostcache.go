@@ -1,7 +1,7 @@
 // Package hostcache is the seam between the worker transport and what a
 // worker caches of host calls' answers (kv's read cache and its queued
-// writes, kv/cache). The gateway's pool (sandbox/worker) and the worker
-// (sandbox/worker/child) carry the cache's notes and messages as opaque
+// writes, kv/cache). The gateway's pool (workers) and the worker
+// (sandbox/child) carry the cache's notes and messages as opaque
 // bytes and call it through these interfaces: neither names an operation
 // of its own, and the cache's coherence rule lives whole in its package.
 //

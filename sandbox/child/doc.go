@@ -1,5 +1,5 @@
 // Package child is the worker process: what runs inside the boundary the
-// gateway's pool (package worker) starts. Main takes the connection the
+// gateway's pool (package workers) starts. Main takes the connection the
 // pool handed it (package wire), and on the pool's hello starts the
 // sandbox engine, then hardens the process (harden_linux.go: no_new_privs,
 // a seccomp filter, Landlock, rlimits; foreign_*: system calls from code

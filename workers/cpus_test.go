@@ -1,4 +1,4 @@
-package worker
+package workers
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // threadCPUs is the affinity of every thread of process pid, by thread.

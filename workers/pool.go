@@ -1,4 +1,4 @@
-package worker
+package workers
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/hostcache"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // The protocol's names the pool's callers use (package wire defines them):

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/retainer-gw/retainer/internal/gctarget"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // harden closes the worker's doors after V8 has started: rlimits, Landlock

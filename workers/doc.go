@@ -1,4 +1,4 @@
-// Package worker puts the sandbox engine behind a process boundary: it is
+// Package workers puts the sandbox engine behind a process boundary: it is
 // the gateway's side, the Pool of worker processes. The worker process
 // itself is package child, and what the two say to each other is package
 // wire.
@@ -34,4 +34,4 @@
 //
 // The package deliberately knows nothing of tenants, registries or HTTP
 // routing; ids are opaque strings the caller mints.
-package worker
+package workers

@@ -1,5 +1,5 @@
 // Package wire is the protocol between the gateway's worker pool (package
-// worker) and a worker process (package child), the one thing both sides
+// workers) and a worker process (package child), the one thing both sides
 // share: the framed connection over their socketpair (rpc.go: length-
 // prefixed requests and answers in both directions, cancels, caps, corked
 // and held writes), every path with its direction and its caps and the

@@ -1,4 +1,4 @@
-package worker
+package workers
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 func reportLatencies(b *testing.B, d []time.Duration) {
@@ -29,7 +29,7 @@ func benchPool(b *testing.B, cfg Config) *Pool {
 	return pool
 }
 
-// go test ./sandbox/worker -run ^$ -bench InvokeAcrossBoundary
+// go test ./workers -run ^$ -bench InvokeAcrossBoundary
 func BenchmarkInvokeAcrossBoundary(b *testing.B) {
 	invokeBench(b, benchPool(b, Config{Workers: 1}))
 }
@@ -51,7 +51,7 @@ func invokeBench(b *testing.B, pool *Pool) {
 	reportLatencies(b, lat)
 }
 
-// go test ./sandbox/worker -run ^$ -bench ComputationThroughPool
+// go test ./workers -run ^$ -bench ComputationThroughPool
 func BenchmarkComputationThroughPool(b *testing.B) {
 	pool := benchPool(b, Config{Workers: 1, Engine: wire.EngineConfig{Prewarm: 4}})
 	time.Sleep(300 * time.Millisecond)
@@ -71,7 +71,7 @@ func BenchmarkComputationThroughPool(b *testing.B) {
 	reportLatencies(b, lat)
 }
 
-// go test ./sandbox/worker -run ^$ -bench WorkerReplacement -benchtime 10x
+// go test ./workers -run ^$ -bench WorkerReplacement -benchtime 10x
 func BenchmarkWorkerReplacement(b *testing.B) {
 	pool := benchPool(b, Config{Workers: 1})
 	job := program.Job{Program: program.Program{Code: "async () => 1"}}
@@ -91,7 +91,7 @@ func BenchmarkWorkerReplacement(b *testing.B) {
 	reportLatencies(b, lat)
 }
 
-// go test ./sandbox/worker -run ^$ -bench PingAcrossBoundary
+// go test ./workers -run ^$ -bench PingAcrossBoundary
 // An empty call (close of an unknown id): the protocol's own round trip.
 func BenchmarkPingAcrossBoundary(b *testing.B) {
 	pool := benchPool(b, Config{Workers: 1})

@@ -1,4 +1,4 @@
-package worker
+package workers
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // process is one worker process as the gateway sees it.

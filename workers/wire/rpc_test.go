@@ -106,7 +106,7 @@ func TestFailedWriteFailsTheCalls(t *testing.T) {
 	}
 }
 
-// go test ./sandbox/worker -run '^$' -bench GroupedCalls: 32 goroutines
+// go test ./workers -run '^$' -bench GroupedCalls: 32 goroutines
 // calling at once through one connection.
 func BenchmarkGroupedCalls(b *testing.B) {
 	caller, _ := echoPair(b)

@@ -18,7 +18,7 @@ import (
 	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // Main runs the worker mode: it serves the gateway on the inherited

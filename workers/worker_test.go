@@ -1,4 +1,4 @@
-package worker
+package workers
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"github.com/retainer-gw/retainer/internal/gctarget"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // TestMain doubles as the worker binary: the pool re-executes this test

@@ -1,4 +1,4 @@
-package worker
+package workers
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // takeTickets takes n of id's tickets, in order.
