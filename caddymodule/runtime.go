@@ -20,8 +20,8 @@ import (
 	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/objects"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/receipts"
-	"github.com/retainer-gw/retainer/sandbox"
 	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
 	"github.com/retainer-gw/retainer/workers"
@@ -194,7 +194,7 @@ func newRuntime(a *App) (*runtime, error) {
 		Logf: func(format string, args ...any) {
 			rt.logger.Load().Sugar().Infof(format, args...)
 		},
-		OnLog: func(id string, e sandbox.LogEntry) {
+		OnLog: func(id string, e program.LogEntry) {
 			if s := rt.store; s != nil {
 				s.HandleLog(id, e)
 			}
@@ -255,7 +255,7 @@ func newRuntime(a *App) (*runtime, error) {
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
 		},
-		OnLog: func(registry, id, tenant string, e sandbox.LogEntry) {
+		OnLog: func(registry, id, tenant string, e program.LogEntry) {
 			rt.logHandlerOutput(registry, id, tenant, e)
 			if l := rt.logs.Load(); l != nil {
 				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: e.Time, Level: e.Level, Message: e.Message})
@@ -430,7 +430,7 @@ func logTenant(registry, tenant string) string { return registry + "\x00" + tena
 // logHandlerOutput copies a handler's console output into Caddy's log,
 // rate-limited per tenant and cut per line (consolelog.go) so that a
 // chatty handler can neither flood it nor crowd another tenant out.
-func (rt *runtime) logHandlerOutput(registry, id, tenant string, e sandbox.LogEntry) {
+func (rt *runtime) logHandlerOutput(registry, id, tenant string, e program.LogEntry) {
 	ok, dropped := rt.console.allow(tenant, time.Now())
 	if !ok {
 		return

@@ -55,14 +55,16 @@ var allowed = map[string][]string{
 	"workers":                  {"fault", "budgets", "program", "workers/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/child":            {"fault", "budgets", "program", "sandbox", "workers/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
 	"handles":                  {"fault", "budgets", "store", "program", "workers", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "program", "sandbox", "workers", "sandbox/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "program", "workers", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
+	// The xcaddy plugin: the modules and the worker subcommand.
+	".": {"caddymodule", "workers", "sandbox/child"},
 }
 
 // only lists third-party import prefixes that only some packages may use.
 var only = map[string][]string{
-	"github.com/caddyserver/caddy":  {"caddymodule", "cmd/retainer"},
+	"github.com/caddyserver/caddy":  {"caddymodule", "cmd/retainer", "."},
 	"rogchap.com/v8go":              {"sandbox"},
 	"go.etcd.io/bbolt":              {"store"},
 	"github.com/ncruces/go-sqlite3": {"sqldb"},
@@ -129,17 +131,17 @@ func TestDependencyArrows(t *testing.T) {
 }
 
 // linksV8 lists the packages that may link V8, through any chain of
-// imports: the engine, the worker process that hosts it, and what hosts
-// the worker subcommand (caddymodule, and the binaries and the xcaddy
-// plugin above it). The gateway's own packages (the pool, its wire
-// protocol, handles and below) name a program's values through package
-// program and link no V8 (docs/architecture.md, "Which binaries link V8").
+// imports: the engine, the worker process that hosts it, and where the
+// binary is assembled with the worker subcommand (the xcaddy plugin,
+// command.go, and cmd/retainer above it). The gateway's own packages
+// (caddymodule, the pool, its wire protocol, handles and below) name a
+// program's values through package program and link no V8
+// (docs/architecture.md, "Which binaries link V8").
 var linksV8 = map[string]bool{
 	"sandbox":       true,
 	"sandbox/child": true,
-	"caddymodule":   true,
 	"cmd/retainer":  true,
-	".":             true, // retainer.go, the xcaddy plugin
+	".":             true, // retainer.go and command.go, the xcaddy plugin
 }
 
 // TestGatewayLinksNoV8 follows each package's imports (its non-test

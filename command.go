@@ -1,4 +1,4 @@
-package caddymodule
+package retainer
 
 import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -7,6 +7,11 @@ import (
 	"github.com/retainer-gw/retainer/workers"
 )
 
+// The worker subcommand is registered here, where the binary is assembled,
+// not in caddymodule: the gateway re-executes its own binary as its
+// workers, so the binary must hold the worker's Main (sandbox/child) and
+// with it V8, but caddymodule, the gateway's side, links none
+// (docs/architecture.md, "Which binaries link V8").
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  workers.Subcommand,
