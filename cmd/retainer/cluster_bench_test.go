@@ -19,6 +19,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // TestClusterCosts measures what a cluster costs against one gateway
@@ -131,14 +132,10 @@ func startFront(t *testing.T, ctx context.Context) *exec.Cmd {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if status, _ := visitRoute(9, "hello"); status == 200 {
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the front did not come up:\n%s", log.String())
-		}
+	if !waitfor.Within(30*time.Second, func() bool { status, _ := visitRoute(9, "hello"); return status == 200 }) {
+		t.Fatalf("the front did not come up:\n%s", log.String())
 	}
+	return cmd
 }
 
 func visitRoute(i int, route string) (int, string) {

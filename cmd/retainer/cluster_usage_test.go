@@ -12,6 +12,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // In a cluster of two (docs/usage.md): carol's token names a plan of 10
@@ -95,17 +96,16 @@ func TestClusterUsageAndPlans(t *testing.T) {
 		// Another gateway's counts reach the store at its next flush
 		// (every 5 s): bob's were counted where his handle runs.
 		var csv string
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		waitfor.Within(15*time.Second, func() bool {
 			res, err := clusterClient.Get(fmt.Sprintf("http://localhost:%d/retainer/usage?format=csv", memberAdmin(i)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			data, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if csv = string(data); strings.Contains(csv, "\napps,bob,") {
-				break
-			}
-		}
+			csv = string(data)
+			return strings.Contains(csv, "\napps,bob,")
+		})
 		if !strings.Contains(csv, "\napps,carol,2") || !strings.Contains(csv, "Z,10,") || !strings.Contains(csv, "\napps,bob,") {
 			t.Fatalf("gw-%d's export: %s", i, csv)
 		}
