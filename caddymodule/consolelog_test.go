@@ -11,12 +11,15 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // The limiter alone: one tenant's flood takes its own burst, never
 // another's lines; the tenants kept are bounded, the idle ones forgotten
 // first; a long line is cut with a note.
 func TestConsoleLimiter(t *testing.T) {
+	t.Parallel()
 	c := newConsoleLimiter()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	in := 0
@@ -96,9 +99,7 @@ func TestConsoleLinesPerTenant(t *testing.T) {
 		}()
 	}
 	// Her flood has begun before bob's visits.
-	for deadline := time.Now().Add(10 * time.Second); logs.FilterField(zap.String("tenant", "mallory")).Len() < consoleTenantBurst && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Within(10*time.Second, func() bool { return logs.FilterField(zap.String("tenant", "mallory")).Len() >= consoleTenantBurst })
 	for i := 0; i < 20; i++ {
 		b.check(fmt.Sprintf("mallory's flood, visit %d", i+1))
 	}
@@ -107,9 +108,7 @@ func TestConsoleLinesPerTenant(t *testing.T) {
 	bobs := func() int {
 		return logs.FilterField(zap.String("tenant", "bob")).FilterMessage("handler console").Len()
 	}
-	for deadline := time.Now().Add(10 * time.Second); bobs() < 20 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Within(10*time.Second, func() bool { return bobs() >= 20 })
 	m := logs.FilterField(zap.String("tenant", "mallory")).All()
 	t.Logf("mallory: %d calls of 61 lines, %d lines in the log; bob: %d lines in the log", calls[0]+calls[1], len(m), bobs())
 	if n := bobs(); n < 20 {
