@@ -181,9 +181,13 @@ type Pool struct {
 	// it ends. The tenant's other requests wait for it instead of each
 	// recycling another tenant's worker.
 	startingFor map[string]chan struct{}
-	// spareStart is the spare being started that no newcomer has claimed
-	// yet (cordon.go), or nil.
-	spareStart *spareStart
+	// spareStarts are the spares being started that no newcomer has
+	// claimed yet, the first begun first (spares.go).
+	spareStarts []*spareStart
+	// outran holds when picks found no spare ready, in the last
+	// spareWindow; spareEvery is spares.go's, lowered by tests.
+	outran     []time.Time
+	spareEvery int
 	where      map[string]*process
 	inflight   map[string]int // per retained isolate: its invocations in flight
 	sendTurns  *turns         // each handle's invocation frames in arrival order
@@ -219,16 +223,18 @@ func Start(cfg Config) (*Pool, error) {
 		sendTurns: newTurns(),
 		answered:  map[string]uint64{},
 		starting:  map[int]bool{}, startingFor: map[string]chan struct{}{},
-		stop: make(chan struct{}),
-		cpus: newCPUPlacement(cfg.CPUs),
+		stop:       make(chan struct{}),
+		cpus:       newCPUPlacement(cfg.CPUs),
+		spareEvery: spareEvery,
 	}
 	if len(pool.cpus.cpus) > 1 {
 		pool.wg.Add(1)
 		go pool.balanceLoop()
 	}
 	if pool.cordoned() {
-		// Workers start when tenants need them; one spare is started
-		// ahead so a new tenant does not wait for a process start.
+		// Workers start when tenants need them; spares are started
+		// ahead so a new tenant does not wait for a process start
+		// (spares.go).
 		pool.wg.Add(1)
 		go pool.memoryLoop()
 		p, err := pool.spawn(0)
@@ -236,7 +242,10 @@ func Start(cfg Config) (*Pool, error) {
 			pool.Shutdown()
 			return nil, err
 		}
+		// Under the lock: the memory loop reads the slots already.
+		pool.mu.Lock()
 		pool.workers[0] = p
+		pool.mu.Unlock()
 		return pool, nil
 	}
 	for i := range pool.workers {
