@@ -203,6 +203,9 @@ type Pool struct {
 	waiters map[string]int
 
 	noNetns atomic.Bool // workers could not get a network namespace
+	// startup is what the first worker made that the others start from
+	// (startup.go); nil until one answered it.
+	startup atomic.Pointer[wire.Startup]
 	cpus    *cpuPlacement
 
 	stop chan struct{}
