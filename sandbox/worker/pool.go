@@ -185,12 +185,16 @@ type Pool struct {
 	// claimed yet, the first begun first (spares.go).
 	spareStarts []*spareStart
 	// outran holds when picks found no spare ready, in the last
-	// spareWindow; spareEvery is spares.go's, lowered by tests.
-	outran     []time.Time
-	spareEvery int
-	where      map[string]*process
-	inflight   map[string]int // per retained isolate: its invocations in flight
-	sendTurns  *turns         // each handle's invocation frames in arrival order
+	// spareWindow; surplusSince when more spares than wanted were first
+	// up (spares.go). spareEvery and spareLinger are spares.go's, lowered
+	// by tests.
+	outran       []time.Time
+	surplusSince time.Time
+	spareEvery   int
+	spareLinger  time.Duration
+	where        map[string]*process
+	inflight     map[string]int // per retained isolate: its invocations in flight
+	sendTurns    *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
 	onTicket func(req program.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
@@ -228,7 +232,7 @@ func Start(cfg Config) (*Pool, error) {
 		starting:  map[int]bool{}, startingFor: map[string]chan struct{}{},
 		stop:       make(chan struct{}),
 		cpus:       newCPUPlacement(cfg.CPUs),
-		spareEvery: spareEvery,
+		spareEvery: spareEvery, spareLinger: spareWindow,
 	}
 	if len(pool.cpus.cpus) > 1 {
 		pool.wg.Add(1)

@@ -216,13 +216,25 @@ func (pool *Pool) startSpareIn(slot int) {
 	}()
 }
 
-// trimSpares retires one spare above the number wanted, if there is one:
-// the spares that a burst of newcomers called for go one a second once
-// the burst is spareWindow old (the memory loop calls it).
+// trimSpares retires one spare above the number wanted, once there have
+// been more than wanted for spareLinger (spareWindow; tests lower it): the
+// spares a burst of newcomers called for go one a second once the burst
+// is that old, and a pool whose tenants come and go around a multiple of
+// spareEvery does not start and retire spares in turn. The memory loop
+// calls it.
 func (pool *Pool) trimSpares() {
 	pool.mu.Lock()
+	now := time.Now()
 	spares := pool.readySpares()
-	if pool.closed || len(spares) <= pool.sparesWanted(time.Now()) {
+	if pool.closed || len(spares) <= pool.sparesWanted(now) {
+		pool.surplusSince = time.Time{}
+		pool.mu.Unlock()
+		return
+	}
+	if pool.surplusSince.IsZero() {
+		pool.surplusSince = now
+	}
+	if now.Sub(pool.surplusSince) < pool.spareLinger {
 		pool.mu.Unlock()
 		return
 	}

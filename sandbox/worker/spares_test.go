@@ -169,7 +169,8 @@ func TestNewcomersArrivingTogetherFindSparesReady(t *testing.T) {
 // When newcomers outrun the spares (a burst larger than the spares kept),
 // the pool keeps one more for each that found none ready, for
 // spareWindow: the next burst of that size finds them up. Once the pool
-// keeps fewer, the spares above that number are retired.
+// keeps fewer, and has for spareLinger, the spares above that number are
+// retired.
 func TestSparesFollowNewcomersThatOutranThem(t *testing.T) {
 	pool := sparesPool(t, 4)
 	stop := bystanders(t, pool, 4)
@@ -194,7 +195,7 @@ func TestSparesFollowNewcomersThatOutranThem(t *testing.T) {
 	stop()
 	// A pool that keeps one spare retires the others, one a second.
 	pool.mu.Lock()
-	pool.spareEvery, pool.outran = 1000, nil
+	pool.spareEvery, pool.outran, pool.spareLinger = 1000, nil, 2*time.Second
 	pool.mu.Unlock()
 	waitfor.Until(t, 30*time.Second, "the spares retired down to one", func() bool {
 		up, want := spares(pool)
