@@ -185,7 +185,7 @@ const (
 // measured in the bytes that cross the worker boundary after JSON encoding
 // (internal/wirejson), so that no program can make its worker send a
 // frame the gateway must refuse. The worker enforces them (sandbox); the
-// gateway's frame caps are built from them (sandbox/worker/wire).
+// gateway's frame caps are built from them (workers/wire).
 const (
 	// The console output of one run, invocation or timer callback: its
 	// lines, and its bytes (one line's too).

@@ -5,7 +5,7 @@ import "time"
 // The defaults of the retainer app's options that a lower layer would
 // otherwise repeat (README.md, Caddyfile), one place for all: the app
 // applies them (caddymodule/app.go, setDefaults) and passes every value
-// down; a worker pool (sandbox/worker) or a registry (handles) started
+// down; a worker pool (workers) or a registry (handles) started
 // without the app, as tests do, takes the same row for a field left
 // zero. The pool's modes (isolation, worker_cpus) have no row: the app
 // sets them (tenant, auto) and the pool refuses a configuration without

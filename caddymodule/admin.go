@@ -7,7 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func init() {
@@ -79,7 +79,7 @@ type adminWorker struct {
 // the memory budget and what the workers use of it.
 type adminBudget struct {
 	Store string `json:"store"`
-	worker.Budget
+	workers.Budget
 }
 
 func adminWorkers(w http.ResponseWriter, r *http.Request) error {

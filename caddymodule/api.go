@@ -21,8 +21,8 @@ import (
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/receipts"
-	"github.com/retainer-gw/retainer/sandbox"
 )
 
 func init() {
@@ -405,7 +405,7 @@ var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRea
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	a := h.app
 	out := handles.ExecRequest{
-		Program:       sandbox.Program{Code: req.Code, Modules: req.Modules, Language: req.Language},
+		Program:       program.Program{Code: req.Code, Modules: req.Modules, Language: req.Language},
 		RetainHandles: req.RetainHandles,
 		Timeout:       time.Duration(a.Timeout),
 		MemoryMiB:     a.MemoryMiB,
@@ -418,7 +418,7 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 	switch req.Language {
 	case "", "javascript":
 		out.Program.Language = ""
-	case sandbox.LanguageTypeScript:
+	case program.LanguageTypeScript:
 	default:
 		return out, fault.New(fault.BadRequest, "language is javascript or typescript, not %q.", req.Language)
 	}
@@ -547,7 +547,7 @@ func (h *API) runExecution(ctx context.Context, c caller, req executionRequest, 
 		resp.ExecutionID = res.ExecutionID
 		resp.Handles = []string{"fetch"}
 		if len(ereq.Schedules) > 0 {
-			resp.Handles = append(resp.Handles, sandbox.ScheduledEvent)
+			resp.Handles = append(resp.Handles, program.ScheduledEvent)
 		}
 	}
 	return resp, nil
@@ -699,7 +699,7 @@ func (h *API) invoke(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req sandbox.WireRequest
+	var req program.WireRequest
 	if !decodeBody(w, r, h.app.MaxRequestBody*4/3+64<<10, &req) {
 		return
 	}

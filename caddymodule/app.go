@@ -14,7 +14,7 @@ import (
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func init() {
@@ -193,7 +193,7 @@ func (a *App) setDefaults() {
 		a.MaxWorkers = budgets.DefaultMaxWorkers
 	}
 	if a.WorkerMemory <= 0 {
-		a.WorkerMemory = worker.DefaultWorkerMemory()
+		a.WorkerMemory = workers.DefaultWorkerMemory()
 	}
 	if a.TenantWorkerMemory <= 0 {
 		a.TenantWorkerMemory = a.WorkerMemory / 4
@@ -212,13 +212,13 @@ func (a *App) setDefaults() {
 		a.Prewarm = &two
 	}
 	if a.Isolation == "" {
-		a.Isolation = worker.IsolationTenant
+		a.Isolation = workers.IsolationTenant
 	}
-	if a.Workers == 0 && a.Isolation == worker.IsolationShared {
+	if a.Workers == 0 && a.Isolation == workers.IsolationShared {
 		a.Workers = budgets.DefaultSharedWorkers
 	}
 	if a.WorkerCPUs == "" {
-		a.WorkerCPUs = worker.CPUsAuto
+		a.WorkerCPUs = workers.CPUsAuto
 	}
 	if a.IsolatesPerWorker <= 0 {
 		a.IsolatesPerWorker = budgets.DefaultIsolatesPerWorker
@@ -310,10 +310,10 @@ func (a *App) Validate() error {
 		return fmt.Errorf("retainer: %w", err)
 	}
 	a.secretsKey = key
-	if a.Isolation != worker.IsolationTenant && a.Isolation != worker.IsolationShared {
+	if a.Isolation != workers.IsolationTenant && a.Isolation != workers.IsolationShared {
 		return fmt.Errorf("retainer: isolation must be tenant or shared, not %q", a.Isolation)
 	}
-	if a.WorkerCPUs != worker.CPUsShared && a.WorkerCPUs != worker.CPUsPinned && a.WorkerCPUs != worker.CPUsAuto {
+	if a.WorkerCPUs != workers.CPUsShared && a.WorkerCPUs != workers.CPUsPinned && a.WorkerCPUs != workers.CPUsAuto {
 		return fmt.Errorf("retainer: worker_cpus must be shared, pinned or auto, not %q", a.WorkerCPUs)
 	}
 	if a.Wasm && !a.JIT {

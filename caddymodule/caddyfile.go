@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func init() {
@@ -241,7 +241,7 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			app.Isolation = val
 		case "worker_cpus":
-			if val != worker.CPUsShared && val != worker.CPUsPinned && val != worker.CPUsAuto {
+			if val != workers.CPUsShared && val != workers.CPUsPinned && val != workers.CPUsAuto {
 				return nil, d.Errf("worker_cpus: %q is not shared, pinned or auto", val)
 			}
 			app.WorkerCPUs = val
@@ -285,6 +285,36 @@ func size(d *caddyfile.Dispenser, val string) (int64, error) {
 		return 0, d.Errf("%q is not a size (e.g. 1MiB)", val)
 	}
 	return int64(b), nil
+}
+
+// blockOptions reads a block whose options each take one value (`name
+// value` a line), handing each value to the setter its name selects; what
+// names the block in errors and doc the page that lists its options. The
+// cluster's, etcd's, PostgreSQL's and S3's blocks are all of this shape.
+func blockOptions(d *caddyfile.Dispenser, what, doc string, set map[string]func(string) error) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		setter, ok := set[name]
+		if !ok {
+			if doc == "" {
+				return d.Errf("%s: unknown option %q", what, name)
+			}
+			return d.Errf("%s: unknown option %q (%s)", what, name, doc)
+		}
+		var v string
+		if !d.AllArgs(&v) {
+			return d.ArgErr()
+		}
+		if err := setter(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// into is the setter of a string option.
+func into(field *string) func(string) error {
+	return func(v string) error { *field = v; return nil }
 }
 
 // parseAPI parses:

@@ -303,22 +303,10 @@ func parseStoreEtcd(d *caddyfile.Dispenser) (*EtcdStore, error) {
 			cfg.KVBudget = n
 		case "tls":
 			cfg.TLS = &EtcdTLS{}
-			for n := d.Nesting(); d.NextBlock(n); {
-				var v string
-				what := d.Val()
-				if !d.AllArgs(&v) {
-					return nil, d.ArgErr()
-				}
-				switch what {
-				case "ca":
-					cfg.TLS.CA = v
-				case "cert":
-					cfg.TLS.Cert = v
-				case "key":
-					cfg.TLS.Key = v
-				default:
-					return nil, d.Errf("store etcd tls: unknown option %q", what)
-				}
+			if err := blockOptions(d, "store etcd tls", "", map[string]func(string) error{
+				"ca": into(&cfg.TLS.CA), "cert": into(&cfg.TLS.Cert), "key": into(&cfg.TLS.Key),
+			}); err != nil {
+				return nil, err
 			}
 		default:
 			return nil, d.Errf("store etcd: unknown option %q (docs/cluster.md)", d.Val())
@@ -330,15 +318,10 @@ func parseStoreEtcd(d *caddyfile.Dispenser) (*EtcdStore, error) {
 // parseReceiptsPostgres parses `receipts postgres { dsn <dsn> }`.
 func parseReceiptsPostgres(d *caddyfile.Dispenser) (*PostgresReceipts, error) {
 	cfg := &PostgresReceipts{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
-		case "dsn":
-			if !d.AllArgs(&cfg.DSN) {
-				return nil, d.ArgErr()
-			}
-		default:
-			return nil, d.Errf("receipts postgres: unknown option %q", d.Val())
-		}
+	if err := blockOptions(d, "receipts postgres", "", map[string]func(string) error{
+		"dsn": into(&cfg.DSN),
+	}); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -346,30 +329,16 @@ func parseReceiptsPostgres(d *caddyfile.Dispenser) (*PostgresReceipts, error) {
 // parseCluster parses `cluster { name; listen; advertise; secret; lease }`.
 func parseCluster(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 	cfg := &ClusterConfig{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		var v string
-		if !d.AllArgs(&v) {
-			return nil, d.ArgErr()
-		}
-		switch name {
-		case "name":
-			cfg.Name = v
-		case "listen":
-			cfg.Listen = v
-		case "advertise":
-			cfg.Advertise = v
-		case "secret":
-			cfg.Secret = v
-		case "lease":
-			dur, err := duration(d, v)
-			if err != nil {
-				return nil, err
-			}
-			cfg.Lease = dur
-		default:
-			return nil, d.Errf("cluster: unknown option %q (docs/cluster.md)", name)
-		}
+	lease := func(v string) error {
+		dur, err := duration(d, v)
+		cfg.Lease = dur
+		return err
+	}
+	if err := blockOptions(d, "cluster", "docs/cluster.md", map[string]func(string) error{
+		"name": into(&cfg.Name), "listen": into(&cfg.Listen), "advertise": into(&cfg.Advertise),
+		"secret": into(&cfg.Secret), "lease": lease,
+	}); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

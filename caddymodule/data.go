@@ -18,7 +18,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 func init() {
@@ -200,7 +200,7 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 			streamed = &handles.RequestBody{Reader: tracked, Began: start}
 		}
 	}
-	req := sandbox.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r, upgrade), body)
+	req := program.NewWireRequest(r.Method, h.requestURL(r), h.requestHeaders(r, upgrade), body)
 	res, stream, err := reg.ServeStream(r.Context(), key, resolve, req, streamed)
 	observeInvocation("data", start, err)
 	if forwarded && bodyTampered(r) {
@@ -209,7 +209,7 @@ func (h *Retainer) serveKey(w http.ResponseWriter, r *http.Request, key string, 
 		if stream != nil {
 			stream.Close(true)
 		}
-		res, stream, err = sandbox.WireResponse{}, nil, errForwardBody
+		res, stream, err = program.WireResponse{}, nil, errForwardBody
 	}
 	if tracked != nil && !tracked.ended.Load() {
 		// The body was not read to its end (the handler did not want it,
@@ -313,7 +313,7 @@ func hostLabelOf(host string, n int) string {
 // the whole; passing either, a visitor leaving or the stream failing
 // cancels the stream and ends the connection without a clean end of body,
 // so the visitor can tell it was cut.
-func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res sandbox.WireResponse, stream *handles.Stream) {
+func (h *Retainer) writeStream(w http.ResponseWriter, r *http.Request, res program.WireResponse, stream *handles.Stream) {
 	if rt := h.live.rt.Load(); rt != nil {
 		release, err := rt.streams.acquire(stream.HandleID(), visitorAddr(r))
 		if err != nil {
@@ -484,7 +484,7 @@ func withoutCookie(header, name string) string {
 // its Domain attribute, so no handler sets a cookie for a parent domain
 // that other handles or the API share. The sandbox has already bounded the
 // head (64 KiB) and the body.
-func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
+func writeResponse(w http.ResponseWriter, res program.WireResponse) {
 	body := res.BodyBytes()
 	// A buffered body's length is known: say it (as Workers does for a
 	// body of known length), so that net/http need not send a body over
@@ -502,7 +502,7 @@ func writeResponse(w http.ResponseWriter, res sandbox.WireResponse) {
 // ones, those its Connection header names, Content-Length (the gateway
 // frames the body itself) and every Retainer-* header (the gateways' own:
 // docs/cluster.md); cookies become host-only.
-func writeHead(w http.ResponseWriter, res sandbox.WireResponse) {
+func writeHead(w http.ResponseWriter, res program.WireResponse) {
 	named := map[string]bool{}
 	for _, kv := range res.Headers {
 		if strings.EqualFold(kv[0], "connection") {

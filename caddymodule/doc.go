@@ -1,5 +1,7 @@
 // Package caddymodule is Retainer's Caddy integration, and the only package
-// that imports Caddy.
+// of the gateway that imports Caddy. It links no V8: the worker subcommand
+// the binary also holds is registered where the binary is assembled (the
+// module's root package, command.go).
 //
 // It registers:
 //
@@ -11,12 +13,10 @@
 //   - `http.authentication.providers.retainer_jwt` and the handler
 //     `http.handlers.retainer_jwt` that uses it and writes the 401 answer
 //     itself (jwt.go);
-//   - the `retainer-worker` subcommand that runs a worker process
-//     (command.go);
 //   - the Caddyfile syntax of all of them, with directive order registered
 //     (caddyfile.go), and metrics (metrics.go).
 //
-// The package wires handles (registries), sandbox/worker (isolates in
+// The package wires handles (registries), workers (isolates in
 // worker processes) and authz (tokens); it holds no policy of its own beyond
 // HTTP: shapes, status codes and headers.
 package caddymodule

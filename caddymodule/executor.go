@@ -19,7 +19,7 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/internal/wirejson"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // The executor socket (docs/protocol.md): GET /executor upgrades to a WebSocket that
@@ -460,7 +460,7 @@ func (c *executorConn) invoke(id int64, m socketMessage) {
 		failed(err)
 		return
 	}
-	var req sandbox.WireRequest
+	var req program.WireRequest
 	if err := decodeStrict(m.Request, &req); err != nil {
 		failed(err)
 		return

@@ -26,12 +26,12 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+	if len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		child.Main()
 	}
 	os.Exit(m.Run())

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -120,6 +121,15 @@ const tailKeepalive = 15 * time.Second
 // Events (`log`, and `dropped` with the count a slow reader lost), at most
 // logstore.TailsPerTenant a tenant (docs/logs.md).
 func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
+	if h.replaced() {
+		// A request on a keep-alive connection of the server a reload is
+		// retiring: a tail here would hold that server's shutdown (Caddy's
+		// default grace period waits forever) and see nothing new. The
+		// client retries on a new connection, which the new server serves.
+		w.Header().Set("Connection", "close")
+		writeFault(w, fault.New(fault.Overloaded, "The gateway is reloading its configuration; open the tail again."), "")
+		return
+	}
 	c, ok := h.authorize(w, r, authz.ScopeRead)
 	if !ok {
 		return
@@ -148,6 +158,10 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 	keep := time.NewTicker(tailKeepalive)
 	defer keep.Stop()
 	closing := serverClosing(r)
+	// The shutdown hook above is missed by a server whose shutdown began
+	// before this tail registered it; a reload is also noticed here.
+	current := time.NewTicker(time.Second)
+	defer current.Stop()
 	var expired <-chan time.Time
 	if !c.expires.IsZero() {
 		// A tail lives no longer than the token that opened it.
@@ -179,6 +193,11 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			// shutdown waits for open answers, forever with Caddy's
 			// default grace period, so tails end first.
 			return
+		case <-current.C:
+			if h.replaced() {
+				return
+			}
+			continue
 		case <-keep.C:
 			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
 			fmt.Fprint(w, ": keepalive\n\n")
@@ -203,6 +222,14 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// replaced answers whether the running configuration is no longer the one
+// this handler was provisioned in (a reload swapped it): its server is
+// being retired.
+func (h *API) replaced() bool {
+	cur, err := caddy.ActiveContext().AppIfConfigured("retainer")
+	return err == nil && cur != any(h.app)
 }
 
 // endTail writes a tail's last event, `end`, with why it ended.

@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 type storedEntry struct {
@@ -373,5 +376,52 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 	}
 	if csvTenants["alice"] != "50" || csvTenants["bob"] != "1" {
 		t.Fatalf("the CSV export's tenants: %q", records)
+	}
+}
+
+// A tail asked of the server a reload retires (a request that came on one
+// of its keep-alive connections as the new configuration took over) is
+// answered at once, 503 with Retry-After and the connection closed, not
+// held by the stopping gateway: such a tail once waited 30 s for its head
+// and held the old server's shutdown. The old server is called directly,
+// as its connection would.
+func TestTailOnARetiredServerIsAnsweredAtOnce(t *testing.T) {
+	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	alice := token(t, "alice", allScopes)
+	id := deployCounter(t, alice)
+	httpApp, err := caddy.ActiveContext().App("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []*caddyhttp.Server
+	for _, srv := range httpApp.(*caddyhttp.App).Servers {
+		old = append(old, srv)
+	}
+	tester.InitServer(strings.Replace(config, "timeout 500ms", "timeout 600ms", 1), "caddyfile")
+	for _, srv := range old {
+		req := httptest.NewRequest("GET", api("/handles/"+id+"/tail"), nil)
+		req.Header.Set("Authorization", "Bearer "+alice)
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			srv.ServeHTTP(rec, req)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a tail asked of the retired server was held 10 s")
+		}
+		if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || rec.Header().Get("Connection") != "close" {
+			t.Fatalf("the retired server's tail: %d %q, headers %v", rec.Code, rec.Body.String(), rec.Header())
+		}
+	}
+	// The new server serves the tail.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if status, _ := sseTail(t, ctx, alice, id); status != 200 {
+		t.Fatalf("a tail after the reload: %d", status)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/retainer-gw/retainer/logstore"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // Metrics are created once per process and registered with each config's
@@ -89,7 +89,7 @@ func current() *runtime {
 }
 
 // workerSum adds one number over the current runtime's workers.
-func workerSum(f func(worker.WorkerStatus) int) int {
+func workerSum(f func(workers.WorkerStatus) int) int {
 	rt := current()
 	if rt == nil {
 		return 0
@@ -101,7 +101,7 @@ func workerSum(f func(worker.WorkerStatus) int) int {
 	return n
 }
 
-func liveIsolates(s worker.WorkerStatus) int { return s.Isolates }
+func liveIsolates(s workers.WorkerStatus) int { return s.Isolates }
 
 // domainCount is the current runtime's active (or pending) domains.
 func domainCount(active bool) float64 {
@@ -184,7 +184,7 @@ var (
 	metricQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "queue_depth",
 		Help: "Calls in flight or waiting across all workers.",
-	}, func() float64 { return float64(workerSum(func(s worker.WorkerStatus) int { return s.Queue })) })
+	}, func() float64 { return float64(workerSum(func(s workers.WorkerStatus) int { return s.Queue })) })
 	metricWorkerMemory = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "retainer", Name: "worker_memory_bytes",
 		Help: "The workers' own memory (PSS) summed, as last measured.",
@@ -200,11 +200,11 @@ var (
 )
 
 // budget is the current runtime's worker capacity.
-func budget() worker.Budget {
+func budget() workers.Budget {
 	if rt := current(); rt != nil {
 		return rt.pool.Budget()
 	}
-	return worker.Budget{}
+	return workers.Budget{}
 }
 
 func registerMetrics(ctx caddy.Context, rt *runtime) {

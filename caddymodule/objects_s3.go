@@ -37,28 +37,11 @@ func parseObjects(d *caddyfile.Dispenser) (*ObjectsS3, error) {
 		return nil, d.Err("objects: the one form is `objects s3 { endpoint; bucket; region; access_key; secret_key; prefix }`")
 	}
 	cfg := &ObjectsS3{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name := d.Val()
-		var v string
-		if !d.AllArgs(&v) {
-			return nil, d.ArgErr()
-		}
-		switch name {
-		case "endpoint":
-			cfg.Endpoint = v
-		case "bucket":
-			cfg.Bucket = v
-		case "region":
-			cfg.Region = v
-		case "access_key":
-			cfg.AccessKey = v
-		case "secret_key":
-			cfg.SecretKey = v
-		case "prefix":
-			cfg.Prefix = v
-		default:
-			return nil, d.Errf("objects s3: unknown option %q (docs/objects-s3.md)", name)
-		}
+	if err := blockOptions(d, "objects s3", "docs/objects-s3.md", map[string]func(string) error{
+		"endpoint": into(&cfg.Endpoint), "bucket": into(&cfg.Bucket), "region": into(&cfg.Region),
+		"access_key": into(&cfg.AccessKey), "secret_key": into(&cfg.SecretKey), "prefix": into(&cfg.Prefix),
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.Endpoint == "" || cfg.Bucket == "" {
 		return nil, d.Err("objects s3: endpoint and bucket are required")

@@ -11,8 +11,8 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/receipts"
-	"github.com/retainer-gw/retainer/sandbox"
 )
 
 // The run service of seed 000 (README.md, API): /run with a function body,
@@ -56,14 +56,14 @@ func chainCode(body string, input json.RawMessage) string {
 // Errors count a body's lines from its own first line (docs/runtime.md,
 // "Errors"): bodyOrigin and stepOrigin say where it starts in bodyCode and
 // chainCode.
-var bodyOrigin = &sandbox.Origin{File: "body", Line: 2}
+var bodyOrigin = &program.Origin{File: "body", Line: 2}
 
-func stepOrigin(i int, name string, input json.RawMessage) *sandbox.Origin {
+func stepOrigin(i int, name string, input json.RawMessage) *program.Origin {
 	file := fmt.Sprintf("step %d", i+1)
 	if name != "" {
 		file = fmt.Sprintf("step %q", name)
 	}
-	return &sandbox.Origin{File: file, Line: 4 + strings.Count(string(input), "\n")}
+	return &program.Origin{File: file, Line: 4 + strings.Count(string(input), "\n")}
 }
 
 // runExec turns a run request into an execution request within the
@@ -347,7 +347,7 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
 	for i, s := range req.Steps {
 		ereq := execs[i]
-		ereq.Program = sandbox.Program{Code: chainCode(s.Body, input), Origin: stepOrigin(i, s.Name, input)}
+		ereq.Program = program.Program{Code: chainCode(s.Body, input), Origin: stepOrigin(i, s.Name, input)}
 		stepStart := time.Now()
 		res, err := h.registry().Execute(r.Context(), c.tenant, ereq)
 		ms := float64(time.Since(stepStart).Microseconds()) / 1000

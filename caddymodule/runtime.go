@@ -20,11 +20,11 @@ import (
 	"github.com/retainer-gw/retainer/kv/cache"
 	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/objects"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/receipts"
-	"github.com/retainer-gw/retainer/sandbox"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // runtimes holds what must outlive a config reload: the worker pool (and
@@ -37,7 +37,7 @@ var runtimes = caddy.NewUsagePool()
 // runtime is the pool and store of one store file.
 type runtime struct {
 	key     string
-	pool    *worker.Pool
+	pool    *workers.Pool
 	backing *backends
 	// cluster is the runtime's part in a cluster (forward.go); nil on one
 	// machine. closing ends its lease watch.
@@ -175,7 +175,7 @@ func newRuntime(a *App) (*runtime, error) {
 			return "", false, false
 		},
 	})
-	pool, err := worker.Start(worker.Config{
+	pool, err := workers.Start(workers.Config{
 		Workers:           a.Workers,
 		WorkerMemory:      a.WorkerMemory,
 		MaxWorkers:        a.MaxWorkers,
@@ -183,7 +183,7 @@ func newRuntime(a *App) (*runtime, error) {
 		Isolation:         a.Isolation,
 		IsolatesPerWorker: a.IsolatesPerWorker,
 		Queue:             a.Queue,
-		Engine: worker.EngineConfig{
+		Engine: workers.EngineConfig{
 			Prewarm: *a.Prewarm,
 			Limits:  a.limits(),
 			JIT:     a.JIT,
@@ -194,7 +194,7 @@ func newRuntime(a *App) (*runtime, error) {
 		Logf: func(format string, args ...any) {
 			rt.logger.Load().Sugar().Infof(format, args...)
 		},
-		OnLog: func(id string, e sandbox.LogEntry) {
+		OnLog: func(id string, e program.LogEntry) {
 			if s := rt.store; s != nil {
 				s.HandleLog(id, e)
 			}
@@ -211,7 +211,7 @@ func newRuntime(a *App) (*runtime, error) {
 			return nil, fault.New(fault.Overloaded, "The gateway is starting.")
 		},
 		HostCache: kvCache,
-		OnCrash: func(c worker.Crash) {
+		OnCrash: func(c workers.Crash) {
 			metricWorkerRestarts.Inc()
 			if s := rt.store; s != nil {
 				s.WorkerCrashed(c)
@@ -255,7 +255,7 @@ func newRuntime(a *App) (*runtime, error) {
 				zap.String("registry", e.Registry), zap.String("execution_id", e.ID),
 				zap.String("tenant", e.Tenant), zap.String("reason", e.Reason), zap.String("message", e.Message))
 		},
-		OnLog: func(registry, id, tenant string, e sandbox.LogEntry) {
+		OnLog: func(registry, id, tenant string, e program.LogEntry) {
 			rt.logHandlerOutput(registry, id, tenant, e)
 			if l := rt.logs.Load(); l != nil {
 				l.Append(logTenant(registry, tenant), id, logstore.Entry{Time: e.Time, Level: e.Level, Message: e.Message})
@@ -430,7 +430,7 @@ func logTenant(registry, tenant string) string { return registry + "\x00" + tena
 // logHandlerOutput copies a handler's console output into Caddy's log,
 // rate-limited per tenant and cut per line (consolelog.go) so that a
 // chatty handler can neither flood it nor crowd another tenant out.
-func (rt *runtime) logHandlerOutput(registry, id, tenant string, e sandbox.LogEntry) {
+func (rt *runtime) logHandlerOutput(registry, id, tenant string, e program.LogEntry) {
 	ok, dropped := rt.console.allow(tenant, time.Now())
 	if !ok {
 		return

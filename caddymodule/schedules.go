@@ -10,8 +10,8 @@ import (
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/receipts"
-	"github.com/retainer-gw/retainer/sandbox"
 )
 
 // Schedules (docs/schedules.md): GET /handles/{id}/schedules, POST
@@ -39,8 +39,8 @@ func (h *API) fireScheduled(w http.ResponseWriter, r *http.Request) {
 	// as the invoke of any name it does not have, whatever the body.
 	id := r.PathValue("id")
 	info, err := h.registry().Get(c.tenant, id)
-	if err == nil && !slices.Contains(info.Handles, sandbox.ScheduledEvent) {
-		err = fault.UnknownHandle(id, sandbox.ScheduledEvent)
+	if err == nil && !slices.Contains(info.Handles, program.ScheduledEvent) {
+		err = fault.UnknownHandle(id, program.ScheduledEvent)
 	}
 	if err != nil {
 		writeFault(w, err, "")

@@ -15,7 +15,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
-	"github.com/retainer-gw/retainer/sandbox"
+	"github.com/retainer-gw/retainer/program"
 	socketrec "github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
 
@@ -47,7 +47,7 @@ func isWebSocketUpgrade(r *http.Request) bool {
 // serveSocket upgrades the visitor whose request the handler answered
 // with 101 and relays until either side closes. It returns when the socket
 // is closed.
-func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *handles.Registry, res sandbox.WireResponse, st *handles.Stream) {
+func (h *Retainer) serveSocket(w http.ResponseWriter, r *http.Request, reg *handles.Registry, res program.WireResponse, st *handles.Stream) {
 	release, err := reg.AcquireSocket(st.HandleID())
 	if err != nil {
 		st.Close(true)

@@ -15,8 +15,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	_ "github.com/retainer-gw/retainer/caddymodule"
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // The tests talk to a real gateway started in this process (its workers
@@ -34,7 +34,7 @@ var gatewayURL = fmt.Sprintf("ws://127.0.0.1:%d/executor", testPort)
 var apiURL = fmt.Sprintf("http://127.0.0.1:%d", testPort)
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+	if len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		child.Main()
 	}
 	dir, err := os.MkdirTemp("", "retainer-client-test")

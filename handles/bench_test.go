@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func p50(d []time.Duration) time.Duration {
@@ -17,7 +17,7 @@ func p50(d []time.Duration) time.Duration {
 	return d[len(d)/2]
 }
 
-func benchGateway(b *testing.B, pcfg worker.Config) (*gateway, string) {
+func benchGateway(b *testing.B, pcfg workers.Config) (*gateway, string) {
 	path := filepath.Join(b.TempDir(), "registry.db")
 	g := start(&testing.T{}, path, &fakeClock{now: time.Now()}, &eventLog{}, pcfg)
 	b.Cleanup(g.stop)
@@ -28,7 +28,7 @@ func benchGateway(b *testing.B, pcfg worker.Config) (*gateway, string) {
 // Compare with worker's BenchmarkInvokeAcrossBoundary: the difference is the
 // registry's overhead (lookup, FIFO, counters).
 func BenchmarkRegistryInvoke(b *testing.B) {
-	g, _ := benchGateway(b, worker.Config{Workers: 1})
+	g, _ := benchGateway(b, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}, RetainHandles: true})
 	if err != nil {
@@ -49,7 +49,7 @@ func BenchmarkRegistryInvoke(b *testing.B) {
 
 // go test ./handles -run ^$ -bench Deploy
 func BenchmarkDeploy(b *testing.B) {
-	g, _ := benchGateway(b, worker.Config{Workers: 1, IsolatesPerWorker: 100000})
+	g, _ := benchGateway(b, workers.Config{Workers: 1, IsolatesPerWorker: 100000})
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 1 << 30})
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -67,14 +67,14 @@ func BenchmarkDeploy(b *testing.B) {
 func BenchmarkFirstRequestAfterRestart(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "registry.db")
 	clock := &fakeClock{now: time.Now()}
-	g := start(&testing.T{}, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g := start(&testing.T{}, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	res, _ := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
 	req := program.NewWireRequest("GET", "https://x/", nil, nil)
 	var first, warm []time.Duration
 	for i := 0; i < b.N; i++ {
 		g.stop()
-		g = start(&testing.T{}, path, clock, &eventLog{}, worker.Config{Workers: 1})
+		g = start(&testing.T{}, path, clock, &eventLog{}, workers.Config{Workers: 1})
 		reg = g.store.Registry("apps", RegistryConfig{})
 		s := time.Now()
 		if _, err := reg.Invoke(context.Background(), "t", res.ExecutionID, "fetch", req); err != nil {
@@ -93,7 +93,7 @@ func BenchmarkFirstRequestAfterRestart(b *testing.B) {
 
 // go test ./handles -run ^$ -bench ParkAndRebuild -benchtime 1x
 func BenchmarkParkAndRebuild(b *testing.B) {
-	g, _ := benchGateway(b, worker.Config{Workers: 2, IsolatesPerWorker: 50})
+	g, _ := benchGateway(b, workers.Config{Workers: 2, IsolatesPerWorker: 50})
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2000})
 	const n = 1000
 	ids := make([]string, n)

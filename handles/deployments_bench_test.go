@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // go test ./handles -run ^$ -bench ServeRoute
 // A split route's pick (a map lookup, a cookie scan, one random number)
 // against a plain route's, through the registry's data-plane entry.
 func BenchmarkServeRoute(b *testing.B) {
-	g, _ := benchGateway(b, worker.Config{Workers: 1})
+	g, _ := benchGateway(b, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	deployOK := func() string {
 		res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}, RetainHandles: true})
@@ -48,7 +48,7 @@ func BenchmarkServeRoute(b *testing.B) {
 // go test ./handles -run ^$ -bench ParkedDeployment -benchtime 20x
 // The first request of a deployment the idle sweep parked: its rebuild.
 func BenchmarkParkedDeployment(b *testing.B) {
-	g, _ := benchGateway(b, worker.Config{Workers: 1})
+	g, _ := benchGateway(b, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Minute})
 	res, err := reg.Execute(context.Background(), "t", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true})
 	if err != nil {

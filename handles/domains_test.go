@@ -13,8 +13,8 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func TestValidHost(t *testing.T) {
@@ -58,7 +58,7 @@ func TestDomains(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ends := &eventLog{}
-	g := start(t, path, clock, ends, worker.Config{Workers: 1})
+	g := start(t, path, clock, ends, workers.Config{Workers: 1})
 	defer func() { g.stop() }()
 	var goneMu sync.Mutex
 	var gone []string
@@ -193,7 +193,7 @@ func TestDomains(t *testing.T) {
 	}
 	// Persisted: a restart keeps the domains, active and pending.
 	g.stop()
-	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	g = start(t, path, clock, ends, workers.Config{Workers: 1})
 	g.store.opts.OnDomainsGone = func(reg string, hosts []string) {
 		goneMu.Lock()
 		gone = append(gone, hosts...)
@@ -245,7 +245,7 @@ func TestDomains(t *testing.T) {
 // A tenant claims at most 100 hosts; another tenant's route of the same
 // name never receives a domain's traffic.
 func TestDomainQuotaAndRouteOwnership(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{})
 	id := deploy(t, reg, "alice")
@@ -287,7 +287,7 @@ func TestDomainQuotaAndRouteOwnership(t *testing.T) {
 // before.
 func TestReservedNamesCountAgainstTheQuota(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := start(t, filepath.Join(t.TempDir(), "registry.db"), clock, &eventLog{}, worker.Config{Workers: 1})
+	g := start(t, filepath.Join(t.TempDir(), "registry.db"), clock, &eventLog{}, workers.Config{Workers: 1})
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 72 * time.Hour})
 	bound, refused := 0, 0
@@ -383,7 +383,7 @@ func TestReservedNamesCountAgainstTheQuota(t *testing.T) {
 func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g := start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
 	id := deploy(t, reg, "alice")
 	var ops []persist.Op
@@ -395,7 +395,7 @@ func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.stop()
-	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g = start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	defer g.stop()
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
 	if ds := reg.Domains("alice"); len(ds) != 2 || ds[1].Host != "old.example.com" || ds[1].Status != DomainPending {
@@ -418,7 +418,7 @@ func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
 		t.Fatalf("a deleted old claim is still under its host: %s", v)
 	}
 	g.stop()
-	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g = start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
 	if ds := reg.Domains("alice"); len(ds) != 1 || ds[0].Host != "old.example.com" || ds[0].Status != DomainActive {
 		t.Fatalf("after a restart: %+v", ds)
@@ -437,7 +437,7 @@ func TestDomainsStoredBeforeSeveralClaims(t *testing.T) {
 // withdrawn claims have lapsed and new claims succeed.
 func TestWithdrawnClaimsKeepTheirWeek(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := start(t, filepath.Join(t.TempDir(), "registry.db"), clock, &eventLog{}, worker.Config{Workers: 1})
+	g := start(t, filepath.Join(t.TempDir(), "registry.db"), clock, &eventLog{}, workers.Config{Workers: 1})
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 30 * 24 * time.Hour})
 	id, bob := deploy(t, reg, "mallory"), deploy(t, reg, "bob")

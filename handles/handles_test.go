@@ -20,12 +20,12 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/child"
+	"github.com/retainer-gw/retainer/sandbox/child"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+	if len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		child.Main()
 	}
 	os.Exit(m.Run())
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 type gateway struct {
 	store   *Store
 	backing persist.Store
-	pool    *worker.Pool
+	pool    *workers.Pool
 	clock   *fakeClock
 	ends    *eventLog
 }
@@ -70,17 +70,17 @@ func (l *eventLog) reasons(id string) []string {
 	return out
 }
 
-func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg worker.Config) *gateway {
+func start(t *testing.T, path string, clock *fakeClock, ends *eventLog, pcfg workers.Config) *gateway {
 	t.Helper()
 	return startOn(t, func() (persist.Store, error) { return persist.OpenBolt(path, 0) }, clock, ends, pcfg)
 }
 
 // startOn is start on any backend of package store.
-func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock, ends *eventLog, pcfg worker.Config, tune ...func(*Options)) *gateway {
+func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock, ends *eventLog, pcfg workers.Config, tune ...func(*Options)) *gateway {
 	t.Helper()
 	var store atomic.Pointer[Store]
 	pcfg.Logf = t.Logf
-	pcfg.OnCrash = func(c worker.Crash) {
+	pcfg.OnCrash = func(c workers.Crash) {
 		if s := store.Load(); s != nil {
 			s.WorkerCrashed(c)
 		}
@@ -107,15 +107,15 @@ func startOn(t *testing.T, open func() (persist.Store, error), clock *fakeClock,
 	// Shared workers on any CPU, two unless the test says (the app's
 	// defaults, tenant and auto, are the caddymodule tests').
 	if pcfg.Isolation == "" {
-		pcfg.Isolation = worker.IsolationShared
+		pcfg.Isolation = workers.IsolationShared
 	}
-	if pcfg.Workers == 0 && pcfg.Isolation == worker.IsolationShared {
+	if pcfg.Workers == 0 && pcfg.Isolation == workers.IsolationShared {
 		pcfg.Workers = 2
 	}
 	if pcfg.CPUs == "" {
-		pcfg.CPUs = worker.CPUsShared
+		pcfg.CPUs = workers.CPUsShared
 	}
-	pool, err := worker.Start(pcfg)
+	pool, err := workers.Start(pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func (g *gateway) stop() {
 	}
 }
 
-func newGateway(t *testing.T, pcfg worker.Config) *gateway {
+func newGateway(t *testing.T, pcfg workers.Config) *gateway {
 	return start(t, filepath.Join(t.TempDir(), "registry.db"), &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, &eventLog{}, pcfg)
 }
 
@@ -219,7 +219,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	path := filepath.Join(dir, "registry.db")
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ends := &eventLog{}
-	g := start(t, path, clock, ends, worker.Config{Workers: 1})
+	g := start(t, path, clock, ends, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	id := deploy(t, reg, "alice")
 	mustCall(t, reg, "alice", id, `{"served":1}`)
@@ -230,7 +230,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	clock.Add(40 * time.Minute)
 	g.stop()
 
-	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	g = start(t, path, clock, ends, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	// The counter restarts: closure state is rebuilt from scratch.
 	res, err := reg.Serve(context.Background(), "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil))
@@ -248,7 +248,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 	// Idle time kept counting across the restart (40 min before, 30 after).
 	g.stop()
 	clock.Add(70 * time.Minute)
-	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	g = start(t, path, clock, ends, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	g.store.SweepIdle()
 	// A route points at it: a deployment parks, never ends, past the idle
@@ -272,7 +272,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 }
 
 func TestClosedAndInventedIdsAnswerAlike(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	id := deploy(t, reg, "alice")
 	if err := reg.Close("alice", id); err != nil {
@@ -299,7 +299,7 @@ func TestClosedAndInventedIdsAnswerAlike(t *testing.T) {
 }
 
 func TestTenantsAreIsolated(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	other := g.store.Registry("other-site", RegistryConfig{})
 	id := deploy(t, reg, "alice")
@@ -357,7 +357,7 @@ func TestRouteNames(t *testing.T) {
 }
 
 func TestRouteSwapUnderTraffic(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	a, b := deploy(t, reg, "alice"), deploy(t, reg, "alice")
 	if _, err := reg.BindRoute("alice", "live", a); err != nil {
@@ -409,7 +409,7 @@ func TestRouteSwapUnderTraffic(t *testing.T) {
 }
 
 func TestBoundStrikes(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
 	id := deploy(t, reg, "alice")
 	mustCall(t, reg, "alice", id, `{"served":1}`)
@@ -433,7 +433,7 @@ func TestBoundStrikes(t *testing.T) {
 }
 
 func TestWorkerKilledWhileServing(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 2})
+	g := newGateway(t, workers.Config{Workers: 2})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	var ids []string
 	for i := 0; i < 6; i++ {
@@ -493,7 +493,7 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 	// A memory bound other than the default: the end names the bound the
 	// handle ran under (the gateway's, as the app gives it to both).
 	limits := budgets.Limits{MemoryMiB: 48}
-	g := newGateway(t, worker.Config{Workers: 1, Engine: worker.EngineConfig{Limits: limits}})
+	g := newGateway(t, workers.Config{Workers: 1, Engine: workers.EngineConfig{Limits: limits}})
 	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3, Limits: limits})
 	id := deploy(t, reg, "alice")
 	crashes := 0
@@ -532,7 +532,7 @@ func TestHandleThatCrashesItsWorkerIsClosed(t *testing.T) {
 }
 
 func TestParkingWhenSlotsRunOut(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1, IsolatesPerWorker: 2})
+	g := newGateway(t, workers.Config{Workers: 1, IsolatesPerWorker: 2})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	a := deploy(t, reg, "alice")
 	mustCall(t, reg, "alice", a, `{"served":1}`)
@@ -550,7 +550,7 @@ func TestParkingWhenSlotsRunOut(t *testing.T) {
 }
 
 func TestQuota(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2})
 	deploy(t, reg, "alice")
 	deploy(t, reg, "alice")
@@ -571,7 +571,7 @@ func TestQuota(t *testing.T) {
 func TestLateRecordWritesDoNotResurrect(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	g := start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g := start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	id := deploy(t, reg, "alice")
 	g.store.mu.Lock()
@@ -585,7 +585,7 @@ func TestLateRecordWritesDoNotResurrect(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.stop()
-	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g = start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{})
 	if _, err := reg.Get("alice", id); !errors.Is(err, fault.ErrHandlesClosed) {
 		t.Fatalf("a closed handle came back after a restart: %v", err)
@@ -595,7 +595,7 @@ func TestLateRecordWritesDoNotResurrect(t *testing.T) {
 // A tenant binds at most 100 route names per registry; moving a name it
 // holds is not a new one, and another tenant is not affected.
 func TestRouteQuota(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{})
 	id := deploy(t, reg, "alice")
 	for i := 0; i < 100; i++ {
@@ -624,7 +624,7 @@ func TestFreedRouteNamesStayReserved(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ends := &eventLog{}
-	g := start(t, path, clock, ends, worker.Config{Workers: 1})
+	g := start(t, path, clock, ends, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{BoundStrikes: 3})
 	id := deploy(t, reg, "alice")
 	if _, err := reg.BindRoute("alice", "webhooks", id); err != nil {
@@ -635,7 +635,7 @@ func TestFreedRouteNamesStayReserved(t *testing.T) {
 		t.Fatalf("end events %v", ends.reasons(id))
 	}
 	g.stop()
-	g = start(t, path, clock, ends, worker.Config{Workers: 1})
+	g = start(t, path, clock, ends, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: 72 * time.Hour})
 	mallory := deploy(t, reg, "mallory")
 	if _, err := reg.BindRoute("mallory", "webhooks", mallory); fault.CodeOf(err) != fault.Conflict {

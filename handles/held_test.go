@@ -8,14 +8,14 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // Answers held whole for the API are charged to their tenant: past its
 // share it gets QUOTA_EXCEEDED, past the gateway's cap the one who asked
 // gets OVERLOADED, and a release gives the bytes back.
 func TestHeldBodiesAreChargedToTheirTenant(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 0, WorkerMemory: 8 << 30})
+	g := newGateway(t, workers.Config{Workers: 0, WorkerMemory: 8 << 30})
 	defer g.stop()
 	g.store.held = budgets.NewBytes(3<<20+1000, 2<<20)
 	reg := g.store.Registry("apps", RegistryConfig{})

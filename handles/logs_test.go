@@ -9,14 +9,14 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // A handler that logs all it may on every call: its log in memory stays
 // within budgets.HandleLogBytes, keeps the newest entries, and says how many
 // older ones were dropped.
 func TestHandleLogsInMemoryAreBounded(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: 2 * time.Second, Program: program.Program{Code: `async () => {
 		let n = 0

@@ -8,8 +8,8 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // In a cluster a gateway acts only on the spaces it owns: its copy of any
@@ -26,7 +26,7 @@ func TestUnownedSpacesAreSweptByOne(t *testing.T) {
 	clustered := func(o *Options) { o.Own = func(context.Context, string) error { return nil } }
 	cfg := RegistryConfig{IdleBound: time.Hour}
 
-	dead := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	dead := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	reg := dead.store.Registry("apps", cfg)
 	ids := map[string]string{}
 	for _, tenant := range []string{"alice", "bob"} {
@@ -42,7 +42,7 @@ func TestUnownedSpacesAreSweptByOne(t *testing.T) {
 	dead.stop() // the owner dies
 
 	ends := &eventLog{}
-	g := startOn(t, open, clock, ends, worker.Config{Workers: 1}, clustered)
+	g := startOn(t, open, clock, ends, workers.Config{Workers: 1}, clustered)
 	g.store.Registry("apps", cfg)
 	clock.Add(2 * time.Hour)
 	stored := func(tenant string) bool {
@@ -81,7 +81,7 @@ func TestDomainActiveAskedOfTheStore(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	clustered := func(o *Options) { o.Own = func(context.Context, string) error { return nil } }
 	cfg := RegistryConfig{IdleBound: time.Hour}
-	owner := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	owner := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	reg := owner.store.Registry("apps", cfg)
 	if err := reg.Own(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestDomainActiveAskedOfTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	other := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	stale := other.store.Registry("apps", cfg)
 	misses := 0
 	gate := StoreLookups{Allow: func() bool { return true }, Miss: func() { misses++ }}
@@ -115,7 +115,7 @@ func TestDomainActiveAskedOfTheStore(t *testing.T) {
 	if stale.DomainActive("shop.example.com") || !active() || misses != 1 {
 		t.Fatalf("a domain activated through its owner, at a gateway that loaded it pending (misses %d)", misses)
 	}
-	third := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	third := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	loaded := third.store.Registry("apps", cfg)
 	if err := reg.DeleteDomain("alice", "shop.example.com"); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // tableCounts is a store that counts the operations committed to each
@@ -69,7 +69,7 @@ func checkSplitRecords(t *testing.T, open func() (persist.Store, error), size in
 		counts.Store = s
 		return counts, err
 	}
-	g := startOn(t, counting, clock, ends, worker.Config{Workers: 1})
+	g := startOn(t, counting, clock, ends, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: bigProgram(size)}, RetainHandles: true, Timeout: 2 * time.Second})
 	if err != nil || res.ExecutionID == "" {
@@ -95,7 +95,7 @@ func checkSplitRecords(t *testing.T, open func() (persist.Store, error), size in
 	}
 	g.stop()
 
-	g = startOn(t, counting, clock, ends, worker.Config{Workers: 1})
+	g = startOn(t, counting, clock, ends, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	res2, err := reg.Serve(context.Background(), "shop", ResolveRoutes, program.NewWireRequest("GET", "https://shop.test/", nil, nil))
 	if err != nil || string(res2.BodyBytes()) != `{"served":1}` {
@@ -147,7 +147,7 @@ func TestWholeRecordsAreSplitOnLoad(t *testing.T) {
 	}
 	b.Close()
 
-	g := start(t, path, &fakeClock{now: now}, &eventLog{}, worker.Config{Workers: 1})
+	g := start(t, path, &fakeClock{now: now}, &eventLog{}, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	mustCall(t, reg, "alice", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", `{"served":1}`)
 	meta, _ := g.backing.Get(context.Background(), tableHandles, key("apps", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"))
@@ -193,7 +193,7 @@ func TestFlushesStoreTheNewestState(t *testing.T) {
 		return gated, err
 	}
 	// No periodic flush: the test makes the two.
-	g := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) { o.FlushEvery = time.Hour })
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, func(o *Options) { o.FlushEvery = time.Hour })
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	id := deploy(t, reg, "alice")
 	mustCall(t, reg, "alice", id, `{"served":1}`)
@@ -210,7 +210,7 @@ func TestFlushesStoreTheNewestState(t *testing.T) {
 	<-second
 	g.stop()
 
-	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g = start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	if info, err := reg.Get("alice", id); err != nil || info.Invocations != 2 {
 		t.Fatalf("after a restart the record says %d invocations (%v), want 2: an older flush landed last", info.Invocations, err)
@@ -245,7 +245,7 @@ func TestFlushPacksTenantsIntoOneCommit(t *testing.T) {
 		counting.Store = s
 		return counting, err
 	}
-	g := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) { o.FlushEvery = time.Hour })
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, func(o *Options) { o.FlushEvery = time.Hour })
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	const tenants = 12
 	ids := make([]string, tenants)
@@ -278,7 +278,7 @@ func TestFlushPacksTenantsIntoOneCommit(t *testing.T) {
 	}
 	g.stop()
 
-	g = start(t, path, clock, &eventLog{}, worker.Config{Workers: 1})
+	g = start(t, path, clock, &eventLog{}, workers.Config{Workers: 1})
 	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	for i, id := range ids[1:] {
 		if info, err := reg.Get(fmt.Sprint("tenant-", i+1), id); err != nil || info.Invocations != 3 {

@@ -11,7 +11,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // RegistryConfig is a registry's limits; a config reload may change them
@@ -285,7 +285,7 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 			// Never more than the wall time the gateway saw.
 			r.store.opts.OnRun(r.name, tenant, min(time.Duration(out.CPUNs), time.Since(start)))
 		}
-		if !errors.Is(err, worker.ErrNoCapacity) {
+		if !errors.Is(err, workers.ErrNoCapacity) {
 			return out, err
 		}
 		if attempt >= 8 || !r.store.parkOne(job.ID, tenant) {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // RETAINER_MEASURE_SCHEDULES=1 go test ./handles -run TestMeasureScheduleLateness -v -timeout 5m
@@ -26,7 +26,7 @@ func TestMeasureScheduleLateness(t *testing.T) {
 	}
 	const n = 1000
 	g := startOn(t, func() (persist.Store, error) { return persist.OpenBolt(filepath.Join(t.TempDir(), "r.db"), 0) },
-		&fakeClock{}, &eventLog{}, worker.Config{Workers: 2, IsolatesPerWorker: 600}, func(o *Options) { o.Now = time.Now })
+		&fakeClock{}, &eventLog{}, workers.Config{Workers: 2, IsolatesPerWorker: 600}, func(o *Options) { o.Now = time.Now })
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour, MaxHandlesPerTenant: 100000})
 	code := `async () => { let late = -1; return {
 		fetch() { return Response.json(late) },

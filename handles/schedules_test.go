@@ -13,8 +13,8 @@ import (
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // scheduledProgram counts its firings in a closure and shows them through
@@ -35,7 +35,7 @@ type firedState struct {
 }
 
 func startScheduling(t *testing.T, path string, clock *fakeClock) *gateway {
-	return startOn(t, func() (persist.Store, error) { return persist.OpenBolt(path, 0) }, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) {
+	return startOn(t, func() (persist.Store, error) { return persist.OpenBolt(path, 0) }, clock, &eventLog{}, workers.Config{Workers: 1}, func(o *Options) {
 		o.ScheduleEvery = 20 * time.Millisecond
 		o.ScheduleRetries = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
 	})
@@ -236,7 +236,7 @@ func TestFireNowOneAtATime(t *testing.T) {
 // tick supersedes the retries of the last.
 func TestNewTickSupersedesRetries(t *testing.T) {
 	clock := &fakeClock{now: t0.Add(30 * time.Second)}
-	g := startOn(t, func() (persist.Store, error) { return persist.OpenBolt(filepath.Join(t.TempDir(), "r.db"), 0) }, clock, &eventLog{}, worker.Config{Workers: 1}, func(o *Options) {
+	g := startOn(t, func() (persist.Store, error) { return persist.OpenBolt(filepath.Join(t.TempDir(), "r.db"), 0) }, clock, &eventLog{}, workers.Config{Workers: 1}, func(o *Options) {
 		o.ScheduleEvery = 20 * time.Millisecond
 		o.ScheduleRetries = []time.Duration{2 * time.Second, 50 * time.Millisecond, 50 * time.Millisecond}
 	})
@@ -452,7 +452,7 @@ func TestSchedulesInACluster(t *testing.T) {
 		o.ScheduleRetries = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
 	}
 	cfg := RegistryConfig{IdleBound: time.Hour}
-	a := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	a := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	regA := a.store.Registry("apps", cfg)
 	if err := regA.Own(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
@@ -461,7 +461,7 @@ func TestSchedulesInACluster(t *testing.T) {
 	clock.Add(31 * time.Second) // 00:01:01
 	eventually(t, "the owner's first tick", func() bool { return fired(t, regA, "alice", id).Tries == 1 })
 
-	b := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	b := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	regB := b.store.Registry("apps", cfg)
 	time.Sleep(200 * time.Millisecond)
 	// B takes the space (as when A's lease is lost), while A still runs

@@ -10,15 +10,15 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
-	"github.com/retainer-gw/retainer/sandbox/worker"
-	"github.com/retainer-gw/retainer/sandbox/worker/wire"
+	"github.com/retainer-gw/retainer/workers"
+	"github.com/retainer-gw/retainer/workers/wire"
 )
 
 // An open WebSocket keeps its handle from idling out (docs/websockets.md);
 // once it closes, the idle bound applies again. The caps answer
 // QUOTA_EXCEEDED per handle and per tenant.
 func TestOpenSocketsKeepTheirHandle(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Minute, WebsocketsPerHandle: 1, WebsocketsPerTenant: 1})
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: time.Second,
@@ -61,7 +61,7 @@ func TestOpenSocketsKeepTheirHandle(t *testing.T) {
 // reading the visitors), and leave half the queue to requests.
 func TestSocketEventsWaitTheirTurn(t *testing.T) {
 	limits := budgets.Limits{HandleQueue: 4}
-	g := newGateway(t, worker.Config{Workers: 1, Engine: wire.EngineConfig{Limits: limits}})
+	g := newGateway(t, workers.Config{Workers: 1, Engine: wire.EngineConfig{Limits: limits}})
 	defer g.stop()
 	reg := g.store.Registry("apps", RegistryConfig{Limits: limits})
 	res, err := reg.Execute(context.Background(), "alice", ExecRequest{RetainHandles: true, Timeout: time.Second,

@@ -11,11 +11,11 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	"github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
-// Executor holds live isolates; *worker.Pool is the product's.
+// Executor holds live isolates; *workers.Pool is the product's.
 type Executor interface {
 	// RunFor runs a job for a tenant (with tenant cordons, in a worker
 	// that hosts that tenant alone).
@@ -417,7 +417,7 @@ func (s *Store) registryOf(id string) *Registry {
 // lazily; each suspect takes a strike, and a suspect at bound_strikes is
 // closed with the memory text. A worker killed from outside has no
 // suspects (docs/architecture.md, Blame).
-func (s *Store) WorkerCrashed(c worker.Crash) {
+func (s *Store) WorkerCrashed(c workers.Crash) {
 	for _, id := range c.Suspects {
 		if r := s.registryOf(id); r != nil {
 			r.strike(id, "crash", fmt.Sprintf("The worker serving this handle stopped while it ran (%s).", c.Reason))

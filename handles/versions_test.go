@@ -10,8 +10,8 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/program"
-	"github.com/retainer-gw/retainer/sandbox/worker"
 	persist "github.com/retainer-gw/retainer/store"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 func deployAnswering(t *testing.T, reg *Registry, tenant, body string) string {
@@ -27,7 +27,7 @@ func deployAnswering(t *testing.T, reg *Registry, tenant, body string) string {
 // A replaced version ends after the retention unless something else points
 // at it: another route, a domain by id, or another route's kept version.
 func TestReplacedVersionsEndAfterTheirRetention(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: 10 * time.Minute, VersionRetention: time.Hour})
 	a, b, c := deployAnswering(t, reg, "alice", "a"), deployAnswering(t, reg, "alice", "b"), deployAnswering(t, reg, "alice", "c")
 	for _, id := range []string{a, b} {
@@ -79,8 +79,8 @@ func TestSplitsCrossGateways(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	clustered := func(o *Options) { o.Own = func(context.Context, string) error { return nil } }
 	cfg := RegistryConfig{IdleBound: time.Hour}
-	first := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
-	second := startOn(t, open, clock, &eventLog{}, worker.Config{Workers: 1}, clustered)
+	first := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	second := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	reg := first.store.Registry("apps", cfg)
 	other := second.store.Registry("apps", cfg)
 	ctx := context.Background()
@@ -125,7 +125,7 @@ func TestSplitsCrossGateways(t *testing.T) {
 // the others are listed; with one left the route shows no split and serves
 // its executionId alone.
 func TestEndedSplitMembersAreNotListed(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	a, b, c := deployAnswering(t, reg, "alice", "a"), deployAnswering(t, reg, "alice", "b"), deployAnswering(t, reg, "alice", "c")
 	bystander := deployAnswering(t, reg, "bob", "bob")
@@ -161,7 +161,7 @@ func TestEndedSplitMembersAreNotListed(t *testing.T) {
 // A handle an active domain names by id is a deployment, and a domain that
 // follows a split route is split alike.
 func TestDomainsAndDeployments(t *testing.T) {
-	g := newGateway(t, worker.Config{Workers: 1})
+	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
 	claim := func(host, route, id string) {
 		t.Helper()

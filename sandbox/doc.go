@@ -19,10 +19,16 @@
 //
 // Ownership: each isolate is owned by one goroutine, its loop (vm.go);
 // every V8 call, Value.Release included, happens there.
+// Its state is in sub-states that own their fields, one type a topic
+// file: jobQueue (queue.go), timers, hostCalls (hostcall.go), streamSet
+// (stream.go), watchdog (bounds.go, cancel.go, visitor.go), busyPeriod
+// (concurrent.go), entryPoints and sessions (install.go), uncached
+// (codecache.go); the vm composes them and makes the calls into
+// JavaScript.
 //
 // Caveats: V8 can still abort the process on allocations far past the
 // bound, and some builtins ignore termination; the worker process around
-// the engine (sandbox/worker) is the failure domain for those. The package
+// the engine (workers) is the failure domain for those. The package
 // grants nothing: kv, fetch and tools are host calls (Config.HostCall)
 // that the caller checks. It knows nothing of tenants, routing or HTTP.
 package sandbox

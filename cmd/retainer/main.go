@@ -7,7 +7,8 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/retainer-gw/retainer/caddymodule"
+	// Retainer's modules (caddymodule) and the worker subcommand.
+	_ "github.com/retainer-gw/retainer"
 )
 
 func main() {

@@ -18,7 +18,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
-	"github.com/retainer-gw/retainer/sandbox/worker"
+	"github.com/retainer-gw/retainer/workers"
 )
 
 // The test binary is the product's binary: run as `retainer ...` (the env
@@ -26,7 +26,7 @@ import (
 // with an empty environment), it is caddycmd.Main with the same modules.
 func TestMain(m *testing.M) {
 	etcdtest.ServeIfAsked() // an etcd of a test's own process (etcdtest.StartProcess)
-	if os.Getenv("RETAINER_TEST_AS_BINARY") == "1" || len(os.Args) > 1 && os.Args[1] == worker.Subcommand {
+	if os.Getenv("RETAINER_TEST_AS_BINARY") == "1" || len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		caddycmd.Main()
 		return
 	}
@@ -98,7 +98,7 @@ func workerCount(t *testing.T) int {
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && exe == self && bytes.Contains(cmdline, []byte("\x00"+worker.Subcommand)) {
+		if err == nil && exe == self && bytes.Contains(cmdline, []byte("\x00"+workers.Subcommand)) {
 			n++
 		}
 	}
@@ -158,7 +158,7 @@ func (gw *gateway) stop() {
 }
 
 // The gateway collects at its own GOGC default unless the operator set
-// GOGC, and its workers follow (sandbox/worker tests the hand-over).
+// GOGC, and its workers follow (workers tests the hand-over).
 func TestGatewayGCTarget(t *testing.T) {
 	for _, c := range []struct {
 		env  []string

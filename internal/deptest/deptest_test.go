@@ -50,18 +50,20 @@ var allowed = map[string][]string{
 	"sandbox/webapi/url":       {"sandbox/webapi", "internal/urlparse"},
 	"program":                  {"sandbox/webapi/websocket"},
 	"sandbox":                  {"fault", "budgets", "program", "internal/wirejson", "internal/urlparse", "sandbox/webapi", "sandbox/webapi/crypto", "sandbox/webapi/text", "sandbox/webapi/websocket", "sandbox/webapi/url"},
-	"sandbox/worker/wire":      {"fault", "budgets", "program"},
-	"sandbox/worker":           {"fault", "budgets", "program", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
-	"sandbox/worker/child":     {"fault", "budgets", "program", "sandbox", "sandbox/worker/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
-	"handles":                  {"fault", "budgets", "store", "program", "sandbox/worker", "capability", "internal/wirejson", "internal/readsome"},
-	"caddymodule":              {"fault", "budgets", "store", "cluster", "program", "sandbox", "sandbox/worker", "sandbox/worker/child", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
+	"workers/wire":             {"fault", "budgets", "program"},
+	"workers":                  {"fault", "budgets", "program", "workers/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
+	"sandbox/child":            {"fault", "budgets", "program", "sandbox", "workers/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
+	"handles":                  {"fault", "budgets", "store", "program", "workers", "capability", "internal/wirejson", "internal/readsome"},
+	"caddymodule":              {"fault", "budgets", "store", "cluster", "program", "workers", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
+	// The xcaddy plugin: the modules and the worker subcommand.
+	".": {"caddymodule", "workers", "sandbox/child"},
 }
 
 // only lists third-party import prefixes that only some packages may use.
 var only = map[string][]string{
-	"github.com/caddyserver/caddy":  {"caddymodule", "cmd/retainer"},
+	"github.com/caddyserver/caddy":  {"caddymodule", "cmd/retainer", "."},
 	"rogchap.com/v8go":              {"sandbox"},
 	"go.etcd.io/bbolt":              {"store"},
 	"github.com/ncruces/go-sqlite3": {"sqldb"},
@@ -128,17 +130,17 @@ func TestDependencyArrows(t *testing.T) {
 }
 
 // linksV8 lists the packages that may link V8, through any chain of
-// imports: the engine, the worker process that hosts it, and what hosts
-// the worker subcommand (caddymodule, and the binaries and the xcaddy
-// plugin above it). The gateway's own packages (the pool, its wire
-// protocol, handles and below) name a program's values through package
-// program and link no V8 (docs/architecture.md, "Which binaries link V8").
+// imports: the engine, the worker process that hosts it, and where the
+// binary is assembled with the worker subcommand (the xcaddy plugin,
+// command.go, and cmd/retainer above it). The gateway's own packages
+// (caddymodule, the pool, its wire protocol, handles and below) name a
+// program's values through package program and link no V8
+// (docs/architecture.md, "Which binaries link V8").
 var linksV8 = map[string]bool{
-	"sandbox":              true,
-	"sandbox/worker/child": true,
-	"caddymodule":          true,
-	"cmd/retainer":         true,
-	".":                    true, // retainer.go, the xcaddy plugin
+	"sandbox":       true,
+	"sandbox/child": true,
+	"cmd/retainer":  true,
+	".":             true, // retainer.go and command.go, the xcaddy plugin
 }
 
 // TestGatewayLinksNoV8 follows each package's imports (its non-test

@@ -1,0 +1,266 @@
+package workers
+
+import (
+	"context"
+	"github.com/retainer-gw/retainer/budgets"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/retainer-gw/retainer/program"
+	"github.com/retainer-gw/retainer/workers/wire"
+)
+
+// threadCPUs is the affinity of every thread of process pid, by thread.
+func threadCPUs(t *testing.T, pid int) map[int][]int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int][]int{}
+	for _, e := range entries {
+		tid, _ := strconv.Atoi(e.Name())
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			continue // the thread ended
+		}
+		var cpus []int
+		for i := 0; i < len(set)*64; i++ {
+			if set.IsSet(i) {
+				cpus = append(cpus, i)
+			}
+		}
+		out[tid] = cpus
+	}
+	return out
+}
+
+// onOneCPU is the CPU every thread of pid runs on, or -1 when a thread may
+// run on several or they differ.
+func onOneCPU(t *testing.T, pid int) int {
+	t.Helper()
+	cpu := -1
+	for tid, cpus := range threadCPUs(t, pid) {
+		if len(cpus) != 1 || (cpu >= 0 && cpus[0] != cpu) {
+			t.Logf("worker %d thread %d may run on %v", pid, tid, cpus)
+			return -1
+		}
+		cpu = cpus[0]
+	}
+	return cpu
+}
+
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
+	return newCPUPlacement(CPUsPinned).cpus
+}
+
+// Every thread of a pinned worker runs on its one CPU, the workers go to
+// different CPUs while there are enough, and no thread of the gateway is
+// narrowed by the forks.
+func TestPinnedWorkersRunOnOneCPUEach(t *testing.T) {
+	cpus := allowedCPUs(t)
+	before := threadCPUs(t, os.Getpid())
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned})
+	if out, err := pool.Run(context.Background(), job("async () => 40 + 2")); err != nil || string(out.Result) != "42" {
+		t.Fatalf("run: %v %s", err, out.Result)
+	}
+	seen := map[int]bool{}
+	for _, s := range pool.Status() {
+		got := onOneCPU(t, s.PID)
+		if got < 0 || got != s.CPU {
+			t.Fatalf("worker %d: threads on CPU %d, the pool says %d", s.Index, got, s.CPU)
+		}
+		seen[got] = true
+	}
+	if want := min(2, len(cpus)); len(seen) != want {
+		t.Errorf("2 workers on %d CPUs (%v allowed), want %d", len(seen), cpus, want)
+	}
+	for tid, set := range threadCPUs(t, os.Getpid()) {
+		if old, ok := before[tid]; ok && len(set) != len(old) {
+			t.Errorf("gateway thread %d: CPUs %v after starting workers, %v before", tid, set, old)
+		}
+		if len(set) != len(cpus) {
+			t.Errorf("gateway thread %d runs on %v, the process may use %v", tid, set, cpus)
+		}
+	}
+
+	// Shared again (a reload): every CPU back.
+	pool.SetCPUs(CPUsShared)
+	for _, s := range pool.Status() {
+		for tid, set := range threadCPUs(t, s.PID) {
+			if len(set) != len(cpus) {
+				t.Errorf("worker %d thread %d on %v after unpinning", s.Index, tid, set)
+			}
+		}
+		if s.CPU != -1 {
+			t.Errorf("worker %d still placed on CPU %d", s.Index, s.CPU)
+		}
+	}
+}
+
+// Shared, nothing is narrowed.
+func TestUnpinnedWorkersMayUseEveryCPU(t *testing.T) {
+	cpus := allowedCPUs(t)
+	pool := startPool(t, Config{Workers: 1})
+	s := pool.Status()[0]
+	for tid, set := range threadCPUs(t, s.PID) {
+		if len(set) != len(cpus) {
+			t.Errorf("worker thread %d on %v, want %v", tid, set, cpus)
+		}
+	}
+	if s.CPU != -1 {
+		t.Errorf("unpinned worker reported on CPU %d", s.CPU)
+	}
+}
+
+// Two busy workers pinned to one CPU while another is idle: the balance
+// loop moves one of them.
+func TestBusyPinnedWorkersAreMovedApart(t *testing.T) {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("one CPU allowed (%v): nothing to move to", cpus)
+	}
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
+	// Both onto the first CPU, as two tenants' workers placed there would be.
+	var first unix.CPUSet
+	first.Set(cpus[0])
+	pool.mu.Lock()
+	workers := append([]*process(nil), pool.workers...)
+	pool.mu.Unlock()
+	pool.cpus.mu.Lock()
+	for _, p := range workers {
+		pinThreads(p.pid, &first)
+		pool.cpus.of[p] = cpus[0]
+	}
+	pool.cpus.mu.Unlock()
+
+	// Two busy runs at once, one in each worker (the pool sends a run to
+	// the least loaded worker).
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 6000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); wg.Wait() }()
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); pool.Run(ctx, busy) }()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		st := pool.Status()
+		if st[0].CPU != st[1].CPU {
+			for _, s := range st {
+				if got := onOneCPU(t, s.PID); got != s.CPU {
+					t.Fatalf("worker %d placed on CPU %d, its threads on %d", s.Index, s.CPU, got)
+				}
+			}
+			return
+		}
+	}
+	t.Fatalf("two busy workers still share CPU %d with %v allowed", pool.Status()[0].CPU, cpus)
+}
+
+func TestPlanMove(t *testing.T) {
+	cpus := []int{0, 1}
+	for _, c := range []struct {
+		name    string
+		workers []placed
+		index   int
+		to      int
+		ok      bool
+	}{
+		{"two busy on one CPU", []placed{{0, 0.9}, {0, 0.8}}, 0, 1, true},
+		{"already apart", []placed{{0, 0.9}, {1, 0.8}}, 0, 0, false},
+		{"one busy alone", []placed{{0, 1.0}}, 0, 0, false},
+		{"gain under the margin", []placed{{0, 0.5}, {0, 0.05}, {1, 0.45}}, 0, 0, false},
+		{"the move that leaves the lower peak", []placed{{0, 0.6}, {0, 0.3}, {0, 0.3}, {1, 0.2}}, 0, 1, true},
+		{"idle", []placed{{0, 0}, {0, 0}}, 0, 0, false},
+	} {
+		i, to, ok := planMove(c.workers, cpus)
+		if ok != c.ok || (ok && (i != c.index || to != c.to)) {
+			t.Errorf("%s: planMove = %d→%d %v, want %d→%d %v", c.name, i, to, ok, c.index, c.to, c.ok)
+		}
+	}
+	if _, _, ok := planMove([]placed{{0, 1}, {0, 1}}, []int{0}); ok {
+		t.Error("a move with one CPU")
+	}
+}
+
+// worker_cpus auto: a worker that needs more than its CPU while another
+// CPU has time is let go, and pinned again once it is calm.
+func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("one CPU allowed (%v): no other CPU to give it", cpus)
+	}
+	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
+	// The other CPUs have time to spare, and a busy worker counts as
+	// saturated at a quarter of its CPU (calm below a tenth), whatever else runs on this
+	// machine beside the test (go test runs packages in parallel, and a
+	// process sharing the worker's CPU takes its share).
+	pool.cpus.mu.Lock()
+	pool.cpus.saturated, pool.cpus.calm = 0.25, 0.1
+	pool.cpus.idle = func() map[int]float64 {
+		out := map[int]float64{}
+		for _, cpu := range cpus {
+			out[cpu] = 0.5
+		}
+		return out
+	}
+	pool.cpus.mu.Unlock()
+	if s := pool.Status()[0]; s.CPU < 0 || onOneCPU(t, s.PID) != s.CPU {
+		t.Fatalf("an idle worker under auto is not pinned: %+v", s)
+	}
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { _, err := pool.Run(context.Background(), busy); done <- err }()
+	waitFor := func(what string, ok func(WorkerStatus) bool) {
+		t.Helper()
+		deadline := time.Now().Add(3500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if ok(pool.Status()[0]) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s: %+v", what, pool.Status()[0])
+	}
+	waitFor("a saturated worker is still pinned", func(s WorkerStatus) bool {
+		if s.CPU >= 0 {
+			return false
+		}
+		for tid, set := range threadCPUs(t, s.PID) {
+			if len(set) != len(cpus) {
+				t.Fatalf("let go, but thread %d is on %v", tid, set)
+			}
+		}
+		return true
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a calm worker is not pinned again", func(s WorkerStatus) bool { return s.CPU >= 0 && onOneCPU(t, s.PID) == s.CPU })
+}
+
+// Under auto a saturated worker stays pinned when no other CPU has time
+// to give: letting it go would only spread it over busy CPUs.
+func TestAutoKeepsASaturatedWorkerPinnedOnABusyMachine(t *testing.T) {
+	cpus := allowedCPUs(t)
+	pool := startPool(t, Config{Workers: 1, CPUs: CPUsAuto, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
+	pool.cpus.mu.Lock()
+	pool.cpus.idle = func() map[int]float64 { return map[int]float64{} } // no CPU idle
+	pool.cpus.mu.Unlock()
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 2000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	if _, err := pool.Run(context.Background(), busy); err != nil {
+		t.Fatal(err)
+	}
+	if s := pool.Status()[0]; s.CPU < 0 || onOneCPU(t, s.PID) != s.CPU {
+		t.Fatalf("a saturated worker with %v all busy was let go: %+v", cpus, s)
+	}
+}
