@@ -307,3 +307,15 @@ const (
 	ClusterKVBound       = 1500 * time.Millisecond
 	ReceiptsWaitingBytes = 64 << 20
 )
+
+// A tenant's SQL in a cluster (docs/sql.md, docs/cluster.md) and a
+// program's statements: the pages one transaction changes, held in the
+// gateway's memory until its commit (past it the transaction fails with
+// SQL_ERROR, nothing written), the pages all databases' transactions hold
+// at once in one gateway (past it OVERLOADED, retryable), and a
+// statement's parameters (past them the statement fails with SQL_ERROR).
+const (
+	SQLDirtyBytes    = 64 << 20
+	SQLDirtyBytesAll = 256 << 20
+	SQLParams        = 1000
+)

@@ -33,8 +33,6 @@ const (
 	// idleClose closes an engine no call used for this long: an engine
 	// keeps the memory it grew to while it is open.
 	idleClose = time.Minute
-	// maxParams bounds one statement's parameters.
-	maxParams = 1000
 	pageSize  = 4096
 )
 
@@ -552,7 +550,7 @@ func (x *db) openConn() error {
 	c.Limit(sqlite3.LIMIT_LENGTH, budgets.SQLValueBytes)
 	c.Limit(sqlite3.LIMIT_SQL_LENGTH, 1<<20)
 	c.Limit(sqlite3.LIMIT_ATTACHED, 0)
-	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, maxParams)
+	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, budgets.SQLParams)
 	c.Limit(sqlite3.LIMIT_TRIGGER_DEPTH, 100)
 	c.Limit(sqlite3.LIMIT_EXPR_DEPTH, 500)
 	c.Limit(sqlite3.LIMIT_COMPOUND_SELECT, 200)
