@@ -319,3 +319,68 @@ const (
 	SQLDirtyBytesAll = 256 << 20
 	SQLParams        = 1000
 )
+
+// What a tenant's host asks of the API (README.md, API; docs/protocol.md):
+// a chain's steps (past them BAD_REQUEST), a handle's invocations in
+// progress as a deploy may set them (`concurrency`; past it BAD_REQUEST);
+// on one executor socket, the executions, caller-tool calls and
+// invocations in flight (past them that message is answered OVERLOADED,
+// the socket stays) and the caller providers and one provider's tools a
+// message may declare (past them BAD_REQUEST).
+const (
+	ChainSteps              = 32
+	HandleConcurrency       = 1000
+	ExecutorSocketRuns      = 16
+	ExecutorSocketCalls     = 64
+	ExecutorSocketInvokes   = 64
+	ExecutorCallerProviders = 32
+	ExecutorCallerTools     = 256
+)
+
+// On-demand TLS (docs/domains.md): the denied hosts a gateway logs in one
+// second, whoever's handshakes they are (past it the denial is not
+// logged; the handshake fails either way).
+const TLSDenialLogsPerSecond = 100
+
+// A handle's log (docs/logs.md, docs/runtime.md): the entries it keeps in
+// memory (its newest; the oldest dropped and counted past it), and in the
+// store one entry's message and a request entry's URL (longer ones cut
+// and marked: a visitor's long query string cannot make its tenant's
+// entries large); a page a reader asks for holds at most LogPageEntries
+// (a larger limit is taken as it).
+const (
+	HandleLogEntries = 1000
+	LogMessageBytes  = 16 << 10
+	LogURLBytes      = 256
+	LogPageEntries   = 1000
+)
+
+// A tenant's secrets (docs/secrets.md): a value's bytes (past it
+// TOO_LARGE) and how many it keeps (past it QUOTA_EXCEEDED); and a
+// handle's cron schedules (docs/schedules.md; past them BAD_REQUEST).
+const (
+	SecretValueBytes   = 8 << 10
+	SecretsPerTenant   = 100
+	SchedulesPerHandle = 5
+)
+
+// A program's calls: an object's httpMetadata and customMetadata together
+// (names and values, as R2 bounds its custom metadata; past it
+// BAD_REQUEST), and the AI endpoint's answer read whole (past it the call
+// fails with BAD_REQUEST).
+const (
+	ObjectMetadataBytes = 8 << 10
+	AIAnswerBytes       = 8 << 20
+)
+
+// A program's text streams in its isolate (sandbox/webapi/text): the
+// streaming TextDecoders and the (de)compression streams one isolate keeps
+// (past them another of its own loses its state or is closed first: a
+// program juggling more breaks only itself), and what one decompressed
+// chunk may grow to before it is handed back (past it the stream errors,
+// a decompression bomb costing the worker no more).
+const (
+	TextDecodersPerIsolate       = 64
+	CompressionStreamsPerIsolate = 64
+	DecompressChunkBytes         = 32 << 20
+)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/dnstest"
 )
 
@@ -414,7 +415,7 @@ func TestCertificateIssuanceBudget(t *testing.T) {
 
 // The issuance book starts afresh each clock hour and counts a host once;
 // denied handshakes are logged once a second per host, and for at most
-// maxDenialLogs hosts a second.
+// budgets.TLSDenialLogsPerSecond hosts a second.
 func TestIssuanceBookAndDenialLog(t *testing.T) {
 	var b issuanceBook
 	at := time.Date(2026, 1, 1, 10, 59, 0, 0, time.UTC)
@@ -443,7 +444,7 @@ func TestIssuanceBookAndDenialLog(t *testing.T) {
 			n++
 		}
 	}
-	if n != maxDenialLogs {
+	if n != budgets.TLSDenialLogsPerSecond {
 		t.Errorf("%d hosts logged in one second", n)
 	}
 }

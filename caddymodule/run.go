@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -25,7 +26,6 @@ import (
 const (
 	defaultSpawnDepth    = 3
 	defaultSpawnChildren = 50
-	maxChainSteps        = 32
 )
 
 // runRequest is the body of POST /run.
@@ -300,8 +300,8 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(req.Steps) == 0 || len(req.Steps) > maxChainSteps {
-		writeFault(w, fault.New(fault.BadRequest, "steps: a chain has 1 to %d steps.", maxChainSteps), "")
+	if len(req.Steps) == 0 || len(req.Steps) > budgets.ChainSteps {
+		writeFault(w, fault.New(fault.BadRequest, "steps: a chain has 1 to %d steps.", budgets.ChainSteps), "")
 		return
 	}
 	input := req.Input

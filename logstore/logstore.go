@@ -42,12 +42,8 @@ const (
 	// DefaultTenantBytes is a tenant's stored log unless log_bytes says
 	// otherwise.
 	DefaultTenantBytes = 64 << 20
-	// MaxMessage bounds one stored entry's message; longer ones are cut
-	// and marked.
-	MaxMessage = 16 << 10
-	// MaxLimit is the most entries one page holds; DefaultLimit a page's
-	// size when the reader names none.
-	MaxLimit     = 1000
+	// DefaultLimit is a page's size when the reader names none (at most
+	// budgets.LogPageEntries).
 	DefaultLimit = 100
 	// TailsPerTenant is the most live tails a tenant holds at once.
 	TailsPerTenant = 10
@@ -71,10 +67,9 @@ const (
 	// budgets.LogPending bounds all handles' together; past it the tenant
 	// holding the most loses its waiting entries first, never a tenant
 	// holding less.
-	// MaxURL bounds a request entry's url; a longer one is cut and the
-	// entry says so (urlTruncated), so a visitor's long query string
-	// cannot make the tenant's entries large.
-	MaxURL = 256
+	// budgets.LogMessageBytes and budgets.LogURLBytes bound an entry's
+	// message and a request entry's url: longer ones are cut and marked
+	// (urlTruncated).
 )
 
 // lost counts the entries every store of the process left out (Lost).
@@ -95,7 +90,7 @@ type Entry struct {
 	Status     int       `json:"status,omitempty"`
 	DurationMs float64   `json:"durationMs,omitempty"`
 	CPUMs      float64   `json:"cpuMs,omitempty"`
-	// URLTruncated says URL is the first MaxURL bytes of a longer one.
+	// URLTruncated says URL is the first budgets.LogURLBytes bytes of a longer one.
 	URLTruncated bool `json:"urlTruncated,omitempty"`
 }
 
@@ -190,7 +185,7 @@ func (s *Store) Set(retention time.Duration, tenantBytes int64) {
 		tenantBytes = DefaultTenantBytes
 	}
 	s.mu.Lock()
-	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*MaxMessage)
+	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*budgets.LogMessageBytes)
 	s.mu.Unlock()
 }
 
@@ -259,9 +254,9 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
-	e.Message = cut(e.Message, MaxMessage)
-	if len(e.URL) > MaxURL {
-		e.URL, e.URLTruncated = cutBytes(e.URL, MaxURL), true
+	e.Message = cut(e.Message, budgets.LogMessageBytes)
+	if len(e.URL) > budgets.LogURLBytes {
+		e.URL, e.URLTruncated = cutBytes(e.URL, budgets.LogURLBytes), true
 	}
 	value, err := encodeStored(e)
 	if err != nil {
@@ -604,7 +599,7 @@ type Page struct {
 // List answers a page of id's log, whole (Read writes one in parts). With
 // a cursor: the entries after the one it names; else with since: the
 // first entries at or after it; else the newest entries. limit ≤ 0 is
-// DefaultLimit; more than MaxLimit is MaxLimit. The cursor is the last
+// DefaultLimit; more than budgets.LogPageEntries is that many. The cursor is the last
 // entry's (or, on an empty page, the one given), so polling with it reads
 // each entry once.
 func (s *Store) List(tenant, id string, since time.Time, limit int, cursor string) (Page, error) {
@@ -646,13 +641,13 @@ type encoded struct {
 
 // MaxEntryBytes bounds one entry's JSON as Read writes it (a part holds at
 // least one entry): its message, its url, and the rest.
-const MaxEntryBytes = MaxMessage + 2*MaxURL + 1024
+const MaxEntryBytes = budgets.LogMessageBytes + 2*budgets.LogURLBytes + 1024
 
 func (s *Store) read(tenant, id string, since time.Time, limit int, cursor string, partBytes int, write func([]encoded) error) (string, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	limit = min(limit, MaxLimit)
+	limit = min(limit, budgets.LogPageEntries)
 	partBytes = max(partBytes, MaxEntryBytes)
 	s.FlushHandle(tenant, id)
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -187,7 +188,7 @@ func TestPendingPerHandle(t *testing.T) {
 		t.Fatalf("%d entries lost, want the flood's excess over 64 KiB", n)
 	}
 	p, err := s.List("bob", "b", time.Time{}, 10, "")
-	if err != nil || len(p.Entries) != 2 || p.Entries[0].Message != "bystander <b>" || len(p.Entries[1].URL) != MaxURL || !p.Entries[1].URLTruncated {
+	if err != nil || len(p.Entries) != 2 || p.Entries[0].Message != "bystander <b>" || len(p.Entries[1].URL) != budgets.LogURLBytes || !p.Entries[1].URLTruncated {
 		t.Fatalf("bob's log: %v %+v", err, p.Entries)
 	}
 	if js, _ := p.Entries[0].MarshalJSON(); !strings.Contains(string(js), "<b>") {
