@@ -384,3 +384,12 @@ const (
 	CompressionStreamsPerIsolate = 64
 	DecompressChunkBytes         = 32 << 20
 )
+
+// A program's outbound fetch (capability/fetch.go): the redirects one
+// fetch follows (past them the fetch throws), and how long one fetch may
+// take to its answer's end, read whole or streamed up to its head (the
+// run's own bound usually ends it sooner; past it the fetch throws).
+const (
+	FetchRedirects = 10
+	FetchTimeout   = 30 * time.Second
+)

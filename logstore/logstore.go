@@ -36,12 +36,9 @@ const (
 )
 
 const (
-	// DefaultRetention is how long entries are kept unless log_retention
-	// says otherwise.
-	DefaultRetention = 7 * 24 * time.Hour
-	// DefaultTenantBytes is a tenant's stored log unless log_bytes says
-	// otherwise.
-	DefaultTenantBytes = 64 << 20
+	// A store opened with no retention or tenant bytes (tests; the app
+	// passes log_retention and log_bytes) takes budgets.DefaultLogRetention
+	// and budgets.DefaultLogBytes.
 	// DefaultLimit is a page's size when the reader names none (at most
 	// budgets.LogPageEntries).
 	DefaultLimit = 100
@@ -179,10 +176,10 @@ func newStore(st store.Store, retention time.Duration, tenantBytes int64, now fu
 // Set changes log_retention and log_bytes (zero: the defaults).
 func (s *Store) Set(retention time.Duration, tenantBytes int64) {
 	if retention <= 0 {
-		retention = DefaultRetention
+		retention = budgets.DefaultLogRetention
 	}
 	if tenantBytes <= 0 {
-		tenantBytes = DefaultTenantBytes
+		tenantBytes = budgets.DefaultLogBytes
 	}
 	s.mu.Lock()
 	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*budgets.LogMessageBytes)

@@ -80,10 +80,10 @@ type usage struct {
 // New answers the buckets kept on b.
 func New(b Backend, o Options) *Buckets {
 	if o.MaxObject <= 0 {
-		o.MaxObject = 1 << 30
+		o.MaxObject = budgets.DefaultMaxObject
 	}
 	if o.Quota <= 0 {
-		o.Quota = 10 << 30
+		o.Quota = budgets.DefaultObjectsQuota
 	}
 	return &Buckets{backend: b, opts: o, locks: map[string]*keyLock{}, usage: map[string]*usage{}}
 }
