@@ -347,12 +347,14 @@ const TLSDenialLogsPerSecond = 100
 // store one entry's message and a request entry's URL (longer ones cut
 // and marked: a visitor's long query string cannot make its tenant's
 // entries large); a page a reader asks for holds at most LogPageEntries
-// (a larger limit is taken as it).
+// (a larger limit is taken as it); a tenant holds LogTailsPerTenant live
+// tails at once (past them QUOTA_EXCEEDED).
 const (
-	HandleLogEntries = 1000
-	LogMessageBytes  = 16 << 10
-	LogURLBytes      = 256
-	LogPageEntries   = 1000
+	LogTailsPerTenant = 10
+	HandleLogEntries  = 1000
+	LogMessageBytes   = 16 << 10
+	LogURLBytes       = 256
+	LogPageEntries    = 1000
 )
 
 // A tenant's secrets (docs/secrets.md): a value's bytes (past it

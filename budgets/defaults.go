@@ -55,6 +55,14 @@ const (
 	DefaultWorkerMemoryUnknown = 1 << 30
 )
 
+// A retainer_api site's spawn budget (README.md, API): spawn_depth and
+// spawn_children, a top-level run's depth of spawned children and their
+// number (a chain's steps share it).
+const (
+	DefaultSpawnDepth    = 3
+	DefaultSpawnChildren = 50
+)
+
 // DefaultTenantWorkerMemory is tenant_worker_memory's default for a
 // worker_memory of workerMemory: a quarter of it.
 func DefaultTenantWorkerMemory(workerMemory int64) int64 { return workerMemory / 4 }

@@ -119,7 +119,7 @@ const tailKeepalive = 15 * time.Second
 
 // tailLogs streams a handle's log entries as they happen, as Server-Sent
 // Events (`log`, and `dropped` with the count a slow reader lost), at most
-// logstore.TailsPerTenant a tenant (docs/logs.md).
+// budgets.LogTailsPerTenant a tenant (docs/logs.md).
 func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 	if h.replaced() {
 		// A request on a keep-alive connection of the server a reload is

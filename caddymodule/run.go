@@ -22,12 +22,6 @@ import (
 // bounds, grants, errors and receipts of POST /executions, and the spawn
 // budget of README.md, API.
 
-// Spawn budget defaults (README.md, API).
-const (
-	defaultSpawnDepth    = 3
-	defaultSpawnChildren = 50
-)
-
 // runRequest is the body of POST /run.
 type runRequest struct {
 	Body          string             `json:"body"`
@@ -89,14 +83,14 @@ func (h *API) spawnDepth() int {
 	if h.SpawnDepth > 0 {
 		return h.SpawnDepth
 	}
-	return defaultSpawnDepth
+	return budgets.DefaultSpawnDepth
 }
 
 func (h *API) spawnChildren() int {
 	if h.SpawnChildren > 0 {
 		return h.SpawnChildren
 	}
-	return defaultSpawnChildren
+	return budgets.DefaultSpawnChildren
 }
 
 // runAnswer is the 200 answer of /run and /run/generate.

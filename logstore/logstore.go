@@ -42,8 +42,6 @@ const (
 	// DefaultLimit is a page's size when the reader names none (at most
 	// budgets.LogPageEntries).
 	DefaultLimit = 100
-	// TailsPerTenant is the most live tails a tenant holds at once.
-	TailsPerTenant = 10
 	// tailBuffer is how many entries a tail may be behind before it
 	// loses them (and is told how many); tailBytes how many bytes of them.
 	tailBuffer = 256
@@ -815,7 +813,7 @@ func (t *Tail) closeLocked() {
 	}
 }
 
-// Tail follows id's log from now on; past TailsPerTenant tails of the
+// Tail follows id's log from now on; past budgets.LogTailsPerTenant tails of the
 // tenant at once it answers QUOTA_EXCEEDED.
 func (s *Store) Tail(tenant, id string) (*Tail, error) {
 	s.mu.Lock()
@@ -823,8 +821,8 @@ func (s *Store) Tail(tenant, id string) (*Tail, error) {
 	if s.closed {
 		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
 	}
-	if s.tailCount[tenant] >= TailsPerTenant {
-		return nil, fault.New(fault.QuotaExceeded, "A tenant may hold %d tails at once; close one first.", TailsPerTenant)
+	if s.tailCount[tenant] >= budgets.LogTailsPerTenant {
+		return nil, fault.New(fault.QuotaExceeded, "A tenant may hold %d tails at once; close one first.", budgets.LogTailsPerTenant)
 	}
 	t := &Tail{C: make(chan Entry, tailBuffer), Done: make(chan struct{}), s: s, tenant: tenant, key: tenant + "\x00" + id}
 	if s.tails[t.key] == nil {

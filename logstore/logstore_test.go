@@ -121,14 +121,14 @@ func TestQuotaAndRetention(t *testing.T) {
 }
 
 // A tail sees entries as they come; one that falls behind is told how many
-// it lost; a tenant holds at most TailsPerTenant.
+// it lost; a tenant holds at most budgets.LogTailsPerTenant.
 func TestTails(t *testing.T) {
 	b := openBolt(t, filepath.Join(t.TempDir(), "s.db"))
 	defer b.Close()
 	s := Open(b, 0, 0, nil)
 	defer s.Close()
 	var tails []*Tail
-	for i := 0; i < TailsPerTenant; i++ {
+	for i := 0; i < budgets.LogTailsPerTenant; i++ {
 		tl, err := s.Tail("alice", "h")
 		if err != nil {
 			t.Fatal(err)
