@@ -395,3 +395,37 @@ const (
 	FetchRedirects = 10
 	FetchTimeout   = 30 * time.Second
 )
+
+// Handlers' console lines copied into Caddy's log: each tenant's rate and
+// burst, under the gateway's, so one tenant's flood never drops
+// another's lines (past them lines are left out of Caddy's log, counted in
+// the tenant's next line; the handle's own log keeps them); a line's
+// message there (cut past it), and the tenants whose rates are kept (an
+// idle one forgotten first).
+const (
+	ConsoleLinesPerSecondPerTenant = 10
+	ConsoleBurstPerTenant          = 100
+	ConsoleLinesPerSecond          = 50
+	ConsoleBurst                   = 200
+	ConsoleLineBytes               = 4096
+	ConsoleTenants                 = 4096
+)
+
+// A tenant's domains (docs/domains.md): how long a claim may stay pending
+// after its first PUT (then it is dropped), and its verification attempts,
+// each a DNS query the gateway sends for it: a burst, then one every
+// DomainVerifyEvery (past them 429 QUOTA_EXCEEDED).
+const (
+	DomainClaimPending = 7 * 24 * time.Hour
+	DomainVerifyBurst  = 10
+	DomainVerifyEvery  = 6 * time.Second
+)
+
+// A log page being answered (docs/logs.md): the part held at a time,
+// charged to the tenant in the BodyBytes budget, and how long each part
+// may take to be written (past it a reader who stopped reading is cut
+// off and the part let go).
+const (
+	LogPagePartBytes = 256 << 10
+	LogPagePartWrite = 10 * time.Second
+)

@@ -255,7 +255,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	// Verification attempts are bounded per tenant.
 	do(t, "PUT", api("/domains/slow.example.test"), bob, mustJSON(map[string]any{"executionId": bobID}))
 	limited := false
-	for i := 0; i < verifyBurst+2 && !limited; i++ {
+	for i := 0; i < budgets.DomainVerifyBurst+2 && !limited; i++ {
 		a := do(t, "POST", api("/domains/slow.example.test/verify"), bob, nil)
 		limited = a.status == 429 && a.code() == "QUOTA_EXCEEDED"
 	}

@@ -49,7 +49,7 @@ type Domain struct {
 // "domains": an active claim under key(registry, host) (the one claim of
 // its host), a pending one under key(registry, host+"\x00"+tenant). A
 // pending claim its tenant deleted, or whose handle ended, stays as a
-// withdrawn one until pendingClaim after its first PUT, so that a claim
+// withdrawn one until budgets.DomainClaimPending after its first PUT, so that a claim
 // again keeps that first time (a delete and re-claim never restarts the
 // clock); a withdrawn claim is invisible and counts for nothing.
 type domainRecord struct {
@@ -174,7 +174,7 @@ func (s *Store) withdrawnCount(registry, tenant string) int {
 	now := s.opts.Now()
 	n := 0
 	for _, claims := range s.domains[registry] {
-		if c := claims.of(tenant); c != nil && c.Withdrawn && now.Sub(c.ClaimedAt) < pendingClaim {
+		if c := claims.of(tenant); c != nil && c.Withdrawn && now.Sub(c.ClaimedAt) < budgets.DomainClaimPending {
 			n++
 		}
 	}
@@ -182,9 +182,8 @@ func (s *Store) withdrawnCount(registry, tenant string) int {
 }
 
 const (
-	// pendingClaim is how long a claim may stay pending after its first
+	// A claim stays pending budgets.DomainClaimPending after its first
 	// PUT.
-	pendingClaim = 7 * 24 * time.Hour
 	// claimMemosPerTenant bounds the withdrawn claims kept for a tenant:
 	// a new claim past it answers QUOTA_EXCEEDED.
 	claimMemosPerTenant = 10 * budgets.DomainsPerTenant
@@ -301,7 +300,7 @@ func (r *Registry) PutDomain(tenant, host, route, id string) (d Domain, created 
 	prev := claims.of(tenant)
 	// A claim past its week (the sweep has not come by yet) is replaced
 	// by a new one.
-	lapsed := prev != nil && prev.Status == DomainPending && now.Sub(prev.ClaimedAt) >= pendingClaim
+	lapsed := prev != nil && prev.Status == DomainPending && now.Sub(prev.ClaimedAt) >= budgets.DomainClaimPending
 	live := prev.live() && !lapsed
 	reservedHere := false
 	if !live {
@@ -384,7 +383,7 @@ func (r *Registry) domainOf(tenant, host string) *domainRecord {
 // current reports whether d is a claim its tenant sees: not withdrawn,
 // and active or within its first PUT's week. s.mu is held.
 func (s *Store) current(d *domainRecord) bool {
-	return d.live() && (d.Status == DomainActive || s.opts.Now().Sub(d.ClaimedAt) < pendingClaim)
+	return d.live() && (d.Status == DomainActive || s.opts.Now().Sub(d.ClaimedAt) < budgets.DomainClaimPending)
 }
 
 func noDomain(host string) error {
@@ -660,7 +659,7 @@ func (s *Store) domainsGone(registry string, hosts []string) {
 	}
 }
 
-// sweepDomains forgets pending and withdrawn claims pendingClaim after
+// sweepDomains forgets pending and withdrawn claims budgets.DomainClaimPending after
 // their first PUT.
 func (s *Store) sweepDomains() {
 	now := s.opts.Now()
@@ -672,7 +671,7 @@ func (s *Store) sweepDomains() {
 	for reg, hosts := range s.domains {
 		for host, claims := range hosts {
 			for _, d := range claims {
-				if d.Status != DomainActive && now.Sub(d.ClaimedAt) >= pendingClaim && served(reg, d.Tenant) {
+				if d.Status != DomainActive && now.Sub(d.ClaimedAt) >= budgets.DomainClaimPending && served(reg, d.Tenant) {
 					s.dropClaim(reg, host, d.Tenant)
 					gone.add(reg, d.Tenant, store.Delete(tableDomains, d.storeKey(reg)))
 				}
