@@ -429,3 +429,35 @@ const (
 	LogPagePartBytes = 256 << 10
 	LogPagePartWrite = 10 * time.Second
 )
+
+// A tenant's kv in a registry (keys and values, pending writes counted):
+// past it the write throws QUOTA_EXCEEDED.
+const KVBytesPerTenant = 100 << 20
+
+// A worker's kv read cache (kv/cache, docs/architecture.md): the values
+// one worker caches (past it the cache starts afresh: its programs read
+// through to the gateway), the run and handle ids it remembers, one batch
+// of writes it sends (the rest wait for the next), and what the keys the
+// gateway notes for one worker may cost it (~10,000 keys of 40 bytes;
+// past it a space counts as wholly held and every write to it is told).
+// A program can fill them; nothing it does is refused by them.
+const (
+	KVCacheBytesPerWorker = 8 << 20
+	KVCacheRunsPerWorker  = 10000
+	KVWriteBatchBytes     = 4 << 20
+	KVHeldBytesPerWorker  = 1 << 20
+)
+
+// A program in its isolate: its host calls in flight (past them the call
+// throws) and its pending timers (past them setTimeout throws).
+const (
+	HostCallsPerIsolate = 64
+	TimersPerIsolate    = 10000
+)
+
+// A worker's connection to the gateway (workers/wire): the requests one
+// side handles at once for its peer; a worker past it is killed as a
+// flood (a crash no call explains). A worker sends at most half of it
+// (wire.MaxCalls): its isolates' host calls past that wait in the worker
+// within their run, so no program makes its worker break the protocol.
+const WireRequestsServing = 4096

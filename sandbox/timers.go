@@ -8,19 +8,17 @@ import (
 
 	v8 "rogchap.com/v8go"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
-
-// maxTimers bounds the pending timers of one isolate.
-const maxTimers = 10000
 
 func (m *vm) hostSetTimer(args []*v8.Value) (*v8.Value, error) {
 	if len(args) < 2 {
 		return nil, errors.New("setTimer needs an id and a delay")
 	}
 	id := args[0].Int32()
-	if _, ok := m.timers[id]; !ok && len(m.timers) >= maxTimers {
-		return nil, fmt.Errorf("too many pending timers (the bound is %d)", maxTimers)
+	if _, ok := m.timers[id]; !ok && len(m.timers) >= budgets.TimersPerIsolate {
+		return nil, fmt.Errorf("too many pending timers (the bound is %d)", budgets.TimersPerIsolate)
 	}
 	ms := args[1].Number()
 	if ms < 0 || ms != ms {

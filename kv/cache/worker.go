@@ -30,13 +30,6 @@ import (
 // the writer's await ends and long before its response leaves (the output
 // gate). A failed commit drops every worker's whole cache.
 
-// maxCacheBytes bounds the cached values of one worker; past it the cache
-// starts afresh.
-const maxCacheBytes = 8 << 20
-
-// maxCacheRuns bounds how many run and handle ids the cache remembers.
-const maxCacheRuns = 10000
-
 type cacheKey struct{ space, key string }
 
 // Worker is the worker's side of the kv cache: reads answered from it,
@@ -87,9 +80,6 @@ type queuedWrite struct {
 	w  BatchWrite
 	k  cacheKey
 }
-
-// maxBatchBytes bounds one batch of writes sent to the gateway.
-const maxBatchBytes = 4 << 20
 
 // NewWorker is a worker's cache. send carries a batch frame of queued
 // writes to the gateway's side (Gateway.Batch) and answers its reply;
@@ -183,7 +173,7 @@ func (c *Worker) flush() {
 	for len(c.queue) > 0 {
 		n, size := 0, 0
 		var batch []BatchWrite
-		for n < len(c.queue) && (n == 0 || size < maxBatchBytes) {
+		for n < len(c.queue) && (n == 0 || size < budgets.KVWriteBatchBytes) {
 			w := c.queue[n].w
 			batch = append(batch, w)
 			size += len(w.Key)
@@ -397,7 +387,7 @@ func (c *Worker) call(ctx context.Context, id, op string, args json.RawMessage, 
 		}
 		return res, err
 	}
-	if len(c.spaceOf) >= maxCacheRuns {
+	if len(c.spaceOf) >= budgets.KVCacheRunsPerWorker {
 		c.spaceOf = map[string]string{}
 		c.writable = map[string]bool{}
 	}
@@ -435,7 +425,7 @@ func (c *Worker) call(ctx context.Context, id, op string, args json.RawMessage, 
 // a value the gateway answered, which is durable).
 func (c *Worker) store(k cacheKey, v json.RawMessage, writer string) {
 	c.drop(k)
-	if c.bytes+len(v)+len(k.key) > maxCacheBytes {
+	if c.bytes+len(v)+len(k.key) > budgets.KVCacheBytesPerWorker {
 		c.values = map[cacheKey]json.RawMessage{}
 		c.writers = map[cacheKey]string{}
 		c.bytes = 0
