@@ -85,6 +85,8 @@ var notCaps = map[string]string{
 	"workers/wire/rpc.go maxHeld":               "answers held back to share one write (a batching knob): past it they are written, nothing refused",
 	"workers/wire/protocol.go MaxWorkerPost":    "the protocol's frame bound on a worker's own request, against a broken worker: a program's output is held below it by LogBytes and the other rows",
 	"workers/wire/protocol.go MaxGatewayFrame":  "what a worker reads from the trusted gateway, sized for ResponseBodyBytes' worst encoding: nothing a tenant sends reaches it",
+	"kv/cache/worker.go maxCarriedBytes":        "answers carried in one frame with the writes they wait for (a batching knob): past it an answer goes on its own, nothing refused",
+	"kv/cache/worker.go MaxCarriedAnswer":       "the largest answer carried with writes (a batching knob): a larger one goes on its own, nothing refused",
 	"workers/wire/rpc.go maxSpare":              "the largest write buffer kept for reuse: a larger one is dropped, nothing refused",
 }
 

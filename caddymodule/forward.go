@@ -4,24 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/time/rate"
 
@@ -38,146 +30,6 @@ import (
 // the cluster's secret. The owner checks it and its age, and serves the
 // request as if it had come to it; the public listeners never read the
 // header.
-
-const (
-	forwardHeader = "Retainer-Forwarded"
-	// notOwnerHeader marks the answer of a gateway that was sent a request
-	// for a space it does not own (any more): the forwarder looks again
-	// once. Its value is an HMAC of the request's nonce (notOwnerMark), so
-	// no handler can forge it; the gateway drops every Retainer-* header a
-	// handler sets anyway (writeHead).
-	notOwnerHeader = "Retainer-Not-Owner"
-	// forwardMaxAge is how old a forwarded request may be.
-	forwardMaxAge = 30 * time.Second
-)
-
-// forward is what the owner needs beyond the visitor's request.
-type forward struct {
-	Kind     string // "data" or "api"
-	Registry string
-	// The data plane's resolution.
-	Key     string
-	Resolve handles.Resolve
-	// The visitor's connection, as the forwarder saw it.
-	Scheme   string
-	ClientIP string
-	// retainer_jwt's token carriers, removed before a handler sees them.
-	JWTCookie string
-	JWTQuery  string
-	// The API's caller.
-	Tenant  string
-	Scope   string
-	Expires string
-	// Plan is the plan the caller's token names (docs/usage.md).
-	Plan string
-	// Issued is the caller's token's iat, Unix seconds ("" for none).
-	Issued string
-	At     time.Time
-	// Nonce makes the request one of a kind: the owner takes it once.
-	Nonce string
-	// Body is what the HMAC covers of the body (forwardBody.cover).
-	Body string
-}
-
-func (f forward) values() url.Values {
-	v := url.Values{}
-	v.Set("kind", f.Kind)
-	v.Set("registry", f.Registry)
-	v.Set("key", f.Key)
-	v.Set("resolve", strconv.Itoa(int(f.Resolve)))
-	v.Set("scheme", f.Scheme)
-	v.Set("ip", f.ClientIP)
-	v.Set("cookie", f.JWTCookie)
-	v.Set("query", f.JWTQuery)
-	v.Set("tenant", f.Tenant)
-	v.Set("scope", f.Scope)
-	v.Set("expires", f.Expires)
-	v.Set("plan", f.Plan)
-	v.Set("issued", f.Issued)
-	v.Set("at", strconv.FormatInt(f.At.UnixMilli(), 10))
-	v.Set("nonce", f.Nonce)
-	v.Set("body", f.Body)
-	return v
-}
-
-// newNonce is a fresh random nonce, in hex.
-func newNonce() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// signature is the HMAC over the request's method, target, Host and
-// every field of f (its nonce and what it says of the body included).
-func signature(secret []byte, r *http.Request, fields string) []byte {
-	mac := hmac.New(sha256.New, secret)
-	fmt.Fprintf(mac, "%s\n%s\n%s\n%s", r.Method, r.URL.RequestURI(), r.Host, fields)
-	return mac.Sum(nil)
-}
-
-// header answers the Retainer-Forwarded header for r and its signature
-// (the seed of a chained body's frames).
-func (f forward) header(secret []byte, r *http.Request) (string, []byte) {
-	fields := f.values().Encode()
-	sig := signature(secret, r, fields)
-	return fields + "&sig=" + hex.EncodeToString(sig), sig
-}
-
-// notOwnerMark is the value of an owner's not-the-owner answer to the
-// request whose nonce is given.
-func notOwnerMark(secret []byte, nonce string) string {
-	mac := hmac.New(sha256.New, secret)
-	fmt.Fprintf(mac, "not the owner\n%s", nonce)
-	return hex.EncodeToString(mac.Sum(nil))
-}
-
-// parseForward checks a forwarded request's header (signed under secret,
-// at most forwardMaxAge old and at most forwardSkew in the future) and
-// puts on r the body its HMAC covers (takeForwardBody). Whether its nonce
-// was seen before is the caller's to check.
-func parseForward(secret []byte, r *http.Request, now time.Time) (forward, error) {
-	v, sig, at, err := checkForward(secret, r, now)
-	if err != nil {
-		return forward{}, err
-	}
-	if nonce, err := hex.DecodeString(v.Get("nonce")); err != nil || len(nonce) != 16 {
-		return forward{}, errors.New("no nonce")
-	}
-	if err := takeForwardBody(secret, sig, v.Get("body"), r); err != nil {
-		return forward{}, err
-	}
-	resolve, _ := strconv.Atoi(v.Get("resolve"))
-	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
-		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
-		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), Issued: v.Get("issued"), At: at,
-		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
-}
-
-// checkForward checks a forwarded request's header: signed under secret
-// over r's method, target and Host, and fresh. It answers the header's
-// fields, the signature and the stamp.
-func checkForward(secret []byte, r *http.Request, now time.Time) (url.Values, []byte, time.Time, error) {
-	raw := r.Header.Get(forwardHeader)
-	i := len(raw) - len("&sig=") - 64
-	if i < 0 || raw[i:i+5] != "&sig=" {
-		return nil, nil, time.Time{}, errors.New("no signature")
-	}
-	fields, sigText := raw[:i], raw[i+5:]
-	sig, err := hex.DecodeString(sigText)
-	if err != nil || !hmac.Equal(sig, signature(secret, r, fields)) {
-		return nil, nil, time.Time{}, errors.New("a bad signature")
-	}
-	v, err := url.ParseQuery(fields)
-	if err != nil {
-		return nil, nil, time.Time{}, err
-	}
-	atMs, _ := strconv.ParseInt(v.Get("at"), 10, 64)
-	at := time.UnixMilli(atMs)
-	if d := now.Sub(at); d > forwardMaxAge || d < -forwardSkew {
-		return nil, nil, time.Time{}, errors.New("too old, or stamped in the future")
-	}
-	return v, sig, at, nil
-}
 
 // clusterNode is a runtime's part in a cluster: the secret, the
 // transport to other members, the listener, and the handlers a forwarded
@@ -276,7 +128,7 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr str
 			pr.Out.URL.Host = addr
 			pr.Out.Host = r.Host
 			pr.Out.Header.Del(forwardHeader)
-			header, sig := f.header(n.secret, pr.Out)
+			header, sig := f.header(n.secret, pr.Out, pr.Out.Header)
 			pr.Out.Header.Set(forwardHeader, header)
 			if body.chained() && pr.Out.Body != nil {
 				pr.Out.Body = newSealReader(pr.Out.Body, n.secret, sig)
@@ -319,7 +171,8 @@ func (n *clusterNode) forwardLink(w http.ResponseWriter, r *http.Request, addr s
 		writeFault(w, fault.New(fault.TooLarge, "This request carries more than %d header fields.", linkMaxFields-1), "")
 		return forwardRelayed
 	}
-	header, sig := f.header(n.secret, r)
+	// The HMAC covers the headers as the link sends them.
+	header, sig := f.header(n.secret, r, withoutHopHeaders(r.Header))
 	var stream io.Reader
 	contentLength := int64(len(body.held))
 	if body.chained() {
@@ -549,82 +402,6 @@ func (c *ownerCache) forgetAddr(addr string) {
 	}
 }
 
-// forwardedKey carries, at the owner, the forwarded request's header.
-type forwardedKey struct{}
-
-// writeNotOwner answers a forwarded request for a space this gateway does
-// not own: the retryable fault, marked for the forwarder with the HMAC of
-// the request's nonce.
-func (n *clusterNode) writeNotOwner(w http.ResponseWriter, r *http.Request, err error) {
-	if f, ok := r.Context().Value(forwardedKey{}).(forward); ok {
-		w.Header().Set(notOwnerHeader, notOwnerMark(n.secret, f.Nonce))
-	}
-	writeFault(w, err, "")
-}
-
-// serveForwarded is the cluster listener's handler: a request signed
-// under the secret, fresh, and never taken before (its nonce), whose body
-// yields only what the HMAC covers.
-func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
-	now := time.Now()
-	f, err := parseForward(n.secret, r, now)
-	if err == nil && f.At.Before(n.started) {
-		// Signed before this gateway started: its nonce may have been
-		// taken by the process before this one (a retry gets a fresh
-		// stamp).
-		writeFault(w, fault.New(fault.Overloaded, "This gateway has just started; try again."), "")
-		return
-	}
-	if err == nil {
-		var nonce [16]byte
-		hex.Decode(nonce[:], []byte(f.Nonce))
-		if err = n.nonces.first(nonce, now); errors.Is(err, errNoncesFull) {
-			writeFault(w, err, "")
-			return
-		}
-	}
-	if err != nil {
-		writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
-		return
-	}
-	r.Header.Del(forwardHeader)
-	if f.Scheme == "https" {
-		// requestURL tells the handler the visitor's scheme from this.
-		r.TLS = &tls.ConnectionState{}
-	}
-	vars := map[string]any{caddyhttp.ClientIPVarKey: f.ClientIP}
-	if f.JWTCookie != "" {
-		vars[jwtCookieVar] = f.JWTCookie
-	}
-	if f.JWTQuery != "" {
-		vars[jwtQueryVar] = f.JWTQuery
-	}
-	repl := caddy.NewReplacer()
-	if f.Tenant != "" {
-		repl.Set("http.auth.user.id", f.Tenant)
-		repl.Set("http.auth.user.scope", f.Scope)
-		repl.Set("http.auth.user."+tokenExpiresKey, f.Expires)
-	}
-	ctx := context.WithValue(r.Context(), caddyhttp.VarsCtxKey, vars)
-	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, repl)
-	ctx = context.WithValue(ctx, forwardedKey{}, f)
-	if c, ok := r.Body.(*chainReader); ok {
-		ctx = context.WithValue(ctx, chainKey{}, c)
-	}
-	r = r.WithContext(ctx)
-	n.mu.Lock()
-	data, api := n.data[f.Registry], n.apis[f.Registry]
-	n.mu.Unlock()
-	switch {
-	case f.Kind == "data" && data != nil:
-		data.serveKey(w, r, f.Key, f.Resolve, true)
-	case f.Kind == "api" && api != nil:
-		api.serve(w, r, true)
-	default:
-		writeFault(w, fault.New(fault.NotFound, "This gateway serves no %s for registry %q.", f.Kind, f.Registry), "")
-	}
-}
-
 // memberGens gives, per member address, a context that ends when that
 // member's registration ends (its lease expired, or it left): the
 // forwards waiting on it end with it.
@@ -679,82 +456,6 @@ func (rt *runtime) watchGone() {
 		rt.cluster.members.gone(addr)
 		rt.cluster.link.forget(addr)
 	})
-}
-
-// listen starts the cluster listener.
-func (rt *runtime) listen(a *App) error {
-	secret := caddy.NewReplacer().ReplaceAll(a.Cluster.Secret, "")
-	lease := time.Duration(a.Cluster.Lease)
-	n := &clusterNode{
-		secret:  []byte(secret),
-		started: time.Now(),
-		transport: &http.Transport{
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			ResponseHeaderTimeout: lease,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-		},
-		link: newLinkClient(lease),
-		data: map[string]*Retainer{},
-		apis: map[string]*API{},
-	}
-	ln, err := net.Listen("tcp", a.Cluster.Listen)
-	if err != nil {
-		return fmt.Errorf("cluster listen %s: %w", a.Cluster.Listen, err)
-	}
-	n.serveCluster(ln)
-	rt.cluster = n
-	return nil
-}
-
-// serveCluster serves the cluster listener ln: the link, whose heads are
-// checked before anything is held for them, and HTTP/1.1.
-func (n *clusterNode) serveCluster(ln net.Listener) {
-	// A connection to the cluster listener that says nothing is closed
-	// (docs/cluster.md, "The link between members").
-	n.server = &http.Server{Handler: http.HandlerFunc(n.serveForwarded), ReadHeaderTimeout: linkFrameWait, IdleTimeout: linkIdle}
-	ls := newLinkServer(n.server.Handler)
-	ls.admit = func(w http.ResponseWriter, r *http.Request) bool {
-		if _, _, _, err := checkForward(n.secret, r, time.Now()); err != nil {
-			writeFault(w, fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err), "")
-			return false
-		}
-		return true
-	}
-	go n.server.Serve(newSplitListener(ln, ls))
-}
-
-// watchLease follows the member's lease: when it is lost, every space is
-// forgotten (the next request claims again and reloads) and the gateway
-// joins again under a new lease.
-func (rt *runtime) watchLease() {
-	b := rt.backing
-	for {
-		m := b.member.Load()
-		select {
-		case <-m.Lost():
-		case <-rt.closing:
-			return
-		}
-		rt.logger.Load().Warn("this gateway lost its cluster lease; its spaces are released and it joins again")
-		b.writer.Forget()
-		rt.store.Disowned()
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			next, err := m.Rejoin(ctx)
-			cancel()
-			if err == nil {
-				b.member.Store(next)
-				break
-			}
-			rt.logger.Load().Warn("joining the cluster again: " + err.Error())
-			select {
-			case <-rt.closing:
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}
 }
 
 // lookupBuckets charges the store reads a visitor's unknown keys cause to

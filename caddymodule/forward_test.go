@@ -27,7 +27,7 @@ func signedRequest(t *testing.T, secret []byte, at time.Time, method, target, ho
 		r.Body = io.NopCloser(bytes.NewReader(fb.held))
 	}
 	f := forward{Kind: "data", Registry: "default", Key: "shop", Tenant: "alice", Scope: "retainer:deploy", At: at, Nonce: newNonce(), Body: fb.cover}
-	header, sig := f.header(secret, r)
+	header, sig := f.header(secret, r, r.Header)
 	r.Header.Set(forwardHeader, header)
 	if fb.chained() {
 		r.Body = newSealReader(r.Body, secret, sig)
@@ -87,9 +87,22 @@ func TestForwardedHeaderCoversTheRequest(t *testing.T) {
 			r.Header.Set(forwardHeader, strings.Replace(r.Header.Get(forwardHeader), "body=none", "body=chained+-1", 1))
 		}},
 		{"missing", func(r *http.Request) { r.Header.Del(forwardHeader) }},
+		{"a header", func(r *http.Request) { r.Header.Set("Authorization", "Bearer other") }},
+		{"a header added", func(r *http.Request) { r.Header.Set("Upgrade", "websocket") }},
+		{"a header removed", func(r *http.Request) { r.Header.Del("Cookie") }},
+		{"a header's case", func(r *http.Request) { r.Header["cookie"], r.Header["Cookie"] = r.Header["Cookie"], nil }},
 	}
 	for _, tc := range tamper {
-		r := signed("GET", "/a?b=1", "shop.example", "")
+		r := httptest.NewRequest("GET", "/a?b=1", nil)
+		r.Host = "shop.example"
+		r.Header.Set("Authorization", "Bearer alice")
+		r.Header.Set("Cookie", "session=alice")
+		f := forward{Kind: "data", Registry: "default", Key: "shop", Tenant: "alice", Scope: "retainer:deploy", At: now, Nonce: newNonce(), Body: "none"}
+		header, _ := f.header(secret, r, r.Header)
+		r.Header.Set(forwardHeader, header)
+		if _, err := parseForward(secret, r, now); err != nil {
+			t.Fatalf("%s: the request unchanged: %v", tc.name, err)
+		}
 		tc.edit(r)
 		if _, err := parseForward(secret, r, now); err == nil {
 			t.Errorf("a request whose %s changed after signing was believed", tc.name)
@@ -196,7 +209,9 @@ func TestForwarderLooksAgainOnce(t *testing.T) {
 		writeFault(w, ownFault(cluster.ErrLost), "")
 	}))
 	defer owner.Close()
-	n := &clusterNode{secret: secret, transport: &http.Transport{}}
+	// As listen makes it: the HMAC covers every header, and the transport
+	// adds no Accept-Encoding of its own.
+	n := &clusterNode{secret: secret, transport: &http.Transport{DisableCompression: true}}
 	addr := strings.TrimPrefix(owner.URL, "http://")
 	send := func(r *http.Request, lookAgain bool) (*httptest.ResponseRecorder, forwardOutcome) {
 		fb, err := readForwardBody(r)

@@ -104,7 +104,11 @@ func TestLinkMultiplexesForwards(t *testing.T) {
 		}
 		fmt.Fprintf(w, "%s %s %d %x", r.Method, r.Host, len(body), sum[:4])
 	}))
-	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
+	// The head timeout (the lease) is generous: under -race on a loaded
+	// machine the 75 streamed bodies (45 MB) took up to 10 s before and
+	// after the header's HMAC, and a last answer's head came past a 10 s
+	// one (503) in two of five full runs of the link tests.
+	n := &clusterNode{secret: secret, link: newLinkClient(60 * time.Second)}
 	defer n.link.close()
 
 	type result struct {
@@ -510,7 +514,7 @@ func startClusterOwner(t *testing.T, secret []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner.serveCluster(ln)
+	owner.serveCluster(ln, http.HandlerFunc(owner.serveForwarded))
 	t.Cleanup(func() { owner.server.Close() })
 	return ln.Addr().String()
 }
@@ -706,9 +710,10 @@ func TestLinkQuietConnectionsAreClosed(t *testing.T) {
 }
 
 // TestLinkPeerThatReadsNothingIsClosed: a peer whose streams' answers
-// (1 MiB each, 40 of them) fill the connection's window and which never
-// gives room back has its connection closed once the answers waited
-// linkStall: their handlers end instead of waiting forever.
+// (1 MiB each, 40 of them) fill their windows and which never gives room
+// back has each of those streams reset once its answer waited linkStall
+// (and its connection closed when the connection's window is what they
+// wait for): their handlers end instead of waiting forever.
 func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
 	stall := linkStall
 	linkStall = time.Second
@@ -732,6 +737,34 @@ func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if got := settle(base + 5); got > base+5 {
 		t.Fatalf("%d goroutines, %d before the peer's streams", got, base)
+	}
+}
+
+// TestLinkPeerThatGivesNoRoomLosesItsConnection: a peer whose streams'
+// answers (1 MiB each, 80 of them) fill the connection's window (16 MiB)
+// and which never gives room back has its connection closed once the
+// answers waiting for that window waited linkStall.
+func TestLinkPeerThatGivesNoRoomLosesItsConnection(t *testing.T) {
+	stall := linkStall
+	linkStall = time.Second
+	defer func() { linkStall = stall }()
+	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, 1<<20))
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames := []byte(linkPreface)
+	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
+	for id := uint32(1); id <= 80; id++ {
+		frames = appendFrame(frames, frameHead, id, head)
+		frames = appendFrame(frames, frameEnd, id, nil)
+	}
+	c.Write(frames) // and never a window frame
+	if !closedWithin(c, 15*time.Second) {
+		t.Fatal("the connection of a peer that gives no room back is still open")
 	}
 }
 
@@ -776,7 +809,7 @@ func TestLinkRefusedHeadSparesAMembersConnection(t *testing.T) {
 	addr := startClusterOwner(t, secret)
 	signed := func() []byte {
 		r := httptest.NewRequest("GET", "/", nil)
-		h, _ := forward{Kind: "data", Registry: "r", At: time.Now(), Nonce: newNonce(), Body: "none"}.header(secret, r)
+		h, _ := forward{Kind: "data", Registry: "r", At: time.Now(), Nonce: newNonce(), Body: "none"}.header(secret, r, r.Header)
 		return linkRequestHead(r, h, 0)
 	}
 	c, err := net.Dial("tcp", addr)
@@ -813,5 +846,286 @@ func TestLinkRefusedHeadSparesAMembersConnection(t *testing.T) {
 		if want := uint64(403); (id == 1 || id == 21) && status != 404 || id != 1 && id != 21 && status != want {
 			t.Fatalf("stream %d answered %d %q", id, status, bodies[id])
 		}
+	}
+}
+
+// countingOwner serves a cluster node's listener as listen does (the
+// link, whose heads are admitted by the read loop, and HTTP/1.1), with
+// serveForwarded counted: ran answers how many requests reached it.
+func countingOwner(t *testing.T, secret []byte) (addr string, ran func() int) {
+	t.Helper()
+	owner := &clusterNode{secret: secret, started: time.Now().Add(-time.Second), data: map[string]*Retainer{}, apis: map[string]*API{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	owner.serveCluster(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		owner.serveForwarded(w, r)
+	}))
+	t.Cleanup(func() { owner.server.Close() })
+	return ln.Addr().String(), func() int { return int(n.Load()) }
+}
+
+// captureLinkStream forwards r through a member of secret to a listener
+// that keeps what came and answers nothing, and answers the stream's
+// frames (its head, body and end, as stream 1) without the preface.
+func captureLinkStream(t *testing.T, secret []byte, r *http.Request) []byte {
+	t.Helper()
+	rec, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := rec.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		io.ReadFull(br, make([]byte, len(linkPreface)))
+		l := &linkConn{br: br}
+		var frames []byte
+		for {
+			typ, _, payload, err := l.readFrame(nil)
+			if err != nil {
+				got <- nil
+				return
+			}
+			frames = appendFrame(frames, typ, 1, payload)
+			if typ == frameEnd {
+				got <- frames
+				io.Copy(io.Discard, br)
+				return
+			}
+		}
+	}()
+	tap := &clusterNode{secret: secret, link: newLinkClient(300 * time.Millisecond)}
+	defer tap.link.close()
+	forwardOnce(t, tap, r, rec.Addr().String(), false)
+	frames := <-got
+	if frames == nil {
+		t.Fatal("no stream captured")
+	}
+	return frames
+}
+
+// linkAnswerStatus sends a link connection's frames to addr (the preface
+// first) and answers the status of stream 1's answer.
+func linkAnswerStatus(t *testing.T, addr string, frames []byte) int {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(append([]byte(linkPreface), frames...))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	l := &linkConn{br: bufio.NewReader(c)}
+	for {
+		typ, id, payload, err := l.readFrame(nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		if typ == frameAnswer && id == 1 {
+			hr := headReader{b: payload}
+			return int(hr.uvarint())
+		}
+	}
+}
+
+// editHead answers frames with stream 1's head rebuilt after edit changed
+// its header (every field as it came, Retainer-Forwarded included).
+func editHead(t *testing.T, frames []byte, edit func(h http.Header)) []byte {
+	t.Helper()
+	typ, n := frames[0], binary.BigEndian.Uint32(frames[5:9])
+	if typ != frameHead {
+		t.Fatalf("the first frame is a %d", typ)
+	}
+	hr := headReader{b: frames[frameHeadSize : frameHeadSize+n]}
+	method, target, host := hr.string(), hr.string(), hr.string()
+	length, k := binary.Varint(hr.b)
+	hr.b = hr.b[k:]
+	h := hr.header(linkMaxFields)
+	if hr.err != nil {
+		t.Fatal(hr.err)
+	}
+	edit(h)
+	head := appendString(appendString(appendString(nil, method), target), host)
+	head = appendHeader(binary.AppendVarint(head, length), h)
+	return append(appendFrame(nil, frameHead, 1, head), frames[frameHeadSize+n:]...)
+}
+
+// TestLinkReplayedHeadRunsNothing: a forward captured on the link (its
+// head, body and end) and sent again on a new connection within its 30 s
+// is refused 403 by the owner's read loop before any handler runs for
+// it; the same forward with one header changed, added or removed
+// (Authorization, Content-Type, Cookie, Upgrade, Connection) is refused
+// as well, before the original is taken; the original, sent once, is
+// served once.
+func TestLinkReplayedHeadRunsNothing(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	addr, ran := countingOwner(t, secret)
+	r := httptest.NewRequest("POST", "/pay?to=shop", strings.NewReader("amount=10"))
+	r.Header.Set("Authorization", "Bearer alice-token")
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Cookie", "session=alice")
+	frames := captureLinkStream(t, secret, r)
+
+	for _, tc := range []struct {
+		name string
+		edit func(h http.Header)
+	}{
+		{"Authorization swapped", func(h http.Header) { h.Set("Authorization", "Bearer mallory-tok") }},
+		{"Content-Type changed", func(h http.Header) { h.Set("Content-Type", "application/json") }},
+		{"Cookie removed", func(h http.Header) { h.Del("Cookie") }},
+		{"Upgrade added", func(h http.Header) { h.Set("Upgrade", "websocket") }},
+		{"Connection added", func(h http.Header) { h.Set("Connection", "Upgrade") }},
+		{"a value added", func(h http.Header) { h.Add("Cookie", "admin=1") }},
+	} {
+		if got := linkAnswerStatus(t, addr, editHead(t, frames, tc.edit)); got != 403 {
+			t.Errorf("%s: %d, want 403", tc.name, got)
+		}
+	}
+	if got := linkAnswerStatus(t, addr, editHead(t, frames, func(http.Header) {})); got != 404 {
+		t.Fatalf("the captured forward, rebuilt unchanged and first sent: %d, want 404 (checked, no such registry)", got)
+	}
+	if ran() != 1 {
+		t.Fatalf("the handler ran %d times for one forward taken", ran())
+	}
+	for range 3 {
+		if got := linkAnswerStatus(t, addr, frames); got != 403 {
+			t.Fatalf("the captured forward sent again: %d, want 403", got)
+		}
+	}
+	if ran() != 1 {
+		t.Fatalf("the handler ran %d times: a replayed head reached it", ran())
+	}
+}
+
+// TestForwardReplayedOverHTTPRunsNothing: the same over the cluster
+// listener's HTTP/1.1 side (a forwarded WebSocket upgrade's path): a
+// captured forward with a header changed is refused, the original is
+// served once, and sent again it is refused (403) before the handler
+// reads its body.
+func TestForwardReplayedOverHTTPRunsNothing(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	addr, ran := countingOwner(t, secret)
+	rec, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := rec.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		var raw strings.Builder
+		req, err := http.ReadRequest(bufio.NewReader(io.TeeReader(c, &raw)))
+		if err == nil {
+			io.Copy(io.Discard, req.Body)
+		}
+		got <- []byte(raw.String())
+	}()
+	n := &clusterNode{secret: secret, transport: &http.Transport{DisableCompression: true, ResponseHeaderTimeout: 300 * time.Millisecond}}
+	r := httptest.NewRequest("POST", "/pay?to=shop", strings.NewReader("amount=10"))
+	r.Header.Set("Authorization", "Bearer alice-token")
+	r.Header.Set("Cookie", "session=alice")
+	forwardOnce(t, n, r, rec.Addr().String(), false)
+	raw := <-got
+	if !strings.Contains(string(raw), "Retainer-Forwarded") {
+		t.Fatalf("no forward captured: %q", raw)
+	}
+	send := func(raw []byte) int {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write(raw)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	swapped := strings.Replace(string(raw), "Bearer alice-token", "Bearer mallory-tok", 1)
+	if got := send([]byte(swapped)); got != 403 {
+		t.Fatalf("Authorization swapped: %d, want 403", got)
+	}
+	added := strings.Replace(string(raw), "\r\n\r\n", "\r\nX-Admin: 1\r\n\r\n", 1)
+	if got := send([]byte(added)); got != 403 {
+		t.Fatalf("a header added: %d, want 403", got)
+	}
+	if got := send(raw); got != 404 {
+		t.Fatalf("the captured forward first sent: %d, want 404 (checked, no such registry)", got)
+	}
+	if got := send(raw); got != 403 {
+		t.Fatalf("the captured forward sent again: %d, want 403", got)
+	}
+	if ran() != 4 {
+		t.Fatalf("the handler ran %d times, want 4 (over HTTP/1.1 it admits each request itself)", ran())
+	}
+}
+
+// TestLinkStalledVisitorIsResetAlone: on a link connection otherwise idle,
+// a stream whose answer waits linkStall for room its peer never gives
+// back (its visitor reads nothing) is reset alone: a forward beside it on
+// the same connection, answered later, is still served.
+func TestLinkStalledVisitorIsResetAlone(t *testing.T) {
+	stall := linkStall
+	linkStall = time.Second
+	defer func() { linkStall = stall }()
+	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Write(make([]byte, 1<<20))
+			return
+		}
+		time.Sleep(2500 * time.Millisecond)
+		io.WriteString(w, "late")
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frames := []byte(linkPreface)
+	for id, path := range map[uint32]string{1: "/big", 2: "/late"} {
+		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", path, nil), "none", 0))
+		frames = appendFrame(frames, frameEnd, id, nil)
+	}
+	c.Write(frames) // and never a window frame
+	c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	l := &linkConn{br: bufio.NewReader(c)}
+	var reset bool
+	var late string
+	for {
+		typ, id, payload, err := l.readFrame(nil)
+		if err != nil {
+			t.Fatalf("the connection ended (reset %v, the late answer %q): %v", reset, late, err)
+		}
+		switch {
+		case id == 1 && typ == frameReset:
+			reset = true
+		case id == 2 && typ == frameData:
+			late += string(payload)
+		}
+		if id == 2 && typ == frameEnd {
+			break
+		}
+	}
+	if !reset || late != "late" {
+		t.Fatalf("the stalled stream reset: %v; the forward beside it: %q", reset, late)
 	}
 }

@@ -50,8 +50,11 @@ type KV struct {
 	seq       uint64                  // the last accepted write
 	committed uint64                  // every write up to here is durable
 	failed    []failedBatch           // the last failed commits (waiters read them at once)
-	changed   *sync.Cond              // broadcast when committed or failed moves
-	closed    bool
+	// waiters are the Barriers and reads waiting for a write, each woken
+	// only once its write's commit ended (not at every commit: under load
+	// most waiters wait for a later one).
+	waiters []*gateWaiter
+	closed  bool
 
 	wake chan struct{}
 	done chan struct{}
@@ -107,7 +110,6 @@ func NewKV(w *store.Writer, quota int64) (*KV, error) {
 		pending: map[string]pendingWrite{}, usage: map[string]int64{}, touched: map[string]string{}, owners: map[string]uint64{},
 		spaces: map[string]uint64{},
 		wake:   make(chan struct{}, 1), done: make(chan struct{})}
-	kv.changed = sync.NewCond(&kv.mu)
 	go kv.commitLoop()
 	return kv, nil
 }
@@ -428,29 +430,59 @@ func (kv *KV) Barrier(ctx context.Context, owner string) error {
 	return err
 }
 
+// gateWaiter is one wait for write seq's commit: done is closed once it
+// ended (kv.mu).
+type gateWaiter struct {
+	seq  uint64
+	done chan struct{}
+}
+
 // waitFor waits until write seq is committed or its commit failed.
 func (kv *KV) waitFor(ctx context.Context, seq uint64) error {
 	if seq == 0 {
 		return nil
 	}
-	stop := context.AfterFunc(ctx, func() {
-		kv.mu.Lock()
-		kv.changed.Broadcast()
+	kv.mu.Lock()
+	if kv.committed >= seq {
+		err := kv.failure(seq)
 		kv.mu.Unlock()
-	})
-	defer stop()
+		return err
+	}
+	w := &gateWaiter{seq: seq, done: make(chan struct{})}
+	kv.waiters = append(kv.waiters, w)
+	kv.mu.Unlock()
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	for kv.committed < seq {
-		if err := kv.failure(seq); err != nil {
-			return err
+	if kv.committed < seq {
+		for i, o := range kv.waiters {
+			if o == w {
+				kv.waiters = append(kv.waiters[:i], kv.waiters[i+1:]...)
+				break
+			}
 		}
-		if ctx.Err() != nil {
-			return fault.New(fault.Overloaded, "The write was not saved in time; nothing that depends on it was sent.")
-		}
-		kv.changed.Wait()
+		return fault.New(fault.Overloaded, "The write was not saved in time; nothing that depends on it was sent.")
 	}
 	return kv.failure(seq)
+}
+
+// endWaits ends the waits for writes up to kv.committed. kv.mu is held.
+func (kv *KV) endWaits() {
+	kept := kv.waiters[:0]
+	for _, w := range kv.waiters {
+		if w.seq <= kv.committed {
+			close(w.done)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	for i := len(kept); i < len(kv.waiters); i++ {
+		kv.waiters[i] = nil
+	}
+	kv.waiters = kept
 }
 
 // failure is the error of the failed commit that held seq, if any. kv.mu
@@ -530,7 +562,7 @@ func (kv *KV) commitOnce() bool {
 			delete(kv.spaces, ns)
 		}
 	}
-	kv.changed.Broadcast()
+	kv.endWaits()
 	return true
 }
 

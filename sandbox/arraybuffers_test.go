@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // rssKiB reads VmRSS or VmHWM of this process (the engine's isolates run
@@ -44,7 +45,7 @@ func TestArrayBuffersCountAgainstTheBound(t *testing.T) {
 			debug.FreeOSMemory()
 			os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 			base := rssKiB(t, "VmRSS")
-			out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: c.code}, Timeout: 10 * time.Second})
+			out, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: c.code}, Timeout: 10 * time.Second})
 			peak := rssKiB(t, "VmHWM")
 			t.Logf("RSS %d MiB before, peak %d MiB (+%d MiB); answered %s %v", base>>10, peak>>10, (peak-base)>>10, out.Result, err)
 			wantFault(t, err, fault.Memory, want)
@@ -59,7 +60,7 @@ func TestArrayBuffersCountAgainstTheBound(t *testing.T) {
 		{"within the bound", `async () => { const keep = []; for (let i = 0; i < 40; i++) keep.push(new Uint8Array(1 << 20)); return keep.length }`, "40"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: c.code}, Timeout: 10 * time.Second})
+			out, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: c.code}, Timeout: 10 * time.Second})
 			if err != nil || string(out.Result) != c.want {
 				t.Fatalf("answered %s %v, want %s", out.Result, err, c.want)
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v8 "rogchap.com/v8go"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // reportLatencies adds p50/p99 to a benchmark's output.
@@ -28,7 +30,7 @@ func benchComputation(b *testing.B, prewarm int, compiled bool) {
 	e := New(Config{Prewarm: prewarm, CompiledRuntime: compiled})
 	defer e.Shutdown()
 	time.Sleep(200 * time.Millisecond) // let the prewarm pool fill
-	job := Job{Program: Program{Code: "async () => 1 + 1"}}
+	job := program.Job{Program: program.Program{Code: "async () => 1 + 1"}}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -107,11 +109,11 @@ func BenchmarkInvokeURLShapes(b *testing.B) {
 func benchInvoke(b *testing.B, code, url string) {
 	e := engine(b)
 	id := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: code}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}}); err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(id)
-	req := NewWireRequest("GET", url, nil, nil)
+	req := program.NewWireRequest("GET", url, nil, nil)
 	for i := 0; i < 100; i++ { // the URL module's first touch is not the steady state
 		e.Invoke(context.Background(), id, "fetch", req)
 	}
@@ -146,7 +148,7 @@ func BenchmarkRSSPerRetainedIsolate(b *testing.B) {
 	before := rssMiB()
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("rss-%d", i)
-		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: `async () => { let n = 0; return { fetch() { return new Response(String(++n)) } } }`}}); err != nil {
+		if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: `async () => { let n = 0; return { fetch() { return new Response(String(++n)) } } }`}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -177,11 +179,11 @@ func flatInvocations(b *testing.B, id, code string, throws bool) {
 	// (for the tests that read them), which would read as growth here.
 	e := New(Config{})
 	defer e.Shutdown()
-	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: code}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}}); err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(id)
-	req := NewWireRequest("GET", "https://x.test/a?b=c", [][2]string{{"accept", "*/*"}}, nil)
+	req := program.NewWireRequest("GET", "https://x.test/a?b=c", [][2]string{{"accept", "*/*"}}, nil)
 	values := func() int {
 		m := e.handles[id]
 		ch := make(chan int, 1)
@@ -255,7 +257,7 @@ func BenchmarkFirstTouch(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			e := New(Config{})
 			defer e.Shutdown()
-			job := Job{Program: Program{Code: c.code}}
+			job := program.Job{Program: program.Program{Code: c.code}}
 			for i := 0; i < b.N; i++ {
 				if _, err := e.Run(context.Background(), job); err != nil {
 					b.Fatal(err)
@@ -297,13 +299,13 @@ func BenchmarkBesideRetained(b *testing.B) {
 	defer e.Shutdown()
 	for i := 0; i < 1000; i++ {
 		id := fmt.Sprintf("beside-%d", i)
-		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: `async () => { let n = 0; return { fetch() { return new Response(String(++n)) } } }`}}); err != nil {
+		if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: `async () => { let n = 0; return { fetch() { return new Response(String(++n)) } } }`}}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	req := NewWireRequest("GET", "https://a.test/", nil, nil)
+	req := program.NewWireRequest("GET", "https://a.test/", nil, nil)
 	b.Run("computation", func(b *testing.B) {
-		job := Job{Program: Program{Code: "async () => 1 + 1"}}
+		job := program.Job{Program: program.Program{Code: "async () => 1 + 1"}}
 		lat := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
@@ -339,11 +341,11 @@ func BenchmarkInvokeAcrossHandles(b *testing.B) {
 		b.Run(fmt.Sprintf("handles=%d", n), func(b *testing.B) {
 			e := engine(b)
 			ids := make([]string, n)
-			req := NewWireRequest("GET", "https://x.test/", nil, nil)
+			req := program.NewWireRequest("GET", "https://x.test/", nil, nil)
 			for i := range ids {
 				ids[i] = fmt.Sprintf("across-%d-%d", n, i)
 				code := `async () => { let s = 0; return { fetch() { return Response.json({served: ++s}) } } }`
-				if _, err := e.Run(context.Background(), Job{ID: ids[i], RetainHandles: true, Program: Program{Code: code}}); err != nil {
+				if _, err := e.Run(context.Background(), program.Job{ID: ids[i], RetainHandles: true, Program: program.Program{Code: code}}); err != nil {
 					b.Fatal(err)
 				}
 				defer e.Close(ids[i])

@@ -28,11 +28,11 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 	// compiled the bootstrap afresh (the process's cache is not touched:
 	// the engine's refillers make isolates meanwhile).
 	m := bareVM(t, e, nil)
-	if m.uncachedBootstrap == nil {
+	if m.uncached.bootstrap == nil {
 		t.Fatal("the bootstrap was compiled from a cache")
 	}
-	early := m.uncachedBootstrap.CreateCodeCache()
-	m.uncachedBootstrap = nil
+	early := m.uncached.bootstrap.CreateCodeCache()
+	m.uncached.bootstrap = nil
 	freeBareVM(m)
 
 	if len(process.Bytes) <= len(early.Bytes) {
@@ -47,11 +47,11 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 		for i := 0; i < n; i++ {
 			m := bareVM(t, e, c.cache)
 			t0 := time.Now()
-			if v, err := m.call(m.setGrants, "{}"); err == nil {
+			if v, err := m.call(m.js.setGrants, "{}"); err == nil {
 				v.Release()
 			}
 			t1 := time.Now()
-			if p, err := m.call(m.runProgram, int32(0), true); err == nil {
+			if p, err := m.call(m.js.runProgram, int32(0), true); err == nil {
 				p.Release()
 			}
 			t2 := time.Now()
@@ -69,7 +69,7 @@ func TestBootstrapCacheHoldsTheFirstCalls(t *testing.T) {
 
 // unmadeVM is a vm of engine e with a 64 MiB bound and no isolate yet.
 func unmadeVM(e *Engine) *vm {
-	return &vm{eng: e, memoryMiB: 64, timers: map[int32]time.Time{}, uncached: map[string]*v8.UnboundScript{}}
+	return &vm{eng: e, memoryMiB: 64, timers: newTimers(), uncached: newUncached()}
 }
 
 // bareIsolate is an isolate and context held on this (pinned) thread, as

@@ -3,9 +3,11 @@ package sandbox
 import (
 	_ "embed"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // semiSpaceMiB bounds each of V8's young-generation semi-spaces. V8's
@@ -24,35 +26,95 @@ func oldSpaceMiB(memoryMiB int) int {
 	return n
 }
 
+// watchdog is an isolate's bound state, shared with the goroutines that
+// end its work from outside: the watchdog timers (arm), a caller that gives
+// up its run (cancel.go), the visitor's time that moves the deadlines
+// (visitor.go). mu guards every field but the two hooks back to the
+// isolate, which are set when it is made.
+type watchdog struct {
+	// terminate stops the isolate's JavaScript (the one call into the
+	// isolate made off its loop); wake wakes the loop if it waits for
+	// work.
+	terminate func()
+	wake      func()
+
+	mu sync.Mutex
+	// seq numbers the activities; current is the one under way (0:
+	// none), terminated says the watchdog ended it, disposed that the
+	// isolate is gone.
+	seq        uint64
+	current    uint64
+	terminated bool
+	disposed   bool
+	// token is the run (Engine.Run) under way, and cancelled says its
+	// caller gave up on it (cancel.go).
+	token     *runTicket
+	cancelled bool
+	visitor   visitorTime // the visitor's time in the current activity (visitor.go)
+}
+
+// next numbers a new activity without starting a watch on it (a busy
+// period: concurrent.go).
+func (w *watchdog) next() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	return w.seq
+}
+
+// begin makes a new activity current and answers its id; a run cancelled
+// before its JavaScript started ends as it starts (cancel.go).
+func (w *watchdog) begin() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	w.current = w.seq
+	w.terminated = false
+	if w.cancelled {
+		w.terminate()
+	}
+	return w.current
+}
+
+// end says no activity is under way: a watchdog that fires later does
+// nothing.
+func (w *watchdog) end() {
+	w.mu.Lock()
+	w.current = 0
+	w.mu.Unlock()
+}
+
+// dispose says the isolate is gone: nothing terminates it any more.
+func (w *watchdog) dispose() {
+	w.mu.Lock()
+	w.disposed = true
+	w.mu.Unlock()
+}
+
+// ended answers whether the watchdog terminated the current activity and
+// whether its run was cancelled.
+func (w *watchdog) ended() (terminated, cancelled bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.terminated, w.cancelled
+}
+
 // bounded runs f as one bounded activity: a fresh run id, a watchdog that
 // terminates the isolate at the timeout (only while this run is current),
 // and the heap guard. A bound hit makes the isolate dead.
 func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) error {
-	m.mu.Lock()
-	m.runSeq++
-	id := m.runSeq
-	m.current = id
-	m.hostActivity = id
-	m.terminated = false
-	if m.cancelled {
-		// Cancelled before its JavaScript started: it ends as it starts
-		// (cancel.go).
-		m.iso.TerminateExecution()
-	}
-	m.mu.Unlock()
+	id := m.watch.begin()
 	deadline := time.Now().Add(timeout)
 	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
-	m.beginHostScope(timeout)
-	defer m.endHostScope()
+	m.host.beginScope(id)
+	defer m.host.endScope()
 	defer m.noteDroppedLogs()
-	m.resetVisitor()
-	watchdog := m.watchdog(id, timeout)
+	m.watch.resetVisitor()
+	timer := m.watch.arm(id, timeout)
 	err := f(deadline)
-	watchdog.Stop()
-	m.mu.Lock()
-	m.current = 0
-	m.mu.Unlock()
+	timer.Stop()
+	m.watch.end()
 	if bound := m.boundHit(); bound != nil {
 		err = bound
 	}
@@ -65,8 +127,16 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 // noteDroppedLogs tells a retained handle's log that an activity's output
 // passed its bound.
 func (m *vm) noteDroppedLogs() {
-	if m.activityLogs.dropped > 0 && m.handleID != "" && m.eng.cfg.OnLog != nil {
-		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: "warn", Message: m.activityLogs.note()})
+	if m.activityLogs.dropped > 0 {
+		m.handleLog("warn", m.activityLogs.note())
+	}
+}
+
+// handleLog writes to a retained handle's log (nothing before the handle
+// is retained).
+func (m *vm) handleLog(level, msg string) {
+	if m.handleID != "" && m.eng.cfg.OnLog != nil {
+		m.eng.cfg.OnLog(m.handleID, program.LogEntry{Time: time.Now(), Level: level, Message: msg})
 	}
 }
 
@@ -77,9 +147,7 @@ func (m *vm) boundHit() error {
 	if m.guard.hit() {
 		return fault.OutOfMemory(m.memoryMiB)
 	}
-	m.mu.Lock()
-	t, cancelled := m.terminated, m.cancelled
-	m.mu.Unlock()
+	t, cancelled := m.watch.ended()
 	if cancelled {
 		return errCancelled // cancel.go
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Buffers freed by one isolate serve the next ones (bufferpool.cc), and a
@@ -18,7 +20,7 @@ func TestArrayBuffersArePooledAndZeroed(t *testing.T) {
 	read := `async () => { let dirty = 0; for (let i = 0; i < 20000; i++) { const b = new Uint8Array(1000 + (i % 7) * 500); for (let j = 0; j < b.length; j += 97) dirty += b[j]; b.fill(0xbb); } return dirty }`
 	for range 3 {
 		for _, code := range []string{fill, read} {
-			out, err := e.Run(context.Background(), Job{Timeout: 20 * time.Second, Program: Program{Code: code}})
+			out, err := e.Run(context.Background(), program.Job{Timeout: 20 * time.Second, Program: program.Program{Code: code}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,45 +23,42 @@ type runTicket struct{ cancelled atomic.Bool }
 var errCancelled = fault.Wrap(fault.Timeout, fault.ErrNotCaused, "The run was cancelled: whoever started it is gone.")
 
 // cancelOnDone ends the run tagged token when ctx ends; stop undoes it.
-func (m *vm) cancelOnDone(ctx context.Context, token *runTicket) (stop func() bool) {
+func (w *watchdog) cancelOnDone(ctx context.Context, token *runTicket) (stop func() bool) {
 	if ctx.Done() == nil {
 		return func() bool { return true }
 	}
 	return context.AfterFunc(ctx, func() {
 		token.cancelled.Store(true)
-		m.cancelRun(token)
+		w.cancel(token)
 	})
 }
 
-// cancelRun ends run token if it is the isolate's now (one that has not
+// cancel ends run token if it is the isolate's now (one that has not
 // begun is refused at beginRun; one whose JavaScript has not started is
-// terminated as it starts, in bounded).
-func (m *vm) cancelRun(token *runTicket) {
-	m.mu.Lock()
-	if m.runToken != token || m.disposed {
-		m.mu.Unlock()
+// terminated as it starts, in begin).
+func (w *watchdog) cancel(token *runTicket) {
+	w.mu.Lock()
+	if w.token != token || w.disposed {
+		w.mu.Unlock()
 		return
 	}
-	m.cancelled = true
-	if m.current != 0 {
-		m.iso.TerminateExecution()
+	w.cancelled = true
+	if w.current != 0 {
+		w.terminate()
 	}
-	m.mu.Unlock()
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
+	w.mu.Unlock()
+	w.wake()
 }
 
 // beginRun and endRun tag the run under way (on the isolate's loop).
-func (m *vm) beginRun(token *runTicket) {
-	m.mu.Lock()
-	m.runToken, m.cancelled = token, token.cancelled.Load()
-	m.mu.Unlock()
+func (w *watchdog) beginRun(token *runTicket) {
+	w.mu.Lock()
+	w.token, w.cancelled = token, token.cancelled.Load()
+	w.mu.Unlock()
 }
 
-func (m *vm) endRun() {
-	m.mu.Lock()
-	m.runToken, m.cancelled = nil, false
-	m.mu.Unlock()
+func (w *watchdog) endRun() {
+	w.mu.Lock()
+	w.token, w.cancelled = nil, false
+	w.mu.Unlock()
 }

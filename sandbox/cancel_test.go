@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // A run whose caller gives up ends where it runs: spinning or waiting, it
@@ -18,7 +19,7 @@ func TestCancelledRunEnds(t *testing.T) {
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
-		_, err := engine(t).Run(ctx, Job{Program: Program{Code: code}, Timeout: 20 * time.Second})
+		_, err := engine(t).Run(ctx, program.Job{Program: program.Program{Code: code}, Timeout: 20 * time.Second})
 		if fault.CodeOf(err) != fault.Timeout || !strings.Contains(err.Error(), "cancelled") {
 			t.Fatalf("%s: %v", code, err)
 		}
@@ -27,12 +28,12 @@ func TestCancelledRunEnds(t *testing.T) {
 	// never runs its program.
 	ctx0, cancel0 := context.WithCancel(context.Background())
 	cancel0()
-	if _, err := engine(t).Run(ctx0, Job{Program: Program{Code: `async () => { for (;;) {} }`}, Timeout: 20 * time.Second}); fault.CodeOf(err) != fault.Timeout || !strings.Contains(err.Error(), "cancelled") {
+	if _, err := engine(t).Run(ctx0, program.Job{Program: program.Program{Code: `async () => { for (;;) {} }`}, Timeout: 20 * time.Second}); fault.CodeOf(err) != fault.Timeout || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("cancelled before it began: %v", err)
 	}
 	// A cancel after the run ended touches nothing it retained.
 	ctx, cancel := context.WithCancel(context.Background())
-	out, err := engine(t).Run(ctx, Job{ID: "kept-after-cancel", RetainHandles: true, Program: Program{Code: `async () => ({ fetch() { return new Response('still here') } })`}})
+	out, err := engine(t).Run(ctx, program.Job{ID: "kept-after-cancel", RetainHandles: true, Program: program.Program{Code: `async () => ({ fetch() { return new Response('still here') } })`}})
 	if err != nil || !out.Retained {
 		t.Fatal(out, err)
 	}

@@ -28,6 +28,16 @@ var (
 	lazyCache   = map[string]*v8.CompilerCachedData{}
 )
 
+// uncached are an isolate's scripts compiled without a code cache, whose
+// cache the training makes from them (trainBootstrap, trainModules);
+// loop-owned.
+type uncached struct {
+	bootstrap *v8.UnboundScript            // the process's first isolate's bootstrap
+	modules   map[string]*v8.UnboundScript // runtime modules, by name (lazy.go)
+}
+
+func newUncached() uncached { return uncached{modules: map[string]*v8.UnboundScript{}} }
+
 // processBootstrapCache is the process's bootstrap cache (nil until the
 // first isolate has made it).
 func processBootstrapCache() *v8.CompilerCachedData {
@@ -56,7 +66,7 @@ func (m *vm) compileBootstrap(cache *v8.CompilerCachedData) (*v8.UnboundScript, 
 	}
 	if cache == nil {
 		// Made after the training (trainBootstrap).
-		m.uncachedBootstrap = s
+		m.uncached.bootstrap = s
 	}
 	return s, nil
 }
@@ -71,13 +81,13 @@ func (m *vm) compileBootstrap(cache *v8.CompilerCachedData) (*v8.UnboundScript, 
 // (`go test ./sandbox -run TestBootstrapCacheHoldsTheFirstCalls -v` logs
 // them). The cache is never made after a program's run: what a program
 // touched must not decide what every later isolate deserializes.
-func (m *vm) cacheBootstrap() {
+func (u *uncached) cacheBootstrap() {
 	bootstrapCacheMu.Lock()
 	if bootstrapCache == nil {
-		bootstrapCache = m.uncachedBootstrap.CreateCodeCache()
+		bootstrapCache = u.bootstrap.CreateCodeCache()
 	}
 	bootstrapCacheMu.Unlock()
-	m.uncachedBootstrap = nil
+	u.bootstrap = nil
 }
 
 // trainBootstrap makes, in the process's first isolate, the calls whose
@@ -99,7 +109,7 @@ func (m *vm) trainBootstrap() error {
 	v.Release()
 	// The bootstrap's cache is made before the modules are used, so that
 	// their use adds nothing to it (measured: 7 KB more otherwise).
-	m.cacheBootstrap()
+	m.uncached.cacheBootstrap()
 	if err := m.trainModules(); err != nil {
 		// This isolate is disposed; the next one trains again.
 		bootstrapCacheMu.Lock()
@@ -151,13 +161,13 @@ func (m *vm) trainModules() error {
 	// there) is cached compiled but not run: running tr46 builds its
 	// Unicode tables, ~25 ms.
 	for name := range lazyModules {
-		if _, loaded := m.uncached[name]; !loaded && moduleCache(name) == nil {
+		if _, loaded := m.uncached.modules[name]; !loaded && moduleCache(name) == nil {
 			if _, err := m.compileModule(name); err != nil {
 				return err
 			}
 		}
 	}
-	m.flushCodeCaches()
+	m.uncached.flush()
 	return nil
 }
 
@@ -177,20 +187,20 @@ func moduleCache(name string) *v8.CompilerCachedData {
 	return lazyCache[name]
 }
 
-// flushCodeCaches stores the code cache of the modules this isolate
-// compiled without one. Called by the training only: a module a program
-// loads first (only if it wins the race with the training) is then
-// compiled afresh by each isolate until the training has made its cache.
-func (m *vm) flushCodeCaches() {
-	if len(m.uncached) == 0 {
+// flush stores the code cache of the modules this isolate compiled
+// without one. Called by the training only: a module a program loads
+// first (only if it wins the race with the training) is then compiled
+// afresh by each isolate until the training has made its cache.
+func (u *uncached) flush() {
+	if len(u.modules) == 0 {
 		return
 	}
-	for name, script := range m.uncached {
+	for name, script := range u.modules {
 		lazyCacheMu.Lock()
 		if lazyCache[name] == nil {
 			lazyCache[name] = script.CreateCodeCache()
 		}
 		lazyCacheMu.Unlock()
-		delete(m.uncached, name)
+		delete(u.modules, name)
 	}
 }

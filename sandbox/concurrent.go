@@ -1,13 +1,13 @@
 package sandbox
 
 import (
-	"context"
 	"errors"
 	"time"
 
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Concurrent invocations (docs/architecture.md): a handle deployed with concurrency N > 1
@@ -36,7 +36,7 @@ import (
 type invocation struct {
 	deadline time.Time
 	promise  *v8.Value
-	respond  func(WireResponse, []LogEntry, error)
+	respond  func(program.WireResponse, []program.LogEntry, error)
 	logs     *logBuffer
 	answered bool
 	cpuStart int64 // the isolate's CPU account when it began (blame)
@@ -50,9 +50,9 @@ type busyPeriod struct {
 
 // startConcurrent begins one invocation on the loop: it enters the
 // handler, and if the handler awaits, leaves it in progress.
-func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, []LogEntry, error)) {
+func (m *vm) startConcurrent(wire string, body any, respond func(program.WireResponse, []program.LogEntry, error)) {
 	if m.dead {
-		respond(WireResponse{}, nil, m.goneErr())
+		respond(program.WireResponse{}, nil, m.goneErr())
 		return
 	}
 	if m.busy == nil {
@@ -69,7 +69,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 	saved := m.sink
 	m.sink = func(level, msg string) { inv.logs.add(level, msg) }
 	bound := m.entry(func() {
-		p, callErr = m.call(m.invoke, wire, bodyArg)
+		p, callErr = m.call(m.js.invoke, wire, bodyArg)
 	})
 	m.sink = saved
 	if bound != nil {
@@ -77,7 +77,7 @@ func (m *vm) startConcurrent(wire string, body any, respond func(WireResponse, [
 		return
 	}
 	if callErr != nil {
-		m.answer(inv, WireResponse{}, m.handlerFault(callErr))
+		m.answer(inv, program.WireResponse{}, m.handlerFault(callErr))
 	} else {
 		inv.promise = p
 	}
@@ -95,7 +95,7 @@ func (m *vm) pumpBusy() {
 		defer func() { m.sink = saved }()
 	}
 	bound := m.entry(func() {
-		if _, err := m.settleHostCalls(); err != nil && m.boundHit() == nil {
+		if _, err := m.host.settle(); err != nil && m.boundHit() == nil {
 			m.sink("error", "Uncaught "+jsErrorMessage(err))
 		}
 		if err := m.fireDue(m.earliestDeadline()); err != nil && m.boundHit() == nil && !errors.Is(err, fault.ErrTimeout) {
@@ -105,7 +105,7 @@ func (m *vm) pumpBusy() {
 		m.releaseReturned()
 	})
 	if bound != nil {
-		m.failBusy(bound, m.earliestInvocation())
+		m.failBusy(bound, m.busy.earliest())
 		return
 	}
 	m.checkInvocations()
@@ -114,18 +114,11 @@ func (m *vm) pumpBusy() {
 // entry runs f (a call into JavaScript) under a watchdog at the earliest
 // deadline in progress, and answers the bound it hit, if any.
 func (m *vm) entry(f func()) error {
-	m.mu.Lock()
-	m.runSeq++
-	id := m.runSeq
-	m.current = id
-	m.terminated = false
-	m.mu.Unlock()
-	watchdog := m.watchdog(id, time.Until(m.earliestDeadline()))
+	id := m.watch.begin()
+	timer := m.watch.arm(id, time.Until(m.earliestDeadline()))
 	f()
-	watchdog.Stop()
-	m.mu.Lock()
-	m.current = 0
-	m.mu.Unlock()
+	timer.Stop()
+	m.watch.end()
 	return m.boundHit()
 }
 
@@ -152,7 +145,7 @@ func (m *vm) checkInvocations() {
 					r := p.Result()
 					msg := describeThrown(r)
 					r.Release()
-					m.answer(inv, WireResponse{}, m.handlerFault(&jsThrow{message: msg}))
+					m.answer(inv, program.WireResponse{}, m.handlerFault(&jsThrow{message: msg}))
 					continue
 				}
 			}
@@ -160,29 +153,22 @@ func (m *vm) checkInvocations() {
 		keep = append(keep, inv)
 	}
 	m.busy.invs = keep
-	extra := m.visitorExtra()
-	for _, inv := range m.busy.invs {
-		if !now.Before(inv.deadline.Add(extra)) {
-			m.failBusy(m.timeoutSince(inv.cpuStart), inv)
-			return
-		}
+	extra := m.watch.visitorExtra()
+	if inv := m.busy.overdue(now, extra); inv != nil {
+		m.failBusy(m.timeoutSince(inv.cpuStart), inv)
+		return
 	}
-	wu := m.busy.waitUntil[:0]
-	for _, d := range m.busy.waitUntil {
-		if !now.Before(d.Add(extra)) {
-			// waitUntil work past its invocation's bound: a bound hit,
-			// the handle's own (no invocation is its cause).
-			m.failBusy(m.timeoutFault(), nil)
-			if m.handleID != "" && m.eng.cfg.OnLost != nil {
-				m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
-			}
-			return
+	if m.busy.waitUntilOverdue(now, extra) {
+		// waitUntil work past its invocation's bound: a bound hit,
+		// the handle's own (no invocation is its cause).
+		m.failBusy(m.timeoutFault(), nil)
+		if m.handleID != "" && m.eng.cfg.OnLost != nil {
+			m.eng.cfg.OnLost(m.handleID, m.timeoutFault())
 		}
-		wu = append(wu, d)
+		return
 	}
-	m.busy.waitUntil = wu
 	if len(m.busy.waitUntil) > 0 {
-		n, err := m.call(m.pendingWork)
+		n, err := m.call(m.js.pendingWork)
 		if err == nil {
 			if n.Int32() == 0 {
 				m.busy.waitUntil = nil
@@ -200,17 +186,17 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 	s := v.String()
 	v.Release()
 	if s == "" || s[0] != 'R' && s[0] != 'W' {
-		m.answer(inv, WireResponse{}, fault.NotAResponse())
+		m.answer(inv, program.WireResponse{}, fault.NotAResponse())
 		return
 	}
 	res, err := parseWireResponse(s[1:], m.eng.cfg.Limits.ResponseBody)
 	if err != nil && res.Stream != 0 {
-		m.dropStream(res.Stream)
-		res = WireResponse{}
+		m.streams.drop(res.Stream)
+		res = program.WireResponse{}
 	}
 	if err == nil {
-		if err = m.refusedStream(res.Stream); err != nil {
-			res = WireResponse{}
+		if err = m.streams.refusedAnswer(res.Stream); err != nil {
+			res = program.WireResponse{}
 		}
 	}
 	if s[0] == 'W' && err == nil {
@@ -219,7 +205,7 @@ func (m *vm) finish(inv *invocation, v *v8.Value) {
 	m.answer(inv, res, err)
 }
 
-func (m *vm) answer(inv *invocation, res WireResponse, err error) {
+func (m *vm) answer(inv *invocation, res program.WireResponse, err error) {
 	if inv.answered {
 		return
 	}
@@ -242,38 +228,46 @@ func (m *vm) failBusy(bound error, cause *invocation) {
 	f := fault.As(bound)
 	for _, inv := range m.busy.invs {
 		if inv == cause {
-			m.answer(inv, WireResponse{}, bound)
+			m.answer(inv, program.WireResponse{}, bound)
 			continue
 		}
-		m.answer(inv, WireResponse{}, &fault.Fault{Code: f.Code, Message: f.Message, Cause: fault.ErrCollateral})
+		m.answer(inv, program.WireResponse{}, &fault.Fault{Code: f.Code, Message: f.Message, Cause: fault.ErrCollateral})
 	}
 	m.endBusy()
 }
 
 func (m *vm) beginBusy() {
-	m.mu.Lock()
-	m.runSeq++
-	m.hostActivity = m.runSeq
-	m.mu.Unlock()
+	m.host.beginScope(m.watch.next())
 	m.busy = &busyPeriod{}
-	m.resetVisitor()
+	m.watch.resetVisitor()
 	m.activityCPU = m.hold.begin()
 	m.activityLogs = logBuffer{}
-	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
 }
 
 func (m *vm) endBusy() {
 	m.busy = nil
-	m.endHostScope()
+	m.host.endScope()
 	m.noteDroppedLogs()
-	m.mu.Lock()
-	m.hostActivity = 0
-	m.mu.Unlock()
 }
 
-func (m *vm) earliestInvocation() *invocation {
+// earliestDeadline is the nearest deadline in progress (an invocation's,
+// or an answered one's waitUntil work), at most a timeout from now.
+func (m *vm) earliestDeadline() time.Time {
+	d := time.Now().Add(m.timeout)
+	if m.busy == nil {
+		return d
+	}
+	return m.busy.earliestDeadline(d, m.watch.visitorExtra())
+}
+
+// full answers whether conc invocations are in progress: a new one waits
+// in the queue.
+func (b *busyPeriod) full(conc int) bool { return len(b.invs) >= conc }
+
+// earliest is the invocation in progress whose deadline comes first.
+func (b *busyPeriod) earliest() *invocation {
 	var first *invocation
-	for _, inv := range m.busy.invs {
+	for _, inv := range b.invs {
 		if first == nil || inv.deadline.Before(first.deadline) {
 			first = inv
 		}
@@ -281,23 +275,40 @@ func (m *vm) earliestInvocation() *invocation {
 	return first
 }
 
-// earliestDeadline is the nearest deadline in progress (an invocation's,
-// or an answered one's waitUntil work).
-func (m *vm) earliestDeadline() time.Time {
-	d := time.Now().Add(m.timeout)
-	if m.busy == nil {
-		return d
-	}
-	extra := m.visitorExtra()
-	for _, inv := range m.busy.invs {
+// earliestDeadline is the nearest of d and the deadlines in progress, each
+// moved by the visitor's time extra.
+func (b *busyPeriod) earliestDeadline(d time.Time, extra time.Duration) time.Time {
+	for _, inv := range b.invs {
 		if e := inv.deadline.Add(extra); e.Before(d) {
 			d = e
 		}
 	}
-	for _, w := range m.busy.waitUntil {
+	for _, w := range b.waitUntil {
 		if e := w.Add(extra); e.Before(d) {
 			d = e
 		}
 	}
 	return d
+}
+
+// overdue is the first invocation in progress past its deadline (moved by
+// extra) at now, if any.
+func (b *busyPeriod) overdue(now time.Time, extra time.Duration) *invocation {
+	for _, inv := range b.invs {
+		if !now.Before(inv.deadline.Add(extra)) {
+			return inv
+		}
+	}
+	return nil
+}
+
+// waitUntilOverdue answers whether waitUntil work of an answered
+// invocation is past that invocation's deadline (moved by extra) at now.
+func (b *busyPeriod) waitUntilOverdue(now time.Time, extra time.Duration) bool {
+	for _, d := range b.waitUntil {
+		if !now.Before(d.Add(extra)) {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // A handler that counts its own invocations in progress: it awaits a timer
@@ -27,14 +28,14 @@ const inProgressHandler = `async () => { let now = 0, most = 0, starts = []; ret
 
 func deployConcurrent(t *testing.T, e *Engine, id string, conc int, timeout time.Duration) {
 	t.Helper()
-	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Concurrency: conc, Timeout: timeout, Program: Program{Code: inProgressHandler}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Concurrency: conc, Timeout: timeout, Program: program.Program{Code: inProgressHandler}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(id) })
 }
 
 func invokeURL(e *Engine, id, url string) (string, error) {
-	res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", url, nil, nil))
+	res, err := e.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", url, nil, nil))
 	return string(res.BodyBytes()), err
 }
 
@@ -156,7 +157,7 @@ func TestBoundHitWithInvocationsInProgress(t *testing.T) {
 // only one in progress.
 func TestConcurrentInvocationLogs(t *testing.T) {
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "conc-logs", RetainHandles: true, Concurrency: 4, Program: Program{Code: `async () => ({ async fetch() {
+	if _, err := e.Run(context.Background(), program.Job{ID: "conc-logs", RetainHandles: true, Concurrency: 4, Program: program.Program{Code: `async () => ({ async fetch() {
 		console.log('before');
 		await new Promise(r => setTimeout(r, 10));
 		console.log('after');
@@ -165,7 +166,7 @@ func TestConcurrentInvocationLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close("conc-logs")
-	_, logs, err := e.InvokeWithLogs(context.Background(), "conc-logs", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+	_, logs, err := e.InvokeWithLogs(context.Background(), "conc-logs", "fetch", program.NewWireRequest("GET", "https://x.test/", nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,15 +30,11 @@ func hostArgsBound(op string, maxRequestBody int) (int, string) {
 	}
 }
 
-// LogEntry is the program package's: one console call of a retained
-// handler, for the handle's log.
-type LogEntry = program.LogEntry
-
 // logBuffer collects the console output of one bounded activity within the
 // bounds; past them it drops entries and ends with one line that says how
 // many were dropped.
 type logBuffer struct {
-	entries []LogEntry
+	entries []program.LogEntry
 	bytes   int
 	dropped int
 }
@@ -56,7 +52,7 @@ func (b *logBuffer) add(level, msg string) bool {
 		n = budgets.LogBytes
 		b.dropped++ // what was cut counts as dropped: the note follows
 	}
-	b.entries = append(b.entries, LogEntry{Time: time.Now(), Level: level, Message: msg})
+	b.entries = append(b.entries, program.LogEntry{Time: time.Now(), Level: level, Message: msg})
 	b.bytes += n
 	return true
 }
@@ -78,10 +74,10 @@ func (b *logBuffer) lines() []string {
 }
 
 // logEntries answers the entries, with the truncation note last.
-func (b *logBuffer) logEntries() []LogEntry {
+func (b *logBuffer) logEntries() []program.LogEntry {
 	out := b.entries
 	if b.dropped > 0 {
-		out = append(out, LogEntry{Time: time.Now(), Level: "warn", Message: b.note()})
+		out = append(out, program.LogEntry{Time: time.Now(), Level: "warn", Message: b.note()})
 	}
 	return out
 }

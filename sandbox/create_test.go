@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Isolates made on many threads at once (no prewarmed pool: every run
@@ -20,7 +22,7 @@ func TestIsolatesMadeConcurrently(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
-				out, err := e.Run(context.Background(), Job{Program: Program{Code: "async () => [1, 2].map(x => x * 2)"}})
+				out, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: "async () => [1, 2].map(x => x * 2)"}})
 				if err != nil || string(out.Result) != "[2,4]" {
 					t.Errorf("run: %v %s", err, out.Result)
 					return
@@ -52,7 +54,7 @@ func TestPoolRefillsAfterRuns(t *testing.T) {
 		// push it: the next take lets one of them through, and the
 		// delayed refill follows.
 		time.Sleep(50 * time.Millisecond)
-		if _, err := e.Run(context.Background(), Job{Program: Program{Code: "async () => 1"}}); err != nil {
+		if _, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: "async () => 1"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +65,7 @@ func TestPoolRefillsAfterRuns(t *testing.T) {
 func TestEndedIsolateIsTornDown(t *testing.T) {
 	e := engine(t)
 	const id = "torn-down"
-	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: "async () => ({ fetch() { return new Response('ok') } })"}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: "async () => ({ fetch() { return new Response('ok') } })"}}); err != nil {
 		t.Fatal(err)
 	}
 	e.mu.Lock()

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // TestSubtleVerify checks ECDSA P-256 and RSASSA-PKCS1-v1_5 signatures
@@ -52,7 +54,7 @@ func TestSubtleVerify(t *testing.T) {
 			wrongKind, ecKey.type, rsaKey.algorithm.hash.name,
 		];
 	}`, b64(ecSPKI), u(point[1:33]), u(point[33:]), b64(rsaSPKI), b64(ecSig), b64(rsaSig))
-	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}})
+	out, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: code}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestSubtleVerify(t *testing.T) {
 }
 
 func TestTextStreaming(t *testing.T) {
-	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: `() => {
+	out, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: `() => {
 		const bytes = new TextEncoder().encode('héllo €uro');
 		const d = new TextDecoder();
 		let s = '';
@@ -194,7 +196,7 @@ func TestRSASign(t *testing.T) {
 			badUsage,
 		};
 	}`, b64(pkcs8), jwk, u(rk.N.Bytes()), b64(pssSig), b64(pssSig))
-	out, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}, Timeout: 30 * time.Second})
+	out, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: code}, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

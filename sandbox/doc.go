@@ -19,6 +19,12 @@
 //
 // Ownership: each isolate is owned by one goroutine, its loop (vm.go);
 // every V8 call, Value.Release included, happens there.
+// Its state is in sub-states that own their fields, one type a topic
+// file: jobQueue (queue.go), timers, hostCalls (hostcall.go), streamSet
+// (stream.go), watchdog (bounds.go, cancel.go, visitor.go), busyPeriod
+// (concurrent.go), entryPoints and sessions (install.go), uncached
+// (codecache.go); the vm composes them and makes the calls into
+// JavaScript.
 //
 // Caveats: V8 can still abort the process on allocations far past the
 // bound, and some builtins ignore termination; the worker process around

@@ -11,13 +11,14 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 var (
 	sharedOnce   sync.Once
 	sharedEngine *Engine
 	handleLogsMu sync.Mutex
-	handleLogs   = map[string][]LogEntry{}
+	handleLogs   = map[string][]program.LogEntry{}
 	lostMu       sync.Mutex
 	lost         = map[string]error{}
 )
@@ -27,7 +28,7 @@ func engine(t testing.TB) *Engine {
 	sharedOnce.Do(func() {
 		sharedEngine = New(Config{
 			Prewarm: 2,
-			OnLog: func(id string, e LogEntry) {
+			OnLog: func(id string, e program.LogEntry) {
 				handleLogsMu.Lock()
 				handleLogs[id] = append(handleLogs[id], e)
 				handleLogsMu.Unlock()
@@ -42,9 +43,9 @@ func engine(t testing.TB) *Engine {
 	return sharedEngine
 }
 
-func run(t testing.TB, code string) (Outcome, error) {
+func run(t testing.TB, code string) (program.Outcome, error) {
 	t.Helper()
-	return engine(t).Run(context.Background(), Job{Program: Program{Code: code}})
+	return engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: code}})
 }
 
 // jsCase is a computation and the JSON result it must answer.
@@ -66,15 +67,15 @@ func runCases(t *testing.T, cases []jsCase) {
 	}
 }
 
-func mustRun(t testing.TB, code string) Outcome {
+func mustRun(t testing.TB, code string) program.Outcome {
 	t.Helper()
 	return mustRunIn(t, engine(t), code)
 }
 
 // mustRunIn is mustRun in engine e.
-func mustRunIn(t testing.TB, e *Engine, code string) Outcome {
+func mustRunIn(t testing.TB, e *Engine, code string) program.Outcome {
 	t.Helper()
-	out, err := e.Run(context.Background(), Job{Program: Program{Code: code}})
+	out, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: code}})
 	if err != nil {
 		t.Fatalf("run %q: %v", code, err)
 	}
@@ -174,7 +175,7 @@ func TestBadPrograms(t *testing.T) {
 
 func TestModules(t *testing.T) {
 	e := engine(t)
-	out, err := e.Run(context.Background(), Job{Program: Program{
+	out, err := e.Run(context.Background(), program.Job{Program: program.Program{
 		Code: "import { next } from './counter.js';\n// a comment\nimport * as m from \"./lib/math.js\";\nasync () => next() + next() + m.double(10)",
 		Modules: map[string]string{
 			"./counter.js":  "import { one } from './lib/math.js'; let n = 0; export function next() { n += one; return n; }",
@@ -187,14 +188,14 @@ func TestModules(t *testing.T) {
 	if string(out.Result) != "23" {
 		t.Fatalf("got %s, want 23", out.Result)
 	}
-	_, err = e.Run(context.Background(), Job{Program: Program{Code: "import x from 'lodash';\nasync () => x"}})
+	_, err = e.Run(context.Background(), program.Job{Program: program.Program{Code: "import x from 'lodash';\nasync () => x"}})
 	wantFault(t, err, fault.Syntax, `"lodash"`)
-	_, err = e.Run(context.Background(), Job{Program: Program{
+	_, err = e.Run(context.Background(), program.Job{Program: program.Program{
 		Code:    "import x from './a.js';\nasync () => x",
 		Modules: map[string]string{"./a.js": "import y from '../../etc/passwd'; export default y"},
 	}})
 	wantFault(t, err, fault.Syntax, "outside")
-	_, err = e.Run(context.Background(), Job{Program: Program{
+	_, err = e.Run(context.Background(), program.Job{Program: program.Program{
 		Code:    "import x from './a.js';\nasync () => x",
 		Modules: map[string]string{"./a.js": "export default (;"},
 	}})
@@ -215,7 +216,7 @@ func TestTimeouts(t *testing.T) {
 		"sync loop in a callback": `async () => { await new Promise(r => setTimeout(() => { for(;;){} }, 1)) }`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}, Timeout: 100 * time.Millisecond})
+			_, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: code}, Timeout: 100 * time.Millisecond})
 			wantFault(t, err, fault.Timeout, want)
 			afterHostile(t)
 		})
@@ -236,7 +237,7 @@ func TestHeapGuardCatchesBombs(t *testing.T) {
 		"object map":      `async () => { const m = new Map(); for (let i = 0;; i++) m.set(i, [i, i, i]) }`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := engine(t).Run(context.Background(), Job{Program: Program{Code: code}, Timeout: 10 * time.Second})
+			_, err := engine(t).Run(context.Background(), program.Job{Program: program.Program{Code: code}, Timeout: 10 * time.Second})
 			wantFault(t, err, fault.Memory, want)
 			afterHostile(t)
 		})
@@ -246,7 +247,7 @@ func TestHeapGuardCatchesBombs(t *testing.T) {
 func deploy(t *testing.T, code string) string {
 	t.Helper()
 	id := fmt.Sprintf("test-%d", time.Now().UnixNano())
-	out, err := engine(t).Run(context.Background(), Job{ID: id, Program: Program{Code: code}, RetainHandles: true, Timeout: 200 * time.Millisecond})
+	out, err := engine(t).Run(context.Background(), program.Job{ID: id, Program: program.Program{Code: code}, RetainHandles: true, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("deploy: %v", err)
 	}
@@ -256,9 +257,9 @@ func deploy(t *testing.T, code string) string {
 	return id
 }
 
-func get(t *testing.T, id, url string) (WireResponse, error) {
+func get(t *testing.T, id, url string) (program.WireResponse, error) {
 	t.Helper()
-	return engine(t).Invoke(context.Background(), id, "fetch", NewWireRequest("GET", url, nil, nil))
+	return engine(t).Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", url, nil, nil))
 }
 
 func TestRetainedHandler(t *testing.T) {
@@ -300,7 +301,7 @@ func TestRetainedHandler(t *testing.T) {
 	if !strings.Contains(joined, "log:served 1") || !strings.Contains(joined, "error:Uncaught Error: visitor broke it") {
 		t.Fatalf("handle log %q", joined)
 	}
-	_, err = engine(t).Invoke(context.Background(), id, "scheduled", NewWireRequest("GET", "https://example.com/", nil, nil))
+	_, err = engine(t).Invoke(context.Background(), id, "scheduled", program.NewWireRequest("GET", "https://example.com/", nil, nil))
 	wantFault(t, err, fault.NoSuchHandle, `Execution "`+id+`" has no handle named "scheduled". The granted handles are: fetch.`)
 	if err := engine(t).Close(id); err != nil {
 		t.Fatal(err)
@@ -316,25 +317,25 @@ func TestRetainedHandler(t *testing.T) {
 func TestHandlerForms(t *testing.T) {
 	e := engine(t)
 	// The Workers module form deploys unchanged.
-	out, err := e.Run(context.Background(), Job{ID: "workers-form", RetainHandles: true, Env: map[string]string{"GREETING": "hej"}, Program: Program{
+	out, err := e.Run(context.Background(), program.Job{ID: "workers-form", RetainHandles: true, Env: map[string]string{"GREETING": "hej"}, Program: program.Program{
 		Code: "export default {\n  async fetch(request, env, ctx) {\n    return new Response(env.GREETING + ' ' + request.method);\n  }\n};",
 	}})
 	if err != nil || !out.Retained {
 		t.Fatalf("workers module: %+v %v", out, err)
 	}
-	res, err := e.Invoke(context.Background(), "workers-form", "fetch", NewWireRequest("POST", "https://x.test/", nil, []byte("body")))
+	res, err := e.Invoke(context.Background(), "workers-form", "fetch", program.NewWireRequest("POST", "https://x.test/", nil, []byte("body")))
 	if err != nil || string(res.BodyBytes()) != "hej POST" {
 		t.Fatalf("workers module answered %v %q", err, res.BodyBytes())
 	}
 	e.Close("workers-form")
 	// Module-level state lives as long as the isolate.
-	if _, err := e.Run(context.Background(), Job{ID: "module-state", RetainHandles: true, Program: Program{
+	if _, err := e.Run(context.Background(), program.Job{ID: "module-state", RetainHandles: true, Program: program.Program{
 		Code: "let served = 0;\nexport default { async fetch() { return Response.json({served: ++served}); } }",
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
-		res, err := e.Invoke(context.Background(), "module-state", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+		res, err := e.Invoke(context.Background(), "module-state", "fetch", program.NewWireRequest("GET", "https://x.test/", nil, nil))
 		if err != nil || string(res.BodyBytes()) != fmt.Sprintf(`{"served":%d}`, i) {
 			t.Fatalf("module state: %v %s", err, res.BodyBytes())
 		}
@@ -472,7 +473,7 @@ func TestRunsRacingShutdownAnswer(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				e.Run(context.Background(), Job{Program: Program{Code: "async () => 1 + 1"}})
+				e.Run(context.Background(), program.Job{Program: program.Program{Code: "async () => 1 + 1"}})
 			}()
 		}
 		e.Shutdown()

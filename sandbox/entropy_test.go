@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"testing"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // TestIsolatesSeedFromGetrandom: V8 takes each new isolate's random seed
@@ -12,7 +14,7 @@ func TestIsolatesSeedFromGetrandom(t *testing.T) {
 	e := New(Config{})
 	defer e.Shutdown()
 	before := entropySeeds()
-	out, err := e.Run(context.Background(), Job{Program: Program{Code: "() => Math.random() !== Math.random()"}})
+	out, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: "() => Math.random() !== Math.random()"}})
 	if err != nil || string(out.Result) != "true" {
 		t.Fatal(err, string(out.Result))
 	}

@@ -9,6 +9,12 @@ import (
 	"github.com/retainer-gw/retainer/fault"
 )
 
+// The event loop is where the isolate's sub-states meet the runtime: the
+// timers (timers.go), host calls (hostcall.go) and streams (stream.go) own
+// their state and know no isolate; the calls into JavaScript they lead to
+// (a timer fired, a host call settled, a stream's pump resumed or
+// cancelled) are made here, each under its bound.
+
 // call invokes a runtime function with Go arguments, releasing what it made.
 func (m *vm) call(fn *v8.Function, args ...any) (*v8.Value, error) {
 	vals := make([]v8.Valuer, len(args))
@@ -82,7 +88,7 @@ func (m *vm) settle(v *v8.Value, deadline time.Time) (*v8.Value, error) {
 // pending, within the same deadline.
 func (m *vm) drain(deadline time.Time) error {
 	for {
-		n, err := m.call(m.pendingWork)
+		n, err := m.call(m.js.pendingWork)
 		if err != nil {
 			return err
 		}
@@ -103,13 +109,13 @@ func (m *vm) drain(deadline time.Time) error {
 func (m *vm) waitForWork(deadline time.Time) error {
 	// Answers that already arrived come first: they may settle what the
 	// caller waits for.
-	if delivered, err := m.settleHostCalls(); err != nil || delivered {
+	if delivered, err := m.host.settle(); err != nil || delivered {
 		return err
 	}
-	deadline = deadline.Add(m.visitorExtra()) // the visitor's time (visitor.go)
-	due, ok := m.nextTimer()
+	deadline = deadline.Add(m.watch.visitorExtra()) // the visitor's time (visitor.go)
+	due, ok := m.timers.next()
 	if !ok {
-		if m.host.pending == 0 {
+		if m.host.inFlight() == 0 {
 			return fault.New(fault.Runtime, "The program awaits a promise that nothing can settle (no timer or request is pending).")
 		}
 		due = deadline
@@ -120,24 +126,112 @@ func (m *vm) waitForWork(deadline time.Time) error {
 	if d := time.Until(due); d > 0 {
 		t := time.NewTimer(d)
 		m.hold.drop() // a wait: leave the thread free (threadhold.go)
-		start := m.blocks()
+		start := m.watch.blocks(m.host.reading())
 		select {
 		case <-t.C:
 		case <-m.wake:
 		}
 		waited := time.Since(start)
-		m.waited(start)
+		m.watch.waited(start, m.host.reading())
 		m.hold.take()
 		t.Stop()
-		if m.visitor.pending > 0 {
+		if m.host.reading() {
 			deadline = deadline.Add(waited)
 		}
 	}
 	if !time.Now().Before(deadline) {
 		return m.timeoutFault()
 	}
-	if _, err := m.settleHostCalls(); err != nil {
+	if _, err := m.host.settle(); err != nil {
 		return err
 	}
 	return m.fireDue(deadline)
+}
+
+// fireDue runs every timer that is due, in due order.
+func (m *vm) fireDue(deadline time.Time) error {
+	for {
+		id, ok := m.timers.popDue(time.Now())
+		if !ok {
+			return nil
+		}
+		v, err := m.call(m.js.fireTimer, int32(id))
+		if err := m.boundHit(); err != nil {
+			return err
+		}
+		if err != nil {
+			return fault.Wrap(fault.Runtime, err, "a timer callback failed")
+		}
+		v.Release()
+		if time.Now().After(deadline) {
+			return m.timeoutFault()
+		}
+	}
+}
+
+// settleCall settles host call id's promise in the runtime (hostCalls'
+// deliver).
+func (m *vm) settleCall(id int32, ok bool, payload, code string) error {
+	v, err := m.call(m.js.settleHost, id, ok, payload, code)
+	if bound := m.boundHit(); bound != nil {
+		return bound
+	}
+	if err != nil {
+		return err
+	}
+	v.Release()
+	return nil
+}
+
+// runStreamWork resumes and cancels, on the loop, what readers asked for;
+// each entry into JavaScript is bounded like a timer callback.
+func (m *vm) runStreamWork() {
+	drained, cancels := m.streams.takeWork()
+	callback := func(fn *v8.Function, id int64) {
+		m.callback(func() {
+			if _, err := m.call(fn, float64(id)); err != nil && m.boundHit() == nil {
+				m.sink("error", "Uncaught "+jsErrorMessage(err))
+			}
+		})
+	}
+	for _, id := range cancels {
+		callback(m.js.cancelStream, id)
+	}
+	for _, id := range drained {
+		callback(m.js.streamDrained, id)
+	}
+}
+
+// callback runs f (an entry into JavaScript outside an invocation's own
+// settle) under the invocation timeout: within a busy period under its
+// watchdog, else as a bounded activity of its own, like timers between
+// invocations. A bound hit disposes the isolate.
+func (m *vm) callback(f func()) {
+	if m.dead {
+		return
+	}
+	if m.busy != nil {
+		bound := m.entry(func() {
+			f()
+			m.ctx.PerformMicrotaskCheckpoint()
+			m.releaseReturned()
+		})
+		if bound != nil {
+			m.failBusy(bound, nil)
+			return
+		}
+		m.checkInvocations()
+		return
+	}
+	if err := m.bounded(m.timeout, func(time.Time) error {
+		f()
+		m.ctx.PerformMicrotaskCheckpoint()
+		m.releaseReturned()
+		return nil
+	}); err != nil {
+		m.kill()
+		if m.handleID != "" && m.eng.cfg.OnLost != nil {
+			m.eng.cfg.OnLost(m.handleID, err)
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
-	"time"
 
 	v8 "rogchap.com/v8go"
 
@@ -31,88 +30,108 @@ type hostCompletion struct {
 	visitor  bool // a body.read: the wait was the visitor's (visitor.go)
 }
 
-// hostCalls is a vm's host-call state; mu guards done (written by the
-// goroutines that run calls); the rest is loop-owned.
+// hostCalls are an isolate's host calls: the calls in flight, the answers
+// waiting for the loop, and the activity they belong to. mu guards done
+// (written by the goroutines that run calls); the rest is loop-owned. What
+// it is given (init): the engine's HostCall and HostCallNow and its
+// request body bound, and two hooks back to the isolate: wake wakes the
+// loop when an answer arrived, deliver settles a call's promise in the
+// runtime.
 type hostCalls struct {
+	call        HostCall
+	callNow     func(runID, op string, args json.RawMessage) (json.RawMessage, bool)
+	requestBody int
+	wake        func()
+	deliver     func(id int32, ok bool, payload, code string) error
+
 	mu      sync.Mutex
 	done    []hostCompletion
 	pending int
 	cancel  context.CancelFunc
 	ctx     context.Context
+	// activity tags the calls: answers of another activity are dropped
+	// (an activity is a bounded run, or a busy period).
+	activity uint64
+	// visitors counts the body reads in flight: a wait then is the
+	// visitor's time (visitor.go).
+	visitors int
+	runID    string // whose grants the calls use: the job's id or the handle's
 }
 
-// hostNowFn is host.now(op, argsJSON): the answer of a host call that can
-// be answered at once (HostCallNow: a worker's kv cache), as JSON text, or
-// undefined when the call must go to the host. The program's await then
-// needs no trip through the event loop's host-call machinery.
-func (m *vm) hostNowFn(args []*v8.Value) (*v8.Value, error) {
-	now := m.eng.cfg.HostCallNow
+func (h *hostCalls) init(cfg *Config, wake func(), deliver func(id int32, ok bool, payload, code string) error) {
+	h.call, h.callNow, h.requestBody = cfg.HostCall, cfg.HostCallNow, cfg.Limits.RequestBody
+	h.wake, h.deliver = wake, deliver
+}
+
+// reading answers whether a body read is in flight: a wait of the loop's is
+// then the visitor's time (visitor.go).
+func (h *hostCalls) reading() bool { return h.visitors > 0 }
+
+// inFlight is how many calls have not been settled.
+func (h *hostCalls) inFlight() int { return h.pending }
+
+// now is host.now(op, argsJSON): the answer of a host call that can be
+// answered at once (HostCallNow: a worker's kv cache), as JSON text, or
+// false when the call must go to the host. The program's await then needs
+// no trip through the event loop's host-call machinery.
+func (h *hostCalls) now(args []*v8.Value) (json.RawMessage, bool) {
+	now := h.callNow
 	if now == nil || len(args) < 2 {
-		return nil, nil
+		return nil, false
 	}
 	op, raw := args[0].String(), json.RawMessage(args[1].String())
-	if limit, _ := hostArgsBound(op, m.eng.cfg.Limits.RequestBody); len(raw) > limit {
-		return nil, nil // host.call refuses it with its message
+	if limit, _ := hostArgsBound(op, h.requestBody); len(raw) > limit {
+		return nil, false // host.call refuses it with its message
 	}
-	res, ok := now(m.runID, op, raw)
-	if !ok {
-		return nil, nil
-	}
-	return v8.NewValue(m.iso, string(res))
+	return now(h.runID, op, raw)
 }
 
-// hostCallFn is host.call(op, argsJSON, id): it starts the call and
-// returns at once.
-func (m *vm) hostCallFn(args []*v8.Value) (*v8.Value, error) {
+// start is host.call(op, argsJSON, id): it starts the call and returns at
+// once.
+func (h *hostCalls) start(args []*v8.Value) error {
 	if len(args) < 3 {
-		return nil, errors.New("call needs an op, arguments and an id")
+		return errors.New("call needs an op, arguments and an id")
 	}
-	hc := m.eng.cfg.HostCall
+	hc := h.call
 	if hc == nil {
-		return nil, errors.New("this engine reaches no host services")
+		return errors.New("this engine reaches no host services")
 	}
-	if m.host.pending >= budgets.HostCallsPerIsolate {
-		return nil, errors.New("too many host calls in flight")
+	if h.pending >= budgets.HostCallsPerIsolate {
+		return errors.New("too many host calls in flight")
 	}
 	op, raw, id := args[0].String(), json.RawMessage(args[1].String()), args[2].Int32()
 	// Measured where built: the arguments cross as they are (wirejson
 	// escapes nothing JSON.stringify did not).
-	if limit, msg := hostArgsBound(op, m.eng.cfg.Limits.RequestBody); len(raw) > limit {
-		return nil, errors.New(msg)
+	if limit, msg := hostArgsBound(op, h.requestBody); len(raw) > limit {
+		return errors.New(msg)
 	}
-	activity := m.hostActivity
-	runID := m.runID
-	ctx := m.host.ctx
-	m.host.pending++
-	if now := m.eng.cfg.HostCallNow; now != nil {
+	activity := h.activity
+	runID := h.runID
+	ctx := h.ctx
+	h.pending++
+	if now := h.callNow; now != nil {
 		if res, ok := now(runID, op, raw); ok {
 			// Settled on the loop's next turn, like any answer, but with
 			// no goroutine and no wake-up in between.
-			m.host.mu.Lock()
-			m.host.done = append(m.host.done, hostCompletion{activity: activity, id: id, result: res})
-			m.host.mu.Unlock()
-			select {
-			case m.wake <- struct{}{}:
-			default:
-			}
-			return nil, nil
+			h.mu.Lock()
+			h.done = append(h.done, hostCompletion{activity: activity, id: id, result: res})
+			h.mu.Unlock()
+			h.wake()
+			return nil
 		}
 	}
 	visitor := VisitorOp(op)
 	if visitor {
-		m.visitor.pending++
+		h.visitors++
 	}
 	go func() {
 		res, err := safeHostCall(hc, ctx, runID, op, raw)
-		m.host.mu.Lock()
-		m.host.done = append(m.host.done, hostCompletion{activity: activity, id: id, result: res, err: err, visitor: visitor})
-		m.host.mu.Unlock()
-		select {
-		case m.wake <- struct{}{}:
-		default:
-		}
+		h.mu.Lock()
+		h.done = append(h.done, hostCompletion{activity: activity, id: id, result: res, err: err, visitor: visitor})
+		h.mu.Unlock()
+		h.wake()
 	}()
-	return nil, nil
+	return nil
 }
 
 func safeHostCall(hc HostCall, ctx context.Context, runID, op string, raw json.RawMessage) (res json.RawMessage, err error) {
@@ -124,21 +143,21 @@ func safeHostCall(hc HostCall, ctx context.Context, runID, op string, raw json.R
 	return hc(ctx, runID, op, raw)
 }
 
-// settleHostCalls delivers finished calls of the current activity into the
-// isolate (calls of an ended activity are dropped) and says whether it
-// delivered any.
-func (m *vm) settleHostCalls() (bool, error) {
-	m.host.mu.Lock()
-	done := m.host.done
-	m.host.done = nil
-	m.host.mu.Unlock()
+// settle delivers finished calls of the current activity into the isolate
+// (calls of an ended activity are dropped) and says whether it delivered
+// any.
+func (h *hostCalls) settle() (bool, error) {
+	h.mu.Lock()
+	done := h.done
+	h.done = nil
+	h.mu.Unlock()
 	delivered := false
 	for _, c := range done {
-		m.host.pending--
+		h.pending--
 		if c.visitor {
-			m.visitor.pending--
+			h.visitors--
 		}
-		if c.activity != m.hostActivity {
+		if c.activity != h.activity {
 			continue
 		}
 		ok, payload, code := true, string(c.result), ""
@@ -151,30 +170,28 @@ func (m *vm) settleHostCalls() (bool, error) {
 		if payload == "" && ok {
 			payload = "null"
 		}
-		v, err := m.call(m.settleHost, c.id, ok, payload, code)
-		if bound := m.boundHit(); bound != nil {
-			return delivered, bound
-		}
-		if err != nil {
+		if err := h.deliver(c.id, ok, payload, code); err != nil {
 			return delivered, err
 		}
-		v.Release()
 		delivered = true
 	}
 	return delivered, nil
 }
 
-// beginHostScope gives an activity its own context for host calls, so that
-// calls still in flight when it ends are cancelled.
+// beginScope gives activity its own context for host calls, so that calls
+// still in flight when it ends are cancelled.
 //
-// The scope ends with its activity (endHostScope), not at a fixed time: the
+// The scope ends with its activity (endScope), not at a fixed time: the
 // activity's bound may move with the visitor's time (visitor.go).
-func (m *vm) beginHostScope(time.Duration) {
-	m.host.ctx, m.host.cancel = context.WithCancel(context.Background())
+func (h *hostCalls) beginScope(activity uint64) {
+	h.activity = activity
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 }
 
-func (m *vm) endHostScope() {
-	if m.host.cancel != nil {
-		m.host.cancel()
+// endScope cancels the calls of the activity that ends.
+func (h *hostCalls) endScope() {
+	if h.cancel != nil {
+		h.cancel()
 	}
+	h.activity = 0
 }

@@ -39,7 +39,7 @@ func (m *vm) hostLoad(args []*v8.Value) (*v8.Value, error) {
 }
 
 // compileModule compiles runtime module name from the process's code
-// cache; without one, the script waits in m.uncached for the training to
+// cache; without one, the script waits in m.uncached.modules for the training to
 // make it (codecache.go): it then holds the functions handlers call first,
 // not only the module's top level.
 func (m *vm) compileModule(name string) (*v8.UnboundScript, error) {
@@ -53,7 +53,7 @@ func (m *vm) compileModule(name string) (*v8.UnboundScript, error) {
 		return nil, err
 	}
 	if cache == nil {
-		m.uncached[name] = script
+		m.uncached.modules[name] = script
 	}
 	return script, nil
 }

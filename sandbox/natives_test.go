@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // whatwgUTF8 is the Encoding Standard's UTF-8 decoder, written from the
@@ -249,11 +250,11 @@ func TestNativeLatin1RoundTrip(t *testing.T) {
 		t.Fatalf("got %s, want %s", out.Result, want)
 	}
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "latin1-echo", RetainHandles: true, Program: Program{Code: `async () => ({ async fetch(req) { const b = new Uint8Array(await req.arrayBuffer()); return new Response(b.subarray(1)) } })`}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: "latin1-echo", RetainHandles: true, Program: program.Program{Code: `async () => ({ async fetch(req) { const b = new Uint8Array(await req.arrayBuffer()); return new Response(b.subarray(1)) } })`}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close("latin1-echo")
-	res, err := e.Invoke(context.Background(), "latin1-echo", "fetch", NewWireRequest("POST", "https://x.test/", nil, append([]byte{0}, all...)))
+	res, err := e.Invoke(context.Background(), "latin1-echo", "fetch", program.NewWireRequest("POST", "https://x.test/", nil, append([]byte{0}, all...)))
 	if err != nil || string(res.BodyBytes()) != string(all) {
 		t.Fatalf("echo: %v, % x", err, res.BodyBytes())
 	}
@@ -365,9 +366,9 @@ func TestNativeBase64MatchesTheStandard(t *testing.T) {
 }
 
 // mustRunLong is mustRun with a bound long enough for a test's loop.
-func mustRunLong(t *testing.T, code string) Outcome {
+func mustRunLong(t *testing.T, code string) program.Outcome {
 	t.Helper()
-	out, err := engine(t).Run(context.Background(), Job{Timeout: 20 * time.Second, Program: Program{Code: code}})
+	out, err := engine(t).Run(context.Background(), program.Job{Timeout: 20 * time.Second, Program: program.Program{Code: code}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +388,7 @@ func TestNativesUnderLargeInputs(t *testing.T) {
 		"text of 30 MB":      `async () => (await new Response(new Uint8Array(30e6).fill(0xc3)).text()).length`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := engine(t).Run(context.Background(), Job{Timeout: 20 * time.Second, Program: Program{Code: code}})
+			out, err := engine(t).Run(context.Background(), program.Job{Timeout: 20 * time.Second, Program: program.Program{Code: code}})
 			if err != nil {
 				wantFault(t, err, fault.Memory, fault.OutOfMemory(64).Message)
 			} else if len(out.Result) == 0 {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Errors point at the author's own text (docs/runtime.md, "Errors"). A
@@ -18,7 +20,7 @@ import (
 
 // positions maps a position in the compiled script to the author's.
 type positions struct {
-	origin *Origin
+	origin *program.Origin
 	// lineShift is the lines the compiled script adds before the bundle's
 	// first (1: the "(() => {" line around it).
 	lineShift int

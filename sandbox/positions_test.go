@@ -6,33 +6,34 @@ import (
 	"testing"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Errors name the author's own file and line, and no runtime frame
 // (docs/runtime.md, "Errors").
 func TestErrorPositions(t *testing.T) {
-	body := &Origin{File: "body", Line: 2}
+	body := &program.Origin{File: "body", Line: 2}
 	m := map[string]string{"m.js": "export function f() {\n  return undefinedVar;\n}\n"}
 	for _, c := range []struct {
 		name    string
-		program Program
+		program program.Program
 		code    fault.Code
 		want    string
 		not     string
 	}{
-		{"expression", Program{Code: "async () => {\n  const a = 1;\n  null.x;\n}"}, fault.Runtime, "program.js:3:8", ""},
-		{"expression line 1", Program{Code: "async () => null.x"}, fault.Runtime, "program.js:1:18", ""},
-		{"body", Program{Code: "async () => {\nconst a = 1;\nnull.x;\n}", Origin: body}, fault.Runtime, "at body:2:6", "program.js"},
-		{"body syntax", Program{Code: "async () => {\nconst a = 1;\nconst = 2;\n}", Origin: body}, fault.Syntax, "(body:2:", "program.js"},
-		{"body with imports' word", Program{Code: "async () => {\nconst s = 'export';\nnull.x;\n}", Origin: body}, fault.Runtime, "body:2:6", "program.js"},
-		{"body syntax, bundled", Program{Code: "async () => {\nconst s = 'export';\nconst = 2;\n}", Origin: body}, fault.Syntax, "(body:2:", "program.js"},
-		{"module", Program{Code: "import { f } from './m.js';\nasync () => f()", Modules: m}, fault.Runtime, "at f (./m.js:2:3)", ""},
-		{"module entry", Program{Code: "import { f } from './m.js';\nasync () => {\n  f;\n  null.x;\n}", Modules: m}, fault.Runtime, "program.js:4:", ""},
-		{"module syntax", Program{Code: "import { x } from './s.js';\nasync () => x", Modules: map[string]string{"s.js": "export const y = 1;\nexport const x = ;\n"}}, fault.Syntax, "(./s.js:2:", ""},
-		{"workers module", Program{Code: "import { f } from './m.js';\nexport default { fetch: f };\nnull.x;", Modules: m}, fault.Runtime, "program.js:3:", ""},
+		{"expression", program.Program{Code: "async () => {\n  const a = 1;\n  null.x;\n}"}, fault.Runtime, "program.js:3:8", ""},
+		{"expression line 1", program.Program{Code: "async () => null.x"}, fault.Runtime, "program.js:1:18", ""},
+		{"body", program.Program{Code: "async () => {\nconst a = 1;\nnull.x;\n}", Origin: body}, fault.Runtime, "at body:2:6", "program.js"},
+		{"body syntax", program.Program{Code: "async () => {\nconst a = 1;\nconst = 2;\n}", Origin: body}, fault.Syntax, "(body:2:", "program.js"},
+		{"body with imports' word", program.Program{Code: "async () => {\nconst s = 'export';\nnull.x;\n}", Origin: body}, fault.Runtime, "body:2:6", "program.js"},
+		{"body syntax, bundled", program.Program{Code: "async () => {\nconst s = 'export';\nconst = 2;\n}", Origin: body}, fault.Syntax, "(body:2:", "program.js"},
+		{"module", program.Program{Code: "import { f } from './m.js';\nasync () => f()", Modules: m}, fault.Runtime, "at f (./m.js:2:3)", ""},
+		{"module entry", program.Program{Code: "import { f } from './m.js';\nasync () => {\n  f;\n  null.x;\n}", Modules: m}, fault.Runtime, "program.js:4:", ""},
+		{"module syntax", program.Program{Code: "import { x } from './s.js';\nasync () => x", Modules: map[string]string{"s.js": "export const y = 1;\nexport const x = ;\n"}}, fault.Syntax, "(./s.js:2:", ""},
+		{"workers module", program.Program{Code: "import { f } from './m.js';\nexport default { fetch: f };\nnull.x;", Modules: m}, fault.Runtime, "program.js:3:", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := engine(t).Run(context.Background(), Job{Program: c.program})
+			_, err := engine(t).Run(context.Background(), program.Job{Program: c.program})
 			if fault.CodeOf(err) != c.code {
 				t.Fatalf("want %s, got %v", c.code, err)
 			}

@@ -15,13 +15,6 @@ import (
 	"github.com/retainer-gw/retainer/program"
 )
 
-// Program and Origin are the program package's: the gateway names them
-// without linking V8.
-type (
-	Program = program.Program
-	Origin  = program.Origin
-)
-
 // entryName is the file name programs report in stack traces and errors. It
 // names nothing on the host.
 const entryName = "program.js"
@@ -40,7 +33,7 @@ type compiled struct {
 // compile checks a program and produces the script an isolate runs. A program
 // without imports or exports is wrapped directly (no bundler on the hot path);
 // anything else is bundled with esbuild against the in-memory modules map.
-func compile(p Program) (compiled, error) {
+func compile(p program.Program) (compiled, error) {
 	if strings.TrimSpace(p.Code) == "" {
 		return compiled{}, fault.New(fault.BadRequest, "code is empty.")
 	}
@@ -192,7 +185,7 @@ const (
 // is decided by parsing (docs/runtime.md): the expression form
 // (`export default (<expression>)`) when it parses, else the code as a
 // module as written (the Workers form), whatever the shape of its lines.
-func bundle(p Program, imports, rest string) (compiled, error) {
+func bundle(p program.Program, imports, rest string) (compiled, error) {
 	out, exprErr := build(p, imports+"export default ("+rest+"\n);", false)
 	if exprErr == nil {
 		return out, nil
@@ -207,7 +200,7 @@ func bundle(p Program, imports, rest string) (compiled, error) {
 	return compiled{}, exprErr
 }
 
-func build(p Program, entry string, module bool) (compiled, error) {
+func build(p program.Program, entry string, module bool) (compiled, error) {
 	modules := make(map[string]string, len(p.Modules))
 	for name, src := range p.Modules {
 		modules[path.Join("/", name)] = src
@@ -326,7 +319,7 @@ func moduleList(m map[string]string) string {
 	return strings.Join(names, ", ")
 }
 
-func syntaxFault(m api.Message, origin *Origin) *fault.Fault {
+func syntaxFault(m api.Message, origin *program.Origin) *fault.Fault {
 	where := ""
 	if m.Location != nil {
 		file, line := moduleName(m.Location.File), m.Location.Line

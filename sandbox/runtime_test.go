@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // TestRuntimeSpecs checks the web platform inside a real isolate, case by
@@ -89,7 +91,7 @@ func checkRuntimeSpecs(t *testing.T, e *Engine) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := e.Run(context.Background(), Job{Program: Program{Code: c.code}, Timeout: 5 * time.Second})
+			out, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: c.code}, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +123,7 @@ export default {
   },
 };`
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "webhook", RetainHandles: true, Env: map[string]string{"SECRET": "s3cret"}, Program: Program{Code: code}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: "webhook", RetainHandles: true, Env: map[string]string{"SECRET": "s3cret"}, Program: program.Program{Code: code}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close("webhook")
@@ -129,11 +131,11 @@ export default {
 	mac := hmac.New(sha256.New, []byte("s3cret"))
 	mac.Write([]byte(body))
 	sig := hex.EncodeToString(mac.Sum(nil))
-	res, err := e.Invoke(context.Background(), "webhook", "fetch", NewWireRequest("POST", "https://hooks.test/stripe?q=1", [][2]string{{"x-signature", sig}, {"content-type", "application/json"}}, []byte(body)))
+	res, err := e.Invoke(context.Background(), "webhook", "fetch", program.NewWireRequest("POST", "https://hooks.test/stripe?q=1", [][2]string{{"x-signature", sig}, {"content-type", "application/json"}}, []byte(body)))
 	if err != nil || res.Status != 200 || string(res.BodyBytes()) != `{"ok":true,"type":"invoice.paid","path":"/stripe","q":"1"}` {
 		t.Fatalf("signed webhook: %v %d %s", err, res.Status, res.BodyBytes())
 	}
-	res, err = e.Invoke(context.Background(), "webhook", "fetch", NewWireRequest("POST", "https://hooks.test/stripe", [][2]string{{"x-signature", strings.Repeat("0", 64)}}, []byte(body)))
+	res, err = e.Invoke(context.Background(), "webhook", "fetch", program.NewWireRequest("POST", "https://hooks.test/stripe", [][2]string{{"x-signature", strings.Repeat("0", 64)}}, []byte(body)))
 	if err != nil || res.Status != 401 {
 		t.Fatalf("forged webhook: %v %d %s", err, res.Status, res.BodyBytes())
 	}
@@ -142,7 +144,7 @@ export default {
 // TestBinaryBodyRoundTrip: a 1 MiB binary body crosses in and out byte-exact.
 func TestBinaryBodyRoundTrip(t *testing.T) {
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "echo-bin", RetainHandles: true, Timeout: 5 * time.Second, Program: Program{Code: `async () => ({ async fetch(req) { return new Response(await req.arrayBuffer()) } })`}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: "echo-bin", RetainHandles: true, Timeout: 5 * time.Second, Program: program.Program{Code: `async () => ({ async fetch(req) { return new Response(await req.arrayBuffer()) } })`}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close("echo-bin")
@@ -151,7 +153,7 @@ func TestBinaryBodyRoundTrip(t *testing.T) {
 		payload[i] = byte(i*7 + i>>8)
 	}
 	start := time.Now()
-	res, err := e.Invoke(context.Background(), "echo-bin", "fetch", NewWireRequest("POST", "https://x.test/", nil, payload))
+	res, err := e.Invoke(context.Background(), "echo-bin", "fetch", program.NewWireRequest("POST", "https://x.test/", nil, payload))
 	if err != nil || string(res.BodyBytes()) != string(payload) {
 		t.Fatalf("1 MiB round trip: %v, %d bytes back", err, len(res.BodyBytes()))
 	}
@@ -175,7 +177,7 @@ func TestTextBodiesLeaveAsUTF8(t *testing.T) {
 		}
 		return new Response(s);
 	} })`
-	if _, err := e.Run(context.Background(), Job{ID: "text-out", RetainHandles: true, Timeout: 5 * time.Second, Program: Program{Code: code}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: "text-out", RetainHandles: true, Timeout: 5 * time.Second, Program: program.Program{Code: code}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close("text-out")
@@ -185,7 +187,7 @@ func TestTextBodiesLeaveAsUTF8(t *testing.T) {
 		"/empty":  "",
 		"/inside": "[\"h\u00e9\U0001F600 a\ufffdb\",16,\"h\u00e9\U0001F600 a\ufffdb\"]",
 	} {
-		res, err := e.Invoke(context.Background(), "text-out", "fetch", NewWireRequest("GET", "https://x.test"+path, nil, nil))
+		res, err := e.Invoke(context.Background(), "text-out", "fetch", program.NewWireRequest("GET", "https://x.test"+path, nil, nil))
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -209,7 +211,7 @@ func TestRequestBodiesReadAsTextAndBytes(t *testing.T) {
 		let json = null; try { json = JSON.parse(text) } catch {}
 		return Response.json([text, bytes.length, bytes[bytes.length - 1], json]);
 	} })`
-	if _, err := e.Run(context.Background(), Job{ID: "body-in", RetainHandles: true, Timeout: 5 * time.Second, Program: Program{Code: code}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: "body-in", RetainHandles: true, Timeout: 5 * time.Second, Program: program.Program{Code: code}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close("body-in")
@@ -219,7 +221,7 @@ func TestRequestBodiesReadAsTextAndBytes(t *testing.T) {
 		"\ufeffbom":   `["bom",6,109,null]`,
 		"bad \xff":    "[\"bad \ufffd\",5,255,null]",
 	} {
-		res, err := e.Invoke(context.Background(), "body-in", "fetch", NewWireRequest("POST", "https://x.test/", nil, []byte(body)))
+		res, err := e.Invoke(context.Background(), "body-in", "fetch", program.NewWireRequest("POST", "https://x.test/", nil, []byte(body)))
 		if err != nil || string(res.BodyBytes()) != want {
 			t.Errorf("body %q: %s, %v; want %s", body, res.BodyBytes(), err, want)
 		}
@@ -231,7 +233,7 @@ func TestRequestBodiesReadAsTextAndBytes(t *testing.T) {
 // invocation.
 func TestWaitUntilRunsAfterTheResponse(t *testing.T) {
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "wait-until", RetainHandles: true, Timeout: 2 * time.Second, Program: Program{Code: `async () => {
+	if _, err := e.Run(context.Background(), program.Job{ID: "wait-until", RetainHandles: true, Timeout: 2 * time.Second, Program: program.Program{Code: `async () => {
 		let done = 0;
 		return { fetch(req, env, ctx) {
 			if (req.url.endsWith('/later')) ctx.waitUntil(new Promise(r => setTimeout(() => { done++; console.log('background done'); r() }, 300)));
@@ -240,7 +242,7 @@ func TestWaitUntilRunsAfterTheResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close("wait-until")
-	res, logs, err := e.InvokeWithLogs(context.Background(), "wait-until", "fetch", NewWireRequest("GET", "https://x.test/later", nil, nil))
+	res, logs, err := e.InvokeWithLogs(context.Background(), "wait-until", "fetch", program.NewWireRequest("GET", "https://x.test/later", nil, nil))
 	if err != nil || string(res.BodyBytes()) != "0" {
 		t.Fatalf("first: %v %s", err, res.BodyBytes())
 	}
@@ -251,7 +253,7 @@ func TestWaitUntilRunsAfterTheResponse(t *testing.T) {
 			t.Fatal("the response waited for the waitUntil work")
 		}
 	}
-	res, err = e.Invoke(context.Background(), "wait-until", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+	res, err = e.Invoke(context.Background(), "wait-until", "fetch", program.NewWireRequest("GET", "https://x.test/", nil, nil))
 	if err != nil || string(res.BodyBytes()) != "1" {
 		t.Fatalf("the waitUntil work did not finish before the next invocation: %v %s", err, res.BodyBytes())
 	}
@@ -261,7 +263,7 @@ func TestWaitUntilRunsAfterTheResponse(t *testing.T) {
 // body; the head comes first and the chunks as the stream yields them.
 func TestStreamResponseThroughAHandle(t *testing.T) {
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "stream-body", RetainHandles: true, Program: Program{Code: `async () => ({ fetch() {
+	if _, err := e.Run(context.Background(), program.Job{ID: "stream-body", RetainHandles: true, Program: program.Program{Code: `async () => ({ fetch() {
 		const enc = new TextEncoder();
 		let i = 0;
 		const body = new ReadableStream({ async pull(c) {
@@ -273,7 +275,7 @@ func TestStreamResponseThroughAHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close("stream-body")
-	res, err := e.Invoke(context.Background(), "stream-body", "fetch", NewWireRequest("GET", "https://x.test/", nil, nil))
+	res, err := e.Invoke(context.Background(), "stream-body", "fetch", program.NewWireRequest("GET", "https://x.test/", nil, nil))
 	if err != nil || res.Stream == 0 || res.Body != nil {
 		t.Fatalf("stream head: %v %+v", err, res)
 	}

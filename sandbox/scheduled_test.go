@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // A cron tick reaches the handler object's scheduled(controller, env,
@@ -13,7 +15,7 @@ import (
 // shared with fetch (docs/schedules.md).
 func TestScheduledEvent(t *testing.T) {
 	id := fmt.Sprintf("test-%d", time.Now().UnixNano())
-	out, err := engine(t).Run(context.Background(), Job{ID: id, Program: Program{Code: `async () => { let seen = []; return {
+	out, err := engine(t).Run(context.Background(), program.Job{ID: id, Program: program.Program{Code: `async () => { let seen = []; return {
 		async fetch() { return new Response(JSON.stringify(seen)); },
 		async scheduled(c, env, ctx) {
 			seen.push([c.cron, c.scheduledTime, typeof ctx.waitUntil]);
@@ -24,9 +26,9 @@ func TestScheduledEvent(t *testing.T) {
 	if err != nil || !out.Retained || !out.Scheduled {
 		t.Fatalf("deploy: %+v %v", out, err)
 	}
-	fire := func(ms int64) WireResponse {
+	fire := func(ms int64) program.WireResponse {
 		t.Helper()
-		res, err := engine(t).Invoke(context.Background(), id, ScheduledEvent, ScheduledRequest("*/5 * * * *", ms))
+		res, err := engine(t).Invoke(context.Background(), id, program.ScheduledEvent, program.ScheduledRequest("*/5 * * * *", ms))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +49,7 @@ func TestScheduledEvent(t *testing.T) {
 	}
 	// A visitor's request cannot pass for a tick, nor a tick's name carry
 	// a visitor's url.
-	if _, err := engine(t).Invoke(context.Background(), id, ScheduledEvent, NewWireRequest("GET", "https://example.com/", nil, nil)); err == nil {
+	if _, err := engine(t).Invoke(context.Background(), id, program.ScheduledEvent, program.NewWireRequest("GET", "https://example.com/", nil, nil)); err == nil {
 		t.Fatal("a scheduled invocation with a visitor's url was served")
 	}
 	engine(t).Close(id)
@@ -55,7 +57,7 @@ func TestScheduledEvent(t *testing.T) {
 	// A plain function handler has no scheduled method.
 	plain := deploy(t, `async () => (req) => new Response('x')`)
 	defer engine(t).Close(plain)
-	res, err = engine(t).Invoke(context.Background(), plain, ScheduledEvent, ScheduledRequest("* * * * *", 1))
+	res, err = engine(t).Invoke(context.Background(), plain, program.ScheduledEvent, program.ScheduledRequest("* * * * *", 1))
 	if err != nil || res.Status != 404 {
 		t.Fatalf("a tick without scheduled(): %d %v", res.Status, err)
 	}

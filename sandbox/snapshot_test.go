@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // TestIsolatesStartFromTheSnapshot: the process made its startup snapshot,
@@ -43,7 +45,7 @@ func TestSnapshotIsolatesShareNothing(t *testing.T) {
 		t.Fatalf("isolates do not start from the snapshot: %v", err)
 	}
 	probe := `() => [typeof leak, [].leak, ({}).leak, typeof URL.leak, console.leak, Response.prototype.leak, typeof Headers.prototype.get, Math.random(), crypto.randomUUID(), performance.timeOrigin]`
-	first, err := e.Run(context.Background(), Job{Program: Program{Code: `() => {
+	first, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: `() => {
 		globalThis.leak = 1; Array.prototype.leak = 2; Map.prototype.leak = 3; URL.leak = 4;
 		console.leak = 5; Response.prototype.leak = 6; delete Headers.prototype.get;
 		return 0 }`}})
@@ -54,7 +56,7 @@ func TestSnapshotIsolatesShareNothing(t *testing.T) {
 	since := time.Now().UnixMilli()
 	randoms, uuids := map[float64]bool{}, map[string]bool{}
 	for i := 0; i < 8; i++ {
-		out, err := e.Run(context.Background(), Job{Program: Program{Code: probe}})
+		out, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: probe}})
 		if err != nil {
 			t.Fatal(err)
 		}

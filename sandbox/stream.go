@@ -50,7 +50,9 @@ func (s *outStream) signal() {
 	}
 }
 
-// streamSet is a vm's streams and the loop work readers ask for.
+// streamSet is an isolate's streams and the loop work their readers ask
+// for. mu guards all but wake, which the loop receives from
+// (vm.runStreamWork, eventloop.go, takes the work).
 type streamSet struct {
 	mu      sync.Mutex
 	open    map[int64]*outStream
@@ -58,17 +60,18 @@ type streamSet struct {
 	cancels []int64 // streams the reader gave up (loop work)
 	wake    chan struct{}
 	// refused are streams opened past budgets.StreamsPerHandle: their pump writes into
-	// nothing and their invocation answers QUOTA_EXCEEDED (refusedStream).
+	// nothing and their invocation answers QUOTA_EXCEEDED (refused).
 	refused map[int64]bool
 }
 
-func (m *vm) streams() *streamSet {
-	return &m.streamSet
-}
+func newStreamSet() streamSet { return streamSet{wake: make(chan struct{}, 1)} }
 
-// hostStreamOpen registers a stream the runtime is about to pump.
-func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
-	ss := m.streams()
+// ready is signalled when readers asked for loop work (takeWork).
+func (ss *streamSet) ready() chan struct{} { return ss.wake }
+
+// hostOpen is host.streamOpen(id): it registers a stream the runtime is
+// about to pump.
+func (ss *streamSet) hostOpen(args []*v8.Value) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	id := int64(args[0].Integer())
@@ -79,55 +82,54 @@ func (m *vm) hostStreamOpen(args []*v8.Value) (*v8.Value, error) {
 		// refused with QUOTA_EXCEEDED instead, a budget (docs/architecture.md,
 		// "Budgets"); a refusal is forgotten when its answer is read.
 		if len(ss.refused) >= budgets.StreamsPerHandle {
-			return nil, errors.New("too many open response streams")
+			return errors.New("too many open response streams")
 		}
 		if ss.refused == nil {
 			ss.refused = map[int64]bool{}
 		}
 		ss.refused[id] = true
-		return nil, nil
+		return nil
 	}
 	if ss.open == nil {
 		ss.open = map[int64]*outStream{}
 	}
 	ss.open[id] = &outStream{notify: make(chan struct{}, 1)}
-	return nil, nil
+	return nil
 }
 
-// refusedStream answers QUOTA_EXCEEDED for an answer whose stream was
-// opened past the isolate's budgets.StreamsPerHandle (hostStreamOpen), and cancels its
-// pump; nil for any other answer.
-func (m *vm) refusedStream(stream int64) error {
+// refusedAnswer answers QUOTA_EXCEEDED for an answer whose stream was
+// opened past the isolate's budgets.StreamsPerHandle (hostOpen), and
+// cancels its pump; nil for any other answer.
+func (ss *streamSet) refusedAnswer(stream int64) error {
 	if stream == 0 {
 		return nil
 	}
-	ss := m.streams()
 	ss.mu.Lock()
 	refused := ss.refused[stream]
 	ss.mu.Unlock()
 	if !refused {
 		return nil
 	}
-	m.dropStream(stream)
+	ss.drop(stream)
 	return fault.New(fault.QuotaExceeded, "This handler holds %d streamed responses open, the most one handle may. Try again when some have ended.", budgets.StreamsPerHandle)
 }
 
-// hostStreamWrite appends a chunk (a Latin-1 string); it answers false when
-// the buffer is past the window: the pump then awaits a drain.
-func (m *vm) hostStreamWrite(args []*v8.Value) (*v8.Value, error) {
+// hostWrite is host.streamWrite(id, chunk): it appends a chunk (a Latin-1
+// string) and answers false when the buffer is past the window: the pump
+// then awaits a drain.
+func (ss *streamSet) hostWrite(args []*v8.Value) (bool, error) {
 	if len(args) < 2 {
-		return nil, errors.New("streamWrite needs an id and a chunk")
+		return false, errors.New("streamWrite needs an id and a chunk")
 	}
-	ss := m.streams()
 	ss.mu.Lock()
 	s := ss.open[int64(args[0].Integer())]
 	ss.mu.Unlock()
 	if s == nil {
-		return v8.NewValue(m.iso, false)
+		return false, nil
 	}
 	chunk, ok := wirejson.Latin1BytesChecked(args[1].String())
 	if !ok {
-		return nil, errors.New("a stream chunk must be bytes")
+		return false, errors.New("a stream chunk must be bytes")
 	}
 	s.mu.Lock()
 	more := !s.cancelled
@@ -138,17 +140,17 @@ func (m *vm) hostStreamWrite(args []*v8.Value) (*v8.Value, error) {
 	}
 	s.mu.Unlock()
 	s.signal()
-	return v8.NewValue(m.iso, more)
+	return more, nil
 }
 
-// hostStreamEnd ends a stream: at its end (no text) or with an error.
-func (m *vm) hostStreamEnd(args []*v8.Value) (*v8.Value, error) {
-	ss := m.streams()
+// hostEnd is host.streamEnd(id, error): it ends a stream, at its end (no
+// text) or with an error, which it answers.
+func (ss *streamSet) hostEnd(args []*v8.Value) string {
 	ss.mu.Lock()
 	s := ss.open[int64(args[0].Integer())]
 	ss.mu.Unlock()
 	if s == nil {
-		return nil, nil
+		return ""
 	}
 	msg := ""
 	if len(args) > 1 {
@@ -159,23 +161,11 @@ func (m *vm) hostStreamEnd(args []*v8.Value) (*v8.Value, error) {
 	s.err = msg
 	s.mu.Unlock()
 	s.signal()
-	if msg != "" && m.eng.cfg.OnLog != nil && m.handleID != "" {
-		m.eng.cfg.OnLog(m.handleID, LogEntry{Time: time.Now(), Level: "error", Message: "Response stream: " + msg})
-	}
-	return nil, nil
+	return msg
 }
 
-// ReadStream takes the next chunk of a streamed response of handle id,
-// waiting up to wait for one. It answers the chunk (empty when none came in
-// time), whether the stream ended, and the stream's error if it failed.
-func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait time.Duration) ([]byte, bool, error) {
-	e.mu.Lock()
-	m := e.handles[id]
-	e.mu.Unlock()
-	if m == nil {
-		return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
-	}
-	ss := m.streams()
+// read is ReadStream of the isolate whose end closes gone.
+func (ss *streamSet) read(ctx context.Context, stream int64, wait time.Duration, gone <-chan struct{}) ([]byte, bool, error) {
 	ss.mu.Lock()
 	s := ss.open[stream]
 	ss.mu.Unlock()
@@ -196,7 +186,7 @@ func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait t
 			}
 			s.mu.Unlock()
 			if resume {
-				m.streamWork(stream, false)
+				ss.work(stream, false)
 			}
 			return chunk, false, nil
 		}
@@ -218,32 +208,20 @@ func (e *Engine) ReadStream(ctx context.Context, id string, stream int64, wait t
 			return nil, false, nil
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
-		case <-m.done:
+		case <-gone:
 			s.mu.Lock()
-			gone := len(s.buf) == 0 && !s.ended
+			ended := len(s.buf) == 0 && !s.ended
 			s.mu.Unlock()
-			if gone {
+			if ended {
 				return nil, true, fault.Wrap(fault.HandlesClosed, ErrStreamGone, "The handle's isolate ended during its response stream.")
 			}
 		}
 	}
 }
 
-// CancelStream gives a streamed response up (the visitor went away, or a
-// bound ended it): the stream's cancel runs in the isolate.
-func (e *Engine) CancelStream(id string, stream int64) {
-	e.mu.Lock()
-	m := e.handles[id]
-	e.mu.Unlock()
-	if m != nil {
-		m.dropStream(stream)
-	}
-}
-
-// dropStream cancels one of the isolate's streams: an answer refused after
-// its stream was opened (one over the body bound) leaves none behind.
-func (m *vm) dropStream(stream int64) {
-	ss := m.streams()
+// drop cancels one of the isolate's streams: an answer refused after its
+// stream was opened (one over the body bound) leaves none behind.
+func (ss *streamSet) drop(stream int64) {
 	ss.mu.Lock()
 	s := ss.open[stream]
 	delete(ss.open, stream)
@@ -251,7 +229,7 @@ func (m *vm) dropStream(stream int64) {
 	delete(ss.refused, stream)
 	ss.mu.Unlock()
 	if refused {
-		m.streamWork(stream, true) // its pump waits on a write nobody took
+		ss.work(stream, true) // its pump waits on a write nobody took
 		return
 	}
 	if s == nil {
@@ -261,12 +239,11 @@ func (m *vm) dropStream(stream int64) {
 	s.cancelled = true
 	s.buf = nil
 	s.mu.Unlock()
-	m.streamWork(stream, true)
+	ss.work(stream, true)
 }
 
-// streamWork asks the loop to resume a stream's pump or to cancel it.
-func (m *vm) streamWork(stream int64, cancel bool) {
-	ss := m.streams()
+// work asks the loop to resume a stream's pump or to cancel it.
+func (ss *streamSet) work(stream int64, cancel bool) {
 	ss.mu.Lock()
 	if cancel {
 		ss.cancels = append(ss.cancels, stream)
@@ -280,66 +257,18 @@ func (m *vm) streamWork(stream int64, cancel bool) {
 	}
 }
 
-// runStreamWork resumes and cancels, on the loop, what readers asked for;
-// each entry into JavaScript is bounded like a timer callback.
-func (m *vm) runStreamWork() {
-	ss := m.streams()
+// takeWork answers, and forgets, what readers asked the loop for: the
+// streams to resume and those to cancel.
+func (ss *streamSet) takeWork() (drained, cancels []int64) {
 	ss.mu.Lock()
-	drained, cancels := ss.drained, ss.cancels
+	drained, cancels = ss.drained, ss.cancels
 	ss.drained, ss.cancels = nil, nil
 	ss.mu.Unlock()
-	callback := func(fn *v8.Function, id int64) {
-		m.callback(func() {
-			if _, err := m.call(fn, float64(id)); err != nil && m.boundHit() == nil {
-				m.sink("error", "Uncaught "+jsErrorMessage(err))
-			}
-		})
-	}
-	for _, id := range cancels {
-		callback(m.cancelStream, id)
-	}
-	for _, id := range drained {
-		callback(m.streamDrained, id)
-	}
+	return drained, cancels
 }
 
-// callback runs f (an entry into JavaScript outside an invocation's own
-// settle) under the invocation timeout: within a busy period under its
-// watchdog, else as a bounded activity of its own, like timers between
-// invocations. A bound hit disposes the isolate.
-func (m *vm) callback(f func()) {
-	if m.dead {
-		return
-	}
-	if m.busy != nil {
-		bound := m.entry(func() {
-			f()
-			m.ctx.PerformMicrotaskCheckpoint()
-			m.releaseReturned()
-		})
-		if bound != nil {
-			m.failBusy(bound, nil)
-			return
-		}
-		m.checkInvocations()
-		return
-	}
-	if err := m.bounded(m.timeout, func(time.Time) error {
-		f()
-		m.ctx.PerformMicrotaskCheckpoint()
-		m.releaseReturned()
-		return nil
-	}); err != nil {
-		m.kill()
-		if m.handleID != "" && m.eng.cfg.OnLost != nil {
-			m.eng.cfg.OnLost(m.handleID, err)
-		}
-	}
-}
-
-// endStreams fails every open stream when the isolate ends.
-func (m *vm) endStreams() {
-	ss := m.streams()
+// endAll fails every open stream when the isolate ends.
+func (ss *streamSet) endAll() {
 	ss.mu.Lock()
 	open := ss.open
 	ss.open = nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // A producer faster than its reader is held at the window: the stream's
@@ -129,7 +130,7 @@ func TestLargeBodiesLeaveAsStreams(t *testing.T) {
 	if m == nil {
 		t.Fatal("the handle's isolate ended with the refused answer")
 	}
-	ss := m.streams()
+	ss := &m.streams
 	ss.mu.Lock()
 	open := len(ss.open)
 	ss.mu.Unlock()
@@ -147,7 +148,7 @@ func TestStreamsPastTheCapAreQuotaExceeded(t *testing.T) {
 	for _, conc := range []int{1, 4} {
 		id := fmt.Sprintf("streams-cap-%d", conc)
 		e := engine(t)
-		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Concurrency: conc, Timeout: 5 * time.Second, Program: Program{Code: `async () => {
+		if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Concurrency: conc, Timeout: 5 * time.Second, Program: program.Program{Code: `async () => {
 			let served = 0, cancelled = 0;
 			return { fetch(req) {
 				served++;

@@ -9,16 +9,27 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/budgets"
-	"github.com/retainer-gw/retainer/fault"
 )
 
-func (m *vm) hostSetTimer(args []*v8.Value) (*v8.Value, error) {
+// timers are an isolate's pending timers: the runtime keeps each timer's
+// callback under its id (setTimeout, setInterval), the engine when each is
+// due. Loop-owned; the loop waits for next and fires what is due
+// (vm.fireDue, eventloop.go) through the runtime's fireTimer.
+type timers struct {
+	due map[int32]time.Time
+}
+
+func newTimers() timers { return timers{due: map[int32]time.Time{}} }
+
+// set is host.setTimer(id, ms): a delay below 0 (or NaN) is 0, one above a
+// day a day.
+func (t *timers) set(args []*v8.Value) error {
 	if len(args) < 2 {
-		return nil, errors.New("setTimer needs an id and a delay")
+		return errors.New("setTimer needs an id and a delay")
 	}
 	id := args[0].Int32()
-	if _, ok := m.timers[id]; !ok && len(m.timers) >= budgets.TimersPerIsolate {
-		return nil, fmt.Errorf("too many pending timers (the bound is %d)", budgets.TimersPerIsolate)
+	if _, ok := t.due[id]; !ok && len(t.due) >= budgets.TimersPerIsolate {
+		return fmt.Errorf("too many pending timers (the bound is %d)", budgets.TimersPerIsolate)
 	}
 	ms := args[1].Number()
 	if ms < 0 || ms != ms {
@@ -27,21 +38,22 @@ func (m *vm) hostSetTimer(args []*v8.Value) (*v8.Value, error) {
 	if ms > float64(24*time.Hour/time.Millisecond) {
 		ms = float64(24 * time.Hour / time.Millisecond)
 	}
-	m.timers[id] = time.Now().Add(time.Duration(ms * float64(time.Millisecond)))
-	return nil, nil
+	t.due[id] = time.Now().Add(time.Duration(ms * float64(time.Millisecond)))
+	return nil
 }
 
-func (m *vm) hostClearTimer(args []*v8.Value) (*v8.Value, error) {
+// clear is host.clearTimer(id).
+func (t *timers) clear(args []*v8.Value) {
 	if len(args) > 0 {
-		delete(m.timers, args[0].Int32())
+		delete(t.due, args[0].Int32())
 	}
-	return nil, nil
 }
 
-func (m *vm) nextTimer() (time.Time, bool) {
+// next is when the first pending timer is due; false with none pending.
+func (t *timers) next() (time.Time, bool) {
 	var first time.Time
 	ok := false
-	for _, due := range m.timers {
+	for _, due := range t.due {
 		if !ok || due.Before(first) {
 			first, ok = due, true
 		}
@@ -49,32 +61,19 @@ func (m *vm) nextTimer() (time.Time, bool) {
 	return first, ok
 }
 
-// fireDue runs every timer that is due, in due order.
-func (m *vm) fireDue(deadline time.Time) error {
-	for {
-		var id int32
-		var first time.Time
-		found := false
-		now := time.Now()
-		for tid, due := range m.timers {
-			if !due.After(now) && (!found || due.Before(first) || due.Equal(first) && tid < id) {
-				id, first, found = tid, due, true
-			}
-		}
-		if !found {
-			return nil
-		}
-		delete(m.timers, id)
-		v, err := m.call(m.fireTimer, int32(id))
-		if err := m.boundHit(); err != nil {
-			return err
-		}
-		if err != nil {
-			return fault.Wrap(fault.Runtime, err, "a timer callback failed")
-		}
-		v.Release()
-		if time.Now().After(deadline) {
-			return m.timeoutFault()
+// popDue takes the timer due first at now (the lower id first among those
+// due together), if one is due.
+func (t *timers) popDue(now time.Time) (int32, bool) {
+	var id int32
+	var first time.Time
+	found := false
+	for tid, due := range t.due {
+		if !due.After(now) && (!found || due.Before(first) || due.Equal(first) && tid < id) {
+			id, first, found = tid, due, true
 		}
 	}
+	if found {
+		delete(t.due, id)
+	}
+	return id, found
 }

@@ -15,16 +15,13 @@ import (
 // reads JavaScript; nothing is type-checked. The bundle's source map points
 // at the TypeScript source, so errors and traces name its own lines.
 
-// LanguageTypeScript is Program.Language for a TypeScript program.
-const LanguageTypeScript = program.LanguageTypeScript
-
 func typeScriptName(name string) bool {
 	return strings.HasSuffix(name, ".ts") || strings.HasSuffix(name, ".mts") || strings.HasSuffix(name, ".tsx")
 }
 
 // loaderFor is the esbuild loader of a module (path as the resolver
 // names it) or of the entry.
-func loaderFor(p Program, path string) api.Loader {
+func loaderFor(p program.Program, path string) api.Loader {
 	if path == entryPath {
 		if p.TypeScript() {
 			return api.LoaderTS
@@ -60,7 +57,7 @@ const entryNameTS = "program.ts"
 
 // nameEntry calls a TypeScript program's code program.ts in a syntax
 // error found while bundling.
-func nameEntry(p Program, f *fault.Fault) *fault.Fault {
+func nameEntry(p program.Program, f *fault.Fault) *fault.Fault {
 	if p.TypeScript() && p.Origin == nil {
 		f.Message = strings.ReplaceAll(f.Message, "("+entryName+":", "("+entryNameTS+":")
 	}
@@ -69,7 +66,7 @@ func nameEntry(p Program, f *fault.Fault) *fault.Fault {
 
 // nameEntry calls a TypeScript program's code program.ts in the frames
 // the runtime tells.
-func (w *positions) nameEntry(p Program) {
+func (w *positions) nameEntry(p program.Program) {
 	if !p.TypeScript() || p.Origin != nil {
 		return
 	}

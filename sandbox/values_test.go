@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"testing"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Every Value the engine makes from Go is released: a handler that throws,
@@ -18,10 +20,10 @@ func TestThrowingInvocationsRetainNoValues(t *testing.T) {
 		"host throws": `async () => ({ async fetch(r) { try { await kv.get('x') } catch (e) {} return new Response('x') } })`,
 	} {
 		id := "values " + name
-		if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Program: Program{Code: code}}); err != nil {
+		if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}}); err != nil {
 			t.Fatal(err)
 		}
-		req := NewWireRequest("GET", "https://x.test/a", nil, nil)
+		req := program.NewWireRequest("GET", "https://x.test/a", nil, nil)
 		values := func() int {
 			e.mu.Lock()
 			m := e.handles[id]

@@ -22,12 +22,11 @@ const visitorOp = "body.read"
 // visitor's request body.
 func VisitorOp(op string) bool { return program.VisitorOp(op) }
 
-// visitorWait is a vm's account of the visitor's time in the current
-// activity: pending is loop-owned; waited and since are guarded by vm.mu
-// (the watchdogs read them).
-type visitorWait struct {
-	pending int
-	waited  time.Duration
+// visitorTime is the account of the visitor's time in the current
+// activity, guarded by watchdog.mu (the watchdog timers read it). Whether a
+// body read is in flight is the host calls' (hostCalls.visitors).
+type visitorTime struct {
+	waited time.Duration
 	// since is when the loop blocked with a body read in flight, zero
 	// when it is not blocked so: a watchdog that fires during the wait
 	// counts the wait so far (it would otherwise fire at the bound while
@@ -35,77 +34,78 @@ type visitorWait struct {
 	since time.Time
 }
 
-// blocks notes that the loop blocks now, and answers the time for waited.
-func (m *vm) blocks() time.Time {
+// blocks notes that the loop blocks now, with a body read in flight or
+// not, and answers the time for waited.
+func (w *watchdog) blocks(reading bool) time.Time {
 	now := time.Now()
-	if m.visitor.pending > 0 {
-		m.mu.Lock()
-		m.visitor.since = now
-		m.mu.Unlock()
+	if reading {
+		w.mu.Lock()
+		w.visitor.since = now
+		w.mu.Unlock()
 	}
 	return now
 }
 
 // waited notes that the loop, blocked since blocked (blocks), runs again;
 // the wait counts as the visitor's when a body read was in flight.
-func (m *vm) waited(blocked time.Time) {
-	if m.visitor.pending == 0 {
+func (w *watchdog) waited(blocked time.Time, reading bool) {
+	if !reading {
 		return
 	}
-	m.mu.Lock()
-	m.visitor.waited += time.Since(blocked)
-	m.visitor.since = time.Time{}
-	m.mu.Unlock()
+	w.mu.Lock()
+	w.visitor.waited += time.Since(blocked)
+	w.visitor.since = time.Time{}
+	w.mu.Unlock()
 }
 
 // visitorExtra is how far the current activity's deadlines have moved.
-func (m *vm) visitorExtra() time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.visitorExtraLocked()
+func (w *watchdog) visitorExtra() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.visitorExtraLocked()
 }
 
-// visitorExtraLocked is visitorExtra with m.mu held: the waits ended and
+// visitorExtraLocked is visitorExtra with w.mu held: the waits ended and
 // the one in progress.
-func (m *vm) visitorExtraLocked() time.Duration {
-	if m.visitor.since.IsZero() {
-		return m.visitor.waited
+func (w *watchdog) visitorExtraLocked() time.Duration {
+	if w.visitor.since.IsZero() {
+		return w.visitor.waited
 	}
-	return m.visitor.waited + time.Since(m.visitor.since)
+	return w.visitor.waited + time.Since(w.visitor.since)
 }
 
 // resetVisitor starts a new activity's account (its body reads still in
 // flight keep counting as pending).
-func (m *vm) resetVisitor() {
-	m.mu.Lock()
-	m.visitor.waited = 0
-	m.visitor.since = time.Time{}
-	m.mu.Unlock()
+func (w *watchdog) resetVisitor() {
+	w.mu.Lock()
+	w.visitor.waited = 0
+	w.visitor.since = time.Time{}
+	w.mu.Unlock()
 }
 
-// watchdog terminates the isolate once timeout has passed, plus the
-// visitor's time, while activity id is current; it re-arms itself when the
-// visitor's time grew meanwhile. m.mu is taken.
-func (m *vm) watchdog(id uint64, timeout time.Duration) *time.Timer {
+// arm terminates the isolate once timeout has passed, plus the visitor's
+// time, while activity id is current; it re-arms itself when the visitor's
+// time grew meanwhile. w.mu is taken.
+func (w *watchdog) arm(id uint64, timeout time.Duration) *time.Timer {
 	var t *time.Timer
-	credited := m.visitorExtra()
+	credited := w.visitorExtra()
 	var fire func()
 	fire = func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.current != id || m.disposed {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.current != id || w.disposed {
 			return
 		}
-		if extra := m.visitorExtraLocked(); extra > credited {
+		if extra := w.visitorExtraLocked(); extra > credited {
 			t.Reset(extra - credited)
 			credited = extra
 			return
 		}
-		m.terminated = true
-		m.iso.TerminateExecution()
+		w.terminated = true
+		w.terminate()
 	}
-	m.mu.Lock()
+	w.mu.Lock()
 	t = time.AfterFunc(timeout, fire)
-	m.mu.Unlock()
+	w.mu.Unlock()
 	return t
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // Waiting for the visitor's body is not the handler's time (visitor.go),
@@ -25,12 +27,12 @@ func TestSlowBodyIsNotTheHandlersTime(t *testing.T) {
 	}})
 	id := "slow-body"
 	code := `async () => { let n = 0; return { async fetch(req) { const text = await req.text(); return new Response(text + ' ' + (++n)); } } }`
-	if _, err := e.Run(context.Background(), Job{ID: id, RetainHandles: true, Timeout: 200 * time.Millisecond, Program: Program{Code: code}}); err != nil {
+	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Timeout: 200 * time.Millisecond, Program: program.Program{Code: code}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close(id)
 	for i := 1; i <= 8; i++ {
-		req := NewWireRequest("POST", "https://x.test/", nil, nil)
+		req := program.NewWireRequest("POST", "https://x.test/", nil, nil)
 		req.BodyStream = "token"
 		res, err := e.Invoke(context.Background(), id, "fetch", req)
 		if err != nil || string(res.BodyBytes()) != fmt.Sprintf("slow %d", i) {

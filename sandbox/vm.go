@@ -10,7 +10,6 @@ import (
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/fault"
-	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
 
 // flagsMu serializes SetFlags with NewIsolate where the heap bound must go
@@ -21,8 +20,8 @@ var flagsMu sync.Mutex
 
 // vm is one V8 isolate with its context and runtime. It is owned by exactly
 // one goroutine, its loop: every V8 call on it happens there, including
-// Value.Release. Other goroutines reach it only by sending closures on jobs,
-// and the watchdog only through terminate (which takes mu).
+// Value.Release. Other goroutines reach it only by queuing closures (submit),
+// and the watchdog only through watch (bounds.go).
 type vm struct {
 	eng       *Engine
 	iso       *v8.Isolate
@@ -32,53 +31,33 @@ type vm struct {
 	restored  bool       // the runtime came from the startup snapshot (snapshot.go)
 	memoryMiB int
 
-	runProgram, invoke, setEnv, fireTimer, pendingWork, settleHost, setGrants, setSource *v8.Function
-	streamDrained, cancelStream                                                          *v8.Function
+	js entryPoints // the runtime's functions the engine calls (install.go)
 
-	streamSet streamSet // streamed responses in flight (stream.go)
+	streams streamSet // streamed responses in flight (stream.go)
 
-	host  hostCalls // loop-owned, but for host.mu
-	runID string    // whose grants host calls use: the job's id or the handle's
+	host hostCalls // host calls in flight and their answers (hostcall.go)
 
-	jobs chan func() // closures run on the loop, in arrival order
-	// qmu and qclosed make a queued job and the final drain exclusive:
-	// once dispose has drained the queue, submit refuses, so every job
-	// submit accepted runs (an answer callback is never lost).
-	qmu     sync.Mutex
-	qclosed bool
-	wake    chan struct{} // a host event is ready (capabilities use it)
-	done    chan struct{} // closed once the isolate is disposed
+	queue jobQueue      // closures run on the loop, in arrival order (queue.go)
+	wake  chan struct{} // a host event is ready (capabilities use it)
+	done  chan struct{} // closed once the isolate is disposed
 
 	// Loop-owned state (no lock: only the loop goroutine touches it).
-	timers            map[int32]time.Time
-	uncached          map[string]*v8.UnboundScript // runtime modules whose code cache is not made yet
-	uncachedBootstrap *v8.UnboundScript
-	released          []*v8.Value // values handed back to V8, released after the call
-	sink              func(level, msg string)
-	visitor           visitorWait      // the visitor's time in the current activity (visitor.go)
-	activityCPU       int64            // the CPU account when the current activity began (blame: bounds.go)
-	activityLogs      logBuffer        // a retained isolate's timer and waitUntil output, per bounded activity
-	conc              int              // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
-	busy              *busyPeriod      // concurrent invocations in progress (concurrent.go)
-	sessions          []webapi.Session // the web APIs' state in this isolate, by webAPIs' index (install.go)
-	dead              bool             // a bound was hit or the engine closed: dispose after this job
-	handleID          string
-	timeout           time.Duration
+	timers       timers      // pending timers (timers.go)
+	uncached     uncached    // scripts whose code cache the training makes (codecache.go)
+	released     []*v8.Value // values handed back to V8, released after the call
+	sink         func(level, msg string)
+	activityCPU  int64       // the CPU account when the current activity began (blame: bounds.go)
+	activityLogs logBuffer   // a retained isolate's timer and waitUntil output, per bounded activity
+	conc         int         // invocations in progress at once; ≤ 1: one at a time (docs/architecture.md)
+	busy         *busyPeriod // concurrent invocations in progress (concurrent.go)
+	sessions     sessions    // the web APIs' state in this isolate (install.go)
+	dead         bool        // a bound was hit or the engine closed: dispose after this job
+	handleID     string
+	timeout      time.Duration
 
-	// mu guards the watchdog's view: which run is current, whether the
-	// watchdog terminated it, and whether the isolate is gone.
-	mu      sync.Mutex
-	runSeq  uint64
-	current uint64
-	// hostActivity tags host calls: answers of another activity are
-	// dropped (an activity is a bounded run, or a busy period).
-	hostActivity uint64
-	terminated   bool
-	disposed     bool
-	// runToken is the run (Engine.Run) under way, and cancelled says its
-	// caller gave up on it (cancel.go).
-	runToken  *runTicket
-	cancelled bool
+	// watch is the bounds' state the watchdog timers and cancels share
+	// with the loop (bounds.go).
+	watch watchdog
 }
 
 // newVM creates an isolate with a heap bounded at memoryMiB, installs the
@@ -88,13 +67,16 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m := &vm{
 		eng:       e,
 		memoryMiB: memoryMiB,
-		jobs:      make(chan func(), e.cfg.Limits.HandleQueue),
+		queue:     newJobQueue(e.cfg.Limits.HandleQueue),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
-		timers:    map[int32]time.Time{},
-		uncached:  map[string]*v8.UnboundScript{},
+		streams:   newStreamSet(),
+		timers:    newTimers(),
+		uncached:  newUncached(),
 	}
-	m.streamSet.wake = make(chan struct{}, 1)
+	m.watch.terminate = func() { m.iso.TerminateExecution() }
+	m.watch.wake = m.wakeLoop
+	m.host.init(&e.cfg, m.wakeLoop, m.settleCall)
 	ready := make(chan error, 1)
 	go m.loop(ready, warm)
 	if err := <-ready; err != nil {
@@ -112,7 +94,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 	}
 	var err error
 	switch {
-	case m.uncachedBootstrap != nil:
+	case m.uncached.bootstrap != nil:
 		// The process's first isolate: its calls decide what the code
 		// caches hold (codecache.go).
 		err = m.trainBootstrap()
@@ -144,7 +126,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 	defer idle.Stop()
 	for !m.dead {
 		var timerC <-chan time.Time
-		due, ok := m.nextTimer()
+		due, ok := m.timers.next()
 		if m.busy != nil {
 			if d := m.earliestDeadline(); !ok || d.Before(due) {
 				due, ok = d, true
@@ -156,11 +138,11 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		}
 		// A concurrent handle takes a new invocation only while it has a
 		// slot; the rest wait in the queue, in arrival order.
-		jobs := m.jobs
+		jobs := m.queue.jobs
 		var wake <-chan struct{}
 		if m.busy != nil {
 			wake = m.wake
-			if len(m.busy.invs) >= m.conc {
+			if m.busy.full(m.conc) {
 				jobs = nil
 			}
 		}
@@ -171,13 +153,13 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		// thread being unpinned and the Locker set up again between them.
 		// (Only this loop receives from these buffered channels, so what
 		// len sees waiting is still there for the select.)
-		if len(jobs) == 0 && len(wake) == 0 && len(m.streamSet.wake) == 0 {
+		if len(jobs) == 0 && len(wake) == 0 && len(m.streams.ready()) == 0 {
 			m.hold.drop()
 		}
 		var work func()
 		var blocked time.Time
 		if m.busy != nil {
-			blocked = m.blocks()
+			blocked = m.watch.blocks(m.host.reading())
 		}
 		select {
 		case f, ok := <-jobs:
@@ -187,7 +169,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = f
 		case <-wake:
 			work = m.pumpBusy
-		case <-m.streamSet.wake:
+		case <-m.streams.ready():
 			work = m.runStreamWork
 		case <-timerC:
 			work = m.timerTurn
@@ -195,7 +177,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 			work = m.kill
 		}
 		if m.busy != nil {
-			m.waited(blocked) // the visitor's time (visitor.go)
+			m.watch.waited(blocked, m.host.reading()) // the visitor's time (visitor.go)
 		}
 		m.hold.take()
 		work()
@@ -213,12 +195,12 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 // sets its own), and runProgram on a value in module form (nothing is
 // called; its answer "J0" is settled and dropped).
 func (m *vm) warmUp() error {
-	v, err := m.call(m.setGrants, "{}")
+	v, err := m.call(m.js.setGrants, "{}")
 	if err != nil {
 		return err
 	}
 	v.Release()
-	p, err := m.call(m.runProgram, int32(0), true)
+	p, err := m.call(m.js.runProgram, int32(0), true)
 	if err != nil {
 		return err
 	}
@@ -318,24 +300,12 @@ const teardownDelay = 1500 * time.Microsecond
 // submits are refused. What is left, V8's own teardown, needs no thread in
 // particular.
 func (m *vm) end() {
-	m.closeSessions()
-	m.endStreams()
-	m.mu.Lock()
-	m.disposed = true
-	m.mu.Unlock()
+	m.sessions.close()
+	m.streams.endAll()
+	m.watch.dispose()
 	m.hold.drop()
 	m.dead = true
-	m.qmu.Lock()
-	m.qclosed = true
-	m.qmu.Unlock()
-	for {
-		select {
-		case f := <-m.jobs:
-			f()
-		default:
-			return
-		}
-	}
+	m.queue.closeAndDrain()
 }
 
 // teardown disposes of an ended isolate and then closes done. Nothing else
@@ -351,16 +321,21 @@ func (m *vm) teardown() {
 // submit queues f on the loop. It fails at once when the isolate's queue is
 // full (OVERLOADED) or the isolate is gone.
 func (m *vm) submit(f func()) error {
-	m.qmu.Lock()
-	defer m.qmu.Unlock()
-	if m.qclosed {
+	switch queued, closed := m.queue.push(f); {
+	case closed:
 		return m.goneErr()
-	}
-	select {
-	case m.jobs <- f:
-		return nil
-	default:
+	case !queued:
 		return fault.Overload()
+	}
+	return nil
+}
+
+// wakeLoop wakes the loop if it waits for work (a host call answered, a
+// run was cancelled).
+func (m *vm) wakeLoop() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -1,11 +1,5 @@
 package sandbox
 
-import (
-	v8 "rogchap.com/v8go"
-
-	"github.com/retainer-gw/retainer/program"
-)
-
 // WebSockets to a handle (docs/websockets.md). A handler accepts one with
 // `new Response(null, {status: 101, webSocket: client})`: the answer is a
 // streamed response of status 101 whose stream carries what the handler
@@ -13,18 +7,6 @@ import (
 // named SocketEvent, one an event, in order, under the handle's
 // concurrency rules and bounds. The runtime's WebSocket and the record
 // format are in webapi/websocket; this is the engine's side of the events.
-
-// SocketEvent is the invocation name of an event for a handler's socket;
-// only the gateway sends it (the API and the executor socket invoke
-// "fetch" only).
-const SocketEvent = program.SocketEvent
-
-// SocketEventRequest is the invocation that delivers an event to the
-// handler's socket opened as stream: a message (websocket.Text, Binary)
-// or the visitor's close (code, reason in data).
-func SocketEventRequest(stream int64, kind byte, code int, data []byte) WireRequest {
-	return program.SocketEventRequest(stream, kind, code, data)
-}
 
 // socketEventLines marks an event's wire lines: they start with an empty
 // line, which no request has (its method is a token), so a visitor's
@@ -42,8 +24,9 @@ const (
 	socketQueueMost  = 8 << 20
 )
 
-// hostSocketQueueBound answers the bytes this isolate's sockets may hold
-// waiting, all together (webapi/websocket/24-websocket.js).
-func (m *vm) hostSocketQueueBound([]*v8.Value) (*v8.Value, error) {
-	return v8.NewValue(m.iso, int32(min(socketQueueMost, (m.memoryMiB<<20)/socketQueueShare)))
+// socketQueueBound answers the bytes the sockets of an isolate bounded at
+// memoryMiB may hold waiting, all together (host.socketQueueBound:
+// webapi/websocket/24-websocket.js).
+func socketQueueBound(memoryMiB int) int32 {
+	return int32(min(socketQueueMost, (memoryMiB<<20)/socketQueueShare))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
 
@@ -50,7 +51,7 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 		return new Response(null, { status: 101, webSocket: client });
 	} } }`)
 	e := engine(t)
-	res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "https://x/chat", [][2]string{{"upgrade", "websocket"}}, nil))
+	res, err := e.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", "https://x/chat", [][2]string{{"upgrade", "websocket"}}, nil))
 	if err != nil || res.Status != 101 || res.Stream == 0 {
 		t.Fatalf("upgrade: %+v %v", res, err)
 	}
@@ -61,7 +62,7 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 	}
 	event := func(kind byte, code int, data string) {
 		t.Helper()
-		r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(res.Stream, kind, code, []byte(data)))
+		r, err := e.Invoke(context.Background(), id, program.SocketEvent, program.SocketEventRequest(res.Stream, kind, code, []byte(data)))
 		if err != nil || r.Status != 204 {
 			t.Fatalf("event: %+v %v", r, err)
 		}
@@ -90,10 +91,10 @@ func TestWebSocketPairInTheIsolate(t *testing.T) {
 	// A request can never pose as an event: an invocation named fetch with
 	// a socket url is a plain request, and "websocket" needs the gateway's
 	// event url.
-	if _, err := e.Invoke(context.Background(), id, SocketEvent, NewWireRequest("GET", "https://x/", nil, nil)); err == nil {
+	if _, err := e.Invoke(context.Background(), id, program.SocketEvent, program.NewWireRequest("GET", "https://x/", nil, nil)); err == nil {
 		t.Fatal("an event with a request's url was taken")
 	}
-	if r, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "socket:1:t:0", nil, []byte("x"))); err != nil || r.Status != 426 {
+	if r, err := e.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", "socket:1:t:0", nil, []byte("x"))); err != nil || r.Status != 426 {
 		t.Fatalf("a request with an event's url: %+v %v", r, err)
 	}
 	// Bad uses throw as in Workers.
@@ -141,7 +142,7 @@ func TestWebSocketCloseEventsOnce(t *testing.T) {
 	e := engine(t)
 	open := func(path string) int64 {
 		t.Helper()
-		res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "https://x"+path, [][2]string{{"upgrade", "websocket"}}, nil))
+		res, err := e.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", "https://x"+path, [][2]string{{"upgrade", "websocket"}}, nil))
 		if err != nil || res.Status != 101 || res.Stream == 0 {
 			t.Fatalf("upgrade: %+v %v", res, err)
 		}
@@ -149,7 +150,7 @@ func TestWebSocketCloseEventsOnce(t *testing.T) {
 	}
 	event := func(stream int64, kind byte, code int, data string) {
 		t.Helper()
-		r, err := e.Invoke(context.Background(), id, SocketEvent, SocketEventRequest(stream, kind, code, []byte(data)))
+		r, err := e.Invoke(context.Background(), id, program.SocketEvent, program.SocketEventRequest(stream, kind, code, []byte(data)))
 		if err != nil || r.Status != 204 && r.Status != 410 {
 			t.Fatalf("event: %+v %v", r, err)
 		}
@@ -226,7 +227,7 @@ func TestWebSocketWaitingSendsBoundedPerIsolate(t *testing.T) {
 	e := engine(t)
 	upgrade := func() int64 {
 		t.Helper()
-		res, err := e.Invoke(context.Background(), id, "fetch", NewWireRequest("GET", "https://x/chat", [][2]string{{"upgrade", "websocket"}}, nil))
+		res, err := e.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", "https://x/chat", [][2]string{{"upgrade", "websocket"}}, nil))
 		if err != nil || res.Status != 101 || res.Stream == 0 {
 			t.Fatalf("upgrade: %+v %v", res, err)
 		}

@@ -12,22 +12,9 @@ import (
 	"github.com/retainer-gw/retainer/program"
 )
 
-// WireRequest and WireResponse are the program package's: a request to a
-// retained handler and its answer, which the gateway names without
-// linking V8.
-type (
-	WireRequest  = program.WireRequest
-	WireResponse = program.WireResponse
-)
-
-// NewWireRequest builds a wire request from raw parts.
-func NewWireRequest(method, url string, headers [][2]string, body []byte) WireRequest {
-	return program.NewWireRequest(method, url, headers, body)
-}
-
 // validateRequest checks a request before it enters an isolate and
 // answers its decoded body (nil for none).
-func validateRequest(r WireRequest) ([]byte, error) {
+func validateRequest(r program.WireRequest) ([]byte, error) {
 	if r.Method == "" || !isToken(r.Method) {
 		return nil, fault.New(fault.BadRequest, "The request's method is not a valid HTTP method.")
 	}
@@ -84,7 +71,7 @@ const (
 )
 
 // bodyKind is how the request's body crosses (bodyBytes for none).
-func bodyKind(r WireRequest) byte {
+func bodyKind(r program.WireRequest) byte {
 	switch {
 	case r.Body == nil:
 		return bodyBytes
@@ -99,7 +86,7 @@ func bodyKind(r WireRequest) byte {
 // requestLines encodes a validated request for invoke; kind is its
 // bodyKind, which the caller also needs (to hand the body over), so the
 // body is scanned once.
-func requestLines(r WireRequest, kind byte) string {
+func requestLines(r program.WireRequest, kind byte) string {
 	var b strings.Builder
 	n := len(r.Method) + len(r.URL) + len(r.BodyStream) + 8
 	for _, h := range r.Headers {
@@ -132,14 +119,14 @@ func requestLines(r WireRequest, kind byte) string {
 // isolate says is trusted. Whatever a program puts in a field (a newline
 // included) can only shift later fields, each of which is checked, so the
 // worst it can make is an answer it could have made anyway, or a refusal.
-func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
+func parseWireResponse(raw string, maxBody int) (program.WireResponse, error) {
 	rest := raw
 	line := func() (string, bool) {
 		l, r, ok := strings.Cut(rest, "\n")
 		rest = r
 		return l, ok
 	}
-	var res WireResponse
+	var res program.WireResponse
 	statusLine, ok1 := line()
 	statusText, ok2 := line()
 	hasBodyLine, ok3 := line()
@@ -147,21 +134,21 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	relay, ok5 := line()
 	countLine, ok6 := line()
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
-		return WireResponse{}, fault.OutsideWireShape()
+		return program.WireResponse{}, fault.OutsideWireShape()
 	}
 	status, err := strconv.Atoi(statusLine)
 	// 101 is an accepted WebSocket, whose records are its stream (websocket.go).
 	accepted := status == 101 && streamLine != "0" && relay == ""
 	if err != nil || (status < 200 || status > 599) && !accepted || !validHeaderValue(statusText) || hasBodyLine != "0" && hasBodyLine != "1" && hasBodyLine != "t" {
-		return WireResponse{}, fault.OutsideWireShape()
+		return program.WireResponse{}, fault.OutsideWireShape()
 	}
 	stream, err := strconv.ParseInt(streamLine, 10, 64)
 	if err != nil {
-		return WireResponse{}, fault.OutsideWireShape()
+		return program.WireResponse{}, fault.OutsideWireShape()
 	}
 	count, err := strconv.Atoi(countLine)
 	if err != nil || count < 0 || count > len(rest)/2+1 {
-		return WireResponse{}, fault.OutsideWireShape()
+		return program.WireResponse{}, fault.OutsideWireShape()
 	}
 	res.Status, res.StatusText, res.Stream, res.Relay = status, statusText, stream, relay
 	res.Headers = make([][2]string, 0, count)
@@ -172,11 +159,11 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 		// Every line of the head ends in a newline, the last one too (the
 		// body follows it).
 		if !okName || !okValue || !isToken(name) || !validHeaderValue(value) {
-			return WireResponse{}, fault.OutsideWireShape()
+			return program.WireResponse{}, fault.OutsideWireShape()
 		}
 		headBytes += len(name) + len(value)
 		if headBytes > budgets.ResponseHeadBytes {
-			return WireResponse{}, headTooLarge()
+			return program.WireResponse{}, headTooLarge()
 		}
 		res.Headers = append(res.Headers, [2]string{name, value})
 	}
@@ -187,7 +174,7 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 			if strings.EqualFold(h[0], "content-length") {
 				if n, err := strconv.ParseInt(h[1], 10, 64); err == nil && n > int64(maxBody) {
 					// The stream is named, so the caller drops it.
-					return WireResponse{Stream: stream}, bodyTooLarge(maxBody)
+					return program.WireResponse{Stream: stream}, bodyTooLarge(maxBody)
 				}
 			}
 		}
@@ -195,25 +182,25 @@ func parseWireResponse(raw string, maxBody int) (WireResponse, error) {
 	body := rest
 	streamed := stream != 0 || relay != ""
 	if stream < 0 || len(relay) > 64 || stream != 0 && relay != "" || streamed && (body != "" || hasBodyLine == "t" || status == 204 || status == 304) {
-		return WireResponse{}, fault.OutsideWireShape()
+		return program.WireResponse{}, fault.OutsideWireShape()
 	}
 	if hasBodyLine == "t" {
 		if maxBody > 0 && len(body) > maxBody {
-			return WireResponse{}, bodyTooLarge(maxBody)
+			return program.WireResponse{}, bodyTooLarge(maxBody)
 		}
 		res.Body = textBytes(body)
 		return res, nil
 	}
 	if maxBody > 0 && len(body) > 2*maxBody {
 		// Each byte is at most two bytes of UTF-8: far over the bound.
-		return WireResponse{}, bodyTooLarge(maxBody)
+		return program.WireResponse{}, bodyTooLarge(maxBody)
 	}
 	bytes, ok := wirejson.Latin1BytesChecked(body)
 	if !ok {
-		return WireResponse{}, fault.OutsideWireShape()
+		return program.WireResponse{}, fault.OutsideWireShape()
 	}
 	if maxBody > 0 && len(bytes) > maxBody {
-		return WireResponse{}, bodyTooLarge(maxBody)
+		return program.WireResponse{}, bodyTooLarge(maxBody)
 	}
 	if !streamed && (hasBodyLine == "1" || len(bytes) > 0) {
 		if bytes == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // The answer's head as lines (wire.go): a good one parses; every cut of it,
@@ -82,7 +83,7 @@ func TestParseWireResponseLines(t *testing.T) {
 // A request's fields become lines; a url or body stream holding a newline
 // could end its line early, so validate refuses it.
 func TestRequestLines(t *testing.T) {
-	r := NewWireRequest("GET", "http://x.localhost/a?b=1", [][2]string{{"accept", "*/*"}, {"x-empty", ""}}, nil)
+	r := program.NewWireRequest("GET", "http://x.localhost/a?b=1", [][2]string{{"accept", "*/*"}, {"x-empty", ""}}, nil)
 	if _, err := validateRequest(r); err != nil {
 		t.Fatal(err)
 	}
@@ -93,15 +94,15 @@ func TestRequestLines(t *testing.T) {
 	// that is UTF-8 crosses as its text; anything else (a lone surrogate's
 	// bytes are not UTF-8) as bytes.
 	for body, line := range map[string]string{`{"a":1}`: "a", "caf\xc3\xa9": "t", "": "a", "bad \xff": "", "\xed\xa0\x80": ""} {
-		r := NewWireRequest("POST", "http://x.localhost/", nil, []byte(body))
+		r := program.NewWireRequest("POST", "http://x.localhost/", nil, []byte(body))
 		if got := strings.Split(requestLines(r, bodyKind(r)), "\n")[3]; got != line {
 			t.Errorf("body %q: line %q, want %q", body, got, line)
 		}
 	}
-	for _, bad := range []WireRequest{
-		NewWireRequest("GET", "http://x.localhost/\nGET", nil, nil),
+	for _, bad := range []program.WireRequest{
+		program.NewWireRequest("GET", "http://x.localhost/\nGET", nil, nil),
 		{Method: "GET", URL: "http://x.localhost/", Headers: [][2]string{}, BodyStream: "s\n1"},
-		NewWireRequest("GET", "http://x.localhost/", [][2]string{{"a", "b\nc"}}, nil),
+		program.NewWireRequest("GET", "http://x.localhost/", [][2]string{{"a", "b\nc"}}, nil),
 	} {
 		if _, err := validateRequest(bad); fault.CodeOf(err) != fault.BadRequest {
 			t.Errorf("%+v answered %v", bad, err)
@@ -126,7 +127,7 @@ func TestBootstrapIsASCII(t *testing.T) {
 // the runtime: the request's lines out, the answer's head in (go test
 // ./sandbox -run '^$' -bench WireLines).
 func BenchmarkWireLines(b *testing.B) {
-	req := NewWireRequest("GET", "http://shop.apps.localhost:8089/items?id=42&sort=asc",
+	req := program.NewWireRequest("GET", "http://shop.apps.localhost:8089/items?id=42&sort=asc",
 		[][2]string{{"accept", "*/*"}, {"user-agent", "Go-http-client/1.1"}, {"x-forwarded-for", "127.0.0.1"}}, nil)
 	answer := "200\n\n1\n0\n\n1\ncontent-type\napplication/json\n{\"id\":\"42\",\"served\":1}"
 	b.ReportAllocs()
@@ -147,13 +148,13 @@ func BenchmarkWireLines(b *testing.B) {
 // refuses (the handler then fails).
 func TestGatewayRequestMethodAndURL(t *testing.T) {
 	e := engine(t)
-	if _, err := e.Run(context.Background(), Job{ID: "gateway-request", RetainHandles: true, Program: Program{Code: `async () => ({
+	if _, err := e.Run(context.Background(), program.Job{ID: "gateway-request", RetainHandles: true, Program: program.Program{Code: `async () => ({
 		fetch(req) { return Response.json({m: req.method, u: req.url}) } })`}}); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close("gateway-request")
 	for _, c := range []struct{ method, want string }{{"GET", "GET"}, {"get", "GET"}, {"patch", "patch"}, {"PROPFIND", "PROPFIND"}} {
-		res, err := e.Invoke(context.Background(), "gateway-request", "fetch", NewWireRequest(c.method, "https://x.test/a/../b?q=%7e", nil, nil))
+		res, err := e.Invoke(context.Background(), "gateway-request", "fetch", program.NewWireRequest(c.method, "https://x.test/a/../b?q=%7e", nil, nil))
 		if err != nil {
 			t.Fatalf("%s: %v", c.method, err)
 		}
@@ -161,7 +162,7 @@ func TestGatewayRequestMethodAndURL(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c.method, got, want)
 		}
 	}
-	if _, err := e.Invoke(context.Background(), "gateway-request", "fetch", NewWireRequest("TRACE", "https://x.test/", nil, nil)); fault.CodeOf(err) != fault.HandlerError {
+	if _, err := e.Invoke(context.Background(), "gateway-request", "fetch", program.NewWireRequest("TRACE", "https://x.test/", nil, nil)); fault.CodeOf(err) != fault.HandlerError {
 		t.Fatalf("TRACE answered %v", err)
 	}
 }

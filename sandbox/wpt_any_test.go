@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // The web-platform-tests `.any.js` files vendored under testdata/wpt run
@@ -87,7 +89,7 @@ func runWPTAny(e *Engine, file string) (map[string]bool, map[string]string, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := e.Run(context.Background(), Job{Program: Program{Code: code}, Timeout: 60 * time.Second, MemoryMiB: 256})
+	out, err := e.Run(context.Background(), program.Job{Program: program.Program{Code: code}, Timeout: 60 * time.Second, MemoryMiB: 256})
 	if err != nil {
 		// The whole file failed to run (a helper threw, a bound): one
 		// pseudo-subtest says so.

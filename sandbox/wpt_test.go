@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/program"
 )
 
 // wptDir is the vendored web-platform-tests URL data (testdata/wpt, with
@@ -85,8 +87,8 @@ func runWPTFile(t *testing.T, file, kind string) []string {
 
 func runWPTData(t *testing.T, kind, data string) []string {
 	module := "export default {kind: " + jsonString(kind) + ", cases: " + data + "};"
-	out, err := engine(t).Run(context.Background(), Job{
-		Program:   Program{Code: wptHarness, Modules: map[string]string{"./data.js": module}},
+	out, err := engine(t).Run(context.Background(), program.Job{
+		Program:   program.Program{Code: wptHarness, Modules: map[string]string{"./data.js": module}},
 		Timeout:   60 * time.Second,
 		MemoryMiB: 256,
 	})

@@ -236,7 +236,9 @@ func Start(cfg Config) (*Pool, error) {
 			pool.Shutdown()
 			return nil, err
 		}
+		pool.mu.Lock() // the memory loop reads the slots already
 		pool.workers[0] = p
+		pool.mu.Unlock()
 		return pool, nil
 	}
 	for i := range pool.workers {

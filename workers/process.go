@@ -630,6 +630,35 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 		}
 		// The body is part of a frame the read loop already held to maxFrame.
 		return hc.Batch(ctx, p, body)
+	case wire.PathCacheAnswers:
+		hc := p.pool.cfg.HostCache
+		if hc == nil {
+			return nil, fmt.Errorf("a host cache's batch, and this gateway keeps none")
+		}
+		answers, batch, err := wire.DecodeCarried(body)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(answers))
+		for i, a := range answers {
+			ids[i] = a.ID
+		}
+		reply, release, err := hc.Carry(ctx, p, batch, ids)
+		if err != nil {
+			return nil, err
+		}
+		// An answer released goes to its caller as if it had come in a
+		// frame of its own, once the writes it waited for are applied;
+		// the output gate then holds it until they are durable
+		// (handles/invoke.go). The worker's word on which call and handle
+		// an answer is for is trusted as its answer frames are: it could
+		// answer any of its calls with anything (docs/threat-model.md).
+		for i, a := range answers {
+			if release[i] {
+				p.rpc.Deliver(a.Call, a.Reply)
+			}
+		}
+		return reply, nil
 	}
 	return nil, fmt.Errorf("an unknown request %q", path)
 }

@@ -258,6 +258,32 @@ func linkRequests(captured []byte) []*http.Request {
 	return out
 }
 
+// linkStreamOf answers the frames of the first stream of a captured link
+// connection whose head's target is target, as a connection of its own:
+// the preface, then that stream's head, body and end as stream 1.
+func linkStreamOf(captured []byte, target string) []byte {
+	frames, types, ids := linkFrames(captured)
+	name := append(encbin.AppendUvarint(nil, uint64(len(target))), target...)
+	out, id, found := []byte(linkPreface), uint32(0), false
+	for i, f := range frames {
+		if !found && types[i] == linkFrameHead && bytes.Contains(f, name) {
+			found, id = true, ids[i]
+		}
+		if !found || ids[i] != id || types[i] != linkFrameHead && types[i] != linkFrameData && types[i] != linkFrameEnd {
+			continue
+		}
+		var h [9]byte
+		h[0] = types[i]
+		encbin.BigEndian.PutUint32(h[1:5], 1)
+		encbin.BigEndian.PutUint32(h[5:9], uint32(len(f)))
+		out = append(append(out, h[:]...), f...)
+		if types[i] == linkFrameEnd {
+			return out
+		}
+	}
+	return nil
+}
+
 // links answers the link connections the tap captured, whole.
 func (tp *tap) links() [][]byte {
 	tp.mu.Lock()
@@ -331,8 +357,9 @@ func send(t *testing.T, req *http.Request, addr string) int {
 }
 
 // integrityHandler counts in kv (/inc), keeps the start of a body
-// (/big), and answers with the gateways' own headers (/forge), counting
-// in its closure.
+// (/big), and answers with the gateways' own headers (/forge, and
+// /forgestream as a stream, the names in other cases), counting in its
+// closure.
 const integrityHandler = `let n = 0;
 export default { async fetch(req, env) {
 	const u = new URL(req.url);
@@ -340,14 +367,22 @@ export default { async fetch(req, env) {
 	if (u.pathname === '/get') { return new Response(String(await env.kv.get(u.searchParams.get('k')))) }
 	if (u.pathname === '/big') { const t = await req.text(); await env.kv.put('big', t.slice(0, 8) + ' ' + t.length); return new Response(t.slice(0, 8) + ' ' + t.length) }
 	n++;
+	if (u.pathname === '/forgestream') {
+		const text = String(n);
+		return new Response(new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode(text)); c.close() } }), {headers: {'retainer-not-owner': '1', 'RETAINER-FORWARDED': 'x', 'Retainer-other': 'y'}});
+	}
 	return new Response(String(n), {headers: {'Retainer-Not-Owner': '1', 'Retainer-Forwarded': 'x', 'Retainer-Other': 'y'}});
 } }`
 
 // A forwarded request is taken once and only as signed: a request
-// captured between two gateways and sent again is refused (403) and its
-// kv increment applied once; a body over the digest bound changed on the
-// way (same length) is refused and never reaches the handler, while the
-// same body unchanged, and one of unknown length, are served; a handler's
+// captured between two gateways and sent again (over HTTP/1.1, its link
+// stream alone on a new connection, or the whole link connection) is
+// refused (403) and its kv increment, or its POST /executions' kv
+// increment, applied once, while another tenant's closure counter on the
+// same owner goes on; a header changed on the way is refused before the
+// handler runs; a body over the digest bound changed on the way (same
+// length) is refused and never reaches the handler, while the same body
+// unchanged, and one of unknown length, are served; a handler's
 // Retainer-* headers never reach the forwarder, which sends each request
 // once; the owner restarted takes no forward signed before it started.
 func TestClusterForwardsAreTakenOnce(t *testing.T) {
@@ -369,6 +404,20 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	startMember(t, ctx, 2, srv.Endpoint, pg.DSN)
 	startMember(t, ctx, 3, srv.Endpoint, pg.DSN)
 	bindThrough(t, a, "shop", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, integrityHandler)))
+	// The bystander: another tenant's closure counter on the same owner.
+	out, err := binary(ctx, "retainer-token", "--sub", "bob").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := &gateway{api: a.api, token: strings.TrimSpace(string(out))}
+	bindThrough(t, bob, "bystander", deployThrough(t, bob, `{"retainHandles": true, "code": "let n = 0; export default { fetch() { n++; return new Response(String(n)) } }"}`))
+	bystander := func(want string) {
+		t.Helper()
+		if status, body := clusterCall(t, "GET", "http://bystander.apps.localhost:9283/", "", ""); status != 200 || body != want {
+			t.Fatalf("the bystander's counter through gw-3: %d %q, want %q", status, body, want)
+		}
+	}
+	bystander("1")
 
 	// A captured forward sent again, to the owner's listener itself.
 	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9282/inc", "", "one"); status != 200 || body != "1" {
@@ -388,6 +437,44 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 			t.Fatalf("a replayed forward answered %d, want 403", status)
 		}
 	}
+	// A computation forwarded to the owner: its kv increment is the
+	// count of its runs.
+	gw2 := &gateway{api: "http://api.localhost:9282", token: a.token}
+	counted := `{"capabilities": ["kvRead", "kvWrite"], "code": "async () => { const n = Number(await kv.get('runs') || 0) + 1; await kv.put('runs', String(n)); return n }"}`
+	if status, body := clusterCall(t, "POST", gw2.api+"/executions", gw2.token, counted); status != 200 || !strings.Contains(body, `"result":1`) {
+		t.Fatalf("a counted computation through gw-2: %d %.300s", status, body)
+	}
+	// Each forward's link stream alone, sent again on a new connection.
+	for _, target := range []string{"/inc", "/executions"} {
+		var stream []byte
+		for _, captured := range tp.links() {
+			if stream = linkStreamOf(captured, target); stream != nil {
+				break
+			}
+		}
+		if stream == nil {
+			t.Fatalf("the tap saw no link stream for %s", target)
+		}
+		for k := 0; k < 2; k++ {
+			if statuses := replayLink(t, stream, "127.0.0.1:7941"); len(statuses) != 1 || statuses[0] != 403 {
+				t.Fatalf("the %s stream replayed: %v, want [403]", target, statuses)
+			}
+		}
+	}
+	// A header changed on the way: refused, and the handler does not run.
+	tp.swap.Store(&[2][]byte{[]byte("role-READER-1"), []byte("role-WRITER-1")})
+	req, _ := http.NewRequest("POST", "http://shop.apps.localhost:9282/inc", strings.NewReader("one"))
+	req.Header.Set("X-Role", "role-READER-1")
+	res, err := clusterClient.Do(req)
+	tp.swap.Store(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Fatalf("a forward whose header changed on the way: %d, want 403", res.StatusCode)
+	}
 	// The whole link connection the forwards crossed, sent again as is.
 	replayed := 0
 	for _, captured := range tp.links() {
@@ -404,13 +491,17 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
 		t.Fatalf("the count after the replays: %d %q, want 1", status, body)
 	}
+	if status, body := visit(t, 3, "/get?k=runs"); status != 200 || body != "1" {
+		t.Fatalf("the computation's runs after the replays: %d %q, want 1", status, body)
+	}
+	bystander("2")
 
 	// A 70 KB body crosses whole; changed on the way, it is refused.
 	big := strings.Repeat("SWAPME-1", 70_000/8)
 	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big); status != 200 || body != "SWAPME-1 70000" {
 		t.Fatalf("a 70 KB body through gw-3: %d %q", status, body)
 	}
-	res, err := clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("!")))
+	res, err = clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("!")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,12 +516,24 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	if status != 403 {
 		t.Fatalf("a body changed on the way: %d %q, want 403", status, body)
 	}
+	// A streamed body (of unknown length: chained frames) changed on the
+	// way: refused, and the handler keeps nothing of it.
+	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
+	res, err = clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("?")))
+	tp.swap.Store(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 403 {
+		t.Fatalf("a streamed body changed on the way: %d %q, want 403", res.StatusCode, got)
+	}
 	if status, body := visit(t, 2, "/get?k=big"); status != 200 || body != "SWAPME-1 70001" {
 		t.Fatalf("what the handler kept of the bodies: %d %q", status, body)
 	}
 	// The same through the API: a 70 KB program changed on the way to the
 	// owner does not run as the tenant.
-	gw2 := &gateway{api: "http://api.localhost:9282", token: a.token}
 	program := fmt.Sprintf(`{"code": %q}`, "// "+big+"\nasync () => 'ran ' + 'SWAPME-1'.length")
 	if status, body := clusterCall(t, "POST", gw2.api+"/executions", gw2.token, program); status != 200 || !strings.Contains(body, `"ran 8"`) {
 		t.Fatalf("a 70 KB program through gw-2: %d %.200s", status, body)
@@ -442,16 +545,21 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		t.Fatalf("a program changed on the way: %d %.200s, want 403", status, body)
 	}
 
-	// A handler's Retainer-* headers: dropped, and never a second send.
-	for k := 1; k <= 3; k++ {
-		res, err := clusterClient.Get("http://shop.apps.localhost:9282/forge")
+	// A handler's Retainer-* headers, on an answer and on a stream:
+	// dropped, and never a second send.
+	for k := 1; k <= 6; k++ {
+		path := "/forge"
+		if k > 3 {
+			path = "/forgestream"
+		}
+		res, err := clusterClient.Get("http://shop.apps.localhost:9282" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != 200 || string(got) != fmt.Sprint(k) {
-			t.Fatalf("visit %d of a handler that says it is not the owner: %d %q", k, res.StatusCode, got)
+			t.Fatalf("visit %d (%s) of a handler that says it is not the owner: %d %q", k, path, res.StatusCode, got)
 		}
 		for name := range res.Header {
 			if strings.HasPrefix(name, "Retainer-") {

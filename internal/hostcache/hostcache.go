@@ -36,6 +36,12 @@ type Gateway interface {
 	// writes) and answers the reply to carry back. An error means the body
 	// was malformed: the transport ends the worker.
 	Batch(ctx context.Context, p Peer, body []byte) ([]byte, error)
+	// Carry is Batch for a body that came with answers of runs or handles
+	// ids (Answer): release says, per answer, whether what it waited for
+	// was applied, so that the transport may hand it on (the output gate
+	// then holds it until that is durable); an answer not released is
+	// sent again by the worker's cache, its own way.
+	Carry(ctx context.Context, p Peer, body []byte, ids []string) (reply []byte, release []bool, err error)
 	// Gone forgets a worker that ended.
 	Gone(p Peer)
 }
@@ -56,8 +62,25 @@ type Worker interface {
 	// WhenSettled calls f with what Settle would answer, once it would
 	// not wait: at once when nothing is held back for id, otherwise later
 	// from the cache's own goroutine (an answer that must wait parks no
-	// goroutine of its own).
-	WhenSettled(id string, f func(error))
+	// goroutine of its own). carry, when set, makes the answer f would
+	// write (nil: it may not be carried): when id has writes held back,
+	// the cache may send that answer with them in one frame instead,
+	// and f is then never called.
+	WhenSettled(id string, carry func() *Answer, f func(error))
 	// Tell serves a message the gateway's side sent (Peer.Tell).
 	Tell(msg []byte) error
+}
+
+// Answer is an answer the worker's cache may carry to the gateway with the
+// writes it waits for, in one frame: the gateway applies the writes, then
+// hands the answer on (Gateway.Carry), and the output gate holds it until
+// they are durable (docs/decisions.md, "kv answers carried with their
+// writes").
+type Answer struct {
+	ID    string // the run or handle it answers for (the cache sets it)
+	Tag   uint64 // the transport's: the call it answers
+	Reply []byte // the transport's encoded answer
+	// Sent runs once the gateway has taken the answer (the transport's
+	// bookkeeping of a call answered).
+	Sent func()
 }

@@ -114,6 +114,32 @@ func (g *Gateway) Batch(ctx context.Context, p hostcache.Peer, body []byte) ([]b
 	return encodeJSON(g.apply(ctx, p, b.Writes)), nil
 }
 
+// Carry is Batch for writes that came with answers of ids, in one frame
+// (hostcache.Answer): an answer is released only when every write of its
+// id in the batch was applied. The worker's cache sends an answer along
+// only when the batch holds every write its id still owes, so a released
+// answer waits, past this, for nothing but the commit (the output gate);
+// one whose id's writes were refused, or not reached after another id's
+// were, is not released, and waits in the worker as any other (Worker,
+// flush). Another run's refusal therefore never fails an answer: it is
+// only sent again.
+func (g *Gateway) Carry(ctx context.Context, p hostcache.Peer, body []byte, ids []string) ([]byte, []bool, error) {
+	var b batch
+	if err := b.decode(body); err != nil {
+		return nil, nil, err
+	}
+	rep := g.apply(ctx, p, b.Writes)
+	late := map[string]bool{}
+	for _, w := range b.Writes[rep.Applied:] {
+		late[w.ID] = true
+	}
+	release := make([]bool, len(ids))
+	for i, id := range ids {
+		release[i] = id != "" && !late[id]
+	}
+	return encodeJSON(rep), release, nil
+}
+
 func (g *Gateway) apply(ctx context.Context, p hostcache.Peer, writes []BatchWrite) batchReply {
 	if g.cfg.Apply == nil {
 		return refused(0, fault.New(fault.Forbidden, "This gateway serves no host calls."))

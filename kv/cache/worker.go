@@ -3,7 +3,9 @@ package cache
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"sync"
+	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
@@ -38,9 +40,10 @@ type cacheKey struct{ space, key string }
 // implements hostcache.Worker.
 type Worker struct {
 	// send delivers a batch of writes, each of its run, to the gateway in
-	// order: it answers how many were applied and the error of the one
-	// after them, if any.
-	send func(writes []BatchWrite) (int, error)
+	// order, with the answers carried along (carried: none or more): it
+	// answers how many writes were applied and the error of the one after
+	// them, if any.
+	send func(writes []BatchWrite, carried []hostcache.Answer) (int, error)
 	// answering runs the answers a batch settled (WhenSettled), together.
 	answering func(answers []func())
 
@@ -58,37 +61,80 @@ type Worker struct {
 	inflight map[cacheKey]int    // writes in flight, per key
 
 	// Writes answered at once (writeNow) wait here, in order, for the
-	// flusher; owed counts, per id, those not yet applied, and failed
-	// holds the error of one that the gateway refused.
+	// flusher, each numbered (seq: the last queued); every write up to
+	// done is over (applied or refused). last is, per id, its latest
+	// write's number while it is not over, and failed holds, per id, the
+	// refusals no waiter has answered yet.
 	queue    []queuedWrite
-	owed     map[string]int
-	failed   map[string]error
+	seq      uint64
+	done     uint64
+	last     map[string]uint64
+	failed   map[string][]refusal
 	flushing bool
 	applied  *sync.Cond
 	// settled are the answers waiting for their run's writes (whenSettled),
-	// run by the flusher once those are applied.
+	// run by the flusher once those are applied, or carried with them.
 	settled []settleWaiter
+	// waiting counts the callers blocked in Settle or drain: the flusher
+	// sends for them at once.
+	waiting int
+	// hold starts the flusher holdWrites after a write when nothing else
+	// did (armed: it is set).
+	hold  *time.Timer
+	armed bool
 }
 
-type settleWaiter struct {
-	id string
-	f  func(error)
+// refusal is a write the gateway refused: its number and why.
+type refusal struct {
+	seq uint64
+	err error
 }
+
+// settleWaiter is an answer (or a Settle) that waits until every write
+// its id made before it, up to upTo, is over.
+type settleWaiter struct {
+	id   string
+	upTo uint64
+	f    func(error)
+	// carry is the answer f would write, when it may ride with the
+	// writes it waits for (nil: it may not).
+	carry *hostcache.Answer
+}
+
+// holdWrites is the longest queued writes wait for something to send them
+// with. Writes answered at once are sent when an answer waits for them
+// (and then ride in one frame with it), when a caller waits for them
+// (Settle, a read that goes to the gateway), or past this hold (a write of
+// a ctx.waitUntil or a timer, whose answer left before it). A handler's
+// last write is followed by its answer within microseconds, so the hold
+// passes only for those.
+const holdWrites = 500 * time.Microsecond
+
+// Carried answers ride with the writes they wait for only while small: at
+// most maxCarriedBytes in all a frame (a batch is at most
+// budgets.KVWriteBatchBytes and a value; the gateway reads frames far
+// larger), MaxCarriedAnswer each.
+const (
+	maxCarriedBytes  = 1 << 20
+	MaxCarriedAnswer = 64 << 10
+)
 
 type queuedWrite struct {
-	id string
-	w  BatchWrite
-	k  cacheKey
+	seq uint64
+	id  string
+	w   BatchWrite
+	k   cacheKey
 }
 
 // NewWorker is a worker's cache. send carries a batch frame of queued
-// writes to the gateway's side (Gateway.Batch) and answers its reply;
-// answering runs the answers one batch settled, together (the worker
-// writes them in one system call); nil runs them one after another.
-func NewWorker(send func(frame []byte) ([]byte, error), answering func(answers []func())) *Worker {
+// writes to the gateway's side (Gateway.Batch, or Gateway.Carry with the
+// answers carried along) and answers its reply; answering runs the
+// answers one batch settled, together (the worker writes them in one
+// system call); nil runs them one after another.
+func NewWorker(send func(frame []byte, carried []hostcache.Answer) ([]byte, error), answering func(answers []func())) *Worker {
 	c := &Worker{spaceOf: map[string]string{}, writable: map[string]bool{}, values: map[cacheKey]json.RawMessage{}, writers: map[cacheKey]string{},
 		writes: map[cacheKey]uint64{}, inflight: map[cacheKey]int{},
-		owed: map[string]int{}, failed: map[string]error{},
+		last: map[string]uint64{}, failed: map[string][]refusal{},
 		answering: answering}
 	if c.answering == nil {
 		c.answering = func(answers []func()) {
@@ -98,8 +144,8 @@ func NewWorker(send func(frame []byte) ([]byte, error), answering func(answers [
 		}
 	}
 	if send != nil {
-		c.send = func(writes []BatchWrite) (int, error) {
-			res, err := send(batch{Writes: writes}.encode())
+		c.send = func(writes []BatchWrite, carried []hostcache.Answer) (int, error) {
+			res, err := send(batch{Writes: writes}.encode(), carried)
 			if err != nil {
 				return 0, fault.New(fault.Internal, "The gateway did not answer.")
 			}
@@ -155,22 +201,138 @@ func (c *Worker) writeNow(id, op string, args json.RawMessage) (json.RawMessage,
 		w.Value = a.Value
 	}
 	c.store(k, v, id)
-	c.queue = append(c.queue, queuedWrite{id: id, w: w, k: k})
-	c.owed[id]++
-	if !c.flushing {
-		c.flushing = true
-		go c.flush()
-	}
+	c.seq++
+	c.queue = append(c.queue, queuedWrite{seq: c.seq, id: id, w: w, k: k})
+	c.last[id] = c.seq
+	c.kick(false)
 	return json.RawMessage("null"), true
 }
 
+// kick starts the flusher for the queue: now, or within holdWrites (an
+// answer or a waiting caller may come first and send it at once). c.mu is
+// held.
+func (c *Worker) kick(now bool) {
+	if c.flushing || len(c.queue) == 0 {
+		return
+	}
+	if !now {
+		if !c.armed {
+			c.armed = true
+			if c.hold == nil {
+				c.hold = time.AfterFunc(holdWrites, c.held)
+			} else {
+				c.hold.Reset(holdWrites)
+			}
+		}
+		return
+	}
+	if c.armed {
+		c.armed = false
+		c.hold.Stop()
+	}
+	c.flushing = true
+	go c.flush()
+}
+
+// held sends what the hold kept waiting (holdWrites).
+func (c *Worker) held() {
+	c.mu.Lock()
+	c.armed = false
+	if c.flushing || len(c.queue) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.flushing = true
+	c.mu.Unlock()
+	c.flush()
+}
+
+// urgent reports whether someone waits for the queue now: an answer held
+// for writes still queued, or a caller in Settle or drain. c.mu is held.
+func (c *Worker) urgent() bool {
+	if c.waiting > 0 {
+		return true
+	}
+	for _, w := range c.settled {
+		if w.upTo > c.done {
+			return true
+		}
+	}
+	return false
+}
+
+// owes answers the number of id's latest write not yet over (0: none).
+// c.mu is held.
+func (c *Worker) owes(id string) uint64 {
+	if s := c.last[id]; s > c.done {
+		return s
+	}
+	return 0
+}
+
+// refused answers the first refusal of id's writes up to upTo no waiter
+// has answered, and forgets them all: the waiter that answers it is the
+// first whose writes reach it (a write fails the invocation that made
+// it, docs/decisions.md "kv read cache"). c.mu is held.
+func (c *Worker) refused(id string, upTo uint64) error {
+	rs := c.failed[id]
+	var err error
+	n := 0
+	for _, r := range rs {
+		if r.seq > upTo {
+			break
+		}
+		if err == nil {
+			err = r.err
+		}
+		n++
+	}
+	if n == len(rs) {
+		delete(c.failed, id)
+	} else if n > 0 {
+		c.failed[id] = rs[n:]
+	}
+	return err
+}
+
+// takeCarried removes from the waiters the answers that ride with the
+// first n queued writes: those whose every write not yet over is among
+// them (the earlier ones are over, so the gateway may release the answer
+// once it applied these), with no refusal to answer, while they fit the
+// frame. c.mu is held.
+func (c *Worker) takeCarried(n int) []settleWaiter {
+	var carried []settleWaiter
+	size := 0
+	through := c.queue[n-1].seq
+	kept := c.settled[:0]
+	for _, w := range c.settled {
+		if w.carry != nil && w.upTo <= through && len(c.failed[w.id]) == 0 && size+len(w.carry.Reply) <= maxCarriedBytes {
+			size += len(w.carry.Reply)
+			carried = append(carried, w)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	for i := len(kept); i < len(c.settled); i++ {
+		c.settled[i] = settleWaiter{}
+	}
+	c.settled = kept
+	return carried
+}
+
 // flush sends the queue in order, in batches of writes of any runs: one
-// round trip carries what every run of the worker wrote meanwhile. A write
-// the gateway refuses fails its run; the writes after it are sent again.
+// round trip carries what every run of the worker wrote meanwhile, and the
+// answers waiting for nothing but those writes ride along (takeCarried).
+// A write the gateway refuses fails its run; the writes after it are sent
+// again, and an answer carried with writes not applied comes back to wait
+// here as any other. Once no one waits for the queue, what is left waits
+// for the hold (kick).
 func (c *Worker) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(c.queue) > 0 {
+	// The first frame goes whoever started the flusher (an answer, a
+	// waiting caller, the hold); the next only while someone waits.
+	for first := true; len(c.queue) > 0 && (first || c.urgent()); first = false {
 		n, size := 0, 0
 		var batch []BatchWrite
 		for n < len(c.queue) && (n == 0 || size < budgets.KVWriteBatchBytes) {
@@ -182,15 +344,48 @@ func (c *Worker) flush() {
 			}
 			n++
 		}
+		carried := c.takeCarried(n)
+		var answers []hostcache.Answer
+		for _, w := range carried {
+			a := *w.carry
+			a.ID = w.id
+			answers = append(answers, a)
+		}
 		c.mu.Unlock()
-		applied, err := c.send(batch)
+		applied, err := c.send(batch, answers)
 		c.mu.Lock()
+		if len(carried) > 0 {
+			// An answer the gateway released waited for writes of its id
+			// all applied (Gateway.Carry); the others wait here again.
+			late := map[string]bool{}
+			for _, w := range batch[min(applied, len(batch)):] {
+				late[w.ID] = true
+			}
+			var back []settleWaiter
+			for _, w := range carried {
+				if late[w.id] {
+					w.carry = nil
+					back = append(back, w)
+				} else if w.carry.Sent != nil {
+					w.carry.Sent()
+				}
+			}
+			if len(back) > 0 {
+				// In the order they came, per id (a refusal answers the
+				// first that waited for it): numbers only grow per id.
+				c.settled = append(back, c.settled...)
+				sort.SliceStable(c.settled, func(i, j int) bool { return c.settled[i].upTo < c.settled[j].upTo })
+			}
+		}
 		done := applied
 		if err != nil && done < n {
 			done++ // the refused write is over too
 		}
 		if done == 0 {
 			done = n // nothing could be sent: the whole batch fails
+		}
+		if len(c.failed) >= budgets.KVCacheRunsPerWorker {
+			c.failed = map[string][]refusal{} // ids that never settled again
 		}
 		for i, q := range c.queue[:done] {
 			if c.inflight[q.k]--; c.inflight[q.k] <= 0 {
@@ -199,12 +394,13 @@ func (c *Worker) flush() {
 			if i >= applied {
 				c.drop(q.k) // the cache may hold what was refused
 				c.gen++
-				if c.failed[q.id] == nil {
-					c.failed[q.id] = err
-				}
+				c.failed[q.id] = append(c.failed[q.id], refusal{q.seq, err})
 			}
-			if c.owed[q.id]--; c.owed[q.id] <= 0 {
-				delete(c.owed, q.id)
+		}
+		c.done = c.queue[done-1].seq
+		for _, q := range c.queue[:done] {
+			if c.last[q.id] <= c.done {
+				delete(c.last, q.id)
 			}
 		}
 		c.queue = c.queue[done:]
@@ -216,6 +412,7 @@ func (c *Worker) flush() {
 		}
 	}
 	c.flushing = false
+	c.kick(false)
 }
 
 // Settle waits until every write run id made so far is applied, and
@@ -223,43 +420,61 @@ func (c *Worker) flush() {
 func (c *Worker) Settle(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.owed[id] > 0 {
-		c.applied.Wait()
+	upTo := c.last[id]
+	if upTo > c.done {
+		c.waiting++
+		c.kick(true)
+		for upTo > c.done {
+			c.applied.Wait()
+		}
+		c.waiting--
 	}
-	err := c.failed[id]
-	delete(c.failed, id)
-	return err
+	// Every write of id so far is over: any refusal not yet answered is
+	// this caller's (a ctx.waitUntil's write refused after its answer
+	// left fails the run's next settle, as before the numbering).
+	return c.refused(id, max(upTo, c.done))
 }
 
 // WhenSettled calls f with what Settle would answer, once every write run
 // id made so far is applied: at once, on the caller's goroutine, when none
 // is on its way; otherwise from the flusher, so an invocation's answer
 // waits for its writes with no goroutine parked for it (the output gate).
-func (c *Worker) WhenSettled(id string, f func(error)) {
+// The answer carry makes may instead ride to the gateway with those
+// writes, in one frame (takeCarried): the gateway hands it on once it
+// applied them, and its output gate holds it until they are durable.
+func (c *Worker) WhenSettled(id string, carry func() *hostcache.Answer, f func(error)) {
 	c.mu.Lock()
-	if c.owed[id] > 0 {
-		c.settled = append(c.settled, settleWaiter{id, f})
+	if upTo := c.owes(id); upTo > 0 {
+		w := settleWaiter{id: id, upTo: upTo, f: f}
+		if carry != nil && c.send != nil {
+			if a := carry(); a != nil && len(a.Reply) <= MaxCarriedAnswer {
+				w.carry = a
+			}
+		}
+		c.settled = append(c.settled, w)
+		c.kick(true)
 		c.mu.Unlock()
 		return
 	}
-	err := c.failed[id]
-	delete(c.failed, id)
+	err := c.refused(id, c.done)
 	c.mu.Unlock()
 	f(err)
 }
 
-// takeSettled removes the waiters whose writes are all applied and answers
-// their calls, to be made without c.mu.
+// takeSettled removes the waiters whose writes are all over and answers
+// their calls, to be made without c.mu: each as soon as its own writes are
+// (not once its id has none on the way: a handle under load always has),
+// in the order they came, so a refusal answers the first that waited for
+// it.
 func (c *Worker) takeSettled() []func() {
 	var ready []func()
 	kept := c.settled[:0]
 	for _, w := range c.settled {
-		if c.owed[w.id] > 0 {
+		if w.upTo > c.done {
 			kept = append(kept, w)
 			continue
 		}
-		err := c.failed[w.id]
-		delete(c.failed, w.id)
+		err := c.refused(w.id, w.upTo)
 		f := w.f
 		ready = append(ready, func() { f(err) })
 	}
@@ -275,9 +490,15 @@ func (c *Worker) takeSettled() []func() {
 func (c *Worker) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return
+	}
+	c.waiting++
+	c.kick(true)
 	for len(c.queue) > 0 {
 		c.applied.Wait()
 	}
+	c.waiting--
 }
 
 // Now answers a kv call at once when it can: a read from the cache, a

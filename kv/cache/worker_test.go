@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/hostcache"
 )
 
 // An answer held for its run's writes (whenSettled) is released by the
@@ -12,7 +13,7 @@ import (
 // it as its error; an id that owes nothing is answered at once.
 func TestWhenSettledWaitsForTheWrites(t *testing.T) {
 	release := make(chan struct{})
-	c := NewWorker(func(frame []byte) ([]byte, error) {
+	c := NewWorker(func(frame []byte, _ []hostcache.Answer) ([]byte, error) {
 		<-release
 		var b batch
 		if err := b.decode(frame); err != nil {
@@ -37,10 +38,10 @@ func TestWhenSettledWaitsForTheWrites(t *testing.T) {
 		t.Fatal("the write was not answered at once")
 	}
 	gotA, gotB := make(chan error, 1), make(chan error, 1)
-	c.WhenSettled("a", func(err error) { gotA <- err })
-	c.WhenSettled("b", func(err error) { gotB <- err })
+	c.WhenSettled("a", nil, func(err error) { gotA <- err })
+	c.WhenSettled("b", nil, func(err error) { gotB <- err })
 	now := make(chan error, 1)
-	c.WhenSettled("nobody", func(err error) { now <- err })
+	c.WhenSettled("nobody", nil, func(err error) { now <- err })
 	select {
 	case err := <-now:
 		if err != nil {

@@ -251,7 +251,8 @@ func runProbe() wire.ProbeReport {
 	record("fcntl F_SETOWN", err)
 
 	_, headroom := gctarget.Policy()
-	return wire.ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom}
+	slack, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	return wire.ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom, TimerSlack: int64(slack)}
 }
 
 func errnoOrNil(e syscall.Errno) error {

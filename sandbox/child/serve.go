@@ -273,7 +273,16 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 		// behind this one will answer in a moment, and this answer may
 		// leave with theirs.
 		more := e.Queued(req.ID) > 0
-		w.cache.WhenSettled(req.ID, func(werr error) {
+		var carry func() *hostcache.Answer
+		if res.Stream == 0 && res.Relay == "" {
+			// A whole answer may ride with the kv writes it waits for
+			// (sendCacheBatch); a streamed one's head leaves on its own,
+			// as the worker must cancel its stream if a write fails.
+			carry = func() *hostcache.Answer {
+				return &hostcache.Answer{Tag: frame, Reply: wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.EncodeFrame(), Sent: w.conn.Answered}
+			}
+		}
+		w.cache.WhenSettled(req.ID, carry, func(werr error) {
 			w.answerInvoke(frame, e, req.ID, res, logs, err, werr, more)
 		})
 	})
@@ -314,9 +323,17 @@ func (w *workerServer) hostCall(ctx context.Context, id, op string, args json.Ra
 }
 
 // sendCacheBatch carries what the host cache sends on its own to the
-// gateway's side, and answers its reply.
-func (w *workerServer) sendCacheBatch(body []byte) ([]byte, error) {
-	return w.conn.Call(context.Background(), wire.PathCacheBatch, body)
+// gateway's side, with the invocations' answers it carries along, if any
+// (one frame: wire.PathCacheAnswers), and answers its reply.
+func (w *workerServer) sendCacheBatch(body []byte, carried []hostcache.Answer) ([]byte, error) {
+	if len(carried) == 0 {
+		return w.conn.Call(context.Background(), wire.PathCacheBatch, body)
+	}
+	answers := make([]wire.Carried, len(carried))
+	for i, a := range carried {
+		answers[i] = wire.Carried{Call: a.Tag, ID: a.ID, Reply: a.Reply}
+	}
+	return w.conn.Call(context.Background(), wire.PathCacheAnswers, wire.EncodeCarried(answers, body))
 }
 
 // systemCalls are the places of wire.MaxCalls host calls leave to the

@@ -56,6 +56,10 @@ const (
 	// own (kv/cache: a binary frame of queued writes, with its own
 	// version) and the gateway side's reply; opaque here.
 	PathCacheBatch = "/cache-batch"
+	// PathCacheAnswers is /cache-batch with invocations' answers carried
+	// along, each released by the gateway as if it had come in a frame of
+	// its own once the writes it waits for are applied (carry.go).
+	PathCacheAnswers = "/cache-answers"
 )
 
 // Size caps for what crosses the boundary. Every bound on what a program
@@ -243,6 +247,10 @@ type ProbeReport struct {
 	// the bound it follows (0: fixed).
 	GCPercent  int    `json:"gcPercent"`
 	GCHeadroom uint64 `json:"gcHeadroom"`
+	// TimerSlack is the timer slack (ns) of the thread that answered, as
+	// the worker inherited it from its gateway (workers'
+	// timerslack_linux.go).
+	TimerSlack int64 `json:"timerSlack"`
 }
 
 // DecodeCapped reads one JSON value of at most max bytes; anything bigger

@@ -204,16 +204,7 @@ func (c *Conn) read() error {
 		payload := frame[frameHeader+pathLen:]
 		switch kind {
 		case kindResponse:
-			c.mu.Lock()
-			ch, sent := c.waits[id]
-			delete(c.waits, id)
-			c.mu.Unlock()
-			if sent {
-				c.release()
-			}
-			if ch != nil { // nil: a call its caller gave up on
-				ch <- payload
-			}
+			c.Deliver(id, payload)
 		case kindRequest:
 			if c.serving.Add(1) > budgets.WireRequestsServing {
 				c.bad(fmt.Sprintf("more than %d requests at once", budgets.WireRequestsServing))
@@ -240,6 +231,27 @@ func (c *Conn) read() error {
 		}
 	}
 }
+
+// Deliver answers this side's call id with payload, as a response frame
+// of the peer's would: an answer that came inside another frame
+// (PathCacheAnswers). An id not waiting (answered already, or never sent)
+// is ignored, as its frame would be.
+func (c *Conn) Deliver(id uint64, payload []byte) {
+	c.mu.Lock()
+	ch, sent := c.waits[id]
+	delete(c.waits, id)
+	c.mu.Unlock()
+	if sent {
+		c.release()
+	}
+	if ch != nil { // nil: a call its caller gave up on
+		ch <- payload
+	}
+}
+
+// Answered ends the peer's request that Take took and whose answer left
+// inside another frame (PathCacheAnswers), as ReplyLater would.
+func (c *Conn) Answered() { c.serving.Add(-1) }
 
 func (c *Conn) bad(reason string) {
 	if c.onBad != nil {
