@@ -55,6 +55,10 @@ const (
 	DefaultWorkerMemoryUnknown = 1 << 30
 )
 
+// A cluster member's lease in etcd (the cluster block's lease;
+// docs/cluster.md).
+const DefaultClusterLease = 10 * time.Second
+
 // A retainer_api site's spawn budget (README.md, API): spawn_depth and
 // spawn_children, a top-level run's depth of spawned children and their
 // number (a chain's steps share it).
