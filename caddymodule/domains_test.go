@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/dnstest"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 )
@@ -253,7 +254,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	// Verification attempts are bounded per tenant.
 	do(t, "PUT", api("/domains/slow.example.test"), bob, mustJSON(map[string]any{"executionId": bobID}))
 	limited := false
-	for i := 0; i < verifyBurst+2 && !limited; i++ {
+	for i := 0; i < budgets.DomainVerifyBurst+2 && !limited; i++ {
 		a := do(t, "POST", api("/domains/slow.example.test/verify"), bob, nil)
 		limited = a.status == 429 && a.code() == "QUOTA_EXCEEDED"
 	}
@@ -410,7 +411,7 @@ func TestCertificateIssuanceBudget(t *testing.T) {
 
 // The issuance book starts afresh each clock hour and counts a host once;
 // denied handshakes are logged once a second per host, and for at most
-// maxDenialLogs hosts a second.
+// budgets.TLSDenialLogsPerSecond hosts a second.
 func TestIssuanceBookAndDenialLog(t *testing.T) {
 	t.Parallel()
 	var b issuanceBook
@@ -440,7 +441,7 @@ func TestIssuanceBookAndDenialLog(t *testing.T) {
 			n++
 		}
 	}
-	if n != maxDenialLogs {
+	if n != budgets.TLSDenialLogsPerSecond {
 		t.Errorf("%d hosts logged in one second", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/program"
@@ -46,9 +47,6 @@ type executionResponse struct {
 	ResultID    string          `json:"resultId,omitempty"`
 }
 
-// maxConcurrency bounds a handle's invocations in progress (docs/architecture.md).
-const maxConcurrency = 1000
-
 var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "objectsRead": true, "objectsWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
@@ -73,8 +71,8 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 		return out, fault.New(fault.BadRequest, "language is javascript or typescript, not %q.", req.Language)
 	}
 	if req.Concurrency != nil {
-		if *req.Concurrency < 1 || *req.Concurrency > maxConcurrency {
-			return out, fault.New(fault.BadRequest, "concurrency must be between 1 and %d.", maxConcurrency)
+		if *req.Concurrency < 1 || *req.Concurrency > budgets.HandleConcurrency {
+			return out, fault.New(fault.BadRequest, "concurrency must be between 1 and %d.", budgets.HandleConcurrency)
 		}
 		out.Concurrency = *req.Concurrency
 	}

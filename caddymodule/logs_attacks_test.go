@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
@@ -127,7 +128,7 @@ func TestLogFloodLeavesBystanderEntries(t *testing.T) {
 // than the kernel's buffers hold): the gateway holds a part of each page
 // (256 KiB), not the page (96 MB HTML-escaped before), while a bystander
 // reads its own log, and cuts them off when a part is not written within
-// logPartWrite; the page, read, is the entries unescaped.
+// budgets.LogPagePartWrite; the page, read, is the entries unescaped.
 func TestLogPagesHeldBoundedForSlowReaders(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
@@ -176,9 +177,9 @@ func TestLogPagesHeldBoundedForSlowReaders(t *testing.T) {
 	if page, _ := readLogs(t, bob, bobID, ""); len(page) != 2 || !strings.Contains(page[1].URL, "/b1") {
 		t.Fatalf("bob's log while mallory's pages wait: %+v", page)
 	}
-	// Each part must be written within logPartWrite: past it the readers
+	// Each part must be written within budgets.LogPagePartWrite: past it the readers
 	// who never read are cut off, their pages unfinished.
-	time.Sleep(logPartWrite)
+	time.Sleep(budgets.LogPagePartWrite)
 	for i, c := range conns {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		n, err := io.Copy(io.Discard, c)

@@ -19,7 +19,7 @@ import (
 // "domains": an active claim under key(registry, host) (the one claim of
 // its host), a pending one under key(registry, host+"\x00"+tenant). A
 // pending claim its tenant deleted, or whose handle ended, stays as a
-// withdrawn one until pendingClaim after its first PUT, so that a claim
+// withdrawn one until budgets.DomainClaimPending after its first PUT, so that a claim
 // again keeps that first time (a delete and re-claim never restarts the
 // clock); a withdrawn claim is invisible and counts for nothing.
 type domainRecord struct {
@@ -144,7 +144,7 @@ func (s *Store) withdrawnCount(registry, tenant string) int {
 	now := s.opts.Now()
 	n := 0
 	for _, claims := range s.domains[registry] {
-		if c := claims.of(tenant); c != nil && c.Withdrawn && now.Sub(c.ClaimedAt) < pendingClaim {
+		if c := claims.of(tenant); c != nil && c.Withdrawn && now.Sub(c.ClaimedAt) < budgets.DomainClaimPending {
 			n++
 		}
 	}
@@ -152,9 +152,8 @@ func (s *Store) withdrawnCount(registry, tenant string) int {
 }
 
 const (
-	// pendingClaim is how long a claim may stay pending after its first
-	// PUT.
-	pendingClaim = 7 * 24 * time.Hour
+	// (A claim stays pending budgets.DomainClaimPending after its first
+	// PUT.)
 	// claimMemosPerTenant bounds the withdrawn claims kept for a tenant:
 	// a new claim past it answers QUOTA_EXCEEDED.
 	claimMemosPerTenant = 10 * budgets.DomainsPerTenant
@@ -163,10 +162,10 @@ const (
 // current reports whether d is a claim its tenant sees: not withdrawn,
 // and active or within its first PUT's week. s.mu is held.
 func (s *Store) current(d *domainRecord) bool {
-	return d.live() && (d.Status == DomainActive || s.opts.Now().Sub(d.ClaimedAt) < pendingClaim)
+	return d.live() && (d.Status == DomainActive || s.opts.Now().Sub(d.ClaimedAt) < budgets.DomainClaimPending)
 }
 
-// sweepDomains forgets pending and withdrawn claims pendingClaim after
+// sweepDomains forgets pending and withdrawn claims budgets.DomainClaimPending after
 // their first PUT.
 func (s *Store) sweepDomains() {
 	now := s.opts.Now()
@@ -178,7 +177,7 @@ func (s *Store) sweepDomains() {
 	for reg, hosts := range s.domains {
 		for host, claims := range hosts {
 			for _, d := range claims {
-				if d.Status != DomainActive && now.Sub(d.ClaimedAt) >= pendingClaim && served(reg, d.Tenant) {
+				if d.Status != DomainActive && now.Sub(d.ClaimedAt) >= budgets.DomainClaimPending && served(reg, d.Tenant) {
 					s.dropClaim(reg, host, d.Tenant)
 					gone.add(reg, d.Tenant, store.Delete(tableDomains, d.storeKey(reg)))
 				}

@@ -108,7 +108,7 @@ func (r *Registry) putDomain(ctx context.Context, tenant, host, route, id string
 	prev := claims.of(tenant)
 	// A claim past its week (the sweep has not come by yet) is replaced
 	// by a new one.
-	lapsed := prev != nil && prev.Status == DomainPending && now.Sub(prev.ClaimedAt) >= pendingClaim
+	lapsed := prev != nil && prev.Status == DomainPending && now.Sub(prev.ClaimedAt) >= budgets.DomainClaimPending
 	live := prev.live() && !lapsed
 	reservedHere := false
 	if !live {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
 )
@@ -40,8 +41,6 @@ import (
 const (
 	tableSchedules = "schedules"
 	tableFirings   = "firings"
-	// MaxSchedules is the most cron expressions a handle may have.
-	MaxSchedules = 5
 	// keptFirings is how many firings a handle's list keeps.
 	keptFirings = 100
 	// lateLimit is how late a missed tick may be and still fire.
@@ -67,8 +66,8 @@ func parseCron(spec string) (cron.Schedule, error) {
 
 // CheckSchedules validates a deploy's schedules (none is valid).
 func CheckSchedules(specs []string) error {
-	if len(specs) > MaxSchedules {
-		return fault.New(fault.BadRequest, "A handle may have at most %d schedules; %d were given.", MaxSchedules, len(specs))
+	if len(specs) > budgets.SchedulesPerHandle {
+		return fault.New(fault.BadRequest, "A handle may have at most %d schedules; %d were given.", budgets.SchedulesPerHandle, len(specs))
 	}
 	seen := map[string]bool{}
 	for _, spec := range specs {

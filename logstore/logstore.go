@@ -38,21 +38,12 @@ const (
 )
 
 const (
-	// DefaultRetention is how long entries are kept unless log_retention
-	// says otherwise.
-	DefaultRetention = 7 * 24 * time.Hour
-	// DefaultTenantBytes is a tenant's stored log unless log_bytes says
-	// otherwise.
-	DefaultTenantBytes = 64 << 20
-	// MaxMessage bounds one stored entry's message; longer ones are cut
-	// and marked.
-	MaxMessage = 16 << 10
-	// MaxLimit is the most entries one page holds; DefaultLimit a page's
-	// size when the reader names none.
-	MaxLimit     = 1000
+	// A store opened with no retention or tenant bytes (tests; the app
+	// passes log_retention and log_bytes) takes budgets.DefaultLogRetention
+	// and budgets.DefaultLogBytes.
+	// DefaultLimit is a page's size when the reader names none (at most
+	// budgets.LogPageEntries).
 	DefaultLimit = 100
-	// TailsPerTenant is the most live tails a tenant holds at once.
-	TailsPerTenant = 10
 	// tailBuffer is how many entries a tail may be behind before it
 	// loses them (and is told how many); tailBytes how many bytes of them.
 	tailBuffer = 256
@@ -73,10 +64,9 @@ const (
 	// budgets.LogPending bounds all handles' together; past it the tenant
 	// holding the most loses its waiting entries first, never a tenant
 	// holding less.
-	// MaxURL bounds a request entry's url; a longer one is cut and the
-	// entry says so (urlTruncated), so a visitor's long query string
-	// cannot make the tenant's entries large.
-	MaxURL = 256
+	// budgets.LogMessageBytes and budgets.LogURLBytes bound an entry's
+	// message and a request entry's url: longer ones are cut and marked
+	// (urlTruncated).
 )
 
 // lost counts the entries every store of the process left out (Lost).
@@ -97,7 +87,7 @@ type Entry struct {
 	Status     int       `json:"status,omitempty"`
 	DurationMs float64   `json:"durationMs,omitempty"`
 	CPUMs      float64   `json:"cpuMs,omitempty"`
-	// URLTruncated says URL is the first MaxURL bytes of a longer one.
+	// URLTruncated says URL is the first budgets.LogURLBytes bytes of a longer one.
 	URLTruncated bool `json:"urlTruncated,omitempty"`
 }
 
@@ -186,13 +176,13 @@ func newStore(st store.Store, retention time.Duration, tenantBytes int64, now fu
 // Set changes log_retention and log_bytes (zero: the defaults).
 func (s *Store) Set(retention time.Duration, tenantBytes int64) {
 	if retention <= 0 {
-		retention = DefaultRetention
+		retention = budgets.DefaultLogRetention
 	}
 	if tenantBytes <= 0 {
-		tenantBytes = DefaultTenantBytes
+		tenantBytes = budgets.DefaultLogBytes
 	}
 	s.mu.Lock()
-	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*MaxMessage)
+	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*budgets.LogMessageBytes)
 	s.mu.Unlock()
 }
 
@@ -261,9 +251,9 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
-	e.Message = cut(e.Message, MaxMessage)
-	if len(e.URL) > MaxURL {
-		e.URL, e.URLTruncated = cutBytes(e.URL, MaxURL), true
+	e.Message = cut(e.Message, budgets.LogMessageBytes)
+	if len(e.URL) > budgets.LogURLBytes {
+		e.URL, e.URLTruncated = cutBytes(e.URL, budgets.LogURLBytes), true
 	}
 	value, err := encodeStored(e)
 	if err != nil {
@@ -631,7 +621,7 @@ type Page struct {
 // List answers a page of id's log, whole (Read writes one in parts). With
 // a cursor: the entries after the one it names; else with since: the
 // first entries at or after it; else the newest entries. limit ≤ 0 is
-// DefaultLimit; more than MaxLimit is MaxLimit. The cursor is the last
+// DefaultLimit; more than budgets.LogPageEntries is that many. The cursor is the last
 // entry's (or, on an empty page, the one given), so polling with it reads
 // each entry once.
 func (s *Store) List(tenant, id string, since time.Time, limit int, cursor string) (Page, error) {
@@ -673,13 +663,13 @@ type encoded struct {
 
 // MaxEntryBytes bounds one entry's JSON as Read writes it (a part holds at
 // least one entry): its message, its url, and the rest.
-const MaxEntryBytes = MaxMessage + 2*MaxURL + 1024
+const MaxEntryBytes = budgets.LogMessageBytes + 2*budgets.LogURLBytes + 1024
 
 func (s *Store) read(tenant, id string, since time.Time, limit int, cursor string, partBytes int, write func([]encoded) error) (string, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	limit = min(limit, MaxLimit)
+	limit = min(limit, budgets.LogPageEntries)
 	partBytes = max(partBytes, MaxEntryBytes)
 	s.FlushHandle(tenant, id)
 	s.mu.Lock()
@@ -850,7 +840,7 @@ func (t *Tail) closeLocked() {
 	}
 }
 
-// Tail follows id's log from now on; past TailsPerTenant tails of the
+// Tail follows id's log from now on; past budgets.LogTailsPerTenant tails of the
 // tenant at once it answers QUOTA_EXCEEDED.
 func (s *Store) Tail(tenant, id string) (*Tail, error) {
 	s.mu.Lock()
@@ -858,8 +848,8 @@ func (s *Store) Tail(tenant, id string) (*Tail, error) {
 	if s.closed {
 		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
 	}
-	if s.tailCount[tenant] >= TailsPerTenant {
-		return nil, fault.New(fault.QuotaExceeded, "A tenant may hold %d tails at once; close one first.", TailsPerTenant)
+	if s.tailCount[tenant] >= budgets.LogTailsPerTenant {
+		return nil, fault.New(fault.QuotaExceeded, "A tenant may hold %d tails at once; close one first.", budgets.LogTailsPerTenant)
 	}
 	t := &Tail{C: make(chan Entry, tailBuffer), Done: make(chan struct{}), s: s, tenant: tenant, key: tenant + "\x00" + id}
 	if s.tails[t.key] == nil {

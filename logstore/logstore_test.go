@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -120,14 +121,14 @@ func TestQuotaAndRetention(t *testing.T) {
 }
 
 // A tail sees entries as they come; one that falls behind is told how many
-// it lost; a tenant holds at most TailsPerTenant.
+// it lost; a tenant holds at most budgets.LogTailsPerTenant.
 func TestTails(t *testing.T) {
 	b := openBolt(t, filepath.Join(t.TempDir(), "s.db"))
 	defer b.Close()
 	s := Open(b, 0, 0, nil)
 	defer s.Close()
 	var tails []*Tail
-	for i := 0; i < TailsPerTenant; i++ {
+	for i := 0; i < budgets.LogTailsPerTenant; i++ {
 		tl, err := s.Tail("alice", "h")
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +188,7 @@ func TestPendingPerHandle(t *testing.T) {
 		t.Fatalf("%d entries lost, want the flood's excess over 64 KiB", n)
 	}
 	p, err := s.List("bob", "b", time.Time{}, 10, "")
-	if err != nil || len(p.Entries) != 2 || p.Entries[0].Message != "bystander <b>" || len(p.Entries[1].URL) != MaxURL || !p.Entries[1].URLTruncated {
+	if err != nil || len(p.Entries) != 2 || p.Entries[0].Message != "bystander <b>" || len(p.Entries[1].URL) != budgets.LogURLBytes || !p.Entries[1].URLTruncated {
 		t.Fatalf("bob's log: %v %+v", err, p.Entries)
 	}
 	if js, _ := p.Entries[0].MarshalJSON(); !strings.Contains(string(js), "<b>") {

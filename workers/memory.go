@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/retainer-gw/retainer/budgets"
 )
 
 // Capacity by memory (docs/architecture.md, "Tenant cordons"): with
@@ -79,12 +81,13 @@ func machineMemory() int64 {
 }
 
 // DefaultWorkerMemory is worker_memory's default: half of what the machine
-// or its cgroup has (1 GiB when that cannot be read).
+// or its cgroup has (budgets.DefaultWorkerMemoryUnknown when that cannot
+// be read).
 func DefaultWorkerMemory() int64 {
 	if m := machineMemory(); m > 0 {
 		return m / 2
 	}
-	return 1 << 30
+	return budgets.DefaultWorkerMemoryUnknown
 }
 
 // newWorkerEstimate is what one more worker is expected to cost before

@@ -134,7 +134,7 @@ func (c *Config) defaults() {
 		c.WorkerMemory = DefaultWorkerMemory()
 	}
 	if c.TenantWorkerMemory <= 0 {
-		c.TenantWorkerMemory = c.WorkerMemory / 4
+		c.TenantWorkerMemory = budgets.DefaultTenantWorkerMemory(c.WorkerMemory)
 	}
 	if c.RecycleIdle <= 0 {
 		c.RecycleIdle = budgets.DefaultRecycleIdle

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -22,11 +23,10 @@ import (
 // pool holds spareEvery tenant workers, it keeps one more spare for every
 // spareEvery of them, and more while newcomers outrun the spares (each
 // pick in the last spareWindow that found none ready counts), up to
-// maxSpares; a fixed `workers N`, and a smaller pool, keep one. Spares
+// budgets.SpareWorkers; a fixed `workers N`, and a smaller pool, keep one. Spares
 // above the number wanted are retired one a second (trimSpares).
 const (
 	spareEvery  = 25
-	maxSpares   = 8
 	spareWindow = 30 * time.Second
 )
 
@@ -37,7 +37,7 @@ func sparesFor(held, outran, every int) int {
 	if every <= 0 || held < every {
 		return 1
 	}
-	return min(maxSpares, 1+max(held/every, outran))
+	return min(budgets.SpareWorkers, 1+max(held/every, outran))
 }
 
 // sparesWanted is how many spares the pool keeps now (sparesFor);
@@ -65,7 +65,7 @@ func (pool *Pool) sparesWanted(now time.Time) int {
 // noteOutran counts a pick that found no spare ready (it claimed one
 // still starting, or started a process of its own). pool.mu is held.
 func (pool *Pool) noteOutran() {
-	if len(pool.outran) < maxSpares {
+	if len(pool.outran) < budgets.SpareWorkers {
 		pool.outran = append(pool.outran, time.Now())
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 )
@@ -18,10 +19,10 @@ func TestSparesFor(t *testing.T) {
 		{24, 5, 25, 1}, // a small pool keeps one, however fast newcomers come
 		{25, 0, 25, 2},
 		{50, 0, 25, 3},
-		{200, 0, 25, maxSpares},
-		{1000, 0, 25, maxSpares},
+		{200, 0, 25, budgets.SpareWorkers},
+		{1000, 0, 25, budgets.SpareWorkers},
 		{30, 4, 25, 5}, // newcomers outran the spares four times
-		{30, 20, 25, maxSpares},
+		{30, 20, 25, budgets.SpareWorkers},
 		{10, 0, 0, 1},
 	} {
 		if got := sparesFor(c.held, c.outran, c.every); got != c.want {

@@ -46,7 +46,7 @@ var allowed = map[string][]string{
 	"capability":               {"fault", "budgets", "store", "kv", "sqldb", "objects", "internal/wirejson", "internal/readsome"},
 	"sandbox/webapi":           {},
 	"sandbox/webapi/crypto":    {"sandbox/webapi", "internal/wirejson"},
-	"sandbox/webapi/text":      {"sandbox/webapi", "internal/wirejson"},
+	"sandbox/webapi/text":      {"budgets", "sandbox/webapi", "internal/wirejson"},
 	"sandbox/webapi/websocket": {},
 	"sandbox/webapi/url":       {"sandbox/webapi", "internal/urlparse"},
 	"program":                  {"sandbox/webapi/websocket"},
