@@ -783,8 +783,7 @@ export default { async fetch(req) {
 		}()
 	}
 	waitInFlight(t, 1, 2)
-	a.cmd.Process.Signal(syscall.SIGSTOP)
-	paused := time.Now()
+	paused := pauseMember(t, a)
 	status, body := visitUntilServed(t, 2, "/", paused)
 	if status != 200 || body != "served 1" {
 		t.Fatalf("the new owner's first answer: %d %q", status, body)

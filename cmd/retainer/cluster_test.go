@@ -170,6 +170,42 @@ func waitInFlight(t *testing.T, i, n int) {
 	})
 }
 
+// pauseMember stops a member's process (SIGSTOP) and waits until the
+// kernel reports it stopped, answering when. kill(2) only marks the
+// signal pending: the process stops once one of its threads next runs,
+// which on a loaded machine can be milliseconds later, and until then it
+// still serves. A test that asked another gateway at once was answered
+// by the owner it meant to have paused, through a forward
+// (TestClusterSQLSurvivesItsOwner failed so about 1 run in 4: "served
+// 1ms after SIGSTOP", then the owner, never paused past its lease,
+// rightly acknowledged its write).
+func pauseMember(t *testing.T, gw *gateway) time.Time {
+	t.Helper()
+	if err := gw.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP: %v", err)
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		// A stop, reported to the parent (WUNTRACED) once every thread
+		// has stopped; the process is not reaped.
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(gw.cmd.Process.Pid, &ws, syscall.WUNTRACED, nil)
+		if err == nil && !ws.Stopped() {
+			err = fmt.Errorf("the process ended instead (%v)", ws)
+		}
+		stopped <- err
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("pausing the member: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member did not stop within 10 s of SIGSTOP")
+	}
+	return time.Now()
+}
+
 // visit is a visitor's GET of the shop route through member i's public port.
 func visit(t *testing.T, i int, path string) (int, string) {
 	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", memberPort(i), path), "", "")
@@ -422,8 +458,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
 	waitInFlight(t, 1, 1) // the slow write is under way at the owner when it pauses
-	a.cmd.Process.Signal(syscall.SIGSTOP)
-	paused := time.Now()
+	paused := pauseMember(t, a)
 	status, body = visitUntilServed(t, 2, "/", paused)
 	if n++; status != 200 || body != fmt.Sprintf("%d 1", n) {
 		t.Fatalf("after the owner paused: %d %q, want \"%d 1\" (kv kept, closure restarted)", status, body, n)

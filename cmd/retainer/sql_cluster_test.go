@@ -222,11 +222,11 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 		}
 	}
 	owner, other := b, c
-	ownerPort, otherAPI := 2, c.api
+	ownerPort, otherPort, otherAPI := 2, 3, c.api
 	switch aliceOwner(t, memberAdmin(3)) {
 	case "gw-2":
 	case "gw-3":
-		owner, other, ownerPort, otherAPI = c, b, 3, b.api
+		owner, other, ownerPort, otherPort, otherAPI = c, b, 3, 2, b.api
 	default:
 		t.Fatal("nobody owns alice's space")
 	}
@@ -238,11 +238,15 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
 	waitInFlight(t, ownerPort, 1)
-	owner.cmd.Process.Signal(syscall.SIGSTOP)
-	paused := time.Now()
+	paused := pauseMember(t, owner) // stopped, not only signalled
 	status, body = sqlThrough(t, otherAPI, other.token, `{"sql": "SELECT v FROM t WHERE v = 'late'"}`)
 	if status != 200 {
 		t.Fatalf("after the owner paused: %d %s", status, body)
+	}
+	// Served by the other gateway, which claimed the space (the paused
+	// owner answers nothing): what follows is about a replaced owner.
+	if o := aliceOwner(t, memberAdmin(otherPort)); o != fmt.Sprint("gw-", otherPort) {
+		t.Fatalf("alice's database was served while its owner was paused, but the space's owner is %q, not gw-%d", o, otherPort)
 	}
 	t.Logf("the other gateway served alice's database %v after SIGSTOP of its owner", time.Since(paused).Round(time.Millisecond))
 	owner.cmd.Process.Signal(syscall.SIGCONT)
