@@ -69,10 +69,14 @@ const (
 	flushGap   = 20 * time.Millisecond
 	// budgets.LogPendingPerHandle bounds the bytes one handle has waiting
 	// for the writer, whatever its tenant logs: past it the handle's new
-	// entries are left out of the store (counted, and said in its log).
-	// budgets.LogPending bounds all handles' together; past it the tenant
-	// holding the most loses its waiting entries first, never a tenant
-	// holding less.
+	// entries are left out of the store (counted, and said in its log),
+	// unless all handles' waiting entries together hold less than half of
+	// budgets.LogPending: then a busy handle may have up to
+	// budgets.LogPendingBusyHandle waiting (room others are not using), so
+	// that one busy handle alone keeps its entries between two paced
+	// commits. budgets.LogPending bounds all handles' together; past it
+	// the tenant holding the most loses its waiting entries first, never a
+	// tenant holding less.
 	// MaxURL bounds a request entry's url; a longer one is cut and the
 	// entry says so (urlTruncated), so a visitor's long query string
 	// cannot make the tenant's entries large.
@@ -255,8 +259,10 @@ func (s *Store) loop() {
 
 // Append adds an entry to id's log: it is shown to the handle's tails at
 // once and written with the next batch. A handle with budgets.LogPendingPerHandle
-// bytes waiting loses the entry (its tails still see it); the next commit
-// says in its log how many it lost.
+// bytes waiting loses the entry (its tails still see it), unless all
+// handles' waiting entries hold less than half of budgets.LogPending and it
+// has less than budgets.LogPendingBusyHandle waiting; the next commit says
+// in its log how many it lost.
 func (s *Store) Append(tenant, id string, e Entry) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
@@ -286,7 +292,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		h = &pendingHandle{tenant: tenant, id: id}
 		s.pending[string(key)] = h
 	}
-	if h.bytes+len(value) > budgets.LogPendingPerHandle || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
+	if h.bytes+len(value) > handleRoom(s.pendingBytes+len(value)) || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
 		h.lost++
 		lost.Add(1)
 		s.mu.Unlock()
@@ -304,6 +310,18 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if full {
 		s.wakeWriter()
 	}
+}
+
+// handleRoom is how many bytes a handle may have waiting when all
+// handles' would be pending: budgets.LogPendingBusyHandle while that is
+// under half of budgets.LogPending (a busy handle uses room others leave),
+// else budgets.LogPendingPerHandle, which every handle has whatever others
+// hold (docs/logs.md, "Storage, batching and limits").
+func handleRoom(pending int) int {
+	if pending <= budgets.LogPending/2 {
+		return budgets.LogPendingBusyHandle
+	}
+	return budgets.LogPendingPerHandle
 }
 
 func (s *Store) wakeWriter() {
@@ -464,7 +482,8 @@ func (s *Store) batchLocked(waiting map[string]*pendingHandle) []pendingEntry {
 		batch = append(batch, h.entries...)
 		if h.lost > 0 {
 			e := Entry{Level: "system", Message: fmt.Sprintf("%d log entries of this handle were left out of the stored log: "+
-				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10)}
+				"more of them waited to be written at once than a handle may have waiting (%d KiB, or up to %d KiB while the gateway has room; "+
+				"its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10, budgets.LogPendingBusyHandle>>10)}
 			if v, err := encodeStored(e); err == nil {
 				s.seq++
 				batch = append(batch, pendingEntry{tenant: h.tenant, id: h.id, when: unixNano(s.now()), seq: s.seq, value: v})
