@@ -517,7 +517,7 @@ func (s *Store) commit(batch []pendingEntry, quota int64) {
 		added[p.tenant] = a
 		ops = append(ops, store.Put(handles, hk, p.value), store.Put(order, tenantKey(p.tenant, p.when, p.seq), tenantValue(size, p.id)))
 	}
-	if err := store.CommitChunked(ctx, s.st, nil, ops); err != nil {
+	if err := store.CommitBulk(ctx, s.st, ops); err != nil {
 		return // lost, as entries not yet written are at a crash
 	}
 	for tenant, a := range added {
@@ -581,7 +581,7 @@ func (s *Store) drop(ctx context.Context, order, tenant string, n int64) int64 {
 		}
 		return gone < n
 	})
-	if store.CommitChunked(ctx, s.st, nil, ops) != nil {
+	if store.CommitBulk(ctx, s.st, ops) != nil {
 		return 0
 	}
 	return gone
@@ -626,7 +626,7 @@ func (s *Store) sweep(order string, cutoff uint64) {
 			}
 			return true
 		})
-		if store.CommitChunked(ctx, s.st, nil, ops) == nil {
+		if store.CommitBulk(ctx, s.st, ops) == nil {
 			if u, ok := s.used[tenant]; ok {
 				if order == requestsByTenant {
 					u.requests = max(u.requests-gone, 0)
