@@ -103,7 +103,7 @@ const (
 	// A busy handle's waiting entries while all handles' together are
 	// under half of LogPending (docs/logs.md): it may use the room others
 	// are not using, and is the first to lose it when they need it.
-	LogPendingBusyHandle = 1 << 20
+	LogPendingBusyHandle = 2 << 20
 	// ai.run calls in flight to the model endpoint (a streamed one until
 	// its stream ends; docs/ai.md): a tenant's (past it a call waits for
 	// one of the tenant's own to end), and the gateway's (past it

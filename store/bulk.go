@@ -11,10 +11,11 @@ import (
 // each transaction is also a sync of the file, so 128 operations a
 // transaction made a commit of a busy handle's 8,000 log entries 125
 // syncs (~350 ms on the project's machine; docs/logs.md, "Storage,
-// batching and limits"). 2,048 operations keep one transaction, which
-// holds bbolt's one writer, to a few milliseconds.
+// batching and limits"). 8,192 operations (4,096 log entries) keep one
+// transaction, which holds bbolt's one writer, to tens of milliseconds on
+// a loaded machine, between which other writers' transactions go.
 const (
-	bulkOps   = 2048
+	bulkOps   = 8192
 	bulkBytes = 4 << 20
 )
 
