@@ -61,8 +61,9 @@ type KV struct {
 	// beforeCommit, when set (tests), runs before each commit; an error
 	// fails the commit.
 	beforeCommit func() error
-	// OnCommitFailed, when set, runs after a commit failed: values read
-	// from the lost writes (the workers' read caches) must be dropped.
+	// OnCommitFailed, when set, runs after a commit failed, before its
+	// waiters are told: values read from the lost writes (the workers'
+	// read caches) must be dropped. It must not call the KV.
 	OnCommitFailed func()
 	// Full, when set, answers whether the store as a whole is past its
 	// budget (a cluster's kv_budget, docs/cluster.md): a write that would
@@ -536,13 +537,24 @@ func (kv *KV) commitOnce() bool {
 
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
-	kv.commitStarted = time.Time{}
-	kv.commits++
 	for k, p := range batch {
 		if cur, ok := kv.pending[k]; ok && cur.seq == p.seq {
 			delete(kv.pending, k) // not overwritten meanwhile
 		}
 	}
+	if f := kv.OnCommitFailed; err != nil && f != nil {
+		// The workers' caches drop what they hold before anyone waiting
+		// for these writes learns they failed, and before they count as
+		// ended: a value that was never committed is not served after
+		// its write failed (a run that read it meanwhile still waits
+		// for it, and fails with it). The gateway's reads no longer see
+		// the lost writes (deleted above).
+		kv.mu.Unlock()
+		f()
+		kv.mu.Lock()
+	}
+	kv.commitStarted = time.Time{}
+	kv.commits++
 	if err != nil {
 		// The writes are lost: reads no longer see them, usage is read
 		// again from the file, and whoever waits for them fails.
@@ -551,9 +563,6 @@ func (kv *KV) commitOnce() bool {
 			err: fault.New(fault.Overloaded, "A write could not be saved (%v); nothing that depended on it was sent.", err)})
 		if len(kv.failed) > 64 { // waiters read a failure at once; old ones go
 			kv.failed = kv.failed[len(kv.failed)-64:]
-		}
-		if f := kv.OnCommitFailed; f != nil {
-			go f()
 		}
 	}
 	kv.committed = upTo

@@ -171,6 +171,27 @@ func TestFailedCommitFailsTheGate(t *testing.T) {
 	}
 }
 
+// The workers' caches drop the lost writes (OnCommitFailed) before the
+// failure reaches a waiter: a run told its write failed finds no value of
+// it cached anywhere (issue 56's rule, docs/cluster.md). Before, the drop
+// ran on a goroutine of its own, after the waiters were told.
+func TestCachesDroppedBeforeAFailedCommitIsAnswered(t *testing.T) {
+	kv, release, _ := gatedKV(t, 0)
+	var dropped atomic.Bool
+	kv.OnCommitFailed = func() {
+		time.Sleep(50 * time.Millisecond) // a worker slow to answer the drop
+		dropped.Store(true)
+	}
+	kvDo(t, kv, "h", "kv.put", map[string]any{"key": "c", "value": "lost"})
+	release <- errors.New("etcd lost the lease")
+	if err := kv.Barrier(context.Background(), "h"); fault.CodeOf(err) != fault.Overloaded {
+		t.Fatalf("barrier after a failed commit: %v", err)
+	}
+	if !dropped.Load() {
+		t.Fatal("a waiter learned of the failed commit before the caches dropped its writes")
+	}
+}
+
 // The quota is checked when a write is accepted, counting pending writes.
 func TestQuotaAtAccept(t *testing.T) {
 	kv, _, _ := gatedKV(t, 10)
