@@ -80,7 +80,7 @@ func TestClusterAcknowledgedKVWritesSurviveEtcdPauses(t *testing.T) {
 	routes := append(append([]string{}, kvRoutes...), bystanders...)
 	for _, route := range routes {
 		for gw := 1; gw <= 3; gw++ {
-			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw), "", ""); status != 200 {
+			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)), "", ""); status != 200 {
 				t.Fatalf("%s through gw-%d before the pauses: %d %s", route, gw, status, body)
 			}
 		}
@@ -158,7 +158,7 @@ func TestClusterAcknowledgedKVWritesSurviveEtcdPauses(t *testing.T) {
 			}
 		}
 		acked += len(seen)
-		status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/get", route, 9281), "", "")
+		status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/get", route, memberPort(1)), "", "")
 		stored, _ := strconv.Atoi(body)
 		if status != 200 || stored < highest {
 			t.Errorf("%s: etcd holds %d %q after the pauses; %d was acknowledged", route, status, body, highest)
@@ -189,7 +189,7 @@ func visitEvery(every time.Duration, gws []int, routes ...string) *visitors {
 					case <-time.After(every):
 					}
 					a := visitAnswer{gw: gw, route: route, sent: time.Since(v.zero)}
-					res, err := c.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw))
+					res, err := c.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)))
 					if err == nil {
 						body, _ := io.ReadAll(res.Body)
 						res.Body.Close()
