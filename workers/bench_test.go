@@ -106,3 +106,24 @@ func BenchmarkPingAcrossBoundary(b *testing.B) {
 	}
 	reportLatencies(b, lat)
 }
+
+// go test ./workers -run ^$ -bench InvokeThirtyTwoAtOnce -benchmem
+// One handle, 32 callers at once (bench/loadgen -c 32's shape): the
+// gateway's work a call with the window and the turns in play.
+func BenchmarkInvokeThirtyTwoAtOnce(b *testing.B) {
+	pool := benchPool(b, Config{Workers: 1})
+	if _, err := pool.Run(context.Background(), program.Job{ID: "h", RetainHandles: true, Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}}); err != nil {
+		b.Fatal(err)
+	}
+	req := program.NewWireRequest("GET", "https://x.test/", nil, nil)
+	b.SetParallelism(16) // × GOMAXPROCS 2
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := pool.Invoke(context.Background(), "h", "fetch", req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -392,12 +392,17 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 // sendOrder puts a turn around a call's write (turns.go).
 type sendOrder struct {
 	before, after func()
+	// seen is the handle's answered calls when the call was counted
+	// (Pool.progress, read by the caller under the pool's lock already).
+	seen uint64
 }
 
 // callOrdered is callQueued whose frame is written in order's turn.
 func (p *process) callOrdered(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int, order *sendOrder) error {
 	var seen uint64 // the handle's answered calls when the clock was set
-	if handleID != "" {
+	if order != nil {
+		seen = order.seen
+	} else if handleID != "" {
 		seen, _ = p.pool.progress(handleID)
 	}
 	p.mu.Lock()
