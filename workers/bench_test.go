@@ -106,3 +106,34 @@ func BenchmarkPingAcrossBoundary(b *testing.B) {
 	}
 	reportLatencies(b, lat)
 }
+
+// go test ./workers -run ^$ -bench InvokeThirtyTwoAtOnce -benchmem
+// One handle, 32 callers at once (bench/loadgen -c 32's shape): the
+// gateway's work a call with the window and the turns in play.
+func BenchmarkInvokeThirtyTwoAtOnce(b *testing.B) {
+	pool := benchPool(b, Config{Workers: 1})
+	if _, err := pool.Run(context.Background(), program.Job{ID: "h", RetainHandles: true, Program: program.Program{Code: `async () => ({ fetch() { return new Response('ok') } })`}}); err != nil {
+		b.Fatal(err)
+	}
+	req := program.NewWireRequest("GET", "https://x.test/", nil, nil)
+	b.SetParallelism(16) // × GOMAXPROCS 2
+	b.ResetTimer()
+	cpu := ownCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := pool.Invoke(context.Background(), "h", "fetch", req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	// The gateway's side alone: this process's CPU, not its worker's.
+	b.ReportMetric(float64((ownCPU()-cpu).Nanoseconds())/float64(b.N), "gateway-cpu-ns/op")
+}
+
+// ownCPU is this process's CPU time so far (user and system).
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -512,6 +512,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req program.WireR
 	pool.inflight[id]++
 	// The frame is written in the order ahead was counted (turns.go).
 	ticket := pool.sendTurns.take(id)
+	seen := pool.answered[id] // progress, for the kill clock
 	if pool.onTicket != nil {
 		pool.onTicket(req, ticket)
 	}
@@ -541,7 +542,7 @@ func (pool *Pool) Invoke(ctx context.Context, id, name string, req program.WireR
 		queued = ahead/conc + 1
 	}
 	var rep wire.InvokeReply
-	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }}
+	order := &sendOrder{before: func() { pool.sendTurns.wait(id, ticket) }, after: func() { pool.sendTurns.done(id, ticket) }, seen: seen}
 	if err := p.callOrdered(ctx, wire.PathInvoke, wire.InvokeRequest{ID: id, Name: name, Request: req}, &rep, id, info.bound, queued, order); err != nil {
 		return program.WireResponse{}, err
 	}

@@ -47,6 +47,7 @@ type process struct {
 	retained   map[string]isolateInfo // live isolates here
 	pending    map[string]bool        // slots reserved by runs that may retain
 	running    map[uint64]*callRecord // in-flight calls
+	clock      clock                  // their kill clock (killclock.go)
 	seq        uint64
 	dead       bool
 	overrunner uint64 // the call whose overrun made the gateway kill this worker
@@ -112,11 +113,6 @@ type isolateInfo struct {
 	// window holds a slot for each invocation sent to the worker and not
 	// yet answered (Pool.Invoke): concurrency plus a few, by its pace.
 	window *sendWindow
-}
-
-type callRecord struct {
-	handleID string // "" for a computation
-	timer    *time.Timer
 }
 
 // spawn starts a worker process and completes the handshake.
@@ -296,8 +292,8 @@ func (p *process) reap() {
 			seen[c.handleID] = true
 			suspects = append(suspects, c.handleID)
 		}
-		c.timer.Stop()
 	}
+	p.stopClock()
 	p.retained = map[string]isolateInfo{}
 	p.mu.Unlock()
 	close(p.exited)
@@ -411,12 +407,17 @@ func (p *process) callQueued(ctx context.Context, path string, body, out any, ha
 // sendOrder puts a turn around a call's write (turns.go).
 type sendOrder struct {
 	before, after func()
+	// seen is the handle's answered calls when the call was counted
+	// (Pool.progress, read by the caller under the pool's lock already).
+	seen uint64
 }
 
 // callOrdered is callQueued whose frame is written in order's turn.
 func (p *process) callOrdered(ctx context.Context, path string, body, out any, handleID string, bound time.Duration, ahead int, order *sendOrder) error {
 	var seen uint64 // the handle's answered calls when the clock was set
-	if handleID != "" {
+	if order != nil {
+		seen = order.seen
+	} else if handleID != "" {
 		seen, _ = p.pool.progress(handleID)
 	}
 	p.mu.Lock()
@@ -427,83 +428,20 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 	}
 	p.seq++
 	id := p.seq
-	p.lastActive = time.Now()
-	rec := &callRecord{handleID: handleID}
+	start := time.Now()
+	p.lastActive = start
 	allowed := time.Duration(ahead+1) * bound
-	// Calls of one handle can reach the worker in another order than they
-	// were counted (they are sent, and served in the worker, from separate
-	// goroutines), so a call may wait behind more than its ahead. While
-	// other calls of its handle are in flight and answered since the clock
-	// was last set, the clock is set again for one more bound: the call is
-	// queued behind work that progresses. A stuck call answers nothing
-	// more, and the next firing kills.
-	cpuAtBound := int64(-1) // the worker's CPU time at the bound (guarded by p.mu)
-	credited := time.Duration(0)
+	rec := &callRecord{handleID: handleID, id: id, bound: bound, allowed: allowed, due: start.Add(allowed), seen: seen, cpuAtBound: -1}
 	if handleID != "" {
-		credited = p.visitorWaited(handleID) // p.mu is held
+		rec.credited = p.visitorWaited(handleID) // p.mu is held
 	}
-	var fire func()
-	fire = func() {
-		p.mu.Lock()
-		_, still := p.running[id]
-		visitor := time.Duration(0)
-		if handleID != "" {
-			visitor = p.visitorWaited(handleID)
-		}
-		p.mu.Unlock()
-		if !still {
-			return
-		}
-		if visitor > credited {
-			// Time the handle waited for a visitor's body is not run time
-			// (docs/architecture.md, Blame); the worker moved its bound by as much.
-			allowed += visitor - credited
-			p.mu.Lock()
-			rec.timer = time.AfterFunc(visitor-credited, fire)
-			p.mu.Unlock()
-			credited = visitor
-			return
-		}
-		if handleID != "" {
-			if n, others := p.pool.progress(handleID); others && n != seen {
-				seen = n
-				allowed += bound
-				p.mu.Lock()
-				rec.timer = time.AfterFunc(bound, fire)
-				p.mu.Unlock()
-				return
-			}
-		}
-		now := processCPU(p.pid)
-		p.mu.Lock()
-		if p.overrunner == 0 {
-			p.overrunner = id
-			// Half of what the grace period could show: a bound longer
-			// than the grace period would otherwise never be charged.
-			p.overrunNotCaused = cpuAtBound >= 0 && now >= 0 && now-cpuAtBound < min(bound, p.pool.cfg.Grace).Nanoseconds()/2
-		}
-		p.mu.Unlock()
-		p.kill(fmt.Sprintf("a call overran its %v bound (%v with the calls queued ahead of it) by the %v grace period", bound, allowed, p.pool.cfg.Grace))
-	}
-	// One timer a call: at the bound it reads the worker's CPU time (blame
-	// for a hard kill looks at the CPU spent over the grace period, an
-	// upper bound of the stuck isolate's) and sets itself again for the
-	// grace period; a call that ends before its bound costs no more.
-	rec.timer = time.AfterFunc(allowed, func() {
-		c := processCPU(p.pid)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if _, still := p.running[id]; still {
-			cpuAtBound = c
-			rec.timer = time.AfterFunc(p.pool.cfg.Grace, fire)
-		}
-	})
+	// The worker's one clock (killclock.go) looks at the call at its
+	// bound and again after the grace period; a call that ends before its
+	// bound costs no more.
 	p.running[id] = rec
+	p.armClock(rec.due)
 	p.mu.Unlock()
 	err := p.postOrdered(ctx, path, body, out, order)
-	p.mu.Lock()
-	rec.timer.Stop()
-	p.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		// A broken connection usually means the process is dying: keep this
 		// call on record until it is reaped, so the crash report names the

@@ -81,12 +81,13 @@ func (w *sendWindow) acquire(ctx context.Context, exited <-chan struct{}, most i
 		w.mu.Unlock()
 		return nil
 	}
-	ch := make(chan struct{}, 1)
+	ch := slots.Get().(chan struct{})
 	w.waiters = append(w.waiters, ch)
 	w.mu.Unlock()
 	var err error
 	select {
 	case <-ch:
+		slots.Put(ch) // emptied, and out of the line
 		return nil
 	case <-exited:
 		err = fault.NotStarted()
@@ -98,6 +99,7 @@ func (w *sendWindow) acquire(ctx context.Context, exited <-chan struct{}, most i
 	for i, c := range w.waiters {
 		if c == ch {
 			w.waiters = append(w.waiters[:i], w.waiters[i+1:]...)
+			slots.Put(ch) // never handed a slot: empty
 			return err
 		}
 	}
@@ -106,6 +108,11 @@ func (w *sendWindow) acquire(ctx context.Context, exited <-chan struct{}, most i
 	w.handOff()
 	return err
 }
+
+// slots holds the channels waiters are handed their slot on (each with
+// room for one), reused once emptied: a waiter past the window is most
+// calls of a busy handle.
+var slots = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 
 // room says a slot is free; with w.mu held.
 func (w *sendWindow) room() bool { return w.sent < w.conc+w.ahead }

@@ -471,11 +471,12 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 			return nil, ErrNotSent
 		}
 	}
-	ch := make(chan []byte, 1)
+	ch := answers.Get().(chan []byte)
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		c.release()
+		answers.Put(ch)
 		return nil, ErrNotSent
 	}
 	c.next++
@@ -500,6 +501,7 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 		if !ok {
 			return nil, errConnClosed
 		}
+		answers.Put(ch) // emptied, and no longer in waits
 		return res, nil
 	case <-ctx.Done():
 		c.abandon(id)
@@ -509,6 +511,12 @@ func (c *Conn) CallOrdered(ctx context.Context, path string, payload []byte, bef
 		return nil, ctx.Err()
 	}
 }
+
+// answers holds the channels calls wait on for their answers (each with
+// room for one): a call that received its answer gives its channel back,
+// as nothing else can send on it any more; one whose caller gave up, or
+// that the connection's end closed, does not.
+var answers = sync.Pool{New: func() any { return make(chan []byte, 1) }}
 
 func (c *Conn) forget(id uint64) {
 	c.mu.Lock()

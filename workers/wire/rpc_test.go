@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -319,5 +320,58 @@ func TestLimitCallsNeverFloodsThePeer(t *testing.T) {
 	// Every place came back: a new call goes through at once.
 	if res, err := caller.Call(context.Background(), "host", []byte("after")); err != nil || string(res) != "after" {
 		t.Fatalf("a call after: %q %v", res, err)
+	}
+}
+
+// Calls wait on channels the connection reuses (answers): many callers at
+// once, a third of them giving up before a slow peer answers, then calling
+// again; every answer a caller gets is its own call's, never one meant
+// for a call that gave up (a channel given back on that path is sent
+// that call's answer while its next holder waits on it).
+func TestCancelOfOneOfManyKeepsTheAnswersApart(t *testing.T) {
+	a, b := socketPair(t)
+	const max = 1 << 20
+	peer := NewConn(b, max, max, func(ctx context.Context, path string, body []byte) ([]byte, error) {
+		if body[0] == 's' { // slow: answered about when its caller leaves
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		}
+		return body, nil
+	}, nil).Start()
+	caller := NewConn(a, max, max, nil, nil).Start()
+	t.Cleanup(func() { caller.Close(); peer.Close() })
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				want := fmt.Sprintf("f%d-%d", g, i)
+				if (g+i)%3 == 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+					_, err := caller.Call(ctx, "p", []byte("s"+want))
+					cancel()
+					if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+						errs <- err
+						return
+					}
+					continue
+				}
+				got, err := caller.Call(context.Background(), "p", []byte(want))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if string(got) != want {
+					errs <- fmt.Errorf("call %s answered %q", want, got)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
