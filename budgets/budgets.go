@@ -100,10 +100,6 @@ const (
 	// handles' (the tenant waiting the most loses its entries first).
 	LogPendingPerHandle = 64 << 10
 	LogPending          = 16 << 20
-	// A busy handle's waiting entries while all handles' together are
-	// under half of LogPending (docs/logs.md): it may use the room others
-	// are not using, and is the first to lose it when they need it.
-	LogPendingBusyHandle = 2 << 20
 	// ai.run calls in flight to the model endpoint (a streamed one until
 	// its stream ends; docs/ai.md): a tenant's (past it a call waits for
 	// one of the tenant's own to end), and the gateway's (past it

@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"path/filepath"
 	"regexp"
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,65 +322,5 @@ func TestTailEndsWithTokenAndHandle(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("bob's tail saw nothing of his visit")
-	}
-}
-
-// One busy handle, alone, answers 6,000 visits from 32 connections at
-// 4,000 a second (each visit a console and a request entry): at least 90%
-// of its request entries are stored, and its console entries with them
-// (with 64 KiB waiting a handle and 128-operation commits, 1,064 of 6,000
-// were stored as fast as the connections went; 78% of a busy handle's
-// entries were left out at bench load).
-func TestBusyHandleAloneKeepsItsRequestEntries(t *testing.T) {
-	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
-	alice := token(t, "alice", allScopes)
-	id := deploy(t, alice, counter, nil)
-	from := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	const sent, conns, rate = 6000, 32, 4000
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", httpPort))
-		}}}
-	defer c.CloseIdleConnections()
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < conns; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := next.Add(1); n <= sent; n = next.Add(1) {
-				time.Sleep(time.Until(start.Add(time.Duration(n) * time.Second / rate)))
-				res, err := c.Get(site(id+".apps.localhost", fmt.Sprintf("/v%d", n)))
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if res.StatusCode != 200 {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	took := time.Since(start)
-	if failed.Load() > 0 {
-		t.Fatalf("%d of %d visits failed", failed.Load(), sent)
-	}
-	requests, console := 0, 0
-	for _, e := range readAllLogs(t, alice, id, from) {
-		switch {
-		case e.Level == "request":
-			requests++
-		case e.Level == "log" && strings.HasPrefix(e.Message, "visit "):
-			console++
-		}
-	}
-	t.Logf("%d visits in %v (%.0f/s): %d request entries, %d console entries stored", sent, took, float64(sent)/took.Seconds(), requests, console)
-	if requests < sent*9/10 || console < sent*9/10 {
-		t.Fatalf("a busy handle alone stored %d request entries and %d console entries of %d visits", requests, console, sent)
 	}
 }

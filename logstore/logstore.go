@@ -60,14 +60,10 @@ const (
 	flushGap   = 20 * time.Millisecond
 	// budgets.LogPendingPerHandle bounds the bytes one handle has waiting
 	// for the writer, whatever its tenant logs: past it the handle's new
-	// entries are left out of the store (counted, and said in its log),
-	// unless all handles' waiting entries together hold less than half of
-	// budgets.LogPending: then a busy handle may have up to
-	// budgets.LogPendingBusyHandle waiting (room others are not using), so
-	// that one busy handle alone keeps its entries between two paced
-	// commits. budgets.LogPending bounds all handles' together; past it
-	// the tenant holding the most loses its waiting entries first, never a
-	// tenant holding less.
+	// entries are left out of the store (counted, and said in its log).
+	// budgets.LogPending bounds all handles' together; past it the tenant
+	// holding the most loses its waiting entries first, never a tenant
+	// holding less.
 	// budgets.LogMessageBytes and budgets.LogURLBytes bound an entry's
 	// message and a request entry's url: longer ones are cut and marked
 	// (urlTruncated).
@@ -249,10 +245,8 @@ func (s *Store) loop() {
 
 // Append adds an entry to id's log: it is shown to the handle's tails at
 // once and written with the next batch. A handle with budgets.LogPendingPerHandle
-// bytes waiting loses the entry (its tails still see it), unless all
-// handles' waiting entries hold less than half of budgets.LogPending and it
-// has less than budgets.LogPendingBusyHandle waiting; the next commit says
-// in its log how many it lost.
+// bytes waiting loses the entry (its tails still see it); the next commit
+// says in its log how many it lost.
 func (s *Store) Append(tenant, id string, e Entry) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
@@ -282,7 +276,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		h = &pendingHandle{tenant: tenant, id: id}
 		s.pending[string(key)] = h
 	}
-	if h.bytes+len(value) > handleRoom(s.pendingBytes+len(value)) || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
+	if h.bytes+len(value) > budgets.LogPendingPerHandle || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
 		h.lost++
 		lost.Add(1)
 		s.mu.Unlock()
@@ -300,18 +294,6 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if full {
 		s.wakeWriter()
 	}
-}
-
-// handleRoom is how many bytes a handle may have waiting when all
-// handles' would be pending: budgets.LogPendingBusyHandle while that is
-// under half of budgets.LogPending (a busy handle uses room others leave),
-// else budgets.LogPendingPerHandle, which every handle has whatever others
-// hold (docs/logs.md, "Storage, batching and limits").
-func handleRoom(pending int) int {
-	if pending <= budgets.LogPending/2 {
-		return budgets.LogPendingBusyHandle
-	}
-	return budgets.LogPendingPerHandle
 }
 
 func (s *Store) wakeWriter() {
@@ -472,8 +454,7 @@ func (s *Store) batchLocked(waiting map[string]*pendingHandle) []pendingEntry {
 		batch = append(batch, h.entries...)
 		if h.lost > 0 {
 			e := Entry{Level: "system", Message: fmt.Sprintf("%d log entries of this handle were left out of the stored log: "+
-				"more of them waited to be written at once than a handle may have waiting (%d KiB, or up to %d KiB while the gateway has room; "+
-				"its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10, budgets.LogPendingBusyHandle>>10)}
+				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10)}
 			if v, err := encodeStored(e); err == nil {
 				s.seq++
 				batch = append(batch, pendingEntry{tenant: h.tenant, id: h.id, when: unixNano(s.now()), seq: s.seq, value: v})
@@ -507,7 +488,7 @@ func (s *Store) commit(batch []pendingEntry, quota int64) {
 		added[p.tenant] = a
 		ops = append(ops, store.Put(handles, hk, p.value), store.Put(order, tenantKey(p.tenant, p.when, p.seq), tenantValue(size, p.id)))
 	}
-	if err := store.CommitBulk(ctx, s.st, ops); err != nil {
+	if err := store.CommitChunked(ctx, s.st, nil, ops); err != nil {
 		return // lost, as entries not yet written are at a crash
 	}
 	for tenant, a := range added {
@@ -571,7 +552,7 @@ func (s *Store) drop(ctx context.Context, order, tenant string, n int64) int64 {
 		}
 		return gone < n
 	})
-	if store.CommitBulk(ctx, s.st, ops) != nil {
+	if store.CommitChunked(ctx, s.st, nil, ops) != nil {
 		return 0
 	}
 	return gone
@@ -616,7 +597,7 @@ func (s *Store) sweep(order string, cutoff uint64) {
 			}
 			return true
 		})
-		if store.CommitBulk(ctx, s.st, ops) == nil {
+		if store.CommitChunked(ctx, s.st, nil, ops) == nil {
 			if u, ok := s.used[tenant]; ok {
 				if order == requestsByTenant {
 					u.requests = max(u.requests-gone, 0)
