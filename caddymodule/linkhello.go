@@ -31,12 +31,16 @@ const (
 	// linkMaxPendingPerHost and linkMaxPending bound the connections the
 	// cluster listener holds before they said what they are (a checked
 	// hello, or HTTP/1.1's first byte), from one address and in all; a
-	// new one past either bound closes the oldest held. Members' link
+	// new one past either bound closes the oldest held when that was
+	// held linkPendingGrace or longer, and is closed itself otherwise (a
+	// member's hello comes with its connection: it is not pushed out by
+	// a stream of new connections from its address). Members' link
 	// connections, checked, are bounded apart from these
 	// (linkMaxConnsPerHost, linkMaxConns), so connections without the
 	// secret never crowd them out.
 	linkMaxPendingPerHost = 8
 	linkMaxPending        = 64
+	linkPendingGrace      = 100 * time.Millisecond
 )
 
 // linkHelloWait bounds how long a link connection may take to send its
@@ -127,37 +131,52 @@ type pendingConns struct {
 type pendingConn struct {
 	c    net.Conn
 	host string
+	at   time.Time
 }
 
-// hold counts c, closing the oldest held from its address, or in all,
-// when c is past linkMaxPendingPerHost or linkMaxPending.
-func (p *pendingConns) hold(c net.Conn, host string) {
+// hold counts c when there is room for it, closing the oldest held from
+// its address, or in all, when c is past linkMaxPendingPerHost or
+// linkMaxPending and that one was held linkPendingGrace; false when c
+// is not held (it is closed).
+func (p *pendingConns) hold(c net.Conn, host string) bool {
+	now := time.Now()
 	var evict []net.Conn
 	p.mu.Lock()
-	same := 0
-	for _, q := range p.conns {
+	same, oldest := 0, -1
+	for i, q := range p.conns {
 		if q.host == host {
-			same++
-		}
-	}
-	if same >= linkMaxPendingPerHost {
-		for i, q := range p.conns {
-			if q.host == host {
-				evict = append(evict, q.c)
-				p.conns = append(p.conns[:i], p.conns[i+1:]...)
-				break
+			if same++; oldest < 0 {
+				oldest = i
 			}
 		}
 	}
+	if same >= linkMaxPendingPerHost {
+		if now.Sub(p.conns[oldest].at) < linkPendingGrace {
+			p.mu.Unlock()
+			c.Close()
+			return false
+		}
+		evict = append(evict, p.conns[oldest].c)
+		p.conns = append(p.conns[:oldest], p.conns[oldest+1:]...)
+	}
 	if len(p.conns) >= linkMaxPending {
+		if now.Sub(p.conns[0].at) < linkPendingGrace {
+			p.mu.Unlock()
+			c.Close()
+			for _, c := range evict {
+				c.Close()
+			}
+			return false
+		}
 		evict = append(evict, p.conns[0].c)
 		p.conns = p.conns[1:]
 	}
-	p.conns = append(p.conns, pendingConn{c: c, host: host})
+	p.conns = append(p.conns, pendingConn{c: c, host: host, at: now})
 	p.mu.Unlock()
 	for _, c := range evict {
 		c.Close()
 	}
+	return true
 }
 
 // release stops counting c.

@@ -443,7 +443,9 @@ func (s *splitListener) acceptLoop() {
 // most the reader's buffer, and the link's hello is read within
 // linkHelloWait.
 func (s *splitListener) sort(c net.Conn) {
-	s.pending.hold(c, remoteHost(c))
+	if !s.pending.hold(c, remoteHost(c)) {
+		return
+	}
 	defer s.pending.release(c)
 	c.SetReadDeadline(time.Now().Add(linkPrefaceWait))
 	br := bufio.NewReaderSize(c, 64<<10)
