@@ -4,7 +4,8 @@
 # `workers auto`, for N = 4, 50 and 200 in interleaved rounds; the ratio of
 # each to 4 tenants (the median of the rounds'),
 # and whether any counter lost its state (the counters' sum must grow by
-# exactly the requests answered). Then a newcomer's first run with a spare
+# exactly the requests answered). Then new tenants' first deploys while
+# the largest count is served, a newcomer's first run with a spare
 # ready and without, the memory of an idle tenant's worker (RSS, PSS,
 # private), and what a worker kill under load fails. Loopback only.
 # Usage: [BENCH_TENANTS="4 50 200"] [BENCH_ROUNDS=3] bash bench/tenants.sh [seconds per run, default 10]
@@ -69,6 +70,69 @@ for n in "${counts[@]:1}"; do
 done
 [ "${BENCH_ONLY_RATIOS:-0}" = 1 ] && exit 0
 
+# Newcomers under load: while every tenant's counter is served as above,
+# new tenants make their first deploy (a retained counter, as a platform's
+# new customer does): ten back to back, eight at once, then ten 100 ms
+# apart. Each must answer 200 (never OVERLOADED); the times are their
+# first answers (a deploy commits its record: the store's fsyncs are in
+# them). Tokens are made first (each is a run of the binary).
+n=${counts[-1]}
+newtok=()
+for i in $(seq 28); do newtok+=("$(tok "newcomer-$i")"); done
+first_deploy() {
+	curl -s -o /dev/null -w "%{http_code} %{time_total}\n" -H "Host: tenants.localhost" -H "Authorization: Bearer $1" \
+		http://127.0.0.1:8089/executions -d "$counter"
+}
+urls=$(printf 'http://%s.apps.localhost:8089/,' "${ids[@]:0:$n}")
+"$work/loadgen" -label "$n tenants, newcomers arriving" -rr -url "${urls%,}" -d 8s -c 32 2>"$work/nc.err" &
+lg=$!
+sleep 1
+: > "$work/newcomers"
+for i in $(seq 0 9); do echo "back-to-back $(first_deploy "${newtok[$i]}")" >> "$work/newcomers"; done
+sleep 1
+burst=()
+for i in $(seq 10 17); do (echo "at-once $(first_deploy "${newtok[$i]}")" >> "$work/newcomers") & burst+=($!); done
+wait "${burst[@]}"
+sleep 1
+for i in $(seq 18 27); do echo "100ms-apart $(first_deploy "${newtok[$i]}")" >> "$work/newcomers"; sleep 0.1; done
+wait $lg || true
+grep -v 'answered 200' "$work/nc.err" || true
+# Then a second load, and newcomers whose first request is a computation
+# (no record to commit: what a first request costs beside its store),
+# eight at once and then ten 100 ms apart.
+for i in $(seq 28 45); do newtok+=("$(tok "newcomer-$i")"); done
+first_run() {
+	curl -s -o /dev/null -w "%{http_code} %{time_total}\n" -H "Host: tenants.localhost" -H "Authorization: Bearer $1" \
+		http://127.0.0.1:8089/executions -d '{"code": "async () => 1 + 1"}'
+}
+sleep 2
+"$work/loadgen" -label "$n tenants, newcomers computing" -rr -url "${urls%,}" -d 6s -c 32 2>"$work/nc2.err" &
+lg=$!
+sleep 1
+burst=()
+for i in $(seq 28 35); do (echo "run-at-once $(first_run "${newtok[$i]}")" >> "$work/newcomers") & burst+=($!); done
+wait "${burst[@]}"
+sleep 1
+for i in $(seq 36 45); do echo "run-100ms-apart $(first_run "${newtok[$i]}")" >> "$work/newcomers"; sleep 0.1; done
+wait $lg || true
+grep -v 'answered 200' "$work/nc2.err" || true
+python3 - "$work/newcomers" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+def waves(title, names):
+    some = [r for r in rows if r[0] in names]
+    print("%s (%d):" % (title, len(some)))
+    for wave in names:
+        ms = sorted(float(r[2]) * 1000 for r in some if r[0] == wave)
+        bad = [r[1] for r in some if r[0] == wave and r[1] != "200"]
+        print("  %-15s ms: %s%s" % (wave, " ".join("%.0f" % x for x in ms), ("  NOT 200: " + " ".join(bad)) if bad else ""))
+    ms = sorted(float(r[2]) * 1000 for r in some)
+    p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
+    print("  all: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %d of %d not 200" % (p(0.5), p(0.99), ms[-1], sum(r[1] != "200" for r in some), len(some)))
+waves("newcomers' first deploys under the load", ("back-to-back", "at-once", "100ms-apart"))
+waves("newcomers' first computations under the load", ("run-at-once", "run-100ms-apart"))
+PY
+
 curl -s http://localhost:2089/retainer/workers | python3 -c '
 import json,sys
 d=json.load(sys.stdin)
@@ -77,7 +141,8 @@ mib=lambda k: sum(w[k] for w in ws)/len(ws)/2**20
 print("workers up: %d (tenants %d); per tenant worker: RSS %.1f MiB, PSS %.1f MiB, private %.1f MiB" % (
     len([w for w in d["workers"] if w["state"] == "up"]), len(ws), mib("rssBytes"), mib("pssBytes"), mib("privateBytes")))
 for b in d["budget"]:
-    print("budget: %(mode)s, %(workers)d workers, %(usedMemory)d of %(workerMemory)d bytes, next %(nextWorker)d" % b)'
+    print("budget: %(mode)s, %(workers)d workers, %(usedMemory)d of %(workerMemory)d bytes, next %(nextWorker)d" % b
+          + ", spares kept %s" % b.get("spares", "1 (before spares.go)"))'
 
 echo "a newcomer's first run (1 s between tenants: the spare ready):"
 for i in 1 2 3 4 5; do

@@ -100,6 +100,10 @@ const (
 	// handles' (the tenant waiting the most loses its entries first).
 	LogPendingPerHandle = 64 << 10
 	LogPending          = 16 << 20
+	// A busy handle's waiting entries while all handles' together are
+	// under half of LogPending (docs/logs.md): it may use the room others
+	// are not using, and is the first to lose it when they need it.
+	LogPendingBusyHandle = 2 << 20
 	// ai.run calls in flight to the model endpoint (a streamed one until
 	// its stream ends; docs/ai.md): a tenant's (past it a call waits for
 	// one of the tenant's own to end), and the gateway's (past it
@@ -307,3 +311,163 @@ const (
 	ClusterKVBound       = 1500 * time.Millisecond
 	ReceiptsWaitingBytes = 64 << 20
 )
+
+// A tenant's SQL in a cluster (docs/sql.md, docs/cluster.md) and a
+// program's statements: the pages one transaction changes, held in the
+// gateway's memory until its commit (past it the transaction fails with
+// SQL_ERROR, nothing written), the pages all databases' transactions hold
+// at once in one gateway (past it OVERLOADED, retryable), and a
+// statement's parameters (past them the statement fails with SQL_ERROR).
+const (
+	SQLDirtyBytes    = 64 << 20
+	SQLDirtyBytesAll = 256 << 20
+	SQLParams        = 1000
+)
+
+// What a tenant's host asks of the API (README.md, API; docs/protocol.md):
+// a chain's steps (past them BAD_REQUEST), a handle's invocations in
+// progress as a deploy may set them (`concurrency`; past it BAD_REQUEST);
+// on one executor socket, the executions, caller-tool calls and
+// invocations in flight (past them that message is answered OVERLOADED,
+// the socket stays) and the caller providers and one provider's tools a
+// message may declare (past them BAD_REQUEST).
+const (
+	ChainSteps              = 32
+	HandleConcurrency       = 1000
+	ExecutorSocketRuns      = 16
+	ExecutorSocketCalls     = 64
+	ExecutorSocketInvokes   = 64
+	ExecutorCallerProviders = 32
+	ExecutorCallerTools     = 256
+)
+
+// On-demand TLS (docs/domains.md): the denied hosts a gateway logs in one
+// second, whoever's handshakes they are (past it the denial is not
+// logged; the handshake fails either way).
+const TLSDenialLogsPerSecond = 100
+
+// A handle's log (docs/logs.md, docs/runtime.md): the entries it keeps in
+// memory (its newest; the oldest dropped and counted past it), and in the
+// store one entry's message and a request entry's URL (longer ones cut
+// and marked: a visitor's long query string cannot make its tenant's
+// entries large); a page a reader asks for holds at most LogPageEntries
+// (a larger limit is taken as it); a tenant holds LogTailsPerTenant live
+// tails at once (past them QUOTA_EXCEEDED).
+const (
+	LogTailsPerTenant = 10
+	HandleLogEntries  = 1000
+	LogMessageBytes   = 16 << 10
+	LogURLBytes       = 256
+	LogPageEntries    = 1000
+)
+
+// A tenant's secrets (docs/secrets.md): a value's bytes (past it
+// TOO_LARGE) and how many it keeps (past it QUOTA_EXCEEDED); and a
+// handle's cron schedules (docs/schedules.md; past them BAD_REQUEST).
+const (
+	SecretValueBytes   = 8 << 10
+	SecretsPerTenant   = 100
+	SchedulesPerHandle = 5
+)
+
+// A program's calls: an object's httpMetadata and customMetadata together
+// (names and values, as R2 bounds its custom metadata; past it
+// BAD_REQUEST), and the AI endpoint's answer read whole (past it the call
+// fails with BAD_REQUEST).
+const (
+	ObjectMetadataBytes = 8 << 10
+	AIAnswerBytes       = 8 << 20
+)
+
+// A program's text streams in its isolate (sandbox/webapi/text): the
+// streaming TextDecoders and the (de)compression streams one isolate keeps
+// (past them another of its own loses its state or is closed first: a
+// program juggling more breaks only itself), and what one decompressed
+// chunk may grow to before it is handed back (past it the stream errors,
+// a decompression bomb costing the worker no more).
+const (
+	TextDecodersPerIsolate       = 64
+	CompressionStreamsPerIsolate = 64
+	DecompressChunkBytes         = 32 << 20
+)
+
+// A program's outbound fetch (capability/fetch.go): the redirects one
+// fetch follows (past them the fetch throws), and how long one fetch may
+// take to its answer's end, read whole or streamed up to its head (the
+// run's own bound usually ends it sooner; past it the fetch throws).
+const (
+	FetchRedirects = 10
+	FetchTimeout   = 30 * time.Second
+)
+
+// Handlers' console lines copied into Caddy's log: each tenant's rate and
+// burst, under the gateway's, so one tenant's flood never drops
+// another's lines (past them lines are left out of Caddy's log, counted in
+// the tenant's next line; the handle's own log keeps them); a line's
+// message there (cut past it), and the tenants whose rates are kept (an
+// idle one forgotten first).
+const (
+	ConsoleLinesPerSecondPerTenant = 10
+	ConsoleBurstPerTenant          = 100
+	ConsoleLinesPerSecond          = 50
+	ConsoleBurst                   = 200
+	ConsoleLineBytes               = 4096
+	ConsoleTenants                 = 4096
+)
+
+// A tenant's domains (docs/domains.md): how long a claim may stay pending
+// after its first PUT (then it is dropped), and its verification attempts,
+// each a DNS query the gateway sends for it: a burst, then one every
+// DomainVerifyEvery (past them 429 QUOTA_EXCEEDED).
+const (
+	DomainClaimPending = 7 * 24 * time.Hour
+	DomainVerifyBurst  = 10
+	DomainVerifyEvery  = 6 * time.Second
+)
+
+// A log page being answered (docs/logs.md): the part held at a time,
+// charged to the tenant in the BodyBytes budget, and how long each part
+// may take to be written (past it a reader who stopped reading is cut
+// off and the part let go).
+const (
+	LogPagePartBytes = 256 << 10
+	LogPagePartWrite = 10 * time.Second
+)
+
+// Spare workers the pool keeps started ahead of newcomers, at most
+// (workers/spares.go): with `workers auto`, one more for every 25 tenant
+// workers and for each newcomer that found none up lately. Newcomers past
+// them wait for a worker's start within their bound.
+const SpareWorkers = 8
+
+// A tenant's kv in a registry (keys and values, pending writes counted):
+// past it the write throws QUOTA_EXCEEDED.
+const KVBytesPerTenant = 100 << 20
+
+// A worker's kv read cache (kv/cache, docs/architecture.md): the values
+// one worker caches (past it the cache starts afresh: its programs read
+// through to the gateway), the run and handle ids it remembers, one batch
+// of writes it sends (the rest wait for the next), and what the keys the
+// gateway notes for one worker may cost it (~10,000 keys of 40 bytes;
+// past it a space counts as wholly held and every write to it is told).
+// A program can fill them; nothing it does is refused by them.
+const (
+	KVCacheBytesPerWorker = 8 << 20
+	KVCacheRunsPerWorker  = 10000
+	KVWriteBatchBytes     = 4 << 20
+	KVHeldBytesPerWorker  = 1 << 20
+)
+
+// A program in its isolate: its host calls in flight (past them the call
+// throws) and its pending timers (past them setTimeout throws).
+const (
+	HostCallsPerIsolate = 64
+	TimersPerIsolate    = 10000
+)
+
+// A worker's connection to the gateway (workers/wire): the requests one
+// side handles at once for its peer; a worker past it is killed as a
+// flood (a crash no call explains). A worker sends at most half of it
+// (wire.MaxCalls): its isolates' host calls past that wait in the worker
+// within their run, so no program makes its worker break the protocol.
+const WireRequestsServing = 4096

@@ -17,6 +17,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the expected JSON of test
 // TestCaddyfileAdapt runs testdata/*.caddyfiletest: a Caddyfile, a line of
 // dashes, then the adapted JSON or "error: <text the error contains>".
 func TestCaddyfileAdapt(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("testdata/*.caddyfiletest")
 	if len(files) == 0 {
 		t.Fatal("no adapt tests")

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // aiAttackConfig is aiConfig's gateway with the attack endpoint's models,
@@ -140,11 +142,7 @@ func TestAICallsCappedPerTenant(t *testing.T) {
 		flood = do(t, "POST", api("/executions"), alice, mustJSON(map[string]any{"capabilities": []string{"ai"},
 			"code": `async () => { const ps = []; for (let i = 0; i < 64; i++) ps.push(ai.run('serial', {prompt: 'alice'}).then(() => 'ok', (e) => e.code || e.message)); const r = await Promise.all(ps); return r.filter(x => x === 'ok').length; }`}))
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ep.mostOf("alice") < 10; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("alice's calls never reached the endpoint")
-		}
-	}
+	waitfor.Until(t, 10*time.Second, "alice's calls to reach the endpoint", func() bool { return ep.mostOf("alice") >= 10 })
 	time.Sleep(100 * time.Millisecond) // all 64 asked
 	v := do(t, "GET", site(host, "/ai"), "", nil)
 	if v.status != 200 || string(v.body) != `{"n":2,"r":"echo: bob"}` {
@@ -161,18 +159,16 @@ func TestAICallsCappedPerTenant(t *testing.T) {
 		t.Fatalf("bob's counter after: %d %s", v.status, v.body)
 	}
 	// Her calls end with her run: their places come back.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		held := 0
+	held := 0
+	if !waitfor.Within(10*time.Second, func() bool {
+		held = 0
 		for _, rt := range runtimesOf() {
 			_, all := rt.ai.InFlight("alice")
 			held += all
 		}
-		if held == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls still counted in flight", held)
-		}
+		return held == 0
+	}) {
+		t.Fatalf("%d calls still counted in flight", held)
 	}
 
 	// A redirect is the endpoint's answer, never followed with the key.

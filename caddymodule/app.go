@@ -196,7 +196,7 @@ func (a *App) setDefaults() {
 		a.WorkerMemory = workers.DefaultWorkerMemory()
 	}
 	if a.TenantWorkerMemory <= 0 {
-		a.TenantWorkerMemory = a.WorkerMemory / 4
+		a.TenantWorkerMemory = budgets.DefaultTenantWorkerMemory(a.WorkerMemory)
 	}
 	if a.RecycleIdle <= 0 {
 		a.RecycleIdle = caddy.Duration(budgets.DefaultRecycleIdle)
@@ -208,8 +208,8 @@ func (a *App) setDefaults() {
 		a.RequestBodyTimeout = caddy.Duration(budgets.DefaultRequestBodyTimeout)
 	}
 	if a.Prewarm == nil {
-		two := 2
-		a.Prewarm = &two
+		n := budgets.DefaultPrewarm
+		a.Prewarm = &n
 	}
 	if a.Isolation == "" {
 		a.Isolation = workers.IsolationTenant
@@ -232,22 +232,22 @@ func (a *App) setDefaults() {
 	a.Timeout, a.MemoryMiB = caddy.Duration(l.Timeout), l.MemoryMiB
 	a.MaxRequestBody, a.MaxResponseBody = int64(l.RequestBody), int64(l.ResponseBody)
 	if a.MaxObject <= 0 {
-		a.MaxObject = 1 << 30
+		a.MaxObject = budgets.DefaultMaxObject
 	}
 	if a.ObjectsQuota <= 0 {
-		a.ObjectsQuota = 10 << 30
+		a.ObjectsQuota = budgets.DefaultObjectsQuota
 	}
 	if a.MaxTimeout <= 0 {
-		a.MaxTimeout = caddy.Duration(30 * time.Second)
+		a.MaxTimeout = caddy.Duration(budgets.DefaultMaxTimeout)
 	}
 	if a.MaxMemoryMiB <= 0 {
-		a.MaxMemoryMiB = 256
+		a.MaxMemoryMiB = budgets.DefaultMaxMemoryMiB
 	}
 	if a.Idle <= 0 {
 		a.Idle = caddy.Duration(budgets.DefaultIdle)
 	}
 	if a.MaxIdle <= 0 {
-		a.MaxIdle = max(caddy.Duration(24*time.Hour), a.Idle)
+		a.MaxIdle = max(caddy.Duration(budgets.DefaultMaxIdle), a.Idle)
 	}
 	if a.VersionRetention <= 0 {
 		a.VersionRetention = caddy.Duration(budgets.DefaultVersionRetention)
@@ -259,16 +259,22 @@ func (a *App) setDefaults() {
 		a.MaxHandlesPerTenant = budgets.DefaultHandlesPerTenant
 	}
 	if a.WebsocketIdle <= 0 {
-		a.WebsocketIdle = caddy.Duration(5 * time.Minute)
+		a.WebsocketIdle = caddy.Duration(budgets.DefaultWebsocketIdle)
 	}
 	if a.BoundStrikes <= 0 {
 		a.BoundStrikes = budgets.DefaultBoundStrikes
 	}
 	if a.ReceiptRetention <= 0 {
-		a.ReceiptRetention = caddy.Duration(7 * 24 * time.Hour)
+		a.ReceiptRetention = caddy.Duration(budgets.DefaultReceiptRetention)
 	}
 	if a.IssuancePerHour <= 0 {
-		a.IssuancePerHour = 20
+		a.IssuancePerHour = budgets.DefaultIssuancePerHour
+	}
+	if a.LogRetention <= 0 {
+		a.LogRetention = caddy.Duration(budgets.DefaultLogRetention)
+	}
+	if a.LogBytes <= 0 {
+		a.LogBytes = budgets.DefaultLogBytes
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // bystander is a second tenant on the same gateway whose state must survive
@@ -151,12 +153,14 @@ func TestOutputBoundsAreMeasuredWhereBuilt(t *testing.T) {
 	if a := do(t, "GET", site(id+".apps.localhost", "/"), "", nil); a.status != 200 {
 		t.Fatalf("timer handler: %d %s", a.status, a.body)
 	}
-	time.Sleep(300 * time.Millisecond)
-	bob.check("a timer that logs 4 MB")
-	logs := do(t, "GET", api("/handles/"+id+"/logs"), mallory, nil)
-	if logs.status != 200 || !strings.Contains(string(logs.body), "logs truncated") {
+	var logs answer
+	if !waitfor.Within(10*time.Second, func() bool {
+		logs = do(t, "GET", api("/handles/"+id+"/logs"), mallory, nil)
+		return logs.status == 200 && strings.Contains(string(logs.body), "logs truncated")
+	}) {
 		t.Fatalf("the timer's logs: %d %.300s", logs.status, logs.body)
 	}
+	bob.check("a timer that logs 4 MB")
 
 	// Host-call arguments: a 1 MiB kv value of '<' and fetch bodies over
 	// their bound.
@@ -293,17 +297,19 @@ func TestZonedAddressesAndForgedRequests(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(store, ""), "caddyfile")
 	alice := token(t, "alice", allScopes)
+	// The gateway's own port, reached through a zone.
+	port := strconv.Itoa(httpPort)
 	a := execute(t, alice, map[string]any{"code": `async () => 1`, "capabilities": []string{"fetch"},
-		"outbound": map[string]any{"allow": []string{"[::1%251]:9080"}}})
+		"outbound": map[string]any{"allow": []string{"[::1%251]:" + port}}})
 	if a.status != 400 || a.code() != "BAD_REQUEST" {
 		t.Fatalf("zoned allow list: %d %s", a.status, a.body)
 	}
 	a = execute(t, alice, map[string]any{"capabilities": []string{"fetch"},
-		"outbound": map[string]any{"allow": []string{"[::1]:9080", "example.com"}},
+		"outbound": map[string]any{"allow": []string{"[::1]:" + port, "example.com"}},
 		"code": `async () => {
-			const out = {};
-			try { await fetch('http://[::1%251]:9080/') ; out.zoned = 'fetched' } catch (e) { out.zoned = e.message }
-			const forged = Object.create(Request.prototype, {url: {value: 'http://[::1%251]:9080/'}, method: {value: 'GET'}, headers: {value: new Headers()}});
+			const out = {}, zoned = 'http://[::1%251]:` + port + `/';
+			try { await fetch(zoned) ; out.zoned = 'fetched' } catch (e) { out.zoned = e.message }
+			const forged = Object.create(Request.prototype, {url: {value: zoned}, method: {value: 'GET'}, headers: {value: new Headers()}});
 			try { await fetch(forged); out.forged = 'fetched' } catch (e) { out.forged = e.constructor.name + ': ' + e.message }
 			return out;
 		}`})

@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // Request bodies are the visitor's time (README.md, API): a
@@ -205,19 +206,16 @@ func TestTrickledBodyHoldsNoSlot(t *testing.T) {
 // progressOf polls the handler's count of bytes read from upload n until it
 // reaches at least want.
 func progressOf(t *testing.T, host, n string, want int) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		a := do(t, "GET", site(host, "/progress?n="+n), "", nil)
-		var seen int
+	var a answer
+	seen := 0
+	if waitfor.Within(10*time.Second, func() bool {
+		a, seen = do(t, "GET", site(host, "/progress?n="+n), "", nil), 0
 		fmt.Sscanf(string(a.body), `{"seen":%d}`, &seen)
-		if seen >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the handler read %d bytes of upload %s, want %d (%d %s)", seen, n, want, a.status, a.body)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return seen >= want
+	}) {
+		return nil
 	}
+	return fmt.Errorf("the handler read %d bytes of upload %s, want %d (%d %s)", seen, n, want, a.status, a.body)
 }
 
 // Bodies that stop arriving, or trickle past request_body_timeout, all
@@ -362,6 +360,7 @@ func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
 // request_body_idle, one that trickles past request_body_timeout 408 too,
 // and a whole one is read.
 func TestWholeBodyWithoutReadDeadlines(t *testing.T) {
+	t.Parallel()
 	h := &Retainer{app: &App{MaxRequestBody: 4 << 20, RequestBodyIdle: caddy.Duration(300 * time.Millisecond), RequestBodyTimeout: caddy.Duration(time.Second)}, live: new(started)}
 	read := func(send func(w *io.PipeWriter)) (string, error) {
 		pr, pw := io.Pipe()

@@ -2,11 +2,13 @@ package caddymodule
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -369,4 +371,60 @@ func dropBody(w http.ResponseWriter) {
 	rc := http.NewResponseController(w)
 	rc.Flush()
 	rc.SetReadDeadline(time.Now())
+}
+
+// A JSON request body (the API's and the executor socket's), read within
+// a bound and decoded strictly: an unknown field is a BAD_REQUEST.
+
+// decodeBody reads a JSON request body of at most max bytes into v, and
+// answers the fault itself when it cannot (false).
+func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) bool {
+	body, err := readBody(w, r, max)
+	if err == nil {
+		err = decodeStrict(body, v)
+	}
+	if err != nil {
+		writeFault(w, err, "")
+		return false
+	}
+	return true
+}
+
+// readBody reads a request body within max_request_body (TOO_LARGE past it).
+// A body of known length within the bound is read into a buffer of that
+// length at once (net/http ends it there): io.ReadAll grows its buffer
+// from 512 bytes, which cost a 3.8 KB webhook body ~10 µs of the gateway's
+// CPU in allocations and copies.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	if n := r.ContentLength; n >= 0 && n <= max {
+		data := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, data); err != nil {
+			if errors.Is(err, errForwardBody) {
+				return nil, err
+			}
+			return nil, fault.New(fault.BadRequest, "The request body could not be read.")
+		}
+		return data, nil
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fault.New(fault.TooLarge, "The request body is over the %d byte bound.", max)
+		}
+		if errors.Is(err, errForwardBody) {
+			return nil, err
+		}
+		return nil, fault.New(fault.BadRequest, "The request body could not be read.")
+	}
+	return data, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fault.New(fault.BadRequest, "The body is not the expected JSON: %s.", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
 }

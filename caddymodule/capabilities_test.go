@@ -16,9 +16,9 @@ import (
 
 func capabilitiesConfig(store, toolURL string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	retainer {
 		store %s
 		workers 2
@@ -64,7 +64,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, httpPort, testSecret, toolURL, httpPort, testSecret, httpPort, testSecret, httpPort)
+`, adminPort, httpPort, httpsPort, store, httpPort, testSecret, toolURL, httpPort, testSecret, httpPort, testSecret, httpPort)
 }
 
 func TestCapabilities(t *testing.T) {

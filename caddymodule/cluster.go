@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/cluster"
 	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
@@ -124,7 +125,7 @@ func (a *App) clusterDefaults() {
 			c.Advertise = c.Listen
 		}
 		if c.Lease == 0 {
-			c.Lease = caddy.Duration(10 * time.Second)
+			c.Lease = caddy.Duration(budgets.DefaultClusterLease)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 // A cluster's configuration is checked as a whole: each misconfiguration
 // fails validation with a message naming what is wrong (docs/cluster.md).
 func TestClusterValidation(t *testing.T) {
+	t.Parallel()
 	const (
 		etcd     = `"store_etcd": {"endpoints": ["http://127.0.0.1:2379"]}`
 		pg       = `"receipts_postgres": {"dsn": "postgres://x@localhost/db"}`

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"golang.org/x/time/rate"
 )
 
@@ -13,19 +14,9 @@ import (
 // "Budgets"): each tenant has its own rate, under a gateway-wide ceiling,
 // so that one tenant's flood never drops another's lines (it once took
 // the one gateway-wide bucket, and 2 of a bystander's 20 lines reached the
-// log); each line is cut to consoleLineBytes.
-const (
-	consoleTenantRate  = 10  // lines a second a tenant
-	consoleTenantBurst = 100 // lines at once a tenant
-	consoleAllRate     = 50  // lines a second in all
-	consoleAllBurst    = 200 // lines at once in all
-	// consoleLineBytes bounds a line's message in Caddy's log (a tenant's
-	// own handle log keeps it whole).
-	consoleLineBytes = 4096
-	// consoleTenants bounds the tenants whose rates are kept; a tenant idle
-	// long enough to have its whole burst again is forgotten first.
-	consoleTenants = 4096
-)
+// log); each line is cut to budgets.ConsoleLineBytes (a tenant's own
+// handle log keeps it whole). The rates, bursts and the tenants kept are
+// budgets' Console* rows.
 
 // consoleLimiter decides which console lines reach Caddy's log.
 type consoleLimiter struct {
@@ -43,7 +34,7 @@ type tenantConsole struct {
 }
 
 func newConsoleLimiter() *consoleLimiter {
-	return &consoleLimiter{all: rate.NewLimiter(consoleAllRate, consoleAllBurst), tenants: map[string]*tenantConsole{}}
+	return &consoleLimiter{all: rate.NewLimiter(budgets.ConsoleLinesPerSecond, budgets.ConsoleBurst), tenants: map[string]*tenantConsole{}}
 }
 
 // allow reports whether the tenant's line goes into the log at now, and
@@ -53,13 +44,13 @@ func (c *consoleLimiter) allow(tenant string, now time.Time) (bool, int) {
 	defer c.mu.Unlock()
 	t := c.tenants[tenant]
 	if t == nil {
-		if len(c.tenants) >= consoleTenants {
+		if len(c.tenants) >= budgets.ConsoleTenants {
 			c.sweep(now)
 		}
-		if len(c.tenants) >= consoleTenants {
+		if len(c.tenants) >= budgets.ConsoleTenants {
 			return false, 0 // as many tenants as kept spoke within seconds
 		}
-		t = &tenantConsole{lim: rate.NewLimiter(consoleTenantRate, consoleTenantBurst)}
+		t = &tenantConsole{lim: rate.NewLimiter(budgets.ConsoleLinesPerSecondPerTenant, budgets.ConsoleBurstPerTenant)}
 		c.tenants[tenant] = t
 	}
 	t.last = now
@@ -80,7 +71,7 @@ func (c *consoleLimiter) sweep(now time.Time) {
 		return
 	}
 	c.swept = now
-	idle := time.Duration(consoleTenantBurst/consoleTenantRate) * time.Second
+	idle := time.Duration(budgets.ConsoleBurstPerTenant/budgets.ConsoleLinesPerSecondPerTenant) * time.Second
 	for name, t := range c.tenants {
 		if now.Sub(t.last) >= idle {
 			delete(c.tenants, name)
@@ -88,15 +79,15 @@ func (c *consoleLimiter) sweep(now time.Time) {
 	}
 }
 
-// consoleLine is msg cut to consoleLineBytes (at a character's start) with
+// consoleLine is msg cut to budgets.ConsoleLineBytes (at a character's start) with
 // a note saying how much was left out.
 func consoleLine(msg string) string {
-	if len(msg) <= consoleLineBytes {
+	if len(msg) <= budgets.ConsoleLineBytes {
 		return msg
 	}
-	n := consoleLineBytes
+	n := budgets.ConsoleLineBytes
 	for n > 0 && !utf8.RuneStart(msg[n]) {
 		n--
 	}
-	return fmt.Sprintf("%s… [%d bytes cut: a console line in the gateway's log holds at most %d bytes; the handle's log has it whole]", msg[:n], len(msg)-n, consoleLineBytes)
+	return fmt.Sprintf("%s… [%d bytes cut: a console line in the gateway's log holds at most %d bytes; the handle's log has it whole]", msg[:n], len(msg)-n, budgets.ConsoleLineBytes)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // handleRecord is GET /handles/{id}'s answer, or nil once it answers 404.
@@ -28,12 +30,7 @@ func handleRecord(t *testing.T, tok, id string) map[string]any {
 func endsWithin(t *testing.T, tok, id string, d time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for handleRecord(t, tok, id) != nil {
-		if time.Since(start) > d {
-			t.Fatalf("handle %s still lives after %v", id, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Until(t, d, "handle "+id+" to end", func() bool { return handleRecord(t, tok, id) == nil })
 	return time.Since(start)
 }
 

@@ -14,7 +14,8 @@
 //     `http.handlers.retainer_jwt` that uses it and writes the 401 answer
 //     itself (jwt.go);
 //   - the Caddyfile syntax of all of them, with directive order registered
-//     (caddyfile.go), and metrics (metrics.go).
+//     (caddyfile.go: the global option; caddyfile_directives.go: the site
+//     directives), and metrics (metrics.go).
 //
 // The package wires handles (registries), workers (isolates in
 // worker processes) and authz (tokens); it holds no policy of its own beyond

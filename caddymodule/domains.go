@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 )
@@ -28,12 +29,9 @@ type DomainsConfig struct {
 	Reserved []string `json:"reserved,omitempty"`
 }
 
-// Verification attempts a tenant may make: a burst of verifyBurst, then
-// one every verifyEvery (each is a DNS query the gateway sends for it).
-const (
-	verifyBurst = 10
-	verifyEvery = 6 * time.Second
-)
+// Verification attempts a tenant may make: a burst of
+// budgets.DomainVerifyBurst, then one every budgets.DomainVerifyEvery
+// (each is a DNS query the gateway sends for it).
 
 // domainsAPI serves /domains for one retainer_api.
 type domainsAPI struct {
@@ -52,7 +50,7 @@ func newDomainsAPI(cfg *DomainsConfig) *domainsAPI {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		}}
 	}
-	d.limits.every, d.limits.burst = verifyEvery, verifyBurst
+	d.limits.every, d.limits.burst = budgets.DomainVerifyEvery, budgets.DomainVerifyBurst
 	return d
 }
 

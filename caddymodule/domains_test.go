@@ -16,14 +16,14 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/dnstest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
-
-const httpsPort = 9443
 
 func domainsGatewayConfig(store, caddyData, resolver string, extraGlobal ...string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
 	https_port %d
 	grace_period 1s
@@ -79,7 +79,7 @@ https:// {
 		resolve domains
 	}
 }
-`, httpPort, httpsPort, caddyData, store, strings.Join(extraGlobal, "\n\t\t"), httpPort, testSecret, resolver, httpPort)
+`, adminPort, httpPort, httpsPort, caddyData, store, strings.Join(extraGlobal, "\n\t\t"), httpPort, testSecret, resolver, httpPort)
 }
 
 // httpsGet requests https://host/ on a new connection, trusting only
@@ -254,7 +254,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 	// Verification attempts are bounded per tenant.
 	do(t, "PUT", api("/domains/slow.example.test"), bob, mustJSON(map[string]any{"executionId": bobID}))
 	limited := false
-	for i := 0; i < verifyBurst+2 && !limited; i++ {
+	for i := 0; i < budgets.DomainVerifyBurst+2 && !limited; i++ {
 		a := do(t, "POST", api("/domains/slow.example.test/verify"), bob, nil)
 		limited = a.status == 429 && a.code() == "QUOTA_EXCEEDED"
 	}
@@ -266,7 +266,7 @@ func TestCustomDomainOverHTTPS(t *testing.T) {
 // metricsText is the admin endpoint's metrics.
 func metricsText(t *testing.T) string {
 	t.Helper()
-	res, err := http.Get("http://localhost:2999/metrics")
+	res, err := http.Get(adminURL("/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,10 +397,7 @@ func TestCertificateIssuanceBudget(t *testing.T) {
 		t.Fatalf("delete: %d %s", a.status, a.body)
 	}
 	dir := filepath.Join(caddyData, "certificates", "local", "one.alice.test")
-	deadline := time.Now().Add(10 * time.Second)
-	for _, err := os.Stat(dir); err == nil && time.Now().Before(deadline); _, err = os.Stat(dir) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.Within(10*time.Second, func() bool { _, err := os.Stat(dir); return err != nil })
 	if _, err := os.Stat(dir); !os.IsNotExist(err) || stored("one.alice.test") {
 		t.Fatalf("a deleted domain's certificate is still in storage: %v", err)
 	}
@@ -414,8 +411,9 @@ func TestCertificateIssuanceBudget(t *testing.T) {
 
 // The issuance book starts afresh each clock hour and counts a host once;
 // denied handshakes are logged once a second per host, and for at most
-// maxDenialLogs hosts a second.
+// budgets.TLSDenialLogsPerSecond hosts a second.
 func TestIssuanceBookAndDenialLog(t *testing.T) {
+	t.Parallel()
 	var b issuanceBook
 	at := time.Date(2026, 1, 1, 10, 59, 0, 0, time.UTC)
 	for i, c := range []struct {
@@ -443,7 +441,7 @@ func TestIssuanceBookAndDenialLog(t *testing.T) {
 			n++
 		}
 	}
-	if n != maxDenialLogs {
+	if n != budgets.TLSDenialLogsPerSecond {
 		t.Errorf("%d hosts logged in one second", n)
 	}
 }

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // eventRecorder is a test-only Caddy event handler that keeps what it hears.
@@ -55,19 +58,21 @@ func TestHandleEndIsACaddyEvent(t *testing.T) {
 	if a := do(t, "DELETE", api("/handles/"+id), alice, nil); a.status != 204 {
 		t.Fatalf("close: %d", a.status)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	ended := func() bool {
 		heardMu.Lock()
+		defer heardMu.Unlock()
 		for _, e := range heard {
 			if e.Name() == "handle_ended" && e.Data["execution_id"] == id && e.Data["reason"] == "closed" && e.Data["tenant"] == "alice" {
-				heardMu.Unlock()
-				return
+				return true
 			}
 		}
-		heardMu.Unlock()
-		time.Sleep(10 * time.Millisecond)
+		return false
 	}
-	t.Fatalf("no handle_ended event for %s; heard %d events", id, len(heard))
+	if !waitfor.Within(5*time.Second, ended) {
+		heardMu.Lock()
+		defer heardMu.Unlock()
+		t.Fatalf("no handle_ended event for %s; heard %d events", id, len(heard))
+	}
 }
 
 // TestShortSecretStopsTheConfig: a secret under 32 bytes, or one that is
@@ -77,15 +82,15 @@ func TestShortSecretStopsTheConfig(t *testing.T) {
 		"too-short":                 "at least 32 are required",
 		"{env.RETAINER_UNSET_TEST}": "empty after its placeholders are replaced",
 	} {
-		caddytest.AssertLoadError(t, `{
-	admin localhost:2999
-	http_port 9080
+		caddytest.AssertLoadError(t, fmt.Sprintf(`{
+	admin localhost:%d
+	http_port %d
 }
-http://api.localhost:9080 {
+http://api.localhost:%[2]d {
 	retainer_jwt {
-		secret `+secret+`
+		secret %s
 	}
 	retainer_api
-}`, "caddyfile", want)
+}`, adminPort, httpPort, secret), "caddyfile", want)
 	}
 }

@@ -30,17 +30,11 @@ import (
 // ExecutorSubprotocol names the protocol and its version.
 const ExecutorSubprotocol = "retainer.executor.v1"
 
-// Per-connection bounds (docs/protocol.md). Past one, the message is answered with
-// the fault and the connection stays.
+// Per-connection bounds (docs/protocol.md; the counts are budgets'
+// ExecutorSocket* and ExecutorCaller* rows).
 const (
-	maxSocketExecutions = 16 // execute messages whose outcome is not sent yet
-	maxSocketCalls      = 64 // caller-tool calls waiting for the host's answer
-	maxSocketInvokes    = 64 // invoke messages whose response is not sent yet
 	// socketIdle closes a socket on which the host sent nothing for so long.
 	socketIdle = budgets.ExecutorSocketIdle
-	// A caller provider list is the host's: bounded like the rest of it.
-	maxCallerProviders = 32
-	maxCallerTools     = 256
 	// socketWriteBound is how long one message may take to reach a host
 	// that stopped reading; past it the connection is closed.
 	socketWriteBound = 30 * time.Second
@@ -68,8 +62,8 @@ func checkCallerProviders(ps []handles.Provider, socket bool) error {
 		if !identifier.MatchString(p.Name) || p.Name == "undefined" || p.Name == "NaN" || p.Name == "Infinity" {
 			return fault.New(fault.BadRequest, "The caller provider name %q is not a JavaScript identifier of at most 64 characters.", p.Name)
 		}
-		if len(p.Tools) > maxCallerTools {
-			return fault.New(fault.BadRequest, "The caller provider %q has %d tools; at most %d.", p.Name, len(p.Tools), maxCallerTools)
+		if len(p.Tools) > budgets.ExecutorCallerTools {
+			return fault.New(fault.BadRequest, "The caller provider %q has %d tools; at most %d.", p.Name, len(p.Tools), budgets.ExecutorCallerTools)
 		}
 		tools := map[string]bool{}
 		for _, t := range p.Tools {
@@ -79,8 +73,8 @@ func checkCallerProviders(ps []handles.Provider, socket bool) error {
 			tools[t] = true
 		}
 	}
-	if n > maxCallerProviders {
-		return fault.New(fault.BadRequest, "%d caller providers; at most %d.", n, maxCallerProviders)
+	if n > budgets.ExecutorCallerProviders {
+		return fault.New(fault.BadRequest, "%d caller providers; at most %d.", n, budgets.ExecutorCallerProviders)
 	}
 	return nil
 }
@@ -381,9 +375,9 @@ func (c *executorConn) execute(id int64, raw json.RawMessage) {
 		return
 	}
 	c.mu.Lock()
-	if c.executions >= maxSocketExecutions {
+	if c.executions >= budgets.ExecutorSocketRuns {
 		c.mu.Unlock()
-		failed(fault.New(fault.Overloaded, "This connection has %d executions in flight, the most it may; wait for an outcome.", maxSocketExecutions), "")
+		failed(fault.New(fault.Overloaded, "This connection has %d executions in flight, the most it may; wait for an outcome.", budgets.ExecutorSocketRuns), "")
 		return
 	}
 	c.executions++
@@ -421,9 +415,9 @@ func (c *executorConn) call(ctx context.Context, execution int64, provider, tool
 		c.mu.Unlock()
 		return nil, fault.New(fault.BadRequest, "The caller's connection has closed.")
 	}
-	if len(c.calls) >= maxSocketCalls {
+	if len(c.calls) >= budgets.ExecutorSocketCalls {
 		c.mu.Unlock()
-		return nil, fault.New(fault.Overloaded, "The caller has %d calls waiting for answers, the most one connection may.", maxSocketCalls)
+		return nil, fault.New(fault.Overloaded, "The caller has %d calls waiting for answers, the most one connection may.", budgets.ExecutorSocketCalls)
 	}
 	c.nextCall++
 	m := c.nextCall
@@ -473,9 +467,9 @@ func (c *executorConn) invoke(id int64, m socketMessage) {
 		name = "fetch"
 	}
 	c.mu.Lock()
-	if c.invokes >= maxSocketInvokes {
+	if c.invokes >= budgets.ExecutorSocketInvokes {
 		c.mu.Unlock()
-		failed(fault.New(fault.Overloaded, "This connection has %d invocations in flight, the most it may; wait for a response.", maxSocketInvokes))
+		failed(fault.New(fault.Overloaded, "This connection has %d invocations in flight, the most it may; wait for a response.", budgets.ExecutorSocketInvokes))
 		return
 	}
 	c.invokes++

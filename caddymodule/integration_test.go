@@ -26,6 +26,8 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/retainer-gw/retainer/internal/freeport"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/sandbox/child"
 	"github.com/retainer-gw/retainer/workers"
 )
@@ -34,19 +36,29 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		child.Main()
 	}
+	caddytest.Default.AdminPort = adminPort
 	os.Exit(m.Run())
 }
 
-const (
-	testSecret = "integration-secret-integration-secret"
-	httpPort   = 9080
+const testSecret = "integration-secret-integration-secret"
+
+// The ports of this test process's Caddy, free ones picked as it starts
+// (internal/freeport): every config of these tests loads on the same three,
+// and a second run of the package at the same time picks its own.
+var (
+	adminPort = freeport.For("admin")
+	httpPort  = freeport.For("http")
+	httpsPort = freeport.For("https")
 )
+
+// adminURL is path on this process's Caddy admin endpoint.
+func adminURL(path string) string { return fmt.Sprintf("http://localhost:%d%s", adminPort, path) }
 
 func gatewayConfig(store string, extraGlobal string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	grace_period 1s
 	retainer {
 		store %s
@@ -87,7 +99,7 @@ http://*.named.localhost:%d {
 		resolve routes
 	}
 }
-`, httpPort, store, extraGlobal, httpPort, testSecret, httpPort, httpPort, httpPort)
+`, adminPort, httpPort, httpsPort, store, extraGlobal, httpPort, testSecret, httpPort, httpPort, httpPort)
 }
 
 // appsGatewayConfig is a gateway with the API at api.localhost (tokens
@@ -96,9 +108,9 @@ http://*.named.localhost:%d {
 // the retainer block after the store.
 func appsGatewayConfig(store, global, api string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	retainer {
 		store %s
 		%s
@@ -121,7 +133,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, global, httpPort, testSecret, api, httpPort)
+`, adminPort, httpPort, httpsPort, store, global, httpPort, testSecret, api, httpPort)
 }
 
 // client dials every host name to the local Caddy.
@@ -503,12 +515,11 @@ func TestGateway(t *testing.T) {
 	}
 	// A reload that changes the worker count applies it to the running pool.
 	tester.InitServer(gatewayConfig(store, "isolation shared\nworkers 3"), "caddyfile")
-	deadline = time.Now().Add(20 * time.Second)
-	for len(workerPIDs(t)) != 3 || strings.Contains(fmt.Sprint(workerPIDs(t)), " 0") || workerPIDs(t)[2] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("workers after a reload to 3: %v", workerPIDs(t))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitfor.Within(20*time.Second, func() bool {
+		pids := workerPIDs(t)
+		return len(pids) == 3 && !strings.Contains(fmt.Sprint(pids), " 0") && pids[0] != 0
+	}) {
+		t.Fatalf("workers after a reload to 3: %v", workerPIDs(t))
 	}
 }
 
@@ -518,13 +529,13 @@ func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 // end, the store closes) and loads config again: a gateway restart with
 // the same store, inside one test process.
 func restart(tester *caddytest.Tester, config string) {
-	tester.InitServer(`{
-	admin localhost:2999
-	http_port 9080
+	tester.InitServer(fmt.Sprintf(`{
+	admin localhost:%d
+	http_port %d
 }
-http://other.localhost:9080 {
+http://other.localhost:%[2]d {
 	respond "no retainer here"
-}`, "caddyfile")
+}`, adminPort, httpPort), "caddyfile")
 	tester.InitServer(config, "caddyfile")
 }
 
@@ -544,7 +555,7 @@ func TestWorkerCPUsOption(t *testing.T) {
 	}
 	workers := func() []adminWorker {
 		t.Helper()
-		res, err := http.Get("http://localhost:2999/retainer/workers")
+		res, err := http.Get(adminURL("/retainer/workers"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,9 +18,9 @@ func TestJWTPlaceholdersAndCredentials(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "registry.db")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%[4]d
 	http_port %[1]d
-	https_port 9443
+	https_port %[5]d
 	retainer {
 		store %[2]s
 		workers 2
@@ -51,7 +51,7 @@ http://*.apps.localhost:%[1]d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, testSecret), "caddyfile")
+`, httpPort, store, testSecret, adminPort, httpsPort), "caddyfile")
 	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "alice", "org": "acme", "scope": "retainer:read", "exp": time.Now().Add(time.Hour).Unix(),
 	}).SignedString([]byte(testSecret))

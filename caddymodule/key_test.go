@@ -11,6 +11,7 @@ import (
 // The data plane reads a host-label key from the Host header itself; the
 // answer must be Caddy's own, for every label of every kind of host.
 func TestHostLabelKeyIsCaddys(t *testing.T) {
+	t.Parallel()
 	hosts := []string{"a1b2.apps.localhost", "a1b2.apps.localhost:8080", "Shop.Apps.Example.COM", "x", "", ".", "..",
 		"a..b", "trailing.dot.", ".leading", "127.0.0.1", "127.0.0.1:9", "[::1]:8080", "[::1]", "::1", "a.b:", "a.b:c:d",
 		"very.deep.sub.domain.of.the.apps.example.com:443"}
@@ -30,6 +31,7 @@ func TestHostLabelKeyIsCaddys(t *testing.T) {
 // Only the exact placeholder takes the direct path; anything else is the
 // replacer's.
 func TestHostLabelKeyOnlyForThePlaceholder(t *testing.T) {
+	t.Parallel()
 	for key, want := range map[string]int{
 		"{http.request.host.labels.2}":   2,
 		"{http.request.host.labels.0}":   0,

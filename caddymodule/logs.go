@@ -10,20 +10,17 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// logPart is the most of a log page the gateway holds at once: the page
-// (up to 1,000 entries of 16 KiB) is read from the store and written a
-// part at a time, the part's bytes charged to the tenant in the answer
-// budget (budgets.BodyBytes) while the answer is written; logPartWrite
-// bounds the writing of each part, so a reader who stops reading lets go
-// of it (docs/logs.md).
-const (
-	logPart      = 256 << 10
-	logPartWrite = 10 * time.Second
-)
+// budgets.LogPagePartBytes is the most of a log page the gateway holds
+// at once: the page (up to 1,000 entries of 16 KiB) is read from the
+// store and written a part at a time, the part's bytes charged to the
+// tenant in the answer budget (budgets.BodyBytes) while the answer is
+// written; budgets.LogPagePartWrite bounds the writing of each part, so a
+// reader who stops reading lets go of it (docs/logs.md).
 
 // handleLogs answers a page of a handle's stored log (docs/logs.md):
 // ?since=<RFC 3339>&limit=&cursor=, oldest first, with the cursor that
@@ -57,7 +54,7 @@ func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	release, err := h.registry().HoldAnswer(c.tenant, logPart)
+	release, err := h.registry().HoldAnswer(c.tenant, budgets.LogPagePartBytes)
 	if err != nil {
 		writeFault(w, err, "")
 		return
@@ -75,11 +72,11 @@ func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"logs":[`)
 	}
 	first := true
-	cursor, err := h.runtime().logs.Load().Read(logTenant(h.Registry, c.tenant), id, since, limit, q.Get("cursor"), logPart, func(entries [][]byte) error {
+	cursor, err := h.runtime().logs.Load().Read(logTenant(h.Registry, c.tenant), id, since, limit, q.Get("cursor"), budgets.LogPagePartBytes, func(entries [][]byte) error {
 		if !started {
 			start()
 		}
-		rc.SetWriteDeadline(time.Now().Add(logPartWrite))
+		rc.SetWriteDeadline(time.Now().Add(budgets.LogPagePartWrite))
 		for _, b := range entries {
 			if !first {
 				if _, err := io.WriteString(w, ","); err != nil {
@@ -105,7 +102,7 @@ func (h *API) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if !started {
 		start()
 	}
-	rc.SetWriteDeadline(time.Now().Add(logPartWrite))
+	rc.SetWriteDeadline(time.Now().Add(budgets.LogPagePartWrite))
 	tail := `],"cursor":null}` + "\n"
 	if cursor != "" {
 		tail = `],"cursor":"` + cursor + `"}` + "\n"
@@ -119,7 +116,7 @@ const tailKeepalive = 15 * time.Second
 
 // tailLogs streams a handle's log entries as they happen, as Server-Sent
 // Events (`log`, and `dropped` with the count a slow reader lost), at most
-// logstore.TailsPerTenant a tenant (docs/logs.md).
+// budgets.LogTailsPerTenant a tenant (docs/logs.md).
 func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 	if h.replaced() {
 		// A request on a keep-alive connection of the server a reload is
@@ -199,12 +196,12 @@ func (h *API) tailLogs(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		case <-keep.C:
-			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
+			rc.SetWriteDeadline(time.Now().Add(budgets.LogPagePartWrite))
 			fmt.Fprint(w, ": keepalive\n\n")
 		case e := <-tail.C:
 			tail.Took(e)
 			// A reader who stops reading lets go of the tail.
-			rc.SetWriteDeadline(time.Now().Add(logPartWrite))
+			rc.SetWriteDeadline(time.Now().Add(budgets.LogPagePartWrite))
 			if n := tail.Dropped(); n > 0 {
 				fmt.Fprintf(w, "event: dropped\ndata: {\"count\":%d}\n\n", n)
 			}

@@ -341,7 +341,7 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 	if rows := read(bob); len(rows) != 1 || rows[0].Requests != 1 || rows[0].EgressBytes >= 10240 || rows[0].KVBytes == nil || *rows[0].KVBytes != 0 {
 		t.Fatalf("bob's usage: %+v", rows)
 	}
-	res, err := http.Get("http://localhost:2999/retainer/usage")
+	res, err := http.Get(adminURL("/retainer/usage"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestUsagePerTenantAndDay(t *testing.T) {
 		t.Fatalf("the admin export: %+v", export.Usage)
 	}
 	// The same export in CSV: a header and a row per tenant and day.
-	res, err = http.Get("http://localhost:2999/retainer/usage?format=csv&from=" + today)
+	res, err = http.Get(adminURL("/retainer/usage?format=csv&from=" + today))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // procStatus reads a field of /proc/<pid>/status in KiB ("self" for the
@@ -263,11 +265,7 @@ func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
 	// Mallory's workers fill up and are measured (every second): wait
 	// until what they hold is past her share (a quarter of 640 MiB).
 	held := int64(0)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if held = tenantPSS(t, "mallory"); held >= 160<<20 {
-			break
-		}
-	}
+	waitfor.Within(10*time.Second, func() bool { held = tenantPSS(t, "mallory"); return held >= 160<<20 })
 	t.Logf("mallory's workers hold %d MiB before the newcomers", held>>20)
 	var used string
 	if a := do(t, "GET", site("anon.localhost", "/health"), "", nil); a.status == 200 {
@@ -355,7 +353,7 @@ func TestAnswerBudget(t *testing.T) {
 // (GET /retainer/workers on the admin listener).
 func tenantPSS(t *testing.T, tenant string) int64 {
 	t.Helper()
-	res, err := http.Get("http://localhost:2999/retainer/workers")
+	res, err := http.Get(adminURL("/retainer/workers"))
 	if err != nil {
 		t.Fatal(err)
 	}

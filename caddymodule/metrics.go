@@ -3,11 +3,13 @@ package caddymodule
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/workers"
 )
@@ -226,4 +228,17 @@ func registerMetrics(ctx caddy.Context, rt *runtime) {
 			}
 		}
 	}
+}
+
+func observeInvocation(plane string, start time.Time, err error) {
+	if err == nil {
+		metricInvocationsOK.Inc()
+	} else {
+		metricInvocations.WithLabelValues(string(fault.CodeOf(err))).Inc()
+	}
+	latency := metricLatencyData
+	if plane != "data" {
+		latency = metricLatency.WithLabelValues(plane)
+	}
+	latency.Observe(time.Since(start).Seconds())
 }

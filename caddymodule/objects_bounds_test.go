@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/retainer-gw/retainer/internal/s3test"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // TestObjectsS3Stalled: with the S3 service stalled (SIGSTOP), a handler's
@@ -57,11 +58,10 @@ func TestObjectsS3Stalled(t *testing.T) {
 	}
 	s.Resume()
 	var last answer
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if last = do(t, "GET", site(host, "/"), "", nil); strings.Contains(string(last.body), `"got":"v"`) {
-			break
-		}
-	}
+	waitfor.Within(20*time.Second, func() bool {
+		last = do(t, "GET", site(host, "/"), "", nil)
+		return strings.Contains(string(last.body), `"got":"v"`)
+	})
 	if !strings.Contains(string(last.body), `"got":"v"`) || !strings.HasPrefix(string(last.body), `{"n":`) || strings.HasPrefix(string(last.body), `{"n":1,`) {
 		t.Fatalf("after the stall: %d %s", last.status, last.body)
 	}
@@ -101,11 +101,10 @@ func TestObjectsDownloadsAreEgress(t *testing.T) {
 		t.Fatalf("control plane: %d, %d bytes", a.status, len(a.body))
 	}
 	var after usageTotals
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if after = usageToday(t, alice); after.EgressBytes-before.EgressBytes >= 2*size {
-			break
-		}
-	}
+	waitfor.Within(10*time.Second, func() bool {
+		after = usageToday(t, alice)
+		return after.EgressBytes-before.EgressBytes >= 2*size
+	})
 	if got := after.EgressBytes - before.EgressBytes; got < 2*size {
 		t.Fatalf("egress of two %d-byte downloads: %d", size, got)
 	}

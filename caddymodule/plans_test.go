@@ -241,6 +241,7 @@ func TestPlanCapsAITokens(t *testing.T) {
 // The plans block parses as docs/usage.md writes it; a limit it does not
 // know, a negative one or a plan defined twice is refused.
 func TestPlansOption(t *testing.T) {
+	t.Parallel()
 	d := caddyfile.NewTestDispenser(`retainer {
 		plans {
 			plan_claim tier
@@ -626,6 +627,7 @@ func TestPlanHeldAgainstTheTenantsOtherTokens(t *testing.T) {
 // iat replaces and none without one does; a token naming no plan never
 // does.
 func TestPlanRecordsKeepTheLaterToken(t *testing.T) {
+	t.Parallel()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "plans.db"), time.Second)
 	if err != nil {
 		t.Fatal(err)

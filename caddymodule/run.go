@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/authz"
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -20,13 +21,6 @@ import (
 // generate.go). Every run has the tenants, scopes (retainer:execute),
 // bounds, grants, errors and receipts of POST /executions, and the spawn
 // budget of README.md, API.
-
-// Spawn budget defaults (README.md, API).
-const (
-	defaultSpawnDepth    = 3
-	defaultSpawnChildren = 50
-	maxChainSteps        = 32
-)
 
 // runRequest is the body of POST /run.
 type runRequest struct {
@@ -89,14 +83,14 @@ func (h *API) spawnDepth() int {
 	if h.SpawnDepth > 0 {
 		return h.SpawnDepth
 	}
-	return defaultSpawnDepth
+	return budgets.DefaultSpawnDepth
 }
 
 func (h *API) spawnChildren() int {
 	if h.SpawnChildren > 0 {
 		return h.SpawnChildren
 	}
-	return defaultSpawnChildren
+	return budgets.DefaultSpawnChildren
 }
 
 // runAnswer is the 200 answer of /run and /run/generate.
@@ -300,8 +294,8 @@ func (h *API) runChain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(req.Steps) == 0 || len(req.Steps) > maxChainSteps {
-		writeFault(w, fault.New(fault.BadRequest, "steps: a chain has 1 to %d steps.", maxChainSteps), "")
+	if len(req.Steps) == 0 || len(req.Steps) > budgets.ChainSteps {
+		writeFault(w, fault.New(fault.BadRequest, "steps: a chain has 1 to %d steps.", budgets.ChainSteps), "")
 		return
 	}
 	input := req.Input

@@ -17,9 +17,9 @@ import (
 
 func runConfig(store, model string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	grace_period 1s
 	retainer {
 		store %s
@@ -53,7 +53,7 @@ http://plain.localhost:%d {
 	}
 	retainer_api apps
 }
-`, httpPort, store, httpPort, testSecret, model, httpPort, testSecret)
+`, adminPort, httpPort, httpsPort, store, httpPort, testSecret, model, httpPort, testSecret)
 }
 
 // fakeModel is a real HTTP server speaking Chat Completions: it answers

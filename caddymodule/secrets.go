@@ -8,7 +8,6 @@ import (
 
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/budgets"
-	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -41,7 +40,7 @@ func (h *API) putSecret(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := readBody(w, r, capability.MaxSecretValue+1024)
+	body, err := readBody(w, r, budgets.SecretValueBytes+1024)
 	if err != nil {
 		writeFault(w, err, "")
 		return

@@ -204,6 +204,7 @@ func TestSecrets(t *testing.T) {
 
 // TestSecretsKeyUnder32Bytes: a short key fails the configuration.
 func TestSecretsKeyUnder32Bytes(t *testing.T) {
+	t.Parallel()
 	for key, ok := range map[string]bool{"short": false, strings.Repeat("k", 31): false, strings.Repeat("k", 32): true, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=": true, "": true} {
 		a := &App{SecretsKey: key}
 		a.setDefaults()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // TestSQLHardening is issue #55's SQL attacks through a real gateway, with
@@ -120,19 +122,16 @@ func TestSQLHardening(t *testing.T) {
 		t.Fatalf("an export's copy is named on disk: %v", files)
 	}
 	conn.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		a := do(t, "GET", site("api.localhost", "/sql/export"), alice, nil)
-		if a.status == 200 {
-			if !strings.HasPrefix(string(a.body), "SQLite format 3\x00") {
-				t.Fatalf("the export: %.100q", a.body)
-			}
-			break
-		}
-		if a.status != 429 || time.Now().After(deadline) {
-			t.Fatalf("the export after the first ended: %d %.200s", a.status, a.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Refused (429) until the first export's end reaches the gateway.
+	var a answer
+	if !waitfor.Within(15*time.Second, func() bool {
+		a = do(t, "GET", site("api.localhost", "/sql/export"), alice, nil)
+		return a.status != 429
+	}) || a.status != 200 {
+		t.Fatalf("the export after the first ended: %d %.200s", a.status, a.body)
+	}
+	if !strings.HasPrefix(string(a.body), "SQLite format 3\x00") {
+		t.Fatalf("the export: %.100q", a.body)
 	}
 
 	if a := do(t, "GET", site(todo, "/served"), "", nil); string(a.body) != `{"served":2}` {

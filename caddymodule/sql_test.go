@@ -12,9 +12,9 @@ import (
 
 func sqlConfig(store string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	retainer {
 		store %s
 		workers 2
@@ -46,7 +46,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, httpPort, testSecret, httpPort, testSecret, httpPort)
+`, adminPort, httpPort, httpsPort, store, httpPort, testSecret, httpPort, testSecret, httpPort)
 }
 
 // sqlTodo is docs/sql.md's handler example, with a closure counter that

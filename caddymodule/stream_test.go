@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // Streamed responses through a real gateway (README.md, API).
@@ -108,16 +110,9 @@ func TestStreamedResponses(t *testing.T) {
 	}
 	cancel()
 	res.Body.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if c := do(t, "GET", handle("/cancelled"), "", nil); strings.Contains(string(c.body), `"cancelled":1`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stream's cancel did not run after the visitor left")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(t, 5*time.Second, "the stream's cancel to run after the visitor left", func() bool {
+		return strings.Contains(string(do(t, "GET", handle("/cancelled"), "", nil).body), `"cancelled":1`)
+	})
 
 	// Past the response bound (1 MiB here) the stream ends, cut.
 	res = streamClientGet(t, context.Background(), handle("/big?every=1&count=0&size=65536"))
@@ -148,12 +143,10 @@ func TestStreamedResponses(t *testing.T) {
 	// The bound hit reaches the handle's log from the worker on its own
 	// channel, possibly after the visitor's connection was cut.
 	var logs answer
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	waitfor.Within(10*time.Second, func() bool {
 		logs = do(t, "GET", api("/handles/"+id+"/logs"), alice, nil)
-		if strings.Contains(string(logs.body), "timed out") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return strings.Contains(string(logs.body), "timed out")
+	})
 	if !strings.Contains(string(logs.body), "timed out at its 500 ms bound") {
 		t.Fatalf("the handle's log after a spinning stream callback: %s", logs.body)
 	}
@@ -240,16 +233,9 @@ func TestWorkerCrashEndsOpenStreams(t *testing.T) {
 		t.Fatal("the stream of a killed worker hangs")
 	}
 	res.Body.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		q := do(t, "GET", site(id+".apps.localhost", "/quick"), "", nil)
-		if q.status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the handle after its worker was killed: %d %s", q.status, q.body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var q answer
+	if !waitfor.Within(20*time.Second, func() bool { q = do(t, "GET", site(id+".apps.localhost", "/quick"), "", nil); return q.status == 200 }) {
+		t.Fatalf("the handle after its worker was killed: %d %s", q.status, q.body)
 	}
 }
 
@@ -293,16 +279,12 @@ func TestStreamedUpload(t *testing.T) {
 	}()
 	first := strings.Repeat("hello ", 200000) // 1.2 MB
 	go pw.Write([]byte(first))
-	deadline := time.Now().Add(8 * time.Second)
-	for {
-		p := do(t, "GET", handle("/progress"), "", nil)
-		if strings.Contains(string(p.body), fmt.Sprintf(`"seen":%d`, len(first))) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the handler did not see the first part while the upload went on: %s", p.body)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var p answer
+	if !waitfor.Within(8*time.Second, func() bool {
+		p = do(t, "GET", handle("/progress"), "", nil)
+		return strings.Contains(string(p.body), fmt.Sprintf(`"seen":%d`, len(first)))
+	}) {
+		t.Fatalf("the handler did not see the first part while the upload went on: %s", p.body)
 	}
 	pw.Write([]byte("world"))
 	pw.Close()
@@ -506,9 +488,9 @@ func TestFetchStreamsPastTheCapAreRefusedBeforeTheDial(t *testing.T) {
 // private addresses (the tests' own upstreams), with the given run bound.
 func upstreamGatewayConfig(store, timeout string) string {
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
 	grace_period 1s
 	retainer {
 		store %s
@@ -529,5 +511,5 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, httpPort, store, timeout, httpPort, httpPort)
+`, adminPort, httpPort, httpsPort, store, timeout, httpPort, httpPort)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"github.com/caddyserver/certmagic"
+	"github.com/retainer-gw/retainer/budgets"
 	"go.uber.org/zap"
 )
 
@@ -159,7 +160,7 @@ func (b *issuanceBook) allow(registry, tenant, host string, limit int, now time.
 }
 
 // denialLog lets a denied handshake be logged once a second per host,
-// and at most maxDenialLogs hosts a second in all (a scanner sends any
+// and at most budgets.TLSDenialLogsPerSecond hosts a second in all (a scanner sends any
 // names it likes).
 type denialLog struct {
 	mu     sync.Mutex
@@ -167,15 +168,13 @@ type denialLog struct {
 	hosts  map[string]bool
 }
 
-const maxDenialLogs = 100
-
 func (l *denialLog) first(host string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := now.Truncate(time.Second); !s.Equal(l.second) || l.hosts == nil {
 		l.second, l.hosts = s, map[string]bool{}
 	}
-	if l.hosts[host] || len(l.hosts) >= maxDenialLogs {
+	if l.hosts[host] || len(l.hosts) >= budgets.TLSDenialLogsPerSecond {
 		return false
 	}
 	l.hosts[host] = true

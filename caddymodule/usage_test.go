@@ -11,6 +11,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/coder/websocket"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // usageToday is tenant tok's usage today, summed over its rows.
@@ -107,12 +109,7 @@ func TestUsageCountsStreamsSocketsFetchesAndSQL(t *testing.T) {
 	c.Close(websocket.StatusNormalClosure, "")
 
 	var got usageTotals
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		got = usageToday(t, alice)
-		if got.WebsocketMessages >= 6 || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitfor.Within(10*time.Second, func() bool { got = usageToday(t, alice); return got.WebsocketMessages >= 6 })
 	// 20,000 streamed + 30,000 fetched + 3 × 1,005 sent on the socket.
 	if got.EgressBytes < 53000 || got.WebsocketMessages != 6 || got.SQLBytes < 50000 || got.CPUMs <= 0 {
 		t.Fatalf("alice's usage: %+v", got)

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // An endless stream whose cancels the handler counts.
@@ -75,16 +76,12 @@ func TestVisitorStreamBounds(t *testing.T) {
 	}
 	// None of them is read: stream_timeout (5 s) cuts every one, though
 	// its writes are blocked, and the handler's cancel runs for each.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := strings.TrimSpace(string(do(t, "GET", site(host, "/cancelled"), "", nil).body))
-		if got == fmt.Sprint(streamsPerVisitor+1) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s of %d unread streams were cut", got, streamsPerVisitor+1)
-		}
-		time.Sleep(200 * time.Millisecond)
+	got := ""
+	if !waitfor.Within(20*time.Second, func() bool {
+		got = strings.TrimSpace(string(do(t, "GET", site(host, "/cancelled"), "", nil).body))
+		return got == fmt.Sprint(streamsPerVisitor+1)
+	}) {
+		t.Fatalf("%s of %d unread streams were cut", got, streamsPerVisitor+1)
 	}
 	for _, c := range conns {
 		c.Close()
@@ -205,15 +202,7 @@ func TestHandleStreamSlotsPastTheCapAre429(t *testing.T) {
 	for _, c := range conns[:streamsPerVisitor] {
 		c.Close()
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, res := open("127.0.0.200", "")
-		if res.StatusCode == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a stream after 64 ended: %s", refused(res))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !waitfor.Within(15*time.Second, func() bool { _, res = open("127.0.0.200", ""); return res.StatusCode == 200 }) {
+		t.Fatalf("a stream after 64 ended: %s", refused(res))
 	}
 }

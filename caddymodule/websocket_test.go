@@ -20,6 +20,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/coder/websocket"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // chatRoom is the canonical WebSocket handler (docs/websockets.md): a room
@@ -415,10 +417,8 @@ func roomSize(t *testing.T, host string) int {
 // waitRoomSize waits for a room's size to be want, answering the last seen.
 func waitRoomSize(t *testing.T, host string, want int) int {
 	t.Helper()
-	got := roomSize(t, host)
-	for deadline := time.Now().Add(15 * time.Second); got != want && time.Now().Before(deadline); got = roomSize(t, host) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	got := 0
+	waitfor.Within(15*time.Second, func() bool { got = roomSize(t, host); return got == want })
 	return got
 }
 
@@ -574,11 +574,10 @@ func TestWebSocketFloodBeforeAccept(t *testing.T) {
 		t.Fatalf("accept: %d %s", a.status, a.body)
 	}
 	var got string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if got = string(do(t, "GET", site(host, "/closes"), "", nil).body); got == `{"closes":[1008],"messages":0}` {
-			break
-		}
-	}
+	waitfor.Within(10*time.Second, func() bool {
+		got = string(do(t, "GET", site(host, "/closes"), "", nil).body)
+		return got == `{"closes":[1008],"messages":0}`
+	})
 	if got != `{"closes":[1008],"messages":0}` {
 		t.Fatalf("the late accept() saw %s, want one close event (1008) and no message", got)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // dialUnread opens a WebSocket from src whose receive buffer is 4 KiB, so
@@ -123,9 +125,7 @@ func TestWebSocketUnreadSocketsCannotSinkTheRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := heard.Load() + 1
-	for deadline := time.Now().Add(10 * time.Second); heard.Load() < want && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.Within(10*time.Second, func() bool { return heard.Load() >= want })
 	if heard.Load() != want {
 		t.Fatalf("the honest member did not hear its own message after the flood")
 	}

@@ -195,9 +195,6 @@ type aiUsage struct {
 	CompletionTokens int `json:"completion_tokens"`
 }
 
-// maxAIAnswer bounds an upstream answer read whole.
-const maxAIAnswer = 8 << 20
-
 // client is the upstream client: Client, or one of its own whose
 // transport opens at most budgets.AICalls connections to a host; neither
 // follows a redirect (docs/ai.md): Go's client keeps Authorization on a
@@ -329,8 +326,8 @@ func (a *AI) run(ctx context.Context, fs *FetchStreams, c Call) (json.RawMessage
 	}
 	defer cancel()
 	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxAIAnswer+1))
-	if err != nil || len(data) > maxAIAnswer {
+	data, err := io.ReadAll(io.LimitReader(res.Body, budgets.AIAnswerBytes+1))
+	if err != nil || len(data) > budgets.AIAnswerBytes {
 		return nil, fault.New(fault.BadRequest, "ai.run: the model's answer could not be read.")
 	}
 	var out struct {

@@ -31,16 +31,11 @@ type Fetcher struct {
 	// answer's body (ResponseBody) and a request's (RequestBody, README.md,
 	// Caddyfile: the request-body bound); zero fields take their defaults.
 	Limits budgets.Limits
-	// MaxRedirects bounds a redirect chain. Default 10.
-	MaxRedirects int
-	// Timeout bounds one fetch. Default 30s (the run's bound usually ends
-	// it sooner).
-	Timeout time.Duration
 	// Streams holds streamed answers (fetchstream.go); nil reads every
 	// answer whole.
 	Streams *FetchStreams
-	// StreamTimeout bounds a streamed answer from its head to its end.
-	// Default 5m.
+	// StreamTimeout bounds a streamed answer from its head to its end
+	// (stream_timeout; zero takes budgets.DefaultStreamTimeout).
 	StreamTimeout time.Duration
 }
 
@@ -211,14 +206,6 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 		return nil, fault.New(fault.Forbidden, "fetch to %s is not in this execution's outbound allow list.", u.Host)
 	}
 	maxBody := int64(f.Limits.WithDefaults().ResponseBody)
-	maxRedirects := f.MaxRedirects
-	if maxRedirects <= 0 {
-		maxRedirects = 10
-	}
-	timeout := f.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
 		if err != nil {
@@ -243,7 +230,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 		}
 	})
 	defer stopParent()
-	whole := time.AfterFunc(timeout, func() {
+	whole := time.AfterFunc(budgets.FetchTimeout, func() {
 		if !detached.Load() {
 			cancelReq()
 		}
@@ -280,7 +267,7 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 			Proxy:                  nil, // proxy environment variables are ignored
 			DialContext:            dialer.DialContext,
 			TLSHandshakeTimeout:    10 * time.Second,
-			ResponseHeaderTimeout:  timeout,
+			ResponseHeaderTimeout:  budgets.FetchTimeout,
 			MaxResponseHeaderBytes: 64 << 10,
 			DisableKeepAlives:      true,
 		},
@@ -291,8 +278,8 @@ func (f *Fetcher) fetch(ctx context.Context, owner, tenant string, allow []strin
 			case "error":
 				return errors.New("redirected, and redirect is 'error'")
 			}
-			if len(via) >= maxRedirects {
-				return fmt.Errorf("more than %d redirects", maxRedirects)
+			if len(via) >= budgets.FetchRedirects {
+				return fmt.Errorf("more than %d redirects", budgets.FetchRedirects)
 			}
 			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 				return errors.New("redirected to a scheme other than http(s)")
@@ -414,7 +401,7 @@ func (f *Fetcher) streamAnswer(p *place, host string, res *http.Response, method
 	}
 	streamTimeout := f.StreamTimeout
 	if streamTimeout <= 0 {
-		streamTimeout = 5 * time.Minute
+		streamTimeout = budgets.DefaultStreamTimeout
 	}
 	detached.Store(true)
 	end := time.AfterFunc(streamTimeout, cancel)

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -63,12 +64,6 @@ func CheckSecretValue(value string) error {
 // tableSecrets holds registry \x00 tenant \x00 name → updatedAt (8 bytes,
 // Unix nanoseconds) | nonce | sealed value.
 const tableSecrets = "secrets"
-
-// Bounds of docs/secrets.md.
-const (
-	MaxSecretValue      = 8 << 10
-	MaxSecretsPerTenant = 100
-)
 
 var secretName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 
@@ -155,8 +150,8 @@ func (s *Secrets) Put(ctx context.Context, registry, tenant, name, value string)
 	if err := CheckSecretName(name); err != nil {
 		return SecretInfo{}, err
 	}
-	if len(value) > MaxSecretValue {
-		return SecretInfo{}, fault.New(fault.TooLarge, "A secret's value is at most %d bytes.", MaxSecretValue)
+	if len(value) > budgets.SecretValueBytes {
+		return SecretInfo{}, fault.New(fault.TooLarge, "A secret's value is at most %d bytes.", budgets.SecretValueBytes)
 	}
 	if err := CheckSecretValue(value); err != nil {
 		return SecretInfo{}, err
@@ -172,8 +167,8 @@ func (s *Secrets) Put(ctx context.Context, registry, tenant, name, value string)
 		if err := s.w.Scan(ctx, tableSecrets, store.Range{Prefix: secretPrefix(registry, tenant)}, func(_, _ []byte) bool { n++; return true }); err != nil {
 			return SecretInfo{}, err
 		}
-		if n >= MaxSecretsPerTenant {
-			return SecretInfo{}, fault.New(fault.QuotaExceeded, "A tenant keeps at most %d secrets.", MaxSecretsPerTenant)
+		if n >= budgets.SecretsPerTenant {
+			return SecretInfo{}, fault.New(fault.QuotaExceeded, "A tenant keeps at most %d secrets.", budgets.SecretsPerTenant)
 		}
 	}
 	now := time.Now().UTC()

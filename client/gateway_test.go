@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	_ "github.com/retainer-gw/retainer/caddymodule"
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/sandbox/child"
 	"github.com/retainer-gw/retainer/workers"
 )
@@ -22,10 +23,10 @@ import (
 // The tests talk to a real gateway started in this process (its workers
 // are this test binary in worker mode), through the socket and over HTTP.
 
-const (
-	testPort   = 9380
-	testSecret = "client-test-secret-client-test-secret"
-)
+const testSecret = "client-test-secret-client-test-secret"
+
+// testPort is the gateway's, a free one (internal/freeport).
+var testPort = freeport.For("http")
 
 // gatewayURL is the executor socket of the gateway the tests start.
 var gatewayURL = fmt.Sprintf("ws://127.0.0.1:%d/executor", testPort)

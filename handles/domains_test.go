@@ -475,7 +475,7 @@ func TestWithdrawnClaimsKeepTheirWeek(t *testing.T) {
 	if _, _, err := reg.PutDomain("bob", "bob.example.com", "", bob); err != nil {
 		t.Fatalf("another tenant's claim: %v", err)
 	}
-	clock.Add(pendingClaim + time.Minute)
+	clock.Add(budgets.DomainClaimPending + time.Minute)
 	g.store.SweepIdle()
 	if d, _, err := reg.PutDomain("mallory", "keep.example.com", "", id); err != nil || d.Challenge == first.Challenge {
 		t.Fatalf("a claim after the first one's week: %+v %v", d, err)

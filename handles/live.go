@@ -12,9 +12,6 @@ import (
 	"github.com/retainer-gw/retainer/program"
 )
 
-// maxHandleLogs is how many entries a handle's log keeps (docs/runtime.md).
-const maxHandleLogs = 1000
-
 // logEntryOverhead is what an entry holds besides its texts: its time and
 // two string headers.
 const logEntryOverhead = 64
@@ -39,7 +36,7 @@ type liveState struct {
 }
 
 // logRing is a handle's log in memory: its newest entries within
-// maxHandleLogs and budgets.HandleLogBytes, the oldest dropped first and
+// budgets.HandleLogEntries and budgets.HandleLogBytes, the oldest dropped first and
 // counted, for the note that takes their place.
 type logRing struct {
 	entries   []program.LogEntry // entries[head:] are kept
@@ -57,7 +54,7 @@ func (l *logRing) add(e program.LogEntry) {
 	}
 	l.entries = append(l.entries, e)
 	l.bytes += logEntryBytes(e)
-	for len(l.entries)-l.head > maxHandleLogs || l.bytes > budgets.HandleLogBytes {
+	for len(l.entries)-l.head > budgets.HandleLogEntries || l.bytes > budgets.HandleLogBytes {
 		old := l.entries[l.head]
 		l.bytes -= logEntryBytes(old)
 		l.dropped++
@@ -78,7 +75,7 @@ func (l *logRing) list() []program.LogEntry {
 	out := make([]program.LogEntry, 0, len(kept)+1)
 	if l.dropped > 0 {
 		out = append(out, program.LogEntry{Time: l.droppedAt, Level: "system",
-			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", maxHandleLogs, budgets.HandleLogBytes>>10, l.dropped)})
+			Message: fmt.Sprintf("[log truncated: a handle's log keeps its newest %d entries or %d KiB; %d older entries were dropped]", budgets.HandleLogEntries, budgets.HandleLogBytes>>10, l.dropped)})
 	}
 	return append(out, kept...)
 }

@@ -100,10 +100,11 @@ type pendingWrite struct {
 }
 
 // NewKV starts the committer of kv writes through w. quota is each
-// tenant's byte budget (keys plus values) per registry; default 100 MiB.
+// tenant's byte budget (keys plus values) per registry; zero takes
+// budgets.KVBytesPerTenant.
 func NewKV(w *store.Writer, quota int64) (*KV, error) {
 	if quota <= 0 {
-		quota = 100 << 20
+		quota = budgets.KVBytesPerTenant
 	}
 	kv := &KV{w: w, quota: quota,
 		pending: map[string]pendingWrite{}, usage: map[string]int64{}, touched: map[string]string{}, owners: map[string]uint64{},

@@ -38,21 +38,12 @@ const (
 )
 
 const (
-	// DefaultRetention is how long entries are kept unless log_retention
-	// says otherwise.
-	DefaultRetention = 7 * 24 * time.Hour
-	// DefaultTenantBytes is a tenant's stored log unless log_bytes says
-	// otherwise.
-	DefaultTenantBytes = 64 << 20
-	// MaxMessage bounds one stored entry's message; longer ones are cut
-	// and marked.
-	MaxMessage = 16 << 10
-	// MaxLimit is the most entries one page holds; DefaultLimit a page's
-	// size when the reader names none.
-	MaxLimit     = 1000
+	// A store opened with no retention or tenant bytes (tests; the app
+	// passes log_retention and log_bytes) takes budgets.DefaultLogRetention
+	// and budgets.DefaultLogBytes.
+	// DefaultLimit is a page's size when the reader names none (at most
+	// budgets.LogPageEntries).
 	DefaultLimit = 100
-	// TailsPerTenant is the most live tails a tenant holds at once.
-	TailsPerTenant = 10
 	// tailBuffer is how many entries a tail may be behind before it
 	// loses them (and is told how many); tailBytes how many bytes of them.
 	tailBuffer = 256
@@ -69,14 +60,17 @@ const (
 	flushGap   = 20 * time.Millisecond
 	// budgets.LogPendingPerHandle bounds the bytes one handle has waiting
 	// for the writer, whatever its tenant logs: past it the handle's new
-	// entries are left out of the store (counted, and said in its log).
-	// budgets.LogPending bounds all handles' together; past it the tenant
-	// holding the most loses its waiting entries first, never a tenant
-	// holding less.
-	// MaxURL bounds a request entry's url; a longer one is cut and the
-	// entry says so (urlTruncated), so a visitor's long query string
-	// cannot make the tenant's entries large.
-	MaxURL = 256
+	// entries are left out of the store (counted, and said in its log),
+	// unless all handles' waiting entries together hold less than half of
+	// budgets.LogPending: then a busy handle may have up to
+	// budgets.LogPendingBusyHandle waiting (room others are not using), so
+	// that one busy handle alone keeps its entries between two paced
+	// commits. budgets.LogPending bounds all handles' together; past it
+	// the tenant holding the most loses its waiting entries first, never a
+	// tenant holding less.
+	// budgets.LogMessageBytes and budgets.LogURLBytes bound an entry's
+	// message and a request entry's url: longer ones are cut and marked
+	// (urlTruncated).
 )
 
 // lost counts the entries every store of the process left out (Lost).
@@ -97,7 +91,7 @@ type Entry struct {
 	Status     int       `json:"status,omitempty"`
 	DurationMs float64   `json:"durationMs,omitempty"`
 	CPUMs      float64   `json:"cpuMs,omitempty"`
-	// URLTruncated says URL is the first MaxURL bytes of a longer one.
+	// URLTruncated says URL is the first budgets.LogURLBytes bytes of a longer one.
 	URLTruncated bool `json:"urlTruncated,omitempty"`
 }
 
@@ -186,13 +180,13 @@ func newStore(st store.Store, retention time.Duration, tenantBytes int64, now fu
 // Set changes log_retention and log_bytes (zero: the defaults).
 func (s *Store) Set(retention time.Duration, tenantBytes int64) {
 	if retention <= 0 {
-		retention = DefaultRetention
+		retention = budgets.DefaultLogRetention
 	}
 	if tenantBytes <= 0 {
-		tenantBytes = DefaultTenantBytes
+		tenantBytes = budgets.DefaultLogBytes
 	}
 	s.mu.Lock()
-	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*MaxMessage)
+	s.retention, s.tenantBytes = retention, max(tenantBytes, 4*budgets.LogMessageBytes)
 	s.mu.Unlock()
 }
 
@@ -255,15 +249,17 @@ func (s *Store) loop() {
 
 // Append adds an entry to id's log: it is shown to the handle's tails at
 // once and written with the next batch. A handle with budgets.LogPendingPerHandle
-// bytes waiting loses the entry (its tails still see it); the next commit
-// says in its log how many it lost.
+// bytes waiting loses the entry (its tails still see it), unless all
+// handles' waiting entries hold less than half of budgets.LogPending and it
+// has less than budgets.LogPendingBusyHandle waiting; the next commit says
+// in its log how many it lost.
 func (s *Store) Append(tenant, id string, e Entry) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
-	e.Message = cut(e.Message, MaxMessage)
-	if len(e.URL) > MaxURL {
-		e.URL, e.URLTruncated = cutBytes(e.URL, MaxURL), true
+	e.Message = cut(e.Message, budgets.LogMessageBytes)
+	if len(e.URL) > budgets.LogURLBytes {
+		e.URL, e.URLTruncated = cutBytes(e.URL, budgets.LogURLBytes), true
 	}
 	value, err := encodeStored(e)
 	if err != nil {
@@ -286,7 +282,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		h = &pendingHandle{tenant: tenant, id: id}
 		s.pending[string(key)] = h
 	}
-	if h.bytes+len(value) > budgets.LogPendingPerHandle || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
+	if h.bytes+len(value) > handleRoom(s.pendingBytes+len(value)) || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
 		h.lost++
 		lost.Add(1)
 		s.mu.Unlock()
@@ -304,6 +300,18 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if full {
 		s.wakeWriter()
 	}
+}
+
+// handleRoom is how many bytes a handle may have waiting when all
+// handles' would be pending: budgets.LogPendingBusyHandle while that is
+// under half of budgets.LogPending (a busy handle uses room others leave),
+// else budgets.LogPendingPerHandle, which every handle has whatever others
+// hold (docs/logs.md, "Storage, batching and limits").
+func handleRoom(pending int) int {
+	if pending <= budgets.LogPending/2 {
+		return budgets.LogPendingBusyHandle
+	}
+	return budgets.LogPendingPerHandle
 }
 
 func (s *Store) wakeWriter() {
@@ -464,7 +472,8 @@ func (s *Store) batchLocked(waiting map[string]*pendingHandle) []pendingEntry {
 		batch = append(batch, h.entries...)
 		if h.lost > 0 {
 			e := Entry{Level: "system", Message: fmt.Sprintf("%d log entries of this handle were left out of the stored log: "+
-				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10)}
+				"more of them waited to be written at once than a handle may have waiting (%d KiB, or up to %d KiB while the gateway has room; "+
+				"its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10, budgets.LogPendingBusyHandle>>10)}
 			if v, err := encodeStored(e); err == nil {
 				s.seq++
 				batch = append(batch, pendingEntry{tenant: h.tenant, id: h.id, when: unixNano(s.now()), seq: s.seq, value: v})
@@ -498,7 +507,7 @@ func (s *Store) commit(batch []pendingEntry, quota int64) {
 		added[p.tenant] = a
 		ops = append(ops, store.Put(handles, hk, p.value), store.Put(order, tenantKey(p.tenant, p.when, p.seq), tenantValue(size, p.id)))
 	}
-	if err := store.CommitChunked(ctx, s.st, nil, ops); err != nil {
+	if err := store.CommitBulk(ctx, s.st, ops); err != nil {
 		return // lost, as entries not yet written are at a crash
 	}
 	for tenant, a := range added {
@@ -562,7 +571,7 @@ func (s *Store) drop(ctx context.Context, order, tenant string, n int64) int64 {
 		}
 		return gone < n
 	})
-	if store.CommitChunked(ctx, s.st, nil, ops) != nil {
+	if store.CommitBulk(ctx, s.st, ops) != nil {
 		return 0
 	}
 	return gone
@@ -607,7 +616,7 @@ func (s *Store) sweep(order string, cutoff uint64) {
 			}
 			return true
 		})
-		if store.CommitChunked(ctx, s.st, nil, ops) == nil {
+		if store.CommitBulk(ctx, s.st, ops) == nil {
 			if u, ok := s.used[tenant]; ok {
 				if order == requestsByTenant {
 					u.requests = max(u.requests-gone, 0)
@@ -631,7 +640,7 @@ type Page struct {
 // List answers a page of id's log, whole (Read writes one in parts). With
 // a cursor: the entries after the one it names; else with since: the
 // first entries at or after it; else the newest entries. limit ≤ 0 is
-// DefaultLimit; more than MaxLimit is MaxLimit. The cursor is the last
+// DefaultLimit; more than budgets.LogPageEntries is that many. The cursor is the last
 // entry's (or, on an empty page, the one given), so polling with it reads
 // each entry once.
 func (s *Store) List(tenant, id string, since time.Time, limit int, cursor string) (Page, error) {
@@ -673,13 +682,13 @@ type encoded struct {
 
 // MaxEntryBytes bounds one entry's JSON as Read writes it (a part holds at
 // least one entry): its message, its url, and the rest.
-const MaxEntryBytes = MaxMessage + 2*MaxURL + 1024
+const MaxEntryBytes = budgets.LogMessageBytes + 2*budgets.LogURLBytes + 1024
 
 func (s *Store) read(tenant, id string, since time.Time, limit int, cursor string, partBytes int, write func([]encoded) error) (string, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	limit = min(limit, MaxLimit)
+	limit = min(limit, budgets.LogPageEntries)
 	partBytes = max(partBytes, MaxEntryBytes)
 	s.FlushHandle(tenant, id)
 	s.mu.Lock()
@@ -850,7 +859,7 @@ func (t *Tail) closeLocked() {
 	}
 }
 
-// Tail follows id's log from now on; past TailsPerTenant tails of the
+// Tail follows id's log from now on; past budgets.LogTailsPerTenant tails of the
 // tenant at once it answers QUOTA_EXCEEDED.
 func (s *Store) Tail(tenant, id string) (*Tail, error) {
 	s.mu.Lock()
@@ -858,8 +867,8 @@ func (s *Store) Tail(tenant, id string) (*Tail, error) {
 	if s.closed {
 		return nil, fault.New(fault.Overloaded, "The gateway is stopping.")
 	}
-	if s.tailCount[tenant] >= TailsPerTenant {
-		return nil, fault.New(fault.QuotaExceeded, "A tenant may hold %d tails at once; close one first.", TailsPerTenant)
+	if s.tailCount[tenant] >= budgets.LogTailsPerTenant {
+		return nil, fault.New(fault.QuotaExceeded, "A tenant may hold %d tails at once; close one first.", budgets.LogTailsPerTenant)
 	}
 	t := &Tail{C: make(chan Entry, tailBuffer), Done: make(chan struct{}), s: s, tenant: tenant, key: tenant + "\x00" + id}
 	if s.tails[t.key] == nil {

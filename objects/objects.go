@@ -24,9 +24,6 @@ const (
 	MaxKey = 1024
 	// MaxListLimit is the most one list page answers.
 	MaxListLimit = 1000
-	// maxMetadata bounds an object's httpMetadata and customMetadata
-	// together (names and values), as R2 bounds its custom metadata.
-	maxMetadata = 8 << 10
 	// maxDeleteKeys is the most keys one delete takes.
 	maxDeleteKeys = 1000
 )
@@ -83,10 +80,10 @@ type usage struct {
 // New answers the buckets kept on b.
 func New(b Backend, o Options) *Buckets {
 	if o.MaxObject <= 0 {
-		o.MaxObject = 1 << 30
+		o.MaxObject = budgets.DefaultMaxObject
 	}
 	if o.Quota <= 0 {
-		o.Quota = 10 << 30
+		o.Quota = budgets.DefaultObjectsQuota
 	}
 	return &Buckets{backend: b, opts: o, locks: map[string]*keyLock{}, usage: map[string]*usage{}}
 }
@@ -266,8 +263,8 @@ func checkMetadata(http, custom map[string]string) error {
 	for k, v := range custom {
 		n += len(k) + len(v)
 	}
-	if n > maxMetadata {
-		return fault.New(fault.BadRequest, "An object's httpMetadata and customMetadata are at most %d bytes together: these are %d.", maxMetadata, n)
+	if n > budgets.ObjectMetadataBytes {
+		return fault.New(fault.BadRequest, "An object's httpMetadata and customMetadata are at most %d bytes together: these are %d.", budgets.ObjectMetadataBytes, n)
 	}
 	return nil
 }

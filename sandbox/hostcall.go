@@ -8,6 +8,7 @@ import (
 
 	v8 "rogchap.com/v8go"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -19,9 +20,6 @@ import (
 // call against the run's grants (in the product, the gateway does, on the
 // other side of the worker boundary).
 type HostCall func(ctx context.Context, runID, op string, args json.RawMessage) (json.RawMessage, error)
-
-// maxPendingHostCalls bounds one isolate's calls in flight.
-const maxPendingHostCalls = 64
 
 // hostCompletion is a finished host call waiting for the loop.
 type hostCompletion struct {
@@ -98,7 +96,7 @@ func (h *hostCalls) start(args []*v8.Value) error {
 	if hc == nil {
 		return errors.New("this engine reaches no host services")
 	}
-	if h.pending >= maxPendingHostCalls {
+	if h.pending >= budgets.HostCallsPerIsolate {
 		return errors.New("too many host calls in flight")
 	}
 	op, raw, id := args[0].String(), json.RawMessage(args[1].String()), args[2].Int32()

@@ -52,9 +52,19 @@ func makeProcessSnapshot() {
 		// snapshot.
 		v8.NewIsolate().Dispose()
 		poolArrayBuffers()
-		s, err := makeSnapshot()
-		if err == nil {
-			err = s.check()
+		// One given by the pool's first worker (startup.go), if V8 can
+		// read it; else this process makes its own.
+		var err error
+		s := givenSnapshot()
+		given := s != nil && isolateParamsWrapped && s.check() == nil
+		if !given {
+			if s != nil {
+				s.free()
+			}
+			s, err = makeSnapshot()
+			if err == nil {
+				err = s.check()
+			}
 		}
 		if err != nil {
 			snapshotErr = err
@@ -62,6 +72,7 @@ func makeProcessSnapshot() {
 		}
 		C.retainer_snapshot_use((*C.char)(unsafe.Pointer(&s.blob[0])), C.int(len(s.blob)))
 		snapshotOn = true
+		snapshotInUse(s, given)
 	})
 }
 

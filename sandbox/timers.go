@@ -7,10 +7,9 @@ import (
 	"time"
 
 	v8 "rogchap.com/v8go"
-)
 
-// maxTimers bounds the pending timers of one isolate.
-const maxTimers = 10000
+	"github.com/retainer-gw/retainer/budgets"
+)
 
 // timers are an isolate's pending timers: the runtime keeps each timer's
 // callback under its id (setTimeout, setInterval), the engine when each is
@@ -29,8 +28,8 @@ func (t *timers) set(args []*v8.Value) error {
 		return errors.New("setTimer needs an id and a delay")
 	}
 	id := args[0].Int32()
-	if _, ok := t.due[id]; !ok && len(t.due) >= maxTimers {
-		return fmt.Errorf("too many pending timers (the bound is %d)", maxTimers)
+	if _, ok := t.due[id]; !ok && len(t.due) >= budgets.TimersPerIsolate {
+		return fmt.Errorf("too many pending timers (the bound is %d)", budgets.TimersPerIsolate)
 	}
 	ms := args[1].Number()
 	if ms < 0 || ms != ms {

@@ -14,6 +14,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 	"github.com/ncruces/go-sqlite3/vfs"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 )
 
@@ -51,12 +52,6 @@ const (
 	cachedPages = 1024
 	// prefetch is how many pages one read from the store asks for.
 	prefetch = 16
-	// maxDirty bounds what one transaction may change in a cluster: its
-	// pages are held in the gateway's memory until the commit.
-	maxDirty = 64 << 20
-	// maxDirtyAll bounds the pages every database's transactions hold
-	// at once in the gateway (32 engines at maxDirty would be 2 GiB).
-	maxDirtyAll = 256 << 20
 	// storeTimeout bounds one read or commit in the store.
 	storeTimeout = 10 * time.Second
 )
@@ -74,7 +69,7 @@ var (
 // errFenced: another gateway opened the database under a later fence.
 var errFenced = errors.New("sqldb: the database is served by another gateway now")
 
-// errTooBig: a transaction changed more than maxDirty.
+// errTooBig: a transaction changed more than budgets.SQLDirtyBytes.
 var errTooBig = errors.New("sqldb: the transaction changes too much")
 
 // commitError: the store did not answer a commit: it may have been
@@ -83,7 +78,7 @@ type commitError struct{ err error }
 
 func (e *commitError) Error() string { return e.err.Error() }
 
-// errBusy: the transactions in flight hold maxDirtyAll.
+// errBusy: the transactions in flight hold budgets.SQLDirtyBytesAll.
 var errBusy = errors.New("sqldb: the gateway holds as many uncommitted pages as it may")
 
 // fencedFault is answered to a call whose database another gateway owns
@@ -103,11 +98,11 @@ func failureFault(err error) error {
 	case errors.Is(err, errFenced):
 		return fencedFault()
 	case errors.Is(err, errTooBig):
-		return sqlError(fmt.Sprintf("a transaction changes at most %d MiB of a database in a cluster; nothing of it was written", maxDirty>>20))
+		return sqlError(fmt.Sprintf("a transaction changes at most %d MiB of a database in a cluster; nothing of it was written", budgets.SQLDirtyBytes>>20))
 	case errors.As(err, new(*commitError)):
 		return fault.New(fault.Overloaded, "The cluster's store of SQL databases did not confirm the commit (%v): this call's writes may or may not have been saved. Check before trying again.", err)
 	case errors.Is(err, errBusy):
-		return fault.New(fault.Overloaded, "The gateway holds as many uncommitted SQL pages as it may (%d MiB); nothing of this call was written. Try again.", maxDirtyAll>>20)
+		return fault.New(fault.Overloaded, "The gateway holds as many uncommitted SQL pages as it may (%d MiB); nothing of this call was written. Try again.", budgets.SQLDirtyBytesAll>>20)
 	}
 	return storeFault(err)
 }
@@ -268,11 +263,11 @@ func (f *pageFile) WriteAt(b []byte, off int64) (int, error) {
 		num := at / pageSize
 		p, ok := f.dirty[num]
 		if !ok {
-			if len(f.dirty) >= maxDirty/pageSize {
+			if len(f.dirty) >= budgets.SQLDirtyBytes/pageSize {
 				f.err = errTooBig
 				return n, sqlite3.IOERR_WRITE
 			}
-			if dirtyAll.Add(pageSize) > maxDirtyAll {
+			if dirtyAll.Add(pageSize) > budgets.SQLDirtyBytesAll {
 				dirtyAll.Add(-pageSize)
 				f.err = errBusy
 				return n, sqlite3.IOERR_WRITE

@@ -21,20 +21,16 @@ import (
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
 
-// Defaults (docs/sql.md, "Limits"), defined in package budgets.
+// Defaults (docs/sql.md, "Limits"): sql_quota's, one database's file at
+// most, is budgets.SQLQuota; one database's engine memory (its page
+// cache, sorts, temporary tables and every statement's working memory) is
+// budgets.SQLMemory.
 const (
-	// DefaultQuota is sql_quota: one database's file at most.
-	DefaultQuota = budgets.SQLQuota
-	// DefaultMemory bounds one database's engine: its page cache, sorts,
-	// temporary tables and every statement's working memory.
-	DefaultMemory = budgets.SQLMemory
 	// DefaultAnswer bounds one answer when the caller gives no bound.
 	DefaultAnswer = 4 << 20
 	// idleClose closes an engine no call used for this long: an engine
 	// keeps the memory it grew to while it is open.
 	idleClose = time.Minute
-	// maxParams bounds one statement's parameters.
-	maxParams = 1000
 	pageSize  = 4096
 )
 
@@ -45,8 +41,8 @@ var ErrNeedsWrite = errors.New("a statement that writes")
 // Options configure the databases.
 type Options struct {
 	Dir    string // one file per tenant and registry here
-	Quota  int64  // sql_quota; 0: DefaultQuota
-	Memory int64  // one database's engine memory; 0: DefaultMemory
+	Quota  int64  // sql_quota; 0: budgets.SQLQuota
+	Memory int64  // one database's engine memory; 0: budgets.SQLMemory
 	// In a cluster (cluster.go): where the databases' pages are kept
 	// (Dir then holds only exports' copies), and the fence of this
 	// gateway's claim on a tenant's space, which every commit is checked
@@ -68,10 +64,10 @@ type DBs struct {
 // Open prepares the directory; databases open on their first call.
 func Open(opts Options) (*DBs, error) {
 	if opts.Quota <= 0 {
-		opts.Quota = DefaultQuota
+		opts.Quota = budgets.SQLQuota
 	}
 	if opts.Memory <= 0 {
-		opts.Memory = DefaultMemory
+		opts.Memory = budgets.SQLMemory
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
@@ -552,7 +548,7 @@ func (x *db) openConn() error {
 	c.Limit(sqlite3.LIMIT_LENGTH, budgets.SQLValueBytes)
 	c.Limit(sqlite3.LIMIT_SQL_LENGTH, 1<<20)
 	c.Limit(sqlite3.LIMIT_ATTACHED, 0)
-	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, maxParams)
+	c.Limit(sqlite3.LIMIT_VARIABLE_NUMBER, budgets.SQLParams)
 	c.Limit(sqlite3.LIMIT_TRIGGER_DEPTH, 100)
 	c.Limit(sqlite3.LIMIT_EXPR_DEPTH, 500)
 	c.Limit(sqlite3.LIMIT_COMPOUND_SELECT, 200)

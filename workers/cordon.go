@@ -19,8 +19,8 @@ const (
 	// IsolationTenant makes a worker host one tenant's isolates at a time,
 	// so a crash, a memory bomb, a hard kill or a compromised V8 touches
 	// only the tenant that caused it. Workers start as tenants need them,
-	// as many as memory allows (memory.go) or Workers, one spare is kept
-	// started ahead, and a worker is taken from its tenant for another only
+	// as many as memory allows (memory.go) or Workers, spares are kept
+	// started ahead (spares.go), and a worker is taken from its tenant for another only
 	// when nothing of its tenant is in progress there and it has been idle
 	// for RecycleIdle (recyclable). An active tenant is never evicted for a
 	// newcomer: the newcomer waits for a slot within its own bound.
@@ -152,9 +152,9 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 			return nil, fault.Overload(), false, false
 		}
 	}
-	if spare == nil && pool.spareStart != nil {
-		// The spare is on its way: it is this newcomer's, sooner than a
-		// process started now beside it.
+	if spare == nil && len(pool.spareStarts) > 0 {
+		// A spare is on its way: it is this newcomer's, sooner than a
+		// process started now beside it (spares.go).
 		err := pool.claimSpare(ctx, tenant)
 		return nil, err, err == nil, err == nil
 	}
@@ -164,7 +164,8 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		spare.lastActive = time.Now()
 		spare.mu.Unlock()
 		// The next spare starts in the same hold of the lock, so the next
-		// newcomer finds it starting (to claim), never a gap between.
+		// newcomer finds it starting (to claim), never a gap between
+		// (spares.go).
 		pool.startSpare()
 		pool.mu.Unlock()
 		pool.logf("worker %d (pid %d) now hosts tenant %q", spare.index, spare.pid, tenant)
@@ -178,6 +179,9 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		pool.unroute(victim, "recycled for another tenant (it was idle and every worker was taken)")
 		go victim.kill("recycled for another tenant")
 	}
+	if slot >= 0 {
+		pool.noteOutran() // no spare was up or starting (spares.go)
+	}
 	if slot < 0 {
 		pool.mu.Unlock()
 		if retaining && mine > 0 {
@@ -187,73 +191,6 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 	}
 	p, err = pool.startFor(tenant, slot)
 	return p, err, false, false
-}
-
-// spareStart is a spare worker being started; claim is the newcomer it
-// is promised to once one claimed it.
-//
-// Measured back to back (bench/tenants.sh), a newcomer that found the
-// spare still starting started a process of its own beside it, and the two
-// starts shared the machine: 74–113 ms to its first answer, where the
-// spare, whose start began earlier, was ready sooner. So a newcomer claims
-// the starting spare and waits for it, and the claim starts the next spare
-// at once (room allowing): the next newcomer finds one on its way too, and
-// a burst of newcomers starts as many processes side by side as before,
-// never one after another.
-type spareStart struct {
-	claim *spareClaim
-}
-
-// spareClaim is a newcomer tenant's claim on a starting spare.
-type spareClaim struct {
-	tenant string
-	ready  chan struct{} // closed when the spare is the tenant's, or failed
-}
-
-// claimSpare promises the starting spare to tenant, starts the next spare,
-// and waits until the claimed one is up (or failed, or ctx ends); the
-// caller then picks again and finds the worker its tenant's. The tenant's
-// other requests wait for the same start (startingFor). pool.mu is held on
-// entry and released.
-func (pool *Pool) claimSpare(ctx context.Context, tenant string) error {
-	claim := &spareClaim{tenant: tenant, ready: make(chan struct{})}
-	pool.spareStart.claim = claim
-	pool.spareStart = nil
-	pool.startingFor[tenant] = claim.ready
-	pool.startSpare()
-	pool.mu.Unlock()
-	select {
-	case <-claim.ready:
-		return nil
-	case <-ctx.Done():
-		// The spare is still the tenant's when it comes up; like a worker
-		// started for it, it is recyclable once idle.
-		return fault.Overload()
-	}
-}
-
-// settle ends a spare's start (p nil: failed). A claimed spare becomes its
-// tenant's, and the claim's channel is answered for the caller to close
-// once it unlocks. pool.mu is held.
-func (pool *Pool) settle(s *spareStart, p *process) (claimed chan struct{}) {
-	if pool.spareStart == s {
-		pool.spareStart = nil
-	}
-	claim := s.claim
-	if claim == nil {
-		return nil
-	}
-	if pool.startingFor[claim.tenant] == claim.ready {
-		delete(pool.startingFor, claim.tenant)
-	}
-	if p != nil {
-		p.mu.Lock()
-		p.tenant = claim.tenant
-		p.lastActive = time.Now()
-		p.mu.Unlock()
-		pool.logf("worker %d (pid %d) started as the spare, now hosts tenant %q", p.index, p.pid, claim.tenant)
-	}
-	return claim.ready
 }
 
 // startFor starts a worker in slot for tenant; pool.mu is held on entry and
@@ -404,62 +341,6 @@ func (pool *Pool) freeSlot() int {
 		return len(pool.workers) - 1
 	}
 	return -1
-}
-
-// ensureSpare starts a spare worker in the background when none is up or
-// starting and one more process fits.
-func (pool *Pool) ensureSpare() {
-	pool.mu.Lock()
-	defer pool.mu.Unlock()
-	pool.startSpare()
-}
-
-// startSpare is ensureSpare with pool.mu held.
-func (pool *Pool) startSpare() {
-	if pool.closed || pool.spareStart != nil {
-		return
-	}
-	for _, p := range pool.workers {
-		if p != nil && p.alive() && p.owner() == "" {
-			return
-		}
-	}
-	if !pool.canStart() {
-		return
-	}
-	slot := pool.freeSlot()
-	if slot < 0 {
-		return
-	}
-	pool.starting[slot] = true
-	s := &spareStart{}
-	pool.spareStart = s
-	pool.wg.Add(1)
-	go func() {
-		defer pool.wg.Done()
-		p, err := pool.spawn(slot)
-		pool.mu.Lock()
-		delete(pool.starting, slot)
-		if err != nil || pool.closed || slot >= len(pool.workers) {
-			claimed := pool.settle(s, nil)
-			pool.mu.Unlock()
-			if claimed != nil {
-				close(claimed) // its newcomer picks again
-			}
-			if err != nil {
-				pool.logf("worker %d: spare failed to start: %v", slot, err)
-			} else {
-				p.kill("pool closed")
-			}
-			return
-		}
-		pool.workers[slot] = p
-		claimed := pool.settle(s, p)
-		pool.mu.Unlock()
-		if claimed != nil {
-			close(claimed)
-		}
-	}()
 }
 
 // rss is a process's resident memory in bytes (0 when unknown).

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/retainer-gw/retainer/budgets"
 )
 
 // Capacity by memory (docs/architecture.md, "Tenant cordons"): with
@@ -79,12 +81,13 @@ func machineMemory() int64 {
 }
 
 // DefaultWorkerMemory is worker_memory's default: half of what the machine
-// or its cgroup has (1 GiB when that cannot be read).
+// or its cgroup has (budgets.DefaultWorkerMemoryUnknown when that cannot
+// be read).
 func DefaultWorkerMemory() int64 {
 	if m := machineMemory(); m > 0 {
 		return m / 2
 	}
-	return 1 << 30
+	return budgets.DefaultWorkerMemoryUnknown
 }
 
 // newWorkerEstimate is what one more worker is expected to cost before
@@ -117,6 +120,7 @@ func (pool *Pool) memoryLoop() {
 	next := 0
 	for {
 		next = pool.measureSome(next, memoryBatch)
+		pool.trimSpares()
 		select {
 		case <-pool.stop:
 			return
@@ -181,6 +185,9 @@ type Budget struct {
 	WorkerMemory int64  `json:"workerMemory"` // auto: the budget in bytes
 	UsedMemory   int64  `json:"usedMemory"`   // the workers' PSS, summed
 	NextWorker   int64  `json:"nextWorker"`   // what one more is expected to cost
+	// Spares is how many workers the pool keeps started ahead of the
+	// tenants that will need them (spares.go).
+	Spares int `json:"spares"`
 }
 
 // Budget reports the pool's capacity and what its workers use.
@@ -189,6 +196,9 @@ func (pool *Pool) Budget() Budget {
 	defer pool.mu.Unlock()
 	used, next := pool.memoryUsed()
 	b := Budget{Mode: "fixed", Workers: pool.processes(), MaxWorkers: pool.cfg.Workers, UsedMemory: used, NextWorker: next}
+	if pool.cordoned() {
+		b.Spares = pool.sparesWanted(time.Now())
+	}
 	if pool.auto() {
 		b.Mode, b.MaxWorkers, b.WorkerMemory = "auto", pool.cfg.MaxWorkers, pool.cfg.WorkerMemory
 	}

@@ -134,7 +134,7 @@ func (c *Config) defaults() {
 		c.WorkerMemory = DefaultWorkerMemory()
 	}
 	if c.TenantWorkerMemory <= 0 {
-		c.TenantWorkerMemory = c.WorkerMemory / 4
+		c.TenantWorkerMemory = budgets.DefaultTenantWorkerMemory(c.WorkerMemory)
 	}
 	if c.RecycleIdle <= 0 {
 		c.RecycleIdle = budgets.DefaultRecycleIdle
@@ -181,12 +181,20 @@ type Pool struct {
 	// it ends. The tenant's other requests wait for it instead of each
 	// recycling another tenant's worker.
 	startingFor map[string]chan struct{}
-	// spareStart is the spare being started that no newcomer has claimed
-	// yet (cordon.go), or nil.
-	spareStart *spareStart
-	where      map[string]*process
-	inflight   map[string]int // per retained isolate: its invocations in flight
-	sendTurns  *turns         // each handle's invocation frames in arrival order
+	// spareStarts are the spares being started that no newcomer has
+	// claimed yet, the first begun first (spares.go).
+	spareStarts []*spareStart
+	// outran holds when picks found no spare ready, in the last
+	// spareWindow; surplusSince when more spares than wanted were first
+	// up (spares.go). spareEvery and spareLinger are spares.go's, lowered
+	// by tests.
+	outran       []time.Time
+	surplusSince time.Time
+	spareEvery   int
+	spareLinger  time.Duration
+	where        map[string]*process
+	inflight     map[string]int // per retained isolate: its invocations in flight
+	sendTurns    *turns         // each handle's invocation frames in arrival order
 	// onTicket (tests) sees each invocation\'s place in its handle\'s order.
 	onTicket func(req program.WireRequest, tk ticket)
 	// answered counts, per retained isolate, its invocations answered:
@@ -199,6 +207,9 @@ type Pool struct {
 	waiters map[string]int
 
 	noNetns atomic.Bool // workers could not get a network namespace
+	// startup is what the first worker made that the others start from
+	// (startup.go); nil until one answered it.
+	startup atomic.Pointer[wire.Startup]
 	cpus    *cpuPlacement
 
 	stop chan struct{}
@@ -219,16 +230,18 @@ func Start(cfg Config) (*Pool, error) {
 		sendTurns: newTurns(),
 		answered:  map[string]uint64{},
 		starting:  map[int]bool{}, startingFor: map[string]chan struct{}{},
-		stop: make(chan struct{}),
-		cpus: newCPUPlacement(cfg.CPUs),
+		stop:       make(chan struct{}),
+		cpus:       newCPUPlacement(cfg.CPUs),
+		spareEvery: spareEvery, spareLinger: spareWindow,
 	}
 	if len(pool.cpus.cpus) > 1 {
 		pool.wg.Add(1)
 		go pool.balanceLoop()
 	}
 	if pool.cordoned() {
-		// Workers start when tenants need them; one spare is started
-		// ahead so a new tenant does not wait for a process start.
+		// Workers start when tenants need them; spares are started
+		// ahead so a new tenant does not wait for a process start
+		// (spares.go).
 		pool.wg.Add(1)
 		go pool.memoryLoop()
 		p, err := pool.spawn(0)

@@ -34,6 +34,8 @@ type process struct {
 	exited chan struct{}
 	// mem is its memory as last measured (memory.go).
 	mem memUse
+	// fromStartup: it started from the pool's startup (startup.go).
+	fromStartup bool
 
 	mu         sync.Mutex             // guards everything below
 	tenant     string                 // cordoned: the tenant it hosts ("" while spare)
@@ -240,11 +242,20 @@ func (p *process) handshake() error {
 	var rep wire.HelloReply
 	ctx, cancel := context.WithTimeout(context.Background(), wire.HandshakeTimeout)
 	defer cancel()
-	if err := p.post(ctx, wire.PathHello, wire.HelloRequest{Version: wire.ProtocolVersion, Config: p.pool.workerConfig()}, &rep); err != nil {
-		return fmt.Errorf("worker handshake: %w", err)
+	hello := wire.HelloRequest{Version: wire.ProtocolVersion, Config: p.pool.workerConfig()}
+	// The first worker's snapshot and caches (startup.go).
+	hello.Startup = p.pool.startup.Load()
+	hello.WantStartup = hello.Startup == nil
+	err := p.post(ctx, wire.PathHello, hello, &rep)
+	if err == nil && rep.Error != "" {
+		err = fmt.Errorf("worker start-up: %s", rep.Error)
+	} else if err != nil {
+		err = fmt.Errorf("worker handshake: %w", err)
 	}
-	if rep.Error != "" {
-		return fmt.Errorf("worker start-up: %s", rep.Error)
+	if err != nil {
+		// Whatever failed, the next worker makes its own startup.
+		p.pool.dropStartup(hello.Startup)
+		return err
 	}
 	if rep.Version != wire.ProtocolVersion {
 		return fmt.Errorf("worker speaks %q, want %q", rep.Version, wire.ProtocolVersion)
@@ -252,6 +263,10 @@ func (p *process) handshake() error {
 	if rep.PID != p.pid {
 		return fmt.Errorf("worker says it is pid %d, it is %d", rep.PID, p.pid)
 	}
+	if hello.WantStartup {
+		p.pool.keepStartup(rep.Startup)
+	}
+	p.fromStartup = rep.FromStartup
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // TestClusterCosts measures what a cluster costs against one gateway
@@ -60,7 +61,7 @@ func TestClusterCosts(t *testing.T) {
 				if front != nil {
 					cpu[9] = treeCPU(front.Process.Pid)
 				}
-				r := closedLoop(fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+via), 32, each)
+				r := closedLoop(fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(via)), 32, each)
 				for i := range cpu {
 					pid := 0
 					if i == 9 {
@@ -86,9 +87,9 @@ func TestClusterCosts(t *testing.T) {
 	// killed member again; ten times.
 	var times []time.Duration
 	for k := 0; k < 10; k++ {
-		_, members := clusterCall(t, "GET", "http://localhost:3981/retainer/cluster", "", "")
+		_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(1)), "", "")
 		owner := 1
-		if !strings.Contains(members, `"name":"gw-1","address":"127.0.0.1:7941","spaces":[{`) {
+		if !strings.Contains(members, fmt.Sprintf(`"name":"gw-1","address":"127.0.0.1:%d","spaces":[{`, memberLink(1))) {
 			owner = 2
 		}
 		survivor := 3 - owner
@@ -112,12 +113,12 @@ func TestClusterCosts(t *testing.T) {
 		times[len(times)-1].Round(time.Millisecond), times)
 }
 
-// startFront starts Caddy's own reverse_proxy on port 9289 in front of
+// startFront starts Caddy's own reverse_proxy on memberPort(9) in front of
 // member 1 (the owner of the bench's spaces), the anchor a forwarded
 // request is measured against.
 func startFront(t *testing.T, ctx context.Context) *exec.Cmd {
 	path := filepath.Join(t.TempDir(), "Caddyfile")
-	config := "{\n\tadmin localhost:3989\n}\nhttp://:9289 {\n\treverse_proxy 127.0.0.1:9281\n}\n"
+	config := fmt.Sprintf("{\n\tadmin localhost:%d\n}\nhttp://:%d {\n\treverse_proxy 127.0.0.1:%d\n}\n", memberAdmin(9), memberPort(9), memberPort(1))
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -131,18 +132,14 @@ func startFront(t *testing.T, ctx context.Context) *exec.Cmd {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if status, _ := visitRoute(9, "hello"); status == 200 {
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the front did not come up:\n%s", log.String())
-		}
+	if !waitfor.Within(30*time.Second, func() bool { status, _ := visitRoute(9, "hello"); return status == 200 }) {
+		t.Fatalf("the front did not come up:\n%s", log.String())
 	}
+	return cmd
 }
 
 func visitRoute(i int, route string) (int, string) {
-	res, err := clusterClient.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+i))
+	res, err := clusterClient.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(i)))
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -40,7 +40,7 @@ func TestClusterEtcdStallShorterThanTheLease(t *testing.T) {
 					return
 				default:
 				}
-				res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw))
+				res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", memberPort(gw)))
 				mu.Lock()
 				if err != nil {
 					failures = append(failures, fmt.Sprintf("gw-%d: %v", gw, err))
@@ -100,7 +100,7 @@ func TestClusterEtcdUnreachableAnswersEveryRequest(t *testing.T) {
 	for time.Since(stalled) < 5*time.Second {
 		for _, gw := range []int{1, 2} {
 			started := time.Now()
-			res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw))
+			res, err := c.Get(fmt.Sprintf("http://shop.apps.localhost:%d/", memberPort(gw)))
 			took := time.Since(started)
 			slowest = max(slowest, took)
 			if err != nil {

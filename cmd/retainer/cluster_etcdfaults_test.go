@@ -86,7 +86,7 @@ func startVisitors(gws []int, routes ...string) *visitors {
 					case <-time.After(20 * time.Millisecond):
 					}
 					a := visitAnswer{gw: gw, route: route, sent: time.Since(v.zero)}
-					res, err := c.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw))
+					res, err := c.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)))
 					if err == nil {
 						body, _ := io.ReadAll(res.Body)
 						res.Body.Close()
@@ -200,7 +200,7 @@ func checkKVKept(t *testing.T, answers []visitAnswer, route string, gw int) int 
 		acked[n] = a.gw
 		highest = max(highest, n)
 	}
-	status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/get", route, 9280+gw), "", "")
+	status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/get", route, memberPort(gw)), "", "")
 	stored, _ := strconv.Atoi(body)
 	if status != 200 || stored < highest {
 		t.Errorf("the stored kv count is %d %q; %d was acknowledged", status, body, highest)
@@ -239,7 +239,7 @@ func TestClusterKVWhileEtcdPaused(t *testing.T) {
 	bindThrough(t, a, "kvc", deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, kvCounterHandler)))
 	for _, route := range []string{"loop", "kvc"} {
 		for _, gw := range []int{1, 2} {
-			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw), "", ""); status != 200 {
+			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)), "", ""); status != 200 {
 				t.Fatalf("%s through gw-%d before the pause: %d %s", route, gw, status, body)
 			}
 		}
@@ -312,7 +312,7 @@ func TestClusterEtcdKilled(t *testing.T) {
 	gws := []int{1, 2, 3}
 	for _, route := range []string{"loop", "kvc"} {
 		for _, gw := range gws {
-			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw), "", ""); status != 200 {
+			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)), "", ""); status != 200 {
 				t.Fatalf("%s through gw-%d before the kill: %d %s", route, gw, status, body)
 			}
 		}

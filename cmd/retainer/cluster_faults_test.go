@@ -35,7 +35,7 @@ func restartMember(t *testing.T, ctx context.Context, gws map[int]*gateway, i in
 // visitKey is a visitor's GET of a route name or executionId through
 // member i's public port.
 func visitKey(t *testing.T, i int, key string) (int, string) {
-	return clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", key, 9280+i), "", "")
+	return clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", key, memberPort(i)), "", "")
 }
 
 // A gateway serves a handle only while it owns the handle's space: one
@@ -86,7 +86,7 @@ func TestClusterServesOnlyWhatItOwns(t *testing.T) {
 		}
 	}
 	// Nothing was claimed or rebuilt at gw-2 for what it remembered.
-	_, m2 := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
+	_, m2 := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(2)), "", "")
 	if owned, rebuilt := metricValue(m2, "retainer_cluster_spaces_owned"), metricValue(m2, "retainer_rebuilds_total"); owned != 0 || rebuilt > 0 {
 		t.Fatalf("gw-2 owns %v spaces and rebuilt %v handles", owned, rebuilt)
 	}
@@ -400,13 +400,13 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tp := startTap(t, "127.0.0.1:7941")
+	tp := startTap(t, fmt.Sprintf("127.0.0.1:%d", memberLink(1)))
 	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
 	data, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(string(data), "listen 127.0.0.1:7941", "listen 127.0.0.1:7941\n\t\t\tadvertise "+tp.ln.Addr().String(), 1)
+	edited := strings.Replace(string(data), fmt.Sprintf("listen 127.0.0.1:%d", memberLink(1)), fmt.Sprintf("listen 127.0.0.1:%d\n\t\t\tadvertise ", memberLink(1))+tp.ln.Addr().String(), 1)
 	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -423,14 +423,14 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	bindThrough(t, bob, "bystander", deployThrough(t, bob, `{"retainHandles": true, "code": "let n = 0; export default { fetch() { n++; return new Response(String(n)) } }"}`))
 	bystander := func(want string) {
 		t.Helper()
-		if status, body := clusterCall(t, "GET", "http://bystander.apps.localhost:9283/", "", ""); status != 200 || body != want {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://bystander.apps.localhost:%d/", memberPort(3)), "", ""); status != 200 || body != want {
 			t.Fatalf("the bystander's counter through gw-3: %d %q, want %q", status, body, want)
 		}
 	}
 	bystander("1")
 
 	// A captured forward sent again, to the owner's listener itself.
-	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9282/inc", "", "one"); status != 200 || body != "1" {
+	if status, body := clusterCall(t, "POST", fmt.Sprintf("http://shop.apps.localhost:%d/inc", memberPort(2)), "", "one"); status != 200 || body != "1" {
 		t.Fatalf("the increment through gw-2: %d %q", status, body)
 	}
 	var inc *http.Request
@@ -443,13 +443,13 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		t.Fatal("the tap saw no forwarded increment")
 	}
 	for k := 0; k < 2; k++ {
-		if status := send(t, inc, "127.0.0.1:7941"); status != 403 {
+		if status := send(t, inc, fmt.Sprintf("127.0.0.1:%d", memberLink(1))); status != 403 {
 			t.Fatalf("a replayed forward answered %d, want 403", status)
 		}
 	}
 	// A computation forwarded to the owner: its kv increment is the
 	// count of its runs.
-	gw2 := &gateway{api: "http://api.localhost:9282", token: a.token}
+	gw2 := &gateway{api: fmt.Sprintf("http://api.localhost:%d", memberPort(2)), token: a.token}
 	counted := `{"capabilities": ["kvRead", "kvWrite"], "code": "async () => { const n = Number(await kv.get('runs') || 0) + 1; await kv.put('runs', String(n)); return n }"}`
 	if status, body := clusterCall(t, "POST", gw2.api+"/executions", gw2.token, counted); status != 200 || !strings.Contains(body, `"result":1`) {
 		t.Fatalf("a counted computation through gw-2: %d %.300s", status, body)
@@ -470,14 +470,14 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		// TestLinkReplayedHeadRunsNothing has the head refused 403
 		// behind a fresh hello).
 		for k := 0; k < 2; k++ {
-			if statuses := replayLink(t, stream, "127.0.0.1:7941"); len(statuses) != 0 {
+			if statuses := replayLink(t, stream, fmt.Sprintf("127.0.0.1:%d", memberLink(1))); len(statuses) != 0 {
 				t.Fatalf("the %s stream replayed: %v, want the connection closed at its hello", target, statuses)
 			}
 		}
 	}
 	// A header changed on the way: refused, and the handler does not run.
 	tp.swap.Store(&[2][]byte{[]byte("role-READER-1"), []byte("role-WRITER-1")})
-	req, _ := http.NewRequest("POST", "http://shop.apps.localhost:9282/inc", strings.NewReader("one"))
+	req, _ := http.NewRequest("POST", fmt.Sprintf("http://shop.apps.localhost:%d/inc", memberPort(2)), strings.NewReader("one"))
 	req.Header.Set("X-Role", "role-READER-1")
 	res, err := clusterClient.Do(req)
 	tp.swap.Store(nil)
@@ -492,7 +492,7 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	// The whole link connection the forwards crossed, sent again as is.
 	replayed := 0
 	for _, captured := range tp.links() {
-		if statuses := replayLink(t, captured, "127.0.0.1:7941"); len(statuses) != 0 {
+		if statuses := replayLink(t, captured, fmt.Sprintf("127.0.0.1:%d", memberLink(1))); len(statuses) != 0 {
 			t.Fatalf("a link connection replayed whole answered %v, want it closed at its hello", statuses)
 		}
 		if _, types, _ := linkFrames(captured); bytes.IndexByte(types, linkFrameHead) >= 0 {
@@ -512,10 +512,10 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 
 	// A 70 KB body crosses whole; changed on the way, it is refused.
 	big := strings.Repeat("SWAPME-1", 70_000/8)
-	if status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big); status != 200 || body != "SWAPME-1 70000" {
+	if status, body := clusterCall(t, "POST", fmt.Sprintf("http://shop.apps.localhost:%d/big", memberPort(3)), "", big); status != 200 || body != "SWAPME-1 70000" {
 		t.Fatalf("a 70 KB body through gw-3: %d %q", status, body)
 	}
-	res, err = clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("!")))
+	res, err = clusterClient.Post(fmt.Sprintf("http://shop.apps.localhost:%d/big", memberPort(2)), "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("!")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		t.Fatalf("a body of unknown length through gw-2: %d %q", res.StatusCode, got)
 	}
 	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
-	status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9283/big", "", big)
+	status, body := clusterCall(t, "POST", fmt.Sprintf("http://shop.apps.localhost:%d/big", memberPort(3)), "", big)
 	tp.swap.Store(nil)
 	if status != 403 {
 		t.Fatalf("a body changed on the way: %d %q, want 403", status, body)
@@ -533,7 +533,7 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	// A streamed body (of unknown length: chained frames) changed on the
 	// way: refused, and the handler keeps nothing of it.
 	tp.swap.Store(&[2][]byte{[]byte("SWAPME-1"), []byte("SWAPME-2")})
-	res, err = clusterClient.Post("http://shop.apps.localhost:9282/big", "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("?")))
+	res, err = clusterClient.Post(fmt.Sprintf("http://shop.apps.localhost:%d/big", memberPort(2)), "text/plain", io.MultiReader(strings.NewReader(big), strings.NewReader("?")))
 	tp.swap.Store(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -566,7 +566,7 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 		if k > 3 {
 			path = "/forgestream"
 		}
-		res, err := clusterClient.Get("http://shop.apps.localhost:9282" + path)
+		res, err := clusterClient.Get(fmt.Sprintf("http://shop.apps.localhost:%d", memberPort(2)) + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -586,7 +586,7 @@ func TestClusterForwardsAreTakenOnce(t *testing.T) {
 	// signed before it started is not taken either.
 	a.stop()
 	startMemberAt(t, ctx, 1, config)
-	if status := send(t, inc, "127.0.0.1:7941"); status == 200 {
+	if status := send(t, inc, fmt.Sprintf("127.0.0.1:%d", memberLink(1))); status == 200 {
 		t.Fatal("a captured forward was taken by the restarted owner")
 	}
 	if status, body := visit(t, 3, "/get?k=c"); status != 200 || body != "1" {
@@ -603,7 +603,7 @@ func memberBehindFront(t *testing.T, ctx context.Context, i int, etcd, dsn strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := fmt.Sprintf("admin localhost:%d", 3980+i)
+	admin := fmt.Sprintf("admin localhost:%d", memberAdmin(i))
 	edited := strings.Replace(string(data), admin, admin+"\n\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", 1)
 	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
@@ -679,7 +679,7 @@ func failoverUnderLoad(t *testing.T, pause bool) {
 					return
 				case <-time.After(10 * time.Millisecond):
 				}
-				res, body, err := get(fmt.Sprintf("http://shop.apps.localhost:%d/", 9280+gw), visitor)
+				res, body, err := get(fmt.Sprintf("http://shop.apps.localhost:%d/", memberPort(gw)), visitor)
 				at := since() // when the answer came
 				if err != nil {
 					answers <- answer{gw: gw, at: at, body: err.Error()}
@@ -699,7 +699,7 @@ func failoverUnderLoad(t *testing.T, pause bool) {
 				return
 			default:
 			}
-			res, _, err := get(fmt.Sprintf("http://made-up-%d.apps.localhost:9282/", n), "198.51.100.7")
+			res, _, err := get(fmt.Sprintf("http://made-up-%d.apps.localhost:%d/", n, memberPort(2)), "198.51.100.7")
 			if err == nil && res.StatusCode == 429 {
 				refused.Add(1)
 			}
@@ -785,7 +785,7 @@ export default { async fetch(req) {
 	inflight := make(chan string, 2)
 	for k := 0; k < 2; k++ {
 		go func() {
-			req, _ := http.NewRequest("POST", "http://shop.apps.localhost:9281/slow", nil)
+			req, _ := http.NewRequest("POST", fmt.Sprintf("http://shop.apps.localhost:%d/slow", memberPort(1)), nil)
 			res, err := clusterClient.Do(req)
 			if err != nil {
 				inflight <- err.Error()
@@ -796,9 +796,8 @@ export default { async fetch(req) {
 			inflight <- fmt.Sprintf("%d %s", res.StatusCode, body)
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
-	a.cmd.Process.Signal(syscall.SIGSTOP)
-	paused := time.Now()
+	waitInFlight(t, 1, 2)
+	paused := pauseMember(t, a)
 	status, body := visitUntilServed(t, 2, "/", paused)
 	if status != 200 || body != "served 1" {
 		t.Fatalf("the new owner's first answer: %d %q", status, body)

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
-// frontPort is the public port of the test's front.
-const frontPort = 9284
+// frontPort is the public port of the test's front, a free one.
+var frontPort = freeport.For("front")
 
 // lockedBuffer is a process's output read while it is written.
 type lockedBuffer struct {
@@ -90,10 +92,10 @@ func TestClusterDocumentedFront(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := string(data)
-		admin := fmt.Sprintf("admin localhost:%d", 3980+i)
+		admin := fmt.Sprintf("admin localhost:%d", memberAdmin(i))
 		c = strings.Replace(c, admin, admin+"\n"+servers, 1)
 		// The API's site: /health around the token, the rest behind it.
-		site := fmt.Sprintf("http://api.localhost:%d {\n", 9280+i)
+		site := fmt.Sprintf("http://api.localhost:%d {\n", memberPort(i))
 		at := strings.Index(c, site)
 		end := strings.Index(c[at:], "\n}\n")
 		if at < 0 || end < 0 {
@@ -110,7 +112,7 @@ func TestClusterDocumentedFront(t *testing.T) {
 	f := frontDoc
 	f = strings.Replace(f, "*.apps.example.com, api.example.com {", fmt.Sprintf("http://*.apps.localhost:%d, http://api.localhost:%d {", frontPort, frontPort), 1)
 	for i := 1; i <= 3; i++ {
-		f = strings.Replace(f, fmt.Sprintf("10.0.2.1%d:8080", i), fmt.Sprintf("127.0.0.1:%d", 9280+i), 1)
+		f = strings.Replace(f, fmt.Sprintf("10.0.2.1%d:8080", i), fmt.Sprintf("127.0.0.1:%d", memberPort(i)), 1)
 	}
 	f = strings.ReplaceAll(f, "example.com", "localhost")
 	f = "{\n\tadmin off\n}\n\n" + f
@@ -132,15 +134,8 @@ func TestClusterDocumentedFront(t *testing.T) {
 		}
 	}()
 	api := fmt.Sprintf("http://api.localhost:%d", frontPort)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if status, _ := clusterCall(t, "GET", api+"/health", "", ""); status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the front did not come up:\n%s", frontLog.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !waitfor.Within(30*time.Second, func() bool { status, _ := clusterCall(t, "GET", api+"/health", "", ""); return status == 200 }) {
+		t.Fatalf("the front did not come up:\n%s", frontLog.String())
 	}
 	// Three health checks' time: every one found every gateway up.
 	time.Sleep(5 * time.Second)
@@ -167,7 +162,7 @@ func TestClusterDocumentedFront(t *testing.T) {
 		ids[sub] = dep.ExecutionID
 	}
 	owners := map[string]string{} // tenant: the member owning its space
-	_, members := clusterCall(t, "GET", "http://localhost:3981/retainer/cluster", "", "")
+	_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(1)), "", "")
 	var view struct {
 		Members []struct {
 			Name   string
@@ -206,13 +201,9 @@ func TestClusterDocumentedFront(t *testing.T) {
 	// gw-3 stops: the health check sees it down, and the front goes on
 	// serving the tenants the others own.
 	gws[3].stop()
-	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(frontLog.String(), "127.0.0.1:9283") {
-		if time.Now().After(deadline) {
-			t.Fatal("the front's health check did not notice gw-3 stopped within 10 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "the front's health check to notice gw-3 stopped", func() bool {
+		return strings.Contains(frontLog.String(), fmt.Sprintf("127.0.0.1:%d", memberPort(3)))
+	})
 	for sub := range ids {
 		if owners[sub] == "gw-3" {
 			continue

@@ -47,7 +47,7 @@ func TestClusterReceiptsWhilePostgreSQLIsDown(t *testing.T) {
 	// etcd's size is read without kv_budget (the metric was 0 before).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, m := clusterCall(t, "GET", "http://localhost:3981/metrics", "", "")
+		_, m := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(1)), "", "")
 		if metricValue(m, "retainer_cluster_etcd_db_bytes") > 0 {
 			break
 		}

@@ -40,7 +40,7 @@ type apiWrite struct {
 
 func (w *apiWrite) do(zero time.Time) {
 	w.sent = time.Since(zero)
-	req, _ := http.NewRequest(w.method, fmt.Sprintf("http://api.localhost:%d%s", 9280+w.gw, w.path), strings.NewReader(w.body))
+	req, _ := http.NewRequest(w.method, fmt.Sprintf("http://api.localhost:%d%s", memberPort(w.gw), w.path), strings.NewReader(w.body))
 	req.Header.Set("Authorization", "Bearer "+w.token)
 	c := &http.Client{Timeout: 15 * time.Second, Transport: clusterClient.Transport}
 	res, err := c.Do(req)
@@ -101,7 +101,7 @@ func etcdTable(t *testing.T, cli *clientv3.Client, table string) map[string]stri
 // aliceHandles answers alice's handle ids as gateway gw's API lists them.
 func aliceHandles(t *testing.T, gw int, token string) []string {
 	t.Helper()
-	status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/handles", 9280+gw), token, "")
+	status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/handles", memberPort(gw)), token, "")
 	var list struct {
 		Handles []struct{ ExecutionID string }
 	}
@@ -160,13 +160,13 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 	gws := []int{1, 2, 3}
 	for _, gw := range gws {
 		for _, route := range []string{"keep", "bystander", "kvc"} {
-			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, 9280+gw), "", ""); status != 200 {
+			if status, body := clusterCall(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)), "", ""); status != 200 {
 				t.Fatalf("%s through gw-%d before the pause: %d %s", route, gw, status, body)
 			}
 		}
 		// Each gateway knows the owners of both tenants' API spaces.
 		aliceHandles(t, gw, alice)
-		clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/handles", 9280+gw), bob, "")
+		clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/handles", memberPort(gw)), bob, "")
 	}
 	before := aliceHandles(t, 1, alice)
 
@@ -286,17 +286,17 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 			if route == "bobs" {
 				token = bob
 			}
-			status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/routes/%s", 9280+gw, route), token, "")
+			status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/routes/%s", memberPort(gw), route), token, "")
 			var r struct{ ExecutionID string }
 			json.Unmarshal([]byte(body), &r)
 			if inEtcd, ok := routes[route]; ok != (status == 200) || r.ExecutionID != inEtcd {
 				t.Errorf("route %s through gw-%d: %d %s; etcd holds %q", route, gw, status, body, inEtcd)
 			}
 		}
-		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://moved.apps.localhost:%d/", 9280+gw), "", ""); status != 200 || body != "v3" {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://moved.apps.localhost:%d/", memberPort(gw)), "", ""); status != 200 || body != "v3" {
 			t.Errorf("a visit of moved through gw-%d: %d %q, want the newer bind's v3", gw, status, body)
 		}
-		status, _ := clusterCall(t, "GET", fmt.Sprintf("http://gone.apps.localhost:%d/", 9280+gw), "", "")
+		status, _ := clusterCall(t, "GET", fmt.Sprintf("http://gone.apps.localhost:%d/", memberPort(gw)), "", "")
 		if _, ok := routes["gone"]; ok != (status == 200) {
 			t.Errorf("a visit of gone through gw-%d: %d, but etcd holds the route: %v", gw, status, ok)
 		}
@@ -311,7 +311,7 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 		if strings.Join(ids, ",") != strings.Join(stored, ",") {
 			t.Errorf("alice's handles through gw-%d: %v; etcd holds %v (before the pause: %v)", gw, ids, stored, before)
 		}
-		status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/domains/shop.example.com", 9280+gw), alice, "")
+		status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/domains/shop.example.com", memberPort(gw)), alice, "")
 		claimed := false
 		for k := range etcdTable(t, cli, "domains") {
 			claimed = claimed || strings.HasPrefix(k, "shop.example.com")
@@ -323,7 +323,7 @@ func TestClusterRegistryWritesWhileEtcdPaused(t *testing.T) {
 
 	secrets := map[string]bool{}
 	for _, gw := range gws {
-		status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/secrets", 9280+gw), alice, "")
+		status, body := clusterCall(t, "GET", fmt.Sprintf("http://api.localhost:%d/secrets", memberPort(gw)), alice, "")
 		var list struct{ Secrets []struct{ Name string } }
 		json.Unmarshal([]byte(body), &list)
 		var names []string

@@ -19,10 +19,20 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/dnstest"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/freeport"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 const clusterSecret = "cluster-test-secret-cluster-test-secret"
+
+// A member's ports: the public one its sites listen on, its admin
+// endpoint's and its cluster listener's. Each is free, picked on first use
+// and the same for the rest of the test process (internal/freeport): a
+// member restarted comes back where its peers and the test look for it.
+func memberPort(i int) int  { return freeport.For(fmt.Sprintf("gw-%d public", i)) }
+func memberAdmin(i int) int { return freeport.For(fmt.Sprintf("gw-%d admin", i)) }
+func memberLink(i int) int  { return freeport.For(fmt.Sprintf("gw-%d cluster", i)) }
 
 // clusterConfig is Caddyfile.example for member i of a cluster on etcd
 // and PostgreSQL: its own admin, public and cluster ports. With a
@@ -34,8 +44,8 @@ func clusterConfig(t *testing.T, i int, etcd, dsn string, resolver ...string) st
 		t.Fatal(err)
 	}
 	s := string(data)
-	s = strings.Replace(s, "admin localhost:2019", fmt.Sprintf("admin localhost:%d", 3980+i), 1)
-	s = strings.ReplaceAll(s, ":8080", fmt.Sprintf(":%d", 9280+i))
+	s = strings.Replace(s, "admin localhost:2019", fmt.Sprintf("admin localhost:%d", memberAdmin(i)), 1)
+	s = strings.ReplaceAll(s, ":8080", fmt.Sprintf(":%d", memberPort(i)))
 	s = strings.Replace(s, "retainer {", fmt.Sprintf(`retainer {
 		workers 2
 		store etcd {
@@ -50,11 +60,11 @@ func clusterConfig(t *testing.T, i int, etcd, dsn string, resolver ...string) st
 			listen 127.0.0.1:%d
 			secret {env.RETAINER_CLUSTER_SECRET}
 			lease 2s
-		}`, etcd, dsn, i, 7940+i), 1)
+		}`, etcd, dsn, i, memberLink(i)), 1)
 	s = strings.Replace(s, "workers auto", "", 1)
 	if len(resolver) > 0 {
 		s = strings.Replace(s, "retainer_api apps {", fmt.Sprintf("retainer_api apps {\n\t\tdomains {\n\t\t\tresolver %s\n\t\t}", resolver[0]), 1)
-		s += fmt.Sprintf("\nhttp://:%d {\n\tretainer apps {\n\t\tkey {host}\n\t\tresolve domains\n\t}\n}\n", 9280+i)
+		s += fmt.Sprintf("\nhttp://:%d {\n\tretainer apps {\n\t\tkey {host}\n\t\tresolve domains\n\t}\n}\n", memberPort(i))
 	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
@@ -117,7 +127,7 @@ func startMember(t *testing.T, ctx context.Context, i int, etcd, dsn string, res
 // startMemberAt starts member i on the Caddyfile at config.
 func startMemberAt(t *testing.T, ctx context.Context, i int, config string) *gateway {
 	t.Helper()
-	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", 9280+i)}
+	gw := &gateway{t: t, cmd: binary(ctx, "run", "--config", config), log: &bytes.Buffer{}, api: fmt.Sprintf("http://api.localhost:%d", memberPort(i))}
 	gw.cmd.Env = append(gw.cmd.Env, "RETAINER_CLUSTER_SECRET="+clusterSecret)
 	gw.cmd.Stdout, gw.cmd.Stderr = gw.log, gw.log
 	if err := gw.cmd.Start(); err != nil {
@@ -129,16 +139,13 @@ func startMemberAt(t *testing.T, ctx context.Context, i int, config string) *gat
 		t.Fatalf("retainer-token: %v", err)
 	}
 	gw.token = strings.TrimSpace(string(out))
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if status, _ := clusterCall(t, "GET", gw.api+"/health", gw.token, ""); status == 200 {
-			return gw
-		}
-		if time.Now().After(deadline) || gw.cmd.ProcessState != nil {
-			t.Fatalf("member %d did not come up:\n%s", i, gw.log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !waitfor.Within(60*time.Second, func() bool {
+		status, _ := clusterCall(t, "GET", gw.api+"/health", gw.token, "")
+		return status == 200 || gw.cmd.ProcessState != nil
+	}) || gw.cmd.ProcessState != nil {
+		t.Fatalf("member %d did not come up:\n%s", i, gw.log.String())
 	}
+	return gw
 }
 
 // metricValue answers a metric's value in a /metrics text (-1 if absent).
@@ -152,9 +159,56 @@ func metricValue(text, name string) float64 {
 	return v
 }
 
+// waitInFlight waits (10 s at most, without failing: a test that pauses an
+// owner accepts a request read only after it resumed) until member i has n
+// invocations under way (its admin metrics), so that a pause that follows
+// finds them in flight.
+func waitInFlight(t *testing.T, i, n int) {
+	waitfor.Within(10*time.Second, func() bool {
+		_, m := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(i)), "", "")
+		return metricValue(m, "retainer_invocations_in_progress") >= float64(n)
+	})
+}
+
+// pauseMember stops a member's process (SIGSTOP) and waits until the
+// kernel reports it stopped, answering when. kill(2) only marks the
+// signal pending: the process stops once one of its threads next runs,
+// which on a loaded machine can be milliseconds later, and until then it
+// still serves. A test that asked another gateway at once was answered
+// by the owner it meant to have paused, through a forward
+// (TestClusterSQLSurvivesItsOwner failed so about 1 run in 4: "served
+// 1ms after SIGSTOP", then the owner, never paused past its lease,
+// rightly acknowledged its write).
+func pauseMember(t *testing.T, gw *gateway) time.Time {
+	t.Helper()
+	if err := gw.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP: %v", err)
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		// A stop, reported to the parent (WUNTRACED) once every thread
+		// has stopped; the process is not reaped.
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(gw.cmd.Process.Pid, &ws, syscall.WUNTRACED, nil)
+		if err == nil && !ws.Stopped() {
+			err = fmt.Errorf("the process ended instead (%v)", ws)
+		}
+		stopped <- err
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("pausing the member: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member did not stop within 10 s of SIGSTOP")
+	}
+	return time.Now()
+}
+
 // visit is a visitor's GET of the shop route through member i's public port.
 func visit(t *testing.T, i int, path string) (int, string) {
-	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", 9280+i, path), "", "")
+	return clusterCall(t, "GET", fmt.Sprintf("http://shop.apps.localhost:%d%s", memberPort(i), path), "", "")
 }
 
 // visitUntilServed retries a visit answered 503 (a space between owners)
@@ -162,16 +216,15 @@ func visit(t *testing.T, i int, path string) (int, string) {
 // until it is served, failing past the failover deadline (lease + 5 s).
 func visitUntilServed(t *testing.T, i int, path string, since time.Time) (int, string) {
 	t.Helper()
-	for {
-		status, body := visit(t, i, path)
-		if status != 503 && status != 429 && status != 0 {
-			return status, body
-		}
-		if time.Since(since) > 2*time.Second+5*time.Second {
-			t.Fatalf("member %d did not serve within lease + 5 s (%v): %d %s", i, time.Since(since), status, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var status int
+	var body string
+	if !waitfor.Within(time.Until(since.Add(2*time.Second+5*time.Second)), func() bool {
+		status, body = visit(t, i, path)
+		return status != 503 && status != 429 && status != 0
+	}) {
+		t.Fatalf("member %d did not serve within lease + 5 s (%v): %d %s", i, time.Since(since), status, body)
 	}
+	return status, body
 }
 
 // shopHandler counts visitors in kv and in its closure, and has paths for
@@ -278,7 +331,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		n++
-		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", 9280+i), "", ""); status != 200 || body != fmt.Sprintf("%d %d", n, n) {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", memberPort(i)), "", ""); status != 200 || body != fmt.Sprintf("%d %d", n, n) {
 			t.Fatalf("the domain through gw-%d: %d %q, want \"%d %d\"", i, status, body, n, n)
 		}
 	}
@@ -286,7 +339,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		t.Fatalf("deleting the domain through gw-1: %d %s", status, body)
 	}
 	for i := 1; i <= 3; i++ {
-		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", 9280+i), "", ""); status != 404 {
+		if status, body := clusterCall(t, "GET", fmt.Sprintf("http://shop.example.test:%d/", memberPort(i)), "", ""); status != 404 {
 			t.Fatalf("the deleted domain through gw-%d: %d %q", i, status, body)
 		}
 	}
@@ -298,7 +351,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	defer wsCancel()
 	var peers []*websocket.Conn
 	for _, i := range []int{2, 3} {
-		conn, res, err := websocket.Dial(wsCtx, fmt.Sprintf("ws://room.apps.localhost:%d/", 9280+i), &websocket.DialOptions{HTTPClient: clusterClient})
+		conn, res, err := websocket.Dial(wsCtx, fmt.Sprintf("ws://room.apps.localhost:%d/", memberPort(i)), &websocket.DialOptions{HTTPClient: clusterClient})
 		if err != nil {
 			t.Fatalf("a WebSocket through gw-%d: %v %v", i, res, err)
 		}
@@ -313,7 +366,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 			t.Fatalf("peer %d read %q, %v", k, msg, err)
 		}
 	}
-	if status, body := clusterCall(t, "GET", "http://room.apps.localhost:9283/stream", "", ""); status != 200 || body != "one\ntwo\nthree\n" {
+	if status, body := clusterCall(t, "GET", fmt.Sprintf("http://room.apps.localhost:%d/stream", memberPort(3)), "", ""); status != 200 || body != "one\ntwo\nthree\n" {
 		t.Fatalf("a stream through gw-3: %d %q", status, body)
 	}
 
@@ -329,37 +382,30 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	if status != 200 || !strings.Contains(body, `"result":42`) || run.ResultID == "" {
 		t.Fatalf("a computation through gw-2: %d %s", status, body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	for i := 1; i <= 3; i++ {
-		for {
+		waitfor.Until(t, 10*time.Second, fmt.Sprintf("the receipt through gw-%d", i), func() bool {
 			status, _ := clusterCall(t, "GET", gws[i].api+"/results/"+run.ResultID, gws[i].token, "")
-			if status == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the receipt through gw-%d: %d", i, status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return status == 200
+		})
 	}
 	// The cluster listener serves signed requests only, and a visitor's
 	// own forwarding header is not believed by a public listener.
-	if status, body := clusterCall(t, "GET", "http://127.0.0.1:7941/", "", ""); status != 403 || !strings.Contains(body, "FORBIDDEN") {
+	if status, body := clusterCall(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/", memberLink(1)), "", ""); status != 403 || !strings.Contains(body, "FORBIDDEN") {
 		t.Fatalf("an unsigned request to the cluster listener: %d %s", status, body)
 	}
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:7941/", nil)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", memberLink(1)), nil)
 	req.Header.Set("Retainer-Forwarded", "kind=data&registry=apps&key=shop&resolve=3&at=0&sig="+strings.Repeat("0", 64))
 	if res, err := clusterClient.Do(req); err != nil || res.StatusCode != 403 {
 		t.Fatalf("a forged forward: %v %v", res, err)
 	}
 	// The members are listed, gw-1 owning alice's space.
-	_, members := clusterCall(t, "GET", "http://localhost:3982/retainer/cluster", "", "")
-	if !strings.Contains(members, `"self":"gw-2"`) || !strings.Contains(members, `"name":"gw-3"`) || !strings.Contains(members, `"name":"gw-1","address":"127.0.0.1:7941","spaces":[{"registry":"apps","tenant":"alice"}]`) {
+	_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(2)), "", "")
+	if !strings.Contains(members, `"self":"gw-2"`) || !strings.Contains(members, `"name":"gw-3"`) || !strings.Contains(members, fmt.Sprintf(`"name":"gw-1","address":"127.0.0.1:%d","spaces":[{"registry":"apps","tenant":"alice"}]`, memberLink(1))) {
 		t.Fatalf("GET /retainer/cluster: %s", members)
 	}
 	// gw-2 forwarded what it did not own; gw-1 claimed and owns the space.
-	_, m2 := clusterCall(t, "GET", "http://localhost:3982/metrics", "", "")
-	_, m1 := clusterCall(t, "GET", "http://localhost:3981/metrics", "", "")
+	_, m2 := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(2)), "", "")
+	_, m1 := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/metrics", memberAdmin(1)), "", "")
 	if f := metricValue(m2, "retainer_cluster_forwards_total"); f < 8 {
 		t.Fatalf("gw-2's forwards: %v", f)
 	}
@@ -373,7 +419,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 	// visitor is served meanwhile.
 	limited := 0
 	for i := 0; i < 300; i++ {
-		status, _ := clusterCall(t, "GET", fmt.Sprintf("http://made-up-%d.apps.localhost:9282/", i), "", "")
+		status, _ := clusterCall(t, "GET", fmt.Sprintf("http://made-up-%d.apps.localhost:%d/", i, memberPort(2)), "", "")
 		switch status {
 		case 429:
 			limited++
@@ -390,7 +436,7 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext(ctx, network, "127.0.0.1:"+port)
 	}}}
 	for i := 0; i < 3; i++ {
-		res, err := bystander.Get("http://shop.apps.localhost:9282/get?k=x")
+		res, err := bystander.Get(fmt.Sprintf("http://shop.apps.localhost:%d/get?k=x", memberPort(2)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,12 +454,11 @@ func TestClusterOfThreeGateways(t *testing.T) {
 		// A POST, which the client never sends twice (a GET it may
 		// retry on a new connection, and the retry would be served by
 		// the new owner, rightly).
-		status, body := clusterCall(t, "POST", "http://shop.apps.localhost:9281/slow", "", "")
+		status, body := clusterCall(t, "POST", fmt.Sprintf("http://shop.apps.localhost:%d/slow", memberPort(1)), "", "")
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
-	time.Sleep(150 * time.Millisecond)
-	a.cmd.Process.Signal(syscall.SIGSTOP)
-	paused := time.Now()
+	waitInFlight(t, 1, 1) // the slow write is under way at the owner when it pauses
+	paused := pauseMember(t, a)
 	status, body = visitUntilServed(t, 2, "/", paused)
 	if n++; status != 200 || body != fmt.Sprintf("%d 1", n) {
 		t.Fatalf("after the owner paused: %d %q, want \"%d 1\" (kv kept, closure restarted)", status, body, n)
@@ -445,9 +490,9 @@ func TestClusterOfThreeGateways(t *testing.T) {
 
 	// kill -9 of the new owner: the two survivors race for the space;
 	// one wins, and every visitor's count is a distinct next one.
-	_, members = clusterCall(t, "GET", "http://localhost:3983/retainer/cluster", "", "")
+	_, members = clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(3)), "", "")
 	owner := b
-	if !strings.Contains(members, `"name":"gw-2","address":"127.0.0.1:7942","spaces":[{`) {
+	if !strings.Contains(members, fmt.Sprintf(`"name":"gw-2","address":"127.0.0.1:%d","spaces":[{`, memberLink(2))) {
 		owner = c
 	}
 	owner.cmd.Process.Kill()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // In a cluster of two (docs/usage.md): carol's token names a plan of 10
@@ -95,17 +96,16 @@ func TestClusterUsageAndPlans(t *testing.T) {
 		// Another gateway's counts reach the store at its next flush
 		// (every 5 s): bob's were counted where his handle runs.
 		var csv string
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-			res, err := clusterClient.Get(fmt.Sprintf("http://localhost:%d/retainer/usage?format=csv", 3980+i))
+		waitfor.Within(15*time.Second, func() bool {
+			res, err := clusterClient.Get(fmt.Sprintf("http://localhost:%d/retainer/usage?format=csv", memberAdmin(i)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			data, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if csv = string(data); strings.Contains(csv, "\napps,bob,") {
-				break
-			}
-		}
+			csv = string(data)
+			return strings.Contains(csv, "\napps,bob,")
+		})
 		if !strings.Contains(csv, "\napps,carol,2") || !strings.Contains(csv, "Z,10,") || !strings.Contains(csv, "\napps,bob,") {
 			t.Fatalf("gw-%d's export: %s", i, csv)
 		}
@@ -121,7 +121,7 @@ func TestClusterUsageAndPlans(t *testing.T) {
 			t.Fatalf("carol's visit through gw-%d after a token naming no plan: %d %s", i, status, body)
 		}
 	}
-	_, members := clusterCall(t, "GET", "http://localhost:3981/retainer/cluster", "", "")
+	_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(1)), "", "")
 	var infos struct {
 		Members []struct {
 			Name   string

@@ -128,9 +128,9 @@ func TestClusterKVIsLinearizable(t *testing.T) {
 	// The faults: the owner killed at 2 s; at 5 s the new owner paused
 	// for 3 s, then resumed.
 	ownerOf := func(via int) int {
-		_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", 3980+via), "", "")
+		_, members := clusterCall(t, "GET", fmt.Sprintf("http://localhost:%d/retainer/cluster", memberAdmin(via)), "", "")
 		for i := 1; i <= 3; i++ {
-			if strings.Contains(members, fmt.Sprintf(`"name":"gw-%d","address":"127.0.0.1:%d","spaces":[{`, i, 7940+i)) {
+			if strings.Contains(members, fmt.Sprintf(`"name":"gw-%d","address":"127.0.0.1:%d","spaces":[{`, i, memberLink(i))) {
 				return i
 			}
 		}

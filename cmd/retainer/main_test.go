@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/freeport"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/workers"
 )
 
@@ -33,10 +36,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const (
-	testPort  = 9180
-	adminPort = 3999
-	secret    = "operator-test-secret-operator-test-secret"
+const secret = "operator-test-secret-operator-test-secret"
+
+// The one-machine gateway's public and admin ports, free ones picked once
+// per test process (internal/freeport), so a second run of these tests at
+// the same time picks its own.
+var (
+	testPort  = freeport.For("public")
+	adminPort = freeport.For("admin")
 )
 
 // binary runs this test binary as the retainer binary.
@@ -85,21 +92,38 @@ func call(t *testing.T, method, url, token string, body string) (int, string) {
 	return res.StatusCode, string(data)
 }
 
-// workerCount counts the worker processes on the machine (/proc).
-// workerCount counts the worker processes of this binary (other packages'
-// tests run their own gateways at the same time).
+// workerCount counts the worker processes this test process started, its
+// gateways' (/proc): other packages' tests, and another run of these, run
+// gateways of their own at the same time.
 func workerCount(t *testing.T) int {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	entries, _ := os.ReadDir("/proc")
-	n := 0
+	parent := map[int]int{}
+	var found []int
 	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, not ")".
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && exe == self && bytes.Contains(cmdline, []byte("\x00"+workers.Subcommand)) {
-			n++
+		if err == nil && bytes.Contains(cmdline, []byte("\x00"+workers.Subcommand)) {
+			found = append(found, pid)
+		}
+	}
+	n := 0
+	for _, w := range found {
+		for p := parent[w]; p > 1; p = parent[p] {
+			if p == os.Getpid() {
+				n++
+				break
+			}
 		}
 	}
 	return n
@@ -127,22 +151,21 @@ func startGateway(t *testing.T, ctx context.Context, config string, env ...strin
 		t.Fatalf("retainer-token: %v", err)
 	}
 	gw.token = strings.TrimSpace(string(out))
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	healthy := func() bool {
 		req, _ := http.NewRequest("GET", gw.api+"/health", nil)
 		req.Header.Set("Authorization", "Bearer "+gw.token)
-		if res, err := client.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return gw
-			}
+		res, err := client.Do(req)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			gw.stop()
-			t.Fatal("the gateway did not come up")
-		}
-		time.Sleep(100 * time.Millisecond)
+		res.Body.Close()
+		return res.StatusCode == 200
 	}
+	if !waitfor.Within(60*time.Second, healthy) {
+		gw.stop()
+		t.Fatal("the gateway did not come up")
+	}
+	return gw
 }
 
 // stop ends the gateway as an operator would (SIGINT) and waits for it.
@@ -243,6 +266,9 @@ func TestOperatorCommands(t *testing.T) {
 
 	// Validate beside the running gateway.
 	workersBefore := workerCount(t)
+	if workersBefore == 0 {
+		t.Fatal("no workers of the running gateway counted: the count would miss validate's too")
+	}
 	start := time.Now()
 	val := binary(ctx, "validate", "--config", config)
 	if out, err := val.CombinedOutput(); err != nil {

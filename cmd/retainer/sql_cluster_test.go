@@ -14,6 +14,7 @@ import (
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // notesHandler inserts a row a request (its value the path) and answers
@@ -38,14 +39,13 @@ export default { async fetch(req, env) {
 // and some), answering the status and the body.
 func sqlThrough(t *testing.T, api, token, body string) (int, string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		status, answer := clusterCall(t, "POST", api+"/sql", token, body)
-		if status != 503 && status != 0 || time.Now().After(deadline) {
-			return status, answer
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var status int
+	var answer string
+	waitfor.Within(15*time.Second, func() bool {
+		status, answer = clusterCall(t, "POST", api+"/sql", token, body)
+		return status != 503 && status != 0
+	})
+	return status, answer
 }
 
 // sqlValues answers the v column of POST /sql's rows.
@@ -128,10 +128,10 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 	notes := deployThrough(t, a, fmt.Sprintf(`{"retainHandles": true, "concurrency": 8, "timeoutMs": 15000, "capabilities": ["sqlRead", "sqlWrite"], "code": %q}`, notesHandler))
 	bindThrough(t, a, "notes", notes)
 	visitNotes := func(i int, path string) (int, string) {
-		return clusterCall(t, "POST", fmt.Sprintf("http://notes.apps.localhost:%d%s", 9280+i, path), "", "")
+		return clusterCall(t, "POST", fmt.Sprintf("http://notes.apps.localhost:%d%s", memberPort(i), path), "", "")
 	}
 
-	if o := aliceOwner(t, 3982); o != "gw-1" {
+	if o := aliceOwner(t, memberAdmin(2)); o != "gw-1" {
 		t.Fatalf("gw-1 should own alice's space, not %q", o)
 	}
 	// 160 inserts, 8 at a time, through every gateway (forwarded to the
@@ -222,11 +222,11 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 		}
 	}
 	owner, other := b, c
-	ownerPort, otherAPI := 2, c.api
-	switch aliceOwner(t, 3983) {
+	ownerPort, otherPort, otherAPI := 2, 3, c.api
+	switch aliceOwner(t, memberAdmin(3)) {
 	case "gw-2":
 	case "gw-3":
-		owner, other, ownerPort, otherAPI = c, b, 3, b.api
+		owner, other, ownerPort, otherPort, otherAPI = c, b, 3, 2, b.api
 	default:
 		t.Fatal("nobody owns alice's space")
 	}
@@ -237,12 +237,16 @@ func TestClusterSQLSurvivesItsOwner(t *testing.T) {
 		status, body := visitNotes(ownerPort, "/slow")
 		late <- fmt.Sprintf("%d %s", status, body)
 	}()
-	time.Sleep(200 * time.Millisecond)
-	owner.cmd.Process.Signal(syscall.SIGSTOP)
-	paused := time.Now()
+	waitInFlight(t, ownerPort, 1)
+	paused := pauseMember(t, owner) // stopped, not only signalled
 	status, body = sqlThrough(t, otherAPI, other.token, `{"sql": "SELECT v FROM t WHERE v = 'late'"}`)
 	if status != 200 {
 		t.Fatalf("after the owner paused: %d %s", status, body)
+	}
+	// Served by the other gateway, which claimed the space (the paused
+	// owner answers nothing): what follows is about a replaced owner.
+	if o := aliceOwner(t, memberAdmin(otherPort)); o != fmt.Sprint("gw-", otherPort) {
+		t.Fatalf("alice's database was served while its owner was paused, but the space's owner is %q, not gw-%d", o, otherPort)
 	}
 	t.Logf("the other gateway served alice's database %v after SIGSTOP of its owner", time.Since(paused).Round(time.Millisecond))
 	owner.cmd.Process.Signal(syscall.SIGCONT)
@@ -307,7 +311,7 @@ func TestClusterSQLCosts(t *testing.T) {
 		name string
 		g    *gateway
 		port int
-	}{{"one machine", one, testPort}, {"cluster", member, 9281}} {
+	}{{"one machine", one, testPort}, {"cluster", member, memberPort(1)}} {
 		if status, body := clusterCall(t, "POST", gw.g.api+"/executions", gw.g.token, setup); status != 200 {
 			t.Fatalf("%s: the tables: %d %s", gw.name, status, body)
 		}

@@ -7,10 +7,13 @@ package etcdtest
 import (
 	"net"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/retainer-gw/retainer/internal/freeport"
 )
 
 // Server is an etcd started by a test.
@@ -47,15 +50,8 @@ func Start(t testing.TB) *Server {
 	return &Server{etcd: e, Endpoint: client.String()}
 }
 
-// freeURL is a loopback URL on a port the kernel just gave out and that
-// nothing listens on now (a race with other processes is possible and
-// unlikely on a test machine).
+// freeURL is a loopback URL on a port nothing listens on now
+// (internal/freeport).
 func freeURL(t testing.TB) url.URL {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return url.URL{Scheme: "http", Host: addr}
+	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(freeport.Pick()))}
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/freeport"
 )
 
 // Server is a PostgreSQL started by a test.
@@ -107,12 +109,7 @@ func start(t testing.TB, extra string) *Server {
 	if out, err := asOwner(run("initdb", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D", pgdata)).CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := freeport.Pick()
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, data) + extra
 	if out, err := asOwner(run("pg_ctl", "-D", pgdata, "-o", opts, "-l", filepath.Join(data, "log"), "-w", "-t", "60", "start")).CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(data, "log"))

@@ -10,7 +10,6 @@ package s3test
 import (
 	_ "embed"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/freeport"
 )
 
 //go:embed weed.version
@@ -214,21 +215,9 @@ func (s *Server) stop() {
 	}
 }
 
-// freePorts are loopback ports the kernel just gave out and that nothing
-// listens on now (a race with other processes is possible and unlikely
-// on a test machine). They are held open together so no two are equal.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// freePorts are n ports nothing listens on now, no two equal
+// (internal/freeport).
+func freePorts(n int) ([]int, error) { return freeport.PickN(n), nil }
 
 // Pause stops the server's processes where they are (SIGSTOP): its
 // sockets stay open and answer nothing, as a stalled service does.

@@ -82,8 +82,8 @@ func TestKVHeldKeysAreBounded(t *testing.T) {
 	for i := 0; i < 100000; i++ {
 		big.note("s", strings.Repeat("k", 400)+strconv.Itoa(i))
 	}
-	if big.spaces["s"] != nil || big.bytes > maxHeldBytes {
-		t.Fatalf("past the budget: whole %v, %d bytes (bound %d)", big.spaces["s"] == nil, big.bytes, maxHeldBytes)
+	if big.spaces["s"] != nil || big.bytes > budgets.KVHeldBytesPerWorker {
+		t.Fatalf("past the budget: whole %v, %d bytes (bound %d)", big.spaces["s"] == nil, big.bytes, budgets.KVHeldBytesPerWorker)
 	}
 }
 

@@ -18,7 +18,7 @@ import "github.com/retainer-gw/retainer/budgets"
 // and one accepted before it is what the read answers. Noting a key the
 // worker then never caches costs one needless message at most.
 //
-// What is noted is bounded in bytes (maxHeldBytes a worker: a worker
+// What is noted is bounded in bytes (budgets.KVHeldBytesPerWorker a worker: a worker
 // taken over could otherwise make the gateway keep every key it names);
 // past the bound a space counts as wholly held, and every write to it is
 // told, as before. A key the gateway refuses (empty, over budgets.KVKeyBytes) is
@@ -26,16 +26,12 @@ import "github.com/retainer-gw/retainer/budgets"
 type held struct {
 	spaces map[string]map[string]struct{} // a nil set: any key of the space
 	bytes  int                            // what the noted keys cost, over every space
-	limit  int                            // 0: maxHeldBytes
+	limit  int                            // 0: budgets.KVHeldBytesPerWorker
 }
 
-// maxHeldBytes bounds what the keys noted for one worker may cost the
-// gateway (~10,000 keys of 40 bytes); heldKeyCost is what a key costs
-// beside its bytes (its map entry, roughly).
-const (
-	maxHeldBytes = 1 << 20
-	heldKeyCost  = 64
-)
+// heldKeyCost is what a key costs beside its bytes (its map entry,
+// roughly), counted against budgets.KVHeldBytesPerWorker.
+const heldKeyCost = 64
 
 // note records that the worker may cache keys of space.
 func (h *held) note(space string, keys ...string) {
@@ -48,7 +44,7 @@ func (h *held) note(space string, keys ...string) {
 	}
 	limit := h.limit
 	if limit == 0 {
-		limit = maxHeldBytes
+		limit = budgets.KVHeldBytesPerWorker
 	}
 	if set == nil {
 		set = map[string]struct{}{}

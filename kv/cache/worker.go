@@ -32,13 +32,6 @@ import (
 // the writer's await ends and long before its response leaves (the output
 // gate). A failed commit drops every worker's whole cache.
 
-// maxCacheBytes bounds the cached values of one worker; past it the cache
-// starts afresh.
-const maxCacheBytes = 8 << 20
-
-// maxCacheRuns bounds how many run and handle ids the cache remembers.
-const maxCacheRuns = 10000
-
 type cacheKey struct{ space, key string }
 
 // Worker is the worker's side of the kv cache: reads answered from it,
@@ -118,9 +111,9 @@ type settleWaiter struct {
 const holdWrites = 500 * time.Microsecond
 
 // Carried answers ride with the writes they wait for only while small: at
-// most maxCarriedBytes in all a frame (a batch is at most maxBatchBytes
-// and a value; the gateway reads frames far larger), MaxCarriedAnswer
-// each.
+// most maxCarriedBytes in all a frame (a batch is at most
+// budgets.KVWriteBatchBytes and a value; the gateway reads frames far
+// larger), MaxCarriedAnswer each.
 const (
 	maxCarriedBytes  = 1 << 20
 	MaxCarriedAnswer = 64 << 10
@@ -132,9 +125,6 @@ type queuedWrite struct {
 	w   BatchWrite
 	k   cacheKey
 }
-
-// maxBatchBytes bounds one batch of writes sent to the gateway.
-const maxBatchBytes = 4 << 20
 
 // NewWorker is a worker's cache. send carries a batch frame of queued
 // writes to the gateway's side (Gateway.Batch, or Gateway.Carry with the
@@ -345,7 +335,7 @@ func (c *Worker) flush() {
 	for first := true; len(c.queue) > 0 && (first || c.urgent()); first = false {
 		n, size := 0, 0
 		var batch []BatchWrite
-		for n < len(c.queue) && (n == 0 || size < maxBatchBytes) {
+		for n < len(c.queue) && (n == 0 || size < budgets.KVWriteBatchBytes) {
 			w := c.queue[n].w
 			batch = append(batch, w)
 			size += len(w.Key)
@@ -394,7 +384,7 @@ func (c *Worker) flush() {
 		if done == 0 {
 			done = n // nothing could be sent: the whole batch fails
 		}
-		if len(c.failed) >= maxCacheRuns {
+		if len(c.failed) >= budgets.KVCacheRunsPerWorker {
 			c.failed = map[string][]refusal{} // ids that never settled again
 		}
 		for i, q := range c.queue[:done] {
@@ -618,7 +608,7 @@ func (c *Worker) call(ctx context.Context, id, op string, args json.RawMessage, 
 		}
 		return res, err
 	}
-	if len(c.spaceOf) >= maxCacheRuns {
+	if len(c.spaceOf) >= budgets.KVCacheRunsPerWorker {
 		c.spaceOf = map[string]string{}
 		c.writable = map[string]bool{}
 	}
@@ -656,7 +646,7 @@ func (c *Worker) call(ctx context.Context, id, op string, args json.RawMessage, 
 // a value the gateway answered, which is durable).
 func (c *Worker) store(k cacheKey, v json.RawMessage, writer string) {
 	c.drop(k)
-	if c.bytes+len(v)+len(k.key) > maxCacheBytes {
+	if c.bytes+len(v)+len(k.key) > budgets.KVCacheBytesPerWorker {
 		c.values = map[cacheKey]json.RawMessage{}
 		c.writers = map[cacheKey]string{}
 		c.bytes = 0

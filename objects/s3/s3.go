@@ -174,14 +174,35 @@ func Open(ctx context.Context, c Config) (objects.Backend, error) {
 		return nil, fmt.Errorf("objects s3: reaching bucket %q at %s: %w", c.Bucket, c.Endpoint, err)
 	}
 	if !exists {
-		err := client.MakeBucket(ctx, c.Bucket, minio.MakeBucketOptions{Region: region})
-		// Another gateway of the cluster may have created it meanwhile.
-		if code := minio.ToErrorResponse(err).Code; err != nil && code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
+		if err := makeBucket(ctx, client, c.Bucket, region); err != nil {
 			return nil, fmt.Errorf("objects s3: creating bucket %q: %w", c.Bucket, err)
 		}
 	}
 	buffers := &bufferBudget{max: c.Buffers, perSpace: c.BuffersPerSpace, wait: c.BufferWait, bySpace: map[string]int{}, freed: make(chan struct{})}
 	return &backend{client: client, core: minio.Core{Client: client}, bucket: c.Bucket, prefix: c.Prefix, buffers: buffers}, nil
+}
+
+// makeBucket creates the bucket unless another gateway of the cluster
+// did meanwhile. Services answer that race differently: "already owned"
+// or "already exists", and SeaweedFS, for one of several creates at once,
+// "the specified bucket does not exist"; so a failed create is followed by
+// a few looks for the bucket before it counts as failed.
+func makeBucket(ctx context.Context, client *minio.Client, bucket, region string) error {
+	err := client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: region})
+	if code := minio.ToErrorResponse(err).Code; err == nil || code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" {
+		return nil
+	}
+	for wait := 50 * time.Millisecond; wait <= 800*time.Millisecond; wait *= 2 {
+		if ok, _ := client.BucketExists(ctx, bucket); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return err
 }
 
 // endpoint splits a URL into minio-go's host and TLS flag.

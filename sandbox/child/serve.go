@@ -186,6 +186,9 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 	if req.Config.FrameCap > 0 {
 		w.conn.PeerMax.Store(int64(req.Config.FrameCap))
 	}
+	if st := req.Startup; st != nil {
+		sandbox.UseStartup(sandbox.Startup{Snapshot: st.Snapshot, Modules: st.Modules, Sum: st.Sum})
+	}
 	engine := sandbox.New(sandbox.Config{
 		Prewarm: c.Prewarm, Limits: c.Limits, JIT: c.JIT, Wasm: c.Wasm,
 		OnLog:       w.log,
@@ -206,7 +209,15 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		// The worker's stderr is the gateway's log ("worker N: ...").
 		fmt.Fprintf(os.Stderr, "isolates install the compiled runtime: %v\n", err)
 	}
-	return wire.HelloReply{Version: wire.ProtocolVersion, PID: os.Getpid()}
+	reply := wire.HelloReply{Version: wire.ProtocolVersion, PID: os.Getpid(), FromStartup: sandbox.StartedFromGiven()}
+	if req.WantStartup {
+		// Made before this worker has served anything (hello is its
+		// first call): the pool's other workers start from it.
+		if st, ok := sandbox.MadeStartup(); ok {
+			reply.Startup = &wire.Startup{Snapshot: st.Snapshot, Modules: st.Modules, Sum: st.Sum}
+		}
+	}
+	return reply
 }
 
 // probing says whether the gateway's hello enabled the probe paths (tests

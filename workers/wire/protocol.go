@@ -130,12 +130,31 @@ type EngineConfig struct {
 type HelloRequest struct {
 	Version string       `json:"version"`
 	Config  WorkerConfig `json:"config"`
+	// Startup is the snapshot and module caches the pool's first worker
+	// made, to start from instead of making them; WantStartup asks the
+	// worker to answer its own (the pool has none yet).
+	Startup     *Startup `json:"startup,omitempty"`
+	WantStartup bool     `json:"wantStartup,omitempty"`
 }
 
 type HelloReply struct {
 	Version string `json:"version"`
 	PID     int    `json:"pid"`
 	Error   string `json:"error,omitempty"`
+	// Startup answers WantStartup, made before the worker served
+	// anything; FromStartup says it started from the one given.
+	Startup     *Startup `json:"startup,omitempty"`
+	FromStartup bool     `json:"fromStartup,omitempty"`
+}
+
+// Startup is a worker's runtime snapshot and runtime modules' code caches
+// (sandbox.Startup), made by a pool's first worker as it starts and given
+// to the workers started after it (docs/decisions.md, "Workers start from
+// the first one's snapshot").
+type Startup struct {
+	Snapshot []byte            `json:"snapshot"`
+	Modules  map[string][]byte `json:"modules"`
+	Sum      []byte            `json:"sum"` // the maker's SHA-256 of them
 }
 
 // Fault is a fault as it crosses the boundary.

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/retainer-gw/retainer/budgets"
 )
 
 // Conn is the protocol between the gateway and a worker: length-prefixed
@@ -74,7 +76,7 @@ type Conn struct {
 	// calls, when set (LimitCalls), holds a place for each request this
 	// side has sent and whose answer has not come back: a call past it
 	// waits for one, so this side never has more requests at once than
-	// the peer serves (maxServing, past which the peer closes the
+	// the peer serves (budgets.WireRequestsServing, past which the peer closes the
 	// connection, and the gateway kills the worker).
 	calls chan struct{}
 	// stops cancels the requests this side serves on goroutines of their
@@ -85,7 +87,7 @@ type Conn struct {
 
 	handle func(ctx context.Context, path string, body []byte) ([]byte, error)
 	onBad  func(reason string)
-	// serving counts requests being handled; past maxServing the peer is
+	// serving counts requests being handled; past budgets.WireRequestsServing the peer is
 	// flooding (the gateway's calls and a worker's own are far fewer).
 	serving atomic.Int64
 	ctx     context.Context
@@ -99,14 +101,11 @@ type Conn struct {
 	Take func(id uint64, path string, payload []byte) bool
 }
 
-// maxServing bounds the requests one side handles at once for its peer.
-const maxServing = 4096
-
 // MaxCalls is the most requests a worker has sent the gateway at once
 // (LimitCalls): its isolates' host calls past it wait in the worker, so
 // ordinary JavaScript (thousands of awaited calls across spawned runs)
 // never makes its worker break the protocol (docs/architecture.md).
-const MaxCalls = maxServing / 2
+const MaxCalls = budgets.WireRequestsServing / 2
 
 // LimitCalls bounds the requests this side has sent and not seen answered
 // to n: a call past them waits for a place (within its context). Set it
@@ -207,8 +206,8 @@ func (c *Conn) read() error {
 		case kindResponse:
 			c.Deliver(id, payload)
 		case kindRequest:
-			if c.serving.Add(1) > maxServing {
-				c.bad(fmt.Sprintf("more than %d requests at once", maxServing))
+			if c.serving.Add(1) > budgets.WireRequestsServing {
+				c.bad(fmt.Sprintf("more than %d requests at once", budgets.WireRequestsServing))
 				return errors.New("request flood")
 			}
 			if c.Take != nil && c.Take(id, path, payload) {

@@ -257,7 +257,7 @@ func TestHeldCallsLeaveWithTheNext(t *testing.T) {
 }
 
 // A side with LimitCalls never has more requests at once than the peer
-// serves (maxServing, past which the peer calls it a flood and closes):
+// serves (budgets.WireRequestsServing, past which the peer calls it a flood and closes):
 // 3*MaxCalls calls at once, a third of them given up while they wait or
 // while the peer still serves them, all leave without a flood, the peer
 // never serves more than MaxCalls, and the rest are answered.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
@@ -21,13 +22,9 @@ import (
 // into a buffer, drained after each chunk. A decompressor is a reader on
 // a pipe, fed chunk by chunk by the runtime and read by a goroutine of its
 // own into a buffer, bounded so that a decompression bomb errors instead
-// of growing the worker. At most maxCodecs streams live per isolate; the
-// oldest are closed first, and all when the isolate ends.
-
-const (
-	maxCodecs          = 64
-	maxDecompressBytes = 32 << 20 // per chunk handed back: the isolate's heap could not hold more
-)
+// of growing the worker. At most budgets.CompressionStreamsPerIsolate
+// streams live per isolate; another is closed first, and all when the
+// isolate ends.
 
 // codec is one stream's state.
 type codec struct {
@@ -45,13 +42,13 @@ type codec struct {
 }
 
 // codecInit is codecInit(id, format, compress): stream id begins; past
-// maxCodecs another of the isolate's ends first.
+// budgets.CompressionStreamsPerIsolate another of the isolate's ends first.
 func (s *session) codecInit(args []webapi.Arg) (string, error) {
 	id, format, compress := int32(args[0].Integer()), args[1].String(), args[2].Boolean()
 	if s.codecs == nil {
 		s.codecs = map[int32]*codec{}
 	}
-	if len(s.codecs) >= maxCodecs {
+	if len(s.codecs) >= budgets.CompressionStreamsPerIsolate {
 		for k, c := range s.codecs {
 			c.close()
 			delete(s.codecs, k)
@@ -108,7 +105,7 @@ func (c *codec) decompress(format string, pr *feeder) {
 			n, rerr := r.Read(buf)
 			c.mu.Lock()
 			c.dout.Write(buf[:n])
-			over := c.dout.Len() > maxDecompressBytes
+			over := c.dout.Len() > budgets.DecompressChunkBytes
 			c.mu.Unlock()
 			if over {
 				err = errors.New("the decompressed data is over its bound")

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/text/encoding/htmlindex"
 	"golang.org/x/text/transform"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/internal/wirejson"
 	"github.com/retainer-gw/retainer/sandbox/webapi"
 )
@@ -20,10 +21,8 @@ import (
 // decodeLegacy decodes one chunk. A streaming decoder keeps its x/text
 // transformer (stateful encodings such as ISO-2022-JP need it) and its
 // unfinished bytes between calls, keyed by the JavaScript decoder's id; at
-// most maxStreamingDecoders live per isolate, the oldest going first.
-
-const maxStreamingDecoders = 64
-
+// most budgets.TextDecodersPerIsolate live per isolate, another going
+// first.
 // streamingDecoder is one TextDecoder's state between stream: true calls.
 type streamingDecoder struct {
 	dec     transform.Transformer
@@ -89,7 +88,7 @@ func (s *session) decodeLegacy(args []webapi.Arg) (string, error) {
 	if sd == nil {
 		sd = &streamingDecoder{dec: enc.NewDecoder()}
 		if stream {
-			if len(s.decoders) >= maxStreamingDecoders {
+			if len(s.decoders) >= budgets.TextDecodersPerIsolate {
 				for k := range s.decoders { // any one: a program juggling 64 streams loses one's state
 					delete(s.decoders, k)
 					break
