@@ -35,7 +35,10 @@ import (
 // transport to other members, the listener, and the handlers a forwarded
 // request is served by.
 type clusterNode struct {
-	secret   []byte
+	secret []byte
+	// self is this member's advertised address: what a forward to it
+	// names (forward.To, the link's hello).
+	self     string
 	started  time.Time
 	nonces   nonceSet
 	owners   ownerCache
@@ -95,6 +98,7 @@ const (
 func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, addr string, f forward, body forwardBody, lookAgain bool) (outcome forwardOutcome) {
 	f.At = time.Now()
 	f.Nonce = newNonce()
+	f.To = addr
 	f.Body = body.cover
 	if r.TLS != nil {
 		f.Scheme = "https"
@@ -178,7 +182,7 @@ func (n *clusterNode) forwardLink(w http.ResponseWriter, r *http.Request, addr s
 	if body.chained() {
 		stream, contentLength = newSealReader(r.Body, n.secret, sig), -1
 	}
-	s, answer, err := n.link.roundTrip(r.Context(), addr, r, header, body.held, stream, contentLength)
+	s, answer, err := n.link.roundTrip(r.Context(), addr, n.secret, r, header, body.held, stream, contentLength)
 	if err != nil {
 		var op *net.OpError
 		if lookAgain && errors.As(err, &op) && op.Op == "dial" {

@@ -58,6 +58,10 @@ type forward struct {
 	At     time.Time
 	// Nonce makes the request one of a kind: the owner takes it once.
 	Nonce string
+	// To is the advertised address of the member the request is sent to:
+	// only that member takes it (a forward captured on its way to one
+	// member is refused by the next owner of the space).
+	To string
 	// Body is what the HMAC covers of the body (forwardBody.cover).
 	Body string
 }
@@ -79,6 +83,7 @@ func (f forward) values() url.Values {
 	v.Set("issued", f.Issued)
 	v.Set("at", strconv.FormatInt(f.At.UnixMilli(), 10))
 	v.Set("nonce", f.Nonce)
+	v.Set("to", f.To)
 	v.Set("body", f.Body)
 	return v
 }
@@ -201,7 +206,7 @@ func takeForward(secret []byte, head forwardHead, r *http.Request) (forward, err
 	return forward{Kind: v.Get("kind"), Registry: v.Get("registry"), Key: v.Get("key"), Resolve: handles.Resolve(resolve),
 		Scheme: v.Get("scheme"), ClientIP: v.Get("ip"), JWTCookie: v.Get("cookie"), JWTQuery: v.Get("query"),
 		Tenant: v.Get("tenant"), Scope: v.Get("scope"), Expires: v.Get("expires"), Plan: v.Get("plan"), Issued: v.Get("issued"), At: head.at,
-		Nonce: v.Get("nonce"), Body: v.Get("body")}, nil
+		Nonce: v.Get("nonce"), To: v.Get("to"), Body: v.Get("body")}, nil
 }
 
 // checkForward checks a forwarded request's header: signed under secret
@@ -233,7 +238,8 @@ func checkForward(secret []byte, r *http.Request, now time.Time) (forwardHead, e
 }
 
 // admitForward checks a forwarded request's head before anything runs
-// or is held for it: signed and fresh (checkForward), stamped after this
+// or is held for it: signed and fresh (checkForward), addressed to this
+// member (its advertised address), stamped after this
 // gateway started, and its nonce never taken before (taken now). Its
 // error is the answer: 403 FORBIDDEN, or 503 OVERLOADED for what a
 // retry gets past.
@@ -241,6 +247,11 @@ func (n *clusterNode) admitForward(r *http.Request, now time.Time) (forwardHead,
 	head, err := checkForward(n.secret, r, now)
 	if err != nil {
 		return forwardHead{}, forbidForward(err)
+	}
+	if to := head.v.Get("to"); to != n.self {
+		// Signed for another member (the space's owner before a
+		// failover, say): taken there, or never.
+		return forwardHead{}, forbidForward(fmt.Errorf("addressed to %q, not this member", to))
 	}
 	if head.at.Before(n.started) {
 		// Signed before this gateway started: its nonce may have been
@@ -262,4 +273,14 @@ func (n *clusterNode) admitForward(r *http.Request, now time.Time) (forwardHead,
 // forbidForward is the 403 of a forwarded request that does not check.
 func forbidForward(err error) error {
 	return fault.New(fault.Forbidden, "This listener serves the cluster's forwarded requests only (%s).", err)
+}
+
+// admitHello checks a link connection's hello (linkhello.go): signed,
+// addressed to this member, fresh, stamped after this gateway started,
+// and its nonce never taken before (taken now).
+func (n *clusterNode) admitHello(h linkHello, now time.Time) error {
+	if err := checkLinkHello(n.secret, n.self, n.started, h, now); err != nil {
+		return err
+	}
+	return n.nonces.first(h.nonce, now)
 }

@@ -98,6 +98,7 @@ func (rt *runtime) listen(a *App) error {
 	lease := time.Duration(a.Cluster.Lease)
 	n := &clusterNode{
 		secret:  []byte(secret),
+		self:    a.Cluster.Advertise,
 		started: time.Now(),
 		transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -128,7 +129,12 @@ func (n *clusterNode) serveCluster(ln net.Listener, h http.Handler) {
 	// A connection to the cluster listener that says nothing is closed
 	// (docs/cluster.md, "The link between members").
 	n.server = &http.Server{Handler: h, ReadHeaderTimeout: linkFrameWait, IdleTimeout: linkIdle}
+	if n.self == "" {
+		// A test's node: it is reached at its listener's address.
+		n.self = ln.Addr().String()
+	}
 	ls := newLinkServer(h)
+	ls.hello = func(h linkHello) error { return n.admitHello(h, time.Now()) }
 	ls.admit = func(w http.ResponseWriter, r *http.Request) (any, bool) {
 		head, err := n.admitForward(r, time.Now())
 		if err != nil {

@@ -45,7 +45,7 @@ import (
 // only its own stream, never the connection.
 
 const (
-	linkPreface = "\x00retainer-link/1\n"
+	linkPreface = "\x00retainer-link/2\n"
 
 	frameHead   = 1 // forwarder: the request's method, target, Host, length and headers
 	frameData   = 2 // body bytes (either way)

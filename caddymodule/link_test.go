@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -323,6 +324,7 @@ func TestLinkForwardsAreChecked(t *testing.T) {
 		}
 	})
 	addr, _, _ := startLinkOwner(t, tapped)
+	owner.self = addr
 	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
 	defer n.link.close()
 
@@ -340,7 +342,7 @@ func TestLinkForwardsAreChecked(t *testing.T) {
 		}
 		defer c.Close()
 		br := bufio.NewReader(c)
-		io.ReadFull(br, make([]byte, len(linkPreface)))
+		readLinkHello(br)
 		l := &linkConn{br: br}
 		typ, _, payload, err := l.readFrame(nil)
 		if err == nil && typ == frameHead {
@@ -349,8 +351,9 @@ func TestLinkForwardsAreChecked(t *testing.T) {
 		io.Copy(io.Discard, br)
 	}()
 	tap := &clusterNode{secret: secret, link: newLinkClient(300 * time.Millisecond)}
+	tap.link.dial = tapDial(rec.Addr().String())
 	defer tap.link.close()
-	forwardOnce(t, tap, httptest.NewRequest("GET", "/taken", nil), rec.Addr().String(), false)
+	forwardOnce(t, tap, httptest.NewRequest("GET", "/taken", nil), addr, false)
 	head, ok := captured.Load("head")
 	if !ok {
 		t.Fatal("no head captured")
@@ -361,7 +364,7 @@ func TestLinkForwardsAreChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		frames := appendFrame([]byte(linkPreface), frameHead, 1, head)
+		frames := appendFrame(helloFor(t, secret, addr), frameHead, 1, head)
 		c.Write(appendFrame(frames, frameEnd, 1, nil))
 		l := &linkConn{br: bufio.NewReader(c)}
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -433,7 +436,7 @@ func TestLinkRefusesAPeerPastItsWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		go c.Write(append([]byte(linkPreface), frames...))
+		go c.Write(append(helloFor(t, nil, addr), frames...))
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		// Closed: the end of the stream, or a reset (unread bytes).
 		_, err = io.Copy(io.Discard, c)
@@ -567,7 +570,7 @@ func TestLinkUnsignedHeadsHoldNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.Write(appendFrame([]byte(linkPreface), frameHead, 1, head))
+	c.Write(appendFrame(helloFor(t, secret, addr), frameHead, 1, head))
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	l := &linkConn{br: bufio.NewReader(c)}
 	typ, _, payload, err := l.readFrame(nil)
@@ -579,7 +582,7 @@ func TestLinkUnsignedHeadsHoldNothing(t *testing.T) {
 	}
 
 	// The flood, never read.
-	frames := []byte(linkPreface)
+	var frames []byte
 	for id := uint32(1); id <= 130000; id++ {
 		frames = appendFrame(frames, frameHead, id, head)
 	}
@@ -590,7 +593,7 @@ func TestLinkUnsignedHeadsHoldNothing(t *testing.T) {
 		}
 		defer c.Close()
 		c.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		c.Write(frames) // fails once the owner closed the connection
+		c.Write(append(helloFor(t, secret, addr), frames...)) // fails once the owner closed the connection
 	}
 	if got := settle(base + 20); got > base+20 {
 		t.Fatalf("%d goroutines after the flood, %d before", got, base)
@@ -611,7 +614,6 @@ func TestLinkHeadsOfManyFieldsAreRefused(t *testing.T) {
 	head = binary.AppendVarint(head, 0)
 	head = binary.AppendUvarint(head, 1000000)
 	head = append(head, make([]byte, 2*1000000)...)
-	frames := appendFrame([]byte(linkPreface), frameHead, 1, head)
 	var before, after goruntime.MemStats
 	goruntime.GC()
 	goruntime.ReadMemStats(&before)
@@ -621,7 +623,7 @@ func TestLinkHeadsOfManyFieldsAreRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go c.Write(frames)
+		go c.Write(appendFrame(helloFor(t, secret, addr), frameHead, 1, head))
 		if !closedWithin(c, 10*time.Second) {
 			t.Error("a head of 1,000,000 fields: the connection was not closed")
 		}
@@ -638,12 +640,12 @@ func TestLinkHeadsOfManyFieldsAreRefused(t *testing.T) {
 		var h [frameHeadSize]byte
 		h[0] = frameHead
 		binary.BigEndian.PutUint32(h[5:9], linkMaxHead)
-		c.Write(append(append([]byte(linkPreface), h[:]...), make([]byte, 1024)...))
+		c.Write(append(append(helloFor(t, secret, addr), h[:]...), make([]byte, 1024)...))
 		claims = append(claims, c)
 	}
 	time.Sleep(500 * time.Millisecond) // the owner reads what came
 	goruntime.ReadMemStats(&after)
-	sent := uint64(conns * len(frames))
+	sent := uint64(conns * (len(head) + frameHeadSize))
 	if got := after.TotalAlloc - before.TotalAlloc; got > 6*sent {
 		t.Fatalf("the owner allocated %d MB for %d MB of heads", got>>20, sent>>20)
 	}
@@ -696,7 +698,7 @@ func TestLinkQuietConnectionsAreClosed(t *testing.T) {
 	var h [frameHeadSize]byte
 	h[0] = frameHead
 	binary.BigEndian.PutUint32(h[5:9], 100)
-	quiet("a frame's head alone", append(append([]byte(linkPreface), h[:]...), 1, 2, 3), false)
+	quiet("a frame's head alone", append(append(helloFor(t, secret, addr), h[:]...), 1, 2, 3), false)
 	quiet("HTTP/1.1 kept alive", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), true)
 
 	n := &clusterNode{secret: secret, link: newLinkClient(10 * time.Second)}
@@ -727,7 +729,7 @@ func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	frames := []byte(linkPreface)
+	frames := helloFor(t, nil, addr)
 	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
 	for id := uint32(1); id <= 40; id++ {
 		frames = appendFrame(frames, frameHead, id, head)
@@ -756,7 +758,7 @@ func TestLinkPeerThatGivesNoRoomLosesItsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	frames := []byte(linkPreface)
+	frames := helloFor(t, nil, addr)
 	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
 	for id := uint32(1); id <= 80; id++ {
 		frames = appendFrame(frames, frameHead, id, head)
@@ -771,7 +773,8 @@ func TestLinkPeerThatGivesNoRoomLosesItsConnection(t *testing.T) {
 // TestLinkConnectionsFromOneAddressAreBounded: past linkMaxConnsPerHost
 // link connections from one address, a new one is closed at once.
 func TestLinkConnectionsFromOneAddressAreBounded(t *testing.T) {
-	addr := startClusterOwner(t, []byte(strings.Repeat("s", 32)))
+	secret := []byte(strings.Repeat("s", 32))
+	addr := startClusterOwner(t, secret)
 	var conns []net.Conn
 	for range linkMaxConnsPerHost + 8 {
 		c, err := net.Dial("tcp", addr)
@@ -779,7 +782,7 @@ func TestLinkConnectionsFromOneAddressAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.Write([]byte(linkPreface))
+		c.Write(helloFor(t, secret, addr))
 		conns = append(conns, c)
 	}
 	var closed atomic.Int32
@@ -809,7 +812,7 @@ func TestLinkRefusedHeadSparesAMembersConnection(t *testing.T) {
 	addr := startClusterOwner(t, secret)
 	signed := func() []byte {
 		r := httptest.NewRequest("GET", "/", nil)
-		h, _ := forward{Kind: "data", Registry: "r", At: time.Now(), Nonce: newNonce(), Body: "none"}.header(secret, r, r.Header)
+		h, _ := forward{Kind: "data", Registry: "r", At: time.Now(), Nonce: newNonce(), To: addr, Body: "none"}.header(secret, r, r.Header)
 		return linkRequestHead(r, h, 0)
 	}
 	c, err := net.Dial("tcp", addr)
@@ -817,7 +820,7 @@ func TestLinkRefusedHeadSparesAMembersConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	frames := appendFrame([]byte(linkPreface), frameHead, 1, signed())
+	frames := appendFrame(helloFor(t, secret, addr), frameHead, 1, signed())
 	frames = appendFrame(frames, frameEnd, 1, nil)
 	for id := uint32(2); id <= 20; id++ {
 		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0))
@@ -868,10 +871,11 @@ func countingOwner(t *testing.T, secret []byte) (addr string, ran func() int) {
 	return ln.Addr().String(), func() int { return int(n.Load()) }
 }
 
-// captureLinkStream forwards r through a member of secret to a listener
-// that keeps what came and answers nothing, and answers the stream's
-// frames (its head, body and end, as stream 1) without the preface.
-func captureLinkStream(t *testing.T, secret []byte, r *http.Request) []byte {
+// captureLinkStream forwards r through a member of secret to the member
+// at to, through a tap that keeps what came and answers nothing, and
+// answers the stream's frames (its head, body and end, as stream 1)
+// without the hello.
+func captureLinkStream(t *testing.T, secret []byte, to string, r *http.Request) []byte {
 	t.Helper()
 	rec, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -887,7 +891,7 @@ func captureLinkStream(t *testing.T, secret []byte, r *http.Request) []byte {
 		}
 		defer c.Close()
 		br := bufio.NewReader(c)
-		io.ReadFull(br, make([]byte, len(linkPreface)))
+		readLinkHello(br)
 		l := &linkConn{br: br}
 		var frames []byte
 		for {
@@ -905,8 +909,9 @@ func captureLinkStream(t *testing.T, secret []byte, r *http.Request) []byte {
 		}
 	}()
 	tap := &clusterNode{secret: secret, link: newLinkClient(300 * time.Millisecond)}
+	tap.link.dial = tapDial(rec.Addr().String())
 	defer tap.link.close()
-	forwardOnce(t, tap, r, rec.Addr().String(), false)
+	forwardOnce(t, tap, r, to, false)
 	frames := <-got
 	if frames == nil {
 		t.Fatal("no stream captured")
@@ -914,16 +919,16 @@ func captureLinkStream(t *testing.T, secret []byte, r *http.Request) []byte {
 	return frames
 }
 
-// linkAnswerStatus sends a link connection's frames to addr (the preface
-// first) and answers the status of stream 1's answer.
-func linkAnswerStatus(t *testing.T, addr string, frames []byte) int {
+// linkAnswerStatus sends a link connection's frames to addr (a fresh
+// hello under secret first) and answers the status of stream 1's answer.
+func linkAnswerStatus(t *testing.T, secret []byte, addr string, frames []byte) int {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.Write(append([]byte(linkPreface), frames...))
+	c.Write(append(helloFor(t, secret, addr), frames...))
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	l := &linkConn{br: bufio.NewReader(c)}
 	for {
@@ -974,7 +979,7 @@ func TestLinkReplayedHeadRunsNothing(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer alice-token")
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	r.Header.Set("Cookie", "session=alice")
-	frames := captureLinkStream(t, secret, r)
+	frames := captureLinkStream(t, secret, addr, r)
 
 	for _, tc := range []struct {
 		name string
@@ -987,18 +992,18 @@ func TestLinkReplayedHeadRunsNothing(t *testing.T) {
 		{"Connection added", func(h http.Header) { h.Set("Connection", "Upgrade") }},
 		{"a value added", func(h http.Header) { h.Add("Cookie", "admin=1") }},
 	} {
-		if got := linkAnswerStatus(t, addr, editHead(t, frames, tc.edit)); got != 403 {
+		if got := linkAnswerStatus(t, secret, addr, editHead(t, frames, tc.edit)); got != 403 {
 			t.Errorf("%s: %d, want 403", tc.name, got)
 		}
 	}
-	if got := linkAnswerStatus(t, addr, editHead(t, frames, func(http.Header) {})); got != 404 {
+	if got := linkAnswerStatus(t, secret, addr, editHead(t, frames, func(http.Header) {})); got != 404 {
 		t.Fatalf("the captured forward, rebuilt unchanged and first sent: %d, want 404 (checked, no such registry)", got)
 	}
 	if ran() != 1 {
 		t.Fatalf("the handler ran %d times for one forward taken", ran())
 	}
 	for range 3 {
-		if got := linkAnswerStatus(t, addr, frames); got != 403 {
+		if got := linkAnswerStatus(t, secret, addr, frames); got != 403 {
 			t.Fatalf("the captured forward sent again: %d, want 403", got)
 		}
 	}
@@ -1035,11 +1040,13 @@ func TestForwardReplayedOverHTTPRunsNothing(t *testing.T) {
 		}
 		got <- []byte(raw.String())
 	}()
-	n := &clusterNode{secret: secret, transport: &http.Transport{DisableCompression: true, ResponseHeaderTimeout: 300 * time.Millisecond}}
+	tapped := tapDial(rec.Addr().String())
+	n := &clusterNode{secret: secret, transport: &http.Transport{DisableCompression: true, ResponseHeaderTimeout: 300 * time.Millisecond,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) { return tapped(network, "") }}}
 	r := httptest.NewRequest("POST", "/pay?to=shop", strings.NewReader("amount=10"))
 	r.Header.Set("Authorization", "Bearer alice-token")
 	r.Header.Set("Cookie", "session=alice")
-	forwardOnce(t, n, r, rec.Addr().String(), false)
+	forwardOnce(t, n, r, addr, false)
 	raw := <-got
 	if !strings.Contains(string(raw), "Retainer-Forwarded") {
 		t.Fatalf("no forward captured: %q", raw)
@@ -1100,7 +1107,7 @@ func TestLinkStalledVisitorIsResetAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	frames := []byte(linkPreface)
+	frames := helloFor(t, nil, addr)
 	for id, path := range map[uint32]string{1: "/big", 2: "/late"} {
 		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", path, nil), "none", 0))
 		frames = appendFrame(frames, frameEnd, id, nil)
@@ -1128,4 +1135,20 @@ func TestLinkStalledVisitorIsResetAlone(t *testing.T) {
 	if !reset || late != "late" {
 		t.Fatalf("the stalled stream reset: %v; the forward beside it: %q", reset, late)
 	}
+}
+
+// helloFor answers a fresh hello to the member at addr under secret.
+func helloFor(t *testing.T, secret []byte, addr string) []byte {
+	t.Helper()
+	b, err := appendLinkHello(secret, addr, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tapDial dials tap whatever the address asked for: a TCP tap on the
+// way to a member.
+func tapDial(tap string) func(network, addr string) (net.Conn, error) {
+	return func(network, _ string) (net.Conn, error) { return net.Dial("tcp", tap) }
 }

@@ -22,7 +22,10 @@ type linkClient struct {
 	// headTimeout bounds the wait for an answer's head (the lease).
 	headTimeout time.Duration
 	// idle is linkIdle when the client was made.
-	idle  time.Duration
+	idle time.Duration
+	// dial connects to a member's address (nil: TCP; a test's tap
+	// otherwise).
+	dial  func(network, addr string) (net.Conn, error)
 	mu    sync.Mutex
 	conns map[string]*linkDial
 }
@@ -41,7 +44,7 @@ func newLinkClient(headTimeout time.Duration) *linkClient {
 // get answers the connection to addr, dialling it when there is none
 // alive. A dial's error (a *net.OpError "dial") is the caller's: the
 // member cannot be reached.
-func (c *linkClient) get(ctx context.Context, addr string) (*linkConn, error) {
+func (c *linkClient) get(ctx context.Context, addr string, secret []byte) (*linkConn, error) {
 	c.mu.Lock()
 	d := c.conns[addr]
 	if d != nil {
@@ -59,9 +62,18 @@ func (c *linkClient) get(ctx context.Context, addr string) (*linkConn, error) {
 		d = &linkDial{ready: make(chan struct{})}
 		c.conns[addr] = d
 		go func() {
-			conn, err := (&net.Dialer{Timeout: linkDialTimeout}).Dial("tcp", addr)
+			dial := c.dial
+			if dial == nil {
+				dial = (&net.Dialer{Timeout: linkDialTimeout}).Dial
+			}
+			conn, err := dial("tcp", addr)
 			if err == nil {
-				if _, err = io.WriteString(conn, linkPreface); err != nil {
+				// The hello names the member dialled (linkhello.go).
+				var hello []byte
+				if hello, err = appendLinkHello(secret, addr, time.Now()); err == nil {
+					_, err = conn.Write(hello)
+				}
+				if err != nil {
 					conn.Close()
 				}
 			}
@@ -205,8 +217,8 @@ func (l *linkConn) open(head []byte, held []byte, hasBody bool) (s *linkStream, 
 // link and answers the owner's answer head; its body is the stream's to
 // read (in), and the stream the caller's to reset if it stops reading
 // early. body nil: the request has none, or held is all of it.
-func (c *linkClient) roundTrip(ctx context.Context, addr string, r *http.Request, forwarded string, held []byte, body io.Reader, contentLength int64) (*linkStream, linkAnswer, error) {
-	l, err := c.get(ctx, addr)
+func (c *linkClient) roundTrip(ctx context.Context, addr string, secret []byte, r *http.Request, forwarded string, held []byte, body io.Reader, contentLength int64) (*linkStream, linkAnswer, error) {
+	l, err := c.get(ctx, addr, secret)
 	if err != nil {
 		return nil, linkAnswer{}, err
 	}

@@ -29,7 +29,10 @@ type linkServer struct {
 	// answered with what admit wrote, by the read loop. What it answers
 	// for an admitted head is the value of linkAdmitted{} in the
 	// request's context.
-	admit  func(w http.ResponseWriter, r *http.Request) (any, bool)
+	admit func(w http.ResponseWriter, r *http.Request) (any, bool)
+	// hello, when set, checks a link connection's hello before the
+	// connection is served (linkhello.go); its error closes it.
+	hello  func(h linkHello) error
 	ctx    context.Context
 	stop   context.CancelFunc
 	mu     sync.Mutex
@@ -399,10 +402,11 @@ func (w *linkWriter) finish() {
 // forwarded WebSocket upgrade) is accepted by the HTTP server.
 type splitListener struct {
 	net.Listener
-	link  *linkServer
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
+	link    *linkServer
+	pending pendingConns
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
 }
 
 func newSplitListener(ln net.Listener, link *linkServer) *splitListener {
@@ -434,8 +438,15 @@ func (s *splitListener) acceptLoop() {
 	}
 }
 
-// sort hands c to the link server or the HTTP server.
+// sort hands c to the link server, once its hello checks, or to the
+// HTTP server. Until then it is held as pending (pendingConns), with at
+// most the reader's buffer, and the link's hello is read within
+// linkHelloWait.
 func (s *splitListener) sort(c net.Conn) {
+	if !s.pending.hold(c, remoteHost(c)) {
+		return
+	}
+	defer s.pending.release(c)
 	c.SetReadDeadline(time.Now().Add(linkPrefaceWait))
 	br := bufio.NewReaderSize(c, 64<<10)
 	first, err := br.Peek(1)
@@ -444,16 +455,22 @@ func (s *splitListener) sort(c net.Conn) {
 		return
 	}
 	if first[0] == linkPreface[0] {
-		preface := make([]byte, len(linkPreface))
-		if _, err := io.ReadFull(br, preface); err != nil || string(preface) != linkPreface {
+		c.SetReadDeadline(time.Now().Add(linkHelloWait))
+		hello, err := readLinkHello(br)
+		if err == nil && s.link.hello != nil {
+			err = s.link.hello(hello)
+		}
+		if err != nil {
 			c.Close()
 			return
 		}
 		c.SetReadDeadline(time.Time{})
+		s.pending.release(c)
 		s.link.serve(c, br)
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	s.pending.release(c)
 	select {
 	case s.conns <- &peekedConn{Conn: c, br: br}:
 	case <-s.done:
