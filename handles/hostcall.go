@@ -3,8 +3,6 @@ package handles
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/kv"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -390,8 +389,7 @@ func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 	default:
 		return "", false, false
 	}
-	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
-	return hex.EncodeToString(sum[:16]), hasCapability(grants.Capabilities, "kvRead"), hasCapability(grants.Capabilities, "kvWrite")
+	return kv.SpaceName(registry, tenant), hasCapability(grants.Capabilities, "kvRead"), hasCapability(grants.Capabilities, "kvWrite")
 }
 
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order

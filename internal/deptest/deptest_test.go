@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	"workers/wire":             {"fault", "budgets", "program"},
 	"workers":                  {"fault", "budgets", "program", "workers/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache"},
 	"sandbox/child":            {"fault", "budgets", "program", "sandbox", "workers/wire", "internal/wirejson", "internal/gctarget", "internal/hostcache", "kv/cache"},
-	"handles":                  {"fault", "budgets", "store", "program", "workers", "capability", "internal/wirejson", "internal/readsome"},
+	"handles":                  {"fault", "budgets", "store", "program", "workers", "capability", "kv", "internal/wirejson", "internal/readsome"},
 	"caddymodule":              {"fault", "budgets", "store", "cluster", "program", "workers", "handles", "authz", "receipts", "logstore", "capability", "sandbox/webapi/websocket", "kv", "kv/cache", "sqldb", "objects", "objects/files", "objects/s3", "internal/wirejson", "internal/gctarget"},
 	// The Go client is a host's library: nothing of the gateway.
 	"client": {},
