@@ -11,6 +11,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
+	"github.com/retainer-gw/retainer/kv/kvop"
 	"github.com/retainer-gw/retainer/sqldb"
 )
 
@@ -91,11 +92,11 @@ type Host struct {
 // handles layer, which records and replays them).
 func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	switch c.Op {
-	case "kv.get", "kv.list":
+	case string(kvop.Get), string(kvop.List):
 		if !c.Grants.Has("kvRead") {
 			return nil, Denied("kvRead", "kv."+c.Op[3:])
 		}
-	case "kv.put", "kv.delete":
+	case string(kvop.Put), string(kvop.Delete):
 		if !c.Grants.Has("kvWrite") {
 			return nil, Denied("kvWrite", "kv."+c.Op[3:])
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
+	"github.com/retainer-gw/retainer/kv/kvop"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -181,7 +182,7 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		// itself (docs/objects.md).
 		call.RequestBody = func(token string) (io.ReadCloser, error) { return s.takeBody(ctx, id, token) }
 	}
-	if strings.HasPrefix(op, "kv.") {
+	if kvop.Is(op) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, kvWait(rs, rec, cfg))
 		defer cancel()
@@ -423,12 +424,12 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 	defer cancel()
 	for _, w := range writes {
 		value := w.Value
-		switch w.Op {
-		case "kv.put":
+		switch kvop.Op(w.Op) {
+		case kvop.Put:
 			if value == nil {
 				value = new(string)
 			}
-		case "kv.delete":
+		case kvop.Delete:
 			value = nil
 		default:
 			return fault.New(fault.BadRequest, "Malformed kv writes.")
@@ -448,7 +449,7 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 // for it, the visitor is answered 503 OVERLOADED, retryable, instead of
 // 500 (invoke.go). rec is nil for a run.
 func (s *Store) noteKVUnanswered(err error, op string, rec *Record) {
-	if rec == nil || !strings.HasPrefix(op, "kv.") && !strings.HasPrefix(op, "objects.") || fault.CodeOf(err) != fault.Overloaded {
+	if rec == nil || !kvop.Is(op) && !strings.HasPrefix(op, "objects.") || fault.CodeOf(err) != fault.Overloaded {
 		return
 	}
 	if ls := s.liveFor(rec.ID); ls != nil {
