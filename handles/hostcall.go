@@ -84,16 +84,16 @@ func bindings(g Grants) program.Bindings {
 		b.Providers[p.Name] = p.Tools
 	}
 	for _, c := range g.Capabilities {
-		if c == "kvRead" || c == "kvWrite" {
+		if c == capability.KVRead || c == capability.KVWrite {
 			b.KV = true
 		}
-		if c == "sqlRead" || c == "sqlWrite" {
+		if c == capability.SQLRead || c == capability.SQLWrite {
 			b.SQL = true
 		}
-		if c == "ai" {
+		if c == capability.AIRun {
 			b.AI = true
 		}
-		if c == "objectsRead" || c == "objectsWrite" {
+		if c == capability.ObjectsRead || c == capability.ObjectsWrite {
 			b.Objects = true
 		}
 	}
@@ -390,7 +390,8 @@ func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 	default:
 		return "", false, false
 	}
-	return kv.SpaceName(registry, tenant), hasCapability(grants.Capabilities, "kvRead"), hasCapability(grants.Capabilities, "kvWrite")
+	g := capability.Grants{Capabilities: grants.Capabilities}
+	return kv.SpaceName(registry, tenant), g.AllowsKV(kvop.Get) == nil, g.AllowsKV(kvop.Put) == nil
 }
 
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order
