@@ -102,18 +102,6 @@ func bindings(g Grants) program.Bindings {
 
 func newRunID() string { return uuid.NewString() }
 
-// kvBarrier waits for the kv writes owner (a run or a handle) has made so
-// far to be durable.
-func (s *Store) kvBarrier(ctx context.Context, owner string) error {
-	s.mu.Lock()
-	host := s.opts.Host
-	s.mu.Unlock()
-	if host == nil || host.KV == nil {
-		return nil
-	}
-	return host.KV.Barrier(ctx, owner)
-}
-
 // caller is what the store knows of a host call's id: the capability
 // host, the run in progress or the handle's record (one of them), and its
 // registry, tenant and grants (reg is nil for an unknown id).
@@ -157,7 +145,7 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	if op == "fetch" || op == "tool" || op == "spawn" {
 		// Nothing leaves the gateway on a program's behalf before the
 		// writes it made before are durable (the output gate).
-		if err := s.kvBarrier(ctx, id); err != nil {
+		if err := s.outputGate(ctx, id); err != nil {
 			return nil, err
 		}
 	}
