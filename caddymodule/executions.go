@@ -9,6 +9,7 @@ import (
 
 	"github.com/retainer-gw/retainer/authz"
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/program"
@@ -46,8 +47,6 @@ type executionResponse struct {
 	Handles     []string        `json:"handles,omitempty"`
 	ResultID    string          `json:"resultId,omitempty"`
 }
-
-var knownCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "objectsRead": true, "objectsWrite": true, "fetch": true, "spawn": true}
 
 // toRequest checks an execution request against the config's maxima.
 func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
@@ -99,8 +98,9 @@ func (h *API) toRequest(req executionRequest) (handles.ExecRequest, error) {
 		out.MemoryMiB = *req.MemoryLimitMb
 	}
 	for _, c := range req.Capabilities {
-		if !knownCapabilities[c] {
-			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are kvRead, kvWrite, sqlRead, sqlWrite, ai, objectsRead, objectsWrite, fetch and spawn.", c)
+		if !capability.Known(c) {
+			last := len(capability.Names) - 1
+			return out, fault.New(fault.BadRequest, "Unknown capability %q: the capabilities are %s and %s.", c, strings.Join(capability.Names[:last], ", "), capability.Names[last])
 		}
 	}
 	out.Grants.Capabilities = req.Capabilities

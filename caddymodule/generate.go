@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/receipts"
@@ -184,27 +185,27 @@ The runtime has the web platform's standard library: fetch-style Request/Respons
 	granted := false
 	for _, c := range caps {
 		switch c {
-		case "kvRead":
+		case capability.KVRead:
 			b.WriteString("\n- kv.get(key) → string or null; kv.list({prefix, limit, cursor}) → {keys, cursor}: a key-value store private to the caller.")
-		case "kvWrite":
+		case capability.KVWrite:
 			b.WriteString("\n- kv.put(key, stringValue), kv.delete(key).")
-		case "sqlRead":
+		case capability.SQLRead:
 			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).all() → {results, meta}, .first(column?), .raw(), db.batch([statements]); reading statements only.")
-		case "sqlWrite":
+		case capability.SQLWrite:
 			b.WriteString("\n- db: a SQLite database private to the caller, with Cloudflare D1's API: await db.prepare(sql).bind(...values).run() / .all() / .first(), db.batch([statements]) (one transaction), db.exec(sql); no BEGIN/COMMIT (use batch).")
-		case "objectsRead":
+		case capability.ObjectsRead:
 			b.WriteString("\n- bucket: objects private to the caller, with Cloudflare R2's API: await bucket.get(key, {range?}) → null or an object with body (a ReadableStream), text(), json(), arrayBuffer(), size, etag, httpMetadata; bucket.head(key); bucket.list({prefix, delimiter, cursor, limit}) → {objects, truncated, cursor, delimitedPrefixes} (also env.bucket).")
-		case "objectsWrite":
+		case capability.ObjectsWrite:
 			b.WriteString("\n- bucket.put(key, string | ArrayBuffer | ReadableStream (a request body streams), {httpMetadata?, customMetadata?}) → the object; bucket.delete(key | [keys]).")
-		case "ai":
+		case capability.AIRun:
 			b.WriteString("\n- ai.run(model, {messages: [{role, content}]} or {prompt}, with max_tokens?, temperature?) → {response, usage}; with stream: true a ReadableStream of Server-Sent Events (data: {\"response\": ...} … data: [DONE]) a handler can return as a Response body (also env.ai).")
-		case "fetch":
+		case capability.Fetch:
 			hosts := "no host"
 			if run.Outbound != nil && len(run.Outbound.Allow) > 0 {
 				hosts = strings.Join(run.Outbound.Allow, ", ")
 			}
 			b.WriteString("\n- fetch(url, init) to these hosts only: " + hosts + ".")
-		case "spawn":
+		case capability.Spawn:
 			b.WriteString("\n- await spawn(body, capabilities): runs another function body in a fresh isolate and answers its result; use it with Promise.all to fan out.")
 		}
 		granted = true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv"
+	"github.com/retainer-gw/retainer/kv/kvop"
 	"github.com/retainer-gw/retainer/sqldb"
 )
 
@@ -91,17 +92,13 @@ type Host struct {
 // handles layer, which records and replays them).
 func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	switch c.Op {
-	case "kv.get", "kv.list":
-		if !c.Grants.Has("kvRead") {
-			return nil, Denied("kvRead", "kv."+c.Op[3:])
-		}
-	case "kv.put", "kv.delete":
-		if !c.Grants.Has("kvWrite") {
-			return nil, Denied("kvWrite", "kv."+c.Op[3:])
+	case string(kvop.Get), string(kvop.List), string(kvop.Put), string(kvop.Delete):
+		if err := c.Grants.AllowsKV(kvop.Op(c.Op)); err != nil {
+			return nil, err
 		}
 	case "fetch":
-		if !c.Grants.Has("fetch") {
-			return nil, Denied("fetch", "fetch")
+		if !c.Grants.Has(Fetch) {
+			return nil, Denied(Fetch, "fetch")
 		}
 		var inject func(ctx context.Context, scheme, host, port string) (http.Header, error)
 		if len(c.Grants.Headers) > 0 {
@@ -116,8 +113,8 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	case "sql":
 		return h.sql(ctx, c)
 	case "ai":
-		if !c.Grants.Has("ai") {
-			return nil, Denied("ai", "ai.run")
+		if !c.Grants.Has(AIRun) {
+			return nil, Denied(AIRun, "ai.run")
 		}
 		if h.AI == nil {
 			return nil, fault.New(fault.BadRequest, "ai.run: this gateway has no ai block (docs/ai.md).")
@@ -126,8 +123,8 @@ func (h *Host) Serve(ctx context.Context, c Call) (json.RawMessage, error) {
 	case "fetch.read":
 		// A streamed ai.run answer, and an object's body, are read as a
 		// fetch answer is.
-		if !c.Grants.Has("fetch") && !c.Grants.Has("ai") && !c.Grants.Has("objectsRead") && !c.Grants.Has("objectsWrite") || h.Fetcher.Streams == nil {
-			return nil, Denied("fetch", "fetch")
+		if !c.Grants.Has(Fetch) && !c.Grants.Has(AIRun) && !c.Grants.Has(ObjectsRead) && !c.Grants.Has(ObjectsWrite) || h.Fetcher.Streams == nil {
+			return nil, Denied(Fetch, "fetch")
 		}
 		res, err := h.Fetcher.Streams.read(ctx, c.ExecutionID, c.Args)
 		h.fetchBytes(c, len(res))
@@ -150,9 +147,9 @@ func (h *Host) fetchBytes(c Call, n int) {
 // sql is a program's db call (docs/sql.md): sqlRead or sqlWrite reads,
 // only sqlWrite writes; a write refused for want of sqlWrite is a denial.
 func (h *Host) sql(ctx context.Context, c Call) (json.RawMessage, error) {
-	write := c.Grants.Has("sqlWrite")
-	if !write && !c.Grants.Has("sqlRead") {
-		return nil, Denied("sqlRead", "db")
+	write := c.Grants.Has(SQLWrite)
+	if !write && !c.Grants.Has(SQLRead) {
+		return nil, Denied(SQLRead, "db")
 	}
 	if h.SQL == nil {
 		return nil, fault.New(fault.BadRequest, "This gateway keeps no SQL databases.")
@@ -163,7 +160,7 @@ func (h *Host) sql(ctx context.Context, c Call) (json.RawMessage, error) {
 	}
 	res, err := h.SQL.Serve(ctx, c.Registry, c.Tenant, write, h.SQLAnswer, req)
 	if errors.Is(err, sqldb.ErrNeedsWrite) {
-		return nil, Denied("sqlWrite", "A statement that writes")
+		return nil, Denied(SQLWrite, "A statement that writes")
 	}
 	return res, err
 }
@@ -172,8 +169,11 @@ func (h *Host) sql(ctx context.Context, c Call) (json.RawMessage, error) {
 // c.Op naming which: Serve's checks, without the arguments' JSON; ctx
 // bounds the store reads its check waits for.
 func (h *Host) KVWrite(ctx context.Context, c Call, key string, value *string) error {
-	if !c.Grants.Has("kvWrite") {
-		return Denied("kvWrite", c.Op)
+	if !kvop.Op(c.Op).Writes() {
+		return bad("Malformed kv writes.")
+	}
+	if err := c.Grants.AllowsKV(kvop.Op(c.Op)); err != nil {
+		return err
 	}
 	return h.KV.WriteWithin(ctx, c.Registry, c.Tenant, c.ExecutionID, key, value)
 }

@@ -148,19 +148,19 @@ type objectArgs struct {
 // objectsCall serves the bucket's host calls. body opens the handler's
 // request body by token (nil outside an invocation).
 func (h *Host) objectsCall(ctx context.Context, c Call) (json.RawMessage, error) {
-	write := c.Grants.Has("objectsWrite")
-	if !write && !c.Grants.Has("objectsRead") {
-		return nil, Denied("objectsRead", "bucket")
+	write := c.Grants.Has(ObjectsWrite)
+	if !write && !c.Grants.Has(ObjectsRead) {
+		return nil, Denied(ObjectsRead, "bucket")
 	}
 	op := strings.TrimPrefix(c.Op, "objects.")
 	switch op {
 	case "put", "upload", "write":
 		if !write {
-			return nil, Denied("objectsWrite", "bucket.put")
+			return nil, Denied(ObjectsWrite, "bucket.put")
 		}
 	case "delete":
 		if !write {
-			return nil, Denied("objectsWrite", "bucket.delete")
+			return nil, Denied(ObjectsWrite, "bucket.delete")
 		}
 	}
 	o := h.Objects

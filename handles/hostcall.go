@@ -3,8 +3,6 @@ package handles
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"strings"
@@ -15,6 +13,8 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/kv"
+	"github.com/retainer-gw/retainer/kv/kvop"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -84,16 +84,16 @@ func bindings(g Grants) program.Bindings {
 		b.Providers[p.Name] = p.Tools
 	}
 	for _, c := range g.Capabilities {
-		if c == "kvRead" || c == "kvWrite" {
+		if c == capability.KVRead || c == capability.KVWrite {
 			b.KV = true
 		}
-		if c == "sqlRead" || c == "sqlWrite" {
+		if c == capability.SQLRead || c == capability.SQLWrite {
 			b.SQL = true
 		}
-		if c == "ai" {
+		if c == capability.AIRun {
 			b.AI = true
 		}
-		if c == "objectsRead" || c == "objectsWrite" {
+		if c == capability.ObjectsRead || c == capability.ObjectsWrite {
 			b.Objects = true
 		}
 	}
@@ -101,18 +101,6 @@ func bindings(g Grants) program.Bindings {
 }
 
 func newRunID() string { return uuid.NewString() }
-
-// kvBarrier waits for the kv writes owner (a run or a handle) has made so
-// far to be durable.
-func (s *Store) kvBarrier(ctx context.Context, owner string) error {
-	s.mu.Lock()
-	host := s.opts.Host
-	s.mu.Unlock()
-	if host == nil || host.KV == nil {
-		return nil
-	}
-	return host.KV.Barrier(ctx, owner)
-}
 
 // caller is what the store knows of a host call's id: the capability
 // host, the run in progress or the handle's record (one of them), and its
@@ -157,7 +145,7 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	if op == "fetch" || op == "tool" || op == "spawn" {
 		// Nothing leaves the gateway on a program's behalf before the
 		// writes it made before are durable (the output gate).
-		if err := s.kvBarrier(ctx, id); err != nil {
+		if err := s.outputGate(ctx, id); err != nil {
 			return nil, err
 		}
 	}
@@ -182,7 +170,7 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 		// itself (docs/objects.md).
 		call.RequestBody = func(token string) (io.ReadCloser, error) { return s.takeBody(ctx, id, token) }
 	}
-	if strings.HasPrefix(op, "kv.") {
+	if kvop.Is(op) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, kvWait(rs, rec, cfg))
 		defer cancel()
@@ -390,8 +378,8 @@ func (s *Store) KVSpace(id string) (space string, readable, writable bool) {
 	default:
 		return "", false, false
 	}
-	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
-	return hex.EncodeToString(sum[:16]), hasCapability(grants.Capabilities, "kvRead"), hasCapability(grants.Capabilities, "kvWrite")
+	g := capability.Grants{Capabilities: grants.Capabilities}
+	return kv.SpaceName(registry, tenant), g.AllowsKV(kvop.Get) == nil, g.AllowsKV(kvop.Put) == nil
 }
 
 // KVWrite is one write of a kv.batch: a worker's writes, sent in the order
@@ -425,12 +413,12 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 	defer cancel()
 	for _, w := range writes {
 		value := w.Value
-		switch w.Op {
-		case "kv.put":
+		switch kvop.Op(w.Op) {
+		case kvop.Put:
 			if value == nil {
 				value = new(string)
 			}
-		case "kv.delete":
+		case kvop.Delete:
 			value = nil
 		default:
 			return fault.New(fault.BadRequest, "Malformed kv writes.")
@@ -450,7 +438,7 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 // for it, the visitor is answered 503 OVERLOADED, retryable, instead of
 // 500 (invoke.go). rec is nil for a run.
 func (s *Store) noteKVUnanswered(err error, op string, rec *Record) {
-	if rec == nil || !strings.HasPrefix(op, "kv.") && !strings.HasPrefix(op, "objects.") || fault.CodeOf(err) != fault.Overloaded {
+	if rec == nil || !kvop.Is(op) && !strings.HasPrefix(op, "objects.") || fault.CodeOf(err) != fault.Overloaded {
 		return
 	}
 	if ls := s.liveFor(rec.ID); ls != nil {

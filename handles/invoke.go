@@ -244,7 +244,7 @@ func (r *Registry) invoke(ctx context.Context, rec *Record, name string, req pro
 		res, err := s.opts.Executor.Invoke(ctx, rec.ID, name, req)
 		// The output gate: the response waits for the kv writes the
 		// invocation made (the handle's next invocation need not).
-		if gateErr := s.kvBarrier(ctx, rec.ID); gateErr != nil {
+		if gateErr := s.outputGate(ctx, rec.ID); gateErr != nil {
 			return program.WireResponse{}, gateErr
 		}
 		switch fault.CodeOf(err) {

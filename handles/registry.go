@@ -200,7 +200,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	out, err := r.runWithCapacity(runCtx, tenant, job)
 	s.endRun(job.ID)
 	// The output gate: the answer waits for the run's kv writes.
-	if gateErr := s.kvBarrier(runCtx, job.ID); gateErr != nil && err == nil {
+	if gateErr := s.outputGate(runCtx, job.ID); gateErr != nil && err == nil {
 		if out.Retained {
 			s.opts.Executor.Close(job.ID)
 		}

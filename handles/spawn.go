@@ -59,9 +59,6 @@ func (b *SpawnBudget) record(r SpawnRecord) {
 	b.mu.Unlock()
 }
 
-// spawnCapabilities are what a child may be given.
-var spawnCapabilities = map[string]bool{"kvRead": true, "kvWrite": true, "sqlRead": true, "sqlWrite": true, "ai": true, "objectsRead": true, "objectsWrite": true, "fetch": true, "spawn": true}
-
 type spawnArgs struct {
 	Body         string   `json:"body"`
 	Capabilities []string `json:"capabilities"`
@@ -72,8 +69,8 @@ type spawnArgs struct {
 // fetch under the parent's allow list, no provider tools, within the
 // parent's remaining time and the run's budget.
 func (s *Store) spawn(ctx context.Context, rs *runState, raw json.RawMessage) (json.RawMessage, error) {
-	if !hasCapability(rs.grants.Capabilities, "spawn") {
-		return nil, capability.Denied("spawn", "spawn")
+	if !hasCapability(rs.grants.Capabilities, capability.Spawn) {
+		return nil, capability.Denied(capability.Spawn, "spawn")
 	}
 	if rs.budget == nil {
 		return nil, fault.New(fault.Forbidden, "spawn is available during a run, not from a handler.")
@@ -84,7 +81,7 @@ func (s *Store) spawn(ctx context.Context, rs *runState, raw json.RawMessage) (j
 	}
 	var extra []string
 	for _, c := range a.Capabilities {
-		if !spawnCapabilities[c] || !hasCapability(rs.grants.Capabilities, c) {
+		if !capability.Known(c) || !hasCapability(rs.grants.Capabilities, c) {
 			extra = append(extra, c)
 		}
 	}

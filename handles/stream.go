@@ -99,19 +99,16 @@ func (st *Stream) Next(ctx context.Context) ([]byte, bool, error) {
 			return nil, true, err
 		}
 		if len(data) > 0 {
-			if st.relay != nil {
-				// A relayed body's chunks are no invocations, and the
-				// writes before it are durable once its first is sent.
-				if !st.relayed {
-					if err := s.kvBarrier(ctx, st.id); err != nil {
-						return nil, true, err
-					}
-					st.relayed = true
+			// A relayed body's chunks are no invocations, and the writes
+			// before it are durable once its first is sent.
+			if st.relay == nil || !st.relayed {
+				if err := s.outputGate(ctx, st.id); err != nil {
+					return nil, true, err
 				}
-				return data, false, nil
 			}
-			if err := s.kvBarrier(ctx, st.id); err != nil {
-				return nil, true, err
+			if st.relay != nil {
+				st.relayed = true
+				return data, false, nil
 			}
 			s.touch(st.id, true)
 			return data, false, nil

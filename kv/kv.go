@@ -13,6 +13,7 @@ import (
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/kv/kvop"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -176,8 +177,8 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 		return nil, bad("Malformed kv arguments.")
 	}
 	ns := space(registry, tenant)
-	switch op {
-	case "kv.get":
+	switch kvop.Op(op) {
+	case kvop.Get:
 		if err := checkKey(a.Key); err != nil {
 			return nil, err
 		}
@@ -219,11 +220,11 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 			return json.RawMessage("null"), nil
 		}
 		return wirejson.Marshal(string(v))
-	case "kv.put":
+	case kvop.Put:
 		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, &a.Value)
-	case "kv.delete":
+	case kvop.Delete:
 		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, nil)
-	case "kv.list":
+	case kvop.List:
 		// A listing sees the space's pending writes by waiting for them.
 		kv.mu.Lock()
 		seq := kv.spaces[string(ns)]

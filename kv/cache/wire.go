@@ -6,6 +6,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
+	"github.com/retainer-gw/retainer/kv/kvop"
 )
 
 // What the cache's two sides say to each other. The transport carries it
@@ -13,12 +14,12 @@ import (
 // (hint), a message to a worker's cache (drop), and the batch of queued
 // writes a worker's cache sends with the gateway's reply to it.
 
-// The kv operations, named here only.
+// The kv operations (kv/kvop names them).
 const (
-	opGet    = "kv.get"
-	opPut    = "kv.put"
-	opDelete = "kv.delete"
-	opList   = "kv.list"
+	opGet    = string(kvop.Get)
+	opPut    = string(kvop.Put)
+	opDelete = string(kvop.Delete)
+	opList   = string(kvop.List)
 )
 
 // Write is one write of a batch as the gateway applies it.
