@@ -215,10 +215,22 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 			}
 			break
 		}
+		kv.mu.Lock()
+		err := kv.stallRefusal()
+		kv.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		gctx, cancel := kv.storeCtx(ctx)
 		v, err := kv.w.Get(gctx, tableKV, []byte(full))
+		expired := gctx.Err() == context.DeadlineExceeded
 		cancel()
 		if err != nil {
+			if expired {
+				kv.mu.Lock()
+				kv.noteStall(ns)
+				kv.mu.Unlock()
+			}
 			return nil, kv.unanswered(err)
 		}
 		if v == nil {
@@ -293,13 +305,8 @@ func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key stri
 			}
 			break
 		}
-		if !kv.stalled.IsZero() {
-			// Another write's read went unanswered: this one would wait
-			// as long. A worker's batch holds several runs' writes, each
-			// applied in turn; were each to wait out its bound, the last
-			// would pass its run's bound (TIMEOUT, its isolate disposed)
-			// however short the stall (docs/cluster.md, "Failures").
-			return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(kv.stalled).Round(100*time.Millisecond))
+		if err := kv.stallRefusal(); err != nil {
+			return err
 		}
 		commits := kv.commits
 		kv.mu.Unlock()
@@ -309,9 +316,8 @@ func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key stri
 		cancel()
 		kv.mu.Lock()
 		if err != nil {
-			if expired && kv.Bound > 0 && kv.stalled.IsZero() && !kv.closed {
-				kv.stalled = time.Now()
-				go kv.probe(ns)
+			if expired {
+				kv.noteStall(ns)
 			}
 			return err
 		}
@@ -386,6 +392,28 @@ func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc
 		return context.WithoutCancel(ctx), func() {}
 	}
 	return context.WithTimeout(ctx, kv.Bound)
+}
+
+// stallRefusal refuses a call that must read the store while another's
+// read of it went unanswered: this one would wait as long. A worker's
+// batch holds several runs' writes, each applied in turn, and a handle's
+// invocations run one at a time; were each to wait out its bound, the
+// last would pass its run's bound (TIMEOUT, its isolate disposed) however
+// short the stall (docs/cluster.md, "Failures"). kv.mu is held.
+func (kv *KV) stallRefusal() error {
+	if kv.stalled.IsZero() {
+		return nil
+	}
+	return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(kv.stalled).Round(100*time.Millisecond))
+}
+
+// noteStall records that a read of ns's space went unanswered within its
+// bound and starts the probe. kv.mu is held.
+func (kv *KV) noteStall(ns []byte) {
+	if kv.Bound > 0 && kv.stalled.IsZero() && !kv.closed {
+		kv.stalled = time.Now()
+		go kv.probe(ns)
+	}
 }
 
 // probe reads the store (ns's usage), each read within the bound, until

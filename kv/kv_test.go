@@ -429,7 +429,8 @@ func isOverloaded(err error) bool { return fault.CodeOf(err) == fault.Overloaded
 // run's bound: once the first one's read of a stalled store went
 // unanswered, the others that must read the store are refused at once,
 // not each after its own wait (the last would pass its run's bound: 504,
-// its isolate disposed); once the store answers again, writes are taken.
+// its isolate disposed), and so are reads; once the store answers again,
+// writes are taken.
 func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
 	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
 	if err != nil {
@@ -456,6 +457,11 @@ func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
 		case i > 0 && (late || !strings.Contains(err.Error(), "has not answered")):
 			t.Fatalf("run %d's write after run 0's went unanswered: %v, its bound passed: %v", i, err, late)
 		}
+	}
+	// A read the store must answer is refused at once too (a handle's
+	// invocations run one at a time: each waiting would pile up).
+	if _, err := kv.Serve("apps", "t0", "run0", "kv.get", json.RawMessage(`{"key":"other"}`)); !isOverloaded(err) || !strings.Contains(err.Error(), "has not answered") {
+		t.Fatalf("a read after a write's went unanswered: %v", err)
 	}
 	st.reads.Store(false)
 	deadline := time.Now().Add(5 * time.Second)
