@@ -84,7 +84,12 @@ type KV struct {
 	Bound time.Duration
 
 	commitStarted time.Time // when the commit under way began (zero: none); kv.mu
-	commits       uint64    // commits ended, failed ones included; kv.mu
+	// stalled is when a write's read of the store last went unanswered
+	// within its bound (zero: the store answers); kv.mu. While set, the
+	// writes that need a store read are refused at once and one probe
+	// (probe) reads the store until it answers again.
+	stalled time.Time
+	commits uint64 // commits ended, failed ones included; kv.mu
 }
 
 // failedBatch is a commit that failed: writes from..to are lost.
@@ -210,10 +215,22 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 			}
 			break
 		}
+		kv.mu.Lock()
+		err := kv.stallRefusal()
+		kv.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		gctx, cancel := kv.storeCtx(ctx)
 		v, err := kv.w.Get(gctx, tableKV, []byte(full))
+		expired := gctx.Err() == context.DeadlineExceeded
 		cancel()
 		if err != nil {
+			if expired {
+				kv.mu.Lock()
+				kv.noteStall(ns)
+				kv.mu.Unlock()
+			}
 			return nil, kv.unanswered(err)
 		}
 		if v == nil {
@@ -288,11 +305,20 @@ func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key stri
 			}
 			break
 		}
+		if err := kv.stallRefusal(); err != nil {
+			return err
+		}
 		commits := kv.commits
 		kv.mu.Unlock()
-		stored, storedUse, err := kv.readStored(ctx, full, ns, !known)
+		rctx, cancel := kv.storeCtx(ctx)
+		stored, storedUse, err := kv.readStored(rctx, full, ns, !known)
+		expired := rctx.Err() == context.DeadlineExceeded
+		cancel()
 		kv.mu.Lock()
 		if err != nil {
+			if expired {
+				kv.noteStall(ns)
+			}
 			return err
 		}
 		if kv.commits != commits && try < 2 {
@@ -366,6 +392,46 @@ func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc
 		return context.WithoutCancel(ctx), func() {}
 	}
 	return context.WithTimeout(ctx, kv.Bound)
+}
+
+// stallRefusal refuses a call that must read the store while another's
+// read of it went unanswered: this one would wait as long. A worker's
+// batch holds several runs' writes, each applied in turn, and a handle's
+// invocations run one at a time; were each to wait out its bound, the
+// last would pass its run's bound (TIMEOUT, its isolate disposed) however
+// short the stall (docs/cluster.md, "Failures"). kv.mu is held.
+func (kv *KV) stallRefusal() error {
+	if kv.stalled.IsZero() {
+		return nil
+	}
+	return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(kv.stalled).Round(100*time.Millisecond))
+}
+
+// noteStall records that a read of ns's space went unanswered within its
+// bound and starts the probe. kv.mu is held.
+func (kv *KV) noteStall(ns []byte) {
+	if kv.Bound > 0 && kv.stalled.IsZero() && !kv.closed {
+		kv.stalled = time.Now()
+		go kv.probe(ns)
+	}
+}
+
+// probe reads the store (ns's usage), each read within the bound, until
+// it answers or the KV closes, then lets writes read it again.
+func (kv *KV) probe(ns []byte) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), kv.Bound)
+		_, err := kv.storedUsage(ctx, ns)
+		cancel()
+		kv.mu.Lock()
+		if err == nil || kv.closed {
+			kv.stalled = time.Time{}
+			kv.mu.Unlock()
+			return
+		}
+		kv.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // unanswered is the fault of a store call that failed: the store is
@@ -556,6 +622,9 @@ func (kv *KV) commitOnce() bool {
 	}
 	kv.commitStarted = time.Time{}
 	kv.commits++
+	if err == nil {
+		kv.stalled = time.Time{} // the store answers again
+	}
 	if err != nil {
 		// The writes are lost: reads no longer see them, usage is read
 		// again from the file, and whoever waits for them fails.

@@ -424,3 +424,54 @@ func TestBoundWhileTheStoreStalls(t *testing.T) {
 }
 
 func isOverloaded(err error) bool { return fault.CodeOf(err) == fault.Overloaded }
+
+// A worker's batch applies several runs' writes in turn, each within its
+// run's bound: once the first one's read of a stalled store went
+// unanswered, the others that must read the store are refused at once,
+// not each after its own wait (the last would pass its run's bound: 504,
+// its isolate disposed), and so are reads; once the store answers again,
+// writes are taken.
+func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
+	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &stallingStore{Store: db}
+	kv, err := NewKV(store.NewWriter(st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	kv.Bound = 1500 * time.Millisecond
+	v := "1"
+	st.reads.Store(true)
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		err := kv.WriteWithin(ctx, "apps", fmt.Sprintf("t%d", i), fmt.Sprintf("run%d", i), "k", &v)
+		late := ctx.Err() != nil
+		cancel()
+		switch {
+		case !isOverloaded(err):
+			t.Fatalf("run %d's write with the store stalled: %v", i, err)
+		case i > 0 && (late || !strings.Contains(err.Error(), "has not answered")):
+			t.Fatalf("run %d's write after run 0's went unanswered: %v, its bound passed: %v", i, err, late)
+		}
+	}
+	// A read the store must answer is refused at once too (a handle's
+	// invocations run one at a time: each waiting would pile up).
+	if _, err := kv.Serve("apps", "t0", "run0", "kv.get", json.RawMessage(`{"key":"other"}`)); !isOverloaded(err) || !strings.Contains(err.Error(), "has not answered") {
+		t.Fatalf("a read after a write's went unanswered: %v", err)
+	}
+	st.reads.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for kv.Write("apps", "t9", "run9", "k", &v) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("writes still refused after the store answers again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := kv.Barrier(context.Background(), "run9"); err != nil {
+		t.Fatal(err)
+	}
+}
