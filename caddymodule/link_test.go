@@ -1020,27 +1020,8 @@ func TestLinkReplayedHeadRunsNothing(t *testing.T) {
 func TestForwardReplayedOverHTTPRunsNothing(t *testing.T) {
 	secret := []byte(strings.Repeat("s", 32))
 	addr, ran := countingOwner(t, secret)
-	rec, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := rec.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		var raw strings.Builder
-		req, err := http.ReadRequest(bufio.NewReader(io.TeeReader(c, &raw)))
-		if err == nil {
-			io.Copy(io.Discard, req.Body)
-		}
-		got <- []byte(raw.String())
-	}()
-	tapped := tapDial(rec.Addr().String())
+	recAddr, got := captureHTTPForward(t)
+	tapped := tapDial(recAddr)
 	n := &clusterNode{secret: secret, transport: &http.Transport{DisableCompression: true, ResponseHeaderTimeout: 300 * time.Millisecond,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) { return tapped(network, "") }}}
 	r := httptest.NewRequest("POST", "/pay?to=shop", strings.NewReader("amount=10"))
@@ -1151,4 +1132,32 @@ func helloFor(t *testing.T, secret []byte, addr string) []byte {
 // way to a member.
 func tapDial(tap string) func(network, addr string) (net.Conn, error) {
 	return func(network, _ string) (net.Conn, error) { return net.Dial("tcp", tap) }
+}
+
+// captureHTTPForward listens on a loopback port and answers its address
+// and, once sent, the raw bytes of the one HTTP/1.1 request that comes
+// there (nil if none does): a forward captured on its way.
+func captureHTTPForward(t *testing.T) (string, <-chan []byte) {
+	t.Helper()
+	rec, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := rec.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		var raw strings.Builder
+		req, err := http.ReadRequest(bufio.NewReader(io.TeeReader(c, &raw)))
+		if err == nil {
+			io.Copy(io.Discard, req.Body)
+		}
+		got <- []byte(raw.String())
+	}()
+	return rec.Addr().String(), got
 }

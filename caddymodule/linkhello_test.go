@@ -115,27 +115,8 @@ func TestLinkForwardToAnotherMemberRunsNothing(t *testing.T) {
 	}
 
 	// Over HTTP/1.1 (a forwarded upgrade's path): the same.
-	got := make(chan []byte, 1)
-	rec, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	go func() {
-		c, err := rec.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		var b strings.Builder
-		req, err := http.ReadRequest(bufio.NewReader(io.TeeReader(c, &b)))
-		if err == nil {
-			io.Copy(io.Discard, req.Body)
-		}
-		got <- []byte(b.String())
-	}()
-	tapped := tapDial(rec.Addr().String())
+	recAddr, got := captureHTTPForward(t)
+	tapped := tapDial(recAddr)
 	n := &clusterNode{secret: secret, transport: &http.Transport{DisableCompression: true, ResponseHeaderTimeout: 300 * time.Millisecond,
 		DialContext: func(_ context.Context, network, _ string) (net.Conn, error) { return tapped(network, "") }}}
 	forwardOnce(t, n, httptest.NewRequest("POST", "/inc", strings.NewReader("one")), first, false)
