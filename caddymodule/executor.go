@@ -116,6 +116,7 @@ type executorConn struct {
 	executions int
 	invokes    int
 	calls      map[int64]chan callAnswer
+	callRuns   map[int64]int64 // a waiting call's execution
 	nextCall   int64
 }
 
@@ -152,7 +153,7 @@ func (h *API) executorSocket(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(-1)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	conn := &executorConn{h: h, caller: c, ws: ws, ctx: ctx, cancel: cancel,
-		limit: h.app.MaxRequestBody*4/3 + 64<<10, calls: map[int64]chan callAnswer{}}
+		limit: h.app.MaxRequestBody*4/3 + 64<<10, calls: map[int64]chan callAnswer{}, callRuns: map[int64]int64{}}
 	h.sockets.add(conn)
 	defer h.sockets.remove(conn)
 	if !c.expires.IsZero() {
@@ -229,6 +230,7 @@ func (c *executorConn) shut() {
 	for id, ch := range c.calls {
 		ch <- callAnswer{err: fault.New(fault.BadRequest, "The caller's connection has closed.")}
 		delete(c.calls, id)
+		delete(c.callRuns, id)
 	}
 	c.mu.Unlock()
 	c.ws.CloseNow()
@@ -400,6 +402,9 @@ func (c *executorConn) execute(id int64, raw json.RawMessage) {
 			return c.call(ctx, id, provider, tool, args)
 		}
 		resp, err := c.h.runExecution(ctx, c.caller, req, tools, received)
+		// The run's calls still waiting give their places back before its
+		// outcome is sent: the caller's next run may use them at once.
+		c.endCalls(id)
 		if err != nil {
 			failed(err, resp.ResultID)
 			return
@@ -423,6 +428,7 @@ func (c *executorConn) call(ctx context.Context, execution int64, provider, tool
 	m := c.nextCall
 	ch := make(chan callAnswer, 1)
 	c.calls[m] = ch
+	c.callRuns[m] = execution
 	c.mu.Unlock()
 	c.send(map[string]any{"type": "call", "id": m, "execution": execution, "provider": provider, "tool": tool, "args": args})
 	select {
@@ -431,8 +437,26 @@ func (c *executorConn) call(ctx context.Context, execution int64, provider, tool
 	case <-ctx.Done():
 		c.mu.Lock()
 		delete(c.calls, m)
+		delete(c.callRuns, m)
 		c.mu.Unlock()
 		return nil, ctx.Err()
+	}
+}
+
+// endCalls ends the calls of an execution that ended and still wait for
+// the caller's answer: they are answered with an error (nobody awaits
+// them) and their places freed at once, not when each call's goroutine
+// next runs.
+func (c *executorConn) endCalls(execution int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, run := range c.callRuns {
+		if run != execution {
+			continue
+		}
+		c.calls[id] <- callAnswer{err: fault.New(fault.BadRequest, "The run that made this call has ended.")}
+		delete(c.calls, id)
+		delete(c.callRuns, id)
 	}
 }
 
@@ -442,6 +466,7 @@ func (c *executorConn) answer(id int64, a callAnswer) {
 	c.mu.Lock()
 	ch := c.calls[id]
 	delete(c.calls, id)
+	delete(c.callRuns, id)
 	c.mu.Unlock()
 	if ch != nil {
 		ch <- a

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -72,36 +70,7 @@ type visitors struct {
 }
 
 func startVisitors(gws []int, routes ...string) *visitors {
-	v := &visitors{zero: time.Now(), stop: make(chan struct{})}
-	c := &http.Client{Timeout: 8 * time.Second, Transport: clusterClient.Transport}
-	for _, gw := range gws {
-		for _, route := range routes {
-			v.wg.Add(1)
-			go func() {
-				defer v.wg.Done()
-				for {
-					select {
-					case <-v.stop:
-						return
-					case <-time.After(20 * time.Millisecond):
-					}
-					a := visitAnswer{gw: gw, route: route, sent: time.Since(v.zero)}
-					res, err := c.Get(fmt.Sprintf("http://%s.apps.localhost:%d/", route, memberPort(gw)))
-					if err == nil {
-						body, _ := io.ReadAll(res.Body)
-						res.Body.Close()
-						a.status, a.body, a.retryAfter = res.StatusCode, string(body), res.Header.Get("Retry-After") != ""
-					}
-					a.err = err
-					a.took = time.Since(v.zero) - a.sent
-					v.mu.Lock()
-					v.list = append(v.list, a)
-					v.mu.Unlock()
-				}
-			}()
-		}
-	}
-	return v
+	return visitEvery(20*time.Millisecond, gws, routes...)
 }
 
 // at is the test's clock, as the answers' times read.
