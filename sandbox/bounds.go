@@ -51,6 +51,14 @@ type watchdog struct {
 	token     *runTicket
 	cancelled bool
 	visitor   visitorTime // the visitor's time in the current activity (visitor.go)
+	// The one timer (arm): timerAt is when it fires (zero: not set),
+	// armed the activity whose deadline is due, credited the visitor's
+	// time already added to due.
+	timer    *time.Timer
+	timerAt  time.Time
+	armed    uint64
+	due      time.Time
+	credited time.Duration
 }
 
 // next numbers a new activity without starting a watch on it (a busy
@@ -88,6 +96,10 @@ func (w *watchdog) end() {
 func (w *watchdog) dispose() {
 	w.mu.Lock()
 	w.disposed = true
+	if w.timer != nil {
+		w.timer.Stop() // nothing to keep the ended isolate for
+		w.timerAt = time.Time{}
+	}
 	w.mu.Unlock()
 }
 
@@ -111,9 +123,8 @@ func (m *vm) bounded(timeout time.Duration, f func(deadline time.Time) error) er
 	defer m.host.endScope()
 	defer m.noteDroppedLogs()
 	m.watch.resetVisitor()
-	timer := m.watch.arm(id, timeout)
+	m.watch.arm(id, deadline)
 	err := f(deadline)
-	timer.Stop()
 	m.watch.end()
 	if bound := m.boundHit(); bound != nil {
 		err = bound

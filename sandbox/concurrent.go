@@ -115,9 +115,8 @@ func (m *vm) pumpBusy() {
 // deadline in progress, and answers the bound it hit, if any.
 func (m *vm) entry(f func()) error {
 	id := m.watch.begin()
-	timer := m.watch.arm(id, time.Until(m.earliestDeadline()))
+	m.watch.arm(id, m.earliestDeadline())
 	f()
-	timer.Stop()
 	m.watch.end()
 	return m.boundHit()
 }

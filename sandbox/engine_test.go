@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -364,6 +365,37 @@ func TestHandlerTimeoutDisposesIsolate(t *testing.T) {
 	wantFault(t, err, fault.Timeout, "Execution timed out at its 200 ms bound.")
 	_, err = get(t, id, "https://x.test/")
 	wantFault(t, err, fault.HandlesClosed, "")
+}
+
+// An isolate has one watchdog timer for all its activities (visitor.go,
+// arm): the timer set for an earlier invocation fires while the next one
+// runs, 150 ms into the 200 ms bound's wait. It must move to the later
+// invocation's deadline, not end it: the spin is stopped at its own bound
+// (never sooner than 200 ms after it was asked for), blamed on the
+// program, and the handle's bystander in the same engine still answers.
+func TestAnEarlierInvocationsTimerDoesNotCutTheNext(t *testing.T) {
+	bystander := deploy(t, `async () => { let n = 0; return { fetch() { return new Response(String(++n)) } } }`)
+	defer engine(t).Close(bystander)
+	for round := 0; round < 3; round++ {
+		id := deploy(t, `async () => ({ fetch(req) { if (req.url.endsWith('/spin')) for(;;){} return new Response('ok') } })`)
+		for i := 0; i < 3; i++ {
+			if res, err := get(t, id, "https://x.test/"); err != nil || string(res.BodyBytes()) != "ok" {
+				t.Fatalf("before the spin: %v", err)
+			}
+		}
+		time.Sleep(150 * time.Millisecond)
+		start := time.Now()
+		_, err := get(t, id, "https://x.test/spin")
+		took := time.Since(start)
+		wantFault(t, err, fault.Timeout, "200 ms")
+		if took < 195*time.Millisecond {
+			t.Fatalf("round %d: the spin was ended %v after it was asked for, before its 200 ms bound: the earlier invocation's timer ended it", round, took)
+		}
+		res, err := get(t, bystander, "https://x.test/")
+		if err != nil || string(res.BodyBytes()) != strconv.Itoa(round+1) {
+			t.Fatalf("round %d: the bystander answered %v %q", round, err, res.BodyBytes())
+		}
+	}
 }
 
 func TestRetainedInterval(t *testing.T) {

@@ -49,12 +49,9 @@ func (m *vm) releaseReturned() {
 // settle drives the event loop until promise-like v settles, the deadline
 // passes, or nothing could ever settle it. It answers the fulfilled value.
 func (m *vm) settle(v *v8.Value, deadline time.Time) (*v8.Value, error) {
-	if !v.IsPromise() {
-		return v, nil
-	}
-	p, err := v.AsPromise()
+	p, err := v.AsPromise() // asks IsPromise: one call into V8, not two
 	if err != nil {
-		return nil, err
+		return v, nil // not a promise
 	}
 	// V8's default policy already ran the microtasks when the call that made
 	// the promise returned, so the state is read before a checkpoint.

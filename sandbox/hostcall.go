@@ -107,7 +107,6 @@ func (h *hostCalls) start(args []*v8.Value) error {
 	}
 	activity := h.activity
 	runID := h.runID
-	ctx := h.ctx
 	h.pending++
 	if now := h.callNow; now != nil {
 		if res, ok := now(runID, op, raw); ok {
@@ -124,6 +123,7 @@ func (h *hostCalls) start(args []*v8.Value) error {
 	if visitor {
 		h.visitors++
 	}
+	ctx := h.scope()
 	go func() {
 		res, err := safeHostCall(hc, ctx, runID, op, raw)
 		h.mu.Lock()
@@ -179,19 +179,41 @@ func (h *hostCalls) settle() (bool, error) {
 }
 
 // beginScope gives activity its own context for host calls, so that calls
-// still in flight when it ends are cancelled.
+// still in flight when it ends are cancelled. The context is made by the
+// activity's first call that leaves the loop (start): most invocations
+// make none, and two allocations an invocation were for nothing.
 //
 // The scope ends with its activity (endScope), not at a fixed time: the
 // activity's bound may move with the visitor's time (visitor.go).
 func (h *hostCalls) beginScope(activity uint64) {
 	h.activity = activity
-	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.ctx, h.cancel = nil, nil
 }
+
+// scope is the current activity's context for host calls, made by its
+// first; outside an activity it is one already cancelled, as an ended
+// activity's is.
+func (h *hostCalls) scope() context.Context {
+	if h.activity == 0 {
+		return endedScope
+	}
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancel(context.Background())
+	}
+	return h.ctx
+}
+
+var endedScope = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // endScope cancels the calls of the activity that ends.
 func (h *hostCalls) endScope() {
 	if h.cancel != nil {
 		h.cancel()
 	}
+	h.ctx, h.cancel = nil, nil
 	h.activity = 0
 }

@@ -83,29 +83,52 @@ func (w *watchdog) resetVisitor() {
 	w.mu.Unlock()
 }
 
-// arm terminates the isolate once timeout has passed, plus the visitor's
-// time, while activity id is current; it re-arms itself when the visitor's
-// time grew meanwhile. w.mu is taken.
-func (w *watchdog) arm(id uint64, timeout time.Duration) *time.Timer {
-	var t *time.Timer
-	credited := w.visitorExtra()
-	var fire func()
-	fire = func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.current != id || w.disposed {
-			return
-		}
-		if extra := w.visitorExtraLocked(); extra > credited {
-			t.Reset(extra - credited)
-			credited = extra
-			return
-		}
-		w.terminated = true
-		w.terminate()
-	}
+// arm terminates the isolate once due has passed, plus the visitor's time,
+// while activity id is current; the timer re-arms itself when the
+// visitor's time grew meanwhile. w.mu is taken.
+//
+// An isolate has one timer for all its activities, set again only when it
+// would fire too late: under load an invocation arms nothing (the timer
+// armed for an earlier one fires first, finds a later deadline and moves
+// to it), where a timer of its own, made and stopped, cost an invocation
+// three allocations and two changes of the timer heap
+// (docs/history/performance-log.md, "The worker's CPU a request"). An
+// activity that ends leaves the timer as it is: at most one firing after
+// the last one finds nothing current and stops.
+func (w *watchdog) arm(id uint64, due time.Time) {
 	w.mu.Lock()
-	t = time.AfterFunc(timeout, fire)
-	w.mu.Unlock()
-	return t
+	defer w.mu.Unlock()
+	w.armed, w.due, w.credited = id, due, w.visitorExtraLocked()
+	switch {
+	case w.disposed:
+	case w.timer == nil:
+		w.timer = time.AfterFunc(time.Until(due), w.fire)
+		w.timerAt = due
+	case w.timerAt.IsZero() || w.timerAt.After(due):
+		w.timer.Reset(time.Until(due))
+		w.timerAt = due
+	}
+}
+
+// fire is the timer's: it terminates the armed activity if it is still
+// current and its deadline (moved by the visitor's time) has passed, and
+// sets the timer again for a deadline still ahead.
+func (w *watchdog) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timerAt = time.Time{}
+	if w.current == 0 || w.current != w.armed || w.disposed {
+		return
+	}
+	if extra := w.visitorExtraLocked(); extra > w.credited {
+		w.due = w.due.Add(extra - w.credited)
+		w.credited = extra
+	}
+	if d := time.Until(w.due); d > 0 {
+		w.timer.Reset(d)
+		w.timerAt = w.due
+		return
+	}
+	w.terminated = true
+	w.terminate()
 }
