@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"reflect"
+	"sync/atomic"
 	"unsafe"
 
 	v8 "rogchap.com/v8go"
@@ -20,8 +21,21 @@ func installHeapGuard(iso *v8.Isolate) heapGuard {
 	return heapGuard{g: C.retainer_heap_guard_install(isolatePointer(iso))}
 }
 
-// hit reports whether V8 reached the isolate's heap limit since install.
-func (h heapGuard) hit() bool { return C.retainer_heap_guard_hits(h.g) > 0 }
+// hit reports whether V8 reached the isolate's heap limit since install,
+// or refused one of its ArrayBuffers. It reads the two counts the way
+// retainer_heap_guard_hits does, without the call into C: every boundHit
+// asks (several times an invocation), and a cgo call is an entersyscall
+// and an exitsyscall each (docs/history/performance-log.md, "The worker's
+// CPU a request"). A C int is 32 bits wherever this builds (cgo checks the
+// field's type).
+func (h heapGuard) hit() bool {
+	return atomic.LoadInt32((*int32)(unsafe.Pointer(&h.g.hits))) > 0 ||
+		atomic.LoadInt32((*int32)(unsafe.Pointer(&h.g.buffer_refused))) > 0
+}
+
+// A C int that is not 32 bits does not compile here.
+var _ [unsafe.Sizeof(C.int(0)) - 4]byte
+var _ [4 - unsafe.Sizeof(C.int(0))]byte
 
 // boundBuffers makes the isolate's ArrayBuffers and typed arrays count
 // against its memory bound, with its heap (bufferpool.cc): past it they

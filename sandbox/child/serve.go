@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,10 @@ type workerServer struct {
 	// hostSlots holds a place for each host call on its way to the
 	// gateway (roundTrip).
 	hostSlots chan struct{}
+
+	// lastID is the handle id of the last invocation frame, owned by the
+	// read loop (takeInvoke).
+	lastID string
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -278,6 +283,18 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 	var req wire.InvokeRequest
 	if req.DecodeFrame(payload) != nil {
 		return false
+	}
+	// The request's strings share the frame's bytes (DecodeFrame); the
+	// id outlives the invocation (the kv cache's waiters keep it), so it
+	// is the read loop's own copy, made once for a handle's run of frames.
+	if req.ID != w.lastID {
+		w.lastID = strings.Clone(req.ID)
+	}
+	req.ID = w.lastID
+	if req.Name == "fetch" {
+		req.Name = "fetch"
+	} else {
+		req.Name = strings.Clone(req.Name)
 	}
 	e.InvokeAsync(req.ID, req.Name, req.Request, func(res program.WireResponse, logs []program.LogEntry, err error) {
 		// On the isolate's loop: more invocations of the handle queued

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"time"
+	"unsafe"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/program"
@@ -83,10 +84,12 @@ func (w *wireWriter) pairs(h [][2]string) {
 }
 
 // wireReader reads what wireWriter wrote; the first malformed field sets
-// bad, and every later read answers a zero value.
+// bad, and every later read answers a zero value. With alias, strings
+// share the frame's bytes instead of copying them (InvokeRequest).
 type wireReader struct {
-	b   []byte
-	bad bool
+	b     []byte
+	bad   bool
+	alias bool
 }
 
 // fail marks the frame malformed and drops what is left of it.
@@ -101,7 +104,14 @@ func (r *wireReader) str() string {
 		r.fail()
 		return ""
 	}
-	s := string(r.b[k : k+int(n)])
+	var s string
+	if r.alias {
+		if n > 0 {
+			s = unsafe.String(&r.b[k], int(n))
+		}
+	} else {
+		s = string(r.b[k : k+int(n)])
+	}
 	r.b = r.b[k+int(n):]
 	return s
 }
@@ -207,8 +217,14 @@ func (q InvokeRequest) EncodeFrame() []byte {
 	return w.b
 }
 
+// DecodeFrame reads an invocation frame. Its strings share b's bytes, as
+// its body does (wireReader.bytes): b must never change afterwards, which
+// holds for the worker's frames (each is read into a buffer of its own,
+// rpc.go). A copy a string, a header's name and value each, was an
+// allocation apiece on the worker's hot path; what must outlive the
+// invocation is copied by whoever keeps it (child's takeInvoke: the id).
 func (q *InvokeRequest) DecodeFrame(b []byte) error {
-	r := wireReader{b: b}
+	r := wireReader{b: b, alias: true}
 	r.version(invokeRequestVersion)
 	q.ID = r.str()
 	q.Name = r.str()
