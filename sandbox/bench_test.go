@@ -89,6 +89,26 @@ func BenchmarkInvokeURLCounter(b *testing.B) {
 	} } }`, "https://shop.apps.example.com/items?id=42&sort=asc")
 }
 
+// BenchmarkInvokeBrowserHeaders is the URL counter asked with the
+// headers a browser sends (the gateway passes them on): "url" never reads
+// them, "reads-one" reads one (go test ./sandbox -run '^$' -bench
+// InvokeBrowserHeaders -benchtime 5000x).
+func BenchmarkInvokeBrowserHeaders(b *testing.B) {
+	headers := [][2]string{{"host", "shop.apps.example.com"}, {"user-agent", "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"},
+		{"accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}, {"accept-language", "en-US,en;q=0.5"},
+		{"accept-encoding", "gzip, deflate, br, zstd"}, {"referer", "https://shop.apps.example.com/"}, {"cookie", "session=abc123; theme=dark"},
+		{"upgrade-insecure-requests", "1"}, {"sec-fetch-dest", "document"}, {"sec-fetch-mode", "navigate"}, {"sec-fetch-site", "same-origin"},
+		{"priority", "u=0, i"}, {"x-forwarded-for", "203.0.113.7"}}
+	for _, c := range []struct{ name, read string }{{"url", ""}, {"reads-one", "request.headers.get('accept-language'); "}} {
+		b.Run(c.name, func(b *testing.B) {
+			benchInvokeWith(b, `async () => { let served = 0; return { fetch(request) { `+c.read+`
+				const id = new URL(request.url).searchParams.get('id');
+				return Response.json({id, served: ++served});
+			} } }`, program.NewWireRequest("GET", "https://shop.apps.example.com/items?id=42&sort=asc", headers, nil))
+		})
+	}
+}
+
 // BenchmarkInvokeURLShapes is a handler building the URLs the canonical
 // fast path refuses (webapi/url/url-fast.js): against request.url as its base, an
 // upper-case host, an IP address; json is the same handler building none
@@ -107,13 +127,16 @@ func BenchmarkInvokeURLShapes(b *testing.B) {
 }
 
 func benchInvoke(b *testing.B, code, url string) {
+	benchInvokeWith(b, code, program.NewWireRequest("GET", url, nil, nil))
+}
+
+func benchInvokeWith(b *testing.B, code string, req program.WireRequest) {
 	e := engine(b)
 	id := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}}); err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(id)
-	req := program.NewWireRequest("GET", url, nil, nil)
 	for i := 0; i < 100; i++ { // the URL module's first touch is not the steady state
 		e.Invoke(context.Background(), id, "fetch", req)
 	}

@@ -178,3 +178,67 @@ func TestConcurrentInvocationLogs(t *testing.T) {
 		t.Fatalf("the invocation's logs: %q", got)
 	}
 }
+
+// A handler that answers at once (a Response, not a promise) is answered
+// without a promise's turn (js/runtime/22-entry-points.js, invoke), and
+// one that answers later, or with a thenable, or throws at once or later,
+// or answers something else, answers as it did when every answer was a
+// promise: the same bodies, the same faults, the same log lines, for a
+// handle served one at a time and for one serving several at once (whose
+// invocations answered at once must not wait for anything to settle).
+func TestAnswersAtOnceAndLaterAlike(t *testing.T) {
+	e := engine(t)
+	code := `async () => ({ fetch(req) {
+		const p = new URL(req.url).pathname;
+		switch (p) {
+		case '/now': return Response.json({p});
+		case '/later': return Promise.resolve(Response.json({p}));
+		case '/awaits': return (async () => { await new Promise(r => setTimeout(r, 1)); return Response.json({p}); })();
+		case '/thenable': return { then(ok) { ok(Response.json({p})); } };
+		case '/throws': throw new Error('thrown at once');
+		case '/rejects': return Promise.reject(new Error('thrown later'));
+		case '/not': return 'not a response';
+		case '/logs': console.log('before'); Promise.resolve().then(() => console.log('queued')); return new Response('logged');
+		}
+	} })`
+	for _, conc := range []int{1, 4} {
+		id := fmt.Sprintf("alike-%d-%d", conc, time.Now().UnixNano())
+		if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Concurrency: conc, Program: program.Program{Code: code}}); err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range map[string]string{"/now": `{"p":"/now"}`, "/later": `{"p":"/later"}`, "/awaits": `{"p":"/awaits"}`, "/thenable": `{"p":"/thenable"}`} {
+			done := make(chan struct{})
+			var got string
+			var err error
+			go func() {
+				got, err = invokeURL(e, id, "https://x.test"+path)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("concurrency %d, %s: no answer", conc, path)
+			}
+			if err != nil || got != want {
+				t.Fatalf("concurrency %d, %s: %q %v, want %q", conc, path, got, err, want)
+			}
+		}
+		for path, msg := range map[string]string{"/throws": "thrown at once", "/rejects": "thrown later"} {
+			_, err := invokeURL(e, id, "https://x.test"+path)
+			wantFault(t, err, fault.HandlerError, "")
+			handleLogsMu.Lock()
+			logs := fmt.Sprint(handleLogs[id])
+			handleLogsMu.Unlock()
+			if !strings.Contains(logs, "Uncaught Error: "+msg) {
+				t.Fatalf("concurrency %d, %s: the handle's log has %s", conc, path, logs)
+			}
+		}
+		_, err := invokeURL(e, id, "https://x.test/not")
+		wantFault(t, err, fault.BadResponse, "")
+		res, logs, err := e.InvokeWithLogs(context.Background(), id, "fetch", program.NewWireRequest("GET", "https://x.test/logs", nil, nil))
+		if err != nil || string(res.BodyBytes()) != "logged" || len(logs) != 2 || logs[0].Message != "before" || logs[1].Message != "queued" {
+			t.Fatalf("concurrency %d: logs %+v, %v %q", conc, logs, err, res.BodyBytes())
+		}
+		e.Close(id)
+	}
+}

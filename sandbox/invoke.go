@@ -166,7 +166,9 @@ func (m *vm) serve(wire string, body any, respond func(program.WireResponse, err
 			return m.handlerFault(err)
 		}
 		s := v.String()
-		v.Release()
+		if v != p { // an answer at once is p itself (js/runtime/22-entry-points.js)
+			v.Release()
+		}
 		// "R": a response; "W": a response with ctx.waitUntil work pending.
 		if s == "" || s[0] != 'R' && s[0] != 'W' {
 			return fault.NotAResponse()

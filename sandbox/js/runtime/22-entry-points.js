@@ -49,7 +49,24 @@
   // for none, 1 for a Latin-1 string (one character a byte), t for text
   // (the handler's own string, which Go takes as UTF-8).
   // The host checks the answer again.
-  async function invoke(wire, bodyArg) {
+  //
+  // A handler that answers at once (with a Response, not a promise or
+  // another thenable) is answered at once too: invoke then returns the
+  // answer's string, not a promise of it, so the invocation needs no
+  // await's turn of the microtask queue, and the engine no promise's state
+  // and result to read (docs/history/performance-log.md, "The worker's CPU
+  // a request"). Whatever throws is a rejected promise, as when invoke was
+  // an async function throughout.
+  function invoke(wire, bodyArg) {
+    try {
+      return invokeNow(wire, bodyArg);
+    } catch (e) {
+      return promiseReject(e);
+    }
+  }
+  const promiseReject = PromiseCtor.reject.bind(PromiseCtor);
+  async function answerLater(res) { return answerOf(await res); }
+  function invokeNow(wire, bodyArg) {
     const f = stringSplit.call(wire, '\n');
     // Only the gateway's socket events start with an empty line
     // (sandbox/websocket.go): a request's first line is its method.
@@ -57,10 +74,7 @@
       return stringSlice.call(f[2], 0, 10) === 'scheduled:' ? scheduledEvent(f[2]) : socketEvent(f[2], f[4], bodyArg);
     }
     const method = f[0];
-    const n = +f[4];
-    const pairs = [];
-    for (let i = 0; i < n; i++) pairs.push([f[5 + 2 * i], f[6 + 2 * i]]);
-    const request = gatewayRequest(f[1], method, trustedHeaders(pairs));
+    const request = gatewayRequest(f[1], method, f);
     if (bodyArg !== null && method !== 'GET' && method !== 'HEAD') {
       const b = requestBody(request);
       // UTF-8 crosses as its text (well-formed: no lone surrogate), ASCII
@@ -70,7 +84,13 @@
     else if (f[2] && method !== 'GET' && method !== 'HEAD') requestBody(request).stream = requestBodyStream(f[2]);
     const ctx = ObjectCreate(executionContext);
     const fetchFn = typeof handler === 'function' ? handler : handler.fetch;
-    const res = await fetchFn.call(handler, request, env, ctx);
+    const res = fetchFn.call(handler, request, env, ctx);
+    if (res !== null && (typeof res === 'object' || typeof res === 'function') && typeof res.then === 'function') return answerLater(res);
+    return answerOf(res);
+  }
+  // answerOf is the answer to a handler's result (invoke): its string, or a
+  // promise of it when the body must be read first.
+  function answerOf(res) {
     if (!(res instanceof Response)) return 'N';
     const ws = responseSocket.get(res);
     if (ws !== undefined) return acceptSocket(res, ws);
@@ -90,7 +110,11 @@
       pumpStream(id, b.stream.getReader());
       return wireHead(res, '1', id, '');
     }
-    const taken = b && b.stream ? await take(res) : hasBody(b) ? takeHeld(b) : { bytes: new Uint8ArrayCtor(0) };
+    if (b && b.stream) return takeAndAnswer(res, b);
+    return answerTaken(res, b, hasBody(b) ? takeHeld(b) : { bytes: new Uint8ArrayCtor(0) });
+  }
+  async function takeAndAnswer(res, b) { return answerTaken(res, b, await take(res)); }
+  function answerTaken(res, b, taken) {
     if (taken.text !== undefined) {
       if (taken.text.length * 3 <= bigBody) return wireHead(res, 't', 0, '') + taken.text;
       const l = utf8Latin1(taken.text);
@@ -136,11 +160,13 @@
   }
   // wireHead is the answer's letter and head, every line ending in a newline.
   function wireHead(res, body, stream, relay, size) {
+    const start = (waiting ? 'W' : 'R') + res.status + '\n' + res.statusText + '\n' + body + '\n' + stream + '\n' + relay + '\n';
+    if (size === undefined) return start + responseHeadLines(res);
     const pairs = headerPairs(res.headers);
     // A held body sent as a stream says its size, so the host can refuse
     // one over its bound before the head leaves (streamLatin1).
-    if (size !== undefined) pairs.push(['content-length', StringCtor(size)]);
-    let head = (waiting ? 'W' : 'R') + res.status + '\n' + res.statusText + '\n' + body + '\n' + stream + '\n' + relay + '\n' + pairs.length + '\n';
+    pairs.push(['content-length', StringCtor(size)]);
+    let head = start + pairs.length + '\n';
     for (let i = 0; i < pairs.length; i++) head += pairs[i][0] + '\n' + pairs[i][1] + '\n';
     return head;
   }

@@ -67,7 +67,7 @@
   // private access (set in its static block): headers from the gateway's
   // wire request, which the gateway has already checked, and a Headers'
   // pairs as iteration yields them, without the generator.
-  let trustedHeaders, headerPairs;
+  let trustedHeaders, headerPairs, headerLines;
   const headerWS = (c) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
   let immutableHeaders, noCorsHeaders, copyHeaders, jsonHeaders;
   // The Fetch Standard's CORS-safelisted request-header, for the
@@ -99,15 +99,17 @@
       jsonHeaders = () => { const h = new Headers(); h.#list.push(['content-type', 'application/json']); return h; };
       noCorsHeaders = () => { const h = new Headers(); h.#guard = 'request-no-cors'; return h; };
       copyHeaders = (src) => { const h = new Headers(); h.#guard = src.#guard; const l = src.#list; for (let i = 0; i < l.length; i++) h.#list.push([l[i][0], l[i][1]]); return h; };
-      trustedHeaders = (pairs) => {
+      // trustedHeaders makes the headers of an invocation's request from
+      // its lines (invoke): n names and values from lines[start] on.
+      trustedHeaders = (lines, start, n) => {
         const h = new Headers();
-        for (let i = 0; i < pairs.length; i++) {
+        for (let i = start; i < start + 2 * n; i += 2) {
           // Values from the gateway come trimmed; the regular expression
           // (slow in the jitless interpreter) runs only when an end is
           // whitespace.
-          let v = StringCtor(pairs[i][1]);
+          let v = StringCtor(lines[i + 1]);
           if (v.length > 0 && (headerWS(v.charCodeAt(0)) || headerWS(v.charCodeAt(v.length - 1)))) v = v.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '');
-          h.#list.push([StringCtor(pairs[i][0]).toLowerCase(), v]);
+          h.#list.push([StringCtor(lines[i]).toLowerCase(), v]);
         }
         return h;
       };
@@ -115,6 +117,16 @@
         const list = h.#list;
         if (list.length === 1) return [[list[0][0], list[0][1]]];
         return h.#sortedPairs();
+      };
+      // headerLines is h as an invocation's answer has it (wireHead): the
+      // count, then each name and value, every line ending in a newline.
+      headerLines = (h) => {
+        const list = h.#list;
+        if (list.length === 1) return '1\n' + list[0][0] + '\n' + list[0][1] + '\n';
+        const pairs = h.#sortedPairs();
+        let lines = pairs.length + '\n';
+        for (let i = 0; i < pairs.length; i++) lines += pairs[i][0] + '\n' + pairs[i][1] + '\n';
+        return lines;
       };
     }
     constructor(init) {

@@ -14,7 +14,11 @@
   // gatewayRequest makes the Request of an invocation (invoke): its url
   // (taken as the gateway gives it) and headers come from the gateway,
   // already checked, and its method is normalized as the constructor
-  // would; none of the constructor's option handling runs.
+  // would; none of the constructor's option handling runs. Its Headers
+  // are made from the invocation's lines when first asked for (#hdrs):
+  // most handlers never read them, and making them was the largest part
+  // of an invocation's own JavaScript besides the handler's
+  // (docs/history/performance-log.md, "The worker's CPU a request").
   let gatewayRequest;
   // isRealRequest is the brand check: an object made from Request.prototype
   // by hand passes instanceof but holds none of the private fields, and
@@ -42,6 +46,9 @@
     referrerPolicy: '', integrity: '', keepalive: false, priority: 'auto' });
   class Request {
     #url; #method; #headers; #signal; #redirect;
+    // An invocation's request lines, its headers' source until #hdrs
+    // makes them (gatewayRequest); undefined for any other Request.
+    #lines;
     // Attributes a server runtime keeps only to answer them (the gateway's
     // fetch has no cache, credentials or referrer of its own).
     // They live together in one object, which no code changes once a
@@ -54,10 +61,11 @@
       requestBody = (o) => o !== null && typeof o === 'object' && #url in o ? o.#body : undefined;
       isRealRequest = (x) => x !== null && typeof x === 'object' && #url in x;
       // fetch reads the fields themselves: a program may redefine the getters.
-      requestParts = (x) => ({ url: x.#url, method: x.#method, headers: x.#headers, redirect: x.#redirect });
-      gatewayRequest = (url, method, headers) => {
+      requestParts = (x) => ({ url: x.#url, method: x.#method, headers: x.#hdrs(), redirect: x.#redirect });
+      // lines are invoke's: the header count at 4, then names and values.
+      gatewayRequest = (url, method, lines) => {
         const r = new Request(gatewayToken);
-        r.#url = url; r.#method = requestMethod(method); r.#headers = headers;
+        r.#url = url; r.#method = requestMethod(method); r.#lines = lines;
         return r;
       };
     }
@@ -100,7 +108,7 @@
       if (a.mode === 'no-cors' && !['GET', 'HEAD', 'POST'].includes(method)) throw new TypeErrorCtor('Method "' + method + '" is not allowed with mode "no-cors".');
       this.#method = method;
       this.#attrs = a;
-      const headersInit = init.headers !== undefined ? init.headers : src ? src.#headers : undefined;
+      const headersInit = init.headers !== undefined ? init.headers : src ? src.#hdrs() : undefined;
       if (a.mode === 'no-cors') {
         // The "request-no-cors" guard: only CORS-safelisted headers stay.
         this.#headers = noCorsHeaders();
@@ -134,7 +142,17 @@
     }
     get url() { return this.#url; }
     get method() { return this.#method; }
-    get headers() { return this.#headers; }
+    get headers() { return this.#hdrs(); }
+    // #hdrs is the request's Headers, made from an invocation's lines the
+    // first time they are asked for.
+    #hdrs() {
+      if (this.#headers === undefined && this.#lines !== undefined) {
+        const lines = this.#lines;
+        this.#lines = undefined;
+        this.#headers = trustedHeaders(lines, 5, +lines[4]);
+      }
+      return this.#headers;
+    }
     get signal() {
       if (this.#signal === undefined) this.#signal = newSignal();
       return this.#signal;
@@ -157,7 +175,7 @@
     clone() {
       const body = cloneBody(this.#body);
       const r = new Request(this.#url, { method: this.#method, signal: this.#signal });
-      r.#headers = copyHeaders(this.#headers);
+      r.#headers = copyHeaders(this.#hdrs());
       r.#redirect = this.#redirect; r.#attrs = this.#attrs;
       r.#body = body;
       return r;

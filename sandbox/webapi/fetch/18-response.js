@@ -1,6 +1,7 @@
   // ------------------------------------------------------------ Response
   const nullBodyStatus = [101, 103, 204, 205, 304];
   const responseSocket = new WeakMap(); // response -> the client WebSocket it answers with
+  let responseHeadLines;
   // checkedStatus and checkedStatusText are a ResponseInit's status and
   // statusText, checked (two functions, not one answering a pair: array
   // destructuring runs the iterator protocol, slow in the interpreter).
@@ -15,9 +16,19 @@
     return statusText;
   }
   class Response {
+    // #headers is null for Response.json's own headers (content-type
+    // application/json alone), made when first asked for (#hdrs): an
+    // invocation's answer is written from what they are (headLines)
+    // without the Headers, the pair and the copies (BenchmarkInvokeJSON).
     #status; #statusText; #headers; #type; #url; #body;
     static {
       responseBody = (o) => o !== null && typeof o === 'object' && #status in o ? o.#body : undefined;
+      // responseHeadLines is the header lines of an invocation's answer
+      // (wireHead): Response.json's own headers, never made, from what
+      // they are (as workerd writes an answer from the Response's own
+      // state, whatever a program did to its getters), any others as the
+      // headers getter answers them.
+      responseHeadLines = (res) => #status in res && res.#headers === null ? jsonHeadLines : headerLines(res.headers);
     }
     constructor(body = null, init = {}) {
       this.#type = 'default';
@@ -52,9 +63,8 @@
       const text = JSONstringify(data);
       if (text === undefined) throw new TypeErrorCtor('The data is not JSON-serializable.');
       if (init && init.status !== undefined && nullBodyStatus.includes(+init.status)) throw new TypeErrorCtor('Response with null body status cannot have body');
-      let headers;
-      if (!init || init.headers === undefined) headers = jsonHeaders();
-      else {
+      let headers = null; // made when asked for (#hdrs)
+      if (init && init.headers !== undefined) {
         headers = new Headers(init.headers);
         if (!headers.has('content-type')) headers.set('content-type', 'application/json');
       }
@@ -85,12 +95,16 @@
     get statusText() { return this.#statusText; }
     get webSocket() { return responseSocket.get(this) || null; }
     get ok() { return this.#status >= 200 && this.#status <= 299; }
-    get headers() { return this.#headers; }
+    get headers() { return this.#hdrs(); }
+    #hdrs() {
+      if (this.#headers === null) this.#headers = jsonHeaders();
+      return this.#headers;
+    }
     get type() { return this.#type; }
     get url() { return this.#url; }
     get redirected() { return false; }
     clone() {
-      const r = new Response(null, { status: this.#status === 0 ? 200 : this.#status, statusText: this.#statusText, headers: this.#headers });
+      const r = new Response(null, { status: this.#status === 0 ? 200 : this.#status, statusText: this.#statusText, headers: this.#hdrs() });
       r.#type = this.#type; r.#status = this.#status;
       r.#body = cloneBody(this.#body);
       return r;
@@ -98,4 +112,5 @@
   }
   mixBody(Response);
   hidden(G, 'Response', Response);
+  const jsonHeadLines = '1\ncontent-type\napplication/json\n';
 
