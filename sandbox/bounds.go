@@ -103,6 +103,20 @@ func (w *watchdog) dispose() {
 	w.mu.Unlock()
 }
 
+// idle stops the timer while the isolate waits for work (arm sets it
+// again): a timer left set would wake an idle worker to find nothing
+// current, which a worker asked every few milliseconds (many tenants',
+// docs/performance.md) would pay every 500 ms. Work that follows work
+// keeps it, so under load it is neither stopped nor set.
+func (w *watchdog) idle() {
+	w.mu.Lock()
+	if w.current == 0 && !w.timerAt.IsZero() {
+		w.timer.Stop()
+		w.timerAt = time.Time{}
+	}
+	w.mu.Unlock()
+}
+
 // ended answers whether the watchdog terminated the current activity and
 // whether its run was cancelled.
 func (w *watchdog) ended() (terminated, cancelled bool) {

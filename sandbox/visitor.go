@@ -93,8 +93,8 @@ func (w *watchdog) resetVisitor() {
 // to it), where a timer of its own, made and stopped, cost an invocation
 // three allocations and two changes of the timer heap
 // (docs/history/performance-log.md, "The worker's CPU a request"). An
-// activity that ends leaves the timer as it is: at most one firing after
-// the last one finds nothing current and stops.
+// activity that ends leaves the timer as it is; the loop stops it when it
+// waits for work (idle).
 func (w *watchdog) arm(id uint64, due time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -155,6 +155,7 @@ func (m *vm) loop(ready chan<- error, warm bool) {
 		// len sees waiting is still there for the select.)
 		if len(jobs) == 0 && len(wake) == 0 && len(m.streams.ready()) == 0 {
 			m.hold.drop()
+			m.watch.idle()
 		}
 		var work func()
 		var blocked time.Time
