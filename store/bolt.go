@@ -44,6 +44,9 @@ type Bolt struct {
 	gmu     sync.Mutex
 	waiting []*boltWrite
 	busy    bool
+	// claimed are the epochs claimed and not yet written (claims.go).
+	cmu     sync.Mutex
+	claimed map[string]uint64
 }
 
 // OpenBolt opens (or creates) the store at path, waiting at most
@@ -119,7 +122,13 @@ func (b *Bolt) Size() int64 {
 func (b *Bolt) Limits() Limits { return boltLimits }
 
 // Close implements Store.
-func (b *Bolt) Close() error { return b.db.Close() }
+func (b *Bolt) Close() error {
+	err := b.writeClaimsLeft()
+	if cerr := b.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Get implements Store.
 func (b *Bolt) Get(_ context.Context, table string, key []byte) ([]byte, error) {
@@ -225,20 +234,29 @@ func apply(tx *bolt.Tx, txn *Txn) error {
 	return nil
 }
 
-// Claim implements Store; claims are written with commits (group.go).
+// Claim implements Store. The new epoch is written with the next
+// transaction (claims.go).
 func (b *Bolt) Claim(_ context.Context, space string) (Fence, error) {
 	if space == "" {
 		return Fence{}, errors.New("store: a claim names a space")
 	}
-	w := &boltWrite{claim: space}
-	err := b.write(w)
-	return w.fence, err
-}
-
-// claimIn raises space's epoch in tx and answers its new fence.
-func claimIn(tx *bolt.Tx, space string) (Fence, error) {
-	f := Fence{Space: space, Epoch: epochOf(tx, space) + 1}
-	return f, tx.Bucket(bucketOwners).Put([]byte(space), binary.BigEndian.AppendUint64(nil, f.Epoch))
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	epoch, ok := b.claimed[space]
+	if !ok {
+		if err := b.db.View(func(tx *bolt.Tx) error {
+			epoch = epochOf(tx, space)
+			return nil
+		}); err != nil {
+			return Fence{}, err
+		}
+	}
+	epoch++
+	if b.claimed == nil {
+		b.claimed = map[string]uint64{}
+	}
+	b.claimed[space] = epoch
+	return Fence{Space: space, Epoch: epoch}, nil
 }
 
 func epochOf(tx *bolt.Tx, space string) uint64 {

@@ -32,35 +32,22 @@ const (
 	groupBytes  = 32 << 20
 )
 
-// boltWrite is one commit (txn) or claim (claim: a space) waiting to be
-// written; err and fence are its answer once done is closed.
+// boltWrite is one commit waiting to be written; err is its answer once
+// done is closed.
 type boltWrite struct {
-	txn   *Txn
-	claim string
-
-	fence Fence
-	err   error
-	done  chan struct{}
+	txn  *Txn
+	err  error
+	done chan struct{}
 }
 
 // errHalfDone fails a group whose write failed half applied.
 var errHalfDone = errors.New("store: a write of the group failed half applied")
 
 // in applies the write in tx.
-func (w *boltWrite) in(tx *bolt.Tx) error {
-	if w.txn == nil {
-		f, err := claimIn(tx, w.claim)
-		w.fence = f
-		return err
-	}
-	return apply(tx, w.txn)
-}
+func (w *boltWrite) in(tx *bolt.Tx) error { return apply(tx, w.txn) }
 
 // size is the bytes the write puts, for groupBytes.
 func (w *boltWrite) size() int {
-	if w.txn == nil {
-		return len(w.claim) + 8
-	}
 	_, n := w.txn.size()
 	return n
 }
@@ -120,10 +107,10 @@ func (b *Bolt) writeGroup(group []*boltWrite) {
 	}()
 	if len(group) == 1 {
 		w := group[0]
-		w.err = b.db.Update(w.in)
+		w.err = b.update(w.in)
 		return
 	}
-	err := b.db.Update(func(tx *bolt.Tx) error {
+	err := b.update(func(tx *bolt.Tx) error {
 		for _, w := range group {
 			w.err = w.in(tx)
 			if w.err != nil && !errors.Is(w.err, ErrFenced) && !errors.Is(w.err, ErrConflict) {
@@ -137,7 +124,6 @@ func (b *Bolt) writeGroup(group []*boltWrite) {
 	}
 	// Nothing of the group was written.
 	for _, w := range group {
-		w.fence = Fence{}
-		w.err = b.db.Update(w.in)
+		w.err = b.update(w.in)
 	}
 }

@@ -48,10 +48,11 @@ func queued(t *testing.T, b *Bolt, n int) {
 }
 
 // Commits that arrive while one is being written are written after it in
-// one transaction, each as if alone: a claim's fence holds for a commit
-// behind it in the same group, a commit whose condition fails writes
-// nothing and is answered ErrConflict, one under a superseded fence is
-// answered ErrFenced, and the others are on disk once answered.
+// one transaction, each as if alone: a claim made meanwhile answers at
+// once and its fence holds for a commit in the group (which writes its
+// epoch), a commit whose condition fails writes nothing and is answered
+// ErrConflict, one under a superseded fence is answered ErrFenced, and
+// the others are on disk once answered.
 func TestCommitsWaitingAreWrittenInOneTransaction(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	b, err := OpenBolt(path, 0)
@@ -81,6 +82,16 @@ func TestCommitsWaitingAreWrittenInOneTransaction(t *testing.T) {
 		defer close(claimDone)
 		claimed, errs[1] = b.Claim(ctx, "reg\x00new")
 	}()
+	select {
+	case <-claimDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a claim waited for the file")
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errs[1] = b.Commit(ctx, Txn{Fences: []Fence{claimed}, Then: []Op{Put("kv", []byte("k1"), []byte("v"))}})
+	}()
 	queued(t, b, 1)
 	for i := 2; i < 22; i++ {
 		wg.Add(1)
@@ -103,7 +114,6 @@ func TestCommitsWaitingAreWrittenInOneTransaction(t *testing.T) {
 	queued(t, b, 23)
 	release()
 	wg.Wait()
-	<-claimDone
 	// The held transaction, the leader's, the group's.
 	if got := lastTx(t, b) - before; got != 3 {
 		t.Fatalf("%d transactions written, want 3", got)
@@ -121,10 +131,13 @@ func TestCommitsWaitingAreWrittenInOneTransaction(t *testing.T) {
 		}
 	}
 	if claimed.Epoch != 1 {
-		t.Fatalf("the claim in the group answered %+v", claimed)
+		t.Fatalf("the claim answered %+v", claimed)
 	}
-	if err := b.Commit(ctx, Txn{Fences: []Fence{claimed}, Then: []Op{Put("kv", []byte("new"), []byte("v"))}}); err != nil {
-		t.Fatalf("a commit under the group's claim: %v", err)
+	// Claimed while the file was held, never written by a commit: written
+	// when the store closes.
+	unwritten, err := b.Claim(ctx, "reg\x00unwritten")
+	if err != nil {
+		t.Fatal(err)
 	}
 	b.Close()
 	b, err = OpenBolt(path, 0)
@@ -134,8 +147,21 @@ func TestCommitsWaitingAreWrittenInOneTransaction(t *testing.T) {
 	defer b.Close()
 	for i := range 24 {
 		v, err := b.Get(ctx, "kv", fmt.Appendf(nil, "k%d", i))
-		if err != nil || (v != nil) != (i < 22 && i != 1) { // write 1 is the claim
+		if err != nil || (v != nil) != (i < 22) {
 			t.Fatalf("k%d after reopening: %q %v", i, v, err)
+		}
+	}
+	// The claims are on disk: their fences hold, and claims go on past them.
+	for _, f := range []Fence{claimed, unwritten} {
+		if err := b.Commit(ctx, Txn{Fences: []Fence{f}, Then: []Op{Put("kv", []byte(f.Space), []byte("v"))}}); err != nil {
+			t.Fatalf("a commit under %+v after reopening: %v", f, err)
+		}
+		next, err := b.Claim(ctx, f.Space)
+		if err != nil || next.Epoch != f.Epoch+1 {
+			t.Fatalf("a claim after %+v: %+v %v", f, next, err)
+		}
+		if err := b.Commit(ctx, Txn{Fences: []Fence{f}, Then: []Op{Put("kv", []byte(f.Space), []byte("stale"))}}); !errors.Is(err, ErrFenced) {
+			t.Fatalf("a commit under %+v, superseded before it was written: %v", f, err)
 		}
 	}
 }
