@@ -171,8 +171,8 @@ func tooLargeReply(path string, size int) []byte {
 }
 
 func (w *workerServer) hello(body []byte) wire.HelloReply {
-	var req wire.HelloRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := wire.DecodeHello(body)
+	if err != nil {
 		return wire.HelloReply{Error: "bad hello: " + err.Error()}
 	}
 	if req.Version != wire.ProtocolVersion {
