@@ -38,16 +38,26 @@ type boltWrite struct {
 	txn  *Txn
 	err  error
 	done chan struct{}
+	// inTx, when set (tests), is applied instead of txn.
+	inTx func(*bolt.Tx) error
 }
 
 // errHalfDone fails a group whose write failed half applied.
 var errHalfDone = errors.New("store: a write of the group failed half applied")
 
 // in applies the write in tx.
-func (w *boltWrite) in(tx *bolt.Tx) error { return apply(tx, w.txn) }
+func (w *boltWrite) in(tx *bolt.Tx) error {
+	if w.inTx != nil {
+		return w.inTx(tx)
+	}
+	return apply(tx, w.txn)
+}
 
 // size is the bytes the write puts, for groupBytes.
 func (w *boltWrite) size() int {
+	if w.txn == nil {
+		return 0
+	}
 	_, n := w.txn.size()
 	return n
 }
@@ -86,28 +96,40 @@ func (b *Bolt) lead() {
 	group := b.waiting[:n:n]
 	b.waiting = b.waiting[n:]
 	b.gmu.Unlock()
+	// Deferred, so that a panic in bbolt (which a caller may recover)
+	// leaves the file writable by the next commit.
+	defer func() {
+		b.gmu.Lock()
+		if len(b.waiting) > 0 {
+			go b.lead()
+		} else {
+			b.busy = false
+			b.waiting = nil
+		}
+		b.gmu.Unlock()
+	}()
 	b.writeGroup(group)
-	b.gmu.Lock()
-	if len(b.waiting) > 0 {
-		go b.lead()
-	} else {
-		b.busy = false
-		b.waiting = nil
-	}
-	b.gmu.Unlock()
 }
+
+// errPanicked answers the writes of a group whose transaction panicked.
+var errPanicked = errors.New("store: the transaction panicked; nothing of it was written")
 
 // writeGroup writes group in one transaction, or, when a write of it
 // fails half done, one by one; and answers each.
 func (b *Bolt) writeGroup(group []*boltWrite) {
+	answered := 0 // the writes whose answer is final
 	defer func() {
-		for _, w := range group {
+		for i, w := range group {
+			if i >= answered {
+				w.err = errPanicked // bbolt rolled its transaction back
+			}
 			close(w.done)
 		}
 	}()
 	if len(group) == 1 {
 		w := group[0]
 		w.err = b.update(w.in)
+		answered = 1
 		return
 	}
 	err := b.update(func(tx *bolt.Tx) error {
@@ -120,10 +142,12 @@ func (b *Bolt) writeGroup(group []*boltWrite) {
 		return nil
 	})
 	if err == nil {
+		answered = len(group)
 		return
 	}
 	// Nothing of the group was written.
 	for _, w := range group {
 		w.err = b.update(w.in)
+		answered++
 	}
 }

@@ -212,3 +212,54 @@ func TestAGroupWithAFailedWriteIsWrittenOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// A write whose transaction panics in bbolt (a caller such as net/http
+// may recover the panic) answers every write of its group with an error,
+// since nothing of the group was written, and leaves the file writable:
+// the next commit is written.
+func TestAPanickingGroupLeavesTheFileWritable(t *testing.T) {
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "registry.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	// As if a commit were being written: the writes below wait for it.
+	b.gmu.Lock()
+	b.busy = true
+	b.gmu.Unlock()
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			if i == 1 {
+				errs <- b.write(&boltWrite{inTx: func(*bolt.Tx) error { panic("a bbolt assertion") }})
+				return
+			}
+			errs <- b.Commit(ctx, Txn{Then: []Op{Put("kv", fmt.Appendf(nil, "k%d", i), []byte("v"))}})
+		}()
+		queued(t, b, i+1)
+	}
+	// It ends, and its leader writes the group: bbolt panics in it, and
+	// the leader's caller recovers.
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Fatal("the group's transaction did not panic")
+			}
+		}()
+		b.lead()
+	}()
+	for range 3 {
+		if err := <-errs; !errors.Is(err, errPanicked) {
+			t.Fatalf("a write of the panicked group answered %v", err)
+		}
+	}
+	for i := range 3 {
+		if v, err := b.Get(ctx, "kv", fmt.Appendf(nil, "k%d", i)); err != nil || v != nil {
+			t.Fatalf("k%d of the panicked group: %q %v", i, v, err)
+		}
+	}
+	if err := b.Commit(ctx, Txn{Then: []Op{Put("kv", []byte("after"), []byte("v"))}}); err != nil {
+		t.Fatalf("a commit after the panic: %v", err)
+	}
+}
