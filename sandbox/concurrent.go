@@ -78,8 +78,6 @@ func (m *vm) startConcurrent(wire string, body any, respond func(program.WireRes
 	}
 	if callErr != nil {
 		m.answer(inv, program.WireResponse{}, m.handlerFault(callErr))
-	} else if !p.IsPromise() {
-		m.finish(inv, p) // answered at once (js/runtime/22-entry-points.js)
 	} else {
 		inv.promise = p
 	}

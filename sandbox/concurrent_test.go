@@ -242,3 +242,35 @@ func TestAnswersAtOnceAndLaterAlike(t *testing.T) {
 		e.Close(id)
 	}
 }
+
+// A handler's result is awaited before its answer is read, even a
+// Response it returned at once (js/runtime/22-entry-points.js, invoke), as
+// workerd does: the microtasks it queued run first, so what they change of
+// the Response is answered, and a kv write one of them makes is one the
+// answer's output gate waits for.
+func TestQueuedMicrotasksRunBeforeTheAnswerIsRead(t *testing.T) {
+	e := engine(t)
+	id := fmt.Sprintf("microtasks-%d", time.Now().UnixNano())
+	code := `async () => ({ fetch() {
+		const r = new Response('answered');
+		Promise.resolve().then(() => r.headers.set('x-late', 'set by a microtask'));
+		return r;
+	} })`
+	if _, err := e.Run(context.Background(), program.Job{ID: id, RetainHandles: true, Program: program.Program{Code: code}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(id)
+	res, err := e.Invoke(context.Background(), id, "fetch", program.NewWireRequest("GET", "https://x.test/", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, h := range res.Headers {
+		if h[0] == "x-late" {
+			got = h[1]
+		}
+	}
+	if got != "set by a microtask" {
+		t.Fatalf("x-late: %q (headers %v), want the microtask's", got, res.Headers)
+	}
+}

@@ -50,21 +50,14 @@
   // (the handler's own string, which Go takes as UTF-8).
   // The host checks the answer again.
   //
-  // A handler that answers at once (with a Response, not a promise or
-  // another thenable) is answered at once too: invoke then returns the
-  // answer's string, not a promise of it, so the invocation needs no
-  // await's turn of the microtask queue, and the engine no promise's state
-  // and result to read (docs/history/performance-log.md, "The worker's CPU
-  // a request"). Whatever throws is a rejected promise, as when invoke was
-  // an async function throughout.
-  function invoke(wire, bodyArg) {
-    try {
-      return invokeNow(wire, bodyArg);
-    } catch (e) {
-      return promiseReject(e);
-    }
+  // The handler's result is awaited even when it is a Response already,
+  // as workerd does: the microtasks the handler queued run before its
+  // answer is read, so a kv write one of them makes is one the answer
+  // waits for (the output gate, docs/decisions.md), and the Response is
+  // read as they left it.
+  async function invoke(wire, bodyArg) {
+    return invokeNow(wire, bodyArg);
   }
-  const promiseReject = PromiseCtor.reject.bind(PromiseCtor);
   async function answerLater(res) { return answerOf(await res); }
   function invokeNow(wire, bodyArg) {
     const f = stringSplit.call(wire, '\n');
@@ -84,9 +77,7 @@
     else if (f[2] && method !== 'GET' && method !== 'HEAD') requestBody(request).stream = requestBodyStream(f[2]);
     const ctx = ObjectCreate(executionContext);
     const fetchFn = typeof handler === 'function' ? handler : handler.fetch;
-    const res = fetchFn.call(handler, request, env, ctx);
-    if (res !== null && (typeof res === 'object' || typeof res === 'function') && typeof res.then === 'function') return answerLater(res);
-    return answerOf(res);
+    return answerLater(fetchFn.call(handler, request, env, ctx));
   }
   // answerOf is the answer to a handler's result (invoke): its string, or a
   // promise of it when the body must be read first.
