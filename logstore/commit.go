@@ -29,11 +29,12 @@ func (s *Store) batchLocked(waiting map[string]*pendingHandle) []*pendingHandle 
 	for _, h := range waiting {
 		if h.lost > 0 {
 			e := Entry{Time: s.now(), Level: "system", Message: fmt.Sprintf("%d log entries of this handle were left out of the stored log: "+
-				"more than %d KiB of them waited to be written at once (its tails saw them). Log less, or less at a time.", h.lost, budgets.LogPendingPerHandle>>10)}
+				"more of them waited to be written at once than a handle may have waiting (%d KiB of console entries, %d KiB of request entries; its tails saw them). Log less, or less at a time.",
+				h.lost, budgets.LogPendingPerHandle>>10, budgets.LogPendingRequestsPerHandle>>10)}
 			s.seq++
-			h.page.add(&e, unixNano(e.Time), s.seq)
+			h.add(&e, unixNano(e.Time), s.seq)
 		}
-		if h.page.n > 0 {
+		if h.n > 0 {
 			batch = append(batch, h)
 		}
 	}
@@ -54,36 +55,19 @@ func (s *Store) commit(batch []*pendingHandle, quota int64) {
 	for _, h := range batch {
 		prefix := lp(lp(make([]byte, 0, 16+len(h.tenant)+len(h.id)), h.tenant), h.id)
 		hk := h.tenant + "\x00" + h.id
-		// A page goes after the handle's last stored entry: one ordered
+		// Pages go after the handle's last stored entry: one ordered
 		// stream of pages whose keys never overlap (page.go).
-		p := &h.page
-		if last, ok := s.lastStored(ctx, hk, prefix); ok && !last.less(p.first) {
-			p = p.after(last)
-		}
-		first, end := p.first, p.last.when
-		s.last[hk] = stored{p.last, time.Now()}
-		k := append(prefix, first.bytes()...)
-		v := p.value()
-		ops = append(ops, store.Put(pages, k, v))
-		total := int64(len(k) + len(v))
-		console, requests := p.sec[0], p.sec[1]
-		mixed := console.count > 0 && requests.count > 0
-		tk := tenantKey(h.tenant, first.when, first.seq)
+		last, ok := s.lastStored(ctx, hk, prefix)
 		a := added[h.tenant]
-		if console.count > 0 {
-			size := total - int64(len(requests.buf))
-			ops = append(ops, store.Put(pagesByTenant, tk, pageRecord(size, end, mixed, h.id)))
-			a.console += size
-		}
-		if requests.count > 0 {
-			size := int64(len(requests.buf))
-			if !mixed {
-				size = total
+		for _, p := range h.pages {
+			if ok && !last.less(p.first) {
+				p = p.after(last)
 			}
-			ops = append(ops, store.Put(pageRequestsByTenant, tk, pageRecord(size, end, mixed, h.id)))
-			a.requests += size
+			last, ok = p.last, true
+			ops = s.put(ops, h.tenant, h.id, prefix, p, &a)
 		}
 		added[h.tenant] = a
+		s.last[hk] = stored{last, time.Now()}
 	}
 	if err := store.CommitChunked(ctx, s.st, nil, ops); err != nil {
 		return // lost, as entries not yet written are at a crash
@@ -111,6 +95,32 @@ func (s *Store) commit(batch []*pendingHandle, quota int64) {
 		}
 		s.used[tenant] = u
 	}
+}
+
+// put appends the operations that store a page of the handle whose keys
+// begin with prefix, and adds its bytes to a.
+func (s *Store) put(ops []store.Op, tenant, id string, prefix []byte, p *page, a *used) []store.Op {
+	k := append(prefix[:len(prefix):len(prefix)], p.first.bytes()...)
+	v := p.value()
+	ops = append(ops, store.Put(pages, k, v))
+	total := int64(len(k) + len(v))
+	console, requests := p.sec[0], p.sec[1]
+	mixed := console.count > 0 && requests.count > 0
+	tk := tenantKey(tenant, p.first.when, p.first.seq)
+	if console.count > 0 {
+		size := total - int64(len(requests.buf))
+		ops = append(ops, store.Put(pagesByTenant, tk, pageRecord(size, p.last.when, mixed, id)))
+		a.console += size
+	}
+	if requests.count > 0 {
+		size := int64(len(requests.buf))
+		if !mixed {
+			size = total
+		}
+		ops = append(ops, store.Put(pageRequestsByTenant, tk, pageRecord(size, p.last.when, mixed, id)))
+		a.requests += size
+	}
+	return ops
 }
 
 // lastStored is the key of the last entry stored of the handle hk (tenant

@@ -2,9 +2,14 @@ package logstore
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/store"
 
 	"github.com/retainer-gw/retainer/internal/wirejson"
 )
@@ -112,4 +117,38 @@ func BenchmarkAppend(b *testing.B) {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// BenchmarkCommit is the writer's commit of a busy handle's 330 request
+// entries (20 ms of 16,500 requests a second) to bbolt: its time, and the
+// bytes the process wrote to disk an entry (/proc/self/io).
+func BenchmarkCommit(b *testing.B) {
+	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "s.db"), time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	s := newStore(st, 0, 0, nil)
+	e := Entry{Level: "request", Method: "GET", URL: "http://x.apps.localhost/items?id=42", Status: 200, DurationMs: 0.123, CPUMs: 0.05}
+	w0, n := writeBytes(), 0
+	for b.Loop() {
+		for i := 0; i < 330; i++ {
+			s.Append("apps\x00tenant", "0123456789abcdef0123", e)
+		}
+		s.Flush()
+		n += 330
+	}
+	b.ReportMetric(float64(writeBytes()-w0)/float64(n), "written-B/entry")
+}
+
+// writeBytes is what the process wrote to storage.
+func writeBytes() int64 {
+	b, _ := os.ReadFile("/proc/self/io")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -54,18 +54,24 @@ const (
 	tailBuffer = 256
 	tailBytes  = 1 << 20
 	// flushEvery and flushAt pace the writer: entries wait at most
-	// flushEvery, or until flushAt of them wait (or a handle's wait is
-	// a quarter full), and are committed in one transaction, so a busy
-	// handle's logging costs one commit a second rather than one per
-	// entry. Commits asked for early are at least flushGap apart (and
-	// twice the last one's duration), so a flooding handle cannot make
-	// the store commit back to back.
+	// flushEvery, or until flushAt of them wait (or a handle has
+	// flushBytes of one kind waiting), and are committed in one
+	// transaction, a page a handle (page.go), so a busy handle's logging
+	// costs a few puts a commit rather than two an entry. Commits asked
+	// for early are at least flushGap apart (and twice the last one's
+	// duration), so a flooding handle cannot make the store commit back
+	// to back.
 	flushEvery = time.Second
 	flushAt    = 512
+	flushBytes = budgets.LogPendingPerHandle / 4
 	flushGap   = 20 * time.Millisecond
-	// budgets.LogPendingPerHandle bounds the bytes one handle has waiting
-	// for the writer, whatever its tenant logs: past it the handle's new
-	// entries are left out of the store (counted, and said in its log).
+	// budgets.LogPendingPerHandle bounds the bytes of console and system
+	// entries one handle has waiting for the writer, whatever its tenant
+	// logs, and budgets.LogPendingRequestsPerHandle those of its request
+	// entries (one an invocation, at most ~400 bytes each: room for ~190
+	// ms of a busy handle's, for a commit slowed by a loaded disk): past
+	// them the handle's new entries of that kind are left out of the
+	// store (counted, and said in its log).
 	// budgets.LogPending bounds all handles' together; past it the tenant
 	// holding the most loses its waiting entries first, never a tenant
 	// holding less.
@@ -111,15 +117,40 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	}{e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), plain(e)})
 }
 
-// pendingHandle is what one handle has waiting for the writer (its page,
-// encoded as it will be stored), and how many of its entries were left
+// pendingHandle is what one handle has waiting for the writer (its pages,
+// encoded as they will be stored), and how many of its entries were left
 // out since its last commit.
 type pendingHandle struct {
 	tenant, id string
-	page       page
-	bytes      int
-	lost       int64
+	pages      []*page
+	n, bytes   int
+	// kind is the bytes of its console and system entries, and of its
+	// request entries (each bounded on its own).
+	kind [2]int
+	lost int64
 }
+
+// add appends e to the handle's last page, or to a new one when it would
+// pass pageBytes, and answers the bytes it took.
+func (h *pendingHandle) add(e *Entry, when uint64, seq uint32) int {
+	var p *page
+	if len(h.pages) > 0 {
+		p = h.pages[len(h.pages)-1]
+	}
+	if p == nil || p.n > 0 && p.bytes()+entryBound(e) > pageBytes {
+		next := &page{}
+		if p != nil {
+			next.last, next.floored = p.last, true
+		}
+		h.pages = append(h.pages, next)
+		p = next
+	}
+	h.n++
+	return p.add(e, when, seq)
+}
+
+// entryBound is at least what e takes in a page.
+func entryBound(e *Entry) int { return len(e.Level) + len(e.Message) + len(e.Method) + len(e.URL) + 96 }
 
 // used is what a tenant stores, by kind, and how much of it is in the
 // one-entry-a-key tables written before pages (docs/logs.md).
@@ -155,9 +186,10 @@ type Store struct {
 	used map[string]used   // tenant → stored bytes, counted on first touch
 	last map[string]stored // tenant NUL id → its last stored entry
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake  chan struct{}
+	hurry chan struct{} // a handle's request entries are half their bound
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // Open starts the writer and the hourly retention sweep. Close stops them
@@ -175,7 +207,7 @@ func newStore(st store.Store, retention time.Duration, tenantBytes int64, now fu
 	}
 	s := &Store{st: st, now: now, seq: rand.Uint32(), tails: map[string]map[*Tail]bool{}, tailCount: map[string]int{},
 		pending: map[string]*pendingHandle{}, tenantPending: map[string]int{},
-		used: map[string]used{}, last: map[string]stored{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		used: map[string]used{}, last: map[string]stored{}, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.Set(retention, tenantBytes)
 	return s
 }
@@ -220,12 +252,17 @@ func (s *Store) loop() {
 	s.Sweep()
 	// next is the earliest an early commit may start: flushGap after the
 	// last, or twice as long as it took, so that the store's writer is
-	// free at least two thirds of the time for everyone else's writes.
-	next := time.Now()
+	// free at least two thirds of the time for everyone else's writes;
+	// soon is flushGap after it, when a handle's request entries are half
+	// way to their bound: a slow commit (a loaded disk's sync) does not
+	// make visitors' entries wait past it, while a flood of console
+	// entries still waits.
+	next, soon := time.Now(), time.Now()
 	flush := func() {
 		start := time.Now()
 		s.Flush()
-		next = time.Now().Add(max(flushGap, 2*time.Since(start)))
+		end := time.Now()
+		next, soon = end.Add(max(flushGap, 2*end.Sub(start))), end.Add(flushGap)
 	}
 	for {
 		select {
@@ -235,10 +272,29 @@ func (s *Store) loop() {
 		case <-tick.C:
 			flush()
 		case <-s.wake:
-			if gap := time.Until(next); gap > 0 {
+			hurried := false
+			for {
 				select {
-				case <-time.After(gap):
+				case <-s.hurry:
+					hurried = true
+				default:
+				}
+				until := next
+				if hurried {
+					until = soon
+				}
+				gap := time.Until(until)
+				if gap <= 0 {
+					break
+				}
+				t := time.NewTimer(gap)
+				select {
+				case <-t.C:
+				case <-s.hurry:
+					t.Stop()
+					hurried = true
 				case <-s.stop:
+					t.Stop()
 					s.Flush()
 					return
 				}
@@ -284,8 +340,11 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	}
 	// An entry's stored size is known once it is encoded; the bounds are
 	// held with its upper bound (its message, URL and the rest).
-	size := len(e.Level) + len(e.Message) + len(e.Method) + len(e.URL) + 96
-	if h.bytes+size > budgets.LogPendingPerHandle || (s.pendingBytes+size > budgets.LogPending && !s.evictLocked(tenant, size)) {
+	size, kind, bound := entryBound(&e), 0, budgets.LogPendingPerHandle
+	if e.Level == "request" {
+		kind, bound = 1, budgets.LogPendingRequestsPerHandle
+	}
+	if h.kind[kind]+size > bound || (s.pendingBytes+size > budgets.LogPending && !s.evictLocked(tenant, size)) {
 		h.lost++
 		lost.Add(1)
 		s.mu.Unlock()
@@ -293,13 +352,21 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		return
 	}
 	s.seq++
-	n := h.page.add(&e, unixNano(e.Time), s.seq)
+	n := h.add(&e, unixNano(e.Time), s.seq)
 	h.bytes += n
+	h.kind[kind] += n
 	s.pendingBytes += n
 	s.pendingCount++
 	s.tenantPending[tenant] += n
-	full := s.pendingCount >= flushAt || h.bytes >= budgets.LogPendingPerHandle/4
+	full := s.pendingCount >= flushAt || h.kind[kind] >= flushBytes
+	hurry := kind == 1 && h.kind[1] >= budgets.LogPendingRequestsPerHandle/2
 	s.mu.Unlock()
+	if hurry {
+		select {
+		case s.hurry <- struct{}{}:
+		default:
+		}
+	}
 	if full {
 		s.wakeWriter()
 	}
@@ -339,13 +406,13 @@ func (s *Store) evictLocked(tenant string, n int) bool {
 			continue
 		}
 		s.pendingBytes -= h.bytes
-		s.pendingCount -= h.page.n
+		s.pendingCount -= h.n
 		if s.tenantPending[top] -= h.bytes; s.tenantPending[top] <= 0 {
 			delete(s.tenantPending, top)
 		}
-		h.lost += int64(h.page.n)
-		lost.Add(int64(h.page.n))
-		h.page, h.bytes = page{}, 0
+		h.lost += int64(h.n)
+		lost.Add(int64(h.n))
+		h.pages, h.n, h.bytes, h.kind = nil, 0, 0, [2]int{}
 	}
 	return true
 }
@@ -410,7 +477,7 @@ func (s *Store) FlushHandle(tenant, id string) {
 	}
 	delete(s.pending, key)
 	s.pendingBytes -= h.bytes
-	s.pendingCount -= h.page.n
+	s.pendingCount -= h.n
 	if s.tenantPending[tenant] -= h.bytes; s.tenantPending[tenant] <= 0 {
 		delete(s.tenantPending, tenant)
 	}

@@ -41,6 +41,13 @@ import (
 const (
 	pageVersion = 1
 	pageHeader  = 13
+	// pageBytes bounds a page's entries (one larger entry has a page of its
+	// own): bbolt rewrites the whole leaf a new key goes into, and a leaf
+	// holds at least two keys, so a handle's pages of ~2 KiB make a
+	// commit rewrite ~4 KiB of its older entries, where pages of a
+	// commit's every entry rewrote the last two or three commits' pages
+	// each time (docs/logs.md, "What it costs").
+	pageBytes = 1900
 )
 
 // Which fields an entry holds.

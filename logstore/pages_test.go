@@ -205,8 +205,9 @@ func TestQuotaDropsPagesAndOldEntries(t *testing.T) {
 	if console != 200 || len(all) == console {
 		t.Fatalf("%d of 200 console entries kept, %d request entries", console, len(all)-console)
 	}
-	// Now console entries only, 2 KiB each: they push out the rest of the
-	// request entries, then their own oldest pages.
+	// Now console entries only, 2 KiB each: once request entries hold
+	// less than half, their own oldest pages go (and the request entries
+	// in them).
 	msg := strings.Repeat("c", 2000)
 	for c := 0; c < 40; c++ {
 		for i := 0; i < 8; i++ {
@@ -215,7 +216,7 @@ func TestQuotaDropsPagesAndOldEntries(t *testing.T) {
 		s.Flush()
 	}
 	u = s.countUsed(ctx, "mallory")
-	if u.console+u.requests > quota || u.requests != 0 || s.used["mallory"] != u {
+	if u.console+u.requests > quota || u.requests > quota/2 || u.console < quota/3 || s.used["mallory"] != u {
 		t.Fatalf("after the console flood mallory stores %+v (the writer counts %+v)", u, s.used["mallory"])
 	}
 	all = readAll(t, s, "mallory", "h", now.Add(-time.Hour), 1000)
@@ -236,5 +237,51 @@ func TestQuotaDropsPagesAndOldEntries(t *testing.T) {
 			t.Fatalf("after the retention %s holds %q", table, k)
 			return false
 		})
+	}
+}
+
+// A handle's request entries have a bound of their own waiting for the
+// writer (budgets.LogPendingRequestsPerHandle), four times its console
+// entries': 2,000 request entries (~180 KiB) wait whole beside a console
+// flood cut at budgets.LogPendingPerHandle; 4,000 do not, and the system
+// entry says how many were left out.
+func TestRequestEntriesWaitingBoundOfTheirOwn(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "s.db"))
+	defer b.Close()
+	s := newStore(b, 0, 0, nil) // no writer: commits happen here only
+	before := Lost()
+	line := strings.Repeat("x", 1000)
+	url := "http://h.apps.localhost/" + strings.Repeat("p", 60)
+	for i := 0; i < 2000; i++ {
+		s.Append("alice", "h", Entry{Level: "request", Method: "GET", URL: fmt.Sprint(url, i), Status: 200, DurationMs: 1})
+		if i%20 == 0 {
+			s.Append("alice", "h", Entry{Level: "log", Message: line})
+		}
+	}
+	if n := Lost() - before; n < 30 || n > 40 {
+		t.Fatalf("%d entries left out, want the console flood's excess over 64 KiB (~36)", n)
+	}
+	s.Flush()
+	requests := 0
+	for _, e := range readAll(t, s, "alice", "h", time.Unix(0, 0), 1000) {
+		if e.Level == "request" {
+			requests++
+		}
+	}
+	if requests != 2000 {
+		t.Fatalf("%d of 2,000 request entries stored", requests)
+	}
+	before = Lost()
+	for i := 0; i < 4000; i++ {
+		s.Append("alice", "h", Entry{Level: "request", Method: "GET", URL: fmt.Sprint(url, i), Status: 200, DurationMs: 1})
+	}
+	s.Flush()
+	n := Lost() - before
+	if n < 500 || n > 2000 {
+		t.Fatalf("4,000 request entries at once: %d left out", n)
+	}
+	p, _ := s.List("alice", "h", time.Time{}, 1, "")
+	if len(p.Entries) != 1 || !strings.HasPrefix(p.Entries[0].Message, fmt.Sprint(n, " log entries of this handle were left out")) {
+		t.Fatalf("the last entry: %+v", p.Entries)
 	}
 }
