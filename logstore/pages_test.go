@@ -8,8 +8,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/internal/pgtest"
 	"github.com/retainer-gw/retainer/store"
 )
+
+// onBackends runs test on bbolt and on PostgreSQL (a cluster's store);
+// open opens the store, again after a close with the same data (a
+// restart, or another gateway after a failover).
+func onBackends(t *testing.T, test func(t *testing.T, open func() store.Store)) {
+	t.Run("bolt", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "s.db")
+		test(t, func() store.Store { return openBolt(t, path) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		srv := pgtest.Start(t)
+		test(t, func() store.Store {
+			p, err := store.OpenPostgres(context.Background(), srv.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		})
+	})
+}
 
 // writeOld stores e as the writer did before pages: one key an entry in
 // handles, and its size in the tenant's order of its kind.
@@ -72,8 +93,11 @@ func messages(es []Entry) []string {
 // cursor reads the new entries (placed after the handle's last, with
 // their own times) once.
 func TestPagesReadAcrossBoundaries(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
-	b := openBolt(t, path)
+	onBackends(t, pagesReadAcrossBoundaries)
+}
+
+func pagesReadAcrossBoundaries(t *testing.T, open func() store.Store) {
+	b := open()
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	var want []string
 	entry := func(i int, at time.Time) Entry {
@@ -125,7 +149,7 @@ func TestPagesReadAcrossBoundaries(t *testing.T) {
 	s.Close()
 	b.Close()
 
-	b = openBolt(t, path)
+	b = open()
 	defer b.Close()
 	behind := func() time.Time { return time.Now().Add(-time.Hour) }
 	s = Open(b, 0, 0, behind)
@@ -159,7 +183,11 @@ func firstDiff(a, b []string) int {
 // what the store holds; a bystander loses nothing; the sweep empties both
 // forms.
 func TestQuotaDropsPagesAndOldEntries(t *testing.T) {
-	b := openBolt(t, filepath.Join(t.TempDir(), "s.db"))
+	onBackends(t, quotaDropsPagesAndOldEntries)
+}
+
+func quotaDropsPagesAndOldEntries(t *testing.T, open func() store.Store) {
+	b := open()
 	defer b.Close()
 	now := time.Now()
 	clock := func() time.Time { return now }
