@@ -55,14 +55,15 @@ const (
 	tailBytes  = 1 << 20
 	// flushEvery and flushAt pace the writer: entries wait at most
 	// flushEvery, or until flushAt of them wait (or a handle has
-	// flushBytes of one kind waiting), and are committed in one
-	// transaction, a page a handle (page.go), so a busy handle's logging
-	// costs a few puts a commit rather than two an entry. Commits asked
-	// for early are at least flushGap apart (and twice the last one's
-	// duration), so a flooding handle cannot make the store commit back
-	// to back.
+	// flushBytes of console entries, or four times that of request
+	// entries, waiting), and are committed in one transaction, a page a
+	// handle (page.go), so a busy handle's logging costs a few puts a
+	// commit rather than two an entry, and a commit costs mostly its
+	// sync, whatever it holds. Commits asked for early are at least
+	// flushGap apart (and twice the last one's duration), so a flooding
+	// handle cannot make the store commit back to back.
 	flushEvery = time.Second
-	flushAt    = 512
+	flushAt    = 2048
 	flushBytes = budgets.LogPendingPerHandle / 4
 	flushGap   = 20 * time.Millisecond
 	// budgets.LogPendingPerHandle bounds the bytes of console and system
@@ -358,7 +359,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	s.pendingBytes += n
 	s.pendingCount++
 	s.tenantPending[tenant] += n
-	full := s.pendingCount >= flushAt || h.kind[kind] >= flushBytes
+	full := s.pendingCount >= flushAt || h.kind[kind] >= flushBytes<<(2*kind)
 	hurry := kind == 1 && h.kind[1] >= budgets.LogPendingRequestsPerHandle/2
 	s.mu.Unlock()
 	if hurry {
