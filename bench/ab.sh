@@ -8,7 +8,7 @@
 # Build the two first, e.g.:
 #   git stash; CGO_ENABLED=1 go build -o /tmp/old ./cmd/retainer; git stash pop
 #   CGO_ENABLED=1 go build -o /tmp/new ./cmd/retainer
-# Usage: [AB_HANDLES=n] [AB_BESIDE=file.json:n] bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
+# Usage: [AB_HANDLES=n | AB_TENANTS=n] [AB_BESIDE=file.json:n] bash bench/ab.sh OLD NEW [seconds a slice, default 2] [pairs, default 12]
 #        [handler file, default bench/workerd/worker.js; a .json file is the
 #        whole deploy body; the word computation posts `async () => 1 + 1`
 #        to /executions instead, one connection back to back unless flags
@@ -34,6 +34,14 @@ trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null
 go build -o "$work/loadgen" ./bench/loadgen
 sed 's/8089/8189/g; s/2089/2189/g' bench/Caddyfile.bench > "$work/Caddyfile.b"
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
+# AB_TENANTS=n deploys the handler once for each of n tenants (each its
+# own token, so each its own worker: `workers auto`) and spreads the
+# connections over them round-robin: the many-tenant case of
+# bench/tenants.sh, interleaved between two builds.
+if [ -n "${AB_TENANTS:-}" ]; then
+	export BENCH_WORKERS=auto BENCH_PREWARM=2
+	flags=(-rr "${flags[@]}")
+fi
 refuse_busy_ports 8089 8189
 start() { # binary config dir
 	mkdir -p "$3"
@@ -58,12 +66,24 @@ else
 	json=$(python3 -c 'import json, sys; print(json.dumps({"retainHandles": True, "code": open(sys.argv[1]).read()}))' "$code")
 fi
 deploy() { curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d "$json" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'; }
+deploy_tenant() { # port tenant
+	local tok
+	tok=$("$old" retainer-token --sub "$2" --iss "" --aud "" --secret-env BENCH_SECRET)
+	curl -s -H 'Host: tenants.localhost' -H "Authorization: Bearer $tok" "http://127.0.0.1:$1/executions" -d "$json" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'
+}
 # AB_HANDLES=n deploys n handles of the handler and spreads the
 # connections over them (default 1).
 urls() { # port
 	local u="" i
 	if [ "$code" = computation ]; then
 		echo "http://api.localhost:$1/executions"
+		return
+	fi
+	if [ -n "${AB_TENANTS:-}" ]; then
+		for i in $(seq "$AB_TENANTS"); do
+			u="$u${u:+,}http://$(deploy_tenant "$1" "tenant-$i").apps.localhost:$1/items?id=42&sort=asc"
+		done
+		echo "$u"
 		return
 	fi
 	for i in $(seq "${AB_HANDLES:-1}"); do

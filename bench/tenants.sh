@@ -116,6 +116,23 @@ sleep 1
 for i in $(seq 36 45); do echo "run-100ms-apart $(first_run "${newtok[$i]}")" >> "$work/newcomers"; sleep 0.1; done
 wait $lg || true
 grep -v 'answered 200' "$work/nc2.err" || true
+# BENCH_BURST=N (default 0: none) adds, under a third load, N new tenants'
+# first deploys at once: more than the spares kept (eight at 200 tenants),
+# so that those past them wait for worker starts; none may answer
+# anything but 200.
+burst_n=${BENCH_BURST:-0}
+if [ "$burst_n" -gt 0 ]; then
+	for i in $(seq 46 $((45 + burst_n))); do newtok+=("$(tok "newcomer-$i")"); done
+	sleep 2
+	"$work/loadgen" -label "$n tenants, a burst of newcomers" -rr -url "${urls%,}" -d 6s -c 32 2>"$work/nc3.err" &
+	lg=$!
+	sleep 1
+	burst=()
+	for i in $(seq 46 $((45 + burst_n))); do (echo "burst-at-once $(first_deploy "${newtok[$i]}")" >> "$work/newcomers") & burst+=($!); done
+	wait "${burst[@]}"
+	wait $lg || true
+	grep -v 'answered 200' "$work/nc3.err" || true
+fi
 python3 - "$work/newcomers" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
@@ -131,6 +148,8 @@ def waves(title, names):
     print("  all: p50 %.0f ms, p99 %.0f ms, max %.0f ms; %d of %d not 200" % (p(0.5), p(0.99), ms[-1], sum(r[1] != "200" for r in some), len(some)))
 waves("newcomers' first deploys under the load", ("back-to-back", "at-once", "100ms-apart"))
 waves("newcomers' first computations under the load", ("run-at-once", "run-100ms-apart"))
+if any(r[0] == "burst-at-once" for r in rows):
+    waves("a burst of newcomers' first deploys, more than the spares (BENCH_BURST)", ("burst-at-once",))
 PY
 
 curl -s http://localhost:2089/retainer/workers | python3 -c '

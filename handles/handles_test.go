@@ -668,3 +668,55 @@ func TestFreedRouteNamesStayReserved(t *testing.T) {
 		t.Fatalf("a name reserved a day ago: %v", err)
 	}
 }
+
+// A bind or unbind and the flusher of invocation counts both write a
+// record's meta: the flusher's copy, taken before a bind changed the
+// record's routes and committed after it, must never put the old routes
+// back (a restart then showed a bound name missing from the handle's
+// routes; TestPersistAcrossRestart failed so under load).
+func TestFlushesNeverUndoABind(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "registry.db")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ends := &eventLog{}
+	g := start(t, path, clock, ends, workers.Config{Workers: 1})
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	id := deploy(t, reg, "alice")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // invocations mark the record dirty; the flusher writes it
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			call(reg, "alice", id, "/")
+			g.store.flush()
+		}
+	}()
+	want := []string{}
+	for i := range 40 {
+		name := fmt.Sprintf("r%02d", i)
+		if _, err := reg.BindRoute("alice", name, id); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+		if i%4 == 3 { // and unbinds
+			if err := reg.UnbindRoute("alice", want[0]); err != nil {
+				t.Fatal(err)
+			}
+			want = want[1:]
+		}
+	}
+	close(stop)
+	<-done
+	g.stop()
+	g = start(t, path, clock, ends, workers.Config{Workers: 1})
+	reg = g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	info, err := reg.Get("alice", id)
+	if err != nil || fmt.Sprint(info.Routes) != fmt.Sprint(want) {
+		t.Fatalf("routes after restart: %v %v, want %v", info.Routes, err, want)
+	}
+}

@@ -43,6 +43,11 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 	}
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	// The record's meta is written with the route: the flusher of
+	// invocation counts must not write a copy taken before this bind
+	// after it (metaMu; TestFlushesNeverUndoABind).
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
 	if !sending(ctx) {
 		return Route{}, errWriteDropped
 	}
@@ -165,6 +170,8 @@ func (r *Registry) unbindRoute(ctx context.Context, tenant, name string) error {
 	s := r.store
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
+	s.metaMu.Lock() // as bindRoute
+	defer s.metaMu.Unlock()
 	if !sending(ctx) {
 		return errWriteDropped
 	}

@@ -122,8 +122,9 @@ type Store struct {
 	routeMu sync.Mutex
 	// rebuilds tracks detached rebuilds, so Close waits for them.
 	rebuilds sync.WaitGroup
-	// metaMu serializes the writers of records' meta (the flusher, and
-	// updateRecord for a strike or its reset): each takes the records'
+	// metaMu serializes the writers of records' meta (the flusher,
+	// updateRecord for a strike or its reset, and route binds and unbinds,
+	// which take it after routeMu): each takes the records'
 	// state when it holds metaMu and commits it before letting go, so the
 	// last write stored is the newest state. Without it a flush that took
 	// its copies first could commit last, over a newer one (measured: a

@@ -201,6 +201,7 @@ func bundle(p program.Program, imports, rest string) (compiled, error) {
 }
 
 func build(p program.Program, entry string, module bool) (compiled, error) {
+	bundled.Store(true)
 	modules := make(map[string]string, len(p.Modules))
 	for name, src := range p.Modules {
 		modules[path.Join("/", name)] = src

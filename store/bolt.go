@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -37,6 +38,15 @@ var boltLimits = Limits{Ops: 128, Bytes: 32 << 20}
 type Bolt struct {
 	db   *bolt.DB
 	path string
+
+	// The group commit (group.go): commits waiting for the one under
+	// way, and whether one is.
+	gmu     sync.Mutex
+	waiting []*boltWrite
+	busy    bool
+	// claimed are the epochs claimed and not yet written (claims.go).
+	cmu     sync.Mutex
+	claimed map[string]uint64
 }
 
 // OpenBolt opens (or creates) the store at path, waiting at most
@@ -112,7 +122,13 @@ func (b *Bolt) Size() int64 {
 func (b *Bolt) Limits() Limits { return boltLimits }
 
 // Close implements Store.
-func (b *Bolt) Close() error { return b.db.Close() }
+func (b *Bolt) Close() error {
+	err := b.writeClaimsLeft()
+	if cerr := b.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Get implements Store.
 func (b *Bolt) Get(_ context.Context, table string, key []byte) ([]byte, error) {
@@ -164,65 +180,83 @@ func (b *Bolt) Scan(_ context.Context, table string, r Range, fn func(k, v []byt
 	})
 }
 
-// Commit implements Store.
+// Commit implements Store. Commits that arrive while another is being
+// written are written together after it, in one transaction (group.go).
 func (b *Bolt) Commit(_ context.Context, txn Txn) error {
 	if err := checkSize(txn, boltLimits); err != nil {
 		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		for _, f := range txn.Fences {
-			if f.Epoch == 0 || epochOf(tx, f.Space) != f.Epoch {
-				return ErrFenced
-			}
-		}
-		for _, c := range txn.If {
-			var v []byte
-			if bk := tx.Bucket([]byte(c.Table)); bk != nil {
-				v = bk.Get(c.Key)
-			}
-			if c.Exists && v == nil || !c.Exists && ((c.Value == nil) != (v == nil) || !bytes.Equal(c.Value, v)) {
-				return ErrConflict
-			}
-		}
-		buckets := map[string]*bolt.Bucket{}
-		for _, o := range txn.Then {
-			bk := buckets[o.Table]
-			if bk == nil {
-				var err error
-				if o.Delete {
-					if bk = tx.Bucket([]byte(o.Table)); bk == nil {
-						continue // nothing to delete
-					}
-				} else if bk, err = tx.CreateBucketIfNotExists([]byte(o.Table)); err != nil {
-					return err
-				}
-				buckets[o.Table] = bk
-			}
-			var err error
-			if o.Delete {
-				err = bk.Delete(o.Key)
-			} else {
-				err = bk.Put(o.Key, o.Value)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return b.write(&boltWrite{txn: &txn})
 }
 
-// Claim implements Store.
+// apply applies txn in tx: its fences and conditions are checked before
+// anything is written, so one that fails them (ErrFenced, ErrConflict)
+// has written nothing.
+func apply(tx *bolt.Tx, txn *Txn) error {
+	for _, f := range txn.Fences {
+		if f.Epoch == 0 || epochOf(tx, f.Space) != f.Epoch {
+			return ErrFenced
+		}
+	}
+	for _, c := range txn.If {
+		var v []byte
+		if bk := tx.Bucket([]byte(c.Table)); bk != nil {
+			v = bk.Get(c.Key)
+		}
+		if c.Exists && v == nil || !c.Exists && ((c.Value == nil) != (v == nil) || !bytes.Equal(c.Value, v)) {
+			return ErrConflict
+		}
+	}
+	buckets := map[string]*bolt.Bucket{}
+	for _, o := range txn.Then {
+		bk := buckets[o.Table]
+		if bk == nil {
+			var err error
+			if o.Delete {
+				if bk = tx.Bucket([]byte(o.Table)); bk == nil {
+					continue // nothing to delete
+				}
+			} else if bk, err = tx.CreateBucketIfNotExists([]byte(o.Table)); err != nil {
+				return err
+			}
+			buckets[o.Table] = bk
+		}
+		var err error
+		if o.Delete {
+			err = bk.Delete(o.Key)
+		} else {
+			err = bk.Put(o.Key, o.Value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Claim implements Store. The new epoch is written with the next
+// transaction (claims.go).
 func (b *Bolt) Claim(_ context.Context, space string) (Fence, error) {
 	if space == "" {
 		return Fence{}, errors.New("store: a claim names a space")
 	}
-	var f Fence
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		f = Fence{Space: space, Epoch: epochOf(tx, space) + 1}
-		return tx.Bucket(bucketOwners).Put([]byte(space), binary.BigEndian.AppendUint64(nil, f.Epoch))
-	})
-	return f, err
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	epoch, ok := b.claimed[space]
+	if !ok {
+		if err := b.db.View(func(tx *bolt.Tx) error {
+			epoch = epochOf(tx, space)
+			return nil
+		}); err != nil {
+			return Fence{}, err
+		}
+	}
+	epoch++
+	if b.claimed == nil {
+		b.claimed = map[string]uint64{}
+	}
+	b.claimed[space] = epoch
+	return Fence{Space: space, Epoch: epoch}, nil
 }
 
 func epochOf(tx *bolt.Tx, space string) uint64 {

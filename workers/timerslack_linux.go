@@ -1,36 +1,118 @@
 package workers
 
 /*
+#cgo LDFLAGS: -Wl,--wrap=_cgo_try_pthread_create
+#define _GNU_SOURCE
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-// Runs before Go's runtime starts: see below.
-__attribute__((constructor)) static void retainer_timer_slack(void) {
-	const char *v = getenv("RETAINER_TIMER_SLACK_NS");
+// The slack every thread starts with (the operator's RETAINER_TIMER_SLACK_NS,
+// or the one the process was started with), and the one Go's sysmon gets.
+static unsigned long retainer_base_slack;
+static unsigned long retainer_sysmon_slack = 1000000UL;
+static int retainer_threads_made;
+static long retainer_sysmon_tid;
+
+static unsigned long retainer_slack_env(const char *name, unsigned long fallback) {
+	const char *v = getenv(name);
 	if (v == NULL || *v == 0) {
-		return;
+		return fallback;
 	}
 	char *end = NULL;
 	long ns = strtol(v, &end, 10);
-	if (end == NULL || *end != 0 || ns <= 0) {
-		return;
+	if (end == NULL || *end != 0 || ns < 0) {
+		return fallback;
 	}
-	prctl(PR_SET_TIMERSLACK, (unsigned long)ns, 0, 0, 0);
+	return (unsigned long)ns;
 }
+
+// Runs before Go's runtime starts: see below.
+__attribute__((constructor)) static void retainer_timer_slack(void) {
+	unsigned long ns = retainer_slack_env("RETAINER_TIMER_SLACK_NS", 0);
+	if (ns > 0) {
+		prctl(PR_SET_TIMERSLACK, ns, 0, 0, 0);
+	}
+	retainer_base_slack = (unsigned long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	retainer_sysmon_slack = retainer_slack_env("RETAINER_SYSMON_SLACK_NS", retainer_sysmon_slack);
+}
+
+struct retainer_thread_start {
+	void *(*fn)(void *);
+	void *arg;
+	unsigned long slack;
+	int sysmon;
+};
+
+static void *retainer_thread_begin(void *p) {
+	struct retainer_thread_start s = *(struct retainer_thread_start *)p;
+	free(p);
+	if (s.sysmon) {
+		__atomic_store_n(&retainer_sysmon_tid, (long)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
+	}
+	prctl(PR_SET_TIMERSLACK, s.slack, 0, 0, 0);
+	return s.fn(s.arg);
+}
+
+// Weak: a Go whose runtime/cgo no longer has it links all the same, and
+// its threads keep the slack they inherit.
+extern int __real__cgo_try_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) __attribute__((weak));
+
+// Every thread of Go's runtime is made here (runtime/cgo makes each M's
+// thread through _cgo_try_pthread_create; the linker's --wrap sends those
+// calls to this, and no others: V8's threads are made by pthread_create
+// directly). The first is Go's sysmon (runtime.main makes it before any
+// other M; the test checks it is the thread that naps); it gets
+// retainer_sysmon_slack, and every other M the process's own slack,
+// whichever thread made it (a thread inherits its maker's slack, and
+// sysmon makes Ms too).
+int __wrap__cgo_try_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+	struct retainer_thread_start *s = malloc(sizeof *s);
+	if (s == NULL) {
+		return __real__cgo_try_pthread_create(t, attr, fn, arg);
+	}
+	s->fn = fn;
+	s->arg = arg;
+	s->sysmon = __atomic_add_fetch(&retainer_threads_made, 1, __ATOMIC_SEQ_CST) == 1 && retainer_sysmon_slack > 0;
+	s->slack = s->sysmon ? retainer_sysmon_slack : retainer_base_slack;
+	int err = __real__cgo_try_pthread_create(t, attr, retainer_thread_begin, s);
+	if (err != 0) {
+		free(s);
+	}
+	return err;
+}
+
+static long retainer_sysmon_thread(void) { return __atomic_load_n(&retainer_sysmon_tid, __ATOMIC_SEQ_CST); }
+static unsigned long retainer_sysmon_slack_ns(void) { return retainer_sysmon_slack; }
 */
 import "C"
 
 // RETAINER_TIMER_SLACK_NS, in the gateway's environment, sets the timer
 // slack every thread of the gateway starts with (docs/decisions.md, "Timer
 // slack: the operator's choice, not the default"): the C constructor above
-// sets it on the main thread before Go's runtime makes its first thread, so
-// Go's sysmon has it, and the workers inherit it across the fork (their own
-// environment is empty, so their constructor leaves it). What it is for is
-// sysmon, which sleeps 20 µs between its checks after a wake and whenever it
-// has just taken a P back from a system or cgo call (every V8 call is one):
-// it was ~45% of the context switches of both the gateway and its worker
-// under load (docs/history/performance-log.md, "The hop's wakes"). At 1 ms
-// its naps fold together and stateless handlers cost ~12% less CPU a
-// request, but sysmon then takes a P back from a long system call (a
-// store's fsync) or V8 call that much later, and the kv counter served
-// 20–30% fewer requests: so it is not set unless the operator asks.
+// sets it on the main thread before Go's runtime makes its first thread,
+// and every M made later starts with it; the workers inherit it across
+// the fork (their own environment is empty, so their constructor reads it
+// back from the thread instead). At 1 ms its naps fold together and
+// stateless handlers cost ~12% less CPU a request, but every timer of the
+// process may then fire that much late, and the kv counter served 20–30%
+// fewer requests: so it is not set unless the operator asks.
+//
+// Go's sysmon alone sleeps with a slack of its own by default
+// (RETAINER_SYSMON_SLACK_NS, 1 ms; 0 leaves it the process's:
+// docs/decisions.md, "Sysmon's naps"): sysmon sleeps 20 µs between its
+// checks after every wake and whenever it has just taken a P back from a
+// system or cgo call (every V8 call is one), and it was the busiest
+// sleeper of both the gateway and its workers under load. No timer of the
+// program waits on sysmon's sleep; what its slack may delay is its own
+// checks: taking a P back from a long system or cgo call, preempting a
+// goroutine that ran 10 ms.
+
+// sysmonThread is the thread id the slack of sysmon went to (0 before
+// it started, or with the slack off).
+func sysmonThread() int { return int(C.retainer_sysmon_thread()) }
+
+// sysmonSlack is the slack sysmon sleeps with (0: the process's).
+func sysmonSlack() int64 { return int64(C.retainer_sysmon_slack_ns()) }

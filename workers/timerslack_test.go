@@ -2,6 +2,8 @@ package workers
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/workers/wire"
 )
@@ -74,4 +77,79 @@ func TestGatewayAndWorkersSleepWithTheTimerSlack(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS") {
 		t.Fatalf("a gateway started with RETAINER_TIMER_SLACK_NS=300000: %v\n%s", err, out)
 	}
+}
+
+// Go's sysmon alone sleeps with RETAINER_SYSMON_SLACK_NS's slack (1 ms by
+// default), and the thread that got it is sysmon: caught in the nap only
+// sysmon takes, nanosleep for 20 µs times a power of two (a spinning M's
+// nap is 3 µs; every other M sleeps on a futex or in epoll). Other threads
+// keep the process's slack (ownSlacks). Reading another thread's slack
+// needs CAP_SYS_NICE: that part is checked only where the test may.
+func TestOnlySysmonNapsWithItsSlack(t *testing.T) {
+	if v := os.Getenv("RETAINER_SYSMON_SLACK_NS"); v != "" {
+		t.Skipf("RETAINER_SYSMON_SLACK_NS=%s is set", v)
+	}
+	if got := sysmonSlack(); got != 1_000_000 {
+		t.Fatalf("sysmon's slack is %d ns, want the default 1 ms", got)
+	}
+	tid := sysmonThread()
+	if tid == 0 || tid == os.Getpid() {
+		t.Fatalf("the slack went to thread %d (the process is %d)", tid, os.Getpid())
+	}
+	for i, s := range ownSlacks(8) {
+		if s == sysmonSlack() {
+			t.Fatalf("thread %d sleeps with sysmon's slack %d", i, s)
+		}
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/timerslack_ns"); err == nil {
+		if got := strings.TrimSpace(string(b)); got != "1000000" {
+			t.Fatalf("thread %d sleeps with a slack of %s ns, want 1000000", tid, got)
+		}
+	}
+	// Keep sysmon out of its deep sleep (a P busy with system calls) and
+	// watch the thread's system call: nanosleep (35) with a timespec whose
+	// length is sysmon's.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				syscall.Getpid()
+			}
+		}
+	}()
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	seen := map[string]int{}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+		b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/syscall")
+		if err != nil {
+			t.Fatalf("thread %d: %v", tid, err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 || f[0] != "35" {
+			seen[strings.Join(f[:min(len(f), 1)], "")]++
+			continue
+		}
+		addr, err := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts [16]byte // struct timespec: seconds, nanoseconds
+		if _, err := mem.ReadAt(ts[:], int64(addr)); err != nil {
+			continue
+		}
+		ns := binary.LittleEndian.Uint64(ts[8:]) + 1e9*binary.LittleEndian.Uint64(ts[:8])
+		if ns >= 20_000 && ns%20_000 == 0 {
+			return
+		}
+		seen[fmt.Sprintf("nanosleep %d ns", ns)]++
+	}
+	t.Fatalf("thread %d never napped as sysmon does; it was in system calls %v", tid, seen)
 }

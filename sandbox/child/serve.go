@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
@@ -68,6 +69,9 @@ type workerServer struct {
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
 	cfg    wire.WorkerConfig
+
+	// ran says a run came (warmSpare).
+	ran atomic.Bool
 }
 
 func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]byte, error) {
@@ -82,6 +86,7 @@ func (w *workerServer) handle(ctx context.Context, path string, body []byte) ([]
 		}
 		switch path {
 		case wire.PathRun:
+			w.ran.Store(true)
 			var job program.Job
 			if err := json.Unmarshal(body, &job); err != nil {
 				return nil, err
@@ -166,8 +171,8 @@ func tooLargeReply(path string, size int) []byte {
 }
 
 func (w *workerServer) hello(body []byte) wire.HelloReply {
-	var req wire.HelloRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := wire.DecodeHello(body)
+	if err != nil {
 		return wire.HelloReply{Error: "bad hello: " + err.Error()}
 	}
 	if req.Version != wire.ProtocolVersion {
@@ -204,6 +209,7 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		return wire.HelloReply{Error: err.Error()}
 	}
 	w.engine = engine
+	go w.warmSpare()
 	if on, err := sandbox.SnapshotStatus(); !on {
 		// Slower isolates, the same behaviour: worth an operator's eye.
 		// The worker's stderr is the gateway's log ("worker N: ...").
@@ -218,6 +224,22 @@ func (w *workerServer) hello(body []byte) wire.HelloReply {
 		}
 	}
 	return reply
+}
+
+// spareIdle is how long after its hello a worker that has had no run
+// is taken for a spare (workers/spares.go): a worker started for a
+// tenant has its first run within milliseconds.
+const spareIdle = 100 * time.Millisecond
+
+// warmSpare makes the bundler's first build in a worker that idles as a
+// spare, so that the new tenant that takes it does not pay it in its
+// first deploy (sandbox.WarmCompiler); a worker started for a tenant
+// whose programs never need the bundler never pays it.
+func (w *workerServer) warmSpare() {
+	time.Sleep(spareIdle)
+	if !w.ran.Load() {
+		sandbox.WarmCompiler()
+	}
 }
 
 // probing says whether the gateway's hello enabled the probe paths (tests
