@@ -96,10 +96,12 @@ const (
 	// WebSockets one visitor address holds open on one handle.
 	WebsocketsPerVisitor = 64
 	// Handles' log entries waiting to be written to the store
-	// (docs/logs.md): one handle's (its excess is left out), and all
-	// handles' (the tenant waiting the most loses its entries first).
-	LogPendingPerHandle = 64 << 10
-	LogPending          = 16 << 20
+	// (docs/logs.md): one handle's console and system entries, and its
+	// request entries (its excess is left out), and all handles' (the
+	// tenant waiting the most loses its entries first).
+	LogPendingPerHandle         = 64 << 10
+	LogPendingRequestsPerHandle = 256 << 10
+	LogPending                  = 16 << 20
 	// ai.run calls in flight to the model endpoint (a streamed one until
 	// its stream ends; docs/ai.md): a tenant's (past it a call waits for
 	// one of the tenant's own to end), and the gateway's (past it

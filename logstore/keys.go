@@ -57,3 +57,23 @@ func parseTenantValue(v []byte) (int64, string, bool) {
 	}
 	return int64(binary.BigEndian.Uint32(v)), string(v[4:]), true
 }
+
+// pageRecord is a page's record in a tenant's order (pagesByTenant or
+// pageRequestsByTenant): the bytes its section counts, the page's last
+// order time (the sweep's), whether the page has the other section too,
+// and its handle.
+func pageRecord(size int64, last uint64, mixed bool, id string) []byte {
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(make([]byte, 0, 13+len(id)), uint32(size)), last)
+	m := byte(0)
+	if mixed {
+		m = 1
+	}
+	return append(append(v, m), id...)
+}
+
+func parsePageRecord(v []byte) (size int64, last uint64, mixed bool, id string, ok bool) {
+	if len(v) < 13 {
+		return 0, 0, false, "", false
+	}
+	return int64(binary.BigEndian.Uint32(v)), binary.BigEndian.Uint64(v[4:]), v[12] == 1, string(v[13:]), true
+}

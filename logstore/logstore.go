@@ -5,11 +5,9 @@
 package logstore
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,14 +17,26 @@ import (
 	"github.com/retainer-gw/retainer/store"
 )
 
-// The tables: entries by handle, the log's pages (handles: lp(tenant)
-// lp(id) when seq → the entry's JSON); and by tenant, its order of age
-// (lp(tenant) when seq → size, id), which the quota drops from: console
-// and system entries in byTenant, request entries in requestsByTenant, so
-// that each kind's oldest can be found without reading past the other's
-// (docs/logs.md, "Storage, batching and limits"). lp is a 2-byte length
-// and the bytes, so no tenant's prefix is another's.
+// The tables. Pages (page.go, docs/logs.md): a handle's entries, one
+// record a commit (pages: lp(tenant) lp(id) when seq of its first entry →
+// the page), and by tenant, its order of age (lp(tenant) when seq → the
+// section's size, the page's last time, whether the page has the other
+// section, id), which the quota and the sweep drop from: pages' console
+// and system entries in pagesByTenant, their request entries in
+// pageRequestsByTenant, so that each kind's oldest can be found without
+// reading past the other's. lp is a 2-byte length and the bytes, so no
+// tenant's prefix is another's.
+//
+// The tables written before pages, one key an entry, are still read,
+// paged, swept and counted, never written (their entries are older than
+// every page of their handle): handles (lp(tenant) lp(id) when seq → the
+// entry's JSON), byTenant and requestsByTenant (lp(tenant) when seq →
+// size, id).
 const (
+	pages                = "logs.pages.v1"
+	pagesByTenant        = "logs.pages.tenants.v1"
+	pageRequestsByTenant = "logs.pages.requests.v1"
+
 	handles          = "logs.v1"
 	byTenant         = "logs.tenants.v1"
 	requestsByTenant = "logs.requests.v1"
@@ -44,18 +54,25 @@ const (
 	tailBuffer = 256
 	tailBytes  = 1 << 20
 	// flushEvery and flushAt pace the writer: entries wait at most
-	// flushEvery, or until flushAt of them wait (or a handle's wait is
-	// a quarter full), and are committed in one transaction, so a busy
-	// handle's logging costs one commit a second rather than one per
-	// entry. Commits asked for early are at least flushGap apart (and
-	// twice the last one's duration), so a flooding handle cannot make
-	// the store commit back to back.
+	// flushEvery, or until flushAt of them wait (or a handle has
+	// flushBytes of console entries, or four times that of request
+	// entries, waiting), and are committed in one transaction, a page a
+	// handle (page.go), so a busy handle's logging costs a few puts a
+	// commit rather than two an entry, and a commit costs mostly its
+	// sync, whatever it holds. Commits asked for early are at least
+	// flushGap apart (and twice the last one's duration), so a flooding
+	// handle cannot make the store commit back to back.
 	flushEvery = time.Second
-	flushAt    = 512
+	flushAt    = 2048
+	flushBytes = budgets.LogPendingPerHandle / 4
 	flushGap   = 20 * time.Millisecond
-	// budgets.LogPendingPerHandle bounds the bytes one handle has waiting
-	// for the writer, whatever its tenant logs: past it the handle's new
-	// entries are left out of the store (counted, and said in its log).
+	// budgets.LogPendingPerHandle bounds the bytes of console and system
+	// entries one handle has waiting for the writer, whatever its tenant
+	// logs, and budgets.LogPendingRequestsPerHandle those of its request
+	// entries (one an invocation, at most ~400 bytes each: room for ~190
+	// ms of a busy handle's, for a commit slowed by a loaded disk): past
+	// them the handle's new entries of that kind are left out of the
+	// store (counted, and said in its log).
 	// budgets.LogPending bounds all handles' together; past it the tenant
 	// holding the most loses its waiting entries first, never a tenant
 	// holding less.
@@ -101,25 +118,51 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	}{e.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"), plain(e)})
 }
 
-type pendingEntry struct {
-	tenant, id string
-	when       uint64
-	seq        uint32
-	request    bool
-	value      []byte
-}
-
-// pendingHandle is what one handle has waiting for the writer, and how
-// many of its entries were left out since its last commit.
+// pendingHandle is what one handle has waiting for the writer (its pages,
+// encoded as they will be stored), and how many of its entries were left
+// out since its last commit.
 type pendingHandle struct {
 	tenant, id string
-	entries    []pendingEntry
-	bytes      int
-	lost       int64
+	pages      []*page
+	n, bytes   int
+	// kind is the bytes of its console and system entries, and of its
+	// request entries (each bounded on its own).
+	kind [2]int
+	lost int64
 }
 
-// used is what a tenant stores, by kind.
-type used struct{ console, requests int64 }
+// add appends e to the handle's last page, or to a new one when it would
+// pass pageBytes, and answers the bytes it took.
+func (h *pendingHandle) add(e *Entry, when uint64, seq uint32) int {
+	var p *page
+	if len(h.pages) > 0 {
+		p = h.pages[len(h.pages)-1]
+	}
+	if p == nil || p.n > 0 && p.bytes()+entryBound(e) > pageBytes {
+		next := &page{}
+		if p != nil {
+			next.last, next.floored = p.last, true
+		}
+		h.pages = append(h.pages, next)
+		p = next
+	}
+	h.n++
+	return p.add(e, when, seq)
+}
+
+// entryBound is at least what e takes in a page.
+func entryBound(e *Entry) int { return len(e.Level) + len(e.Message) + len(e.Method) + len(e.URL) + 96 }
+
+// used is what a tenant stores, by kind, and how much of it is in the
+// one-entry-a-key tables written before pages (docs/logs.md).
+type used struct{ console, requests, oldConsole, oldRequests int64 }
+
+// stored is the key of a handle's last stored entry, as the writer last
+// wrote or read it, and when (commit.go).
+type stored struct {
+	last key
+	at   time.Time
+}
 
 // Store keeps the logs in a store (package store) it does not own. Entries
 // are written without fences: each key is new (its time and a sequence
@@ -140,12 +183,14 @@ type Store struct {
 	tailCount     map[string]int            // tenant → its tails
 	closed        bool
 
-	cmu  sync.Mutex      // serializes commits; guards used
-	used map[string]used // tenant → stored bytes, counted on first touch
+	cmu  sync.Mutex        // serializes commits; guards used and last
+	used map[string]used   // tenant → stored bytes, counted on first touch
+	last map[string]stored // tenant NUL id → its last stored entry
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake  chan struct{}
+	hurry chan struct{} // a handle's request entries are half their bound
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // Open starts the writer and the hourly retention sweep. Close stops them
@@ -163,7 +208,7 @@ func newStore(st store.Store, retention time.Duration, tenantBytes int64, now fu
 	}
 	s := &Store{st: st, now: now, seq: rand.Uint32(), tails: map[string]map[*Tail]bool{}, tailCount: map[string]int{},
 		pending: map[string]*pendingHandle{}, tenantPending: map[string]int{},
-		used: map[string]used{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		used: map[string]used{}, last: map[string]stored{}, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.Set(retention, tenantBytes)
 	return s
 }
@@ -208,12 +253,17 @@ func (s *Store) loop() {
 	s.Sweep()
 	// next is the earliest an early commit may start: flushGap after the
 	// last, or twice as long as it took, so that the store's writer is
-	// free at least two thirds of the time for everyone else's writes.
-	next := time.Now()
+	// free at least two thirds of the time for everyone else's writes;
+	// soon is flushGap after it, when a handle's request entries are half
+	// way to their bound: a slow commit (a loaded disk's sync) does not
+	// make visitors' entries wait past it, while a flood of console
+	// entries still waits.
+	next, soon := time.Now(), time.Now()
 	flush := func() {
 		start := time.Now()
 		s.Flush()
-		next = time.Now().Add(max(flushGap, 2*time.Since(start)))
+		end := time.Now()
+		next, soon = end.Add(max(flushGap, 2*end.Sub(start))), end.Add(flushGap)
 	}
 	for {
 		select {
@@ -223,10 +273,29 @@ func (s *Store) loop() {
 		case <-tick.C:
 			flush()
 		case <-s.wake:
-			if gap := time.Until(next); gap > 0 {
+			hurried := false
+			for {
 				select {
-				case <-time.After(gap):
+				case <-s.hurry:
+					hurried = true
+				default:
+				}
+				until := next
+				if hurried {
+					until = soon
+				}
+				gap := time.Until(until)
+				if gap <= 0 {
+					break
+				}
+				t := time.NewTimer(gap)
+				select {
+				case <-t.C:
+				case <-s.hurry:
+					t.Stop()
+					hurried = true
 				case <-s.stop:
+					t.Stop()
 					s.Flush()
 					return
 				}
@@ -250,8 +319,7 @@ func (s *Store) Append(tenant, id string, e Entry) {
 	if len(e.URL) > budgets.LogURLBytes {
 		e.URL, e.URLTruncated = cutBytes(e.URL, budgets.LogURLBytes), true
 	}
-	value, err := encodeStored(e)
-	if err != nil {
+	if validEntry(&e) != nil {
 		return
 	}
 	// The maps' key, tenant NUL id, made on the stack: looked up with
@@ -271,7 +339,13 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		h = &pendingHandle{tenant: tenant, id: id}
 		s.pending[string(key)] = h
 	}
-	if h.bytes+len(value) > budgets.LogPendingPerHandle || (s.pendingBytes+len(value) > budgets.LogPending && !s.evictLocked(tenant, len(value))) {
+	// An entry's stored size is known once it is encoded; the bounds are
+	// held with its upper bound (its message, URL and the rest).
+	size, kind, bound := entryBound(&e), 0, budgets.LogPendingPerHandle
+	if e.Level == "request" {
+		kind, bound = 1, budgets.LogPendingRequestsPerHandle
+	}
+	if h.kind[kind]+size > bound || (s.pendingBytes+size > budgets.LogPending && !s.evictLocked(tenant, size)) {
 		h.lost++
 		lost.Add(1)
 		s.mu.Unlock()
@@ -279,13 +353,21 @@ func (s *Store) Append(tenant, id string, e Entry) {
 		return
 	}
 	s.seq++
-	h.entries = append(h.entries, pendingEntry{tenant: tenant, id: id, when: unixNano(e.Time), seq: s.seq, request: e.Level == "request", value: value})
-	h.bytes += len(value)
-	s.pendingBytes += len(value)
+	n := h.add(&e, unixNano(e.Time), s.seq)
+	h.bytes += n
+	h.kind[kind] += n
+	s.pendingBytes += n
 	s.pendingCount++
-	s.tenantPending[tenant] += len(value)
-	full := s.pendingCount >= flushAt || h.bytes >= budgets.LogPendingPerHandle/4
+	s.tenantPending[tenant] += n
+	full := s.pendingCount >= flushAt || h.kind[kind] >= flushBytes<<(2*kind)
+	hurry := kind == 1 && h.kind[1] >= budgets.LogPendingRequestsPerHandle/2
 	s.mu.Unlock()
+	if hurry {
+		select {
+		case s.hurry <- struct{}{}:
+		default:
+		}
+	}
 	if full {
 		s.wakeWriter()
 	}
@@ -299,9 +381,10 @@ func (s *Store) wakeWriter() {
 }
 
 // evictLocked makes room for n bytes of tenant's when all handles' waiting
-// entries hold budgets.LogPending: the tenant holding the most waiting loses its
-// newest waiting entries, unless that is tenant itself (or it holds no
-// more than tenant), which then loses the new one (false). s.mu is held.
+// entries hold budgets.LogPending: the tenant holding the most waiting loses
+// the waiting entries of its handle holding the most, unless that is
+// tenant itself (or it holds no more than tenant), which then loses the new
+// one (false). s.mu is held.
 func (s *Store) evictLocked(tenant string, n int) bool {
 	for s.pendingBytes+n > budgets.LogPending {
 		top, most := "", 0
@@ -313,62 +396,26 @@ func (s *Store) evictLocked(tenant string, n int) bool {
 		if top == "" || top == tenant || most <= s.tenantPending[tenant]+n {
 			return false
 		}
-		for _, h := range s.pending {
-			if h.tenant != top {
-				continue
-			}
-			for len(h.entries) > 0 && s.pendingBytes+n > budgets.LogPending {
-				p := h.entries[len(h.entries)-1]
-				h.entries = h.entries[:len(h.entries)-1]
-				h.bytes -= len(p.value)
-				s.pendingBytes -= len(p.value)
-				s.pendingCount--
-				if s.tenantPending[top] -= len(p.value); s.tenantPending[top] <= 0 {
-					delete(s.tenantPending, top)
-				}
-				h.lost++
-				lost.Add(1)
+		var h *pendingHandle
+		for _, p := range s.pending {
+			if p.tenant == top && (h == nil || p.bytes > h.bytes) {
+				h = p
 			}
 		}
+		if h == nil || h.bytes == 0 {
+			delete(s.tenantPending, top)
+			continue
+		}
+		s.pendingBytes -= h.bytes
+		s.pendingCount -= h.n
+		if s.tenantPending[top] -= h.bytes; s.tenantPending[top] <= 0 {
+			delete(s.tenantPending, top)
+		}
+		h.lost += int64(h.n)
+		lost.Add(int64(h.n))
+		h.pages, h.n, h.bytes, h.kind = nil, 0, 0, [2]int{}
 	}
 	return true
-}
-
-// encodeStored is an entry's stored value (without its time, which is in
-// its key), not HTML-escaped: the bytes wirejson.Marshal makes of the
-// entry's fields (omitting the empty ones but level), appended by hand
-// because a request entry is encoded on every request
-// (docs/performance.md).
-func encodeStored(e Entry) ([]byte, error) {
-	b := make([]byte, 0, 96+len(e.Message)+len(e.URL))
-	b = append(b, `{"level":`...)
-	b = wirejson.AppendString(b, e.Level)
-	if e.Message != "" {
-		b = wirejson.AppendString(append(b, `,"message":`...), e.Message)
-	}
-	if e.Method != "" {
-		b = wirejson.AppendString(append(b, `,"method":`...), e.Method)
-	}
-	if e.URL != "" {
-		b = wirejson.AppendString(append(b, `,"url":`...), e.URL)
-	}
-	if e.Status != 0 {
-		b = strconv.AppendInt(append(b, `,"status":`...), int64(e.Status), 10)
-	}
-	ok := true
-	if e.DurationMs != 0 {
-		b, ok = wirejson.AppendFloat(append(b, `,"durationMs":`...), e.DurationMs)
-	}
-	if e.CPUMs != 0 && ok {
-		b, ok = wirejson.AppendFloat(append(b, `,"cpuMs":`...), e.CPUMs)
-	}
-	if !ok {
-		return nil, errors.New("logstore: a duration is not a finite number")
-	}
-	if e.URLTruncated {
-		b = append(b, `,"urlTruncated":true`...)
-	}
-	return append(b, '}'), nil
 }
 
 // unixNano is t as the keys order it: 0 before 1970, the largest time
@@ -431,7 +478,7 @@ func (s *Store) FlushHandle(tenant, id string) {
 	}
 	delete(s.pending, key)
 	s.pendingBytes -= h.bytes
-	s.pendingCount -= len(h.entries)
+	s.pendingCount -= h.n
 	if s.tenantPending[tenant] -= h.bytes; s.tenantPending[tenant] <= 0 {
 		delete(s.tenantPending, tenant)
 	}

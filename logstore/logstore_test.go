@@ -195,7 +195,7 @@ func TestPendingPerHandle(t *testing.T) {
 		t.Fatalf("an answered entry: %s", js)
 	}
 	stored := 0
-	b.Scan(context.Background(), handles, store.Range{Prefix: lp(nil, "mallory")}, func(_, v []byte) bool {
+	b.Scan(context.Background(), pages, store.Range{Prefix: lp(nil, "mallory")}, func(_, v []byte) bool {
 		stored++
 		return true
 	})
@@ -208,7 +208,7 @@ func TestPendingPerHandle(t *testing.T) {
 		!strings.Contains(p.Entries[len(p.Entries)-1].Message, "left out of the stored log") {
 		t.Fatalf("mallory's log: %d entries, last %+v", len(p.Entries), p.Entries[len(p.Entries)-1])
 	}
-	b.Scan(context.Background(), handles, store.Range{Prefix: lp(nil, "mallory")}, func(_, v []byte) bool {
+	b.Scan(context.Background(), pages, store.Range{Prefix: lp(nil, "mallory")}, func(_, v []byte) bool {
 		if strings.Contains(string(v), `\u003c`) {
 			t.Fatalf("a stored value is HTML-escaped: %.60s", v)
 		}

@@ -82,64 +82,49 @@ func (s *Store) read(tenant, id string, since time.Time, limit int, cursor strin
 	s.mu.Unlock()
 	ctx := context.Background()
 	prefix := lp(lp(nil, tenant), id)
-	var from []byte
+	var from key
 	switch {
 	case cursor != "":
 		c, err := base64.RawURLEncoding.DecodeString(cursor)
 		if err != nil || len(c) != 12 {
 			return "", fault.New(fault.BadRequest, "cursor: not one this API gave.")
 		}
-		from = append(append(append([]byte{}, prefix...), c...), 0)
+		from = key{binary.BigEndian.Uint64(c), binary.BigEndian.Uint32(c[8:])}.next()
 	case !since.IsZero():
 		if since.After(time.Unix(0, math.MaxInt64)) {
 			return cursor, nil // after every time a key can hold: none
 		}
-		from = binary.BigEndian.AppendUint64(append([]byte{}, prefix...), max(oldest, unixNano(since)))
+		from = key{max(oldest, unixNano(since)), 0}
 	default:
-		// The newest limit entries: the oldest of them is where the page
-		// starts (keys only; nothing is decoded).
-		err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Limit: limit, Reverse: true}, func(k, _ []byte) bool {
-			if when, _ := handleKeyTime(k, len(prefix)); when < oldest {
-				return false
-			}
-			from = store.Copy(k)
-			return true
-		})
+		// The newest limit entries: the first of them is where the page
+		// starts.
+		f, ok, err := s.newest(ctx, prefix, limit, oldest)
 		if err != nil {
 			return "", fault.New(fault.Overloaded, "The log store did not answer: %v", err)
 		}
-		if from == nil {
+		if !ok {
 			return cursor, nil
 		}
+		from = f
 	}
 	var last []byte
 	for left := limit; left > 0; {
 		var part []encoded
 		size, more := 0, false
-		err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, From: from, Limit: left}, func(k, v []byte) bool {
-			when, seq := handleKeyTime(k, len(prefix))
-			from = append(store.Copy(k), 0)
-			if when < oldest {
-				return true
-			}
-			var e Entry
-			if json.Unmarshal(v, &e) != nil {
-				return true
-			}
-			e.Time = time.Unix(0, int64(when))
+		err := s.each(ctx, prefix, from, oldest, func(k key, e Entry) bool {
 			b, err := e.MarshalJSON()
 			if err != nil {
+				from = k.next()
 				return true
 			}
 			if len(part) > 0 && size+len(b) > partBytes {
-				from = store.Copy(k) // read again in the next part
-				more = true
+				more = true // read again in the next part
 				return false
 			}
 			part = append(part, encoded{e, b})
 			size += len(b)
-			last = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, when), seq)
-			return true
+			from, last = k.next(), k.bytes()
+			return len(part) < left
 		})
 		if err != nil {
 			return "", fault.New(fault.Overloaded, "The log store did not answer: %v", err)
@@ -158,4 +143,141 @@ func (s *Store) read(tenant, id string, since time.Time, limit int, cursor strin
 		return cursor, nil
 	}
 	return base64.RawURLEncoding.EncodeToString(last), nil
+}
+
+// each calls fn with the entries of the handle whose keys begin with
+// prefix, from the key from on, in order (those stored before pages, then
+// the pages'), leaving out those older than oldest, until fn answers
+// false. fn is called during a read of the store: it must not read it.
+func (s *Store) each(ctx context.Context, prefix []byte, from key, oldest uint64, fn func(key, Entry) bool) error {
+	const oldChunk, pageChunk = 256, 8
+	stopped := false
+	at := func(k key) []byte { return append(append(make([]byte, 0, len(prefix)+13), prefix...), k.bytes()...) }
+	start := at(from)
+	for !stopped {
+		seen := 0
+		err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, From: start, Limit: oldChunk}, func(k, v []byte) bool {
+			seen++
+			start = append(store.Copy(k), 0)
+			when, seq := handleKeyTime(k, len(prefix))
+			if when < oldest {
+				return true
+			}
+			var e Entry
+			if json.Unmarshal(v, &e) != nil {
+				return true
+			}
+			e.Time = time.Unix(0, int64(when))
+			stopped = !fn(key{when, seq}, e)
+			return !stopped
+		})
+		if err != nil {
+			return err
+		}
+		if seen < oldChunk {
+			break
+		}
+	}
+	// The page holding from (the last whose first key is not after it),
+	// then the pages after it.
+	start = at(from)
+	if err := s.st.Scan(ctx, pages, store.Range{Prefix: prefix, To: append(at(from), 0), Reverse: true, Limit: 1}, func(k, _ []byte) bool {
+		start = store.Copy(k)
+		return false
+	}); err != nil {
+		return err
+	}
+	for !stopped {
+		seen := 0
+		err := s.st.Scan(ctx, pages, store.Range{Prefix: prefix, From: start, Limit: pageChunk}, func(k, v []byte) bool {
+			seen++
+			start = append(store.Copy(k), 0)
+			p, err := openPage(k, len(prefix), v)
+			if err != nil {
+				return true
+			}
+			for {
+				ek, when, body, ok := p.next()
+				if !ok {
+					return true
+				}
+				if ek.less(from) || when < oldest {
+					continue
+				}
+				if stopped = !fn(ek, decodeBody(body, when)); stopped {
+					return false
+				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if seen < pageChunk {
+			break
+		}
+	}
+	return nil
+}
+
+// newest is the key of the first of the handle's newest limit entries
+// (false: it has none): pages' entries counted from their headers, newest
+// first, then those stored before pages.
+func (s *Store) newest(ctx context.Context, prefix []byte, limit int, oldest uint64) (key, bool, error) {
+	const pageChunk = 16
+	need := limit
+	var from key
+	found := false
+	var to []byte
+	for need > 0 {
+		seen := 0
+		err := s.st.Scan(ctx, pages, store.Range{Prefix: prefix, To: to, Reverse: true, Limit: pageChunk}, func(k, v []byte) bool {
+			seen++
+			to = store.Copy(k)
+			h, ok := parseHead(v)
+			if !ok {
+				return true
+			}
+			n := h.ccount + h.rcount
+			if n == 0 {
+				return true
+			}
+			w, q := handleKeyTime(k, len(prefix))
+			from, found = key{w, q}, true
+			if n < need {
+				need -= n
+				return true
+			}
+			// The start is in this page: its entry n-need.
+			if p, err := openPage(k, len(prefix), v); err == nil {
+				for i := 0; i <= n-need; i++ {
+					ek, _, _, ok := p.next()
+					if !ok {
+						break
+					}
+					from = ek
+				}
+			}
+			need = 0
+			return false
+		})
+		if err != nil {
+			return key{}, false, err
+		}
+		if seen < pageChunk {
+			break
+		}
+	}
+	if need == 0 {
+		return from, true, nil
+	}
+	// Then the entries stored before pages (keys only; nothing is decoded).
+	err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Limit: need, Reverse: true}, func(k, _ []byte) bool {
+		when, seq := handleKeyTime(k, len(prefix))
+		if when < oldest {
+			return false
+		}
+		from, found = key{when, seq}, true
+		return true
+	})
+	return from, found, err
 }
