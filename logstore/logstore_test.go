@@ -221,3 +221,20 @@ func TestPendingPerHandle(t *testing.T) {
 		t.Fatalf("since 1900: %d entries", len(p.Entries))
 	}
 }
+
+// A cursor naming the last key there can be reads nothing after it: it
+// must not wrap round to the oldest entry (the red team's hand-made cursor
+// of twelve 0xff bytes read the whole log again).
+func TestTheLastCursorReadsNothing(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "s.db"))
+	defer b.Close()
+	s := Open(b, 0, 0, nil)
+	defer s.Close()
+	s.Append("alice", "h1", Entry{Level: "log", Message: "before"})
+	s.Append("alice", "h1", Entry{Level: "log", Message: "after"})
+	last := strings.Repeat("_", 16) // base64url of twelve 0xff bytes
+	p, err := s.List("alice", "h1", time.Time{}, 5, last)
+	if err != nil || len(p.Entries) != 0 || p.Cursor != last {
+		t.Fatalf("after the last cursor: %+v %v", p, err)
+	}
+}

@@ -89,7 +89,11 @@ func (s *Store) read(tenant, id string, since time.Time, limit int, cursor strin
 		if err != nil || len(c) != 12 {
 			return "", fault.New(fault.BadRequest, "cursor: not one this API gave.")
 		}
-		from = key{binary.BigEndian.Uint64(c), binary.BigEndian.Uint32(c[8:])}.next()
+		k := key{binary.BigEndian.Uint64(c), binary.BigEndian.Uint32(c[8:])}
+		if k.when == math.MaxUint64 && k.seq == math.MaxUint32 {
+			return cursor, nil // the last key there can be: nothing is after it (next would wrap round to the oldest)
+		}
+		from = k.next()
 	case !since.IsZero():
 		if since.After(time.Unix(0, math.MaxInt64)) {
 			return cursor, nil // after every time a key can hold: none
