@@ -222,7 +222,36 @@ func freePorts(n int) ([]int, error) { return freeport.PickN(n), nil }
 // Pause stops the server's processes where they are (SIGSTOP): its
 // sockets stay open and answer nothing, as a stalled service does.
 // Resume lets them go on. A test that pauses resumes before Close.
-func (s *Server) Pause() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP) }
+// It returns once every thread of the server has stopped: a signal is
+// delivered when each thread next enters the kernel, and a request sent
+// at once could still be answered (TestObjectsS3Stalled got its object
+// back once in a fresh-clone CI run).
+func (s *Server) Pause() {
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !allStopped(s.cmd.Process.Pid); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allStopped says whether every thread of process pid is stopped (state
+// T in /proc/<pid>/task/*/stat, the letter after the command's ")").
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // a thread that ended
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume undoes Pause.
 func (s *Server) Resume() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) }
