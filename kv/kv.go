@@ -243,15 +243,31 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 		return nil, kv.WriteWithin(ctx, registry, tenant, owner, a.Key, nil)
 	case kvop.List:
 		// A listing sees the space's pending writes by waiting for them.
+		// Like a read, it is refused at once while the store is stalled,
+		// and one left waiting past its bound marks the stall: otherwise
+		// the handler's next call waited its whole bound again, and a
+		// kv counter's visit at the moment etcd was killed passed its
+		// run's bound (TIMEOUT, not OVERLOADED; TestClusterEtcdKilled).
 		kv.mu.Lock()
 		seq := kv.spaces[string(ns)]
+		err := kv.stallRefusal()
 		kv.mu.Unlock()
-		lctx, cancel := kv.storeCtx(ctx)
-		defer cancel()
-		if err := kv.waitFor(lctx, seq); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		return kv.list(lctx, ns, a)
+		lctx, cancel := kv.storeCtx(ctx)
+		defer cancel()
+		err = kv.waitFor(lctx, seq)
+		var out json.RawMessage
+		if err == nil {
+			out, err = kv.list(lctx, ns, a)
+		}
+		if err != nil && lctx.Err() == context.DeadlineExceeded {
+			kv.mu.Lock()
+			kv.noteStall(ns)
+			kv.mu.Unlock()
+		}
+		return out, err
 	}
 	return nil, bad("Unknown kv operation.")
 }

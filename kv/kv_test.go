@@ -475,3 +475,47 @@ func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A listing left waiting past its bound (its space's commit, or its read,
+// unanswered) marks the store stalled as a read does: the handler's next
+// call is refused at once, not made to wait its whole bound again (a kv
+// counter that lists, then reads, passed its run's bound when etcd was
+// killed under it: TestClusterEtcdKilled).
+func TestAListLeftWaitingRefusesTheNextAtOnce(t *testing.T) {
+	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &stallingStore{Store: db}
+	kv, err := NewKV(store.NewWriter(st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	kv.Bound = 1500 * time.Millisecond
+	st.commits.Store(true)
+	v := "1"
+	if err := kv.Write("apps", "t", "run", "k", &v); err != nil {
+		t.Fatal(err)
+	}
+	st.reads.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	_, err = kv.ServeWithin(ctx, "apps", "t", "run2", "kv.list", json.RawMessage(`{}`))
+	cancel()
+	if !isOverloaded(err) {
+		t.Fatalf("a listing while its space's commit is stalled: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 250*time.Millisecond)
+	_, err = kv.ServeWithin(ctx, "apps", "t", "run2", "kv.get", json.RawMessage(`{"key":"other"}`))
+	late := ctx.Err() != nil
+	cancel()
+	if !isOverloaded(err) || late || !strings.Contains(err.Error(), "has not answered") {
+		t.Fatalf("the next read after a listing went unanswered: %v, its bound passed: %v", err, late)
+	}
+	st.reads.Store(false)
+	st.commits.Store(false)
+	if err := kv.Barrier(context.Background(), "run"); err != nil {
+		t.Fatal(err)
+	}
+}
