@@ -32,7 +32,6 @@ fi
 work=$(mktemp -d)
 trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/loadgen" ./bench/loadgen
-sed 's/8089/8189/g; s/2089/2189/g' bench/Caddyfile.bench > "$work/Caddyfile.b"
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
 # AB_TENANTS=n deploys the handler once for each of n tenants (each its
 # own token, so each its own worker: `workers auto`) and spreads the
@@ -42,21 +41,7 @@ if [ -n "${AB_TENANTS:-}" ]; then
 	export BENCH_WORKERS=auto BENCH_PREWARM=2
 	flags=(-rr "${flags[@]}")
 fi
-refuse_busy_ports 8089 8189
-start() { # binary config dir
-	mkdir -p "$3"
-	BENCH_STORE="$3/registry.db" XDG_DATA_HOME="$3" XDG_CONFIG_HOME="$3" "$1" run --config "$2" > "$3/gateway.log" 2>&1 &
-}
-start "$old" bench/Caddyfile.bench "$work/a"
-ga=$!
-start "$new" "$work/Caddyfile.b" "$work/b"
-gb=$!
-for port in 8089 8189; do
-	for _ in $(seq 100); do
-		curl -sf -o /dev/null -H 'Host: api.localhost' "http://127.0.0.1:$port/health" && break
-		sleep 0.2
-	done
-done
+start_builds "$old" "$new" 8089 8189 "$work"
 # A .json file is the whole deploy body (capabilities and all).
 if [ "$code" = computation ]; then
 	json=""

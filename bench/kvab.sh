@@ -24,26 +24,8 @@ read -r pa pb <<<"${KVAB_PORTS:-8089 8189}"
 work=$(mktemp -d)
 trap 'kill ${ga:-} ${gb:-} 2>/dev/null || true; wait ${ga:-} ${gb:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/loadgen" ./bench/loadgen
-config() { # port
-	sed "s/8089/$1/g; s/2089/$(($1 - 6000))/g" bench/Caddyfile.bench > "$work/Caddyfile.$1"
-	echo "$work/Caddyfile.$1"
-}
 export BENCH_SECRET="bench-secret-bench-secret-bench-secret"
-refuse_busy_ports "$pa" "$pb"
-start() { # binary config dir
-	mkdir -p "$3"
-	BENCH_STORE="$3/registry.db" XDG_DATA_HOME="$3" XDG_CONFIG_HOME="$3" "$1" run --config "$2" > "$3/gateway.log" 2>&1 &
-}
-start "$old" "$(config "$pa")" "$work/a"
-ga=$!
-start "$new" "$(config "$pb")" "$work/b"
-gb=$!
-for port in $pa $pb; do
-	for _ in $(seq 100); do
-		curl -sf -o /dev/null -H 'Host: api.localhost' "http://127.0.0.1:$port/health" && break
-		sleep 0.2
-	done
-done
+start_builds "$old" "$new" "$pa" "$pb" "$work"
 trivial='{"retainHandles": true, "code": "let s = 0; export default { fetch() { return Response.json({served: ++s}) } }"}'
 counter='{"retainHandles": true, "capabilities": ["kvRead", "kvWrite"], "code": "export default { async fetch(r, env) { const n = Number(await env.kv.get(\"c\") || 0) + 1; await env.kv.put(\"c\", String(n)); return Response.json({n}) } }"}'
 deploy() { curl -s -H 'Host: api.localhost' "http://127.0.0.1:$1/executions" -d "$2" | sed -E 's/.*"executionId":"([^"]+)".*/\1/'; }
