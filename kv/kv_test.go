@@ -346,6 +346,25 @@ func (s *stallingStore) Commit(ctx context.Context, txn store.Txn) error {
 	return s.Store.Commit(ctx, txn)
 }
 
+// stallingKV is a KV on a bbolt file behind a stallingStore, with bound
+// (a cluster's store), both closed when the test ends.
+func stallingKV(t *testing.T, bound time.Duration) (*KV, *stallingStore) {
+	t.Helper()
+	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &stallingStore{Store: db}
+	kv, err := NewKV(store.NewWriter(st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kv.Close)
+	kv.Bound = bound
+	return kv, st
+}
+
 // With a Bound (a cluster's etcd) and the store stalled: a read the store
 // must answer fails OVERLOADED within the bound, a Barrier too, while a
 // write was not committed; writes are refused once the commit under way
@@ -353,18 +372,7 @@ func (s *stallingStore) Commit(ctx context.Context, txn store.Txn) error {
 // at once (no lock held across the store); the commit is never abandoned,
 // so once the store answers, the writes land and a later write stands.
 func TestBoundWhileTheStoreStalls(t *testing.T) {
-	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st := &stallingStore{Store: db}
-	kv, err := NewKV(store.NewWriter(st), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
-	kv.Bound = 300 * time.Millisecond
+	kv, st := stallingKV(t, 300*time.Millisecond)
 	do := func(tenant, owner, op string, args string) (string, error) {
 		res, err := kv.Serve("apps", tenant, owner, op, json.RawMessage(args))
 		return string(res), err
@@ -418,7 +426,7 @@ func TestBoundWhileTheStoreStalls(t *testing.T) {
 	if err := kv.Barrier(context.Background(), "h2"); err != nil {
 		t.Fatalf("the Barrier once the store answers: %v", err)
 	}
-	if v, _ := db.Get(context.Background(), tableKV, []byte(string(space("apps", "bob"))+"b")); string(v) != "4" {
+	if v, _ := st.Store.Get(context.Background(), tableKV, []byte(string(space("apps", "bob"))+"b")); string(v) != "4" {
 		t.Fatalf("bob's b in the store: %q, want the last acknowledged 4", v)
 	}
 }
@@ -432,18 +440,7 @@ func isOverloaded(err error) bool { return fault.CodeOf(err) == fault.Overloaded
 // its isolate disposed), and so are reads; once the store answers again,
 // writes are taken.
 func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
-	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st := &stallingStore{Store: db}
-	kv, err := NewKV(store.NewWriter(st), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
-	kv.Bound = 1500 * time.Millisecond
+	kv, st := stallingKV(t, 1500*time.Millisecond)
 	v := "1"
 	st.reads.Store(true)
 	for i := range 10 {
@@ -482,18 +479,7 @@ func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
 // counter that lists, then reads, passed its run's bound when etcd was
 // killed under it: TestClusterEtcdKilled).
 func TestAListLeftWaitingRefusesTheNextAtOnce(t *testing.T) {
-	db, err := store.OpenBolt(filepath.Join(t.TempDir(), "kv.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	st := &stallingStore{Store: db}
-	kv, err := NewKV(store.NewWriter(st), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kv.Close()
-	kv.Bound = 1500 * time.Millisecond
+	kv, st := stallingKV(t, 1500*time.Millisecond)
 	st.commits.Store(true)
 	v := "1"
 	if err := kv.Write("apps", "t", "run", "k", &v); err != nil {
@@ -501,7 +487,7 @@ func TestAListLeftWaitingRefusesTheNextAtOnce(t *testing.T) {
 	}
 	st.reads.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-	_, err = kv.ServeWithin(ctx, "apps", "t", "run2", "kv.list", json.RawMessage(`{}`))
+	_, err := kv.ServeWithin(ctx, "apps", "t", "run2", "kv.list", json.RawMessage(`{}`))
 	cancel()
 	if !isOverloaded(err) {
 		t.Fatalf("a listing while its space's commit is stalled: %v", err)
