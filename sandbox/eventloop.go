@@ -49,8 +49,7 @@ func (m *vm) releaseReturned() {
 // settle drives the event loop until promise-like v settles, the deadline
 // passes, or nothing could ever settle it. It answers the fulfilled value.
 func (m *vm) settle(v *v8.Value, deadline time.Time) (*v8.Value, error) {
-	// One call into V8 asks (AsPromise would ask again, and make an error
-	// for an answer that came at once, js/runtime/22-entry-points.js).
+	// One call into V8 asks (AsPromise would ask again).
 	if !v.IsPromise() {
 		return v, nil
 	}

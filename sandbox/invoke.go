@@ -166,7 +166,7 @@ func (m *vm) serve(wire string, body any, respond func(program.WireResponse, err
 			return m.handlerFault(err)
 		}
 		s := v.String()
-		if v != p { // an answer at once is p itself (js/runtime/22-entry-points.js)
+		if v != p { // settle answers a value that is no promise as itself
 			v.Release()
 		}
 		// "R": a response; "W": a response with ctx.waitUntil work pending.
