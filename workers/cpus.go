@@ -223,6 +223,15 @@ func cpuUsed(pid int) uint64 {
 	return uint64(max(processCPU(pid), 0))
 }
 
+// idleThrough reports whether worker p had nothing in progress and no
+// work since before the last balance, interval ago: its load over the
+// interval is nil, whatever /proc would say of its runtime's own
+// housekeeping.
+func idleThrough(p *process, now time.Time, interval time.Duration) bool {
+	idle, _, ok := p.idleFor(now)
+	return ok && idle >= interval
+}
+
 // placed is one pinned worker's CPU and its load (CPUs used: cpuUsed) in
 // the last interval.
 type placed struct {
@@ -277,15 +286,24 @@ func (c *cpuPlacement) balance(interval time.Duration) {
 		return
 	}
 	load := map[*process]float64{}
+	at := time.Now()
 	for _, set := range []map[*process]bool{c.pinnedSet(), c.freed} {
 		for p := range set {
-			now := cpuUsed(p.pid)
-			ran := uint64(0)
-			if now >= c.used[p] {
-				ran = now - c.used[p]
+			if idleThrough(p, at, interval) {
+				// Nothing of the gateway's ran there since the last
+				// balance: no read of its /proc (docs/history/performance-log.md,
+				// "Idle workers cost the gateway nothing"). Its baseline goes, so
+				// that the time it spent idle is never counted as one interval's.
+				delete(c.used, p)
+				continue
 			}
+			now := cpuUsed(p.pid)
+			old, ok := c.used[p]
 			c.used[p] = now
-			load[p] = float64(ran) / float64(interval.Nanoseconds())
+			if !ok || now < old {
+				continue // a baseline taken now: its load counts from the next balance
+			}
+			load[p] = float64(now-old) / float64(interval.Nanoseconds())
 		}
 	}
 	idle := c.idle()

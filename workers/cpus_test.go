@@ -266,3 +266,51 @@ func TestAutoKeepsASaturatedWorkerPinnedOnABusyMachine(t *testing.T) {
 		t.Fatalf("a saturated worker with %v all busy was let go: %+v", cpus, s)
 	}
 }
+
+// The balance reads the CPU time of a worker that worked since the last
+// balance, and not of one that stayed idle through it: with 200 idle
+// workers those reads were most of an idle gateway's CPU.
+func TestBalanceReadsOnlyWorkersThatWorked(t *testing.T) {
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
+	busy := program.Job{Program: program.Program{Code: "async () => { const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; return n > 0 }"}, Timeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { _, err := pool.Run(context.Background(), busy); done <- err }()
+	defer func() {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var working, idle *process
+	deadline := time.Now().Add(5 * time.Second)
+	for working == nil && time.Now().Before(deadline) {
+		for i, s := range pool.Status() {
+			if s.Queue > 0 {
+				pool.mu.Lock()
+				working, idle = pool.workers[i], pool.workers[1-i]
+				pool.mu.Unlock()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if working == nil {
+		t.Fatal("the busy run is in neither worker")
+	}
+	const interval = 200 * time.Millisecond
+	for time.Now().Before(deadline) {
+		if d, _, ok := idle.idleFor(time.Now()); ok && d > 2*balanceEvery {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pool.cpus.balance(interval)
+	pool.cpus.mu.Lock()
+	_, readIdle := pool.cpus.used[idle]
+	_, readWorking := pool.cpus.used[working]
+	pool.cpus.mu.Unlock()
+	if readIdle {
+		t.Fatal("the CPU time of a worker idle through the interval was read")
+	}
+	if !readWorking {
+		t.Fatal("the CPU time of a worker with a call in progress was not read")
+	}
+}

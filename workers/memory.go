@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,14 @@ import (
 // memUse is one worker's memory as last measured, in bytes.
 type memUse struct {
 	pss, private atomic.Int64
-	at           atomic.Int64 // when (UnixNano) it was last measured
+	at           atomic.Int64 // when (UnixNano) smaps_rollup was last read
+	checked      atomic.Int64 // when (UnixNano) it was last measured or followed
+	// mu holds what statm said at the last smaps_rollup read (bytes) and
+	// the PSS and private memory read then: followed answers them moved
+	// by what the anonymous memory moved since.
+	mu                sync.Mutex
+	anon, shared      int64
+	basePSS, basePriv int64
 }
 
 // measureMemory reads a process's PSS and private memory from
@@ -90,24 +98,60 @@ func DefaultWorkerMemory() int64 {
 	return budgets.DefaultWorkerMemoryUnknown
 }
 
+// readStatm reads a process's resident anonymous and file-or-shmem
+// memory from /proc/<pid>/statm (bytes): the kernel's counters, no walk of
+// the page tables. A worker's anonymous pages are its own (it was exec'd:
+// it shares none with the gateway), so what its anonymous memory moves by
+// is what its PSS and private memory move by; the shared part is what
+// smaps_rollup must apportion.
+func readStatm(pid int) (anon, shared int64, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// size resident shared text lib data dt, in pages.
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	resident, err1 := strconv.ParseInt(f[1], 10, 64)
+	sharedPages, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || sharedPages > resident {
+		return 0, 0, false
+	}
+	page := int64(os.Getpagesize())
+	return (resident - sharedPages) * page, sharedPages * page, true
+}
+
 // newWorkerEstimate is what one more worker is expected to cost before
 // any has been measured: about its own memory when idle, rounded up.
 const newWorkerEstimate = 32 << 20
 
 // memoryEvery is how often the pool measures some of its workers'
-// memory, and memoryBatch how many at most each time: reading a V8
-// process's smaps_rollup walks its page tables (~3 ms here), and measuring
-// 200 workers every 2 s took 40% of a core from the gateway. Workers not
-// yet measured go first; the others take turns (a worker's own memory
-// moves slowly). A worker that has had nothing in progress since it was
-// last measured is skipped until memoryStale has passed: with 100 idle
-// workers the turns were over a quarter of an idle gateway's CPU (27% of
-// its samples), measuring memory no work had touched
-// (docs/history/performance-log.md).
+// memory, and memoryBatch how many smaps_rollup reads at most each time:
+// reading a V8 process's smaps_rollup walks its page tables (~3 ms here),
+// and measuring 200 workers every 2 s took 40% of a core from the gateway.
+// Workers not yet measured go first; the others take turns. A worker that
+// has had nothing in progress since it was last measured is skipped until
+// memoryStale has passed: with 100 idle workers the turns were over a
+// quarter of an idle gateway's CPU (27% of its samples), measuring memory
+// no work had touched (docs/history/performance-log.md).
+//
+// Between two smaps_rollup reads a worker that worked is followed through
+// its statm (followed): its anonymous memory is its own, so its PSS moves
+// by what that moves. smaps_rollup is read again when its file and shmem
+// pages moved by more than memoryShareMoved (what the kernel apportions
+// among the processes sharing them), or after memoryStale. Under 200
+// tenants' load every worker works every second, and the turns read 8
+// smaps_rollup a second (0.75% of the machine's samples) while a pass over
+// the 200 took 25 s; now each is followed every second for a read of a
+// few counters (docs/history/performance-log.md, "Idle workers cost the
+// gateway nothing").
 const (
-	memoryEvery = time.Second
-	memoryBatch = 8
-	memoryStale = 5 * time.Minute
+	memoryEvery      = time.Second
+	memoryBatch      = 8
+	memoryStale      = 5 * time.Minute
+	memoryShareMoved = 4 << 20
 )
 
 // memoryLoop measures the workers' memory in the background, so that
@@ -143,9 +187,16 @@ func (pool *Pool) measureSome(next, n int) int {
 		}
 	}
 	now := time.Now()
-	for i := 0; i < len(workers) && done < n; i++ {
+	for i := 0; i < len(workers); i++ {
 		slot := (next + i) % len(workers)
-		if p := workers[slot]; p != nil && p.alive() && p.workedSinceMeasured(now) {
+		p := workers[slot]
+		if p == nil || p.mem.pss.Load() == 0 || !p.alive() || !p.workedSinceMeasured(now) {
+			continue
+		}
+		if p.followed(now) {
+			continue
+		}
+		if done < n {
 			p.measure()
 			done++
 			next = slot + 1
@@ -155,23 +206,60 @@ func (pool *Pool) measureSome(next, n int) int {
 }
 
 // workedSinceMeasured reports whether the worker's memory may have moved
-// since it was last measured: something is in progress there, or was
-// since, or the measure is older than memoryStale.
+// since it was last measured or followed: something is in progress there,
+// or was since, or the last smaps_rollup read is older than memoryStale.
 func (p *process) workedSinceMeasured(now time.Time) bool {
-	at := time.Unix(0, p.mem.at.Load())
-	if now.Sub(at) > memoryStale {
+	if now.Sub(time.Unix(0, p.mem.at.Load())) > memoryStale {
 		return true
 	}
+	checked := time.Unix(0, p.mem.checked.Load())
 	idle, _, ok := p.idleFor(now)
-	return !ok || now.Add(-idle).After(at)
+	return !ok || now.Add(-idle).After(checked)
 }
 
-// measure reads the worker's memory now.
+// followed brings the worker's measure up to date from its statm alone
+// when that is enough (see memoryEvery): it reports false when
+// smaps_rollup must be read instead.
+func (p *process) followed(now time.Time) bool {
+	if now.Sub(time.Unix(0, p.mem.at.Load())) > memoryStale {
+		return false
+	}
+	anon, shared, ok := readStatm(p.pid)
+	p.mem.mu.Lock()
+	defer p.mem.mu.Unlock()
+	if !ok || p.mem.basePSS == 0 || abs(shared-p.mem.shared) > memoryShareMoved {
+		return false
+	}
+	moved := anon - p.mem.anon
+	p.mem.pss.Store(max(p.mem.basePSS+moved, 1))
+	p.mem.private.Store(max(p.mem.basePriv+moved, 0))
+	p.mem.checked.Store(now.UnixNano())
+	return true
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// measure reads the worker's memory now: smaps_rollup, and statm beside it
+// for followed.
 func (p *process) measure() {
+	p.mem.mu.Lock()
+	defer p.mem.mu.Unlock()
+	anon, shared, statm := readStatm(p.pid)
 	if pss, private, ok := measureMemory(p.pid); ok {
+		now := time.Now().UnixNano()
+		p.mem.anon, p.mem.shared, p.mem.basePSS, p.mem.basePriv = anon, shared, pss, private
+		if !statm {
+			p.mem.basePSS = 0 // nothing to follow from
+		}
 		p.mem.pss.Store(pss)
 		p.mem.private.Store(private)
-		p.mem.at.Store(time.Now().UnixNano())
+		p.mem.at.Store(now)
+		p.mem.checked.Store(now)
 	}
 }
 

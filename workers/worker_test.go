@@ -986,6 +986,7 @@ func TestMemoryMeasuredAgainOnlyAfterWork(t *testing.T) {
 	now := time.Now()
 	p := &process{running: map[uint64]*callRecord{}}
 	p.mem.at.Store(now.Add(-time.Minute).UnixNano())
+	p.mem.checked.Store(now.Add(-time.Minute).UnixNano())
 	p.lastActive = now.Add(-2 * time.Minute)
 	if p.workedSinceMeasured(now) {
 		t.Fatal("an idle worker measured after its last work was measured again")
@@ -1000,8 +1001,70 @@ func TestMemoryMeasuredAgainOnlyAfterWork(t *testing.T) {
 		t.Fatal("a worker with a call in progress was not measured again")
 	}
 	delete(p.running, 1)
+	p.mem.checked.Store(now.UnixNano())
+	p.lastActive = now.Add(-time.Second)
+	if p.workedSinceMeasured(now) {
+		t.Fatal("a worker followed after its last work was measured again")
+	}
 	p.mem.at.Store(now.Add(-memoryStale - time.Second).UnixNano())
 	if !p.workedSinceMeasured(now) {
 		t.Fatal("a measure older than memoryStale was kept")
+	}
+}
+
+// Between two reads of smaps_rollup a worker that worked is followed
+// through its statm: memory it allocates shows in its PSS and private
+// memory, and in the budget, without a page-table walk; past
+// memoryStale smaps_rollup is read again.
+func TestMemoryFollowedBetweenReads(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
+	deploy(t, pool, "big", `async () => { let keep = null; return { fetch() { keep = new Uint8Array(40 << 20).fill(1); return new Response(String(keep.length)) } } }`)
+	pool.measureAll()
+	pool.mu.Lock()
+	p := pool.workers[0]
+	pool.mu.Unlock()
+	at, pss, private := p.mem.at.Load(), p.mem.pss.Load(), p.mem.private.Load()
+	if pss <= 0 || private <= 0 {
+		t.Fatalf("not measured: PSS %d, private %d", pss, private)
+	}
+	if _, err := get(pool, "big", "https://x/"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the call's end is its last work: later than it
+	pool.measureSome(0, 0)            // no smaps_rollup read allowed
+	if p.mem.at.Load() != at {
+		t.Fatal("smaps_rollup read with none allowed")
+	}
+	const least = 32 << 20
+	if got := p.mem.pss.Load(); got-pss < least {
+		t.Fatalf("40 MiB kept by the worker: PSS %d → %d MiB", pss>>20, got>>20)
+	}
+	if got := p.mem.private.Load(); got-private < least {
+		t.Fatalf("40 MiB kept by the worker: private %d → %d MiB", private>>20, got>>20)
+	}
+	if used := pool.Budget().UsedMemory; used < pss+least {
+		t.Fatalf("the budget counts %d MiB, the worker's PSS was %d MiB before its 40 MiB", used>>20, pss>>20)
+	}
+	// What smaps_rollup reads now agrees with what was followed (within
+	// what the worker's runtime moves on its own).
+	followed := p.mem.pss.Load()
+	p.mem.at.Store(time.Now().Add(-memoryStale - time.Second).UnixNano())
+	pool.measureSome(0, 1)
+	if p.mem.at.Load() <= at {
+		t.Fatal("a measure older than memoryStale was not read again")
+	}
+	if got := p.mem.pss.Load(); abs(got-followed) > 16<<20 {
+		t.Fatalf("followed PSS %d MiB, read %d MiB", followed>>20, got>>20)
+	}
+}
+
+// readStatm answers the process's resident anonymous and shared memory.
+func TestReadStatm(t *testing.T) {
+	anon, shared, ok := readStatm(os.Getpid())
+	if !ok || anon <= 0 || shared <= 0 {
+		t.Fatalf("statm of the test: anon %d, shared %d, %v", anon, shared, ok)
+	}
+	if _, _, ok := readStatm(-1); ok {
+		t.Fatal("statm of no process")
 	}
 }
