@@ -291,9 +291,9 @@ func (c *cpuPlacement) balance(interval time.Duration) {
 		for p := range set {
 			if idleThrough(p, at, interval) {
 				// Nothing of the gateway's ran there since the last
-				// balance: no read of its /proc (docs/history/performance-log.md,
-				// "Idle workers cost the gateway nothing"). Its baseline goes, so
-				// that the time it spent idle is never counted as one interval's.
+				// balance: no read of its /proc (docs/performance.md, "Many
+				// warm workers"). Its baseline goes, so that the time it
+				// spent idle is never counted as one interval's.
 				delete(c.used, p)
 				continue
 			}

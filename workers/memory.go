@@ -145,8 +145,7 @@ const newWorkerEstimate = 32 << 20
 // tenants' load every worker works every second, and the turns read 8
 // smaps_rollup a second (0.75% of the machine's samples) while a pass over
 // the 200 took 25 s; now each is followed every second for a read of a
-// few counters (docs/history/performance-log.md, "Idle workers cost the
-// gateway nothing").
+// few counters (docs/performance.md, "Many warm workers").
 const (
 	memoryEvery      = time.Second
 	memoryBatch      = 8
