@@ -1068,3 +1068,18 @@ func TestReadStatm(t *testing.T) {
 		t.Fatal("statm of no process")
 	}
 }
+
+// A worker returns what its start left free in its Go heap to the system
+// once it is warm (sandbox/child's warmSpare): the probe sees the forced
+// collection that does it, in a spare that never ran anything.
+func TestWarmSpareReturnsItsStartsHeap(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Probe: true})
+	var rep wire.ProbeReport
+	waitfor.Until(t, 10*time.Second, "a warm spare's forced collection", func() bool {
+		rep = wire.ProbeReport{}
+		if err := pool.workers[0].post(context.Background(), wire.PathProbe, struct{}{}, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.ForcedGCs > 0
+	})
+}

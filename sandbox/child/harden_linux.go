@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"syscall"
 	"unsafe"
 
@@ -252,7 +253,10 @@ func runProbe() wire.ProbeReport {
 
 	_, headroom := gctarget.Policy()
 	slack, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
-	return wire.ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom, TimerSlack: int64(slack)}
+	forced := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(forced)
+	return wire.ProbeReport{Environment: os.Environ(), Results: res, GCPercent: gctarget.Current(), GCHeadroom: headroom, TimerSlack: int64(slack),
+		ForcedGCs: forced[0].Value.Uint64()}
 }
 
 func errnoOrNil(e syscall.Errno) error {

@@ -270,6 +270,10 @@ type ProbeReport struct {
 	// the worker inherited it from its gateway (workers'
 	// timerslack_linux.go).
 	TimerSlack int64 `json:"timerSlack"`
+	// ForcedGCs counts the worker's forced collections (runtime/metrics'
+	// /gc/cycles/forced:gc-cycles): a warm spare returns its start's heap
+	// with one (sandbox/child's warmSpare).
+	ForcedGCs uint64 `json:"forcedGCs"`
 }
 
 // DecodeCapped reads one JSON value of at most max bytes; anything bigger
