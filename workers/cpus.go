@@ -62,11 +62,11 @@ const (
 type cpuPlacement struct {
 	mu       sync.Mutex
 	mode     string
-	cpus     []int               // the CPUs the gateway may run on, read at start
-	reserved map[int]int         // spawns under way, per CPU
-	of       map[*process]int    // live pinned workers
-	freed    map[*process]bool   // CPUsAuto: workers let go, on every CPU
-	used     map[*process]uint64 // their cpuUsed at the last balance
+	cpus     []int                   // the CPUs the gateway may run on, read at start
+	reserved map[int]int             // spawns under way, per CPU
+	of       map[*process]int        // live pinned workers
+	freed    map[*process]bool       // CPUsAuto: workers let go, on every CPU
+	used     map[*process]cpuReading // their cpuUsed when last read
 	// saturated and calm are CPUsAuto's thresholds (the constants; tests
 	// on a loaded machine lower both, calm below saturated).
 	saturated, calm float64
@@ -77,7 +77,7 @@ type cpuPlacement struct {
 }
 
 func newCPUPlacement(mode string) *cpuPlacement {
-	c := &cpuPlacement{mode: mode, reserved: map[int]int{}, of: map[*process]int{}, freed: map[*process]bool{}, used: map[*process]uint64{}, saturated: saturated, calm: calm}
+	c := &cpuPlacement{mode: mode, reserved: map[int]int{}, of: map[*process]int{}, freed: map[*process]bool{}, used: map[*process]cpuReading{}, saturated: saturated, calm: calm}
 	c.idle = c.idleSince
 	var set unix.CPUSet
 	if unix.SchedGetaffinity(0, &set) == nil {
@@ -135,7 +135,7 @@ func (c *cpuPlacement) started(cpu int, p *process) {
 	c.reserved[cpu]--
 	if p != nil && c.pins() {
 		c.of[p] = cpu
-		c.used[p] = cpuUsed(p.pid)
+		c.used[p] = cpuReading{ns: cpuUsed(p.pid), at: time.Now()}
 	}
 }
 
@@ -223,14 +223,34 @@ func cpuUsed(pid int) uint64 {
 	return uint64(max(processCPU(pid), 0))
 }
 
-// idleThrough reports whether worker p had nothing in progress and no
-// work since before the last balance, interval ago: its load over the
-// interval is nil, whatever /proc would say of its runtime's own
-// housekeeping.
+// idleThrough reports whether worker p had nothing of the gateway's in
+// progress and no call since before the last balance, interval ago.
+// Its isolates may still have worked: a retained isolate's timers run
+// between invocations (docs/runtime.md), so an idle-looking worker is
+// still read, only less often (idleReadEvery).
 func idleThrough(p *process, now time.Time, interval time.Duration) bool {
 	idle, _, ok := p.idleFor(now)
 	return ok && idle >= interval
 }
+
+// cpuReading is a worker's cpuUsed when last read, when, and the load
+// (CPUs used) between that read and the one before.
+type cpuReading struct {
+	ns   uint64
+	at   time.Time
+	load float64
+}
+
+// idleReadEvery is how often the balance reads the CPU time of a worker
+// that looks idle (idleThrough) and used less than idleLoad at its last
+// read: with 200 idle workers, reading each at every balance was most of
+// an idle gateway's CPU (docs/performance.md, "Many warm workers"), and a
+// worker busy only with its isolates' timers is still seen within this,
+// then read at every balance while it stays busy.
+const (
+	idleReadEvery = 2 * time.Second
+	idleLoad      = 0.05
+)
 
 // placed is one pinned worker's CPU and its load (CPUs used: cpuUsed) in
 // the last interval.
@@ -289,21 +309,23 @@ func (c *cpuPlacement) balance(interval time.Duration) {
 	at := time.Now()
 	for _, set := range []map[*process]bool{c.pinnedSet(), c.freed} {
 		for p := range set {
-			if idleThrough(p, at, interval) {
+			last, ok := c.used[p]
+			if ok && last.load < idleLoad && at.Sub(last.at) < idleReadEvery && idleThrough(p, at, interval) {
 				// Nothing of the gateway's ran there since the last
-				// balance: no read of its /proc (docs/performance.md, "Many
-				// warm workers"). Its baseline goes, so that the time it
-				// spent idle is never counted as one interval's.
-				delete(c.used, p)
+				// balance and it used next to nothing when last read: its
+				// /proc is read again later (idleReadEvery).
+				load[p] = last.load
 				continue
 			}
 			now := cpuUsed(p.pid)
-			old, ok := c.used[p]
-			c.used[p] = now
-			if !ok || now < old {
-				continue // a baseline taken now: its load counts from the next balance
+			reading := cpuReading{ns: now, at: at}
+			if ok && now >= last.ns && at.After(last.at) {
+				// Over the time since the last read, which spans several
+				// balances when the worker looked idle.
+				reading.load = float64(now-last.ns) / float64(at.Sub(last.at).Nanoseconds())
+				load[p] = reading.load
 			}
-			load[p] = float64(now-old) / float64(interval.Nanoseconds())
+			c.used[p] = reading
 		}
 	}
 	idle := c.idle()
@@ -462,7 +484,7 @@ func (pool *Pool) SetCPUs(mode string) {
 		for p := range c.of {
 			pinThreads(p.pid, c.every())
 		}
-		c.of, c.freed, c.used = map[*process]int{}, map[*process]bool{}, map[*process]uint64{}
+		c.of, c.freed, c.used = map[*process]int{}, map[*process]bool{}, map[*process]cpuReading{}
 		c.mu.Unlock()
 		return
 	}

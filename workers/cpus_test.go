@@ -268,7 +268,8 @@ func TestAutoKeepsASaturatedWorkerPinnedOnABusyMachine(t *testing.T) {
 }
 
 // The balance reads the CPU time of a worker that worked since the last
-// balance, and not of one that stayed idle through it: with 200 idle
+// balance at every balance, and one that stayed idle through it and used
+// next to nothing when last read only every idleReadEvery: with 200 idle
 // workers those reads were most of an idle gateway's CPU.
 func TestBalanceReadsOnlyWorkersThatWorked(t *testing.T) {
 	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
@@ -302,15 +303,54 @@ func TestBalanceReadsOnlyWorkersThatWorked(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Both read a moment ago, the idle one at rest.
+	pool.cpus.mu.Lock()
+	fresh := time.Now().Add(-interval)
+	pool.cpus.used[idle] = cpuReading{ns: cpuUsed(idle.pid), at: fresh}
+	pool.cpus.used[working] = cpuReading{ns: cpuUsed(working.pid), at: fresh}
+	pool.cpus.mu.Unlock()
 	pool.cpus.balance(interval)
 	pool.cpus.mu.Lock()
-	_, readIdle := pool.cpus.used[idle]
-	_, readWorking := pool.cpus.used[working]
+	readIdle := pool.cpus.used[idle].at != fresh
+	readWorking := pool.cpus.used[working].at != fresh
 	pool.cpus.mu.Unlock()
 	if readIdle {
-		t.Fatal("the CPU time of a worker idle through the interval was read")
+		t.Fatal("the CPU time of a worker idle through the interval was read again within idleReadEvery")
 	}
 	if !readWorking {
 		t.Fatal("the CPU time of a worker with a call in progress was not read")
 	}
+}
+
+// A worker whose isolate works only in its timers, between invocations,
+// has no call in progress and looks idle to the gateway; the balance still
+// sees its load within idleReadEvery (found by the red team: two such
+// workers pinned to one CPU were never moved apart when idle-looking
+// workers were never read).
+func TestBalanceSeesAWorkerBusyOnlyWithTimers(t *testing.T) {
+	pool := startPool(t, Config{Workers: 2, CPUs: CPUsPinned, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: 10 * time.Second}}})
+	deploy(t, pool, "spinner", `async () => {
+		setInterval(() => { const end = Date.now() + 40; while (Date.now() < end) {} }, 50);
+		return { fetch() { return new Response('ok') } } }`)
+	deadline := time.Now().Add(idleReadEvery + 5*time.Second)
+	for time.Now().Before(deadline) {
+		pool.cpus.balance(balanceEvery)
+		pool.mu.Lock()
+		workers := append([]*process(nil), pool.workers...)
+		pool.mu.Unlock()
+		for _, p := range workers {
+			if p == nil {
+				continue
+			}
+			pool.cpus.mu.Lock()
+			r := pool.cpus.used[p]
+			pool.cpus.mu.Unlock()
+			now := time.Now()
+			if d, _, ok := p.idleFor(now); ok && r.load > 0.3 && r.at.Sub(now.Add(-d)) > 2*balanceEvery {
+				return // read busy well after it began to look idle
+			}
+		}
+		time.Sleep(balanceEvery)
+	}
+	t.Fatal("the load of a worker busy only with its isolate's timers was never seen")
 }
