@@ -151,6 +151,13 @@ const (
 	memoryBatch      = 8
 	memoryStale      = 5 * time.Minute
 	memoryShareMoved = 4 << 20
+	// memoryIdleFollow is how often a worker that looks idle (no call in
+	// progress or since) is followed all the same: a retained isolate's
+	// timers run between invocations and may grow its heap with no call
+	// (the red team's handle grew 160 MiB that way, unseen for five
+	// minutes). A statm read is a few counters; 200 idle workers every
+	// 5 s cost next to nothing.
+	memoryIdleFollow = 5 * time.Second
 )
 
 // memoryLoop measures the workers' memory in the background, so that
@@ -189,7 +196,10 @@ func (pool *Pool) measureSome(next, n int) int {
 	for i := 0; i < len(workers); i++ {
 		slot := (next + i) % len(workers)
 		p := workers[slot]
-		if p == nil || p.mem.pss.Load() == 0 || !p.alive() || !p.workedSinceMeasured(now) {
+		if p == nil || p.mem.pss.Load() == 0 || !p.alive() {
+			continue
+		}
+		if !p.workedSinceMeasured(now) && now.Sub(time.Unix(0, p.mem.checked.Load())) < memoryIdleFollow {
 			continue
 		}
 		if p.followed(now) {

@@ -1058,6 +1058,51 @@ func TestMemoryFollowedBetweenReads(t *testing.T) {
 	}
 }
 
+// A retained isolate's timers may grow its worker's memory after its
+// answer, with no call in progress: the pool follows a worker that looks
+// idle too, every memoryIdleFollow (found by the red team: 160 MiB grown
+// this way stayed unseen until the tenant's next request or five minutes).
+func TestMemoryGrownByTimersIsFollowed(t *testing.T) {
+	pool := startPool(t, Config{Workers: 1, Engine: wire.EngineConfig{Limits: budgets.Limits{Timeout: time.Second}}})
+	deploy(t, pool, "grower", `async () => { const keep = []; let go = false; setInterval(() => { if (go && keep.length < 5) keep.push(new Uint8Array(8 << 20).fill(1)) }, 20);
+		return { fetch() { go = true; return new Response('growing') } } }`)
+	pool.measureAll()
+	pool.mu.Lock()
+	p := pool.workers[0]
+	pool.mu.Unlock()
+	if _, err := get(pool, "grower", "https://x/"); err != nil {
+		t.Fatal(err)
+	}
+	pss := p.mem.pss.Load()
+	const least = 32 << 20
+	waitfor.Until(t, 10*time.Second, "the timers' 40 MiB in the worker's statm", func() bool {
+		anon, _, _ := readStatm(p.pid)
+		p.mem.mu.Lock()
+		defer p.mem.mu.Unlock()
+		return anon-p.mem.anon >= least
+	})
+	// Past the answer's waitUntil bound, the worker looks idle.
+	waitfor.Until(t, 10*time.Second, "the worker idle", func() bool {
+		_, _, ok := p.idleFor(time.Now())
+		return ok
+	})
+	// Looking idle and followed a moment ago: not followed yet.
+	p.mem.checked.Store(time.Now().UnixNano())
+	pool.measureSome(0, 0)
+	if got := p.mem.pss.Load(); got-pss >= least {
+		t.Fatalf("an idle-looking worker followed within memoryIdleFollow: %d → %d MiB", pss>>20, got>>20)
+	}
+	// Past memoryIdleFollow it is, though its last call ended before.
+	p.mu.Lock()
+	p.lastActive = time.Now().Add(-memoryIdleFollow - 2*time.Second)
+	p.mu.Unlock()
+	p.mem.checked.Store(time.Now().Add(-memoryIdleFollow - time.Second).UnixNano())
+	pool.measureSome(0, 0)
+	if got := p.mem.pss.Load(); got-pss < least {
+		t.Fatalf("40 MiB grown by timers after the answer: PSS %d → %d MiB", pss>>20, got>>20)
+	}
+}
+
 // readStatm answers the process's resident anonymous and shared memory.
 func TestReadStatm(t *testing.T) {
 	anon, shared, ok := readStatm(os.Getpid())
