@@ -153,3 +153,78 @@ func TestOnlySysmonNapsWithItsSlack(t *testing.T) {
 	}
 	t.Fatalf("thread %d never napped as sysmon does; it was in system calls %v", tid, seen)
 }
+
+// A worker's sysmon alone naps with the worker's slack (5 ms), the
+// gateway's with its own: the C constructor tells a worker by its first
+// argument, which must be the subcommand the pool starts workers with.
+// Reading another process's thread's slack needs CAP_SYS_NICE: the
+// worker's threads are checked only where the test may.
+func TestWorkerSysmonSlack(t *testing.T) {
+	if got := workerSubcommand(); got != wire.Subcommand {
+		t.Fatalf("the constructor knows a worker by %q, the pool starts one with %q", got, wire.Subcommand)
+	}
+	if workerSysmonSlack() <= sysmonSlack() && os.Getenv("RETAINER_SYSMON_SLACK_NS") == "" {
+		t.Fatalf("a worker's sysmon slack %d ns is not longer than the gateway's %d", workerSysmonSlack(), sysmonSlack())
+	}
+	// Read before the pool starts: ownSlacks ends the threads it used, and
+	// a worker dies with the thread that forked it (Pdeathsig).
+	base := ownSlacks(1)[0]
+	pool := startPool(t, Config{Workers: 1})
+	// A worker whose threads end while they are read (replaced meanwhile)
+	// is read again, in the worker serving then.
+	for try := 0; ; try++ {
+		if _, err := pool.Run(context.Background(), job("async () => 1")); err != nil {
+			t.Fatal(err)
+		}
+		pid := 0
+		pool.mu.Lock()
+		if w := pool.workers[0]; w != nil {
+			pid = w.pid
+		}
+		pool.mu.Unlock()
+		slacks, err := threadSlacks(pid)
+		if (pid == 0 || os.IsNotExist(err)) && try < 20 {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Skipf("the worker's threads' slack cannot be read here: %v", err)
+		}
+		withSysmons := 0
+		for tid, got := range slacks {
+			switch got {
+			case workerSysmonSlack():
+				withSysmons++
+			case base:
+			default:
+				t.Errorf("worker thread %d sleeps with a slack of %d ns, want the worker's sysmon's %d or its gateway's %d", tid, got, workerSysmonSlack(), base)
+			}
+		}
+		if withSysmons != 1 {
+			t.Fatalf("%d of the worker's %d threads sleep with sysmon's slack %d ns, want one", withSysmons, len(slacks), workerSysmonSlack())
+		}
+		return
+	}
+}
+
+// threadSlacks reads the timer slack of every thread of process pid.
+func threadSlacks(pid int) (map[int]int64, error) {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int64{}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + task.Name() + "/timerslack_ns")
+		if err != nil {
+			return nil, err
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		tid, _ := strconv.Atoi(task.Name())
+		out[tid] = n
+	}
+	return out, nil
+}
