@@ -65,6 +65,9 @@ type Pool struct {
 	// (startup.go); nil until one answered it.
 	startup atomic.Pointer[wire.Startup]
 	cpus    *cpuPlacement
+	// favours are the workers favoured while they serve their first run
+	// (favour_linux.go).
+	favours *favours
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -87,6 +90,7 @@ func Start(cfg Config) (*Pool, error) {
 		stop:       make(chan struct{}),
 		cpus:       newCPUPlacement(cfg.CPUs),
 		spareEvery: spareEvery, spareLinger: spareWindow,
+		favours: newFavours(),
 	}
 	if len(pool.cpus.cpus) > 1 {
 		pool.wg.Add(1)
@@ -218,6 +222,11 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, b
 	}
 	if err != nil {
 		return program.Outcome{Logs: []string{}}, err
+	}
+	if pool.cordoned() && tenant != "" && p.firstRun() {
+		// A newcomer's first request, most often (favour_linux.go).
+		pool.favour(p)
+		defer pool.unfavour(p)
 	}
 	if job.RetainHandles {
 		p.mu.Lock()
