@@ -217,3 +217,68 @@ func TestFavoursAtOnceAreBounded(t *testing.T) {
 		t.Fatal("no first run was favoured")
 	}
 }
+
+// A spare being started that a newcomer claimed is favoured while it
+// starts (favourStart), and back at the gateway's nice once the
+// newcomer's first run is answered; a start nobody claimed is not.
+func TestAClaimedSparesStartIsFavoured(t *testing.T) {
+	pool := favourPool(t, time.Minute, 8)
+	base := pool.favours.base
+	waitSpares(t, pool, 1)
+	held, release := make(chan int, 8), make(chan struct{})
+	hold := func(pid int) {
+		held <- pid
+		<-release
+	}
+	pool.startHold.Store(&hold)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	startHeld := func() int {
+		t.Helper()
+		select {
+		case pid := <-held:
+			return pid
+		case <-time.After(30 * time.Second):
+			t.Fatal("no spare started")
+			return 0
+		}
+	}
+	// newcomer-0 takes the spare up, and the next spare starts (held).
+	done0, err0 := runAsync(pool, "newcomer-0", waitLong)
+	claimed := startHeld()
+	if n, ok := niceOf(t, claimed); !ok || n != base {
+		t.Fatalf("a start nobody claimed is at %v, want all at the gateway's %d", threadNices(t, claimed), base)
+	}
+	// newcomer-1 claims it, and its claim starts the next spare (held).
+	done1, err1 := runAsync(pool, "newcomer-1", waitLong)
+	waitfor.Until(t, 10*time.Second, "the claimed spare's start favoured", func() bool {
+		n, ok := niceOf(t, claimed)
+		return ok && n == base-favourNice
+	})
+	unclaimed := startHeld()
+	if n, ok := niceOf(t, unclaimed); !ok || n != base {
+		t.Fatalf("a start nobody claimed is at %v, want all at the gateway's %d", threadNices(t, unclaimed), base)
+	}
+	pool.startHold.Store(nil)
+	close(release)
+	released = true
+	for _, w := range []struct {
+		done chan struct{}
+		err  *error
+	}{{done0, err0}, {done1, err1}} {
+		<-w.done
+		if *w.err != nil {
+			t.Fatal(*w.err)
+		}
+	}
+	if pid := workerOf(pool, "newcomer-1"); pid != claimed {
+		t.Fatalf("newcomer-1 runs in %d, not the spare it claimed (%d)", pid, claimed)
+	}
+	if n, ok := niceOf(t, claimed); !ok || n != base {
+		t.Fatalf("after newcomer-1's first run its worker's threads are at %v, want all at the gateway's %d", threadNices(t, claimed), base)
+	}
+}

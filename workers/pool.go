@@ -68,6 +68,9 @@ type Pool struct {
 	// favours are the workers favoured while they serve their first run
 	// (favour_linux.go).
 	favours *favours
+	// startHold (tests) is called with each process started, before its
+	// handshake: a test holds a start there.
+	startHold atomic.Pointer[func(pid int)]
 
 	stop chan struct{}
 	wg   sync.WaitGroup

@@ -97,6 +97,9 @@ func (pool *Pool) readySpares() []*process {
 // side by side as before, never one after another.
 type spareStart struct {
 	claim *spareClaim
+	// pid is its process's once it runs (0 before): a claimed start is
+	// favoured by the scheduler (favour_linux.go, favourStart).
+	pid int
 }
 
 // spareClaim is a newcomer tenant's claim on a starting spare.
@@ -115,6 +118,9 @@ func (pool *Pool) claimSpare(ctx context.Context, tenant string) error {
 	s := pool.spareStarts[0]
 	pool.spareStarts = pool.spareStarts[1:]
 	s.claim = claim
+	if s.pid != 0 {
+		pool.favourStart(s.pid)
+	}
 	pool.startingFor[tenant] = claim.ready
 	pool.noteOutran()
 	pool.startSpare()
@@ -191,9 +197,23 @@ func (pool *Pool) startSpareIn(slot int) {
 	pool.wg.Add(1)
 	go func() {
 		defer pool.wg.Done()
-		p, err := pool.spawn(slot)
+		p, err := pool.spawnThen(slot, func(pid int) {
+			pool.mu.Lock()
+			defer pool.mu.Unlock()
+			s.pid = pid
+			if s.claim != nil {
+				pool.favourStart(pid) // claimed before it ran
+			}
+		})
 		pool.mu.Lock()
 		delete(pool.starting, slot)
+		if s.pid != 0 {
+			if err != nil {
+				pool.forgetStart(s.pid)
+			} else {
+				pool.startUp(s.pid, p.exited)
+			}
+		}
 		if err != nil || pool.closed || slot >= len(pool.workers) {
 			claimed := pool.settle(s, nil)
 			pool.mu.Unlock()
