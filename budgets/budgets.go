@@ -438,6 +438,13 @@ const (
 // them wait for a worker's start within their bound.
 const SpareWorkers = 8
 
+// Worker first runs favoured by the scheduler at once, at most
+// (workers/favour_linux.go): a worker's first run, most often a new
+// tenant's first request, runs a few nice steps ahead of the gateway's
+// workers for at most a quarter of a second. Past them a first run runs
+// as every other.
+const FavouredFirstRuns = 8
+
 // A tenant's kv in a registry (keys and values, pending writes counted):
 // past it the write throws QUOTA_EXCEEDED.
 const KVBytesPerTenant = 100 << 20

@@ -185,10 +185,29 @@ const (
 // is decided by parsing (docs/runtime.md): the expression form
 // (`export default (<expression>)`) when it parses, else the code as a
 // module as written (the Workers form), whatever the shape of its lines.
+//
+// Code that opens with a statement no expression can begin with (`export
+// default …`, `let n = 0; …`: statementFirst) is built as a module at once:
+// its expression form cannot parse, and building it first was a second
+// esbuild run in every Workers-form deploy, a new tenant's first one
+// included (docs/decisions.md, "A module program is bundled once"). The
+// outcome is the same as trying both in turn: the expression form's
+// error is still the one reported for code without `export`.
 func bundle(p program.Program, imports, rest string) (compiled, error) {
-	out, exprErr := build(p, imports+"export default ("+rest+"\n);", false)
-	if exprErr == nil {
-		return out, nil
+	expression := imports + "export default (" + rest + "\n);"
+	if !statementFirst(rest) {
+		out, exprErr := build(p, expression, false)
+		if exprErr == nil {
+			return out, nil
+		}
+		out, moduleErr := build(p, p.Code, true)
+		if moduleErr == nil {
+			return out, nil
+		}
+		if exportWord.MatchString(rest) {
+			return compiled{}, moduleErr
+		}
+		return compiled{}, exprErr
 	}
 	out, moduleErr := build(p, p.Code, true)
 	if moduleErr == nil {
@@ -197,7 +216,49 @@ func bundle(p program.Program, imports, rest string) (compiled, error) {
 	if exportWord.MatchString(rest) {
 		return compiled{}, moduleErr
 	}
-	return compiled{}, exprErr
+	// Only for the error: statementFirst says this does not parse, and
+	// if it did, its program is what trying it first would have run.
+	return build(p, expression, false)
+}
+
+// statementWords are the words that never begin an expression: reserved
+// words that open a declaration or a statement. `let` is an identifier
+// in sloppy code, so it counts only before a binding's name (statementFirst).
+var statementWords = map[string]bool{
+	"export": true, "const": true, "var": true, "if": true, "for": true, "while": true,
+	"do": true, "switch": true, "try": true, "throw": true, "return": true, "break": true,
+	"continue": true, "debugger": true,
+}
+
+// statementFirst says code (what follows its imports) opens with a word
+// no expression can begin with, so its expression form cannot parse.
+func statementFirst(code string) bool {
+	i := skipSpaceAndComments(code, 0)
+	word := leadingWord(code[i:])
+	if statementWords[word] {
+		return true
+	}
+	if word != "let" {
+		return false
+	}
+	// `let x`, but not `let in o` or `let instanceof C` (an identifier
+	// named let, in sloppy code).
+	j := skipSpaceAndComments(code, i+len(word))
+	next := leadingWord(code[j:])
+	return next != "" && next != "in" && next != "instanceof" && !(next[0] >= '0' && next[0] <= '9')
+}
+
+// leadingWord is the identifier that s opens with, if it is all ASCII;
+// else (a non-ASCII letter or an escape goes on) "".
+func leadingWord(s string) string {
+	n := 0
+	for n < len(s) && isIdent(s[n]) {
+		n++
+	}
+	if n < len(s) && (s[n] >= 0x80 || s[n] == '\\') {
+		return ""
+	}
+	return s[:n]
 }
 
 func build(p program.Program, entry string, module bool) (compiled, error) {

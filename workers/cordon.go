@@ -162,7 +162,9 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		spare.mu.Lock()
 		spare.tenant = tenant
 		spare.lastActive = time.Now()
+		spare.takenFirst = true
 		spare.mu.Unlock()
+		pool.beginTakenRun()
 		// The next spare starts in the same hold of the lock, so the next
 		// newcomer finds it starting (to claim), never a gap between
 		// (spares.go).

@@ -65,6 +65,18 @@ type Pool struct {
 	// (startup.go); nil until one answered it.
 	startup atomic.Pointer[wire.Startup]
 	cpus    *cpuPlacement
+	// favours are the workers favoured while they serve their first run
+	// (favour_linux.go).
+	favours *favours
+	// startHold (tests) is called with each process started, before its
+	// handshake: a test holds a start there.
+	startHold atomic.Pointer[func(pid int)]
+	// takenRuns counts the first runs of spares taken, not answered yet;
+	// takenIdle is closed when it falls to 0, spareDefer bounds the wait
+	// (spares.go).
+	takenRuns  int
+	takenIdle  chan struct{}
+	spareDefer time.Duration
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -87,6 +99,7 @@ func Start(cfg Config) (*Pool, error) {
 		stop:       make(chan struct{}),
 		cpus:       newCPUPlacement(cfg.CPUs),
 		spareEvery: spareEvery, spareLinger: spareWindow,
+		favours: newFavours(), spareDefer: spareDefer,
 	}
 	if len(pool.cpus.cpus) > 1 {
 		pool.wg.Add(1)
@@ -218,6 +231,15 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, b
 	}
 	if err != nil {
 		return program.Outcome{Logs: []string{}}, err
+	}
+	if p.endTaken() {
+		// The spares that replace it wait for this run (spares.go).
+		defer pool.endTakenRun()
+	}
+	if pool.cordoned() && tenant != "" && p.firstRun() {
+		// A newcomer's first request, most often (favour_linux.go).
+		pool.favour(p)
+		defer pool.unfavour(p)
 	}
 	if job.RetainHandles {
 		p.mu.Lock()

@@ -38,6 +38,8 @@ type process struct {
 	clock      clock                  // their kill clock (killclock.go)
 	seq        uint64
 	dead       bool
+	ranOnce    bool   // it was sent a run (favour_linux.go)
+	takenFirst bool   // taken as a spare, its first run not answered yet (spares.go)
 	overrunner uint64 // the call whose overrun made the gateway kill this worker
 	// overrunNotCaused: the worker used less than half the overrunning
 	// call's bound in CPU during its grace period (blame: no strike).

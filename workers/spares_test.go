@@ -203,3 +203,67 @@ func TestSparesFollowNewcomersThatOutranThem(t *testing.T) {
 		return want == 1 && len(up) == 1
 	})
 }
+
+// A spare's start that begins while a newcomer's first run in the spare it
+// took is under way waits for that run to be answered (spareDefer): every
+// start the pool makes then finds no such run pending; a start a newcomer
+// claims begins at once, with the first run still under way.
+func TestASparesStartWaitsForTheFirstRunOfTheSpareTaken(t *testing.T) {
+	pool := sparesPool(t, 25)
+	pool.mu.Lock()
+	pool.spareDefer = time.Minute
+	pool.mu.Unlock()
+	waitSpares(t, pool, 1)
+	starts := make(chan int, 8) // the first runs pending at each start
+	hold := func(int) {
+		pool.mu.Lock()
+		starts <- pool.takenRuns
+		pool.mu.Unlock()
+	}
+	pool.startHold.Store(&hold)
+	defer pool.startHold.Store(nil)
+	run := func(tenant, code string) error {
+		_, err := pool.RunFor(context.Background(), tenant, program.Job{Program: program.Program{Code: code}, Timeout: 10 * time.Second})
+		return err
+	}
+	// newcomer-0 takes the spare up and waits; the spare that replaces it
+	// is not started until its run is answered.
+	if err := run("newcomer-0", `async () => { await new Promise(r => setTimeout(r, 500)); return 1 }`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case pending := <-starts:
+		if pending != 0 {
+			t.Fatalf("a spare started with %d first runs of spares taken pending", pending)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no spare started after the first run was answered")
+	}
+	waitSpares(t, pool, 1)
+	// newcomer-1 takes it, newcomer-2 claims the deferred start: it
+	// begins while newcomer-1's first run is under way.
+	done := make(chan error, 1)
+	go func() {
+		done <- run("newcomer-1", `async () => { await new Promise(r => setTimeout(r, 3000)); return 1 }`)
+	}()
+	waitfor.Until(t, 10*time.Second, "newcomer-1 in the spare", func() bool {
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		return pool.takenRuns == 1 && len(pool.spareStarts) == 1
+	})
+	claimed := make(chan error, 1)
+	go func() { claimed <- run("newcomer-2", `async () => 2`) }()
+	select {
+	case pending := <-starts:
+		if pending != 1 {
+			t.Fatalf("the claimed start began with %d first runs pending, want newcomer-1's", pending)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claimed spare did not start while newcomer-1's first run was under way")
+	}
+	for _, ch := range []chan error{claimed, done} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -19,7 +19,11 @@ import (
 )
 
 // spawn starts a worker process and completes the handshake.
-func (pool *Pool) spawn(index int) (*process, error) {
+func (pool *Pool) spawn(index int) (*process, error) { return pool.spawnThen(index, nil) }
+
+// spawnThen is spawn, calling started (when not nil) with the process's
+// pid once it runs, before its handshake (a spare's start: spares.go).
+func (pool *Pool) spawnThen(index int, started func(pid int)) (*process, error) {
 	conn, child, err := wire.NewLink()
 	if err != nil {
 		return nil, err
@@ -83,6 +87,12 @@ func (pool *Pool) spawn(index int) (*process, error) {
 	p.rpc = wire.NewConn(conn, wire.WorkerFrameCap(pool.cfg.Engine), wire.MaxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
 	p.rpc.Start()
 	go p.reap()
+	if started != nil {
+		started(p.pid)
+	}
+	if hold := pool.startHold.Load(); hold != nil {
+		(*hold)(p.pid)
+	}
 	if err := p.handshake(); err != nil {
 		pool.cpus.started(cpu, nil)
 		p.kill("handshake failed")
