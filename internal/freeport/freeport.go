@@ -9,62 +9,26 @@
 // member's listen address, the ports in a Caddyfile a gateway process
 // reads.
 //
-// A port is reserved by listening on it and closing it: between the
-// close and the server's own listen another process could take it. Ports
-// are picked at random below the kernel's ephemeral range, never in it:
-// a port the kernel hands out as the source of an outgoing connection
-// (thousands a second while other packages' tests run beside) was taken
-// that way between a cluster member's stop and its start again, and its
-// listen failed with "address already in use" in a fresh-clone CI run.
-// Below the range only another test's listener can take it, and each
-// picks at random among thousands.
+// A port is reserved by listening on :0, reading the port the kernel
+// chose and closing it: between the close and the server's own listen
+// another process could take it. The kernel chooses among its whole
+// ephemeral range from a random start, so this is rare; it is not
+// impossible, and a test that failed on "address already in use" may be
+// run again.
 package freeport
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 )
 
-// below is where the ports picked end: the low end of the kernel's
-// ephemeral range (ip_local_port_range), 32768 when it cannot be read.
-func below() int {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(data)); len(f) == 2 {
-			if low, err := strconv.Atoi(f[0]); err == nil && low > 2048 {
-				return low
-			}
-		}
-	}
-	return 32768
-}
-
-// listen holds a port picked at random below the ephemeral range, or
-// one the kernel chooses when none is free there.
-func listen() net.Listener {
-	top := below()
-	bottom := max(1024, top-12000)
-	for range 200 {
-		ln, err := net.Listen("tcp", ":"+strconv.Itoa(bottom+rand.IntN(top-bottom)))
-		if err == nil {
-			return ln
-		}
-	}
+// Pick answers a port free on every interface of this machine now.
+func Pick() int {
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		panic(fmt.Sprintf("freeport: no free port: %v", err))
 	}
-	return ln
-}
-
-// Pick answers a port free on every interface of this machine now.
-func Pick() int {
-	ln := listen()
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
@@ -74,7 +38,10 @@ func Pick() int {
 func PickN(n int) []int {
 	var ports []int
 	for range n {
-		ln := listen()
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			panic(fmt.Sprintf("freeport: no free port: %v", err))
+		}
 		defer ln.Close()
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}

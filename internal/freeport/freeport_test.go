@@ -37,15 +37,3 @@ func TestPickNAreDistinct(t *testing.T) {
 		seen[p] = true
 	}
 }
-
-// A port picked is below the kernel's ephemeral range, where no outgoing
-// connection takes it as its source between a server's stop and start.
-func TestPickIsBelowTheEphemeralRange(t *testing.T) {
-	t.Parallel()
-	low := below()
-	for _, p := range PickN(8) {
-		if p >= low {
-			t.Fatalf("port %d picked in the ephemeral range (from %d)", p, low)
-		}
-	}
-}
