@@ -195,19 +195,13 @@ const (
 // error is still the one reported for code without `export`.
 func bundle(p program.Program, imports, rest string) (compiled, error) {
 	expression := imports + "export default (" + rest + "\n);"
+	var exprErr error
 	if !statementFirst(rest) {
-		out, exprErr := build(p, expression, false)
-		if exprErr == nil {
+		out, err := build(p, expression, false)
+		if err == nil {
 			return out, nil
 		}
-		out, moduleErr := build(p, p.Code, true)
-		if moduleErr == nil {
-			return out, nil
-		}
-		if exportWord.MatchString(rest) {
-			return compiled{}, moduleErr
-		}
-		return compiled{}, exprErr
+		exprErr = err
 	}
 	out, moduleErr := build(p, p.Code, true)
 	if moduleErr == nil {
@@ -215,6 +209,9 @@ func bundle(p program.Program, imports, rest string) (compiled, error) {
 	}
 	if exportWord.MatchString(rest) {
 		return compiled{}, moduleErr
+	}
+	if exprErr != nil {
+		return compiled{}, exprErr
 	}
 	// Only for the error: statementFirst says this does not parse, and
 	// if it did, its program is what trying it first would have run.
