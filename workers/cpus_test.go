@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"github.com/retainer-gw/retainer/budgets"
 	"os"
 	"strconv"
 	"sync"
@@ -11,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/workers/wire"
 )
@@ -332,9 +333,12 @@ func TestBalanceSeesAWorkerBusyOnlyWithTimers(t *testing.T) {
 	deploy(t, pool, "spinner", `async () => {
 		setInterval(() => { const end = Date.now() + 40; while (Date.now() < end) {} }, 50);
 		return { fetch() { return new Response('ok') } } }`)
-	deadline := time.Now().Add(idleReadEvery + 5*time.Second)
-	for time.Now().Before(deadline) {
-		pool.cpus.balance(balanceEvery)
+	var balanced time.Time
+	waitfor.Until(t, idleReadEvery+5*time.Second, "the load of a worker busy only with its isolate's timers", func() bool {
+		if time.Since(balanced) >= balanceEvery {
+			pool.cpus.balance(balanceEvery)
+			balanced = time.Now()
+		}
 		pool.mu.Lock()
 		workers := append([]*process(nil), pool.workers...)
 		pool.mu.Unlock()
@@ -347,10 +351,9 @@ func TestBalanceSeesAWorkerBusyOnlyWithTimers(t *testing.T) {
 			pool.cpus.mu.Unlock()
 			now := time.Now()
 			if d, _, ok := p.idleFor(now); ok && r.load > 0.3 && r.at.Sub(now.Add(-d)) > 2*balanceEvery {
-				return // read busy well after it began to look idle
+				return true // read busy well after it began to look idle
 			}
 		}
-		time.Sleep(balanceEvery)
-	}
-	t.Fatal("the load of a worker busy only with its isolate's timers was never seen")
+		return false
+	})
 }
