@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -47,6 +48,20 @@ type Bolt struct {
 	// claimed are the epochs claimed and not yet written (claims.go).
 	cmu     sync.Mutex
 	claimed map[string]uint64
+
+	// The journal (journal.go): the file; the number of the last entry
+	// written into bbolt; journalled writes failed there, to go first;
+	// those queued (jcond: their count fell); per table, those a read
+	// waits for (pcond: one was written).
+	j       *journal
+	applied atomic.Uint64
+	stuck   []*boltWrite
+	jqueued int
+	jcond   *sync.Cond
+	pmu     sync.Mutex
+	pend    map[string]int
+	pendN   atomic.Int64
+	pcond   *sync.Cond
 }
 
 // OpenBolt opens (or creates) the store at path, waiting at most
@@ -70,7 +85,16 @@ func OpenBolt(path string, openTimeout time.Duration) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	return &Bolt{db: db, path: path}, nil
+	j, last, err := openJournal(path, db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	b := &Bolt{db: db, path: path, j: j, pend: map[string]int{}}
+	b.applied.Store(last)
+	b.jcond = sync.NewCond(&b.gmu)
+	b.pcond = sync.NewCond(&b.pmu)
+	return b, nil
 }
 
 func initSchema(db *bolt.DB) error {
@@ -123,8 +147,12 @@ func (b *Bolt) Limits() Limits { return boltLimits }
 
 // Close implements Store.
 func (b *Bolt) Close() error {
+	b.drainJournal()
 	err := b.writeClaimsLeft()
 	if cerr := b.db.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := b.j.f.Close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -132,6 +160,7 @@ func (b *Bolt) Close() error {
 
 // Get implements Store.
 func (b *Bolt) Get(_ context.Context, table string, key []byte) ([]byte, error) {
+	b.awaitJournal(table)
 	var v []byte
 	err := b.db.View(func(tx *bolt.Tx) error {
 		if bk := tx.Bucket([]byte(table)); bk != nil {
@@ -144,6 +173,7 @@ func (b *Bolt) Get(_ context.Context, table string, key []byte) ([]byte, error) 
 
 // Scan implements Store.
 func (b *Bolt) Scan(_ context.Context, table string, r Range, fn func(k, v []byte) bool) error {
+	b.awaitJournal(table)
 	lo, hi := bounds(r)
 	return b.db.View(func(tx *bolt.Tx) error {
 		bk := tx.Bucket([]byte(table))
@@ -182,9 +212,14 @@ func (b *Bolt) Scan(_ context.Context, table string, r Range, fn func(k, v []byt
 
 // Commit implements Store. Commits that arrive while another is being
 // written are written together after it, in one transaction (group.go).
-func (b *Bolt) Commit(_ context.Context, txn Txn) error {
+func (b *Bolt) Commit(ctx context.Context, txn Txn) error {
 	if err := checkSize(txn, boltLimits); err != nil {
 		return err
+	}
+	if journalled(ctx) && journalFits(&txn) {
+		if err := b.commitJournalled(&txn); !errors.Is(err, errJournalOff) {
+			return err
+		}
 	}
 	return b.write(&boltWrite{txn: &txn})
 }

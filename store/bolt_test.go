@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,42 @@ func TestBoltContract(t *testing.T) {
 					db = nil
 				}
 			}}
+		}
+	})
+}
+
+// journalledBolt commits every transaction as journalled
+// (store.Journalled): the contract holds for those as for plain commits.
+type journalledBolt struct{ store.Store }
+
+func (j journalledBolt) Commit(ctx context.Context, txn store.Txn) error {
+	return j.Store.Commit(store.Journalled(ctx), txn)
+}
+
+func TestBoltJournalledContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) func() store.Store {
+		path := filepath.Join(t.TempDir(), "registry.db")
+		var mu sync.Mutex
+		var db *store.Bolt
+		handles := 0
+		return func() store.Store {
+			mu.Lock()
+			defer mu.Unlock()
+			if db == nil {
+				var err error
+				if db, err = store.OpenBolt(path, time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			handles++
+			return journalledBolt{&shared{Bolt: db, close: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if handles--; handles == 0 {
+					db.Close()
+					db = nil
+				}
+			}}}
 		}
 	})
 }

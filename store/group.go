@@ -40,6 +40,11 @@ type boltWrite struct {
 	done chan struct{}
 	// inTx, when set (tests), is applied instead of txn.
 	inTx func(*bolt.Tx) error
+	// A journalled commit (journal.go), answered before it is written
+	// here: its entry's number; void when its entry failed (only the
+	// number is written); synced once its entry's fdatasync ended.
+	journal, void, synced, reading bool
+	seq                            uint64
 }
 
 // errHalfDone fails a group whose write failed half applied.
@@ -50,16 +55,63 @@ func (w *boltWrite) in(tx *bolt.Tx) error {
 	if w.inTx != nil {
 		return w.inTx(tx)
 	}
+	if w.journal {
+		if w.void {
+			return applyEntry(tx, nil, w.seq)
+		}
+		return applyEntry(tx, w.txn, w.seq)
+	}
 	return apply(tx, w.txn)
 }
 
 // size is the bytes the write puts, for groupBytes.
 func (w *boltWrite) size() int {
-	if w.txn == nil {
+	if w.txn == nil || w.void {
 		return 0
 	}
 	_, n := w.txn.size()
 	return n
+}
+
+// enqueue queues journalled writes (journal.go), in order, for the next
+// group; nobody waits for them.
+func (b *Bolt) enqueue(ws []*boltWrite) {
+	b.pendingReads(ws, 1)
+	b.gmu.Lock()
+	b.waiting = append(b.waiting, ws...)
+	b.jqueued += len(ws)
+	lead := !b.busy
+	b.busy = true
+	b.gmu.Unlock()
+	if lead {
+		go b.lead()
+	}
+}
+
+// settleJournal notes the journalled writes of a group written: in bbolt,
+// or failed and kept to go first in the next group.
+func (b *Bolt) settleJournal(group []*boltWrite) {
+	var settled []*boltWrite
+	b.gmu.Lock()
+	for _, w := range group {
+		if !w.journal {
+			continue
+		}
+		b.jqueued--
+		settled = append(settled, w)
+		if w.err != nil {
+			b.stuck = append(b.stuck, w)
+		} else if w.seq > b.applied.Load() {
+			b.applied.Store(w.seq)
+		}
+	}
+	b.gmu.Unlock()
+	if len(settled) > 0 {
+		b.jcond.Broadcast()
+		// Reads wait no longer, written or not (a failed one is written
+		// by a later group, or replayed at the next start).
+		b.pendingReads(settled, -1)
+	}
 }
 
 // write queues w and answers once it is written: at once, by this
@@ -93,7 +145,10 @@ func (b *Bolt) lead() {
 		}
 		n++
 	}
-	group := b.waiting[:n:n]
+	// Journalled writes that failed go first, again (journal.go).
+	group := append(b.stuck[:len(b.stuck):len(b.stuck)], b.waiting[:n]...)
+	b.jqueued += len(b.stuck)
+	b.stuck = nil
 	b.waiting = b.waiting[n:]
 	b.gmu.Unlock()
 	// Deferred, so that a panic in bbolt (which a caller may recover)
@@ -123,31 +178,39 @@ func (b *Bolt) writeGroup(group []*boltWrite) {
 			if i >= answered {
 				w.err = errPanicked // bbolt rolled its transaction back
 			}
-			close(w.done)
 		}
-	}()
-	if len(group) == 1 {
-		w := group[0]
-		w.err = b.update(w.in)
-		answered = 1
-		return
-	}
-	err := b.update(func(tx *bolt.Tx) error {
+		b.settleJournal(group)
 		for _, w := range group {
-			w.err = w.in(tx)
-			if w.err != nil && !errors.Is(w.err, ErrFenced) && !errors.Is(w.err, ErrConflict) {
-				return errHalfDone
+			if !w.journal { // its caller was answered already
+				close(w.done)
 			}
 		}
-		return nil
-	})
-	if err == nil {
-		answered = len(group)
-		return
+	}()
+	if len(group) > 1 {
+		err := b.update(func(tx *bolt.Tx) error {
+			for _, w := range group {
+				w.err = w.in(tx)
+				if w.err != nil && !errors.Is(w.err, ErrFenced) && !errors.Is(w.err, ErrConflict) {
+					return errHalfDone
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			answered = len(group)
+			return
+		}
 	}
-	// Nothing of the group was written.
+	// A lone write, or a group of which nothing was written: one by one.
+	// Once a journalled write fails, those behind it fail with it: none
+	// may land before it (journal.go).
+	var stop error
 	for _, w := range group {
-		w.err = b.update(w.in)
+		if stop != nil {
+			w.err = stop
+		} else if w.err = b.update(w.in); w.err != nil && w.journal {
+			stop = w.err
+		}
 		answered++
 	}
 }
