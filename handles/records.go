@@ -91,10 +91,13 @@ func bodyDeletes(rec *Record) []store.Op {
 // insertRecord writes a new record: its body, then its meta (in one
 // transaction when they fit the store's limits, else the meta in the
 // last), so a record is never stored without its body. ctx carries the
-// deploy's bounded write (writes.go).
+// deploy's bounded write (writes.go). On one machine the commit is
+// journalled (store.Journalled): on disk after one fdatasync of a file
+// of its own, not behind the request log's commits to bbolt
+// (docs/decisions.md, "A deploy's record is journalled").
 func (s *Store) insertRecord(ctx context.Context, r *Record, body []store.Op) error {
 	ops := append(body, metaOp(r))
-	if err := s.commitChunked(ctx, r.Registry, r.Tenant, ops); err != nil {
+	if err := s.commitChunked(store.Journalled(ctx), r.Registry, r.Tenant, ops); err != nil {
 		if errors.Is(err, errWriteDropped) {
 			return err
 		}
