@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,4 +67,88 @@ func TestAcknowledgedFirstDeploysSurviveKill9(t *testing.T) {
 			t.Fatalf("newcomer %d's handle after kill -9: %d %s", i, status, body)
 		}
 	}
+}
+
+// New tenants' first deploys at once, and the gateway killed (kill -9)
+// as the first of them is answered, the others in flight, their records
+// in the journal, in bbolt or in neither (store/journal.go): after the
+// restart each deploy answered 200 serves its tenant, one not answered is
+// there whole (its handle serves) or not at all, none is listed without
+// serving, and a bystander's handle deployed before serves on.
+func TestFirstDeploysKilledMidwayAreWholeOrNone(t *testing.T) {
+	config := exampleConfig(t, filepath.Join(t.TempDir(), "registry.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := startGateway(t, ctx, config)
+	const n = 16
+	toks := make([]string, n+1)
+	for i := range toks {
+		out, err := binary(ctx, "retainer-token", "--sub", fmt.Sprintf("midway-%d", i)).Output()
+		if err != nil {
+			t.Fatalf("retainer-token: %v", err)
+		}
+		toks[i] = strings.TrimSpace(string(out))
+	}
+	const code = `{"retainHandles": true, "timeoutMs": 5000, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`
+	// The bystander is toks[n].
+	status, body := call(t, "POST", gw.api+"/executions", toks[n], code)
+	var by struct{ ExecutionID string }
+	json.Unmarshal([]byte(body), &by)
+	if status != 200 || by.ExecutionID == "" {
+		t.Fatalf("the bystander's deploy: %d %s", status, body)
+	}
+	ids := make([]string, n)
+	answered := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", gw.api+"/executions", strings.NewReader(code))
+			req.Header.Set("Authorization", "Bearer "+toks[i])
+			res, err := client.Do(req)
+			if err != nil {
+				return // killed before it answered
+			}
+			defer res.Body.Close()
+			data, err := io.ReadAll(res.Body)
+			var dep struct{ ExecutionID string }
+			if err == nil && res.StatusCode == 200 && json.Unmarshal(data, &dep) == nil {
+				ids[i] = dep.ExecutionID
+				answered <- struct{}{}
+			}
+		}()
+	}
+	<-answered
+	gw.cmd.Process.Kill() // kill -9 with the others in flight
+	gw.cmd.Wait()
+	wg.Wait()
+	gw = startGateway(t, ctx, config)
+	defer gw.stop()
+	serves := func(id string) (int, string) {
+		return call(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", id, testPort), "", "")
+	}
+	whole := 0
+	for i := range n {
+		status, body := call(t, "GET", gw.api+"/handles", toks[i], "")
+		var list struct {
+			Handles []struct{ ExecutionID string }
+		}
+		if status != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Handles) > 1 {
+			t.Fatalf("midway-%d's handles after kill -9: %d %s", i, status, body)
+		}
+		if ids[i] != "" && (len(list.Handles) != 1 || list.Handles[0].ExecutionID != ids[i]) {
+			t.Fatalf("midway-%d's deploy answered %s is not listed after kill -9: %s", i, ids[i], body)
+		}
+		if len(list.Handles) == 1 {
+			whole++
+			if status, body := serves(list.Handles[0].ExecutionID); status != 200 || body != `{"served":1}` {
+				t.Fatalf("midway-%d's handle listed after kill -9 does not serve: %d %s", i, status, body)
+			}
+		}
+	}
+	if status, body := serves(by.ExecutionID); status != 200 || body != `{"served":1}` {
+		t.Fatalf("the bystander after kill -9: %d %s", status, body)
+	}
+	t.Logf("%d of %d deploys whole after the kill, the others absent", whole, n)
 }
