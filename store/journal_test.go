@@ -246,3 +246,59 @@ func TestTheJournalStartsAgainOnceWritten(t *testing.T) {
 		t.Fatalf("the journal holds %d bytes after 50 commits each written; one entry is %d", off, n)
 	}
 }
+
+// Three hundred journalled commits at once, 4 KiB each, while bbolt's
+// writer is held: those the journal holds (1 MiB) are answered at once,
+// the others fall back to bbolt and wait for it; once it is free every
+// one is answered and on disk, after a reopen too.
+func TestAFullJournalFallsBackToBbolt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := holdWriter(t, b)
+	var once sync.Once
+	release := func() { once.Do(hold) }
+	defer release()
+	const n = 300
+	value := make([]byte, 4<<10)
+	answered := make(chan error, n)
+	for i := range n {
+		go func() {
+			answered <- b.Commit(jctx, Txn{Then: []Op{Put("handles", fmt.Appendf(nil, "k%03d", i), value)}})
+		}()
+	}
+	early := 0
+	for early < n {
+		select {
+		case err := <-answered:
+			if err != nil {
+				t.Fatal(err)
+			}
+			early++
+			continue
+		case <-time.After(time.Second):
+		}
+		break
+	}
+	if early == 0 || early == n {
+		t.Fatalf("%d of %d answered while bbolt was held: the journal should hold some, not all", early, n)
+	}
+	release()
+	for range n - early {
+		if err := <-answered; err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := range n {
+		if v, _ := b.Get(context.Background(), "handles", fmt.Appendf(nil, "k%03d", i)); len(v) != len(value) {
+			t.Fatalf("k%03d after a reopen: %d bytes", i, len(v))
+		}
+	}
+}
