@@ -80,23 +80,17 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 			}
 			break
 		}
+		var v []byte
 		kv.mu.Lock()
-		err := kv.stallRefusal()
+		err := kv.readStore(ctx, ns, func(ctx context.Context) (err error) {
+			if v, err = kv.w.Get(ctx, tableKV, []byte(full)); err != nil {
+				return kv.unanswered(err)
+			}
+			return nil
+		})
 		kv.mu.Unlock()
 		if err != nil {
 			return nil, err
-		}
-		gctx, cancel := kv.storeCtx(ctx)
-		v, err := kv.w.Get(gctx, tableKV, []byte(full))
-		expired := gctx.Err() == context.DeadlineExceeded
-		cancel()
-		if err != nil {
-			if expired {
-				kv.mu.Lock()
-				kv.noteStall(ns)
-				kv.mu.Unlock()
-			}
-			return nil, kv.unanswered(err)
 		}
 		if v == nil {
 			return json.RawMessage("null"), nil
@@ -113,25 +107,17 @@ func (kv *KV) ServeWithin(ctx context.Context, registry, tenant, owner, op strin
 		// the handler's next call waited its whole bound again, and a
 		// kv counter's visit at the moment etcd was killed passed its
 		// run's bound (TIMEOUT, not OVERLOADED; TestClusterEtcdKilled).
+		var out json.RawMessage
 		kv.mu.Lock()
 		seq := kv.spaces[string(ns)]
-		err := kv.stallRefusal()
+		err := kv.readStore(ctx, ns, func(ctx context.Context) error {
+			err := kv.waitFor(ctx, seq)
+			if err == nil {
+				out, err = kv.list(ctx, ns, a)
+			}
+			return err
+		})
 		kv.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		lctx, cancel := kv.storeCtx(ctx)
-		defer cancel()
-		err = kv.waitFor(lctx, seq)
-		var out json.RawMessage
-		if err == nil {
-			out, err = kv.list(lctx, ns, a)
-		}
-		if err != nil && lctx.Err() == context.DeadlineExceeded {
-			kv.mu.Lock()
-			kv.noteStall(ns)
-			kv.mu.Unlock()
-		}
 		return out, err
 	}
 	return nil, bad("Unknown kv operation.")

@@ -17,6 +17,30 @@ func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, kv.Bound)
 }
 
+// readStore runs read, a call that must reach the store for ns's space
+// (a get, a listing, a write's check of what it replaces), under the
+// stall rule, applied here only: it is refused at once while another's
+// read went unanswered (stallRefusal), it waits for the store within the
+// bound (storeCtx), and one left unanswered past its bound marks the
+// store stalled (noteStall), so that the calls after it are refused at
+// once rather than each waiting as long. kv.mu is held, and released
+// while read runs.
+func (kv *KV) readStore(ctx context.Context, ns []byte, read func(ctx context.Context) error) error {
+	if err := kv.stallRefusal(); err != nil {
+		return err
+	}
+	kv.mu.Unlock()
+	rctx, cancel := kv.storeCtx(ctx)
+	err := read(rctx)
+	expired := rctx.Err() == context.DeadlineExceeded
+	cancel()
+	kv.mu.Lock()
+	if err != nil && expired {
+		kv.noteStall(ns)
+	}
+	return err
+}
+
 // stallRefusal refuses a call that must read the store while another's
 // read of it went unanswered: this one would wait as long. A worker's
 // batch holds several runs' writes, each applied in turn, and a handle's
@@ -27,7 +51,13 @@ func (kv *KV) stallRefusal() error {
 	if kv.stalled.IsZero() {
 		return nil
 	}
-	return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(kv.stalled).Round(100*time.Millisecond))
+	return notAnswered(kv.stalled)
+}
+
+// notAnswered refuses a call because the store has not answered since
+// then (a read went unanswered, or the commit under way began).
+func notAnswered(since time.Time) error {
+	return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(since).Round(100*time.Millisecond))
 }
 
 // noteStall records that a read of ns's space went unanswered within its
@@ -68,7 +98,7 @@ func (kv *KV) unanswered(err error) error {
 // be made durable in time anyway. kv.mu is held.
 func (kv *KV) overdue() error {
 	if kv.Bound > 0 && !kv.commitStarted.IsZero() && time.Since(kv.commitStarted) > kv.Bound {
-		return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(kv.commitStarted).Round(100*time.Millisecond))
+		return notAnswered(kv.commitStarted)
 	}
 	return nil
 }

@@ -57,20 +57,14 @@ func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key stri
 			}
 			break
 		}
-		if err := kv.stallRefusal(); err != nil {
-			return err
-		}
 		commits := kv.commits
-		kv.mu.Unlock()
-		rctx, cancel := kv.storeCtx(ctx)
-		stored, storedUse, err := kv.readStored(rctx, full, ns, !known)
-		expired := rctx.Err() == context.DeadlineExceeded
-		cancel()
-		kv.mu.Lock()
+		var stored []byte
+		var storedUse int64
+		err := kv.readStore(ctx, ns, func(ctx context.Context) (err error) {
+			stored, storedUse, err = kv.readStored(ctx, full, ns, !known)
+			return err
+		})
 		if err != nil {
-			if expired {
-				kv.noteStall(ns)
-			}
 			return err
 		}
 		if kv.commits != commits && try < 2 {
@@ -121,10 +115,9 @@ func (kv *KV) accept(ctx context.Context, ns []byte, fenceSpace, owner, key stri
 }
 
 // readStored reads a key's stored value and, when usage, its space's
-// stored bytes in use, within the bound. kv.mu is not held.
+// stored bytes in use, within ctx (readStore's, the bound's). kv.mu is
+// not held.
 func (kv *KV) readStored(ctx context.Context, full string, ns []byte, usage bool) (v []byte, used int64, err error) {
-	ctx, cancel := kv.storeCtx(ctx)
-	defer cancel()
 	if v, err = kv.w.Get(ctx, tableKV, []byte(full)); err != nil {
 		return nil, 0, kv.unanswered(err)
 	}
