@@ -34,21 +34,27 @@
 //     closed before it is handed out, so a server outside this package
 //     that holds it is skipped.
 //
-// Every process searches from the bottom of the same range, the first
-// port free and unlocked: the locks alone keep processes apart. The
-// range is the 16384 ports under the ephemeral range (16384-32767 with
-// Linux's default), never under 10000, where the usual fixed ports of
-// services and of the bench scripts are. Where the ephemeral range
-// leaves no room below it, ports above it are used; where neither has
-// room, or every port there is taken (a message on standard error says
-// so), the kernel's choice on :0, registered and locked the same way.
+// The search starts at a cursor the processes of the machine share (the
+// lock file's first bytes, read and moved under a lock of its own), so
+// ports are handed out round the range: a port comes back only after the
+// rest of the range has been handed out, and a client or server left
+// over from a killed test process (one that still dials its etcd's old
+// port) does not meet the next process's server there. The range is the
+// 16384 ports under the ephemeral range (16384-32767 with Linux's
+// default), never under 10000, where the usual fixed ports of services
+// and of the bench scripts are. Where the ephemeral range leaves no room
+// below it, ports above it are used; where neither has room, or every
+// port there is taken (a message on standard error says so), the
+// kernel's choice on :0, registered and locked the same way.
 // Where the lock file cannot be opened, ports are coordinated within the
-// process only, as the listen check allows.
+// process only (from a random start), as the listen check allows.
 package freeport
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -102,16 +108,20 @@ var (
 	// handed out twice; a port found taken by a listener outside this
 	// package is not tried again either.
 	given = map[int]bool{}
-	// pool is the range ports are picked from, [lo, hi); next is where the
-	// search goes on. Every process starts at lo: the locks alone keep
-	// processes apart, and a test of them fails at once without them.
+	// pool is the range ports are picked from, [lo, hi); next is where
+	// this process's search goes on where there is no lock file (with
+	// one, the machine's cursor in it).
 	lo, hi, next int
-	// locks is the file whose bytes are the ports' locks; nil when it
-	// cannot be opened. It stays open for the process's life: closing
-	// it would let every port go.
+	// locks is the file whose bytes are the ports' locks, and whose first
+	// bytes are the machine's cursor; nil when it cannot be opened. It
+	// stays open for the process's life: closing it would let every port
+	// go.
 	locks *os.File
-	// lockCmd is F_OFD_SETLK, or F_SETLK on a kernel without it.
-	lockCmd = unix.F_OFD_SETLK
+	// ofd is false on a kernel without open file description locks
+	// (before 3.15): a process's own record locks then, released as well
+	// when it ends (and only then: the file is never closed).
+	ofd = true
+	// started is set once start has run.
 	started bool
 )
 
@@ -142,7 +152,7 @@ func start() {
 		}
 	}
 	lo, hi = poolFor(low, high)
-	next = lo
+	next = lo + rand.IntN(max(1, hi-lo))
 	locks = openLocks()
 }
 
@@ -178,32 +188,15 @@ func openLocks() *os.File {
 	return nil
 }
 
-// pick hands out the next port of the pool that is free, or the kernel's
-// choice when none is. mu is held.
+// pick hands out the first port of the pool from the cursor on that is
+// free, or the kernel's choice when none is. mu is held.
 func pick() int {
 	start()
-	for range hi - lo {
-		p := next
-		next++
-		if next == hi {
-			next = lo
-		}
-		if given[p] {
-			continue
-		}
-		given[p] = true
-		if lock(p) && free(p) {
-			return p
-		}
+	if p, ok := search(); ok {
+		return p
 	}
 	// The pool is spent or empty: the kernel's choice, which it may take
-	// as a source port later, but still never twice. Every port of the
-	// pool is given now (a port found taken is not tried again), so the
-	// search above is not made again.
-	if hi > lo {
-		fmt.Fprintf(os.Stderr, "freeport: every port in [%d, %d) is taken; ports are now the kernel's choice, in its ephemeral range\n", lo, hi)
-		lo, hi = 0, 0
-	}
+	// as a source port later, but still never twice.
 	for {
 		ln, err := net.Listen("tcp", ":0")
 		if err != nil {
@@ -218,6 +211,53 @@ func pick() int {
 			}
 		}
 	}
+}
+
+// cursorAt and cursorLen place the machine's cursor in the lock file,
+// below every port's byte: the port where the next search starts, as 4
+// bytes little-endian, read and written under a lock of those bytes.
+const cursorAt, cursorLen = 0, 4
+
+// search hands out the first port of the pool, from the machine's
+// cursor on, that nobody holds and nothing listens on, and moves the
+// cursor past it.
+func search() (int, bool) {
+	if hi <= lo {
+		return 0, false
+	}
+	from := next
+	if f := locks; f != nil && setLock(f, unix.F_WRLCK, cursorAt, cursorLen, true) == nil {
+		defer setLock(f, unix.F_UNLCK, cursorAt, cursorLen, false)
+		var b [cursorLen]byte
+		if n, _ := f.ReadAt(b[:], cursorAt); n == cursorLen {
+			if c := int(binary.LittleEndian.Uint32(b[:])); lo <= c && c < hi {
+				from = c
+			}
+		}
+		defer func() {
+			binary.LittleEndian.PutUint32(b[:], uint32(next))
+			f.WriteAt(b[:], cursorAt)
+		}()
+	}
+	for i := range hi - lo {
+		p := lo + (from-lo+i)%(hi-lo)
+		if given[p] {
+			continue
+		}
+		given[p] = true
+		if lock(p) && free(p) {
+			next = p + 1
+			if next == hi {
+				next = lo
+			}
+			return p, true
+		}
+	}
+	// Every port of the pool is given now (a port found taken is not
+	// tried again), so the search is not made again.
+	fmt.Fprintf(os.Stderr, "freeport: every port in [%d, %d) is taken; ports are now the kernel's choice, in its ephemeral range\n", lo, hi)
+	lo, hi = 0, 0
+	return 0, false
 }
 
 // lock takes the port's byte of the lock file for the process's life,
@@ -240,22 +280,38 @@ func lock(p int) bool {
 // lockIn takes byte p of f, and answers false when another process holds
 // it.
 func lockIn(f *os.File, p int) (bool, error) {
+	err := setLock(f, unix.F_WRLCK, int64(p), 1, false)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// setLock sets a lock of type typ (or unlocks) on n bytes of f from at,
+// waiting for it if wait.
+func setLock(f *os.File, typ int16, at, n int64, wait bool) error {
 	for {
-		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: int64(p), Len: 1}
-		err := unix.FcntlFlock(f.Fd(), lockCmd, &lk)
+		cmd := unix.F_OFD_SETLK
 		switch {
-		case err == nil:
-			return true, nil
+		case ofd && wait:
+			cmd = unix.F_OFD_SETLKW
+		case !ofd && wait:
+			cmd = unix.F_SETLKW
+		case !ofd:
+			cmd = unix.F_SETLK
+		}
+		lk := unix.Flock_t{Type: typ, Whence: 0, Start: at, Len: n}
+		err := unix.FcntlFlock(f.Fd(), cmd, &lk)
+		switch {
 		case errors.Is(err, unix.EINTR):
-		case errors.Is(err, unix.EINVAL) && lockCmd == unix.F_OFD_SETLK:
-			// A kernel before 3.15: a process's own record locks, which
-			// are released as well when it ends (and only then: the file
-			// is never closed).
-			lockCmd = unix.F_SETLK
-		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES):
-			return false, nil
+		case errors.Is(err, unix.EINVAL) && ofd:
+			ofd = false
 		default:
-			return false, err
+			return err
 		}
 	}
 }

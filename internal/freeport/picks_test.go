@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,68 +183,6 @@ func TestPicksAreBelowTheEphemeralRange(t *testing.T) {
 	for _, p := range picks(60, "below") {
 		if p >= low {
 			t.Errorf("port %d handed out in the ephemeral range (from %d)", p, low)
-		}
-	}
-}
-
-// A port a live process of this package holds is not taken by another,
-// and is taken once that process has ended, however it ended: the lock
-// is the kernel's, dropped with the process. The child's lock file is
-// one of the test's own (TMPDIR), so that processes of other test runs
-// on the machine do not take the ports first.
-func TestAPortIsLockedForItsHoldersLife(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPickerChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"=20", "TMPDIR="+dir)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	var held []int
-	s := bufio.NewScanner(out)
-	for s.Scan() && s.Text() != "done" {
-		if p, ok := strings.CutPrefix(s.Text(), "port "); ok {
-			n, _ := strconv.Atoi(p)
-			held = append(held, n)
-		}
-	}
-	if len(held) < 20 {
-		t.Fatalf("the child printed %d ports", len(held))
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "retainer-freeport.lock"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("the child's lock file: %v", err)
-	}
-	defer f.Close()
-	try := func(p int) bool {
-		mu.Lock() // lockCmd
-		defer mu.Unlock()
-		ok, err := lockIn(f, p)
-		if err != nil {
-			t.Skipf("no locks on this file system: %v", err)
-		}
-		return ok
-	}
-	for _, p := range held {
-		if try(p) {
-			t.Fatalf("port %d, held by a live process, was locked by another", p)
-		}
-	}
-	cmd.Process.Kill() // no cleanup of its own: the kernel's
-	cmd.Wait()
-	for _, p := range held {
-		if !try(p) {
-			t.Errorf("port %d stayed locked after its holder was killed", p)
 		}
 	}
 }
