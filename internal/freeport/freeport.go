@@ -61,6 +61,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,6 +122,9 @@ var (
 	// (before 3.15): a process's own record locks then, released as well
 	// when it ends (and only then: the file is never closed).
 	ofd = true
+	// ownCursor is set once the machine's cursor could not be had: the
+	// search goes on at next.
+	ownCursor bool
 	// started is set once start has run.
 	started bool
 )
@@ -226,8 +230,8 @@ func search() (int, bool) {
 		return 0, false
 	}
 	from := next
-	if f := locks; f != nil && setLock(f, unix.F_WRLCK, cursorAt, cursorLen, true) == nil {
-		defer setLock(f, unix.F_UNLCK, cursorAt, cursorLen, false)
+	if f := locks; f != nil && !ownCursor && lockCursor(f) {
+		defer setLock(f, unix.F_UNLCK, cursorAt, cursorLen)
 		var b [cursorLen]byte
 		if n, _ := f.ReadAt(b[:], cursorAt); n == cursorLen {
 			if c := int(binary.LittleEndian.Uint32(b[:])); lo <= c && c < hi {
@@ -260,6 +264,26 @@ func search() (int, bool) {
 	return 0, false
 }
 
+// lockCursor takes the cursor's lock, waiting 2 s at most: a process
+// stopped while it held it (SIGSTOP, by a test that pauses a process
+// group) must not stop every other's search. Without it the search
+// starts at this process's own cursor, from then on (ownCursor); the
+// ports' locks still keep processes apart.
+func lockCursor(f *os.File) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := setLock(f, unix.F_WRLCK, cursorAt, cursorLen)
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) || time.Now().After(deadline) {
+			ownCursor = true
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // lock takes the port's byte of the lock file for the process's life,
 // and answers false when another process holds it. Without a lock file
 // every port is this process's to take.
@@ -280,7 +304,7 @@ func lock(p int) bool {
 // lockIn takes byte p of f, and answers false when another process holds
 // it.
 func lockIn(f *os.File, p int) (bool, error) {
-	err := setLock(f, unix.F_WRLCK, int64(p), 1, false)
+	err := setLock(f, unix.F_WRLCK, int64(p), 1)
 	switch {
 	case err == nil:
 		return true, nil
@@ -292,16 +316,11 @@ func lockIn(f *os.File, p int) (bool, error) {
 }
 
 // setLock sets a lock of type typ (or unlocks) on n bytes of f from at,
-// waiting for it if wait.
-func setLock(f *os.File, typ int16, at, n int64, wait bool) error {
+// without waiting for another process's.
+func setLock(f *os.File, typ int16, at, n int64) error {
 	for {
 		cmd := unix.F_OFD_SETLK
-		switch {
-		case ofd && wait:
-			cmd = unix.F_OFD_SETLKW
-		case !ofd && wait:
-			cmd = unix.F_SETLKW
-		case !ofd:
+		if !ofd {
 			cmd = unix.F_SETLK
 		}
 		lk := unix.Flock_t{Type: typ, Whence: 0, Start: at, Len: n}

@@ -116,13 +116,14 @@ func TestAHeldPortIsSkipped(t *testing.T) {
 	holder := startChild(t, 50, dir)
 	f := lockFile(t, dir)
 	mu.Lock()
-	err := setLock(f, unix.F_WRLCK, cursorAt, cursorLen, true)
-	if err == nil {
-		var b [cursorLen]byte
-		binary.LittleEndian.PutUint32(b[:], uint32(holder.ports[0]))
-		_, err = f.WriteAt(b[:], cursorAt)
-		setLock(f, unix.F_UNLCK, cursorAt, cursorLen, false)
+	if !lockCursor(f) {
+		mu.Unlock()
+		t.Fatal("the cursor's lock was not had in 2 s")
 	}
+	var b [cursorLen]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(holder.ports[0]))
+	_, err := f.WriteAt(b[:], cursorAt)
+	setLock(f, unix.F_UNLCK, cursorAt, cursorLen)
 	mu.Unlock()
 	if err != nil {
 		t.Fatalf("setting the cursor back: %v", err)
@@ -164,4 +165,26 @@ func TestPortsComeRoundTheRange(t *testing.T) {
 	if d := (next - last + hi - lo) % (hi - lo); d == 0 || d > 1000 {
 		t.Errorf("the next process began at port %d, the last ended at %d", next, last)
 	}
+}
+
+// A process that holds the cursor and does not let it go (stopped by a
+// test that paused its process group while it searched) keeps no other
+// from picking: the search waits a while (once), then starts at its
+// own.
+func TestAStuckCursorDoesNotStopTheSearch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f, err := os.OpenFile(filepath.Join(dir, "retainer-freeport.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mu.Lock()
+	held := lockCursor(f)
+	mu.Unlock()
+	if !held {
+		t.Fatal("the cursor's lock was not had")
+	}
+	c := startChild(t, 10, dir) // fails unless it printed its ports
+	c.stop()
 }
