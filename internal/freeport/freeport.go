@@ -35,17 +35,18 @@
 //     that holds it is skipped.
 //
 // The search starts at a cursor the processes of the machine share (the
-// lock file's first bytes, read and moved under a lock of its own), so
-// ports are handed out round the range: a port comes back only after the
-// rest of the range has been handed out, and a client or server left
-// over from a killed test process (one that still dials its etcd's old
-// port) does not meet the next process's server there. The range is the
-// 16384 ports under the ephemeral range (16384-32767 with Linux's
-// default), never under 10000, where the usual fixed ports of services
-// and of the bench scripts are. Where the ephemeral range leaves no room
-// below it, ports above it are used; where neither has room, or every
-// port there is taken (a message on standard error says so), the
-// kernel's choice on :0, registered and locked the same way.
+// lock file's first bytes, read and moved under a lock of its own, which
+// a process waits for 2 s at most before it goes on at a cursor of its
+// own), so ports are handed out round the range: a port comes back only
+// after the rest of the range has been handed out, and a client or
+// server left over from a killed test process (one that still dials its
+// etcd's old port) does not meet the next process's server there. The
+// range is the 16384 ports under the ephemeral range (16384-32767 with
+// Linux's default), never under 10000, where the usual fixed ports of
+// services and of the bench scripts are. Where the ephemeral range
+// leaves no room below it, ports above it are used; where neither has
+// room, or every port there is taken (a message on standard error says
+// so), the kernel's choice on :0, registered and locked the same way.
 // Where the lock file cannot be opened, ports are coordinated within the
 // process only (from a random start), as the listen check allows.
 package freeport
