@@ -77,17 +77,17 @@ var notCaps = map[string]string{
 	"objects/objects.go MaxKey":                 "R2's and S3's longest key (1,024 bytes): the API's contract, not a budget",
 	"objects/objects.go MaxListLimit":           "R2's most keys a list page answers (1,000): the API's contract",
 	"objects/objects.go maxDeleteKeys":          "R2's most keys one delete takes (1,000): the API's contract",
-	"objects/s3/s3.go maxName":                  "S3's longest object name (1,024 bytes): the backend's format",
+	"objects/s3/names.go maxName":               "S3's longest object name (1,024 bytes): the backend's format",
 	"internal/urlparse/urlparse.go MaxLength":   "past it the parse is left to the JavaScript parser (Deferred), nothing refused",
 	"internal/urlparse/urlparse.go maxSegments": "past it the parse is left to the JavaScript parser (Deferred), nothing refused",
 	"internal/urlparse/urlparse.go maxHost":     "DNS's longest name (255 bytes); past it the parse is Deferred, nothing refused",
 	"authz/authz.go MaxTenantBytes":             "a tenant id's longest form (README.md, API): the token format's contract, not a resource held",
-	"workers/wire/rpc.go maxHeld":               "answers held back to share one write (a batching knob): past it they are written, nothing refused",
+	"workers/wire/write.go maxHeld":             "answers held back to share one write (a batching knob): past it they are written, nothing refused",
 	"workers/wire/protocol.go MaxWorkerPost":    "the protocol's frame bound on a worker's own request, against a broken worker: a program's output is held below it by LogBytes and the other rows",
 	"workers/wire/protocol.go MaxGatewayFrame":  "what a worker reads from the trusted gateway, sized for ResponseBodyBytes' worst encoding: nothing a tenant sends reaches it",
-	"kv/cache/worker.go maxCarriedBytes":        "answers carried in one frame with the writes they wait for (a batching knob): past it an answer goes on its own, nothing refused",
-	"kv/cache/worker.go MaxCarriedAnswer":       "the largest answer carried with writes (a batching knob): a larger one goes on its own, nothing refused",
-	"workers/wire/rpc.go maxSpare":              "the largest write buffer kept for reuse: a larger one is dropped, nothing refused",
+	"kv/cache/queue.go maxCarriedBytes":         "answers carried in one frame with the writes they wait for (a batching knob): past it an answer goes on its own, nothing refused",
+	"kv/cache/queue.go MaxCarriedAnswer":        "the largest answer carried with writes (a batching knob): a larger one goes on its own, nothing refused",
+	"workers/wire/write.go maxSpare":            "the largest write buffer kept for reuse: a larger one is dropped, nothing refused",
 }
 
 // A cap is a row of budgets, so that the table in docs/architecture.md

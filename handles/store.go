@@ -374,7 +374,14 @@ func (s *Store) flush() {
 		if len(in) == 0 {
 			return
 		}
-		if err := s.w.Commit(ctx, txn); errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrFenced) {
+		// A registry commit like any other (writes.go): while the store
+		// holds it, so is metaMu, and a route's bind waiting for that
+		// lock sends nothing; writesOverdue must see this commit to
+		// refuse the next writes at once.
+		ended := s.commits.began()
+		err := s.w.Commit(ctx, txn)
+		ended()
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrFenced) {
 			for i := range in {
 				s.writeMeta(&in[i])
 			}

@@ -31,7 +31,9 @@ import (
 //     record is committed (its record and body deleted, its isolate
 //     closed): a deploy answered 503 never appears later;
 //   - while a write has waited for the store longer than the bound, new
-//     writes are refused at once rather than piling up behind it;
+//     writes are refused at once rather than piling up behind it (any
+//     registry commit counts, the flusher's of invocation counts too: a
+//     bind waits for its lock);
 //   - a commit whose answer was lost (etcd died with it in flight) may
 //     have been applied: its space is loaded again from the store before
 //     it is served next (unsure).

@@ -101,9 +101,12 @@ func TestLostAnswerReloadsTheSpace(t *testing.T) {
 type stallable struct {
 	persist.Store
 	gate sync.RWMutex
+	held atomic.Int32 // commits sent and not yet answered
 }
 
 func (s *stallable) Commit(ctx context.Context, txn persist.Txn) error {
+	s.held.Add(1)
+	defer s.held.Add(-1)
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	return s.Store.Commit(ctx, txn)
@@ -216,5 +219,117 @@ func TestWritesGivenUpOn(t *testing.T) {
 			t.Fatalf("after the stall: route b %q (want %s), c %q (want none), %d handles stored and %d listed (want 2), routes %+v", b, two, c, len(stored), len(listed), routes)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The flusher of invocation counts commits under the lock that a route's
+// bind takes too (metaMu, TestFlushesNeverUndoABind). While the store
+// holds that commit, a bind waits for the lock, is given up on before it
+// was sent, and leaves no commit of its own under way: the next write must
+// still be refused at once, because the flush's commit has waited past the
+// bound (it counts as a registry commit under way), not wait a bound
+// again and land when the store resumes. TestClusterRegistryWritesWhileEtcdPaused
+// saw exactly that once: bob's second bind, at a gateway whose only
+// commit held by the paused etcd was the flush's, answered 200 once etcd
+// resumed instead of 503 at once.
+func TestWritesRefusedBehindAStalledFlush(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var st *stallable
+	open := func() (persist.Store, error) {
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/flush"})
+		st = &stallable{Store: e}
+		return st, err
+	}
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	const bound = 300 * time.Millisecond
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.WriteBound = bound
+		o.FlushEvery = 20 * time.Millisecond
+	}
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	ctx := context.Background()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ExecutionID
+	if _, err := reg.BindRoute("alice", "shop", id); err != nil {
+		t.Fatal(err)
+	}
+	visit := func() {
+		t.Helper()
+		if out, err := reg.Serve(ctx, "shop", ResolveRoutes, program.WireRequest{Method: "GET", URL: "http://shop.apps.localhost/"}); err != nil || out.Status != 200 {
+			t.Fatalf("a visit: %d %v", out.Status, err)
+		}
+	}
+	visit()
+	// Wait for the visit's count to be flushed, so that no commit is
+	// under way when the store stalls.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.store.mu.Lock()
+		dirty := len(g.store.dirty)
+		g.store.mu.Unlock()
+		if dirty == 0 && st.held.Load() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the visit's count was not flushed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	st.gate.Lock()
+	stalled := true
+	defer func() {
+		if stalled {
+			st.gate.Unlock()
+		}
+	}()
+	// A visit makes the record dirty; the flusher's commit of its count
+	// is then held by the store, and holds metaMu.
+	visit()
+	for st.held.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the flusher sent no commit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Given up on while it waited for the flusher's lock: never sent.
+	if _, err := reg.BindRoute("alice", "first", id); fault.CodeOf(err) != fault.Overloaded {
+		t.Fatalf("a bind behind the flush held by the store: %v", err)
+	}
+	// By now the flush's commit has waited past the bound: refused at once.
+	if _, err := reg.BindRoute("alice", "second", id); fault.CodeOf(err) != fault.Overloaded || !errors.Is(err, errOverdue) {
+		t.Errorf("a bind once the flush's commit is overdue: %v, want OVERLOADED refused at once (%v)", err, errOverdue)
+	}
+	st.gate.Unlock()
+	stalled = false
+
+	// Once the store answers, writes go through, and neither bind given
+	// up on landed.
+	for {
+		_, err := reg.BindRoute("alice", "third", id)
+		if err == nil {
+			break
+		}
+		if fault.CodeOf(err) != fault.Overloaded || time.Now().After(deadline.Add(5*time.Second)) {
+			t.Fatalf("a bind once the store answers: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range []string{"first", "second"} {
+		if v, err := g.backing.Get(ctx, tableRoutes, key("apps", name)); err != nil || v != nil {
+			t.Errorf("route %s, given up on before it was sent, in the store: %q %v", name, v, err)
+		}
+	}
+	routes := reg.Routes("alice")
+	if len(routes) != 2 {
+		t.Errorf("alice's routes: %+v, want shop and third", routes)
 	}
 }

@@ -1,7 +1,9 @@
 package kv
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 )
 
@@ -12,4 +14,18 @@ import (
 func SpaceName(registry, tenant string) string {
 	sum := sha256.Sum256([]byte(registry + "\x00" + tenant))
 	return hex.EncodeToString(sum[:16])
+}
+
+// space is the key prefix of a tenant in a registry; the length prefixes
+// make it impossible for one space to be a prefix of another.
+func space(registry, tenant string) []byte {
+	var b bytes.Buffer
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(registry)))
+	b.Write(n[:])
+	b.WriteString(registry)
+	binary.BigEndian.PutUint32(n[:], uint32(len(tenant)))
+	b.Write(n[:])
+	b.WriteString(tenant)
+	return b.Bytes()
 }

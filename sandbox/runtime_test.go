@@ -27,6 +27,7 @@ func TestRuntimeSpecsOnTheCompiledRuntime(t *testing.T) {
 
 func checkRuntimeSpecs(t *testing.T, e *Engine) {
 	cases := []struct{ name, code, want string }{
+		{"deep recursion ends in a RangeError, the isolate goes on", `() => { const f = (n) => f(n + 1) + 1; let first = 'no'; try { f(0) } catch (e) { first = e.constructor.name } try { f(0); return 'no' } catch (e) { return [first, e.constructor.name, [1, 2].map((x) => x + 1)] } }`, `["RangeError","RangeError",[2,3]]`},
 		{"invalid header name", `() => { try { new Headers({'bad name': 'x'}); return 'no' } catch (e) { return e.constructor.name } }`, `"TypeError"`},
 		{"invalid header value", `() => { try { new Headers().set('x', 'a\r\nb'); return 'no' } catch (e) { return e.constructor.name } }`, `"TypeError"`},
 		{"header combining", `() => { const h = new Headers(); h.append('Accept', 'a'); h.append('accept', 'b'); return h.get('ACCEPT') }`, `"a, b"`},

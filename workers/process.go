@@ -38,7 +38,11 @@ type process struct {
 	clock      clock                  // their kill clock (killclock.go)
 	seq        uint64
 	dead       bool
-	ranOnce    bool   // it was sent a run (favour_linux.go)
+	// ranOnce and takenFirst are two facts, not one: every worker's
+	// first run of a tenant is favoured (a taken spare's, or a worker's
+	// started for its tenant), while only a taken spare owes the spares'
+	// count (beginTakenRun) the end of its first run.
+	ranOnce    bool   // it was sent a run of a tenant (favour_linux.go)
 	takenFirst bool   // taken as a spare, its first run not answered yet (spares.go)
 	overrunner uint64 // the call whose overrun made the gateway kill this worker
 	// overrunNotCaused: the worker used less than half the overrunning

@@ -1,8 +1,9 @@
 // Package wire is the protocol between the gateway's worker pool (package
 // workers) and a worker process (package child), the one thing both sides
 // share: the framed connection over their socketpair (rpc.go: length-
-// prefixed requests and answers in both directions, cancels, caps, corked
-// and held writes), every path with its direction and its caps and the
+// prefixed requests and answers in both directions, cancels, caps;
+// call.go: the calls a side sends; write.go: corked and held writes;
+// link.go: the socketpairs), every path with its direction and its caps and the
 // JSON messages on it (protocol.go), and the binary frames of the hot
 // paths, each with its own version byte: invocations and stream reads
 // (invokewire.go). What a worker's host cache says to the gateway's side

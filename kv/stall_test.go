@@ -1,0 +1,88 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stall rule itself (readStore, which a get, a listing and a write's
+// check of what it replaces all go through; docs/cluster.md, "Failures").
+func TestTheStallRule(t *testing.T) {
+	ns := space("apps", "t")
+	call := func(kv *KV, ctx context.Context, read func(ctx context.Context) error) error {
+		kv.mu.Lock()
+		defer kv.mu.Unlock()
+		return kv.readStore(ctx, ns, read)
+	}
+	reached := 0
+	count := func(context.Context) error { reached++; return nil }
+	storeRead := func(kv *KV) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := kv.w.Get(ctx, tableKV, append(ns, 'k'))
+			return err
+		}
+	}
+
+	// With a Bound: a read that fails within it marks nothing; one the
+	// store leaves unanswered past it (the Bound's or the caller's
+	// deadline, whichever is first) marks the store stalled, and the
+	// next is refused at once without reaching the store, until the
+	// store answers again (the probe).
+	for _, callerBound := range []time.Duration{0, 100 * time.Millisecond} {
+		kv, st := stallingKV(t, 400*time.Millisecond)
+		failing := errors.New("refused by the store")
+		if err := call(kv, context.Background(), func(context.Context) error { return failing }); err != failing {
+			t.Fatalf("a read that failed at once: %v", err)
+		}
+		reached = 0
+		if err := call(kv, context.Background(), count); err != nil || reached != 1 {
+			t.Fatalf("a read after one that failed within its bound: %v, reached the store %d times", err, reached)
+		}
+		st.reads.Store(true)
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if callerBound > 0 {
+			ctx, cancel = context.WithTimeout(ctx, callerBound)
+		}
+		err := call(kv, ctx, storeRead(kv))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("caller's bound %v: a read of the stalled store: %v", callerBound, err)
+		}
+		reached = 0
+		err = call(kv, context.Background(), count)
+		if !isOverloaded(err) || !strings.Contains(err.Error(), "has not answered") || reached != 0 {
+			t.Fatalf("caller's bound %v: the read after one went unanswered: %v, reached the store %d times", callerBound, err, reached)
+		}
+		st.reads.Store(false)
+		deadline := time.Now().Add(5 * time.Second)
+		for call(kv, context.Background(), count) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("caller's bound %v: reads still refused after the store answers again", callerBound)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// Without a Bound (one machine's bbolt): a read waits for the store
+	// whatever the caller's deadline, and nothing is ever marked.
+	kv, _ := stallingKV(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	err := call(kv, ctx, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); ok {
+			return errors.New("the read has a deadline")
+		}
+		time.Sleep(30 * time.Millisecond) // past the caller's deadline
+		return context.DeadlineExceeded
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("without a bound: %v", err)
+	}
+	reached = 0
+	if err := call(kv, context.Background(), count); err != nil || reached != 1 {
+		t.Fatalf("without a bound, the read after a failed one: %v, reached the store %d times", err, reached)
+	}
+}
