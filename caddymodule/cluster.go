@@ -172,6 +172,13 @@ func openBackends(a *App) (*backends, error) {
 		if err != nil {
 			return nil, err
 		}
+		// What the deploy journal held at open (docs/decisions.md, "A
+		// deploy's record is journalled").
+		r := b.Replayed()
+		a.logger.Sugar().Infof("store %s: %d journal entries replayed (%d-%d)", a.Store, r.Entries, r.From, r.To)
+		for _, n := range r.Notes {
+			a.logger.Sugar().Warnf("store %s: %s", a.Store, n)
+		}
 		return &backends{registry: b, receipts: b, writer: store.NewWriter(b)}, nil
 	}
 	repl := caddy.NewReplacer()

@@ -54,6 +54,7 @@ type Bolt struct {
 	// those queued (jcond: their count fell); per table, those a read
 	// waits for (pcond: one was written).
 	j       *journal
+	replay  Replay
 	applied atomic.Uint64
 	stuck   []*boltWrite
 	jqueued int
@@ -85,12 +86,12 @@ func OpenBolt(path string, openTimeout time.Duration) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	j, last, err := openJournal(path, db)
+	j, last, rep, err := openJournal(path, db)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	b := &Bolt{db: db, path: path, j: j, pend: map[string]int{}}
+	b := &Bolt{db: db, path: path, j: j, replay: rep, pend: map[string]int{}}
 	b.applied.Store(last)
 	b.jcond = sync.NewCond(&b.gmu)
 	b.pcond = sync.NewCond(&b.pmu)
@@ -129,6 +130,10 @@ func initSchema(db *bolt.DB) error {
 	})
 }
 
+// Replayed is what OpenBolt replayed from the journal, and found and did
+// not replay (journal.go), for the caller to log.
+func (b *Bolt) Replayed() Replay { return b.replay }
+
 // Path is the store's file.
 func (b *Bolt) Path() string { return b.path }
 
@@ -147,8 +152,11 @@ func (b *Bolt) Limits() Limits { return boltLimits }
 
 // Close implements Store.
 func (b *Bolt) Close() error {
-	b.drainJournal()
+	jerr := b.drainJournal()
 	err := b.writeClaimsLeft()
+	if err == nil {
+		err = jerr
+	}
 	if cerr := b.db.Close(); err == nil {
 		err = cerr
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -52,12 +53,17 @@ import (
 
 const (
 	journalSize = 1 << 20  // the file, written with zeros at creation
-	journalMax  = 64 << 10 // the largest entry
-	entryHead   = 4 + 4 + 4 + 8
-	entryMagic  = 0x524a4e31 // "RJN1"
+	journalMax  = 64 << 10 // the largest entry's fences and ops
+	runLen      = 16
+	// magic, length, checksum, then (checksummed) number, run, synced
+	entryHead  = 4 + 4 + 4 + 8 + runLen + 8
+	entryMagic = 0x524a4e32 // "RJN2"
 )
 
-var journalKey = []byte("journal")
+var (
+	journalKey = []byte("journal")     // the number of the last entry in bbolt
+	runKey     = []byte("journal-run") // the run whose entries bbolt takes
+)
 
 type journalledKey struct{}
 
@@ -73,14 +79,17 @@ func journalled(ctx context.Context) bool {
 	return v
 }
 
-// journal is the open file. mu orders the appends (off, next,
-// unsynced, broken); syncMu the fdatasyncs, each of which queues for
-// bbolt every write appended before it, in order.
+// journal is the open file. mu orders the appends (off, high, next,
+// synced, unsynced, broken); syncMu the fdatasyncs, each of which queues
+// for bbolt every write appended before it, in order.
 type journal struct {
 	f        *os.File
+	run      [runLen]byte // this start's, carried by its entries
 	mu       sync.Mutex
 	off      int64
+	high     int64  // the end of the furthest entry written
 	next     uint64 // the next entry's sequence number
+	synced   uint64 // the last entry whose fdatasync ended
 	unsynced []*boltWrite
 	broken   bool
 	syncMu   sync.Mutex
@@ -90,18 +99,28 @@ type journal struct {
 // or too large an entry): the caller commits plainly.
 var errJournalOff = errors.New("store: not journalled")
 
-// openJournal opens (or creates) the journal beside path and writes into
-// db the entries past the last db holds; answers the journal, ready to
-// append after them.
-func openJournal(path string, db *bolt.DB) (*journal, uint64, error) {
+// Replay is what OpenBolt found in the journal, for its caller to log.
+type Replay struct {
+	// Entries were written into bbolt, numbers From to To.
+	Entries  int
+	From, To uint64
+	// Notes says what was found and not replayed, and why.
+	Notes []string
+}
+
+// openJournal opens (or creates) the journal beside path, writes into db
+// the entries past the last db holds, of the run db names, names a new
+// run in db and clears the journal; answers it, ready to append.
+func openJournal(path string, db *bolt.DB) (*journal, uint64, Replay, error) {
+	var rep Replay
 	f, err := os.OpenFile(path+"-journal", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, rep, err
 	}
 	j := &journal{f: f}
-	fail := func(err error) (*journal, uint64, error) {
+	fail := func(err error) (*journal, uint64, Replay, error) {
 		f.Close()
-		return nil, 0, fmt.Errorf("the store's journal %s: %w", f.Name(), err)
+		return nil, 0, rep, fmt.Errorf("the store's journal %s: %w", f.Name(), err)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -125,73 +144,159 @@ func openJournal(path string, db *bolt.DB) (*journal, uint64, error) {
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, journalSize), buf); err != nil {
 		return fail(err)
 	}
-	entries := readEntries(buf)
+	if _, err := rand.Read(j.run[:]); err != nil {
+		return fail(err)
+	}
 	var last uint64
 	err = db.Update(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketMeta).Get(journalKey); len(v) == 8 {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(journalKey); len(v) == 8 {
 			last = binary.BigEndian.Uint64(v)
 		}
-		for _, e := range entries {
-			if e.seq > last {
-				if err := applyEntry(tx, &e.txn, e.seq); err != nil {
-					return err
-				}
-				last = e.seq
-			}
+		var run [runLen]byte
+		copy(run[:], meta.Get(runKey))
+		apply, notes, err := planReplay(buf, run, last)
+		if err != nil {
+			return err
 		}
-		return nil
+		rep.Notes = notes
+		for _, e := range apply {
+			if e.seq <= last {
+				continue // in bbolt already
+			}
+			if err := applyEntry(tx, &e.txn, e.seq); err != nil {
+				return err
+			}
+			if rep.Entries++; rep.From == 0 {
+				rep.From = e.seq
+			}
+			rep.To, last = e.seq, e.seq
+		}
+		// What this start appends is of a run of its own: no entry
+		// written before it is replayed after it.
+		return meta.Put(runKey, j.run[:])
 	})
 	if err != nil {
 		return fail(err)
 	}
-	if n := len(entries); n > 0 {
-		last = max(last, entries[n-1].seq)
+	// Every entry is in bbolt, or of no run bbolt takes: the journal is
+	// cleared, so that a copy of the store and its journal holds none.
+	for n := len(buf) - 1; n >= 0; n-- {
+		if buf[n] != 0 {
+			j.high = int64(n) + 1
+			break
+		}
+	}
+	if err := j.clear(); err != nil {
+		return fail(err)
 	}
 	j.next = last + 1
-	return j, last, nil
+	return j, last, rep, nil
+}
+
+// clear zeroes what the journal's entries were written over.
+func (j *journal) clear() error {
+	if j.high == 0 {
+		return nil
+	}
+	if _, err := j.f.WriteAt(make([]byte, min(j.high, journalSize)), 0); err != nil {
+		return err
+	}
+	j.high = 0
+	return fdatasync(j.f)
 }
 
 type entry struct {
-	seq uint64
-	txn Txn
+	seq    uint64
+	run    [runLen]byte
+	synced uint64 // the last entry synced when it was appended
+	txn    Txn
 }
 
-// readEntries reads the chain at the start of buf: entries whose
-// checksums hold and whose sequence numbers follow each other.
-func readEntries(buf []byte) []entry {
-	var out []entry
-	for off := 0; off+entryHead <= len(buf); {
-		h := buf[off:]
-		if binary.BigEndian.Uint32(h) != entryMagic {
+// planReplay reads the journal's bytes for a bbolt file written by run
+// through entry last: the chain at the start, entries of run whose
+// checksums hold and whose numbers follow each other, is replayed when
+// it continues bbolt (its first entry at most last+1). A damaged entry
+// answered (one appended after it names it synced) ends the chain before
+// entries answered after it: that is an error, not a torn tail.
+func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, error) {
+	var chain []entry
+	var notes []string
+	off := 0
+	for {
+		e, n, ok := parseEntry(buf[off:])
+		if !ok || e.run != run || (len(chain) > 0 && e.seq != chain[len(chain)-1].seq+1) {
+			if len(chain) == 0 && ok && e.run != run {
+				notes = append(notes, "the journal's entries are of another store file or of a start before the one that last wrote the file (the file was reset or restored): not replayed")
+			}
 			break
 		}
-		n := int(binary.BigEndian.Uint32(h[4:]))
-		if n > journalMax || off+entryHead+n > len(buf) {
-			break
-		}
-		body := h[12 : entryHead+n]
-		if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(h[8:]) {
-			break
-		}
-		seq := binary.BigEndian.Uint64(body)
-		if len(out) > 0 && seq != out[len(out)-1].seq+1 {
-			break
-		}
-		txn, ok := decodeTxn(body[8:])
-		if !ok {
-			break
-		}
-		out = append(out, entry{seq, txn})
-		off += entryHead + n
+		chain = append(chain, e)
+		off += n
 	}
-	return out
+	if len(chain) > 0 && chain[0].seq > last+1 {
+		return nil, append(notes, fmt.Sprintf("the journal's entries %d-%d do not continue the store, which ends at entry %d (a copy of it restored?): not replayed",
+			chain[0].seq, chain[len(chain)-1].seq, last)), nil
+	}
+	top := last
+	if len(chain) > 0 {
+		top = max(top, chain[len(chain)-1].seq)
+	}
+	// Entries answered after the chain's end, lost with it?
+	lost := uint64(0)
+	for o := off; o+entryHead <= len(buf); o++ {
+		if binary.BigEndian.Uint32(buf[o:]) != entryMagic {
+			continue
+		}
+		if e, _, ok := parseEntry(buf[o:]); ok && e.run == run && e.synced > top {
+			lost = max(lost, e.synced)
+		}
+	}
+	if lost > 0 {
+		return nil, nil, fmt.Errorf("%w: entry %d is damaged and entries answered after it follow (through %d at least); "+
+			"the store is not opened, so as not to lose them silently. Starting without the journal "+
+			"(move it aside) loses the deploys answered from entry %d on", ErrJournalDamaged, top+1, lost, top+1)
+	}
+	if off+entryHead <= len(buf) && binary.BigEndian.Uint32(buf[off:]) == entryMagic {
+		if _, _, ok := parseEntry(buf[off:]); !ok {
+			notes = append(notes, fmt.Sprintf("the journal's entry after %d is torn (a write the crash cut, never answered): dropped", top))
+		}
+	}
+	return chain, notes, nil
+}
+
+// ErrJournalDamaged refuses to open a store whose journal lost entries
+// answered to their callers (planReplay).
+var ErrJournalDamaged = errors.New("the journal is damaged")
+
+// parseEntry reads the entry at b's start: ok when its magic and checksum
+// hold and its ops decode; n is its length.
+func parseEntry(b []byte) (e entry, n int, ok bool) {
+	if len(b) < entryHead || binary.BigEndian.Uint32(b) != entryMagic {
+		return e, 0, false
+	}
+	l := int(binary.BigEndian.Uint32(b[4:]))
+	if l > journalMax || entryHead+l > len(b) {
+		return e, 0, false
+	}
+	body := b[12 : entryHead+l]
+	if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(b[8:]) {
+		return e, 0, false
+	}
+	e.seq = binary.BigEndian.Uint64(body)
+	copy(e.run[:], body[8:])
+	e.synced = binary.BigEndian.Uint64(body[8+runLen:])
+	if e.txn, ok = decodeTxn(body[16+runLen:]); !ok {
+		return entry{}, 0, false
+	}
+	return e, entryHead + l, true
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // encodeEntry is the entry's bytes: magic, length, checksum, sequence
-// number, then the fences and ops.
-func encodeEntry(seq uint64, txn *Txn) []byte {
+// number, run, the last entry synced, then the fences and ops.
+func encodeEntry(seq uint64, run [runLen]byte, synced uint64, txn *Txn) []byte {
 	b := make([]byte, entryHead, entryHead+64)
 	b = binary.AppendUvarint(b, uint64(len(txn.Fences)))
 	for _, f := range txn.Fences {
@@ -212,6 +317,8 @@ func encodeEntry(seq uint64, txn *Txn) []byte {
 	binary.BigEndian.PutUint32(b, entryMagic)
 	binary.BigEndian.PutUint32(b[4:], uint32(len(b)-entryHead))
 	binary.BigEndian.PutUint64(b[12:], seq)
+	copy(b[20:], run[:])
+	binary.BigEndian.PutUint64(b[20+runLen:], synced)
 	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[12:], crcTable))
 	return b
 }
@@ -327,7 +434,7 @@ func (b *Bolt) commitJournalled(txn *Txn) error {
 		j.off = 0 // every entry is in bbolt
 	}
 	w.seq = j.next
-	e := encodeEntry(w.seq, txn)
+	e := encodeEntry(w.seq, j.run, j.synced, txn)
 	if j.off+int64(len(e)) > journalSize {
 		j.mu.Unlock()
 		return errJournalOff
@@ -335,6 +442,7 @@ func (b *Bolt) commitJournalled(txn *Txn) error {
 	// What bbolt is given is what the journal holds, and none of the
 	// caller's slices.
 	t, _ := decodeTxn(e[entryHead:])
+	j.high = max(j.high, j.off+int64(len(e)))
 	w.txn = &t
 	if _, err := j.f.WriteAt(e, j.off); err != nil {
 		// It may be on disk: it is written into bbolt as nothing.
@@ -375,6 +483,11 @@ func (b *Bolt) syncJournal(w *boltWrite) {
 			x.void = true
 		}
 	}
+	j.mu.Lock()
+	if n := len(batch); n > 0 && !batch[n-1].void {
+		j.synced = max(j.synced, batch[n-1].seq)
+	}
+	j.mu.Unlock()
 	for _, x := range batch {
 		x.synced = true
 	}
@@ -438,12 +551,22 @@ func (b *Bolt) awaitJournal(table string) {
 }
 
 // drainJournal returns once every journalled write queued has been tried
-// in bbolt (Close); one that failed stays in the journal, replayed at the
-// next start.
-func (b *Bolt) drainJournal() {
+// in bbolt (Close), and ends the journal: cleared when every entry is in
+// bbolt; one that failed there stays, replayed at the next start.
+func (b *Bolt) drainJournal() error {
 	b.gmu.Lock()
 	for b.jqueued > 0 {
 		b.jcond.Wait()
 	}
+	stuck := len(b.stuck)
 	b.gmu.Unlock()
+	j := b.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	wasBroken := j.broken
+	j.broken = true
+	if wasBroken || stuck > 0 || len(j.unsynced) > 0 || b.applied.Load() != j.next-1 {
+		return nil
+	}
+	return j.clear()
 }

@@ -47,6 +47,13 @@ func journalChild() {
 			t.Fatal(err)
 		}
 		put(jctx, "handles", "b", "record b")
+	case "chain":
+		// bbolt's writer is held: 22 entries answered one after
+		// another, each naming the one before it synced.
+		holdWriter(nil, b)
+		for i := range 22 {
+			put(jctx, "handles", fmt.Sprintf("k%02d", i+1), "v")
+		}
 	case "ended":
 		// x is written into bbolt, then deleted by a plain commit: the
 		// journal still holds it (nothing was appended after it), and
@@ -144,21 +151,261 @@ func TestAJournalledCommitEndedSinceStaysEnded(t *testing.T) {
 
 // Replay reads the entries at the journal's start while their checksums
 // hold and their numbers follow each other: a torn entry ends it, and so
-// does an older one left past the newest.
+// does an older one left past the newest; a chain that does not continue
+// bbolt's last entry is not replayed.
 func TestReplayStopsAtATornOrOlderEntry(t *testing.T) {
+	run := [runLen]byte{1}
 	txn := func(k string) *Txn { return &Txn{Then: []Op{Put("t", []byte(k), []byte("v"))}} }
-	torn := encodeEntry(2, txn("b"))
+	torn := encodeEntry(2, run, 1, txn("b"))
 	torn[len(torn)-1] ^= 0xff
-	buf := append(append(append(encodeEntry(1, txn("a")), torn...), encodeEntry(3, txn("c"))...), make([]byte, 64)...)
-	if got := readEntries(buf); len(got) != 1 || got[0].seq != 1 {
-		t.Fatalf("past a torn entry: %+v", got)
+	// entry 3 was appended before 2 was synced: 2 was never answered.
+	buf := append(append(append(encodeEntry(1, run, 0, txn("a")), torn...), encodeEntry(3, run, 1, txn("c"))...), make([]byte, 64)...)
+	if got, notes, err := planReplay(buf, run, 0); err != nil || len(got) != 1 || got[0].seq != 1 || len(notes) != 1 {
+		t.Fatalf("past a torn entry: %+v %q %v", got, notes, err)
 	}
-	buf = append(append(encodeEntry(7, txn("new")), encodeEntry(5, txn("old"))...), make([]byte, 64)...)
-	if got := readEntries(buf); len(got) != 1 || got[0].seq != 7 || string(got[0].txn.Then[0].Key) != "new" {
-		t.Fatalf("past an older entry: %+v", got)
+	buf = append(append(encodeEntry(7, run, 6, txn("new")), encodeEntry(5, run, 4, txn("old"))...), make([]byte, 64)...)
+	if got, _, err := planReplay(buf, run, 6); err != nil || len(got) != 1 || got[0].seq != 7 || string(got[0].txn.Then[0].Key) != "new" {
+		t.Fatalf("past an older entry: %+v %v", got, err)
 	}
-	if got := readEntries(make([]byte, 128)); len(got) != 0 {
-		t.Fatalf("a new journal: %+v", got)
+	if got, notes, err := planReplay(buf, run, 4); err != nil || len(got) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "do not continue") {
+		t.Fatalf("a chain past a gap: %+v %q %v", got, notes, err)
+	}
+	if got, notes, err := planReplay(buf, [runLen]byte{2}, 6); err != nil || len(got) != 0 || len(notes) != 1 {
+		t.Fatalf("another run's chain: %+v %q %v", got, notes, err)
+	}
+	if got, notes, err := planReplay(make([]byte, 128), run, 0); len(got) != 0 || len(notes) != 0 || err != nil {
+		t.Fatalf("a new journal: %+v %q %v", got, notes, err)
+	}
+}
+
+// journalEmpty fails t unless the journal beside path is all zeros.
+func journalEmpty(t *testing.T, path, when string) {
+	t.Helper()
+	buf, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range buf {
+		if c != 0 {
+			t.Fatalf("%s the journal holds bytes (the first at %d)", when, i)
+		}
+	}
+}
+
+// A clean Close leaves an empty journal, and so does a replay at open:
+// a copy of the store taken while it is closed holds no entry.
+func TestACleanCloseLeavesAnEmptyJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := holdWriter(t, b)
+	for i := range 5 {
+		if err := b.Commit(jctx, Txn{Then: []Op{Put("handles", fmt.Appendf(nil, "k%d", i), []byte("v"))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	journalEmpty(t, path, "after a clean close")
+
+	killedAfterAnswers(t, path, "held")
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	journalEmpty(t, path, "after a replay at open")
+	if r := b.Replayed(); r.Entries != 2 {
+		t.Fatalf("replayed %+v, want the child's 2 entries", r)
+	}
+}
+
+// A fresh bbolt file beside an old journal (the store reset: registry.db
+// removed) replays nothing of it, after a clean stop or a kill -9.
+func TestAResetStoreReplaysNoOldJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	// A deleted record, stopped cleanly.
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(jctx, Txn{Then: []Op{Put("handles", []byte("x"), []byte("record x"))}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(context.Background(), Txn{Then: []Op{Delete("handles", []byte("x"))}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	os.Remove(path)
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := b.Get(context.Background(), "handles", []byte("x")); v != nil {
+		t.Fatalf("a deleted record came back into a reset store: %q", v)
+	}
+	b.Close()
+	// Records only in the journal, killed, then reset.
+	killedAfterAnswers(t, path, "held")
+	os.Remove(path)
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, k := range []string{"a", "b"} {
+		if v, _ := b.Get(context.Background(), "handles", []byte(k)); v != nil {
+			t.Fatalf("handles/%s of the old store came into a reset one: %q", k, v)
+		}
+	}
+	if r := b.Replayed(); r.Entries != 0 || len(r.Notes) != 1 {
+		t.Fatalf("replayed %+v, want nothing and a note", r)
+	}
+}
+
+// A copy of the store taken while it was stopped, restored over it after
+// the store went on (a record deployed and deleted since, then a kill -9),
+// replays nothing past the copy: the deleted record stays deleted.
+func TestARestoredCopyReplaysNothingPastIt(t *testing.T) {
+	dir := t.TempDir()
+	path, backup := filepath.Join(dir, "registry.db"), filepath.Join(dir, "backup.db")
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(jctx, Txn{Then: []Op{Put("handles", []byte("x1"), []byte("record x1"))}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	copyFile(t, path, backup)
+	// Stopped cleanly after x2 was deleted.
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(jctx, Txn{Then: []Op{Put("handles", []byte("x2"), []byte("record x2"))}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(context.Background(), Txn{Then: []Op{Delete("handles", []byte("x2"))}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	copyFile(t, backup, path)
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := b.Get(context.Background(), "handles", []byte("x2")); v != nil {
+		t.Fatalf("a record deleted after the copy came back: %q", v)
+	}
+	b.Close()
+	// Killed after x was deleted (the journal still holds it).
+	copyFile(t, backup, path)
+	killedAfterAnswers(t, path, "ended")
+	copyFile(t, backup, path)
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v, _ := b.Get(context.Background(), "handles", []byte("x")); v != nil {
+		t.Fatalf("a record deleted after the copy came back after a kill: %q", v)
+	}
+	if v, _ := b.Get(context.Background(), "handles", []byte("x1")); string(v) != "record x1" {
+		t.Fatalf("the copy's own record: %q", v)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chainOffsets are where the journal's first entries start, in order.
+func chainOffsets(t *testing.T, buf []byte) []int {
+	var offs []int
+	for off := 0; ; {
+		_, n, ok := parseEntry(buf[off:])
+		if !ok {
+			return offs
+		}
+		offs = append(offs, off)
+		off += n
+	}
+}
+
+// A byte flipped inside entry 5 of 22 answered one after another, with
+// 6-22 intact after it, is damage, not a torn tail: OpenBolt refuses the
+// store with an error naming the journal, the entry and what to do,
+// rather than losing 18 answered commits silently.
+func TestADamagedEntryMidChainRefusesToOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	killedAfterAnswers(t, path, "chain")
+	buf, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := chainOffsets(t, buf)
+	if len(offs) != 22 {
+		t.Fatalf("the journal holds %d entries, want 22", len(offs))
+	}
+	buf[offs[4]+entryHead+3] ^= 0x10
+	if err := os.WriteFile(path+"-journal", buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(path, 0)
+	if err == nil {
+		b.Close()
+		t.Fatal("a store whose journal lost answered entries opened")
+	}
+	if !errors.Is(err, ErrJournalDamaged) || !strings.Contains(err.Error(), path+"-journal") ||
+		!strings.Contains(err.Error(), "entry 5 ") || !strings.Contains(err.Error(), "move it aside") {
+		t.Fatalf("the error: %v", err)
+	}
+	// Moved aside, the store opens without them.
+	if err := os.Rename(path+"-journal", path+"-journal.damaged"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
+
+// The last entry torn (a write the crash cut, never answered) is dropped:
+// the store opens and replays the 21 before it, and says so.
+func TestATornLastEntryIsDroppedAndTheRestReplayed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	killedAfterAnswers(t, path, "chain")
+	buf, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := chainOffsets(t, buf)
+	if len(offs) != 22 {
+		t.Fatalf("the journal holds %d entries, want 22", len(offs))
+	}
+	buf[offs[21]+entryHead+3] ^= 0x10
+	if err := os.WriteFile(path+"-journal", buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if r := b.Replayed(); r.Entries != 21 || r.From != 1 || r.To != 21 || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "torn") {
+		t.Fatalf("replayed %+v, want entries 1-21 and a note of the torn one", r)
+	}
+	for i := range 22 {
+		v, _ := b.Get(context.Background(), "handles", fmt.Appendf(nil, "k%02d", i+1))
+		if (i < 21) != (string(v) == "v") {
+			t.Fatalf("k%02d after the replay: %q", i+1, v)
+		}
 	}
 }
 
@@ -242,7 +489,7 @@ func TestTheJournalStartsAgainOnceWritten(t *testing.T) {
 	b.j.mu.Lock()
 	off := b.j.off
 	b.j.mu.Unlock()
-	if n := int64(len(encodeEntry(1, &Txn{Then: []Op{Put("handles", []byte("k49"), []byte("v"))}}))); off != n {
+	if n := int64(len(encodeEntry(1, b.j.run, 0, &Txn{Then: []Op{Put("handles", []byte("k49"), []byte("v"))}}))); off != n {
 		t.Fatalf("the journal holds %d bytes after 50 commits each written; one entry is %d", off, n)
 	}
 }
