@@ -42,6 +42,16 @@ import (
 //     sequence numbers and a checksum, and replay reads from the start
 //     while both hold, so a torn entry (a write the crash cut, never
 //     answered) or an older one left past the newest ends it;
+//   - the journal is its bbolt file's: each OpenBolt names a random run
+//     in the meta bucket, entries carry theirs, and replay takes only
+//     the run bbolt names, and only a chain that continues bbolt's last
+//     entry; after a replay and after a clean Close the journal is
+//     zeroed. A reset file or a restored copy takes none of a stale
+//     journal's entries;
+//   - each entry carries the last entry synced when it was appended: a
+//     damaged entry with a valid one after it naming it synced was
+//     answered, and OpenBolt refuses the store (ErrJournalDamaged)
+//     rather than lose it and those after it silently;
 //   - a failed journal write or fdatasync ends the journal for the
 //     process: what it may have put on disk is marked written in bbolt
 //     (skipped by replay) before its caller falls back to a plain commit,
