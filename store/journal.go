@@ -237,7 +237,7 @@ func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, e
 		e, n, ok := parseEntry(buf[off:])
 		if !ok || e.run != run || (len(chain) > 0 && e.seq != chain[len(chain)-1].seq+1) {
 			if len(chain) == 0 && ok && e.run != run {
-				notes = append(notes, "the journal's entries are of another store file or of a start before the one that last wrote the file (the file was reset or restored): not replayed")
+				notes = append(notes, "the journal's entries are of another store file, or of another start of it than the one that last wrote it (the file was reset or restored): not replayed")
 			}
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -151,4 +152,82 @@ func TestFirstDeploysKilledMidwayAreWholeOrNone(t *testing.T) {
 		t.Fatalf("the bystander after kill -9: %d %s", status, body)
 	}
 	t.Logf("%d of %d deploys whole after the kill, the others absent", whole, n)
+}
+
+// The store restored from a copy taken while the gateway was stopped,
+// after a handle deployed and deleted since and a kill -9, then reset
+// (registry.db removed) after the same: the journal beside the file
+// brings neither deleted handle back (store/journal.go), the copy's own
+// handle serves, and the gateway logs what it did not replay.
+func TestARestoredOrResetStoreServesNoDeletedHandle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	config := exampleConfig(t, path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, err := binary(ctx, "retainer-token", "--sub", "victim").Output()
+	if err != nil {
+		t.Fatalf("retainer-token: %v", err)
+	}
+	tok := strings.TrimSpace(string(out))
+	const code = `{"retainHandles": true, "timeoutMs": 5000, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`
+	deploy := func(gw *gateway) string {
+		status, body := call(t, "POST", gw.api+"/executions", tok, code)
+		var dep struct{ ExecutionID string }
+		json.Unmarshal([]byte(body), &dep)
+		if status != 200 || dep.ExecutionID == "" {
+			t.Fatalf("deploy: %d %s", status, body)
+		}
+		return dep.ExecutionID
+	}
+	serves := func(id string) (int, string) {
+		return call(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", id, testPort), "", "")
+	}
+	copyFile := func(from, to string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deployed, deleted (204), killed: the journal still holds its record.
+	deletedThenKilled := func(gw *gateway) string {
+		id := deploy(gw)
+		if status, body := call(t, "DELETE", gw.api+"/handles/"+id, tok, ""); status != 204 {
+			t.Fatalf("DELETE %s: %d %s", id, status, body)
+		}
+		gw.cmd.Process.Kill()
+		gw.cmd.Wait()
+		return id
+	}
+	gone := func(gw *gateway, id, after string) {
+		if status, body := call(t, "GET", gw.api+"/handles/"+id, tok, ""); status != 404 {
+			t.Fatalf("the handle deleted before the %s: %d %s", after, status, body)
+		}
+		if status, body := serves(id); status == 200 {
+			t.Fatalf("the handle deleted before the %s serves: %s", after, body)
+		}
+		if !strings.Contains(gw.log.String(), "not replayed") {
+			t.Fatalf("the gateway did not log the journal not replayed after the %s:\n%s", after, gw.log.String())
+		}
+	}
+
+	gw := startGateway(t, ctx, config)
+	kept := deploy(gw)
+	gw.stop()
+	copyFile(path, path+".copy")
+	gw = startGateway(t, ctx, config)
+	x2 := deletedThenKilled(gw)
+	copyFile(path+".copy", path)
+	gw = startGateway(t, ctx, config)
+	gone(gw, x2, "restore")
+	if status, body := serves(kept); status != 200 || body != `{"served":1}` {
+		t.Fatalf("the copy's own handle after the restore: %d %s", status, body)
+	}
+	x3 := deletedThenKilled(gw)
+	os.Remove(path)
+	gw = startGateway(t, ctx, config)
+	defer gw.stop()
+	gone(gw, x3, "reset")
 }
