@@ -175,7 +175,11 @@ func openBackends(a *App) (*backends, error) {
 		// What the deploy journal held at open (docs/decisions.md, "A
 		// deploy's record is journalled").
 		r := b.Replayed()
-		a.logger.Sugar().Infof("store %s: %d journal entries replayed (%d-%d)", a.Store, r.Entries, r.From, r.To)
+		if r.Entries > 0 {
+			a.logger.Sugar().Infof("store %s: %d journal entries replayed (%d-%d)", a.Store, r.Entries, r.From, r.To)
+		} else {
+			a.logger.Sugar().Infof("store %s: no journal entry to replay", a.Store)
+		}
 		for _, n := range r.Notes {
 			a.logger.Sugar().Warnf("store %s: %s", a.Store, n)
 		}
