@@ -169,14 +169,31 @@ func TestWorkInProgressSurvivesNewcomers(t *testing.T) {
 // (a wait) does not start the count over.
 func TestTimeoutsTheProgramDidNotCauseAreNoStrikes(t *testing.T) {
 	_, mallory := attacked(t, "bound_strikes 2")
-	armed := time.Now().Add(2 * time.Second).UnixMilli()
-	slow := deploy(t, mallory, fmt.Sprintf(`async () => {
-		if (Date.now() > %d) await new Promise(r => setTimeout(r, 800));
-		return { fetch(req) {
-			if (req.url.endsWith('/spin')) for (;;) {}
-			return new Response('ok');
-		} };
-	}`, armed), map[string]any{"timeoutMs": 500})
+	// Its rebuilds wait from armed on; its deploy must come before. On a
+	// loaded machine a deploy (a tenant's first waits for a worker, and
+	// deploy tries again past OVERLOADED) may come after 2 s and then
+	// times out in that wait: it is made again, armed twice as late.
+	var slow string
+	var armed int64
+	for margin := 2 * time.Second; slow == ""; margin *= 2 {
+		armed = time.Now().Add(margin).UnixMilli()
+		req := map[string]any{"code": fmt.Sprintf(`async () => {
+			if (Date.now() > %d) await new Promise(r => setTimeout(r, 800));
+			return { fetch(req) {
+				if (req.url.endsWith('/spin')) for (;;) {}
+				return new Response('ok');
+			} };
+		}`, armed), "retainHandles": true, "timeoutMs": 500}
+		a := execute(t, mallory, req)
+		for deadline := time.Now().Add(10 * time.Second); a.code() == "OVERLOADED" && time.Now().Before(deadline); a = execute(t, mallory, req) {
+			time.Sleep(250 * time.Millisecond)
+		}
+		if a.status == 200 {
+			slow = a.json(t)["executionId"].(string)
+		} else if a.code() != "TIMEOUT" || time.Now().UnixMilli() < armed || margin >= 16*time.Second {
+			t.Fatalf("deploy: %d %.300s", a.status, a.body)
+		}
+	}
 	time.Sleep(time.Until(time.UnixMilli(armed)))
 	// Its worker lost: each request rebuilds it, and each rebuild times
 	// out waiting (the isolate is gone again, so the next one rebuilds).

@@ -329,3 +329,54 @@ func TestUnresolvableHostDoesNotNameTheResolver(t *testing.T) {
 		}
 	}
 }
+
+// An answer a handler's invocation returned unread is taken by the gateway
+// a moment after the answer (Take): a fetch at its handle's 16 meanwhile
+// waits for that, and goes on once one is taken; with none taken it
+// throws QUOTA_EXCEEDED as before.
+func TestFetchAtTheOwnersCapWaitsForAnAnsweredStream(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("chunked")) // no length: streamed
+		w.(http.Flusher).Flush()
+	}))
+	defer target.Close()
+	tu, _ := url.Parse(target.URL)
+	h := &Host{Fetcher: &Fetcher{Streams: &FetchStreams{}}}
+	call := func() (string, error) {
+		res, err := h.Serve(context.Background(), Call{Tenant: "alice", ExecutionID: "handle", Op: "fetch", Args: fetchArgsJSON(target.URL),
+			Grants: Grants{Capabilities: []string{"fetch"}, Outbound: []string{tu.Host}, AllowPrivate: true}})
+		var head struct{ Stream string }
+		json.Unmarshal(res, &head)
+		return head.Stream, err
+	}
+	var tokens []string
+	for i := 0; i < budgets.FetchStreamsPerOwner; i++ {
+		token, err := call()
+		if err != nil || token == "" {
+			t.Fatalf("fetch %d: %q %v", i, token, err)
+		}
+		tokens = append(tokens, token)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := call(); got <- err }()
+	// The 17th waits (a fetch that had thrown would be in got already
+	// when the body is taken).
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("the 17th fetch did not wait for an answered stream: %v", err)
+	default:
+	}
+	body, err := h.Fetcher.Streams.Take(tokens[0], "handle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	if err := <-got; err != nil {
+		t.Fatalf("the 17th fetch once one was taken: %v", err)
+	}
+	// 16 unread again, none taken: the 18th throws.
+	if _, err := call(); fault.CodeOf(err) != fault.QuotaExceeded {
+		t.Fatalf("the 18th with 16 unread: %v", err)
+	}
+}

@@ -32,6 +32,16 @@ const fetchChunk = 64 << 10
 // unreadStreamTimeout closes a stream nobody reads or takes for this long.
 const unreadStreamTimeout = 30 * time.Second
 
+// answeredTakeWait is how long a fetch (or bucket.get) at its owner's cap
+// of unread answers waits for one of them to be taken before it throws. A
+// handler's invocation that answers a body unread (`new Response(body)`)
+// no longer holds it, but the gateway takes it (Take) only once the answer
+// has come back and passed the output gate; meanwhile the handle's next
+// invocation already runs in its worker. A handle of concurrency 16 whose
+// invocations each answered an object's body threw at its 17th get (4-13
+// of 1,280 gets in TestObjectsAnsweredBodiesAreNotHeld).
+const answeredTakeWait = 2 * time.Second
+
 // Budgets (docs/architecture.md, "Budgets"): unread answers are charged to
 // the run or handle that fetched them and to its tenant, each capped below
 // the gateway's own bound, so one tenant's unread streams cannot take the
@@ -143,7 +153,9 @@ type place struct {
 // QUOTA_EXCEEDED in the program, and past the gateway's OVERLOADED, as an
 // open past them would; while the cap is only full of fetches on their way
 // (whose answers may be read whole and give their places back), it waits
-// for a place, within ctx (the run's bound).
+// for a place, within ctx (the run's bound). At the owner's cap of unread
+// answers it first waits answeredTakeWait for one to be taken (some may
+// have been answered by the handle's invocations already).
 func (fs *FetchStreams) reserve(ctx context.Context, owner, tenant string) (*place, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -154,16 +166,23 @@ func (fs *FetchStreams) reserve(ctx context.Context, owner, tenant string) (*pla
 		fs.dialOwner = map[string]int{}
 		fs.dialTenant = map[string]int{}
 	}
+	var taken <-chan time.Time // answeredTakeWait, from the first time at the owner's cap
 	for {
+		full := false
 		switch {
-		case fs.byOwner[owner] >= budgets.FetchStreamsPerOwner:
-			return nil, fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", budgets.FetchStreamsPerOwner)
 		case fs.byTenant[tenant] >= budgets.FetchStreamsPerTenant:
 			return nil, fault.New(fault.QuotaExceeded, "The tenant holds %d fetch answers unread or being relayed, the most it may: read them to their end or cancel their bodies first.", budgets.FetchStreamsPerTenant)
 		case len(fs.open)+fs.dialing >= budgets.FetchStreams:
 			return nil, fault.New(fault.Overloaded, "Too many streamed fetch answers are open on this gateway.")
+		case fs.byOwner[owner] >= budgets.FetchStreamsPerOwner:
+			if taken == nil {
+				t := time.NewTimer(answeredTakeWait)
+				defer t.Stop()
+				taken = t.C
+			}
+			full = true
 		}
-		if fs.byOwner[owner]+fs.dialOwner[owner] < budgets.FetchStreamsPerOwner && fs.byTenant[tenant]+fs.dialTenant[tenant] < budgets.FetchStreamsPerTenant {
+		if !full && fs.byOwner[owner]+fs.dialOwner[owner] < budgets.FetchStreamsPerOwner && fs.byTenant[tenant]+fs.dialTenant[tenant] < budgets.FetchStreamsPerTenant {
 			break
 		}
 		if fs.changed == nil {
@@ -174,6 +193,9 @@ func (fs *FetchStreams) reserve(ctx context.Context, owner, tenant string) (*pla
 		select {
 		case <-changed:
 			fs.mu.Lock()
+		case <-taken:
+			fs.mu.Lock()
+			return nil, fault.New(fault.QuotaExceeded, "This run or handle holds %d fetch answers unread, the most it may: read them to their end or cancel their bodies first.", budgets.FetchStreamsPerOwner)
 		case <-ctx.Done():
 			fs.mu.Lock()
 			return nil, fault.New(fault.QuotaExceeded, "This run or handle, or its tenant, has as many fetches on their way or unread as it may (%d, %d for the tenant); this one waited for a place until its run ended.", budgets.FetchStreamsPerOwner, budgets.FetchStreamsPerTenant)
