@@ -350,7 +350,9 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	fresh := map[string]*Record{}
 	err := s.w.Scan(ctx, tableHandles, store.Range{Prefix: prefix}, func(k, v []byte) bool {
 		var rec Record
-		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry {
+		// A deploy answered 503 whose take-back has not landed yet is
+		// not brought back (writes.go).
+		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry && !s.takeBacks.has(rec.ID) {
 			fresh[rec.ID] = &rec
 		}
 		return true

@@ -100,8 +100,9 @@ func (s *Store) insertRecord(ctx context.Context, r *Record, body []store.Op) er
 		}
 		// What was written is taken back, the meta first: a failure the
 		// store answered may still have been applied (an answer lost),
-		// and a deploy that failed must not appear later.
-		s.takeBack(r)
+		// and a deploy that failed must not appear later (retried until
+		// it lands, writes.go).
+		s.takeBackUntilLanded(r)
 		return err
 	}
 	return nil

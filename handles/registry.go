@@ -297,10 +297,8 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) error {
 	err := s.insertRecord(ctx, rec, body)
 	if err == nil && !settle(ctx) {
-		if err = s.takeBack(rec); err != nil {
-			// Not taken back: it stays, whole, in memory as in the store.
-			return err
-		}
+		// Taken back now, or retried until it lands (writes.go).
+		s.takeBackUntilLanded(rec)
 		err = errWriteDropped
 	}
 	if err != nil {

@@ -29,7 +29,11 @@ import (
 //     up on lands after a later one;
 //   - a deploy given up on after it was sent is taken back once its
 //     record is committed (its record and body deleted, its isolate
-//     closed): a deploy answered 503 never appears later;
+//     closed): a deploy answered 503 never appears later. A take-back the
+//     store refuses (this gateway lost its lease meanwhile and is
+//     rejoining: its fence went with it) is tried again until it lands,
+//     claiming the space again for it, and a reload of the space skips
+//     the record meanwhile (takeBackUntilLanded);
 //   - while a write has waited for the store longer than the bound, new
 //     writes are refused at once rather than piling up behind it (any
 //     registry commit counts, the flusher's of invocation counts too: a
@@ -200,4 +204,85 @@ func storeFault(err error, message string) error {
 		return fault.Wrap(fault.Internal, err, "%s", message)
 	}
 	return fault.Wrap(fault.Overloaded, err, "%s The registry's store did not take it; retry shortly.", message)
+}
+
+// takeBacks are the deploys answered 503 (or failed) whose record the
+// store may hold and whose take-back has not landed yet: a reload of their
+// space skips them (reloadSpace), so neither the unsure path nor a rejoin
+// brings back a deploy answered 503.
+type takeBacks struct {
+	mu      sync.Mutex
+	pending map[string]*Record
+}
+
+// has is whether the record id waits for its take-back.
+func (t *takeBacks) has(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending[id] != nil
+}
+
+// takeBackRetry is the longest wait between two tries of a take-back.
+const takeBackRetry = time.Second
+
+// takeBackUntilLanded takes r back (records.go, takeBack), and when the
+// store refuses (etcd stalled, this gateway's lease lost by its clock or
+// at etcd and its fence with it, the gateway rejoining) keeps trying in
+// the background until it lands: each try claims the space for this
+// gateway first (own, which reloads it without r), so a take-back is not
+// lost with the lease it was sent under. It ends once the store holds no
+// record of r, whoever deleted it, or when the store closes. What stays
+// out of reach: another gateway that claimed the space before this one
+// could (its lease kept at etcd while this one's expired) has loaded the
+// record and serves it until it loses the space; the take-back lands once
+// this gateway can claim it (docs/cluster.md, "Failures").
+func (s *Store) takeBackUntilLanded(r *Record) {
+	s.takeBacks.mu.Lock()
+	if s.takeBacks.pending == nil {
+		s.takeBacks.pending = map[string]*Record{}
+	}
+	s.takeBacks.pending[r.ID] = r
+	s.takeBacks.mu.Unlock()
+	if s.takeBack(r) == nil {
+		s.tookBack(r)
+		return
+	}
+	go func() {
+		wait := 50 * time.Millisecond
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, takeBackRetry)
+			if s.tryTakeBack(r) {
+				s.tookBack(r)
+				return
+			}
+		}
+	}()
+}
+
+// tookBack ends r's wait for its take-back.
+func (s *Store) tookBack(r *Record) {
+	s.takeBacks.mu.Lock()
+	delete(s.takeBacks.pending, r.ID)
+	s.takeBacks.mu.Unlock()
+}
+
+// tryTakeBack is one try of a take-back the store refused before,
+// answering whether the store now holds no record of r.
+func (s *Store) tryTakeBack(r *Record) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.opts.WriteBound, takeBackRetry))
+	defer cancel()
+	if s.opts.Own != nil {
+		if err := s.own(ctx, r.Registry, r.Tenant); err != nil {
+			// Not this gateway's to write (yet): nothing to do if the
+			// record is not stored.
+			v, err := s.w.Get(ctx, tableHandles, key(r.Registry, r.ID))
+			return err == nil && v == nil
+		}
+	}
+	return s.takeBack(r) == nil
 }
