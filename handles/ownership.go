@@ -42,7 +42,7 @@ func (s *Store) own(ctx context.Context, registry, tenant string) error {
 		return nil
 	}
 	if err := s.reloadSpace(ctx, registry, tenant); err != nil {
-		return err
+		return storeFault(err, "The tenant's handles could not be loaded.")
 	}
 	s.owned[space] = true
 	return nil
