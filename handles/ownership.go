@@ -347,12 +347,21 @@ func (r *Registry) storedTenantOfKey(ctx context.Context, k string, resolve Reso
 // failover). ownMu is held.
 func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error {
 	prefix := []byte(registry + "\x00")
+	// Deploys given up on, marked by any gateway, are skipped and taken
+	// back (writes.go).
+	marked, err := s.marksOf(ctx, registry, tenant)
+	if err != nil {
+		return err
+	}
+	for _, r := range marked {
+		go s.takeBackUntilLanded(r)
+	}
 	fresh := map[string]*Record{}
-	err := s.w.Scan(ctx, tableHandles, store.Range{Prefix: prefix}, func(k, v []byte) bool {
+	err = s.w.Scan(ctx, tableHandles, store.Range{Prefix: prefix}, func(k, v []byte) bool {
 		var rec Record
 		// A deploy answered 503 whose take-back has not landed yet is
 		// not brought back (writes.go).
-		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry && !s.takeBacks.has(rec.ID) {
+		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry && !s.takeBacks.has(rec.ID) && marked[rec.ID] == nil {
 			fresh[rec.ID] = &rec
 		}
 		return true

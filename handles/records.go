@@ -112,6 +112,7 @@ func (s *Store) insertRecord(ctx context.Context, r *Record, body []store.Op) er
 // meta first, then its body, so it is never stored without its body.
 func (s *Store) takeBack(r *Record) error {
 	ops := append([]store.Op{store.Delete(tableHandles, key(r.Registry, r.ID))}, bodyDeletes(r)...)
+	ops = append(ops, store.Delete(tableTakeBacks, key(r.Registry, r.ID))) // its mark, if any (writes.go)
 	return s.commitChunked(context.Background(), r.Registry, r.Tenant, ops)
 }
 

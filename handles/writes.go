@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -29,11 +30,13 @@ import (
 //     up on lands after a later one;
 //   - a deploy given up on after it was sent is taken back once its
 //     record is committed (its record and body deleted, its isolate
-//     closed): a deploy answered 503 never appears later. A take-back the
-//     store refuses (this gateway lost its lease meanwhile and is
-//     rejoining: its fence went with it) is tried again until it lands,
-//     claiming the space again for it, and a reload of the space skips
-//     the record meanwhile (takeBackUntilLanded);
+//     closed): a deploy answered 503 never appears later. The moment it is
+//     given up on, it is marked in the store (tableTakeBacks, unfenced,
+//     sent behind its record), so any gateway that loads the space skips
+//     the record and takes it back; a take-back the store refuses (this
+//     gateway lost its lease meanwhile and is rejoining: its fence went
+//     with it) is tried again until it lands, claiming the space again
+//     for it (takeBackUntilLanded);
 //   - while a write has waited for the store longer than the bound, new
 //     writes are refused at once rather than piling up behind it (any
 //     registry commit counts, the flusher's of invocation counts too: a
@@ -63,6 +66,9 @@ type boundedWriteKey struct{}
 // errWriteDropped ends a write its caller gave up on before it was sent;
 // nobody reads it.
 var errWriteDropped = errors.New("handles: the write was given up on before it was sent")
+
+// errWriteAbandoned is the cause of a write given up on after it was sent.
+var errWriteAbandoned = errors.New("handles: the write was given up on after it was sent")
 
 // sending marks the write ctx carries as sent, answering false when its
 // caller gave up on it first: then nothing of it may reach the store or
@@ -119,7 +125,7 @@ func bounded[T any](s *Store, write func(ctx context.Context) (T, error)) (T, er
 		return none, fault.New(fault.Overloaded, "The registry's store did not take the write within %v; nothing was written. Retry shortly.", bound)
 	}
 	if w.state.CompareAndSwap(writeSent, writeAbandoned) {
-		return none, fault.New(fault.Overloaded, "The registry's store has not answered the write within %v; it may still be applied, whole or not at all. Retry shortly.", bound)
+		return none, fault.Wrap(fault.Overloaded, errWriteAbandoned, "The registry's store has not answered the write within %v; it may still be applied, whole or not at all. Retry shortly.", bound)
 	}
 	a := <-done // it ended as the bound passed
 	return a.v, a.err
@@ -222,6 +228,53 @@ func (t *takeBacks) has(id string) bool {
 	return t.pending[id] != nil
 }
 
+// tableTakeBacks holds, by registry and record id, the deploys given up on
+// after their record was sent (value: takeBackMark): any gateway that
+// loads the space skips the record and takes it back. The mark is sent
+// the moment the deploy is given up on, while etcd still holds its
+// record's transaction, so etcd applies it before it can let the
+// gateway's lease expire and another gateway claim the space and load it
+// (docs/cluster.md, "Failures").
+const tableTakeBacks = "takebacks"
+
+// takeBackMark is a take-back's mark in tableTakeBacks.
+type takeBackMark struct {
+	Tenant     string `json:"tenant"`
+	BodyChunks int    `json:"bodyChunks"`
+}
+
+// markTakeBack records, in memory and in the store (unfenced: the mark
+// must land even once this gateway's fence is gone), that r's deploy was
+// given up on after its record was sent. Cluster only.
+func (s *Store) markTakeBack(r *Record) {
+	s.takeBacks.mu.Lock()
+	if s.takeBacks.pending == nil {
+		s.takeBacks.pending = map[string]*Record{}
+	}
+	s.takeBacks.pending[r.ID] = r
+	s.takeBacks.mu.Unlock()
+	v, err := json.Marshal(takeBackMark{Tenant: r.Tenant, BodyChunks: r.BodyChunks})
+	if err != nil {
+		return
+	}
+	go s.w.Store.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(tableTakeBacks, key(r.Registry, r.ID), v)}})
+}
+
+// marksOf answers the records of a tenant's space marked for a take-back
+// by any gateway (reloadSpace skips and takes them back).
+func (s *Store) marksOf(ctx context.Context, registry, tenant string) (map[string]*Record, error) {
+	out := map[string]*Record{}
+	err := s.w.Scan(ctx, tableTakeBacks, store.Range{Prefix: []byte(registry + "\x00")}, func(k, v []byte) bool {
+		var m takeBackMark
+		_, id, ok := splitKey(k)
+		if ok && json.Unmarshal(v, &m) == nil && m.Tenant == tenant {
+			out[id] = &Record{ID: id, Registry: registry, Tenant: tenant, BodyChunks: m.BodyChunks}
+		}
+		return true
+	})
+	return out, err
+}
+
 // takeBackRetry is the longest wait between two tries of a take-back.
 const takeBackRetry = time.Second
 
@@ -231,11 +284,9 @@ const takeBackRetry = time.Second
 // the background until it lands: each try claims the space for this
 // gateway first (own, which reloads it without r), so a take-back is not
 // lost with the lease it was sent under. It ends once the store holds no
-// record of r, whoever deleted it, or when the store closes. What stays
-// out of reach: another gateway that claimed the space before this one
-// could (its lease kept at etcd while this one's expired) has loaded the
-// record and serves it until it loses the space; the take-back lands once
-// this gateway can claim it (docs/cluster.md, "Failures").
+// record of r, whoever deleted it (another gateway that claimed the space
+// first skips and takes back a marked record: markTakeBack), or when the
+// store closes (docs/cluster.md, "Failures").
 func (s *Store) takeBackUntilLanded(r *Record) {
 	s.takeBacks.mu.Lock()
 	if s.takeBacks.pending == nil {
