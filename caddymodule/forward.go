@@ -60,11 +60,16 @@ type clusterNode struct {
 // lease); the owner stays reachable through errors.As.
 func ownFault(err error) error {
 	var el *cluster.Elsewhere
+	var f *fault.Fault
 	switch {
 	case errors.As(err, &el):
 		return fault.Wrap(fault.Overloaded, err, "This tenant is being served by another gateway; try again.")
 	case errors.Is(err, cluster.ErrLost):
 		return fault.Wrap(fault.Overloaded, err, "This gateway is rejoining its cluster; try again.")
+	case err != nil && !errors.As(err, &f):
+		// etcd failed the claim otherwise (unavailable, timed out): what
+		// needs etcd is retryable (docs/cluster.md, "Failures").
+		return fault.Wrap(fault.Overloaded, err, "The cluster's store did not answer for this tenant's space; try again.")
 	}
 	return err
 }

@@ -301,6 +301,12 @@ func (m *Member) Claim(ctx context.Context, space string) (store.Fence, error) {
 		addr, _ := m.addressOf(ctx, owned.Holder)
 		return store.Fence{}, &Elsewhere{Space: space, Name: owned.Holder, Address: addr}
 	}
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// etcd let the lease expire before this member learnt it (a claim
+		// sent as a paused etcd resumed): the member is lost, as its
+		// renewal will find, and the claim is refused as a lost lease's.
+		return store.Fence{}, ErrLost
+	}
 	return f, err
 }
 

@@ -417,3 +417,19 @@ func TestRenewKeepsWhatEtcdKept(t *testing.T) {
 		t.Fatalf("a write under the expired lease's fence: %v", err)
 	}
 }
+
+// A claim sent by a member whose lease etcd let expire before the member
+// learnt it (a paused etcd resumed and expired it first) is refused as a
+// lost lease's, ErrLost, which the gateway answers 503 OVERLOADED: before,
+// etcd's "requested lease not found" reached the visitor as 500 INTERNAL
+// (the red team's 1.2-lease pause).
+func TestClaimUnderAnExpiredLeaseIsLost(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "gw-a")
+	if _, err := a.e.Client().Revoke(ctx, a.m.LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.m.Claim(ctx, store.Space("apps", "alice")); !errors.Is(err, cluster.ErrLost) {
+		t.Fatalf("a claim under the lease etcd expired: %v, want ErrLost", err)
+	}
+}

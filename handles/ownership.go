@@ -42,7 +42,7 @@ func (s *Store) own(ctx context.Context, registry, tenant string) error {
 		return nil
 	}
 	if err := s.reloadSpace(ctx, registry, tenant); err != nil {
-		return err
+		return storeFault(err, "The tenant's handles could not be loaded.")
 	}
 	s.owned[space] = true
 	return nil
@@ -347,10 +347,21 @@ func (r *Registry) storedTenantOfKey(ctx context.Context, k string, resolve Reso
 // failover). ownMu is held.
 func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error {
 	prefix := []byte(registry + "\x00")
+	// Deploys given up on, marked by any gateway, are skipped and taken
+	// back (writes.go).
+	marked, err := s.marksOf(ctx, registry, tenant)
+	if err != nil {
+		return err
+	}
+	for _, r := range marked {
+		go s.takeBackUntilLanded(r)
+	}
 	fresh := map[string]*Record{}
-	err := s.w.Scan(ctx, tableHandles, store.Range{Prefix: prefix}, func(k, v []byte) bool {
+	err = s.w.Scan(ctx, tableHandles, store.Range{Prefix: prefix}, func(k, v []byte) bool {
 		var rec Record
-		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry {
+		// A deploy answered 503 whose take-back has not landed yet is
+		// not brought back (writes.go).
+		if json.Unmarshal(v, &rec) == nil && rec.Tenant == tenant && rec.Registry == registry && !s.takeBacks.has(rec.ID) && marked[rec.ID] == nil {
 			fresh[rec.ID] = &rec
 		}
 		return true

@@ -103,8 +103,9 @@ func (s *Store) insertRecord(ctx context.Context, r *Record, body []store.Op) er
 		}
 		// What was written is taken back, the meta first: a failure the
 		// store answered may still have been applied (an answer lost),
-		// and a deploy that failed must not appear later.
-		s.takeBack(r)
+		// and a deploy that failed must not appear later (retried until
+		// it lands, writes.go).
+		s.takeBackUntilLanded(r)
 		return err
 	}
 	return nil
@@ -114,6 +115,7 @@ func (s *Store) insertRecord(ctx context.Context, r *Record, body []store.Op) er
 // meta first, then its body, so it is never stored without its body.
 func (s *Store) takeBack(r *Record) error {
 	ops := append([]store.Op{store.Delete(tableHandles, key(r.Registry, r.ID))}, bodyDeletes(r)...)
+	ops = append(ops, store.Delete(tableTakeBacks, key(r.Registry, r.ID))) // its mark, if any (writes.go)
 	return s.commitChunked(context.Background(), r.Registry, r.Tenant, ops)
 }
 

@@ -277,6 +277,11 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	s.records[rec.ID] = rec
 	s.mu.Unlock()
 	if _, err := bounded(s, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.keepRecord(ctx, rec, body) }); err != nil {
+		if errors.Is(err, errWriteAbandoned) {
+			// Given up on while etcd holds its record: marked at once, so
+			// whoever loads the space next skips it (writes.go).
+			s.markTakeBack(rec)
+		}
 		if errors.Is(err, errOverdue) {
 			// Refused before keepRecord ran: nothing was sent.
 			s.mu.Lock()
@@ -297,10 +302,8 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) error {
 	err := s.insertRecord(ctx, rec, body)
 	if err == nil && !settle(ctx) {
-		if err = s.takeBack(rec); err != nil {
-			// Not taken back: it stays, whole, in memory as in the store.
-			return err
-		}
+		// Taken back now, or retried until it lands (writes.go).
+		s.takeBackUntilLanded(rec)
 		err = errWriteDropped
 	}
 	if err != nil {

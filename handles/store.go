@@ -146,6 +146,7 @@ type Store struct {
 	held       *budgets.Bytes                      // answers' bodies held whole for the API (invoke.go)
 	sched      scheduleState                       // cron ticks claimed, firings (schedules.go)
 	commits    commitsUnderWay                     // registry commits waiting for the store (writes.go)
+	takeBacks  takeBacks                           // deploys answered 503 whose take-back has not landed (writes.go)
 
 	// ownMu serializes reloads of spaces; owned are the spaces this
 	// gateway owns and has reloaded (ownership.go).

@@ -2,6 +2,7 @@ package handles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,13 @@ import (
 //     up on lands after a later one;
 //   - a deploy given up on after it was sent is taken back once its
 //     record is committed (its record and body deleted, its isolate
-//     closed): a deploy answered 503 never appears later;
+//     closed): a deploy answered 503 never appears later. The moment it is
+//     given up on, it is marked in the store (tableTakeBacks, unfenced,
+//     sent behind its record), so any gateway that loads the space skips
+//     the record and takes it back; a take-back the store refuses (this
+//     gateway lost its lease meanwhile and is rejoining: its fence went
+//     with it) is tried again until it lands, claiming the space again
+//     for it (takeBackUntilLanded);
 //   - while a write has waited for the store longer than the bound, new
 //     writes are refused at once rather than piling up behind it (any
 //     registry commit counts, the flusher's of invocation counts too: a
@@ -59,6 +66,9 @@ type boundedWriteKey struct{}
 // errWriteDropped ends a write its caller gave up on before it was sent;
 // nobody reads it.
 var errWriteDropped = errors.New("handles: the write was given up on before it was sent")
+
+// errWriteAbandoned is the cause of a write given up on after it was sent.
+var errWriteAbandoned = errors.New("handles: the write was given up on after it was sent")
 
 // sending marks the write ctx carries as sent, answering false when its
 // caller gave up on it first: then nothing of it may reach the store or
@@ -115,7 +125,7 @@ func bounded[T any](s *Store, write func(ctx context.Context) (T, error)) (T, er
 		return none, fault.New(fault.Overloaded, "The registry's store did not take the write within %v; nothing was written. Retry shortly.", bound)
 	}
 	if w.state.CompareAndSwap(writeSent, writeAbandoned) {
-		return none, fault.New(fault.Overloaded, "The registry's store has not answered the write within %v; it may still be applied, whole or not at all. Retry shortly.", bound)
+		return none, fault.Wrap(fault.Overloaded, errWriteAbandoned, "The registry's store has not answered the write within %v; it may still be applied, whole or not at all. Retry shortly.", bound)
 	}
 	a := <-done // it ended as the bound passed
 	return a.v, a.err
@@ -200,4 +210,130 @@ func storeFault(err error, message string) error {
 		return fault.Wrap(fault.Internal, err, "%s", message)
 	}
 	return fault.Wrap(fault.Overloaded, err, "%s The registry's store did not take it; retry shortly.", message)
+}
+
+// takeBacks are the deploys answered 503 (or failed) whose record the
+// store may hold and whose take-back has not landed yet: a reload of their
+// space skips them (reloadSpace), so neither the unsure path nor a rejoin
+// brings back a deploy answered 503.
+type takeBacks struct {
+	mu      sync.Mutex
+	pending map[string]*Record
+}
+
+// has is whether the record id waits for its take-back.
+func (t *takeBacks) has(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending[id] != nil
+}
+
+// tableTakeBacks holds, by registry and record id, the deploys given up on
+// after their record was sent (value: takeBackMark): any gateway that
+// loads the space skips the record and takes it back. The mark is sent
+// the moment the deploy is given up on, while etcd still holds its
+// record's transaction, so etcd applies it before it can let the
+// gateway's lease expire and another gateway claim the space and load it
+// (docs/cluster.md, "Failures").
+const tableTakeBacks = "takebacks"
+
+// takeBackMark is a take-back's mark in tableTakeBacks.
+type takeBackMark struct {
+	Tenant     string `json:"tenant"`
+	BodyChunks int    `json:"bodyChunks"`
+}
+
+// markTakeBack records, in memory and in the store (unfenced: the mark
+// must land even once this gateway's fence is gone), that r's deploy was
+// given up on after its record was sent. Cluster only.
+func (s *Store) markTakeBack(r *Record) {
+	s.takeBacks.mu.Lock()
+	if s.takeBacks.pending == nil {
+		s.takeBacks.pending = map[string]*Record{}
+	}
+	s.takeBacks.pending[r.ID] = r
+	s.takeBacks.mu.Unlock()
+	v, err := json.Marshal(takeBackMark{Tenant: r.Tenant, BodyChunks: r.BodyChunks})
+	if err != nil {
+		return
+	}
+	go s.w.Store.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(tableTakeBacks, key(r.Registry, r.ID), v)}})
+}
+
+// marksOf answers the records of a tenant's space marked for a take-back
+// by any gateway (reloadSpace skips and takes them back).
+func (s *Store) marksOf(ctx context.Context, registry, tenant string) (map[string]*Record, error) {
+	out := map[string]*Record{}
+	err := s.w.Scan(ctx, tableTakeBacks, store.Range{Prefix: []byte(registry + "\x00")}, func(k, v []byte) bool {
+		var m takeBackMark
+		_, id, ok := splitKey(k)
+		if ok && json.Unmarshal(v, &m) == nil && m.Tenant == tenant {
+			out[id] = &Record{ID: id, Registry: registry, Tenant: tenant, BodyChunks: m.BodyChunks}
+		}
+		return true
+	})
+	return out, err
+}
+
+// takeBackRetry is the longest wait between two tries of a take-back.
+const takeBackRetry = time.Second
+
+// takeBackUntilLanded takes r back (records.go, takeBack), and when the
+// store refuses (etcd stalled, this gateway's lease lost by its clock or
+// at etcd and its fence with it, the gateway rejoining) keeps trying in
+// the background until it lands: each try claims the space for this
+// gateway first (own, which reloads it without r), so a take-back is not
+// lost with the lease it was sent under. It ends once the store holds no
+// record of r, whoever deleted it (another gateway that claimed the space
+// first skips and takes back a marked record: markTakeBack), or when the
+// store closes (docs/cluster.md, "Failures").
+func (s *Store) takeBackUntilLanded(r *Record) {
+	s.takeBacks.mu.Lock()
+	if s.takeBacks.pending == nil {
+		s.takeBacks.pending = map[string]*Record{}
+	}
+	s.takeBacks.pending[r.ID] = r
+	s.takeBacks.mu.Unlock()
+	if s.takeBack(r) == nil {
+		s.tookBack(r)
+		return
+	}
+	go func() {
+		wait := 50 * time.Millisecond
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, takeBackRetry)
+			if s.tryTakeBack(r) {
+				s.tookBack(r)
+				return
+			}
+		}
+	}()
+}
+
+// tookBack ends r's wait for its take-back.
+func (s *Store) tookBack(r *Record) {
+	s.takeBacks.mu.Lock()
+	delete(s.takeBacks.pending, r.ID)
+	s.takeBacks.mu.Unlock()
+}
+
+// tryTakeBack is one try of a take-back the store refused before,
+// answering whether the store now holds no record of r.
+func (s *Store) tryTakeBack(r *Record) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.opts.WriteBound, takeBackRetry))
+	defer cancel()
+	if s.opts.Own != nil {
+		if err := s.own(ctx, r.Registry, r.Tenant); err != nil {
+			// Not this gateway's to write (yet): nothing to do if the
+			// record is not stored.
+			v, err := s.w.Get(ctx, tableHandles, key(r.Registry, r.ID))
+			return err == nil && v == nil
+		}
+	}
+	return s.takeBack(r) == nil
 }

@@ -333,3 +333,153 @@ func TestWritesRefusedBehindAStalledFlush(t *testing.T) {
 		t.Errorf("alice's routes: %+v, want shop and third", routes)
 	}
 }
+
+// rejoining holds commits while stalled (stallable) and, while refuse is
+// set, refuses each new fenced one as etcd refuses a fence that went with
+// a lost lease: a gateway paused past its lease whose etcd resumed.
+type rejoining struct {
+	stallable
+	refuse atomic.Bool
+}
+
+func (r *rejoining) Commit(ctx context.Context, txn persist.Txn) error {
+	if r.refuse.Load() && len(txn.Fences) > 0 {
+		return persist.ErrFenced
+	}
+	return r.stallable.Commit(ctx, txn)
+}
+
+// A deploy answered 503 whose record etcd applied once it resumed, at a
+// gateway that lost its lease meanwhile: the take-back is refused (its
+// fence went with the lease), the gateway disowns its spaces and rejoins.
+// The take-back is tried again until it lands, and owning the space again
+// (which reloads it from the store) never brings the deploy back. Before,
+// the one refused take-back left the record in etcd, and the reload after
+// the rejoin served it (the red team's run 9: rt3-199 answered 503,
+// listed and served afterwards). A gateway that knows nothing of the
+// give-up skips the record too: it was marked in the store.
+func TestDeployGivenUpOnIsTakenBackAcrossARejoin(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var st *rejoining
+	open := func() (persist.Store, error) {
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/rejoin"})
+		st = &rejoining{stallable: stallable{Store: e}}
+		return st, err
+	}
+	var lost atomic.Bool
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error {
+			if lost.Load() {
+				return errors.New("this gateway is rejoining its cluster")
+			}
+			return nil
+		}
+		o.WriteBound = 300 * time.Millisecond
+	}
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	ctx := context.Background()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func() (string, error) {
+		res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+		return res.ExecutionID, err
+	}
+	one, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() []string {
+		var ids []string
+		g.backing.Scan(ctx, tableHandles, persist.Range{}, func(k, _ []byte) bool {
+			_, id, _ := splitKey(k)
+			ids = append(ids, id)
+			return true
+		})
+		return ids
+	}
+	listed := func() []string {
+		var ids []string
+		for _, h := range reg.List("alice") {
+			ids = append(ids, h.ExecutionID)
+		}
+		return ids
+	}
+
+	st.gate.Lock()
+	if _, err := deploy(); fault.CodeOf(err) != fault.Overloaded {
+		st.gate.Unlock()
+		t.Fatalf("a deploy while the store stalls: %v, want OVERLOADED", err)
+	}
+	// The lease is lost meanwhile: the fence refused, the spaces disowned.
+	st.refuse.Store(true)
+	lost.Store(true)
+	g.store.Disowned()
+	st.gate.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(stored()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held deploy's record was not applied: stored %v", stored())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the take-back refused, maybe more than once
+	if ids := listed(); len(ids) != 1 || ids[0] != one {
+		t.Fatalf("listed while the take-back is refused: %v, want %s alone", ids, one)
+	}
+
+	marks := func() int {
+		n := 0
+		g.backing.Scan(ctx, tableTakeBacks, persist.Range{}, func(_, _ []byte) bool {
+			n++
+			return true
+		})
+		return n
+	}
+	if n := marks(); n != 1 {
+		t.Fatalf("%d take-back marks in the store, want the deploy given up on marked", n)
+	}
+	// Another gateway knows nothing of the give-up (this one's memory of
+	// it cleared): owning the space, while the take-back is still
+	// refused, it loads the space from the store and must skip the
+	// marked record.
+	g.store.takeBacks.mu.Lock()
+	g.store.takeBacks.pending = nil
+	g.store.takeBacks.mu.Unlock()
+	lost.Store(false)
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if ids := listed(); len(ids) != 1 || ids[0] != one {
+		t.Fatalf("listed by a gateway that loaded the space knowing nothing of the give-up: %v, want %s alone", ids, one)
+	}
+
+	// The store takes writes again: the take-back lands.
+	st.refuse.Store(false)
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if ids := listed(); len(ids) != 1 || ids[0] != one {
+			t.Fatalf("listed after the rejoin: %v, want %s alone (a deploy answered 503 appeared)", ids, one)
+		}
+		if ids := stored(); len(ids) == 1 && ids[0] == one && marks() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deploy answered 503 is still stored: %v (%d marks)", stored(), marks())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Owned again from the store: still one handle.
+	g.store.Disowned()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if ids := listed(); len(ids) != 1 || ids[0] != one {
+		t.Fatalf("listed after loading the space again: %v, want %s alone", ids, one)
+	}
+}
