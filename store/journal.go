@@ -226,7 +226,8 @@ type entry struct {
 // planReplay reads the journal's bytes for a bbolt file written by run
 // through entry last: the chain at the start, entries of run whose
 // checksums hold and whose numbers follow each other, is replayed when
-// it continues bbolt (its first entry at most last+1). A damaged entry
+// it continues bbolt (its first entry at most last+1). Past a damaged
+// entry bbolt already holds it resumes at entry last+1. A damaged entry
 // answered (one appended after it names it synced) ends the chain before
 // entries answered after it: that is an error, not a torn tail.
 func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, error) {
@@ -243,6 +244,31 @@ func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, e
 		}
 		chain = append(chain, e)
 		off += n
+	}
+	// An entry the store already holds may be damaged (the disk) without
+	// loss: the chain resumes at the entry that continues the store, when
+	// one of this run is whole further on. Only that number is looked
+	// for: an entry is written once a run, so it is the one appended.
+	if len(chain) == 0 || chain[len(chain)-1].seq < last {
+		for o := off + 1; o+entryHead <= len(buf); o++ {
+			if binary.BigEndian.Uint32(buf[o:]) != entryMagic {
+				continue
+			}
+			if e, _, ok := parseEntry(buf[o:]); !ok || e.run != run || e.seq != last+1 {
+				continue
+			}
+			notes = append(notes, fmt.Sprintf("the journal's entries the store holds (through %d) are damaged at byte %d: skipped, the replay resumes at entry %d", last, off, last+1))
+			off = o
+			for want := last + 1; ; want++ {
+				e, n, ok := parseEntry(buf[off:])
+				if !ok || e.run != run || e.seq != want {
+					break
+				}
+				chain = append(chain, e)
+				off += n
+			}
+			break
+		}
 	}
 	if len(chain) > 0 && chain[0].seq > last+1 {
 		return nil, append(notes, fmt.Sprintf("the journal's entries %d-%d do not continue the store, which ends at entry %d (a copy of it restored?): not replayed",

@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 var jctx = Journalled(context.Background())
@@ -374,6 +377,51 @@ func TestADamagedEntryMidChainRefusesToOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
+}
+
+// Damage to an entry bbolt already holds loses nothing: the replay
+// resumes at the entry that continues bbolt (red team L1: entry 99 damaged
+// in bbolt's hands, 100 and 101 whole, were dropped as if never answered).
+// Here bbolt is made to hold entries through 5 and entry 3 is damaged:
+// 6-22 are replayed, with a note.
+func TestADamagedEntryTheStoreHoldsIsSkipped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	killedAfterAnswers(t, path, "chain")
+	buf, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := chainOffsets(t, buf)
+	if len(offs) != 22 {
+		t.Fatalf("the journal holds %d entries, want 22", len(offs))
+	}
+	buf[offs[2]+entryHead+3] ^= 0x10
+	if err := os.WriteFile(path+"-journal", buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(journalKey, binary.BigEndian.AppendUint64(nil, 5))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if r := b.Replayed(); r.Entries != 17 || r.From != 6 || r.To != 22 || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "damaged") {
+		t.Fatalf("replayed %+v, want entries 6-22 and a note of the damaged one", r)
+	}
+	for i := 5; i < 22; i++ {
+		if v, _ := b.Get(context.Background(), "handles", fmt.Appendf(nil, "k%02d", i+1)); string(v) != "v" {
+			t.Fatalf("k%02d after the replay: %q", i+1, v)
+		}
+	}
 }
 
 // The last entry torn (a write the crash cut, never answered) is dropped:
