@@ -221,6 +221,16 @@ type takeBacks struct {
 	pending map[string]*Record
 }
 
+// add notes that r waits for its take-back.
+func (t *takeBacks) add(r *Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending == nil {
+		t.pending = map[string]*Record{}
+	}
+	t.pending[r.ID] = r
+}
+
 // has is whether the record id waits for its take-back.
 func (t *takeBacks) has(id string) bool {
 	t.mu.Lock()
@@ -247,12 +257,7 @@ type takeBackMark struct {
 // must land even once this gateway's fence is gone), that r's deploy was
 // given up on after its record was sent. Cluster only.
 func (s *Store) markTakeBack(r *Record) {
-	s.takeBacks.mu.Lock()
-	if s.takeBacks.pending == nil {
-		s.takeBacks.pending = map[string]*Record{}
-	}
-	s.takeBacks.pending[r.ID] = r
-	s.takeBacks.mu.Unlock()
+	s.takeBacks.add(r)
 	v, err := json.Marshal(takeBackMark{Tenant: r.Tenant, BodyChunks: r.BodyChunks})
 	if err != nil {
 		return
@@ -288,12 +293,7 @@ const takeBackRetry = time.Second
 // first skips and takes back a marked record: markTakeBack), or when the
 // store closes (docs/cluster.md, "Failures").
 func (s *Store) takeBackUntilLanded(r *Record) {
-	s.takeBacks.mu.Lock()
-	if s.takeBacks.pending == nil {
-		s.takeBacks.pending = map[string]*Record{}
-	}
-	s.takeBacks.pending[r.ID] = r
-	s.takeBacks.mu.Unlock()
+	s.takeBacks.add(r)
 	if s.takeBack(r) == nil {
 		s.tookBack(r)
 		return
