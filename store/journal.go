@@ -231,44 +231,28 @@ type entry struct {
 // answered (one appended after it names it synced) ends the chain before
 // entries answered after it: that is an error, not a torn tail.
 func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, error) {
-	var chain []entry
 	var notes []string
-	off := 0
-	for {
-		e, n, ok := parseEntry(buf[off:])
-		if !ok || e.run != run || (len(chain) > 0 && e.seq != chain[len(chain)-1].seq+1) {
-			if len(chain) == 0 && ok && e.run != run {
-				notes = append(notes, "the journal's entries are of another store file, or of another start of it than the one that last wrote it (the file was reset or restored): not replayed")
-			}
-			break
+	chain, off := follow(buf, 0, run, 0)
+	if len(chain) == 0 {
+		if e, _, ok := parseEntry(buf); ok && e.run != run {
+			notes = append(notes, "the journal's entries are of another store file, or of another start of it than the one that last wrote it (the file was reset or restored): not replayed")
 		}
-		chain = append(chain, e)
-		off += n
 	}
 	// An entry the store already holds may be damaged (the disk) without
 	// loss: the chain resumes at the entry that continues the store, when
 	// one of this run is whole further on. Only that number is looked
 	// for: an entry is written once a run, so it is the one appended.
 	if len(chain) == 0 || chain[len(chain)-1].seq < last {
-		for o := off + 1; o+entryHead <= len(buf); o++ {
-			if binary.BigEndian.Uint32(buf[o:]) != entryMagic {
-				continue
-			}
-			if e, _, ok := parseEntry(buf[o:]); !ok || e.run != run || e.seq != last+1 {
-				continue
+		wholeAfter(buf, off+1, func(o int, e entry) bool {
+			if e.run != run || e.seq != last+1 {
+				return true
 			}
 			notes = append(notes, fmt.Sprintf("the journal's entries the store holds (through %d) are damaged at byte %d: skipped, the replay resumes at entry %d", last, off, last+1))
-			off = o
-			for want := last + 1; ; want++ {
-				e, n, ok := parseEntry(buf[off:])
-				if !ok || e.run != run || e.seq != want {
-					break
-				}
-				chain = append(chain, e)
-				off += n
-			}
-			break
-		}
+			var more []entry
+			more, off = follow(buf, o, run, last+1)
+			chain = append(chain, more...)
+			return false
+		})
 	}
 	if len(chain) > 0 && chain[0].seq > last+1 {
 		return nil, append(notes, fmt.Sprintf("the journal's entries %d-%d do not continue the store, which ends at entry %d (a copy of it restored?): not replayed",
@@ -280,14 +264,12 @@ func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, e
 	}
 	// Entries answered after the chain's end, lost with it?
 	lost := uint64(0)
-	for o := off; o+entryHead <= len(buf); o++ {
-		if binary.BigEndian.Uint32(buf[o:]) != entryMagic {
-			continue
-		}
-		if e, _, ok := parseEntry(buf[o:]); ok && e.run == run && e.synced > top {
+	wholeAfter(buf, off, func(_ int, e entry) bool {
+		if e.run == run && e.synced > top {
 			lost = max(lost, e.synced)
 		}
-	}
+		return true
+	})
 	if lost > 0 {
 		return nil, nil, fmt.Errorf("%w: entry %d is damaged and entries answered after it follow (through %d at least); "+
 			"the store is not opened, so as not to lose them silently. Starting without the journal "+
@@ -299,6 +281,36 @@ func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, e
 		}
 	}
 	return chain, notes, nil
+}
+
+// follow reads the chain at buf[off:]: whole entries of run, numbered one
+// after another from want (from the first's number when want is 0);
+// answers them and the offset past them.
+func follow(buf []byte, off int, run [runLen]byte, want uint64) ([]entry, int) {
+	var chain []entry
+	for {
+		e, n, ok := parseEntry(buf[off:])
+		if !ok || e.run != run || want != 0 && e.seq != want {
+			return chain, off
+		}
+		chain = append(chain, e)
+		off += n
+		want = e.seq + 1
+	}
+}
+
+// wholeAfter calls fn with each whole entry found from buf[from:] on, at
+// any byte (past damage, entries are not where a chain would put them),
+// while fn answers true.
+func wholeAfter(buf []byte, from int, fn func(off int, e entry) bool) {
+	for o := from; o+entryHead <= len(buf); o++ {
+		if binary.BigEndian.Uint32(buf[o:]) != entryMagic {
+			continue
+		}
+		if e, _, ok := parseEntry(buf[o:]); ok && !fn(o, e) {
+			return
+		}
+	}
 }
 
 // ErrJournalDamaged refuses to open a store whose journal lost entries
