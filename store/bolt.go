@@ -285,14 +285,9 @@ func (b *Bolt) Claim(_ context.Context, space string) (Fence, error) {
 	}
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
-	epoch, ok := b.claimed[space]
-	if !ok {
-		if err := b.db.View(func(tx *bolt.Tx) error {
-			epoch = epochOf(tx, space)
-			return nil
-		}); err != nil {
-			return Fence{}, err
-		}
+	epoch, err := b.epochNow(space)
+	if err != nil {
+		return Fence{}, err
 	}
 	epoch++
 	if b.claimed == nil {
@@ -300,6 +295,20 @@ func (b *Bolt) Claim(_ context.Context, space string) (Fence, error) {
 	}
 	b.claimed[space] = epoch
 	return Fence{Space: space, Epoch: epoch}, nil
+}
+
+// epochNow is space's epoch as claimed now: the last claim not yet
+// written, else bbolt's. cmu is held.
+func (b *Bolt) epochNow(space string) (uint64, error) {
+	if epoch, ok := b.claimed[space]; ok {
+		return epoch, nil
+	}
+	var epoch uint64
+	err := b.db.View(func(tx *bolt.Tx) error {
+		epoch = epochOf(tx, space)
+		return nil
+	})
+	return epoch, err
 }
 
 func epochOf(tx *bolt.Tx, space string) uint64 {

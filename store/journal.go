@@ -546,15 +546,10 @@ func (b *Bolt) syncJournal(w *boltWrite) {
 func (b *Bolt) fencesHold(fences []Fence) error {
 	for _, f := range fences {
 		b.cmu.Lock()
-		epoch, ok := b.claimed[f.Space]
+		epoch, err := b.epochNow(f.Space)
 		b.cmu.Unlock()
-		if !ok {
-			if err := b.db.View(func(tx *bolt.Tx) error {
-				epoch = epochOf(tx, f.Space)
-				return nil
-			}); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 		if f.Epoch == 0 || epoch != f.Epoch {
 			return ErrFenced
