@@ -10,6 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	persist "github.com/retainer-gw/retainer/store"
 	"github.com/retainer-gw/retainer/workers"
@@ -339,11 +340,13 @@ func TestWritesRefusedBehindAStalledFlush(t *testing.T) {
 // a lost lease: a gateway paused past its lease whose etcd resumed.
 type rejoining struct {
 	stallable
-	refuse atomic.Bool
+	refuse  atomic.Bool
+	refused atomic.Int64 // fenced commits refused
 }
 
 func (r *rejoining) Commit(ctx context.Context, txn persist.Txn) error {
 	if r.refuse.Load() && len(txn.Fences) > 0 {
+		r.refused.Add(1)
 		return persist.ErrFenced
 	}
 	return r.stallable.Commit(ctx, txn)
@@ -418,14 +421,10 @@ func TestDeployGivenUpOnIsTakenBackAcrossARejoin(t *testing.T) {
 	lost.Store(true)
 	g.store.Disowned()
 	st.gate.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(stored()) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the held deploy's record was not applied: stored %v", stored())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // the take-back refused, maybe more than once
+	waitfor.Until(t, 5*time.Second, "the held deploy's record applied", func() bool { return len(stored()) == 2 })
+	// The take-back refused (its retries, while the space is not owned,
+	// only look whether the record is still stored).
+	waitfor.Until(t, 5*time.Second, "the take-back refused", func() bool { return st.refused.Load() >= 1 })
 	if ids := listed(); len(ids) != 1 || ids[0] != one {
 		t.Fatalf("listed while the take-back is refused: %v, want %s alone", ids, one)
 	}
@@ -461,18 +460,14 @@ func TestDeployGivenUpOnIsTakenBackAcrossARejoin(t *testing.T) {
 	if err := reg.Own(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	if !waitfor.Within(10*time.Second, func() bool {
 		if ids := listed(); len(ids) != 1 || ids[0] != one {
 			t.Fatalf("listed after the rejoin: %v, want %s alone (a deploy answered 503 appeared)", ids, one)
 		}
-		if ids := stored(); len(ids) == 1 && ids[0] == one && marks() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the deploy answered 503 is still stored: %v (%d marks)", stored(), marks())
-		}
-		time.Sleep(20 * time.Millisecond)
+		ids := stored()
+		return len(ids) == 1 && ids[0] == one && marks() == 0
+	}) {
+		t.Fatalf("the deploy answered 503 is still stored: %v (%d marks)", stored(), marks())
 	}
 	// Owned again from the store: still one handle.
 	g.store.Disowned()
