@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -262,11 +264,16 @@ func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, e
 	if len(chain) > 0 {
 		top = max(top, chain[len(chain)-1].seq)
 	}
-	// Entries answered after the chain's end, lost with it?
+	// Entries answered after the chain's end, lost with it? And the whole
+	// ones appended after it, never answered, dropped with it.
 	lost := uint64(0)
+	var whole []uint64
 	wholeAfter(buf, off, func(_ int, e entry) bool {
 		if e.run == run && e.synced > top {
 			lost = max(lost, e.synced)
+		}
+		if e.run == run && e.seq > top && !slices.Contains(whole, e.seq) {
+			whole = append(whole, e.seq)
 		}
 		return true
 	})
@@ -275,12 +282,69 @@ func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, e
 			"the store is not opened, so as not to lose them silently. Starting without the journal "+
 			"(move it aside) loses the deploys answered from entry %d on", ErrJournalDamaged, top+1, lost, top+1)
 	}
+	torn := false
 	if off+entryHead <= len(buf) && binary.BigEndian.Uint32(buf[off:]) == entryMagic {
-		if _, _, ok := parseEntry(buf[off:]); !ok {
-			notes = append(notes, fmt.Sprintf("the journal's entry after %d is torn (a write the crash cut, never answered): dropped", top))
-		}
+		_, _, ok := parseEntry(buf[off:])
+		torn = !ok
+	}
+	if torn || len(whole) > 0 {
+		notes = append(notes, droppedNote(top, whole))
 	}
 	return chain, notes, nil
+}
+
+// droppedNote says which entries past the chain's end (top) are dropped:
+// every number from top+1 to the last whole one found (each was appended,
+// none answered), the whole ones among them and the others, torn or
+// never on disk (the crash cut their writes).
+func droppedNote(top uint64, whole []uint64) string {
+	slices.Sort(whole)
+	to := top + 1
+	if len(whole) > 0 {
+		to = max(to, whole[len(whole)-1])
+	}
+	var cut []uint64
+	for n := top + 1; n <= to; n++ {
+		if !slices.Contains(whole, n) {
+			cut = append(cut, n)
+		}
+	}
+	s := fmt.Sprintf("the journal's entry %d, appended last and never answered, is dropped", to)
+	if to > top+1 {
+		s = fmt.Sprintf("the journal's entries %s after %d (%d of them), appended last and never answered, are dropped", span(top+1, to), top, to-top)
+	}
+	if len(cut) > 0 {
+		s += fmt.Sprintf(": torn or not on disk (writes the crash cut) %s", spans(cut))
+	}
+	if len(whole) > 0 {
+		sep := ": "
+		if len(cut) > 0 {
+			sep = "; "
+		}
+		s += fmt.Sprintf("%swhole, appended while an entry before them was not yet synced, %s", sep, spans(whole))
+	}
+	return s
+}
+
+// spans writes sorted numbers as "3", "3-5" or "3-5, 8".
+func spans(nums []uint64) string {
+	var parts []string
+	for i := 0; i < len(nums); {
+		j := i
+		for j+1 < len(nums) && nums[j+1] == nums[j]+1 {
+			j++
+		}
+		parts = append(parts, span(nums[i], nums[j]))
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
+func span(from, to uint64) string {
+	if from == to {
+		return fmt.Sprint(from)
+	}
+	return fmt.Sprintf("%d-%d", from, to)
 }
 
 // follow reads the chain at buf[off:]: whole entries of run, numbered one

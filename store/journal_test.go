@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,6 +179,50 @@ func TestReplayStopsAtATornOrOlderEntry(t *testing.T) {
 	}
 	if got, notes, err := planReplay(make([]byte, 128), run, 0); len(got) != 0 || len(notes) != 0 || err != nil {
 		t.Fatalf("a new journal: %+v %q %v", got, notes, err)
+	}
+}
+
+// The note of a torn tail says exactly what is dropped (red team L2: it
+// named the torn entry only): every number from the torn one to the last
+// whole one appended after it, how many, and which were whole; whole
+// entries past a head the crash left unwritten (zeros) are named too.
+func TestATornTailNoteCountsEveryEntryDropped(t *testing.T) {
+	run := [runLen]byte{1}
+	txn := func(k string) *Txn { return &Txn{Then: []Op{Put("t", []byte(k), []byte("v"))}} }
+	torn := func(e []byte) []byte { e[len(e)-1] ^= 0xff; return e }
+	// 1 and 2 answered; 3 torn; 4 and 6 whole, 5 torn, all appended
+	// while 3 was not yet synced (they name 2 synced).
+	buf := slices.Concat(encodeEntry(1, run, 0, txn("a")), encodeEntry(2, run, 1, txn("b")), torn(encodeEntry(3, run, 2, txn("c"))),
+		encodeEntry(4, run, 2, txn("d")), torn(encodeEntry(5, run, 2, txn("e"))), encodeEntry(6, run, 2, txn("f")), make([]byte, 64))
+	got, notes, err := planReplay(buf, run, 0)
+	if err != nil || len(got) != 2 || got[1].seq != 2 || len(notes) != 1 {
+		t.Fatalf("replayed %+v, notes %q, %v; want 1-2 and one note", got, notes, err)
+	}
+	for _, want := range []string{"entries 3-6 after 2 (4 of them)", "torn or not on disk (writes the crash cut) 3, 5", "whole, appended while an entry before them was not yet synced, 4, 6"} {
+		if !strings.Contains(notes[0], want) {
+			t.Fatalf("the note %q does not say %q", notes[0], want)
+		}
+	}
+	// 3's write never reached the disk (zeros where its head goes): 4-5
+	// whole after it are still dropped, and said so.
+	e3 := encodeEntry(3, run, 2, txn("c"))
+	buf = slices.Concat(encodeEntry(1, run, 0, txn("a")), encodeEntry(2, run, 1, txn("b")), make([]byte, len(e3)),
+		encodeEntry(4, run, 2, txn("d")), encodeEntry(5, run, 2, txn("e")), make([]byte, 64))
+	got, notes, err = planReplay(buf, run, 0)
+	if err != nil || len(got) != 2 || len(notes) != 1 || !strings.Contains(notes[0], "entries 3-5 after 2 (3 of them)") ||
+		!strings.Contains(notes[0], "not on disk (writes the crash cut) 3;") || !strings.Contains(notes[0], "synced, 4-5") {
+		t.Fatalf("past an unwritten head: %+v %q %v", got, notes, err)
+	}
+	// The last entry alone torn: that one.
+	buf = slices.Concat(encodeEntry(1, run, 0, txn("a")), torn(encodeEntry(2, run, 1, txn("b"))), make([]byte, 64))
+	if _, notes, _ = planReplay(buf, run, 0); len(notes) != 1 || !strings.Contains(notes[0], "entry 2, appended last and never answered, is dropped: torn") {
+		t.Fatalf("a torn last entry: %q", notes)
+	}
+	// Older entries of the run left past the newest (the journal started
+	// again at its start) are in bbolt: nothing is dropped, nothing said.
+	buf = slices.Concat(encodeEntry(7, run, 6, txn("new")), encodeEntry(5, run, 4, txn("old")), make([]byte, 64))
+	if _, notes, _ = planReplay(buf, run, 6); len(notes) != 0 {
+		t.Fatalf("older entries past the newest: %q", notes)
 	}
 }
 
