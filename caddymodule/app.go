@@ -14,6 +14,7 @@ import (
 	"github.com/retainer-gw/retainer/capability"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/handles"
+	"github.com/retainer-gw/retainer/store"
 	"github.com/retainer-gw/retainer/workers"
 )
 
@@ -278,9 +279,10 @@ func (a *App) setDefaults() {
 	}
 }
 
-// Provision sets defaults and checks them. It opens nothing and starts
-// nothing (README.md, Caddyfile): `caddy validate` beside a running gateway must not
-// wait for the store's lock or leave a worker behind.
+// Provision sets defaults and checks them, and the store's journal (read
+// only). It opens nothing and starts nothing (README.md, Caddyfile):
+// `caddy validate` beside a running gateway must not wait for the store's
+// lock or leave a worker behind.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
@@ -288,6 +290,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.setDefaults()
 	if err := a.Validate(); err != nil {
 		return err
+	}
+	// A store whose journal lost answered entries refuses the start here,
+	// before any app starts: Caddy starts its apps in no set order, and
+	// its HTTP server answered while Start opened the store (the second
+	// red team's L3). It only reads, never waiting for the store's lock:
+	// a reload, whose store this process holds, and `caddy validate`
+	// beside a running gateway skip it (docs/decisions.md, "A deploy's
+	// record is journalled").
+	if _, held := runtimes.References(a.storeKey()); !held && !a.clustered() {
+		if err := store.CheckJournal(a.Store); err != nil {
+			return fmt.Errorf("retainer: %w", err)
+		}
 	}
 	// The events app is looked up now, while apps are being provisioned.
 	if ev, err := ctx.App("events"); err == nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -639,6 +640,131 @@ func TestAFullJournalFallsBackToBbolt(t *testing.T) {
 	for i := range n {
 		if v, _ := b.Get(context.Background(), "handles", fmt.Appendf(nil, "k%03d", i)); len(v) != len(value) {
 			t.Fatalf("k%03d after a reopen: %d bytes", i, len(v))
+		}
+	}
+}
+
+// CheckJournal, which the gateway calls before any listener serves
+// (caddymodule/app.go), answers what OpenBolt would for a damaged
+// journal, and nothing for one OpenBolt opens; it writes nothing, and
+// does not wait for a store another holder has open.
+func TestCheckJournalAnswersWhatOpenBoltWould(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "registry.db")
+	if err := CheckJournal(path); err != nil {
+		t.Fatalf("no store yet: %v", err)
+	}
+	killedAfterAnswers(t, path, "chain")
+	buf, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := chainOffsets(t, buf)
+	damaged := slices.Clone(buf)
+	damaged[offs[4]+entryHead+3] ^= 0x10
+	if err := os.WriteFile(path+"-journal", damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := os.ReadFile(path)
+	checked := CheckJournal(path)
+	if !errors.Is(checked, ErrJournalDamaged) {
+		t.Fatalf("a damaged journal checked: %v", checked)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, db) {
+		t.Fatal("the check wrote into the store")
+	}
+	if after, _ := os.ReadFile(path + "-journal"); !bytes.Equal(after, damaged) {
+		t.Fatal("the check wrote into the journal")
+	}
+	if _, err := OpenBolt(path, 0); err == nil || err.Error() != checked.Error() {
+		t.Fatalf("OpenBolt answered %v; the check %v", err, checked)
+	}
+	// The last entry torn: the check passes, and the store opens.
+	torn := slices.Clone(buf)
+	torn[offs[21]+entryHead+3] ^= 0x10
+	if err := os.WriteFile(path+"-journal", torn, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckJournal(path); err != nil {
+		t.Fatalf("a torn last entry checked: %v", err)
+	}
+	// Held open (here by this process, as by a running gateway): the
+	// check answers at once, and leaves it to OpenBolt.
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := os.WriteFile(path+"-journal", damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- CheckJournal(path) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a store held open checked: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the check waits for the store's lock")
+	}
+}
+
+// The journal cut at every byte of its last entry (the rest zeros, as a
+// crash leaves the preallocated file, or the file itself ends there): the
+// store opens every time, the check passes, the 21 answered entries are
+// replayed, and the 22nd only when whole, else named dropped.
+func TestAJournalCutAtEveryByteOfItsLastEntryOpens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "registry.db")
+	killedAfterAnswers(t, path, "chain")
+	db, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := chainOffsets(t, buf)
+	if len(offs) != 22 {
+		t.Fatalf("the journal holds %d entries, want 22", len(offs))
+	}
+	_, n, _ := parseEntry(buf[offs[21]:])
+	end := offs[21] + n
+	for cut := offs[21]; cut <= end; cut++ {
+		for _, shortFile := range []bool{false, true} {
+			j := slices.Clone(buf[:cut])
+			if !shortFile {
+				j = append(j, make([]byte, len(buf)-cut)...)
+			}
+			if err := os.WriteFile(path, db, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path+"-journal", j, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckJournal(path); err != nil {
+				t.Fatalf("cut at %d (entry 22 is %d-%d): checked %v", cut, offs[21], end, err)
+			}
+			b, err := OpenBolt(path, 0)
+			if err != nil {
+				t.Fatalf("cut at %d (entry 22 is %d-%d): %v", cut, offs[21], end, err)
+			}
+			r := b.Replayed()
+			want := uint64(21)
+			if cut == end {
+				want = 22
+			}
+			v, _ := b.Get(context.Background(), "handles", []byte("k22"))
+			b.Close()
+			if r.From != 1 || r.To != want || (string(v) == "v") != (want == 22) {
+				t.Fatalf("cut at %d (entry 22 is %d-%d): replayed %+v, k22 %q", cut, offs[21], end, r, v)
+			}
+			// Once its magic is on disk, the torn entry is named.
+			if cut >= offs[21]+4 && cut < end && (len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "entry 22,")) {
+				t.Fatalf("cut at %d: the notes %q do not name entry 22", cut, r.Notes)
+			}
 		}
 	}
 }
