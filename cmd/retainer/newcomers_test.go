@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // New tenants' first deploys at once, each its tenant's first write (its
@@ -230,4 +232,84 @@ func TestARestoredOrResetStoreServesNoDeletedHandle(t *testing.T) {
 	gw = startGateway(t, ctx, config)
 	defer gw.stop()
 	gone(gw, x3, "reset")
+}
+
+// Deploys answered (their records in the journal, or in bbolt), then the
+// gateway killed (kill -9), then each of its next starts killed too, at
+// moments from its first instant to past its replay: the start after
+// serves every deploy answered and the bystander's handle deployed before,
+// and says what it replayed (store/journal.go; a start killed during the
+// replay or before the journal is cleared replays nothing twice).
+func TestStartsKilledMidwayLoseNoAnsweredDeploy(t *testing.T) {
+	config := exampleConfig(t, filepath.Join(t.TempDir(), "registry.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := startGateway(t, ctx, config)
+	const n = 6
+	toks := make([]string, n+1)
+	for i := range toks {
+		out, err := binary(ctx, "retainer-token", "--sub", fmt.Sprintf("killed-start-%d", i)).Output()
+		if err != nil {
+			t.Fatalf("retainer-token: %v", err)
+		}
+		toks[i] = strings.TrimSpace(string(out))
+	}
+	const code = `{"retainHandles": true, "timeoutMs": 5000, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`
+	deploy := func(tok string) string {
+		status, body := call(t, "POST", gw.api+"/executions", tok, code)
+		var dep struct{ ExecutionID string }
+		json.Unmarshal([]byte(body), &dep)
+		if status != 200 || dep.ExecutionID == "" {
+			t.Fatalf("deploy: %d %s", status, body)
+		}
+		return dep.ExecutionID
+	}
+	by := deploy(toks[n]) // the bystander
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = deploy(toks[i])
+		}()
+	}
+	wg.Wait()
+	gw.cmd.Process.Kill()
+	gw.cmd.Wait()
+	opened := 0
+	for _, after := range []time.Duration{0, 10 * time.Millisecond, 40 * time.Millisecond, 120 * time.Millisecond, 300 * time.Millisecond, 700 * time.Millisecond} {
+		cmd := binary(ctx, "run", "--config", config)
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(after)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if strings.Contains(log.String(), "journal entr") {
+			opened++
+		}
+		if strings.Contains(log.String(), "damaged") {
+			t.Fatalf("a start killed after %v left a journal found damaged:\n%s", after, log.String())
+		}
+	}
+	t.Logf("%d of 6 starts killed after they had opened the store", opened)
+	gw = startGateway(t, ctx, config)
+	defer gw.stop()
+	serves := func(id string) (int, string) {
+		return call(t, "GET", fmt.Sprintf("http://%s.apps.localhost:%d/", id, testPort), "", "")
+	}
+	for i, id := range ids {
+		if status, body := call(t, "GET", gw.api+"/handles/"+id, toks[i], ""); status != 200 {
+			t.Fatalf("deploy %d answered before the kills: %d %s", i, status, body)
+		}
+		if status, body := serves(id); status != 200 || body != `{"served":1}` {
+			t.Fatalf("deploy %d answered before the kills serves: %d %s", i, status, body)
+		}
+	}
+	if status, body := serves(by); status != 200 || body != `{"served":1}` {
+		t.Fatalf("the bystander after the kills: %d %s", status, body)
+	}
 }
