@@ -105,12 +105,16 @@ func (b *Bolt) settleJournal(group []*boltWrite) {
 			b.applied.Store(w.seq)
 		}
 	}
+	applied := b.applied.Load()
 	b.gmu.Unlock()
 	if len(settled) > 0 {
 		b.jcond.Broadcast()
 		// Reads wait no longer, written or not (a failed one is written
 		// by a later group, or replayed at the next start).
 		b.pendingReads(settled, -1)
+		// Before the plain commits of the group are answered: the
+		// journal's trailer names the last entry in bbolt (journal.go).
+		b.j.markApplied(applied)
 	}
 }
 

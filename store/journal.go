@@ -50,7 +50,11 @@ import (
 //     the run bbolt names, and only a chain that continues bbolt's last
 //     entry; after a replay and after a clean Close the journal is
 //     zeroed. A reset file or a restored copy takes none of a stale
-//     journal's entries;
+//     journal's entries; nor does a copy taken while the store ran,
+//     restored after a crash of that same run: the journal's trailer
+//     names the last entry bbolt held before any plain commit written
+//     after it was answered (markApplied), and a file holding fewer is
+//     older than its journal;
 //   - each entry carries the last entry synced when it was appended: a
 //     damaged entry with a valid one after it naming it synced was
 //     answered, and OpenBolt refuses the store (ErrJournalDamaged)
@@ -71,6 +75,11 @@ const (
 	// magic, length, checksum, then (checksummed) number, run, synced
 	entryHead  = 4 + 4 + 4 + 8 + runLen + 8
 	entryMagic = 0x524a4e32 // "RJN2"
+	// The file's last bytes: magic, checksum, then run and the last
+	// entry bbolt holds (markApplied).
+	trailerLen   = 4 + 4 + runLen + 8
+	trailerMagic = 0x524a5457 // "RJTW"
+	entriesEnd   = journalSize - trailerLen
 )
 
 var (
@@ -94,7 +103,8 @@ func journalled(ctx context.Context) bool {
 
 // journal is the open file. mu orders the appends (off, high, next,
 // synced, unsynced, broken); syncMu the fdatasyncs, each of which queues
-// for bbolt every write appended before it, in order.
+// for bbolt every write appended before it, in order; tmu the trailer's
+// writes (marked, trailed).
 type journal struct {
 	f        *os.File
 	run      [runLen]byte // this start's, carried by its entries
@@ -106,6 +116,9 @@ type journal struct {
 	unsynced []*boltWrite
 	broken   bool
 	syncMu   sync.Mutex
+	tmu      sync.Mutex
+	marked   uint64 // the number the trailer holds
+	trailed  bool   // the trailer holds bytes
 }
 
 // errJournalOff answers an append the journal cannot take (ended, full,
@@ -194,12 +207,13 @@ func openJournal(path string, db *bolt.DB) (*journal, uint64, Replay, error) {
 	}
 	// Every entry is in bbolt, or of no run bbolt takes: the journal is
 	// cleared, so that a copy of the store and its journal holds none.
-	for n := len(buf) - 1; n >= 0; n-- {
+	for n := entriesEnd - 1; n >= 0; n-- {
 		if buf[n] != 0 {
 			j.high = int64(n) + 1
 			break
 		}
 	}
+	j.trailed = slices.ContainsFunc(buf[entriesEnd:], func(c byte) bool { return c != 0 })
 	if err := j.clear(); err != nil {
 		return fail(err)
 	}
@@ -243,16 +257,56 @@ func CheckJournal(path string) error {
 	return nil
 }
 
-// clear zeroes what the journal's entries were written over.
+// clear zeroes what the journal's entries and its trailer were written
+// over.
 func (j *journal) clear() error {
-	if j.high == 0 {
+	j.tmu.Lock()
+	defer j.tmu.Unlock()
+	if j.high == 0 && !j.trailed {
 		return nil
 	}
-	if _, err := j.f.WriteAt(make([]byte, min(j.high, journalSize)), 0); err != nil {
+	if _, err := j.f.WriteAt(make([]byte, min(j.high, entriesEnd)), 0); err != nil {
 		return err
 	}
-	j.high = 0
+	if _, err := j.f.WriteAt(make([]byte, trailerLen), entriesEnd); err != nil {
+		return err
+	}
+	j.high, j.trailed = 0, false
 	return fdatasync(j.f)
+}
+
+// markApplied writes seq, the last entry bbolt holds, into the journal's
+// trailer, once bbolt has it on disk and before the plain commits
+// written with it are answered (settleJournal). bbolt's file of this run
+// then holds at least that entry, whatever the crash: one that holds
+// fewer is older than its journal, a copy taken while the gateway ran and
+// restored, and planReplay replays none of it (its entries would bring
+// back records that commits after the copy deleted). The write is not
+// synced: a kill -9 keeps it, a power cut may lose it (and with it only
+// the telling, docs/decisions.md).
+func (j *journal) markApplied(seq uint64) {
+	j.tmu.Lock()
+	defer j.tmu.Unlock()
+	if seq <= j.marked {
+		return
+	}
+	t := make([]byte, trailerLen)
+	binary.BigEndian.PutUint32(t, trailerMagic)
+	copy(t[8:], j.run[:])
+	binary.BigEndian.PutUint64(t[8+runLen:], seq)
+	binary.BigEndian.PutUint32(t[4:], crc32.Checksum(t[8:], crcTable))
+	if _, err := j.f.WriteAt(t, entriesEnd); err == nil {
+		j.marked, j.trailed = seq, true
+	}
+}
+
+// trailerOf reads the trailer markApplied wrote: its run and number.
+func trailerOf(t []byte) (run [runLen]byte, seq uint64, ok bool) {
+	if len(t) != trailerLen || binary.BigEndian.Uint32(t) != trailerMagic || crc32.Checksum(t[8:], crcTable) != binary.BigEndian.Uint32(t[4:]) {
+		return run, 0, false
+	}
+	copy(run[:], t[8:])
+	return run, binary.BigEndian.Uint64(t[8+runLen:]), true
 }
 
 type entry struct {
@@ -268,9 +322,18 @@ type entry struct {
 // it continues bbolt (its first entry at most last+1). Past a damaged
 // entry bbolt already holds it resumes at entry last+1. A damaged entry
 // answered (one appended after it names it synced) ends the chain before
-// entries answered after it: that is an error, not a torn tail.
+// entries answered after it: that is an error, not a torn tail. A file
+// older than the trailer of a whole journal (1 MiB) says it was takes
+// nothing.
 func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, error) {
 	var notes []string
+	if len(buf) >= journalSize {
+		if trun, seq, ok := trailerOf(buf[entriesEnd:journalSize]); ok && trun == run && seq > last {
+			return nil, []string{fmt.Sprintf("the store ends at entry %d, but the journal saw entries through %d written into it: "+
+				"the file is older than its journal (a copy taken while the gateway ran, restored?), so the journal is not replayed", last, seq)}, nil
+		}
+		buf = buf[:entriesEnd]
+	}
 	chain, off := follow(buf, 0, run, 0)
 	if len(chain) == 0 {
 		if e, _, ok := parseEntry(buf); ok && e.run != run {
@@ -584,7 +647,7 @@ func (b *Bolt) commitJournalled(txn *Txn) error {
 	}
 	w.seq = j.next
 	e := encodeEntry(w.seq, j.run, j.synced, txn)
-	if j.off+int64(len(e)) > journalSize {
+	if j.off+int64(len(e)) > entriesEnd {
 		j.mu.Unlock()
 		return errJournalOff
 	}

@@ -59,6 +59,34 @@ func journalChild() {
 		for i := range 22 {
 			put(jctx, "handles", fmt.Sprintf("k%02d", i+1), "v")
 		}
+	case "copied":
+		// A copy of the file taken while it is open (between commits,
+		// as a backup tool would), then x journalled, written into
+		// bbolt, and deleted by a plain commit.
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+".copy", data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		put(jctx, "handles", "x", "record x")
+		if v, _ := b.Get(context.Background(), "handles", []byte("x")); string(v) != "record x" {
+			t.Fatalf("x read back as %q", v)
+		}
+		if err := b.Commit(context.Background(), Txn{Fences: []Fence{f}, Then: []Op{Delete("handles", []byte("x"))}}); err != nil {
+			t.Fatal(err)
+		}
+	case "trailed":
+		// a is written into bbolt (the journal's trailer names it), then
+		// b is answered while bbolt's writer is held: only the journal
+		// has it.
+		put(jctx, "handles", "a", "record a")
+		if v, _ := b.Get(context.Background(), "handles", []byte("a")); string(v) != "record a" {
+			t.Fatalf("a read back as %q", v)
+		}
+		holdWriter(nil, b)
+		put(jctx, "handles", "b", "record b")
 	case "ended":
 		// x is written into bbolt, then deleted by a plain commit: the
 		// journal still holds it (nothing was appended after it), and
@@ -765,6 +793,64 @@ func TestAJournalCutAtEveryByteOfItsLastEntryOpens(t *testing.T) {
 			if cut >= offs[21]+4 && cut < end && (len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "entry 22,")) {
 				t.Fatalf("cut at %d: the notes %q do not name entry 22", cut, r.Notes)
 			}
+		}
+	}
+}
+
+// A copy of the store taken while the gateway ran, restored after a kill
+// -9 of that same start, whose journal continues the copy: a record
+// journalled after the copy and deleted since (a plain commit the copy
+// lacks) stays deleted, because the journal's trailer says bbolt held
+// that entry, which the copy does not; the note says why nothing was
+// replayed. The real file after the same kill, and a trailer naming an
+// entry bbolt holds with one answered after it, replay as before.
+func TestACopyTakenWhileRunningReplaysNothingOnceRestored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	killedAfterAnswers(t, path, "copied")
+	journal, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := b.Get(context.Background(), "handles", []byte("x")); v != nil {
+		t.Fatalf("the store itself after the kill: x is %q", v)
+	}
+	b.Close()
+	copyFile(t, path+".copy", path)
+	if err := os.WriteFile(path+"-journal", journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckJournal(path); err != nil {
+		t.Fatalf("the restored copy checked: %v", err)
+	}
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := b.Get(context.Background(), "handles", []byte("x"))
+	r := b.Replayed()
+	b.Close()
+	if v != nil {
+		t.Fatalf("a record deleted after the copy came back once it was restored: %q (replayed %+v)", v, r)
+	}
+	if r.Entries != 0 || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "older than its journal") {
+		t.Fatalf("replayed %+v, want nothing and a note of the copy", r)
+	}
+
+	path = filepath.Join(t.TempDir(), "registry.db")
+	killedAfterAnswers(t, path, "trailed")
+	if b, err = OpenBolt(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if r := b.Replayed(); r.Entries != 1 || r.From != 2 || len(r.Notes) != 0 {
+		t.Fatalf("replayed %+v, want entry 2 alone", r)
+	}
+	for _, k := range []string{"a", "b"} {
+		if v, _ := b.Get(context.Background(), "handles", []byte(k)); string(v) != "record "+k {
+			t.Fatalf("%s after the replay: %q", k, v)
 		}
 	}
 }
