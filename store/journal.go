@@ -290,14 +290,19 @@ func (j *journal) markApplied(seq uint64) {
 	if seq <= j.marked {
 		return
 	}
-	t := make([]byte, trailerLen)
-	binary.BigEndian.PutUint32(t, trailerMagic)
-	copy(t[8:], j.run[:])
-	binary.BigEndian.PutUint64(t[8+runLen:], seq)
-	binary.BigEndian.PutUint32(t[4:], crc32.Checksum(t[8:], crcTable))
-	if _, err := j.f.WriteAt(t, entriesEnd); err == nil {
+	if _, err := j.f.WriteAt(encodeTrailer(j.run, seq), entriesEnd); err == nil {
 		j.marked, j.trailed = seq, true
 	}
+}
+
+// encodeTrailer is the trailer's bytes: magic, checksum, run, seq.
+func encodeTrailer(run [runLen]byte, seq uint64) []byte {
+	t := make([]byte, trailerLen)
+	binary.BigEndian.PutUint32(t, trailerMagic)
+	copy(t[8:], run[:])
+	binary.BigEndian.PutUint64(t[8+runLen:], seq)
+	binary.BigEndian.PutUint32(t[4:], crc32.Checksum(t[8:], crcTable))
+	return t
 }
 
 // trailerOf reads the trailer markApplied wrote: its run and number.
@@ -328,11 +333,15 @@ type entry struct {
 func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, error) {
 	var notes []string
 	if len(buf) >= journalSize {
-		if trun, seq, ok := trailerOf(buf[entriesEnd:journalSize]); ok && trun == run && seq > last {
-			return nil, []string{fmt.Sprintf("the store ends at entry %d, but the journal saw entries through %d written into it: "+
-				"the file is older than its journal (a copy taken while the gateway ran, restored?), so the journal is not replayed", last, seq)}, nil
+		// (A journal of a build before the trailer has none, and its
+		// entries may end past entriesEnd.)
+		if trun, seq, ok := trailerOf(buf[entriesEnd:journalSize]); ok {
+			if trun == run && seq > last {
+				return nil, []string{fmt.Sprintf("the store ends at entry %d, but the journal saw entries through %d written into it: "+
+					"the file is older than its journal (a copy taken while the gateway ran, restored?), so the journal is not replayed", last, seq)}, nil
+			}
+			buf = buf[:entriesEnd]
 		}
-		buf = buf[:entriesEnd]
 	}
 	chain, off := follow(buf, 0, run, 0)
 	if len(chain) == 0 {

@@ -854,3 +854,53 @@ func TestACopyTakenWhileRunningReplaysNothingOnceRestored(t *testing.T) {
 		}
 	}
 }
+
+// The trailer is read only when whole and of the run bbolt names, and
+// stops the replay only when it names an entry past bbolt's last; a
+// journal without one (a build before it) is read to its very end.
+func TestTheTrailerStopsOnlyAnOlderFile(t *testing.T) {
+	run := [runLen]byte{1}
+	txn := &Txn{Then: []Op{Put("t", []byte("k"), []byte("v"))}}
+	journal := func(trailer []byte) []byte {
+		buf := make([]byte, journalSize)
+		copy(buf, slices.Concat(encodeEntry(4, run, 3, txn), encodeEntry(5, run, 4, txn)))
+		copy(buf[entriesEnd:], trailer)
+		return buf
+	}
+	torn := encodeTrailer(run, 9)
+	torn[len(torn)-1] ^= 1
+	for _, c := range []struct {
+		name     string
+		buf      []byte
+		replayed int
+	}{
+		{"naming bbolt's last", journal(encodeTrailer(run, 3)), 2},
+		{"naming an entry before bbolt's last", journal(encodeTrailer(run, 2)), 2},
+		{"naming an entry past bbolt's last", journal(encodeTrailer(run, 4)), 0},
+		{"of another run", journal(encodeTrailer([runLen]byte{2}, 9)), 2},
+		{"torn", journal(torn), 2},
+	} {
+		got, notes, err := planReplay(c.buf, run, 3)
+		if err != nil || len(got) != c.replayed || (c.replayed == 0) != (len(notes) == 1) {
+			t.Errorf("a trailer %s: replayed %d entries, notes %q, %v; want %d", c.name, len(got), notes, err, c.replayed)
+		}
+	}
+	// Without a trailer, entries to the file's last byte are read.
+	exact := func(seq uint64, size int) []byte { // an entry of size bytes
+		for n := size - entryHead; ; n-- {
+			if e := encodeEntry(seq, run, seq-1, &Txn{Then: []Op{Put("t", []byte("k"), make([]byte, n))}}); len(e) == size {
+				return e
+			}
+		}
+	}
+	var chain []byte
+	seq := uint64(1)
+	for ; journalSize-len(chain) >= 100<<10; seq++ {
+		chain = append(chain, exact(seq, 50<<10)...)
+	}
+	left := journalSize - len(chain) // 50-100 KiB: two entries
+	chain = slices.Concat(chain, exact(seq, left/2), exact(seq+1, left-left/2))
+	if got, _, err := planReplay(chain, run, 0); err != nil || len(chain) != journalSize || len(got) != int(seq+1) {
+		t.Fatalf("a journal without a trailer, full to its end: replayed %d of %d entries, %v", len(got), seq+1, err)
+	}
+}
