@@ -29,16 +29,24 @@ import (
 // retainer app opened the store and failed). A client polling the HTTP
 // port through eight refused starts never gets an answer. Moved aside, as
 // the error says, the journal lets the gateway start, and a bystander's
-// handle deployed before serves; a reload after keeps its workers.
+// handle and route deployed before serve; a reload after keeps its
+// workers and the handle's state.
 func TestADamagedJournalRefusesTheStartBeforeAnyAnswer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	config := gatewayConfig(path, "isolation shared")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
-	id := deployCounter(t, token(t, "bystander", allScopes))
-	bystander := site(id+".apps.localhost", "/")
+	tok := token(t, "bystander", allScopes)
+	id := deployCounter(t, tok)
+	if a := do(t, "PUT", api("/routes/bystander"), tok, mustJSON(map[string]any{"executionId": id})); a.status != 200 {
+		t.Fatalf("the bystander's route: %d %s", a.status, a.body)
+	}
+	bystander, route := site(id+".apps.localhost", "/"), site("bystander.named.localhost", "/")
 	if n := served(t, do(t, "GET", bystander, "", nil)); n != 1 {
 		t.Fatalf("the bystander served %d", n)
+	}
+	if n := served(t, do(t, "GET", route, "", nil)); n != 2 {
+		t.Fatalf("the bystander's route served %d", n)
 	}
 	// Stopped: a config without Retainer or any site (the store closes,
 	// its journal empty, and nothing listens on the HTTP port).
@@ -100,16 +108,17 @@ func TestADamagedJournalRefusesTheStartBeforeAnyAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	tester.InitServer(config, "caddyfile")
-	if a := do(t, "GET", bystander, "", nil); a.status != 200 {
-		t.Fatalf("the bystander after the journal was moved aside: %d %s", a.status, a.body)
+	n := served(t, do(t, "GET", route, "", nil))
+	if m := served(t, do(t, "GET", bystander, "", nil)); n < 1 || m != n+1 {
+		t.Fatalf("the bystander after the journal was moved aside: served %d then %d", n, m)
 	}
 	pids := workerPIDs(t)
 	tester.InitServer(config, "caddyfile") // a reload: the store is held, not checked
 	if after := workerPIDs(t); !slices.Equal(after, pids) {
 		t.Fatalf("a reload replaced the workers: %v → %v", pids, after)
 	}
-	if a := do(t, "GET", bystander, "", nil); a.status != 200 {
-		t.Fatalf("the bystander after a reload: %d %s", a.status, a.body)
+	if m := served(t, do(t, "GET", route, "", nil)); m != n+2 {
+		t.Fatalf("the bystander's route after a reload served %d, want %d (its state kept)", m, n+2)
 	}
 }
 
