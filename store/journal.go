@@ -327,9 +327,9 @@ type entry struct {
 // it continues bbolt (its first entry at most last+1). Past a damaged
 // entry bbolt already holds it resumes at entry last+1. A damaged entry
 // answered (one appended after it names it synced) ends the chain before
-// entries answered after it: that is an error, not a torn tail. A file
-// older than the trailer of a whole journal (1 MiB) says it was takes
-// nothing.
+// entries answered after it: that is an error, not a torn tail. A bbolt
+// file that holds fewer entries than the journal's trailer says it held
+// (markApplied) is a copy restored, and takes nothing.
 func planReplay(buf []byte, run [runLen]byte, last uint64) ([]entry, []string, error) {
 	var notes []string
 	if len(buf) >= journalSize {
