@@ -279,8 +279,8 @@ func (a *App) setDefaults() {
 	}
 }
 
-// Provision sets defaults and checks them, and the store's journal (read
-// only). It opens nothing and starts nothing (README.md, Caddyfile):
+// Provision sets defaults and checks them, and the store (read only,
+// store.CheckBolt). It opens nothing and starts nothing (README.md, Caddyfile):
 // `caddy validate` beside a running gateway must not wait for the store's
 // lock or leave a worker behind.
 func (a *App) Provision(ctx caddy.Context) error {
@@ -291,15 +291,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	// A store whose journal lost answered entries refuses the start here,
-	// before any app starts: Caddy starts its apps in no set order, and
-	// its HTTP server answered while Start opened the store (the second
-	// red team's L3). It only reads, never waiting for the store's lock:
-	// a reload, whose store this process holds, and `caddy validate`
-	// beside a running gateway skip it (docs/decisions.md, "A deploy's
-	// record is journalled").
+	// A store OpenBolt would refuse (a journal that lost answered
+	// entries, a file of another application or schema) refuses the
+	// start here, before any app starts: Caddy starts its apps in no set
+	// order, and its HTTP server answered while Start opened the store
+	// (the second red team's L3). It only reads, never waiting for the
+	// store's lock: a reload, whose store this process holds, and `caddy
+	// validate` beside a running gateway skip it (docs/decisions.md, "A
+	// deploy's record is journalled").
 	if _, held := runtimes.References(a.storeKey()); !held && !a.clustered() {
-		if err := store.CheckJournal(a.Store); err != nil {
+		if err := store.CheckBolt(a.Store); err != nil {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}

@@ -26,8 +26,9 @@ import (
 // A start whose store's journal lost entries answered is refused before
 // any listener serves (the second red team's L3: Caddy starts its apps in
 // no set order, and its HTTP server answered 503 "starting" while the
-// retainer app opened the store and failed). A client polling the HTTP
-// port through eight refused starts never gets an answer. Moved aside, as
+// retainer app opened the store and failed), and so is one on a file that
+// is no Retainer store. A client polling the HTTP port through twelve
+// refused starts never gets an answer. Moved aside, as
 // the error says, the journal lets the gateway start, and a bystander's
 // handle and route deployed before serve; a reload after keeps its
 // workers and the handle's state.
@@ -54,6 +55,15 @@ func TestADamagedJournalRefusesTheStartBeforeAnyAnswer(t *testing.T) {
 	damageJournal(t, path)
 
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(config), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And a store that is no Retainer store, refused as early.
+	foreign := filepath.Join(t.TempDir(), "foreign.db")
+	if err := os.WriteFile(foreign, bytes.Repeat([]byte("not a database "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	foreignCfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(gatewayConfig(foreign, "isolation shared")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +106,13 @@ func TestADamagedJournalRefusesTheStartBeforeAnyAnswer(t *testing.T) {
 		if !strings.Contains(err.Error(), store.ErrJournalDamaged.Error()) || !strings.Contains(err.Error(), path+"-journal") ||
 			!strings.Contains(err.Error(), "move it aside") {
 			t.Fatalf("attempt %d: the start failed with %v", i, err)
+		}
+		if i%2 == 0 {
+			if err := caddy.Load(foreignCfg, true); err == nil || !strings.Contains(err.Error(), "not a Retainer store") {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("attempt %d on a file that is no store: %v", i, err)
+			}
 		}
 	}
 	close(stop)
@@ -158,7 +175,7 @@ func damageJournal(t *testing.T, path string) {
 	if err := os.WriteFile(path+"-journal", append(out, bytes.Repeat([]byte{0}, len(j)-len(out))...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.CheckJournal(path); err == nil {
+	if err := store.CheckBolt(path); err == nil {
 		t.Fatal("the journal written is not damaged (has its format changed?)")
 	}
 }

@@ -100,34 +100,74 @@ func OpenBolt(path string, openTimeout time.Duration) (*Bolt, error) {
 
 func initSchema(db *bolt.DB) error {
 	return db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			// A new file has no buckets at all; one with other buckets
-			// belongs to someone else.
-			foreign := false
-			tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-				foreign = true
-				return nil
-			})
-			if foreign {
-				return errors.New("the file is a bbolt database of another application")
-			}
-			var err error
-			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+		if err := checkSchema(tx); err != nil {
+			return err
+		}
+		if tx.Bucket(bucketMeta) == nil {
+			meta, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
 				return err
 			}
 			meta.Put(keyApp, appName)
 			meta.Put(keySchema, []byte(schemaVersion))
 		}
-		if string(meta.Get(keyApp)) != string(appName) {
-			return errors.New("the file is a bbolt database of another application")
-		}
-		if v := string(meta.Get(keySchema)); v != schemaVersion {
-			return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
-		}
 		_, err := tx.CreateBucketIfNotExists(bucketOwners)
 		return err
 	})
+}
+
+// checkSchema refuses a file of another application or schema; a new
+// file (no buckets at all) passes.
+func checkSchema(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		// A new file has no buckets at all; one with other buckets
+		// belongs to someone else.
+		foreign := false
+		tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			foreign = true
+			return nil
+		})
+		if foreign {
+			return errors.New("the file is a bbolt database of another application")
+		}
+		return nil
+	}
+	if string(meta.Get(keyApp)) != string(appName) {
+		return errors.New("the file is a bbolt database of another application")
+	}
+	if v := string(meta.Get(keySchema)); v != schemaVersion {
+		return fmt.Errorf("the store has schema version %q; this build reads %q", v, schemaVersion)
+	}
+	return nil
+}
+
+// CheckBolt answers the error OpenBolt would refuse the store at path
+// with: not a Retainer store, another schema, a journal that lost
+// entries answered (ErrJournalDamaged). It changes nothing and never
+// waits for the file's lock: nil when there is no file yet, when another
+// holder has it open, or when it cannot be read now (OpenBolt decides
+// then). The gateway calls it while it provisions, so that such a start
+// is refused before any listener serves (caddymodule/app.go).
+func CheckBolt(path string) error {
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		return nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Nanosecond})
+	if err != nil {
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
+			return fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
+		}
+		return nil
+	}
+	defer db.Close()
+	if err := db.View(checkSchema); err != nil {
+		return fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := checkJournal(path, db); err != nil {
+		return fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return nil
 }
 
 // Replayed is what OpenBolt replayed from the journal, and found and did

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -221,25 +220,13 @@ func openJournal(path string, db *bolt.DB) (*journal, uint64, Replay, error) {
 	return j, last, rep, nil
 }
 
-// CheckJournal answers the error OpenBolt would (ErrJournalDamaged) when
-// the journal beside the store at path lost entries answered; nil
-// otherwise, and whenever the store cannot be read now (no file yet,
-// another holder of its lock): OpenBolt decides then. It writes nothing
-// and never waits for the lock, so the gateway calls it while it
-// provisions, before any listener serves (caddymodule/app.go).
-func CheckJournal(path string) error {
+// checkJournal is CheckBolt's part: the error openJournal would answer,
+// read from the journal beside path for db, changing nothing.
+func checkJournal(path string, db *bolt.DB) error {
 	buf, err := os.ReadFile(path + "-journal")
 	if err != nil || !slices.ContainsFunc(buf, func(c byte) bool { return c != 0 }) {
 		return nil
 	}
-	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
-		return nil
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Nanosecond})
-	if err != nil {
-		return nil
-	}
-	defer db.Close()
 	var last uint64
 	var run [runLen]byte
 	db.View(func(tx *bolt.Tx) error {
@@ -252,7 +239,7 @@ func CheckJournal(path string) error {
 		return nil
 	})
 	if _, _, err := planReplay(buf[:min(len(buf), journalSize)], run, last); err != nil {
-		return fmt.Errorf("opening store %s: the store's journal %s: %w", path, path+"-journal", err)
+		return fmt.Errorf("the store's journal %s: %w", path+"-journal", err)
 	}
 	return nil
 }

@@ -672,14 +672,14 @@ func TestAFullJournalFallsBackToBbolt(t *testing.T) {
 	}
 }
 
-// CheckJournal, which the gateway calls before any listener serves
+// CheckBolt, which the gateway calls before any listener serves
 // (caddymodule/app.go), answers what OpenBolt would for a damaged
 // journal, and nothing for one OpenBolt opens; it writes nothing, and
 // does not wait for a store another holder has open.
-func TestCheckJournalAnswersWhatOpenBoltWould(t *testing.T) {
+func TestCheckBoltAnswersWhatOpenBoltWould(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "registry.db")
-	if err := CheckJournal(path); err != nil {
+	if err := CheckBolt(path); err != nil {
 		t.Fatalf("no store yet: %v", err)
 	}
 	killedAfterAnswers(t, path, "chain")
@@ -694,7 +694,7 @@ func TestCheckJournalAnswersWhatOpenBoltWould(t *testing.T) {
 		t.Fatal(err)
 	}
 	db, _ := os.ReadFile(path)
-	checked := CheckJournal(path)
+	checked := CheckBolt(path)
 	if !errors.Is(checked, ErrJournalDamaged) {
 		t.Fatalf("a damaged journal checked: %v", checked)
 	}
@@ -713,7 +713,7 @@ func TestCheckJournalAnswersWhatOpenBoltWould(t *testing.T) {
 	if err := os.WriteFile(path+"-journal", torn, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckJournal(path); err != nil {
+	if err := CheckBolt(path); err != nil {
 		t.Fatalf("a torn last entry checked: %v", err)
 	}
 	// Held open (here by this process, as by a running gateway): the
@@ -727,7 +727,7 @@ func TestCheckJournalAnswersWhatOpenBoltWould(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error)
-	go func() { done <- CheckJournal(path) }()
+	go func() { done <- CheckBolt(path) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -735,6 +735,63 @@ func TestCheckJournalAnswersWhatOpenBoltWould(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatal("the check waits for the store's lock")
+	}
+}
+
+// CheckBolt refuses what OpenBolt refuses before the journal, with its
+// words: a file that is not bbolt, a bbolt file of another application,
+// a store of another schema; and lets a new file pass.
+func TestCheckBoltRefusesWhatOpenBoltRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{"not bbolt", func(path string) error {
+			return os.WriteFile(path, bytes.Repeat([]byte("not a database "), 1000), 0o600)
+		}},
+		{"another application's", func(path string) error {
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("theirs")); return err })
+		}},
+		{"another schema", func(path string) error {
+			b, err := OpenBolt(path, 0)
+			if err != nil {
+				return err
+			}
+			b.Close()
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, []byte("0")) })
+		}},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".db")
+		if err := c.make(path); err != nil {
+			t.Fatal(err)
+		}
+		checked := CheckBolt(path)
+		if checked == nil {
+			t.Errorf("%s: checked nil", c.name)
+			continue
+		}
+		if b, err := OpenBolt(path, 0); err == nil {
+			b.Close()
+			t.Errorf("%s: OpenBolt opened it", c.name)
+		} else if err.Error() != checked.Error() {
+			t.Errorf("%s: OpenBolt answered %q; the check %q", c.name, err, checked)
+		}
+	}
+	path := filepath.Join(dir, "new.db")
+	os.WriteFile(path, nil, 0o600)
+	if err := CheckBolt(path); err != nil {
+		t.Fatalf("an empty file: %v", err)
 	}
 }
 
@@ -772,7 +829,7 @@ func TestAJournalCutAtEveryByteOfItsLastEntryOpens(t *testing.T) {
 			if err := os.WriteFile(path+"-journal", j, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := CheckJournal(path); err != nil {
+			if err := CheckBolt(path); err != nil {
 				t.Fatalf("cut at %d (entry 22 is %d-%d): checked %v", cut, offs[21], end, err)
 			}
 			b, err := OpenBolt(path, 0)
@@ -823,7 +880,7 @@ func TestACopyTakenWhileRunningReplaysNothingOnceRestored(t *testing.T) {
 	if err := os.WriteFile(path+"-journal", journal, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckJournal(path); err != nil {
+	if err := CheckBolt(path); err != nil {
 		t.Fatalf("the restored copy checked: %v", err)
 	}
 	if b, err = OpenBolt(path, 0); err != nil {
