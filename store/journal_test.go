@@ -961,3 +961,69 @@ func TestTheTrailerStopsOnlyAnOlderFile(t *testing.T) {
 		t.Fatalf("a journal without a trailer, full to its end: replayed %d of %d entries, %v", len(got), seq+1, err)
 	}
 }
+
+// The first entry of a lap (every entry before it in bbolt, so it is
+// written at the journal's start, over the last lap's) cut at every byte,
+// the last lap's bytes behind the cut: the store opens every time, takes
+// the entry only when whole, and none of the last lap's entries again.
+func TestALapsFirstEntryCutAtEveryByteOpens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "registry.db")
+	killedAfterAnswers(t, path, "chain")
+	old, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bbolt holds the 22 entries, as once they were written.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run [runLen]byte
+	if err := db.Update(func(tx *bolt.Tx) error {
+		copy(run[:], tx.Bucket(bucketMeta).Get(runKey))
+		for i := range 22 {
+			if err := applyEntry(tx, &Txn{Then: []Op{Put("handles", fmt.Appendf(nil, "k%02d", i+1), []byte("v"))}}, uint64(i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	store, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := encodeEntry(23, run, 22, &Txn{Then: []Op{Put("handles", []byte("new"), []byte("v"))}})
+	for cut := 0; cut <= len(e); cut++ {
+		j := slices.Clone(old)
+		copy(j, e[:cut])
+		if err := os.WriteFile(path, store, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+"-journal", j, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckBolt(path); err != nil {
+			t.Fatalf("cut at %d of %d: checked %v", cut, len(e), err)
+		}
+		b, err := OpenBolt(path, 0)
+		if err != nil {
+			t.Fatalf("cut at %d of %d: %v", cut, len(e), err)
+		}
+		r := b.Replayed()
+		v, _ := b.Get(context.Background(), "handles", []byte("new"))
+		b.Close()
+		whole := cut == len(e)
+		if (string(v) == "v") != whole || whole && (r.Entries != 1 || r.From != 23) || !whole && r.Entries != 0 {
+			t.Fatalf("cut at %d of %d: replayed %+v, new %q", cut, len(e), r, v)
+		}
+		// Once the cut entry no longer reads as the last lap's first
+		// (whose first bytes it shares), it is named.
+		if _, _, ok := parseEntry(j); !ok && (len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "entry 23,")) {
+			t.Fatalf("cut at %d of %d: the notes %q do not name entry 23", cut, len(e), r.Notes)
+		}
+	}
+}
