@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -236,8 +237,10 @@ func TestARestoredOrResetStoreServesNoDeletedHandle(t *testing.T) {
 
 // Deploys answered (their records in the journal, or in bbolt), then the
 // gateway killed (kill -9), then each of its next starts killed too, at
-// moments from its first instant to past its replay: the start after
-// serves every deploy answered and the bystander's handle deployed before,
+// moments from its first instant to past its replay, and twice as soon as
+// it has said what it replayed: the start after
+// serves every deploy answered and the bystander's handle and route bound
+// before,
 // and says what it replayed (store/journal.go; a start killed during the
 // replay or before the journal is cleared replays nothing twice).
 func TestStartsKilledMidwayLoseNoAnsweredDeploy(t *testing.T) {
@@ -264,7 +267,10 @@ func TestStartsKilledMidwayLoseNoAnsweredDeploy(t *testing.T) {
 		}
 		return dep.ExecutionID
 	}
-	by := deploy(toks[n]) // the bystander
+	by := deploy(toks[n]) // the bystander, and its route
+	if status, body := call(t, "PUT", gw.api+"/routes/steady-bystander", toks[n], fmt.Sprintf(`{"executionId": %q}`, by)); status != 200 {
+		t.Fatalf("the bystander's route: %d %s", status, body)
+	}
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -296,6 +302,37 @@ func TestStartsKilledMidwayLoseNoAnsweredDeploy(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 6 starts killed after they had opened the store", opened)
+	// Twice more, killed as soon as the start has said what it replayed.
+	for range 2 {
+		cmd := binary(ctx, "run", "--config", config)
+		pr, pw := io.Pipe()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		said := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), "journal entr") {
+					said <- sc.Text()
+					break
+				}
+			}
+			io.Copy(io.Discard, pr)
+		}()
+		select {
+		case line := <-said:
+			if strings.Contains(line, "damaged") {
+				t.Fatalf("a start killed after it opened the store left a journal found damaged: %s", line)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the start did not say what it replayed")
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		pw.Close()
+	}
 	gw = startGateway(t, ctx, config)
 	defer gw.stop()
 	serves := func(id string) (int, string) {
@@ -309,7 +346,10 @@ func TestStartsKilledMidwayLoseNoAnsweredDeploy(t *testing.T) {
 			t.Fatalf("deploy %d answered before the kills serves: %d %s", i, status, body)
 		}
 	}
-	if status, body := serves(by); status != 200 || body != `{"served":1}` {
+	if status, body := serves("steady-bystander"); status != 200 || body != `{"served":1}` {
+		t.Fatalf("the bystander's route after the kills: %d %s", status, body)
+	}
+	if status, body := serves(by); status != 200 || body != `{"served":2}` {
 		t.Fatalf("the bystander after the kills: %d %s", status, body)
 	}
 }
