@@ -28,10 +28,10 @@ import (
 // no set order, and its HTTP server answered 503 "starting" while the
 // retainer app opened the store and failed), and so is one on a file that
 // is no Retainer store. A client polling the HTTP port through twelve
-// refused starts never gets an answer. Moved aside, as
-// the error says, the journal lets the gateway start, and a bystander's
-// handle and route deployed before serve; a reload after keeps its
-// workers and the handle's state.
+// refused starts never gets an answer. Moved aside, as the error says,
+// the journal lets the gateway start, and a bystander's handle and route
+// deployed before serve; a reload after keeps its workers and the
+// handle's state.
 func TestADamagedJournalRefusesTheStartBeforeAnyAnswer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	config := gatewayConfig(path, "isolation shared")
