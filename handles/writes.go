@@ -89,6 +89,30 @@ func settle(ctx context.Context) bool {
 	return w == nil || w.state.CompareAndSwap(writeSent, writeSettled) || w.state.CompareAndSwap(writeWaiting, writeSettled)
 }
 
+// wanted answers whether the caller of the write ctx carries still waits
+// for it (work no caller waits for: always). A write that let go of
+// routeMu to read the store (bindRoute) sends nothing more once its
+// caller was answered: a new commit of it could land after a later write
+// of the same name.
+func wanted(ctx context.Context) bool {
+	w, _ := ctx.Value(boundedWriteKey{}).(*boundedWrite)
+	if w == nil {
+		return true
+	}
+	st := w.state.Load()
+	return st == writeWaiting || st == writeSent
+}
+
+// readBound is the context of a store read a registry write makes with
+// no lock held: within the write bound in a cluster (past it the caller
+// was answered anyway), unbounded on one machine.
+func (s *Store) readBound() (context.Context, context.CancelFunc) {
+	if s.opts.WriteBound <= 0 {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithTimeout(context.Background(), s.opts.WriteBound)
+}
+
 // bounded runs write, waiting for it at most the store's write bound (no
 // bound: until it ends), and answers its answer, or OVERLOADED past the
 // bound. write's ctx carries the state sending and settle read; it is
