@@ -67,7 +67,10 @@ func TestClusterTakeBackOfADeadGatewayIsFinished(t *testing.T) {
 		t.Fatalf("a deploy while etcd is paused: %d %s, want 503 given up on after it was sent", status, body)
 	}
 	// gw-1 can no longer take it back; etcd, resumed within the lease,
-	// applies the record and its mark.
+	// applies the record and its mark. (The mark leaves gw-1 before its
+	// answer, handed to etcd's client; its connection's writer is given
+	// a moment on a loaded machine before gw-1 stops.)
+	time.Sleep(300 * time.Millisecond)
 	pauseMember(t, a)
 	p.Resume()
 	given := ""
