@@ -16,6 +16,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/cluster"
+	"github.com/retainer-gw/retainer/handles"
 	"github.com/retainer-gw/retainer/sqldb"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -411,6 +412,33 @@ func (rt *runtime) sweepUnowned() {
 			}
 		}
 	})
+}
+
+// finishTakeBacks finishes, at the gateway's start and every
+// handles.TakeBackMarksEvery after, the take-backs of deploys given up on
+// that the store's marks name (handles.Store.FinishTakeBacks): one whose
+// gateway was killed or restarted before it landed is finished here when
+// the space is this gateway's or nobody's.
+func (rt *runtime) finishTakeBacks() {
+	b := rt.backing
+	finish := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), handles.TakeBackMarksEvery)
+		defer cancel()
+		if !b.member.Load().Serving() {
+			return
+		}
+		err := rt.store.FinishTakeBacks(ctx, func(ctx context.Context, space string) (bool, error) {
+			owner, err := b.etcd.OwnerOf(ctx, space)
+			return owner != "", err
+		})
+		// etcd slower than the interval is said by the writes it refuses;
+		// the next interval tries again.
+		if err != nil && ctx.Err() == nil {
+			rt.logger.Load().Warn("finishing the take-backs of deploys given up on: " + err.Error())
+		}
+	}
+	finish()
+	rt.every(handles.TakeBackMarksEvery, finish)
 }
 
 // unownedSweepEvery is how often the elected member sweeps spaces nobody

@@ -404,6 +404,7 @@ func newRuntime(a *App) (*runtime, error) {
 		}
 		go rt.watchLease()
 		go rt.sweepUnowned()
+		go rt.finishTakeBacks()
 		go rt.watchGone()
 	}
 	return rt, nil

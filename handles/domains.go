@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
@@ -277,20 +278,48 @@ func (r *Registry) activateDomain(ctx context.Context, tenant, host string, foun
 	s.mu.Lock()
 	s.setClaim(r.name, &next)
 	s.mu.Unlock()
-	if s.opts.Own != nil {
-		// In a cluster, claims made through other gateways may be in
-		// the store only.
-		prefix := key(r.name, host+"\x00")
-		s.w.Scan(context.Background(), tableDomains, store.Range{Prefix: prefix}, func(k, _ []byte) bool {
-			others = append(others, store.Delete(tableDomains, append([]byte(nil), k...)))
-			return true
-		})
-	}
 	if len(others) > 0 {
 		s.commitChunked(ctx, r.name, tenant, others)
 	}
+	if s.opts.Own != nil {
+		// In a cluster, claims made through other gateways may be in
+		// the store only.
+		go s.dropStoredClaims(r.name, tenant, host, domainOp(r.name, &next).Value)
+	}
 	return next.view(), nil
 }
+
+// dropStoredClaims ends the other tenants' claims of a host the tenant has
+// just activated that are in the store only (made through other gateways
+// of a cluster). It runs after the activation was answered, with no lock
+// held, so an etcd that stalls holds no route writer up (a claim left
+// meanwhile is stale beside the active one and never loaded: setClaim);
+// each delete holds only while the host's active claim is still the one
+// activated, so a claim made after the host changed hands is left alone.
+func (s *Store) dropStoredClaims(registry, tenant, host string, active []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), storedClaimsBound)
+	defer cancel()
+	var ops []store.Op
+	err := s.w.Scan(ctx, tableDomains, store.Range{Prefix: key(registry, host+"\x00")}, func(k, _ []byte) bool {
+		ops = append(ops, store.Delete(tableDomains, store.Copy(k)))
+		return true
+	})
+	if err != nil {
+		return
+	}
+	conds := []store.Cond{store.Holds(tableDomains, key(registry, host), active)}
+	room := max(1, s.w.Store.Limits().Ops-len(conds)-1)
+	for len(ops) > 0 {
+		n := min(room, len(ops))
+		if s.commit(ctx, registry, tenant, conds, ops[:n]) != nil {
+			return
+		}
+		ops = ops[n:]
+	}
+}
+
+// storedClaimsBound is how long dropStoredClaims waits for the store.
+const storedClaimsBound = 10 * time.Second
 
 // DeleteDomain removes the tenant's domain at once: an active host is free
 // for anyone (a delete the tenant asks for reserves nothing), a pending

@@ -41,6 +41,43 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 	if _, err := r.owned(tenant, id); err != nil {
 		return Route{}, err
 	}
+	route, free, err := r.bindLocked(ctx, tenant, name, id, split, nil)
+	if !free {
+		return route, err
+	}
+	// The store holds the name though memory does not. A name left by an
+	// end that stopped half done points at no record (load dropped it):
+	// it is free, and bound again on the condition that it still points
+	// there. The store is read with no lock held (an etcd that stalls
+	// holds no other route writer up), and the bind takes the locks and
+	// checks everything again.
+	rctx, cancel := s.readBound()
+	defer cancel()
+	left, err := s.w.Get(rctx, tableRoutes, key(r.name, name))
+	if err != nil {
+		return Route{}, storeFault(err, "The route could not be saved.")
+	}
+	if left != nil {
+		rec, err := s.w.Get(rctx, tableHandles, key(r.name, string(left)))
+		if err != nil {
+			return Route{}, storeFault(err, "The route could not be saved.")
+		}
+		if rec == nil {
+			route, _, err = r.bindLocked(ctx, tenant, name, id, split, left)
+			return route, err
+		}
+	}
+	return Route{}, takenFault(name)
+}
+
+// bindLocked is bindRoute's write under routeMu. left, when not nil, is
+// the id a name the store holds points at, found to name no record: the
+// name is bound on the condition that it still does, and only while the
+// bind's caller still waits (wanted). free answers that the store holds
+// the name memory did not (a conflict on its absence): bindRoute reads
+// the store and calls again.
+func (r *Registry) bindLocked(ctx context.Context, tenant, name, id string, split []Share, left []byte) (_ Route, free bool, _ error) {
+	s := r.store
 	s.routeMu.Lock()
 	defer s.routeMu.Unlock()
 	// The record's meta is written with the route: the flusher of
@@ -48,21 +85,21 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 	// after it (metaMu; TestFlushesNeverUndoABind).
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
-	if !sending(ctx) {
-		return Route{}, errWriteDropped
+	if !sending(ctx) || left != nil && !wanted(ctx) {
+		return Route{}, false, errWriteDropped
 	}
 	s.mu.Lock()
 	rec := s.records[id]
 	if rec == nil {
 		s.mu.Unlock()
-		return Route{}, fault.Closed(id)
+		return Route{}, false, fault.Closed(id)
 	}
 	var prev *Record
 	if prevID, ok := s.routes[r.name][name]; ok {
 		prev = s.records[prevID]
 		if prev != nil && prev.Tenant != tenant {
 			s.mu.Unlock()
-			return Route{}, takenFault(name)
+			return Route{}, false, takenFault(name)
 		}
 	}
 	reservedHere := false
@@ -73,7 +110,7 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 			reservedHere = true
 		default:
 			s.mu.Unlock()
-			return Route{}, takenFault(name)
+			return Route{}, false, takenFault(name)
 		}
 		bound := 0
 		for _, rid := range s.routes[r.name] {
@@ -87,9 +124,9 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 		if !reservedHere && bound+reserved >= budgets.RoutesPerTenant {
 			s.mu.Unlock()
 			if reserved == 0 {
-				return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names, the most this registry allows. Unbind one first.", bound)
+				return Route{}, false, fault.New(fault.QuotaExceeded, "The tenant binds %d route names, the most this registry allows. Unbind one first.", bound)
 			}
-			return Route{}, fault.New(fault.QuotaExceeded, "The tenant binds %d route names and %d more stay reserved to it for a day after their handles ended, %d in all, the most this registry allows. Bind a reserved name again, or free one with DELETE /routes/{name}.", bound, reserved, bound+reserved)
+			return Route{}, false, fault.New(fault.QuotaExceeded, "The tenant binds %d route names and %d more stay reserved to it for a day after their handles ended, %d in all, the most this registry allows. Bind a reserved name again, or free one with DELETE /routes/{name}.", bound, reserved, bound+reserved)
 		}
 	}
 	newRec := *rec
@@ -117,29 +154,25 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 	// The name is taken in the store as it was seen here, so that
 	// gateways sharing a store (docs/cluster.md) never both bind it.
 	var conds []store.Cond
-	if prev == nil {
+	switch {
+	case prev == nil && left != nil:
+		conds = append(conds, store.Holds(tableRoutes, key(r.name, name), left))
+	case prev == nil:
 		conds = append(conds, store.Absent(tableRoutes, key(r.name, name)))
-		if !reservedHere {
-			conds = append(conds, store.Absent(tableReserved, key(r.name, name)))
-		}
-	} else {
+	default:
 		conds = append(conds, store.Holds(tableRoutes, key(r.name, name), []byte(prev.ID)))
 	}
+	if prev == nil && !reservedHere {
+		conds = append(conds, store.Absent(tableReserved, key(r.name, name)))
+	}
 	err := s.commit(ctx, r.name, tenant, conds, ops)
-	if errors.Is(err, store.ErrConflict) && prev == nil {
-		// A name left by an end that stopped half done points at no
-		// record (load dropped it): it is free.
-		if id, _ := s.w.Get(context.Background(), tableRoutes, key(r.name, name)); id != nil {
-			if rec, _ := s.w.Get(context.Background(), tableHandles, key(r.name, string(id))); rec == nil {
-				conds[0] = store.Holds(tableRoutes, key(r.name, name), id)
-				err = s.commit(ctx, r.name, tenant, conds, ops)
-			}
-		}
+	if errors.Is(err, store.ErrConflict) && prev == nil && left == nil {
+		return Route{}, true, err
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return Route{}, takenFault(name)
+		return Route{}, false, takenFault(name)
 	} else if err != nil {
-		return Route{}, storeFault(err, "The route could not be saved.")
+		return Route{}, false, storeFault(err, "The route could not be saved.")
 	}
 	// Records only end under routeMu, which this holds: rec and prev are
 	// still the live records.
@@ -151,7 +184,7 @@ func (r *Registry) bindRoute(ctx context.Context, tenant, name, id string, split
 	s.routes[r.name][name] = id
 	s.setHistoryLocked(r.name, name, hist)
 	s.mu.Unlock()
-	return Route{Name: name, ExecutionID: id, Split: split}, nil
+	return Route{Name: name, ExecutionID: id, Split: split}, false, nil
 }
 
 // bindBounded is bindRoute within the store's write bound (writes.go).

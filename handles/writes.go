@@ -36,7 +36,10 @@ import (
 //     the record and takes it back; a take-back the store refuses (this
 //     gateway lost its lease meanwhile and is rejoining: its fence went
 //     with it) is tried again until it lands, claiming the space again
-//     for it (takeBackUntilLanded);
+//     for it (takeBackUntilLanded); and every gateway finishes the
+//     take-backs its marks name in the spaces it owns or nobody does, as
+//     it starts and every TakeBackMarksEvery (FinishTakeBacks), so a
+//     gateway killed before its take-back landed leaves nothing behind;
 //   - while a write has waited for the store longer than the bound, new
 //     writes are refused at once rather than piling up behind it (any
 //     registry commit counts, the flusher's of invocation counts too: a
@@ -87,6 +90,30 @@ func sending(ctx context.Context) bool {
 func settle(ctx context.Context) bool {
 	w, _ := ctx.Value(boundedWriteKey{}).(*boundedWrite)
 	return w == nil || w.state.CompareAndSwap(writeSent, writeSettled) || w.state.CompareAndSwap(writeWaiting, writeSettled)
+}
+
+// wanted answers whether the caller of the write ctx carries still waits
+// for it (work no caller waits for: always). A write that let go of
+// routeMu to read the store (bindRoute) sends nothing more once its
+// caller was answered: a new commit of it could land after a later write
+// of the same name.
+func wanted(ctx context.Context) bool {
+	w, _ := ctx.Value(boundedWriteKey{}).(*boundedWrite)
+	if w == nil {
+		return true
+	}
+	st := w.state.Load()
+	return st == writeWaiting || st == writeSent
+}
+
+// readBound is the context of a store read a registry write makes with
+// no lock held: within the write bound in a cluster (past it the caller
+// was answered anyway), unbounded on one machine.
+func (s *Store) readBound() (context.Context, context.CancelFunc) {
+	if s.opts.WriteBound <= 0 {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithTimeout(context.Background(), s.opts.WriteBound)
 }
 
 // bounded runs write, waiting for it at most the store's write bound (no
@@ -240,10 +267,14 @@ func (t *takeBacks) has(id string) bool {
 
 // tableTakeBacks holds, by registry and record id, the deploys given up on
 // after their record was sent (value: takeBackMark): any gateway that
-// loads the space skips the record and takes it back. The mark is sent
-// the moment the deploy is given up on, while etcd still holds its
-// record's transaction, so etcd applies it before it can let the
-// gateway's lease expire and another gateway claim the space and load it
+// loads the space skips the record and takes it back, and every gateway
+// finishes the take-backs of the marks in the spaces it owns or nobody
+// does (FinishTakeBacks). The mark is sent the moment the deploy is given
+// up on, so with etcd paused etcd holds it before it can let the
+// gateway's lease expire and another gateway claim the space and load
+// it; a mark delayed past that load (the gateway's connection to etcd
+// cut right after the record arrived) is found by that gateway's next
+// FinishTakeBacks, which takes back what it served meanwhile
 // (docs/cluster.md, "Failures").
 const tableTakeBacks = "takebacks"
 
@@ -255,14 +286,35 @@ type takeBackMark struct {
 
 // markTakeBack records, in memory and in the store (unfenced: the mark
 // must land even once this gateway's fence is gone), that r's deploy was
-// given up on after its record was sent. Cluster only.
+// given up on after its record was sent. Cluster only. The deploy is
+// answered 503 once the mark is answered or markHandOff passed, so the
+// mark has left for etcd (behind the record, on the same connection)
+// before the answer does: a gateway killed right after its 503 has sent
+// it (a mark sent in a goroutine alone could still be in the process).
 func (s *Store) markTakeBack(r *Record) {
 	s.takeBacks.add(r)
+	sent := make(chan struct{})
+	go func() {
+		s.sendMark(context.Background(), r)
+		close(sent)
+	}()
+	select {
+	case <-sent:
+	case <-time.After(markHandOff):
+	}
+}
+
+// markHandOff is how long a deploy given up on waits for its mark before
+// it is answered (markTakeBack).
+const markHandOff = 50 * time.Millisecond
+
+// sendMark writes r's mark in tableTakeBacks, unfenced.
+func (s *Store) sendMark(ctx context.Context, r *Record) {
 	v, err := json.Marshal(takeBackMark{Tenant: r.Tenant, BodyChunks: r.BodyChunks})
 	if err != nil {
 		return
 	}
-	go s.w.Store.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(tableTakeBacks, key(r.Registry, r.ID), v)}})
+	s.w.Store.Commit(ctx, store.Txn{Then: []store.Op{store.Put(tableTakeBacks, key(r.Registry, r.ID), v)}})
 }
 
 // marksOf answers the records of a tenant's space marked for a take-back
@@ -330,10 +382,96 @@ func (s *Store) tryTakeBack(r *Record) bool {
 	if s.opts.Own != nil {
 		if err := s.own(ctx, r.Registry, r.Tenant); err != nil {
 			// Not this gateway's to write (yet): nothing to do if the
-			// record is not stored.
+			// record is not stored. While it is, its mark is sent again
+			// (the first may have been lost with its connection), so
+			// that the space's owner finishes it (FinishTakeBacks).
 			v, err := s.w.Get(ctx, tableHandles, key(r.Registry, r.ID))
+			if err == nil && v != nil {
+				s.sendMark(ctx, r)
+			}
 			return err == nil && v == nil
 		}
 	}
 	return s.takeBack(r) == nil
+}
+
+// TakeBackMarksEvery is how often a cluster's gateway finishes the
+// take-backs the store's marks name (FinishTakeBacks); the Caddy module
+// also finishes them as the gateway starts.
+const TakeBackMarksEvery = 2 * time.Second
+
+// FinishTakeBacks finishes the take-backs the store's marks name, so that
+// a mark always ends with its record gone and the mark cleared, whoever
+// sent it (docs/cluster.md, "Failures"): a gateway killed or restarted
+// before its take-back landed forgets it, and nobody else would take the
+// record back before some load of its space skipped it. For each mark:
+//
+//   - one whose take-back this gateway tries already is left to it;
+//   - in a space this gateway owns, the record is dropped from memory
+//     (its isolate closed) and taken back: it was loaded before the mark
+//     landed (the case of another gateway's deploy given up on whose
+//     mark etcd applied after this gateway's load);
+//   - in a space nobody owns, the space is owned here, which loads it
+//     skipping the record and takes it back (reloadSpace);
+//   - in a space another gateway owns, it is that gateway's to finish.
+//
+// hasOwner answers whether a live gateway owns a space. Cluster only; the
+// Caddy module calls it at the gateway's start and every
+// TakeBackMarksEvery.
+func (s *Store) FinishTakeBacks(ctx context.Context, hasOwner func(ctx context.Context, space string) (bool, error)) error {
+	if s.opts.Own == nil {
+		return nil
+	}
+	var marked []*Record
+	err := s.w.Scan(ctx, tableTakeBacks, store.Range{}, func(k, v []byte) bool {
+		var m takeBackMark
+		registry, id, ok := splitKey(k)
+		if ok && json.Unmarshal(v, &m) == nil && m.Tenant != "" {
+			marked = append(marked, &Record{ID: id, Registry: registry, Tenant: m.Tenant, BodyChunks: m.BodyChunks})
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range marked {
+		if s.takeBacks.has(r.ID) {
+			continue
+		}
+		if s.owns(r.Registry, r.Tenant) {
+			s.dropMarked(r)
+			s.takeBackUntilLanded(r)
+			continue
+		}
+		owned, err := hasOwner(ctx, store.Space(r.Registry, r.Tenant))
+		if err != nil {
+			return err
+		}
+		if !owned {
+			_ = s.own(ctx, r.Registry, r.Tenant) // an error: claimed meanwhile, its owner's to finish
+		}
+	}
+	return nil
+}
+
+// dropMarked forgets a marked record this gateway loaded (with the route
+// names memory points at it) and closes its isolate; its take-back
+// deletes it from the store.
+func (s *Store) dropMarked(r *Record) {
+	s.mu.Lock()
+	rec := s.records[r.ID]
+	if rec == nil || rec.Registry != r.Registry {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.records, r.ID)
+	delete(s.dirty, r.ID)
+	delete(s.live, r.ID)
+	for name, id := range s.routes[r.Registry] {
+		if id == r.ID {
+			delete(s.routes[r.Registry], name)
+		}
+	}
+	s.mu.Unlock()
+	s.opts.Executor.Close(r.ID)
 }

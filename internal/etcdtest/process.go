@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -113,8 +114,21 @@ func (p *Process) Restart(t testing.TB) {
 }
 
 // Pause stops the etcd process (SIGSTOP): its connections stay open and
-// nothing is answered until Resume.
-func (p *Process) Pause() { p.cmd.Process.Signal(syscall.SIGSTOP) }
+// nothing is answered until Resume. It returns once the kernel reports
+// the process stopped (at most 5 s): kill(2) only marks the signal
+// pending, and on a loaded machine etcd went on answering a request sent
+// right after Pause.
+func (p *Process) Pause() {
+	p.cmd.Process.Signal(syscall.SIGSTOP)
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		data, err := os.ReadFile(stat)
+		// The state follows the command's parenthesised name.
+		if i := bytes.LastIndexByte(data, ')'); err != nil || i >= 0 && i+2 < len(data) && data[i+2] == 'T' {
+			return
+		}
+	}
+}
 
 // Resume continues a paused etcd (SIGCONT).
 func (p *Process) Resume() { p.cmd.Process.Signal(syscall.SIGCONT) }
