@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
@@ -215,12 +216,22 @@ func parseWireResponse(raw string, maxBody int) (program.WireResponse, error) {
 // lone surrogate as its own three bytes (ED A0–BF xx: not UTF-8, which no
 // valid sequence starting ED continues at A0 or above); the Fetch
 // Standard's conversion of a body string makes it U+FFFD, which is three
-// bytes too (EF BF BD), so it is replaced in place.
+// bytes too (EF BF BD), so it is replaced in place, in a copy.
+//
+// A body with no lone surrogate is s's own bytes, not a copy: s is the
+// answer's string as v8go made it for this answer alone (serve), which
+// nothing reads once the answer is parsed, and the body's bytes are only
+// read from then on (encoded into the answer's frame). A copy was an
+// allocation of the body's size a request (docs/performance.md, "A
+// worker's bytes a request").
 func textBytes(s string) []byte {
-	b := []byte(s)
-	if b == nil {
-		b = []byte{} // an empty body is a body
+	if s == "" {
+		return []byte{} // an empty body is a body
 	}
+	if !hasLoneSurrogate(s) {
+		return unsafe.Slice(unsafe.StringData(s), len(s))
+	}
+	b := []byte(s)
 	for i := 0; i < len(b); i++ {
 		j := bytes.IndexByte(b[i:], 0xED)
 		if j < 0 {
@@ -233,6 +244,22 @@ func textBytes(s string) []byte {
 		}
 	}
 	return b
+}
+
+// hasLoneSurrogate says whether s holds V8's bytes for a lone surrogate
+// (textBytes).
+func hasLoneSurrogate(s string) bool {
+	for i := 0; i < len(s); i++ {
+		j := strings.IndexByte(s[i:], 0xED)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i+2 < len(s) && s[i+1] >= 0xA0 && s[i+1] <= 0xBF {
+			return true
+		}
+	}
+	return false
 }
 
 func headTooLarge() error {

@@ -67,6 +67,10 @@ type Worker interface {
 	// the cache may send that answer with them in one frame instead,
 	// and f is then never called.
 	WhenSettled(id string, carry func() *Answer, f func(error))
+	// SettledNow is WhenSettled's answer when it would be at once: ok
+	// false when id has writes held back (then WhenSettled waits). It
+	// spares the common answer WhenSettled's two closures.
+	SettledNow(id string) (ok bool, err error)
 	// Tell serves a message the gateway's side sent (Peer.Tell).
 	Tell(msg []byte) error
 }

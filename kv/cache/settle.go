@@ -99,6 +99,17 @@ func (c *Worker) WhenSettled(id string, carry func() *hostcache.Answer, f func(e
 	f(err)
 }
 
+// SettledNow answers what WhenSettled would give f at once, when id has no
+// write on its way (ok); ok false: WhenSettled would wait.
+func (c *Worker) SettledNow(id string) (ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owes(id) > 0 {
+		return false, nil
+	}
+	return true, c.refused(id, c.done)
+}
+
 // takeSettled removes the waiters whose writes are all over and answers
 // their calls, to be made without c.mu: each as soon as its own writes are
 // (not once its id has none on the way: a handle under load always has),

@@ -68,9 +68,10 @@ type workerServer struct {
 	// gateway (roundTrip).
 	hostSlots chan struct{}
 
-	// lastID is the handle id of the last invocation frame, owned by the
-	// read loop (takeInvoke).
+	// lastID is the handle id of the last invocation frame, and req the
+	// frame decoded, both owned by the read loop (takeInvoke).
 	lastID string
+	req    wire.InvokeRequest
 
 	mu     sync.Mutex // guards engine and cfg until hello has run
 	engine *sandbox.Engine
@@ -309,7 +310,11 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 	if e == nil {
 		return false
 	}
-	var req wire.InvokeRequest
+	// The frame is decoded into the read loop's own InvokeRequest (its
+	// headers' array reused) and nothing of it outlives InvokeAsync, which
+	// copies what the isolate needs into the request's lines: the frame
+	// itself is the read loop's buffer (Conn.Take).
+	req := &w.req
 	if req.DecodeFrame(payload) != nil {
 		return false
 	}
@@ -319,31 +324,40 @@ func (w *workerServer) takeInvoke(frame uint64, path string, payload []byte) boo
 	if req.ID != w.lastID {
 		w.lastID = strings.Clone(req.ID)
 	}
-	req.ID = w.lastID
-	if req.Name == "fetch" {
-		req.Name = "fetch"
-	} else {
-		req.Name = strings.Clone(req.Name)
+	id := w.lastID
+	name := "fetch"
+	if req.Name != "fetch" {
+		name = strings.Clone(req.Name)
 	}
-	e.InvokeAsync(req.ID, req.Name, req.Request, func(res program.WireResponse, logs []program.LogEntry, err error) {
+	e.InvokeAsync(id, name, req.Request, func(res program.WireResponse, logs []program.LogEntry, err error) {
 		// On the isolate's loop: more invocations of the handle queued
 		// behind this one will answer in a moment, and this answer may
 		// leave with theirs.
-		more := e.Queued(req.ID) > 0
-		var carry func() *hostcache.Answer
-		if res.Stream == 0 && res.Relay == "" {
-			// A whole answer may ride with the kv writes it waits for
-			// (sendCacheBatch); a streamed one's head leaves on its own,
-			// as the worker must cancel its stream if a write fails.
-			carry = func() *hostcache.Answer {
-				return &hostcache.Answer{Tag: frame, Reply: wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.EncodeFrame(), Sent: w.conn.Answered}
-			}
+		more := e.Queued(id) > 0
+		if ok, werr := w.cache.SettledNow(id); ok {
+			w.answerInvoke(frame, e, id, res, logs, err, werr, more)
+			return
 		}
-		w.cache.WhenSettled(req.ID, carry, func(werr error) {
-			w.answerInvoke(frame, e, req.ID, res, logs, err, werr, more)
-		})
+		w.answerWhenSettled(frame, e, id, res, logs, err, more)
 	})
 	return true
+}
+
+// answerWhenSettled answers an invocation whose kv writes are still on
+// their way, once they are applied (or carries its answer with them).
+func (w *workerServer) answerWhenSettled(frame uint64, e *sandbox.Engine, id string, res program.WireResponse, logs []program.LogEntry, err error, more bool) {
+	var carry func() *hostcache.Answer
+	if res.Stream == 0 && res.Relay == "" {
+		// A whole answer may ride with the kv writes it waits for
+		// (sendCacheBatch); a streamed one's head leaves on its own,
+		// as the worker must cancel its stream if a write fails.
+		carry = func() *hostcache.Answer {
+			return &hostcache.Answer{Tag: frame, Reply: wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.EncodeFrame(), Sent: w.conn.Answered}
+		}
+	}
+	w.cache.WhenSettled(id, carry, func(werr error) {
+		w.answerInvoke(frame, e, id, res, logs, err, werr, more)
+	})
 }
 
 // answerTogether runs the answers of the invocations a kv batch settled,
@@ -367,9 +381,22 @@ func (w *workerServer) answerInvoke(frame uint64, e *sandbox.Engine, id string, 
 		res, err = program.WireResponse{}, werr
 	}
 	// A streamed answer's head leaves at once: its chunks follow on their
-	// own calls.
-	w.conn.ReplyLater(frame, wire.PathInvoke, wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.EncodeFrame(), more && res.Stream == 0)
+	// own calls. The frame is encoded into a buffer kept for the next
+	// answer: ReplyLater copies it where it is written.
+	buf := replyBuffers.Get().(*[]byte)
+	b := wire.InvokeReply{Response: res, Logs: logs, Fault: wire.ToWire(err)}.AppendFrame((*buf)[:0])
+	w.conn.ReplyLater(frame, wire.PathInvoke, b, more && res.Stream == 0)
+	if cap(b) <= maxReplyBuffer {
+		*buf = b[:0]
+		replyBuffers.Put(buf)
+	}
 }
+
+// replyBuffers are the buffers invocations' answers are encoded into;
+// one larger than maxReplyBuffer (a large body's) is not kept.
+var replyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxReplyBuffer = 16 << 10
 
 // hostCall asks the gateway for a host service on behalf of run id,
 // through the host cache.

@@ -169,9 +169,16 @@ func (r *wireReader) count(min int) int {
 	return int(n)
 }
 
-func (r *wireReader) pairs() [][2]string {
+func (r *wireReader) pairs() [][2]string { return r.pairsInto(nil) }
+
+// pairsInto is pairs read into h's array when it is large enough.
+func (r *wireReader) pairsInto(h [][2]string) [][2]string {
 	n := r.count(2)
-	h := make([][2]string, 0, n)
+	if h == nil || cap(h) < n {
+		h = make([][2]string, 0, n)
+	} else {
+		h = h[:0]
+	}
 	for i := 0; i < n && !r.bad; i++ {
 		h = append(h, [2]string{r.str(), r.str()})
 	}
@@ -223,7 +230,12 @@ func (q InvokeRequest) EncodeFrame() []byte {
 // rpc.go). A copy a string, a header's name and value each, was an
 // allocation apiece on the worker's hot path; what must outlive the
 // invocation is copied by whoever keeps it (child's takeInvoke: the id).
+// The headers are read into the array q's Headers already has when it is
+// large enough (the worker's read loop decodes every frame into one
+// InvokeRequest), so no entry of an earlier frame shows past their count.
 func (q *InvokeRequest) DecodeFrame(b []byte) error {
+	headers := q.Request.Headers
+	*q = InvokeRequest{} // nothing of an earlier frame stays
 	r := wireReader{b: b, alias: true}
 	r.version(invokeRequestVersion)
 	q.ID = r.str()
@@ -234,7 +246,7 @@ func (q *InvokeRequest) DecodeFrame(b []byte) error {
 	if r.flag() {
 		q.Request.Body = r.bytes()
 	}
-	q.Request.Headers = r.pairs()
+	q.Request.Headers = r.pairsInto(headers)
 	return r.end()
 }
 
@@ -250,7 +262,15 @@ func (a InvokeReply) EncodeFrame() []byte {
 	for _, l := range a.Logs {
 		size += len(l.Level) + len(l.Message) + 16
 	}
-	w := wireWriter{b: make([]byte, 0, size)}
+	return a.AppendFrame(make([]byte, 0, size))
+}
+
+// AppendFrame is EncodeFrame appended to dst: the worker encodes its
+// answers into a buffer it reuses (child's answerInvoke), as the frame
+// is copied where it is written (Conn.ReplyLater).
+func (a InvokeReply) AppendFrame(dst []byte) []byte {
+	res := a.Response
+	w := wireWriter{b: dst}
 	w.b = append(w.b, invokeReplyVersion)
 	w.num(int64(res.Status))
 	w.str(res.StatusText)

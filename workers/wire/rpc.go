@@ -94,7 +94,9 @@ type Conn struct {
 	// order, instead of a goroutine of its own (it must not block): it
 	// answers true when it did, and the request is then answered with
 	// reply, from wherever its answer is ready. The worker takes its
-	// invocations this way (child's serve.go).
+	// invocations this way (child's serve.go). payload may be the
+	// reader's own buffer (read): it is valid while Take runs, and what
+	// Take keeps of it past that it copies.
 	Take func(id uint64, path string, payload []byte) bool
 }
 
@@ -159,47 +161,105 @@ func (c *Conn) read() error {
 			c.bad(fmt.Sprintf("a frame of %d bytes", n))
 			return errors.New("bad frame length")
 		}
-		frame := make([]byte, n)
-		if _, err := io.ReadFull(c.r, frame); err != nil {
+		// A frame that fits the reader's buffer is read in place (Peek)
+		// and dropped from it once handled (Discard): what outlives its
+		// turn of this loop is copied (own), and what Take takes does not
+		// (a worker's invocation: its fields are copied into the isolate's
+		// own string as it is queued, docs/performance.md, "A worker's
+		// bytes a request"). A frame and its path were two allocations a
+		// request, each a fresh cache line of the heap.
+		var frame []byte
+		inPlace := n <= c.r.Size()
+		if inPlace {
+			var err error
+			if frame, err = c.r.Peek(n); err != nil {
+				return err
+			}
+		} else {
+			frame = make([]byte, n)
+			if _, err := io.ReadFull(c.r, frame); err != nil {
+				return err
+			}
+		}
+		if err := c.handleFrame(frame, inPlace); err != nil {
 			return err
 		}
-		id := binary.BigEndian.Uint64(frame[:8])
-		kind := frame[8]
-		pathLen := int(binary.BigEndian.Uint16(frame[9:11]))
-		if frameHeader+pathLen > n {
-			c.bad("a frame whose path overruns it")
-			return errors.New("bad path length")
-		}
-		path := string(frame[frameHeader : frameHeader+pathLen])
-		payload := frame[frameHeader+pathLen:]
-		switch kind {
-		case kindResponse:
-			c.Deliver(id, payload)
-		case kindRequest:
-			if c.serving.Add(1) > budgets.WireRequestsServing {
-				c.bad(fmt.Sprintf("more than %d requests at once", budgets.WireRequestsServing))
-				return errors.New("request flood")
-			}
-			if c.Take != nil && c.Take(id, path, payload) {
-				continue
-			}
-			ctx, stop := context.WithCancel(c.ctx)
-			c.mu.Lock()
-			c.stops[id] = stop
-			c.mu.Unlock()
-			go c.serve(ctx, id, path, payload)
-		case kindCancel:
-			c.mu.Lock()
-			stop := c.stops[id]
-			c.mu.Unlock()
-			if stop != nil { // an unknown id was answered already
-				stop()
-			}
-		default:
-			c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
-			return errors.New("bad frame kind")
+		if inPlace {
+			c.r.Discard(n)
 		}
 	}
+}
+
+// handleFrame handles one frame read whole; inPlace: frame is the
+// reader's buffer, valid until handleFrame returns.
+func (c *Conn) handleFrame(frame []byte, inPlace bool) error {
+	n := len(frame)
+	own := func(b []byte) []byte {
+		if inPlace {
+			return append(make([]byte, 0, len(b)), b...)
+		}
+		return b
+	}
+	id := binary.BigEndian.Uint64(frame[:8])
+	kind := frame[8]
+	pathLen := int(binary.BigEndian.Uint16(frame[9:11]))
+	if frameHeader+pathLen > n {
+		c.bad("a frame whose path overruns it")
+		return errors.New("bad path length")
+	}
+	pathBytes := frame[frameHeader : frameHeader+pathLen]
+	payload := frame[frameHeader+pathLen:]
+	switch kind {
+	case kindResponse:
+		c.Deliver(id, own(payload))
+	case kindRequest:
+		if c.serving.Add(1) > budgets.WireRequestsServing {
+			c.bad(fmt.Sprintf("more than %d requests at once", budgets.WireRequestsServing))
+			return errors.New("request flood")
+		}
+		path := pathOf(pathBytes)
+		if c.Take != nil && c.Take(id, path, payload) {
+			return nil
+		}
+		payload = own(payload)
+		ctx, stop := context.WithCancel(c.ctx)
+		c.mu.Lock()
+		c.stops[id] = stop
+		c.mu.Unlock()
+		go c.serve(ctx, id, path, payload)
+	case kindCancel:
+		c.mu.Lock()
+		stop := c.stops[id]
+		c.mu.Unlock()
+		if stop != nil { // an unknown id was answered already
+			stop()
+		}
+	default:
+		c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
+		return errors.New("bad frame kind")
+	}
+	return nil
+}
+
+// pathOf is a frame's path: one of the paths the hot frames carry is
+// answered without an allocation (the comparison of string(b) makes
+// none), any other is copied.
+func pathOf(b []byte) string {
+	switch string(b) {
+	case PathInvoke:
+		return PathInvoke
+	case PathHost:
+		return PathHost
+	case PathCacheBatch:
+		return PathCacheBatch
+	case PathCacheAnswers:
+		return PathCacheAnswers
+	case PathLog:
+		return PathLog
+	case PathStreamRead:
+		return PathStreamRead
+	}
+	return string(b)
 }
 
 // Deliver answers this side's call id with payload, as a response frame
