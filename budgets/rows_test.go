@@ -88,6 +88,7 @@ var notCaps = map[string]string{
 	"kv/cache/queue.go maxCarriedBytes":         "answers carried in one frame with the writes they wait for (a batching knob): past it an answer goes on its own, nothing refused",
 	"kv/cache/queue.go MaxCarriedAnswer":        "the largest answer carried with writes (a batching knob): a larger one goes on its own, nothing refused",
 	"workers/wire/write.go maxSpare":            "the largest write buffer kept for reuse: a larger one is dropped, nothing refused",
+	"sandbox/child/serve.go maxReplyBuffer":     "the largest answer buffer a worker keeps for reuse: a larger one is dropped, nothing refused",
 }
 
 // A cap is a row of budgets, so that the table in docs/architecture.md
