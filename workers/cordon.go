@@ -138,6 +138,7 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		return nil, nil, true, false
 	}
 	if best != nil {
+		best.reserve(retaining) // pool.go
 		pool.mu.Unlock()
 		return best, nil, false, false
 	}
@@ -164,6 +165,7 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		spare.lastActive = time.Now()
 		spare.takenFirst = true
 		spare.mu.Unlock()
+		spare.reserve(retaining)
 		pool.beginTakenRun()
 		// The next spare starts in the same hold of the lock, so the next
 		// newcomer finds it starting (to claim), never a gap between
@@ -191,13 +193,13 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		}
 		return nil, nil, true, false
 	}
-	p, err = pool.startFor(tenant, slot)
+	p, err = pool.startFor(tenant, slot, retaining)
 	return p, err, false, false
 }
 
-// startFor starts a worker in slot for tenant; pool.mu is held on entry and
-// released.
-func (pool *Pool) startFor(tenant string, slot int) (*process, error) {
+// startFor starts a worker in slot for tenant, for a run reserved on it
+// (reserve); pool.mu is held on entry and released.
+func (pool *Pool) startFor(tenant string, slot int, retaining bool) (*process, error) {
 	pool.starting[slot] = true
 	started := make(chan struct{})
 	pool.startingFor[tenant] = started
@@ -223,6 +225,7 @@ func (pool *Pool) startFor(tenant string, slot int) (*process, error) {
 	}
 	p.tenant = tenant
 	p.lastActive = time.Now()
+	p.reserve(retaining)
 	pool.workers[slot] = p
 	pool.restarts++
 	pool.logf("worker %d (pid %d) started for tenant %q", slot, p.pid, tenant)
