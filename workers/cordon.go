@@ -297,12 +297,12 @@ func (pool *Pool) othersWait(tenant string) bool {
 
 // idleFor answers how long the worker has had nothing in progress (no
 // call, no open response stream, no waitUntil work, no run reserving a
-// slot), and how many retained isolates it holds; ok is false while
+// slot, no run a pick placed here: pool.go, reserve), and how many retained isolates it holds; ok is false while
 // something is in progress.
 func (p *process) idleFor(now time.Time) (idle time.Duration, retained int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dead || p.retiring || len(p.running) > 0 || len(p.pending) > 0 || len(p.streams) > 0 || now.Before(p.busyUntil) {
+	if p.dead || p.retiring || len(p.running) > 0 || len(p.pending) > 0 || p.picks > 0 || len(p.streams) > 0 || now.Before(p.busyUntil) {
 		return 0, 0, false
 	}
 	return now.Sub(p.lastActive), len(p.retained), true
