@@ -297,8 +297,9 @@ func (pool *Pool) othersWait(tenant string) bool {
 
 // idleFor answers how long the worker has had nothing in progress (no
 // call, no open response stream, no waitUntil work, no run reserving a
-// slot, no run a pick placed here: pool.go, reserve), and how many retained isolates it holds; ok is false while
-// something is in progress.
+// slot, no run a pick placed here: pool.go, reserve), and how many
+// retained isolates it holds; ok is false while something is in
+// progress.
 func (p *process) idleFor(now time.Time) (idle time.Duration, retained int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
