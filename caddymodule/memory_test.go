@@ -275,23 +275,31 @@ func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
 
 	var nw sync.WaitGroup
 	answers := make([]answer, 6)
+	took := make([]time.Duration, len(answers))
 	for i := range answers {
 		nw.Add(1)
 		go func() {
 			defer nw.Done()
 			tok := token(t, fmt.Sprintf("newcomer-%d", i), allScopes)
+			start := time.Now()
 			answers[i] = execute(t, tok, map[string]any{"code": "async () => 6 * 7", "timeoutMs": 8000})
+			took[i] = time.Since(start)
 		}()
 	}
 	nw.Wait()
 	overloaded := 0
 	for i, a := range answers {
 		if a.status != 200 {
-			t.Logf("newcomer %d: %d %s", i, a.status, a.body)
+			// How long it took and the pool after say which wait it was
+			// (for a worker within the bound, a start, or the run).
+			t.Logf("newcomer %d: %d after %v: %s", i, a.status, took[i].Round(time.Millisecond), a.body)
 			overloaded++
 		}
 	}
 	if overloaded > 0 {
+		if a := do(t, "GET", site("anon.localhost", "/health"), "", nil); a.status == 200 {
+			t.Logf("after the newcomers: %.600s", a.body)
+		}
 		t.Fatalf("%d of %d newcomers were refused beside a tenant holding most of worker_memory", overloaded, len(answers))
 	}
 	b.check("a tenant holding most of worker_memory")

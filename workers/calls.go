@@ -39,6 +39,9 @@ type sendOrder struct {
 	// seen is the handle's answered calls when the call was counted
 	// (Pool.progress, read by the caller under the pool's lock already).
 	seen uint64
+	// picked: the call holds its pick's reservation (pool.go, reserve),
+	// released once the call is on record or refused.
+	picked bool
 }
 
 // callOrdered is callQueued whose frame is written in order's turn.
@@ -50,6 +53,10 @@ func (p *process) callOrdered(ctx context.Context, path string, body, out any, h
 		seen, _ = p.pool.progress(handleID)
 	}
 	p.mu.Lock()
+	if order != nil && order.picked {
+		p.picks--
+		order.picked = false
+	}
 	if p.dead || p.retiring {
 		// Nothing was sent: the call had no effect and may go elsewhere.
 		p.mu.Unlock()

@@ -138,6 +138,7 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		return nil, nil, true, false
 	}
 	if best != nil {
+		best.reserve(retaining) // pool.go
 		pool.mu.Unlock()
 		return best, nil, false, false
 	}
@@ -164,6 +165,7 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		spare.lastActive = time.Now()
 		spare.takenFirst = true
 		spare.mu.Unlock()
+		spare.reserve(retaining)
 		pool.beginTakenRun()
 		// The next spare starts in the same hold of the lock, so the next
 		// newcomer finds it starting (to claim), never a gap between
@@ -191,13 +193,13 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 		}
 		return nil, nil, true, false
 	}
-	p, err = pool.startFor(tenant, slot)
+	p, err = pool.startFor(tenant, slot, retaining)
 	return p, err, false, false
 }
 
-// startFor starts a worker in slot for tenant; pool.mu is held on entry and
-// released.
-func (pool *Pool) startFor(tenant string, slot int) (*process, error) {
+// startFor starts a worker in slot for tenant, for a run reserved on it
+// (reserve); pool.mu is held on entry and released.
+func (pool *Pool) startFor(tenant string, slot int, retaining bool) (*process, error) {
 	pool.starting[slot] = true
 	started := make(chan struct{})
 	pool.startingFor[tenant] = started
@@ -223,6 +225,7 @@ func (pool *Pool) startFor(tenant string, slot int) (*process, error) {
 	}
 	p.tenant = tenant
 	p.lastActive = time.Now()
+	p.reserve(retaining)
 	pool.workers[slot] = p
 	pool.restarts++
 	pool.logf("worker %d (pid %d) started for tenant %q", slot, p.pid, tenant)
@@ -294,12 +297,13 @@ func (pool *Pool) othersWait(tenant string) bool {
 
 // idleFor answers how long the worker has had nothing in progress (no
 // call, no open response stream, no waitUntil work, no run reserving a
-// slot), and how many retained isolates it holds; ok is false while
-// something is in progress.
+// slot, no run a pick placed here: pool.go, reserve), and how many
+// retained isolates it holds; ok is false while something is in
+// progress.
 func (p *process) idleFor(now time.Time) (idle time.Duration, retained int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dead || p.retiring || len(p.running) > 0 || len(p.pending) > 0 || len(p.streams) > 0 || now.Before(p.busyUntil) {
+	if p.dead || p.retiring || len(p.running) > 0 || len(p.pending) > 0 || p.picks > 0 || len(p.streams) > 0 || now.Before(p.busyUntil) {
 		return 0, 0, false
 	}
 	return now.Sub(p.lastActive), len(p.retained), true

@@ -71,6 +71,9 @@ type Pool struct {
 	// startHold (tests) is called with each process started, before its
 	// handshake: a test holds a start there.
 	startHold atomic.Pointer[func(pid int)]
+	// pickHold (tests) is called with each run's worker once picked,
+	// before its call.
+	pickHold func(p *process)
 	// takenRuns counts the first runs of spares taken, not answered yet;
 	// takenIdle is closed when it falls to 0, spareDefer bounds the wait
 	// (spares.go).
@@ -180,6 +183,7 @@ func (pool *Pool) pick(retaining bool) (*process, error) {
 		}
 	}
 	if best != nil {
+		best.reserve(retaining)
 		return best, nil
 	}
 	if !anyAlive {
@@ -189,6 +193,20 @@ func (pool *Pool) pick(retaining bool) (*process, error) {
 		return nil, ErrNoCapacity
 	}
 	return nil, fault.Overload()
+}
+
+// reserve counts a run placed on p by a pick until its call is on record
+// (callOrdered, sendOrder.picked) and, for a retaining run, its isolate's
+// slot (pending): the pick releases pool.mu long before that, and the
+// next pick must see p taken, or two runs arriving together both take the
+// one worker that looked free while another stays idle.
+func (p *process) reserve(retaining bool) {
+	p.mu.Lock()
+	p.picks++
+	if retaining {
+		p.pickRetains++
+	}
+	p.mu.Unlock()
 }
 
 // callLimit is how many calls one worker may have in flight or waiting:
@@ -232,6 +250,19 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, b
 	if err != nil {
 		return program.Outcome{Logs: []string{}}, err
 	}
+	// The pick's reservation (reserve) is released by the call once it is
+	// on record; here only if the call is never made.
+	placed := &sendOrder{picked: true}
+	defer func() {
+		if placed.picked {
+			p.mu.Lock()
+			p.picks--
+			p.mu.Unlock()
+		}
+	}()
+	if pool.pickHold != nil {
+		pool.pickHold(p)
+	}
 	if p.endTaken() {
 		// The spares that replace it wait for this run (spares.go).
 		defer pool.endTakenRun()
@@ -244,6 +275,7 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, b
 	if job.RetainHandles {
 		p.mu.Lock()
 		p.pending[job.ID] = true
+		p.pickRetains-- // the slot is reserved by pending now
 		p.mu.Unlock()
 		defer func() {
 			p.mu.Lock()
@@ -252,7 +284,8 @@ func (pool *Pool) runOnce(ctx context.Context, tenant string, job program.Job, b
 		}()
 	}
 	var rep wire.RunReply
-	if err := p.call(ctx, wire.PathRun, job, &rep, job.ID, bound); err != nil {
+	placed.seen, _ = pool.progress(job.ID)
+	if err := p.callOrdered(ctx, wire.PathRun, job, &rep, job.ID, bound, 0, placed); err != nil {
 		return program.Outcome{Logs: []string{}}, err
 	}
 	if rep.Outcome.Logs == nil {

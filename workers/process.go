@@ -57,6 +57,12 @@ type process struct {
 	// visitors' request bodies (body.read calls): the worker moves the
 	// bound by it, and so does the kill clock.
 	visitor map[string]*visitorTime
+
+	// picks are the runs a pick placed here that are not on record yet
+	// (running), pickRetains those of them that may retain: placement
+	// counts them, so that two runs arriving together do not both take
+	// the worker that looked free (pool.go, reserve).
+	picks, pickRetains int
 }
 
 // visitorTime is one handle's body.read time: the total of those ended,
@@ -237,5 +243,5 @@ func (p *process) release(id string) bool {
 func (p *process) load() (retained, inflight int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.retained) + len(p.pending), len(p.running)
+	return len(p.retained) + len(p.pending) + p.pickRetains, len(p.running) + p.picks
 }
