@@ -388,22 +388,7 @@ func processCPU(pid int) int64 {
 	if err != nil {
 		return -1
 	}
-	// The fields after the command name, which may hold spaces: utime and
-	// stime are the 14th and 15th of the line, the 12th and 13th after it.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
-		return -1
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return (utime + stime) * int64(time.Second) / clockTicks
+	return statCPU(data)
 }
 
 // clockTicks is the kernel's USER_HZ, in which /proc reports CPU times

@@ -206,6 +206,7 @@ func (p *process) reap() {
 	p.stopClock()
 	p.retained = map[string]isolateInfo{}
 	p.mu.Unlock()
+	p.stat.close()
 	close(p.exited)
 	reason := "exited"
 	if err != nil {
