@@ -70,3 +70,48 @@ func TestProcStatReadsTheKeptFile(t *testing.T) {
 		t.Fatal("closed, its statm read")
 	}
 }
+
+// The balance, the kill clock and the memory turns read a worker's files
+// at once, and its reaping closes them meanwhile: every read answers the
+// file's numbers or nothing, never a torn one (run with -race).
+func TestProcStatReadAtOnceAndClosed(t *testing.T) {
+	var s procStat
+	pid := os.Getpid()
+	done := make(chan struct{})
+	errs := make(chan string, 8)
+	for i := 0; i < 8; i++ {
+		go func(i int) {
+			defer func() { done <- struct{}{} }()
+			closed := false
+			for j := 0; j < 200; j++ {
+				if i%2 == 0 {
+					v := s.cpu(pid)
+					if v == -1 {
+						closed = true
+					} else if v < 0 || closed {
+						errs <- "a CPU read of a closed file, or a torn one"
+						return
+					}
+				} else if anon, shared, ok := s.memory(pid); ok && (anon <= 0 || shared <= 0 || closed) {
+					errs <- "a statm read of a closed file, or a torn one"
+					return
+				} else if !ok {
+					closed = true
+				}
+				if i == 0 && j == 100 {
+					s.close()
+				}
+			}
+		}(i)
+	}
+	for i := 0; i < 8; i++ {
+		<-done
+	}
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if s.cpu(pid) != -1 {
+		t.Fatal("the files read after their close")
+	}
+}
