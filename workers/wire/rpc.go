@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
@@ -96,6 +97,8 @@ type Conn struct {
 	// reply, from wherever its answer is ready. The worker takes its
 	// invocations this way (child's serve.go).
 	Take func(id uint64, path string, payload []byte) bool
+	// raw: frames are read by readRaw (ReadDrained).
+	raw bool
 }
 
 const (
@@ -149,57 +152,81 @@ func (c *Conn) readLoop() {
 }
 
 func (c *Conn) read() error {
+	if c.raw { // ReadDrained
+		rc, err := c.conn.(syscall.Conn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		return c.readRaw(rc)
+	}
 	var lenBuf [4]byte
 	for {
 		if _, err := io.ReadFull(c.r, lenBuf[:]); err != nil {
 			return err
 		}
 		n := int(binary.BigEndian.Uint32(lenBuf[:]))
-		if n < frameHeader || n > c.MaxFrame {
-			c.bad(fmt.Sprintf("a frame of %d bytes", n))
-			return errors.New("bad frame length")
+		if err := c.checkLength(n); err != nil {
+			return err
 		}
 		frame := make([]byte, n)
 		if _, err := io.ReadFull(c.r, frame); err != nil {
 			return err
 		}
-		id := binary.BigEndian.Uint64(frame[:8])
-		kind := frame[8]
-		pathLen := int(binary.BigEndian.Uint16(frame[9:11]))
-		if frameHeader+pathLen > n {
-			c.bad("a frame whose path overruns it")
-			return errors.New("bad path length")
-		}
-		path := string(frame[frameHeader : frameHeader+pathLen])
-		payload := frame[frameHeader+pathLen:]
-		switch kind {
-		case kindResponse:
-			c.Deliver(id, payload)
-		case kindRequest:
-			if c.serving.Add(1) > budgets.WireRequestsServing {
-				c.bad(fmt.Sprintf("more than %d requests at once", budgets.WireRequestsServing))
-				return errors.New("request flood")
-			}
-			if c.Take != nil && c.Take(id, path, payload) {
-				continue
-			}
-			ctx, stop := context.WithCancel(c.ctx)
-			c.mu.Lock()
-			c.stops[id] = stop
-			c.mu.Unlock()
-			go c.serve(ctx, id, path, payload)
-		case kindCancel:
-			c.mu.Lock()
-			stop := c.stops[id]
-			c.mu.Unlock()
-			if stop != nil { // an unknown id was answered already
-				stop()
-			}
-		default:
-			c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
-			return errors.New("bad frame kind")
+		if err := c.dispatch(frame); err != nil {
+			return err
 		}
 	}
+}
+
+// checkLength refuses a frame length the peer may not send.
+func (c *Conn) checkLength(n int) error {
+	if n < frameHeader || n > c.MaxFrame {
+		c.bad(fmt.Sprintf("a frame of %d bytes", n))
+		return errors.New("bad frame length")
+	}
+	return nil
+}
+
+// dispatch handles one whole frame (its length already taken off).
+func (c *Conn) dispatch(frame []byte) error {
+	n := len(frame)
+	id := binary.BigEndian.Uint64(frame[:8])
+	kind := frame[8]
+	pathLen := int(binary.BigEndian.Uint16(frame[9:11]))
+	if frameHeader+pathLen > n {
+		c.bad("a frame whose path overruns it")
+		return errors.New("bad path length")
+	}
+	path := string(frame[frameHeader : frameHeader+pathLen])
+	payload := frame[frameHeader+pathLen:]
+	switch kind {
+	case kindResponse:
+		c.Deliver(id, payload)
+	case kindRequest:
+		if c.serving.Add(1) > budgets.WireRequestsServing {
+			c.bad(fmt.Sprintf("more than %d requests at once", budgets.WireRequestsServing))
+			return errors.New("request flood")
+		}
+		if c.Take != nil && c.Take(id, path, payload) {
+			return nil
+		}
+		ctx, stop := context.WithCancel(c.ctx)
+		c.mu.Lock()
+		c.stops[id] = stop
+		c.mu.Unlock()
+		go c.serve(ctx, id, path, payload)
+	case kindCancel:
+		c.mu.Lock()
+		stop := c.stops[id]
+		c.mu.Unlock()
+		if stop != nil { // an unknown id was answered already
+			stop()
+		}
+	default:
+		c.bad(fmt.Sprintf("a frame of unknown kind %d", kind))
+		return errors.New("bad frame kind")
+	}
+	return nil
 }
 
 // Deliver answers this side's call id with payload, as a response frame
