@@ -138,7 +138,7 @@ func (c *cpuPlacement) started(cpu int, p *process) {
 	c.reserved[cpu]--
 	if p != nil && c.pins() {
 		c.of[p] = cpu
-		c.used[p] = cpuReading{ns: cpuUsed(p.pid), at: time.Now()}
+		c.used[p] = cpuReading{ns: cpuUsed(p), at: time.Now()}
 	}
 }
 
@@ -211,7 +211,7 @@ func pinThreads(pid int, set *unix.CPUSet) {
 	}
 }
 
-// cpuUsed is the time process pid has run (nanoseconds; processCPU, 0
+// cpuUsed is the time worker p has run (nanoseconds; procStat.cpu, 0
 // when it cannot be read). Not its threads' wait to run: a pinned worker's
 // threads wait for each other, and the sum of those waits says nothing of
 // how many CPUs the worker could use (docs/history/performance-log.md).
@@ -222,8 +222,8 @@ func pinThreads(pid int, set *unix.CPUSet) {
 // schedstat instead took ~13 reads a worker every balance: with 100 idle
 // workers that was 2.9% of a core, two thirds of an idle gateway's CPU,
 // and it grew with every worker (docs/history/performance-log.md).
-func cpuUsed(pid int) uint64 {
-	return uint64(max(processCPU(pid), 0))
+func cpuUsed(p *process) uint64 {
+	return uint64(max(p.stat.cpu(p.pid), 0))
 }
 
 // idleThrough reports whether worker p had nothing of the gateway's in
@@ -321,7 +321,7 @@ func (c *cpuPlacement) balance(interval time.Duration) {
 				load[p] = last.load
 				continue
 			}
-			now := cpuUsed(p.pid)
+			now := cpuUsed(p)
 			reading := cpuReading{ns: now, at: at}
 			if ok && now >= last.ns && at.After(last.at) {
 				// Over the time since the last read, which spans several

@@ -326,8 +326,8 @@ func TestBalanceReadsOnlyWorkersThatWorked(t *testing.T) {
 	// Both read a moment ago, the idle one at rest.
 	pool.cpus.mu.Lock()
 	fresh := time.Now().Add(-interval)
-	pool.cpus.used[idle] = cpuReading{ns: cpuUsed(idle.pid), at: fresh}
-	pool.cpus.used[working] = cpuReading{ns: cpuUsed(working.pid), at: fresh}
+	pool.cpus.used[idle] = cpuReading{ns: cpuUsed(idle), at: fresh}
+	pool.cpus.used[working] = cpuReading{ns: cpuUsed(working), at: fresh}
 	pool.cpus.mu.Unlock()
 	pool.cpus.balance(interval)
 	pool.cpus.mu.Lock()

@@ -87,7 +87,7 @@ func (p *process) clockFired() {
 	cpu := int64(-1)
 	for _, rec := range due {
 		if !rec.grace && cpu < 0 {
-			cpu = processCPU(p.pid)
+			cpu = p.stat.cpu(p.pid)
 		}
 		p.expired(rec, cpu)
 	}
@@ -149,7 +149,7 @@ func (p *process) expired(rec *callRecord, cpu int64) {
 			return
 		}
 	}
-	now := processCPU(p.pid)
+	now := p.stat.cpu(p.pid)
 	p.mu.Lock()
 	if p.running[rec.id] != rec {
 		p.mu.Unlock()

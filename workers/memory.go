@@ -109,18 +109,7 @@ func readStatm(pid int) (anon, shared int64, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	// size resident shared text lib data dt, in pages.
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return 0, 0, false
-	}
-	resident, err1 := strconv.ParseInt(f[1], 10, 64)
-	sharedPages, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || sharedPages > resident {
-		return 0, 0, false
-	}
-	page := int64(os.Getpagesize())
-	return (resident - sharedPages) * page, sharedPages * page, true
+	return parseStatm(data)
 }
 
 // newWorkerEstimate is what one more worker is expected to cost before
@@ -233,7 +222,7 @@ func (p *process) followed(now time.Time) bool {
 	if now.Sub(time.Unix(0, p.mem.at.Load())) > memoryStale {
 		return false
 	}
-	anon, shared, ok := readStatm(p.pid)
+	anon, shared, ok := p.stat.memory(p.pid)
 	p.mem.mu.Lock()
 	defer p.mem.mu.Unlock()
 	if !ok || p.mem.basePSS == 0 || abs(shared-p.mem.shared) > memoryShareMoved {
@@ -258,7 +247,7 @@ func abs(n int64) int64 {
 func (p *process) measure() {
 	p.mem.mu.Lock()
 	defer p.mem.mu.Unlock()
-	anon, shared, statm := readStatm(p.pid)
+	anon, shared, statm := p.stat.memory(p.pid)
 	if pss, private, ok := measureMemory(p.pid); ok {
 		now := time.Now().UnixNano()
 		p.mem.anon, p.mem.shared, p.mem.basePSS, p.mem.basePriv = anon, shared, pss, private
@@ -388,22 +377,7 @@ func processCPU(pid int) int64 {
 	if err != nil {
 		return -1
 	}
-	// The fields after the command name, which may hold spaces: utime and
-	// stime are the 14th and 15th of the line, the 12th and 13th after it.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
-		return -1
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return (utime + stime) * int64(time.Second) / clockTicks
+	return statCPU(data)
 }
 
 // clockTicks is the kernel's USER_HZ, in which /proc reports CPU times

@@ -22,6 +22,8 @@ type process struct {
 	exited chan struct{}
 	// mem is its memory as last measured (memory.go).
 	mem memUse
+	// stat is its /proc/<pid>/stat, kept open for its CPU time (procstat.go).
+	stat procStat
 	// fromStartup: it started from the pool's startup (startup.go).
 	fromStartup bool
 

@@ -85,6 +85,7 @@ func (pool *Pool) spawnThen(index int, started func(pid int)) (*process, error) 
 		visitor:  map[string]*visitorTime{},
 	}
 	p.rpc = wire.NewConn(conn, wire.WorkerFrameCap(pool.cfg.Engine), wire.MaxGatewayFrame, p.serveWorker, func(reason string) { p.kill("sent " + reason) })
+	p.rpc.ReadDrained()
 	p.rpc.Start()
 	go p.reap()
 	if started != nil {
@@ -206,6 +207,7 @@ func (p *process) reap() {
 	p.stopClock()
 	p.retained = map[string]isolateInfo{}
 	p.mu.Unlock()
+	p.stat.close()
 	close(p.exited)
 	reason := "exited"
 	if err != nil {

@@ -128,3 +128,12 @@ func fileConn(fd int, name string) (net.Conn, error) {
 	defer f.Close()
 	return net.FileConn(f)
 }
+
+// SyscallConn is the reading end's, for ReadDrained.
+func (l *Link) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := l.in.(syscall.Conn)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	return sc.SyscallConn()
+}

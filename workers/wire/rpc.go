@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
@@ -98,6 +99,8 @@ type Conn struct {
 	// reader's own buffer (read): it is valid while Take runs, and what
 	// Take keeps of it past that it copies.
 	Take func(id uint64, path string, payload []byte) bool
+	// raw: frames are read by readRaw (ReadDrained).
+	raw bool
 }
 
 const (
@@ -151,15 +154,21 @@ func (c *Conn) readLoop() {
 }
 
 func (c *Conn) read() error {
+	if c.raw { // ReadDrained
+		rc, err := c.conn.(syscall.Conn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		return c.readRaw(rc)
+	}
 	var lenBuf [4]byte
 	for {
 		if _, err := io.ReadFull(c.r, lenBuf[:]); err != nil {
 			return err
 		}
 		n := int(binary.BigEndian.Uint32(lenBuf[:]))
-		if n < frameHeader || n > c.MaxFrame {
-			c.bad(fmt.Sprintf("a frame of %d bytes", n))
-			return errors.New("bad frame length")
+		if err := c.checkLength(n); err != nil {
+			return err
 		}
 		// A frame that fits the reader's buffer is read in place (Peek)
 		// and dropped from it once handled (Discard): what outlives its
@@ -188,6 +197,15 @@ func (c *Conn) read() error {
 			c.r.Discard(n)
 		}
 	}
+}
+
+// checkLength refuses a frame length the peer may not send.
+func (c *Conn) checkLength(n int) error {
+	if n < frameHeader || n > c.MaxFrame {
+		c.bad(fmt.Sprintf("a frame of %d bytes", n))
+		return errors.New("bad frame length")
+	}
+	return nil
 }
 
 // handleFrame handles one frame read whole; inPlace: frame is the
