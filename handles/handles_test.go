@@ -733,3 +733,58 @@ func TestFlushesNeverUndoABind(t *testing.T) {
 		t.Fatalf("routes after restart: %v %v, want %v", info.Routes, err, want)
 	}
 }
+
+// With tenant cordons, a tenant whose own workers are full and whose own
+// isolates are all busy is refused (OVERLOADED), and no other tenant's
+// idle isolate is parked for it: that isolate lives in a worker the tenant
+// cannot use, so parking it would only reset its state (red team, seventh
+// session: five failing deploys reset a bystander's four counters).
+func TestCordonedRetainingParksOnlyTheTenantsOwn(t *testing.T) {
+	g := newGateway(t, workers.Config{Isolation: workers.IsolationTenant, Workers: 2, IsolatesPerWorker: 2})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	bys := []string{deploy(t, reg, "bob"), deploy(t, reg, "bob")}
+	for _, id := range bys {
+		mustCall(t, reg, "bob", id, `{"served":1}`)
+	}
+	holding := `async () => { let n = 0; return { async fetch(req) {
+		if (req.url.endsWith('/hold')) await new Promise(r => setTimeout(r, 3000));
+		return Response.json({served: ++n}) } } }`
+	var own []string
+	for range 2 {
+		res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: holding}, RetainHandles: true, Timeout: 5 * time.Second})
+		if err != nil || res.ExecutionID == "" {
+			t.Fatalf("alice's deploy: %+v %v", res, err)
+		}
+		own = append(own, res.ExecutionID)
+	}
+	// Both of alice's isolates busy: none of hers can be parked.
+	held := make(chan error, len(own))
+	for _, id := range own {
+		go func() { _, err := call(reg, "alice", id, "/hold"); held <- err }()
+	}
+	waitfor.Until(t, 2*time.Second, "alice's two isolates busy", func() bool {
+		g.store.mu.Lock()
+		defer g.store.mu.Unlock()
+		for _, id := range own {
+			if ls := g.store.live[id]; ls == nil || ls.idle() {
+				return false
+			}
+		}
+		return true
+	})
+	_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: time.Second})
+	if fault.CodeOf(err) != fault.Overloaded {
+		t.Errorf("alice's third deploy with her worker full and busy: %v, want OVERLOADED", err)
+	}
+	for _, id := range bys {
+		if !g.pool.Holds(id) {
+			t.Errorf("bob's idle handle %s was parked for alice, whose worker it could not free", id)
+		}
+		mustCall(t, reg, "bob", id, `{"served":2}`)
+	}
+	for range own {
+		if err := <-held; err != nil {
+			t.Errorf("alice's held call: %v", err)
+		}
+	}
+}

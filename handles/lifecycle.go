@@ -13,13 +13,16 @@ import (
 // parkOne disposes the isolate of the least recently used idle handle; its
 // record stays and it is rebuilt on its next request.
 //
-// The tenant's own handles go first: with tenant cordons, only they free a
-// slot in a worker that can host the tenant.
-func (s *Store) parkOne(except, tenant string) bool {
+// The tenant's own handles go first; ownOnly (tenant cordons, the
+// tenant's own workers full: workers.ErrTenantFull) parks only them, since
+// another tenant's isolate lives in a worker this tenant cannot use: one
+// tenant's retaining runs that find no room must never reset another
+// tenant's state for nothing.
+func (s *Store) parkOne(except, tenant string, ownOnly bool) bool {
 	s.mu.Lock()
 	var victim *Record
 	for id, rec := range s.records {
-		if id == except || !s.opts.Executor.Holds(id) {
+		if id == except || !s.opts.Executor.Holds(id) || ownOnly && rec.Tenant != tenant {
 			continue
 		}
 		if ls := s.live[id]; ls != nil && !ls.idle() {

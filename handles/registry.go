@@ -328,7 +328,8 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 		if !errors.Is(err, workers.ErrNoCapacity) {
 			return out, err
 		}
-		if attempt >= 8 || !r.store.parkOne(job.ID, tenant) {
+		ownOnly := errors.Is(err, workers.ErrTenantFull)
+		if attempt >= 8 || !r.store.parkOne(job.ID, tenant, ownOnly) {
 			return out, fault.Overload()
 		}
 	}

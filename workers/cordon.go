@@ -42,7 +42,8 @@ const waitPoll = 20 * time.Millisecond
 // another tenant's idle worker, recycled. When none is free the call waits
 // for one until wait has passed (or ctx ends), then answers OVERLOADED; a
 // retaining run of a tenant that holds a full worker answers ErrNoCapacity
-// at once instead (the caller parks one of the tenant's own idle handles).
+// at once instead (ErrTenantFull: the caller parks one of the tenant's own
+// idle handles).
 //
 // A tenant under its share (TenantWorkerMemory) that waits is a waiter:
 // while one waits, a tenant over its share is given no worker, not even
@@ -189,7 +190,7 @@ func (pool *Pool) tryPickFor(ctx context.Context, tenant string, retaining bool)
 	if slot < 0 {
 		pool.mu.Unlock()
 		if retaining && mine > 0 {
-			return nil, ErrNoCapacity, false, false
+			return nil, ErrTenantFull, false, false
 		}
 		return nil, nil, true, false
 	}

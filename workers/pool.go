@@ -24,6 +24,12 @@ const Subcommand = wire.Subcommand
 // slot is taken: the caller parks an idle isolate (Close) and tries again.
 var ErrNoCapacity = errors.New("every worker isolate slot is taken")
 
+// ErrTenantFull is the ErrNoCapacity of tenant cordons: every slot of the
+// workers the tenant holds is taken and no other worker can be had. Only
+// an idle isolate of the tenant's own frees a slot it can use; parking
+// another tenant's would reset that tenant's state for nothing.
+var ErrTenantFull = fmt.Errorf("%w in the tenant's own workers", ErrNoCapacity)
+
 // Pool supervises the worker processes. Safe for concurrent use.
 type Pool struct {
 	cfg Config
