@@ -282,13 +282,13 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 			// whoever loads the space next skips it (writes.go).
 			s.markTakeBack(rec)
 		}
-		if errors.Is(err, errOverdue) {
-			// Refused before keepRecord ran: nothing was sent.
-			s.mu.Lock()
-			delete(s.records, rec.ID)
-			s.mu.Unlock()
-			s.opts.Executor.Close(job.ID)
-		}
+		// Answered 503, so never listed or served from now on, not only
+		// once the store answers (keepRecord takes the record back then,
+		// or it was never sent): etcd may stay paused for a lease.
+		s.mu.Lock()
+		delete(s.records, rec.ID)
+		s.mu.Unlock()
+		s.opts.Executor.Close(job.ID)
 		return ExecResult{Outcome: out, Denials: denials}, storeFault(err, "The handle could not be saved.")
 	}
 	return ExecResult{Outcome: out, ExecutionID: rec.ID, Denials: denials}, nil

@@ -478,3 +478,69 @@ func TestDeployGivenUpOnIsTakenBackAcrossARejoin(t *testing.T) {
 		t.Fatalf("listed after loading the space again: %v, want %s alone", ids, one)
 	}
 }
+
+// A deploy answered 503 while the store holds its record is neither
+// listed nor served from the moment it is answered, though the store has
+// not answered yet (etcd paused up to a lease): memory no longer waits for
+// the store to drop it (red team, seventh session: listed and served 200
+// for as long as etcd stayed paused).
+func TestADeployGivenUpOnIsGoneAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var st *stallable
+	open := func() (persist.Store, error) {
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/gone"})
+		st = &stallable{Store: e}
+		return st, err
+	}
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clustered := func(o *Options) {
+		o.Own = func(context.Context, string) error { return nil }
+		o.WriteBound = 300 * time.Millisecond
+	}
+	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
+	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	ctx := context.Background()
+	if err := reg.Own(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func() (string, error) {
+		res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+		return res.ExecutionID, err
+	}
+	kept, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCall(t, reg, "alice", kept, `{"served":1}`)
+
+	st.gate.Lock()
+	if _, err := deploy(); fault.CodeOf(err) != fault.Overloaded || !errors.Is(err, errWriteAbandoned) {
+		st.gate.Unlock()
+		t.Fatalf("a deploy while the store holds its record: %v, want the 503 of a write given up on after it was sent", err)
+	}
+	listed := reg.List("alice")
+	var extra []string
+	g.store.mu.Lock()
+	for id := range g.store.records {
+		if id != kept {
+			extra = append(extra, id)
+		}
+	}
+	g.store.mu.Unlock()
+	held := false
+	for _, id := range extra {
+		held = held || g.pool.Holds(id)
+	}
+	st.gate.Unlock()
+	if len(listed) != 1 || len(extra) != 0 || held {
+		t.Errorf("while the store still held it, the deploy answered 503 was listed (%d handles listed, want 1), kept in memory (%v) or its isolate held (%v)", len(listed), extra, held)
+	}
+	// Once the store answers, it is taken back there too; the kept
+	// handle serves on.
+	waitfor.Until(t, 5*time.Second, "the given-up deploy taken back from the store", func() bool {
+		n := 0
+		g.backing.Scan(ctx, tableHandles, persist.Range{}, func(k, _ []byte) bool { n++; return true })
+		return n == 1
+	})
+	mustCall(t, reg, "alice", kept, `{"served":2}`)
+}
