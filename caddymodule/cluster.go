@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -71,12 +72,31 @@ type ClusterConfig struct {
 // clustered reports whether the app runs as a cluster member.
 func (a *App) clustered() bool { return a.StoreEtcd != nil }
 
-// storeKey names the runtime's store in the UsagePool.
+// storeKey names the runtime's store in the UsagePool. A file is named
+// by its canonical path, so that a reload that spells the store this
+// process holds otherwise (relative, through a symbolic link, with "..")
+// finds its runtime instead of opening the file again and waiting out
+// its own lock (red team, seventh session).
 func (a *App) storeKey() string {
 	if a.StoreEtcd != nil {
 		return "etcd " + strings.Join(a.StoreEtcd.Endpoints, ",") + " " + a.StoreEtcd.Prefix
 	}
-	return a.Store
+	return canonicalFile(a.Store)
+}
+
+// canonicalFile is path absolute, cleaned, and with its folder's
+// symbolic links resolved (the file itself may not exist yet); path as
+// it is when that fails.
+func canonicalFile(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return abs
+	}
+	return filepath.Join(dir, filepath.Base(abs))
 }
 
 // validateCluster checks the three blocks together; the messages name

@@ -462,6 +462,22 @@ func TestGateway(t *testing.T) {
 	if fmt.Sprint(workerPIDs(t)) != fmt.Sprint(pids) {
 		t.Fatalf("worker pids changed across a reload: %v → %v", pids, workerPIDs(t))
 	}
+	// So does one that spells the same store otherwise (through a
+	// symbolic link to its folder, with "."): it must not open the file
+	// again and wait out this process's own lock.
+	link := filepath.Join(t.TempDir(), "linked")
+	if err := os.Symlink(filepath.Dir(store), link); err != nil {
+		t.Fatal(err)
+	}
+	before = served(t, do(t, "GET", site(id+".apps.localhost", "/"), "", nil))
+	tester.InitServer(gatewayConfig(link+"/./"+filepath.Base(store), "isolation shared\nbound_strikes 4"), "caddyfile")
+	if after := served(t, do(t, "GET", site(id+".apps.localhost", "/"), "", nil)); after != before+1 {
+		t.Fatalf("after a reload naming the store through a link the counter went from %d to %d", before, after)
+	}
+	if fmt.Sprint(workerPIDs(t)) != fmt.Sprint(pids) {
+		t.Fatalf("worker pids changed across a reload naming the store through a link: %v → %v", pids, workerPIDs(t))
+	}
+	tester.InitServer(gatewayConfig(store, "isolation shared\nbound_strikes 4"), "caddyfile")
 
 	// A worker killed under traffic: retryable answers, then service.
 	for _, pid := range pids {
