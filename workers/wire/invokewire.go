@@ -182,6 +182,10 @@ func (r *wireReader) pairsInto(h [][2]string) [][2]string {
 	for i := 0; i < n && !r.bad; i++ {
 		h = append(h, [2]string{r.str(), r.str()})
 	}
+	// Entries past the count still point into an earlier frame, which
+	// they would keep from the collector (a frame too large to be read in
+	// place has a buffer of its own, up to a request's whole body).
+	clear(h[len(h):cap(h)])
 	return h
 }
 
@@ -225,11 +229,13 @@ func (q InvokeRequest) EncodeFrame() []byte {
 }
 
 // DecodeFrame reads an invocation frame. Its strings share b's bytes, as
-// its body does (wireReader.bytes): b must never change afterwards, which
-// holds for the worker's frames (each is read into a buffer of its own,
-// rpc.go). A copy a string, a header's name and value each, was an
-// allocation apiece on the worker's hot path; what must outlive the
-// invocation is copied by whoever keeps it (child's takeInvoke: the id).
+// its body does (wireReader.bytes): they are valid only while b is, and a
+// worker's frame may be the reader's own buffer, overwritten by the next
+// frame once Conn.Take returns (rpc.go). A copy a string, a header's name
+// and value each, was an allocation apiece on the worker's hot path; what
+// must outlive the read loop's turn is copied by whoever keeps it
+// (child's takeInvoke: the id and name; InvokeAsync: the rest, before it
+// returns).
 // The headers are read into the array q's Headers already has when it is
 // large enough (the worker's read loop decodes every frame into one
 // InvokeRequest), so no entry of an earlier frame shows past their count.
