@@ -113,16 +113,15 @@ func (s *stallable) Commit(ctx context.Context, txn persist.Txn) error {
 	return s.Store.Commit(ctx, txn)
 }
 
-// Registry writes while the store holds every commit: each is answered
-// OVERLOADED within the bound; once the store answers, a bind that was
-// sent lands before the next bind of its name (which wins), a bind given
-// up on before it was sent never lands, and a deploy given up on is
-// taken back, from the store and from memory.
-func TestWritesGivenUpOn(t *testing.T) {
+// stallableGateway is a gateway on etcd (under prefix) whose commits st
+// holds while stalled, with registry writes bounded at 300 ms as in a
+// cluster, alice's space owned, and deploy deploying her counter.
+func stallableGateway(t *testing.T, prefix string) (*gateway, *stallable, *Registry, func() (string, error)) {
+	t.Helper()
 	srv := etcdtest.Start(t)
 	var st *stallable
 	open := func() (persist.Store, error) {
-		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/given"})
+		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: prefix})
 		st = &stallable{Store: e}
 		return st, err
 	}
@@ -133,14 +132,24 @@ func TestWritesGivenUpOn(t *testing.T) {
 	}
 	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
 	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
-	ctx := context.Background()
-	if err := reg.Own(ctx, "alice"); err != nil {
+	if err := reg.Own(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
 	}
 	deploy := func() (string, error) {
-		res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
+		res, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
 		return res.ExecutionID, err
 	}
+	return g, st, reg, deploy
+}
+
+// Registry writes while the store holds every commit: each is answered
+// OVERLOADED within the bound; once the store answers, a bind that was
+// sent lands before the next bind of its name (which wins), a bind given
+// up on before it was sent never lands, and a deploy given up on is
+// taken back, from the store and from memory.
+func TestWritesGivenUpOn(t *testing.T) {
+	g, st, reg, deploy := stallableGateway(t, "/given")
+	ctx := context.Background()
 	one, err := deploy()
 	if err != nil {
 		t.Fatal(err)
@@ -485,28 +494,8 @@ func TestDeployGivenUpOnIsTakenBackAcrossARejoin(t *testing.T) {
 // the store to drop it (red team, seventh session: listed and served 200
 // for as long as etcd stayed paused).
 func TestADeployGivenUpOnIsGoneAtOnce(t *testing.T) {
-	srv := etcdtest.Start(t)
-	var st *stallable
-	open := func() (persist.Store, error) {
-		e, err := persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{srv.Endpoint}, Prefix: "/gone"})
-		st = &stallable{Store: e}
-		return st, err
-	}
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	clustered := func(o *Options) {
-		o.Own = func(context.Context, string) error { return nil }
-		o.WriteBound = 300 * time.Millisecond
-	}
-	g := startOn(t, open, clock, &eventLog{}, workers.Config{Workers: 1}, clustered)
-	reg := g.store.Registry("apps", RegistryConfig{IdleBound: time.Hour})
+	g, st, reg, deploy := stallableGateway(t, "/gone")
 	ctx := context.Background()
-	if err := reg.Own(ctx, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	deploy := func() (string, error) {
-		res, err := reg.Execute(ctx, "alice", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 2 * time.Second})
-		return res.ExecutionID, err
-	}
 	kept, err := deploy()
 	if err != nil {
 		t.Fatal(err)
