@@ -75,8 +75,8 @@ func (g *rawGateway) roundTrip(tb testing.TB, frame []byte) []byte {
 const trivialHandler = "let served = 0;\nexport default { fetch() { return Response.json({served: ++served}) } }\n"
 
 func benchRequest() wire.InvokeRequest {
-	return wire.InvokeRequest{ID: "h1", Name: "fetch", Request: program.NewWireRequest("GET", "http://tenant-1.apps.localhost:8089/items?id=42&sort=asc",
-		[][2]string{{"host", "tenant-1.apps.localhost:8089"}, {"user-agent", "Go-http-client/1.1"}, {"accept-encoding", "gzip"}}, nil)}
+	return wire.InvokeRequest{ID: "h1", Name: "fetch", Request: program.NewWireRequest("GET", "http://tenant-1.apps.localhost/items?id=42&sort=asc",
+		[][2]string{{"host", "tenant-1.apps.localhost"}, {"user-agent", "Go-http-client/1.1"}, {"accept-encoding", "gzip"}}, nil)}
 }
 
 // BenchmarkWorkerInvoke is the trivial handler's invocation in a worker,
