@@ -282,9 +282,11 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 			// whoever loads the space next skips it (writes.go).
 			s.markTakeBack(rec)
 		}
-		// Answered 503, so never listed or served from now on, not only
-		// once the store answers (keepRecord takes the record back then,
-		// or it was never sent): etcd may stay paused for a lease.
+		// Whatever the failure, the record leaves memory here, the one
+		// place that does: a deploy answered 503 is never listed or served
+		// from now on, not only once the store answers (keepRecord takes
+		// the record back from the store then, or it was never sent): etcd
+		// may stay paused for a lease.
 		s.mu.Lock()
 		delete(s.records, rec.ID)
 		s.mu.Unlock()
@@ -297,20 +299,16 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 // keepRecord stores a deploy's record, already in memory, within the
 // store's write bound (writes.go). A record that could not be stored, or
 // whose deploy was answered 503 meanwhile (given up on while its commit
-// waited for the store), leaves memory and the store, and its isolate is
-// closed: a deploy answered 503 never appears later.
+// waited for the store), leaves the store: a deploy answered 503 never
+// appears later. Every error of it is its caller's too (bounded answers
+// it, or an earlier 503), and Execute drops the record from memory and
+// closes its isolate for any.
 func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) error {
 	err := s.insertRecord(ctx, rec, body)
 	if err == nil && !settle(ctx) {
 		// Taken back now, or retried until it lands (writes.go).
 		s.takeBackUntilLanded(rec)
 		err = errWriteDropped
-	}
-	if err != nil {
-		s.mu.Lock()
-		delete(s.records, rec.ID)
-		s.mu.Unlock()
-		s.opts.Executor.Close(rec.ID)
 	}
 	return err
 }
