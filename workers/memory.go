@@ -98,20 +98,6 @@ func DefaultWorkerMemory() int64 {
 	return budgets.DefaultWorkerMemoryUnknown
 }
 
-// readStatm reads a process's resident anonymous and file-or-shmem
-// memory from /proc/<pid>/statm (bytes): the kernel's counters, no walk of
-// the page tables. A worker's anonymous pages are its own (it was exec'd:
-// it shares none with the gateway), so what its anonymous memory moves by
-// is what its PSS and private memory move by; the shared part is what
-// smaps_rollup must apportion.
-func readStatm(pid int) (anon, shared int64, ok bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	return parseStatm(data)
-}
-
 // newWorkerEstimate is what one more worker is expected to cost before
 // any has been measured: about its own memory when idle, rounded up.
 const newWorkerEstimate = 32 << 20
@@ -368,16 +354,6 @@ func (pool *Pool) SetTenantWorkerMemory(n int64) {
 	if n > 0 {
 		pool.cfg.TenantWorkerMemory = n
 	}
-}
-
-// processCPU is a process's CPU time so far in ns (user and system, from
-// /proc/<pid>/stat), or -1 when it cannot be read.
-func processCPU(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	return statCPU(data)
 }
 
 // clockTicks is the kernel's USER_HZ, in which /proc reports CPU times

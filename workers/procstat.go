@@ -27,7 +27,8 @@ type procStat struct {
 	closed      bool
 }
 
-// cpu is processCPU of pid through the kept file.
+// cpu is a process's CPU time so far in ns (user and system, from its
+// kept /proc/<pid>/stat), or -1 when it cannot be read.
 func (s *procStat) cpu(pid int) int64 {
 	// A stat line is ~300 bytes; its longest (a 64-byte name and every
 	// number at its widest) stays under 1 KiB.
@@ -39,7 +40,12 @@ func (s *procStat) cpu(pid int) int64 {
 	return statCPU(buf[:n])
 }
 
-// memory is readStatm of pid through the kept file.
+// memory is a process's resident anonymous and file-or-shmem memory
+// (bytes) from its kept /proc/<pid>/statm: the kernel's counters, no walk
+// of the page tables. A worker's anonymous pages are its own (it was
+// exec'd: it shares none with the gateway), so what its anonymous memory
+// moves by is what its PSS and private memory move by; the shared part is
+// what smaps_rollup must apportion.
 func (s *procStat) memory(pid int) (anon, shared int64, ok bool) {
 	var buf [256]byte // seven numbers
 	n := s.read(&s.statm, pid, "statm", buf[:])
@@ -132,7 +138,7 @@ func decimal(b []byte) (int64, bool) {
 	return v, true
 }
 
-// parseStatm is readStatm's answer from a statm line: size resident
+// parseStatm is memory's answer from a statm line: size resident
 // shared text lib data dt, in pages.
 func parseStatm(data []byte) (anon, shared int64, ok bool) {
 	f := bytes.Fields(data)
