@@ -175,11 +175,8 @@ func openJournal(path string, db *bolt.DB) (*journal, uint64, Replay, error) {
 	var last uint64
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(journalKey); len(v) == 8 {
-			last = binary.BigEndian.Uint64(v)
-		}
 		var run [runLen]byte
-		copy(run[:], meta.Get(runKey))
+		last, run = journalMark(meta)
 		apply, notes, err := planReplay(buf, run, last)
 		if err != nil {
 			return err
@@ -220,6 +217,17 @@ func openJournal(path string, db *bolt.DB) (*journal, uint64, Replay, error) {
 	return j, last, rep, nil
 }
 
+// journalMark is what bbolt's meta says of the journal: the number of
+// the last entry it holds and the run that wrote it, planReplay's
+// arguments (openJournal and checkJournal read them alike).
+func journalMark(meta *bolt.Bucket) (last uint64, run [runLen]byte) {
+	if v := meta.Get(journalKey); len(v) == 8 {
+		last = binary.BigEndian.Uint64(v)
+	}
+	copy(run[:], meta.Get(runKey))
+	return last, run
+}
+
 // checkJournal is CheckBolt's part: the error openJournal would answer,
 // read from the journal beside path for db, changing nothing.
 func checkJournal(path string, db *bolt.DB) error {
@@ -231,10 +239,7 @@ func checkJournal(path string, db *bolt.DB) error {
 	var run [runLen]byte
 	db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
-			if v := meta.Get(journalKey); len(v) == 8 {
-				last = binary.BigEndian.Uint64(v)
-			}
-			copy(run[:], meta.Get(runKey))
+			last, run = journalMark(meta)
 		}
 		return nil
 	})
