@@ -75,6 +75,9 @@ func (h *API) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("retainer_api: %w", err)
 	}
 	h.app = appIface.(*App)
+	if err := h.app.claimListen(ctx); err != nil {
+		return fmt.Errorf("retainer_api: %w", err)
+	}
 	if h.Registry == "" {
 		h.Registry = "default"
 	}
@@ -165,6 +168,9 @@ func (h *API) Validate() error {
 
 // ServeHTTP answers the API; it never calls next.
 func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.live.reg.Load() == nil {
+		h.app.awaitStart(r)
+	}
 	if h.live.reg.Load() == nil {
 		writeFault(w, errStarting, "")
 		return nil

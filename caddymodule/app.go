@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -175,6 +177,10 @@ type App struct {
 	// onStart are the handlers' wiring to the runtime (their registries),
 	// run by Start: handlers provision before any app starts.
 	onStart []func(*runtime)
+	// claims are the ports this config serves (startlock.go).
+	claims []string
+	// ready closes once Start has wired the handlers (awaitStart).
+	ready chan struct{}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -287,6 +293,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
 	a.live = new(started)
+	a.ready = make(chan struct{})
 	a.setDefaults()
 	if err := a.Validate(); err != nil {
 		return err
@@ -299,8 +306,19 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// store's lock: a reload, whose store this process holds, and `caddy
 	// validate` beside a running gateway skip it (docs/decisions.md, "A
 	// deploy's record is journalled").
+	// A store another process holds refuses a start here too, at once
+	// (OpenBolt would wait 5 s for its lock while deploys answered 503),
+	// but not `caddy validate` (startlock.go).
 	if _, held := runtimes.References(a.storeKey()); !held && !a.clustered() {
-		if err := store.CheckBolt(a.Store); err != nil {
+		err := store.CheckBolt(a.Store)
+		if errors.Is(err, store.ErrLocked) {
+			if validating() {
+				err = nil
+			} else {
+				err = fmt.Errorf("%w: another gateway runs on this store; stop it first, or give this one a store of its own", err)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}
@@ -380,7 +398,30 @@ func (a *App) Start() error {
 		f(rt)
 	}
 	a.onStart = nil
+	close(a.ready)
 	return nil
+}
+
+// startWait is the most a request that arrived before the app started
+// waits for it (awaitStart).
+const startWait = 5 * time.Second
+
+// awaitStart holds a request that arrived before this config's app had
+// started (Caddy starts its apps in no set order: the HTTP app's
+// listeners may take connections first, at a start and at each reload,
+// whose new handlers the new config's app wires as it starts) until it
+// has, its config was given up (a refused start, a failed reload), the
+// request ended, or startWait passed; the caller answers 503 "starting"
+// if the app has still not started. A reload served such requests 503.
+func (a *App) awaitStart(r *http.Request) {
+	t := time.NewTimer(startWait)
+	defer t.Stop()
+	select {
+	case <-a.ready:
+	case <-a.ctx.Done():
+	case <-r.Context().Done():
+	case <-t.C:
+	}
 }
 
 // Stop is a no-op; Cleanup releases the runtime (after the next config, if
@@ -393,6 +434,7 @@ func (a *App) Cleanup() error {
 	if a.live == nil {
 		return nil // Provision never ran
 	}
+	a.releaseClaims()
 	if rt := a.live.rt.Swap(nil); rt != nil {
 		return releaseRuntime(rt)
 	}
@@ -442,7 +484,7 @@ type started struct {
 }
 
 // errStarting answers requests that arrive before the app has started (Caddy
-// may start the HTTP app first).
+// may start the HTTP app first) and waited for it in vain (awaitStart).
 var errStarting = fault.New(fault.Overloaded, "The gateway is starting.")
 
 // Interface guards.

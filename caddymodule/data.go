@@ -67,6 +67,9 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("retainer: %w", err)
 	}
 	h.app = appIface.(*App)
+	if err := h.app.claimListen(ctx); err != nil {
+		return fmt.Errorf("retainer: %w", err)
+	}
 	if h.Registry == "" {
 		h.Registry = "default"
 	}
@@ -128,6 +131,9 @@ var hopByHop = map[string]bool{
 
 // ServeHTTP serves a visitor's request with the handle.
 func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.live.reg.Load() == nil {
+		h.app.awaitStart(r)
+	}
 	if h.live.reg.Load() == nil {
 		writeFault(w, errStarting, "")
 		return nil

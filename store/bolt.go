@@ -78,7 +78,7 @@ func OpenBolt(path string, openTimeout time.Duration) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("opening store %s: another process holds its lock: %w", path, err)
+			return nil, fmt.Errorf("opening store %s: %w: %w", path, ErrLocked, err)
 		}
 		return nil, fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
 	}
@@ -142,13 +142,19 @@ func checkSchema(tx *bolt.Tx) error {
 	return nil
 }
 
+// ErrLocked is OpenBolt's and CheckBolt's answer for a store another
+// holder has open for writing: bbolt's lock (flock(2), which ends with
+// the process that holds it, however it ends).
+var ErrLocked = errors.New("another process holds its lock")
+
 // CheckBolt answers the error OpenBolt would refuse the store at path
 // with: not a Retainer store, another schema, a journal that lost
-// entries answered (ErrJournalDamaged). It changes nothing and never
-// waits for the file's lock: nil when there is no file yet, when another
-// holder has it open, or when it cannot be read now (OpenBolt decides
-// then). The gateway calls it while it provisions, so that such a start
-// is refused before any listener serves (caddymodule/app.go).
+// entries answered (ErrJournalDamaged), and ErrLocked, at once, when
+// another holder has it open for writing (OpenBolt would wait for it,
+// then refuse). It changes nothing and never waits for the file's lock:
+// nil when there is no file yet, or when it cannot be read now (OpenBolt
+// decides then). The gateway calls it while it provisions, so that such
+// a start is refused before any listener serves (caddymodule/app.go).
 func CheckBolt(path string) error {
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		return nil
@@ -157,6 +163,9 @@ func CheckBolt(path string) error {
 	if err != nil {
 		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
 			return fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
+		}
+		if errors.Is(err, berrors.ErrTimeout) {
+			return fmt.Errorf("opening store %s: %w", path, ErrLocked)
 		}
 		return nil
 	}

@@ -1,0 +1,124 @@
+package caddymodule
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	goruntime "runtime"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// One gateway a store and a port (docs/decisions.md, "One gateway a store
+// and a port"). A start is refused while it provisions, before any app
+// starts (Caddy starts its apps in no set order, so its HTTP app may
+// listen before the retainer app has opened the store):
+//
+//   - on a store another process holds (store.CheckBolt answers
+//     store.ErrLocked at once; app.go), where it served 503 "starting"
+//     for the 5 s OpenBolt waits for the lock, then failed;
+//   - on a port another Retainer gateway serves, which Caddy would let
+//     it bind beside the first (it listens with SO_REUSEPORT so that its
+//     own reloads overlap) and take half its connections.
+//
+// `caddy validate` provisions the same config and never starts it, and
+// works beside the running gateway (README.md): it is refused neither.
+
+// validating reports whether the config being provisioned is
+// caddy.Validate's (`caddy validate`, `caddy adapt --validate`):
+// provisioned, cleaned up, never started. Caddy hands a module no sign of
+// it (run(cfg, start) keeps its flag to itself, and Provision is the
+// same call for both), so it is read from the call stack: the exported
+// function, by its name (inlined or not, CallersFrames names it).
+// TestOperatorCommands validates the running gateway's config beside it,
+// store and port held, and fails if a Caddy upgrade renames it.
+func validating() bool {
+	pc := make([]uintptr, 256)
+	frames := goruntime.CallersFrames(pc[:goruntime.Callers(2, pc)])
+	for {
+		f, more := frames.Next()
+		if f.Function == "github.com/caddyserver/caddy/v2.Validate" {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// listenClaims are the ports this process's gateway serves, each a lock
+// that ends with the process (listenLock), counted by the configs that
+// serve it: a reload provisions the new config before it cleans up the
+// old one, so the count never drops to zero across it and no other
+// gateway can take the port meanwhile.
+var listenClaims = caddy.NewUsagePool()
+
+// claimListen claims the ports of the HTTP server whose handler is being
+// provisioned with ctx (the retainer and retainer_api handlers), for a
+// as long as its config lives (released by Cleanup). A port another
+// process's gateway holds refuses the start, unless this is
+// `caddy validate`, which claims nothing.
+func (a *App) claimListen(ctx caddy.Context) error {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || validating() {
+		return nil
+	}
+	for _, addr := range srv.Listen {
+		keys, err := listenKeys(addr)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			_, _, err := listenClaims.LoadOrNew(k.key, func() (caddy.Destructor, error) {
+				return lockListen(k.key, k.name)
+			})
+			if err != nil {
+				return fmt.Errorf("listen address %s: %w", addr, err)
+			}
+			a.claims = append(a.claims, k.key)
+		}
+	}
+	return nil
+}
+
+// releaseClaims ends this config's claims (the last config of a port
+// closes its lock).
+func (a *App) releaseClaims() {
+	for _, k := range a.claims {
+		listenClaims.Delete(k)
+	}
+	a.claims = nil
+}
+
+// listenKey is a claim's lock's name and what an error calls it.
+type listenKey struct {
+	key  string
+	name string
+}
+
+// listenKeys are the claims of a server's listen address: a port of the
+// machine for TCP and UDP, whatever its host (with SO_REUSEPORT a
+// gateway on 127.0.0.1:p would take localhost's connections from one on
+// :p), or a Unix socket's path (Caddy unlinks a socket's file before it
+// listens, and would take the whole socket). A file descriptor (socket
+// activation) claims nothing: it is the service manager's.
+func listenKeys(addr string) ([]listenKey, error) {
+	na, err := caddy.ParseNetworkAddress(addr)
+	if err != nil {
+		return nil, err
+	}
+	if na.IsUnixNetwork() {
+		sum := sha256.Sum256([]byte(canonicalFile(na.Host)))
+		return []listenKey{{key: "unix/" + hex.EncodeToString(sum[:16]), name: "socket " + na.Host}}, nil
+	}
+	if !strings.HasPrefix(na.Network, "tcp") && !strings.HasPrefix(na.Network, "udp") {
+		return nil, nil
+	}
+	var keys []listenKey
+	for p := na.StartPort; p <= na.EndPort && p > 0; p++ {
+		keys = append(keys, listenKey{key: fmt.Sprintf("port/%d", p), name: fmt.Sprintf("port %d", p)})
+	}
+	return keys, nil
+}
