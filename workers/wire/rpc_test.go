@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // socketPair is the two ends of a Unix socketpair, as between a gateway
@@ -233,17 +235,13 @@ func TestHeldCallsLeaveWithTheNext(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); call(fmt.Sprint("held ", i), true) }()
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	held := func() int {
 		caller.wmu.Lock()
-		held := caller.held
-		caller.wmu.Unlock()
-		if held == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d frames held, want 3", held)
-		}
-		time.Sleep(time.Millisecond)
+		defer caller.wmu.Unlock()
+		return caller.held
+	}
+	if !waitfor.Within(30*time.Second, func() bool { return held() == 3 }) {
+		t.Fatalf("%d frames held, want 3", held())
 	}
 	if n := conn.writes.Load(); n != 0 {
 		t.Fatalf("%d writes while the frames were held", n)
@@ -305,7 +303,11 @@ func TestLimitCallsNeverFloodsThePeer(t *testing.T) {
 			}
 		}(i)
 	}
-	time.Sleep(500 * time.Millisecond) // every call sent or waiting; the given-up ones gone
+	// Every call sent or waiting; the given-up ones gone (a flood ends
+	// the wait: it fails below).
+	waitfor.Within(30*time.Second, func() bool {
+		return bad.Load() != nil || gaveUp.Load() == MaxCalls && serving.Load() == MaxCalls
+	})
 	close(release)
 	wg.Wait()
 	if r := bad.Load(); r != nil {
