@@ -41,30 +41,43 @@ func socketPair(t testing.TB) (net.Conn, net.Conn) {
 
 // echoPair is a caller and a peer that answers each request with its
 // payload, behind the payload's path.
-func echoPair(t testing.TB) (*Conn, *Conn) {
+func echoPair(t testing.TB) (*Conn, *Conn) { return newEchoPair(t, false) }
+
+// newEchoPair is echoPair, with both sides reading as ReadDrained says
+// when drained.
+func newEchoPair(t testing.TB, drained bool) (*Conn, *Conn) {
 	a, b := socketPair(t)
 	const max = 16 << 20
 	peer := NewConn(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
 		return append([]byte(path+":"), body...), nil
-	}, nil).Start()
-	caller := NewConn(a, max, max, nil, nil).Start()
+	}, nil)
+	caller := NewConn(a, max, max, nil, nil)
+	if drained {
+		peer.ReadDrained()
+		caller.ReadDrained()
+		if !peer.raw || !caller.raw {
+			t.Fatal("a socket's connection does not read drained")
+		}
+	}
+	peer.Start()
+	caller.Start()
 	t.Cleanup(func() { caller.Close(); peer.Close() })
 	return caller, peer
 }
 
-// Many goroutines calling at once (their frames written in groups, large
-// ones among them): every answer is its own call's, intact.
-func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
-	caller, _ := echoPair(t)
+// callEchoes calls an echoPair's caller from goroutines at once, each
+// making calls of size(g, i) bytes, and fails t unless every answer is its
+// own call's, intact.
+func callEchoes(t *testing.T, caller *Conn, goroutines, calls int, size func(g, i int) int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := 0; g < 64; g++ {
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; i < 50; i++ {
-				size := 10 + (g*50+i)%7*40000 // up to ~240 KB: some pass maxSpare's buffer
-				body := bytes.Repeat([]byte{byte('a' + g%26)}, size)
+			for i := 0; i < calls; i++ {
+				body := bytes.Repeat([]byte{byte('a' + g%26)}, size(g, i))
 				path := fmt.Sprintf("/p/%d/%d", g, i)
 				res, err := caller.Call(context.Background(), path, body)
 				if err != nil {
@@ -83,6 +96,15 @@ func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// Many goroutines calling at once (their frames written in groups, large
+// ones among them): every answer is its own call's, intact.
+func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
+	caller, _ := echoPair(t)
+	callEchoes(t, caller, 64, 50, func(g, i int) int {
+		return 10 + (g*50+i)%7*40000 // up to ~240 KB: some pass maxSpare's buffer
+	})
 }
 
 // A write that fails closes the connection: calls waiting for answers
