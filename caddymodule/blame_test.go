@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // Blame by CPU (docs/architecture.md, Blame): what the machine does to a
@@ -203,16 +205,16 @@ func TestAnonymousFloodEndsNoBusyHandle(t *testing.T) {
 	busy := make([]string, 6)
 	for i := range busy {
 		req := map[string]any{"code": strings.Replace(burner, "burn(150)", "burn(45)", 1), "retainHandles": true, "timeoutMs": 150}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			a := execute(t, carol, req)
-			if id, _ := a.json(t)["executionId"].(string); a.status == 200 && id != "" {
-				busy[i] = id
-				break
-			}
-			// The previous test's calls may still hold the workers a moment.
-			if a.code() != "OVERLOADED" || time.Now().After(deadline) {
-				t.Fatalf("deploy: %d %.300s", a.status, a.body)
-			}
+		// The previous test's calls may still hold the workers a moment.
+		var a answer
+		waitfor.Within(30*time.Second, func() bool {
+			a = execute(t, carol, req)
+			return a.code() != "OVERLOADED"
+		})
+		if id, _ := a.json(t)["executionId"].(string); a.status == 200 && id != "" {
+			busy[i] = id
+		} else {
+			t.Fatalf("deploy: %d %.300s", a.status, a.body)
 		}
 	}
 	stop := make(chan struct{})

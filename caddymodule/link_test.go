@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // countingListener counts the connections it accepted.
@@ -249,11 +251,9 @@ func TestLinkOwnerDiesMidStream(t *testing.T) {
 	if _, got, _ := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, true); got != forwardLookAgain {
 		t.Fatalf("a forward to the dead owner's address: %v, want a look again", got)
 	}
-	for end := time.Now().Add(5 * time.Second); goruntime.NumGoroutine() > before+2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
-		}
+	if !waitfor.Within(30*time.Second, func() bool { return goruntime.NumGoroutine() <= before+2 }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
 	}
 }
 
@@ -522,16 +522,14 @@ func startClusterOwner(t *testing.T, secret []byte) string {
 	return ln.Addr().String()
 }
 
-// settle waits (up to 15 s) for the goroutines to come back to at most
+// settle waits (up to 30 s) for the goroutines to come back to at most
 // want, and answers how many there are.
 func settle(want int) int {
 	var n int
-	for range 150 {
-		if n = goruntime.NumGoroutine(); n <= want {
-			return n
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Within(30*time.Second, func() bool {
+		n = goruntime.NumGoroutine()
+		return n <= want
+	})
 	return n
 }
 
