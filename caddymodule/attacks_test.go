@@ -494,3 +494,20 @@ func processCPUOf(pid int) int64 {
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return (u + s) * int64(10*time.Millisecond)
 }
+
+// untilStopped does do again and again on a goroutine of wg until stop
+// is closed (a flood's visitor).
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, do func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			do()
+		}
+	}()
+}

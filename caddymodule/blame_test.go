@@ -230,48 +230,30 @@ func TestAnonymousFloodEndsNoBusyHandle(t *testing.T) {
 	}
 	var flooded atomic.Int64
 	for i := 0; i < 32; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				get(site(target+".apps.localhost", "/"))
-				flooded.Add(1)
-			}
-		}()
+		untilStopped(&wg, stop, func() {
+			get(site(target+".apps.localhost", "/"))
+			flooded.Add(1)
+		})
 	}
 	type tally struct{ ok, timeouts, other int }
 	tallies := make([]tally, len(busy))
 	var mu sync.Mutex
 	var others []string
 	for i, id := range busy {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				status, body := get(site(id+".apps.localhost", "/burn"))
-				mu.Lock()
-				switch {
-				case status == 200:
-					tallies[i].ok++
-				case strings.Contains(body, `"TIMEOUT"`):
-					tallies[i].timeouts++
-				default:
-					tallies[i].other++
-					others = append(others, fmt.Sprintf("%d %.200s", status, body))
-				}
-				mu.Unlock()
+		untilStopped(&wg, stop, func() {
+			status, body := get(site(id+".apps.localhost", "/burn"))
+			mu.Lock()
+			switch {
+			case status == 200:
+				tallies[i].ok++
+			case strings.Contains(body, `"TIMEOUT"`):
+				tallies[i].timeouts++
+			default:
+				tallies[i].other++
+				others = append(others, fmt.Sprintf("%d %.200s", status, body))
 			}
-		}()
+			mu.Unlock()
+		})
 	}
 	var bobLatencies []time.Duration
 	bobSamples := make(chan string, 1)
