@@ -250,7 +250,7 @@ func TestWebSocketWaitingSendsBoundedPerIsolate(t *testing.T) {
 	// The socket nobody read: what the stream's window took, then 1008.
 	var got []websocket.Record
 	unreadRecs := &websocket.Records{Max: 1 << 20}
-	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 || got[len(got)-1].Kind != websocket.Close; {
+	for deadline := time.Now().Add(30 * time.Second); len(got) == 0 || got[len(got)-1].Kind != websocket.Close; {
 		chunk, done, err := e.ReadStream(context.Background(), id, unread, 500*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
