@@ -96,9 +96,9 @@ func deploy(t *testing.T, tok, code string, extra map[string]any) string {
 	}
 	// OVERLOADED is retryable: a tenant's first deploy waits for a worker
 	// only within its bound, and on a busy machine a worker may take longer
-	// to start; a client tries again, and so does this, for 10 s.
+	// to start; a client tries again, and so does this, for 30 s.
 	a := execute(t, tok, req)
-	for deadline := time.Now().Add(10 * time.Second); a.code() == "OVERLOADED" && time.Now().Before(deadline); a = execute(t, tok, req) {
+	for deadline := time.Now().Add(30 * time.Second); a.code() == "OVERLOADED" && time.Now().Before(deadline); a = execute(t, tok, req) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	id, _ := a.json(t)["executionId"].(string)
@@ -493,4 +493,21 @@ func processCPUOf(pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return (u + s) * int64(10*time.Millisecond)
+}
+
+// untilStopped does do again and again on a goroutine of wg until stop
+// is closed (a flood's visitor).
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, do func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			do()
+		}
+	}()
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // Blame by CPU (docs/architecture.md, Blame): what the machine does to a
@@ -203,16 +205,16 @@ func TestAnonymousFloodEndsNoBusyHandle(t *testing.T) {
 	busy := make([]string, 6)
 	for i := range busy {
 		req := map[string]any{"code": strings.Replace(burner, "burn(150)", "burn(45)", 1), "retainHandles": true, "timeoutMs": 150}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			a := execute(t, carol, req)
-			if id, _ := a.json(t)["executionId"].(string); a.status == 200 && id != "" {
-				busy[i] = id
-				break
-			}
-			// The previous test's calls may still hold the workers a moment.
-			if a.code() != "OVERLOADED" || time.Now().After(deadline) {
-				t.Fatalf("deploy: %d %.300s", a.status, a.body)
-			}
+		// The previous test's calls may still hold the workers a moment.
+		var a answer
+		waitfor.Within(30*time.Second, func() bool {
+			a = execute(t, carol, req)
+			return a.code() != "OVERLOADED"
+		})
+		if id, _ := a.json(t)["executionId"].(string); a.status == 200 && id != "" {
+			busy[i] = id
+		} else {
+			t.Fatalf("deploy: %d %.300s", a.status, a.body)
 		}
 	}
 	stop := make(chan struct{})
@@ -228,48 +230,30 @@ func TestAnonymousFloodEndsNoBusyHandle(t *testing.T) {
 	}
 	var flooded atomic.Int64
 	for i := 0; i < 32; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				get(site(target+".apps.localhost", "/"))
-				flooded.Add(1)
-			}
-		}()
+		untilStopped(&wg, stop, func() {
+			get(site(target+".apps.localhost", "/"))
+			flooded.Add(1)
+		})
 	}
 	type tally struct{ ok, timeouts, other int }
 	tallies := make([]tally, len(busy))
 	var mu sync.Mutex
 	var others []string
 	for i, id := range busy {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				status, body := get(site(id+".apps.localhost", "/burn"))
-				mu.Lock()
-				switch {
-				case status == 200:
-					tallies[i].ok++
-				case strings.Contains(body, `"TIMEOUT"`):
-					tallies[i].timeouts++
-				default:
-					tallies[i].other++
-					others = append(others, fmt.Sprintf("%d %.200s", status, body))
-				}
-				mu.Unlock()
+		untilStopped(&wg, stop, func() {
+			status, body := get(site(id+".apps.localhost", "/burn"))
+			mu.Lock()
+			switch {
+			case status == 200:
+				tallies[i].ok++
+			case strings.Contains(body, `"TIMEOUT"`):
+				tallies[i].timeouts++
+			default:
+				tallies[i].other++
+				others = append(others, fmt.Sprintf("%d %.200s", status, body))
 			}
-		}()
+			mu.Unlock()
+		})
 	}
 	var bobLatencies []time.Duration
 	bobSamples := make(chan string, 1)

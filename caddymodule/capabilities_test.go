@@ -27,11 +27,7 @@ func capabilitiesConfig(store, toolURL string) string {
 }
 
 http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps {
 		provider store {
 			tool listProducts %s
@@ -40,22 +36,14 @@ http://api.localhost:%d {
 }
 
 http://private.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api private {
 		outbound_allow_private
 	}
 }
 
 http://other.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api other
 }
 
@@ -64,7 +52,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, adminPort, httpPort, httpsPort, store, httpPort, testSecret, toolURL, httpPort, testSecret, httpPort, testSecret, httpPort)
+`, adminPort, httpPort, httpsPort, store, httpPort, testJWT, toolURL, httpPort, testJWT, httpPort, testJWT, httpPort)
 }
 
 func TestCapabilities(t *testing.T) {

@@ -41,11 +41,7 @@ func domainsGatewayConfig(store, caddyData, resolver string, extraGlobal ...stri
 }
 
 http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps {
 		require_scopes
 		domains {
@@ -79,7 +75,7 @@ https:// {
 		resolve domains
 	}
 }
-`, adminPort, httpPort, httpsPort, caddyData, store, strings.Join(extraGlobal, "\n\t\t"), httpPort, testSecret, resolver, httpPort)
+`, adminPort, httpPort, httpsPort, caddyData, store, strings.Join(extraGlobal, "\n\t\t"), httpPort, testJWT, resolver, httpPort)
 }
 
 // httpsGet requests https://host/ on a new connection, trusting only

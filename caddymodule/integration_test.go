@@ -46,6 +46,14 @@ func TestMain(m *testing.M) {
 
 const testSecret = "integration-secret-integration-secret"
 
+// testJWT is a site's retainer_jwt directive for the tokens the tests
+// sign (testSecret, their issuer and audience).
+const testJWT = `retainer_jwt {
+		secret ` + testSecret + `
+		issuer https://id.example.com/
+		audience retainer
+	}`
+
 // The ports of this test process's Caddy, free ones picked as it starts
 // (internal/freeport): every config of these tests loads on the same three,
 // and a second run of the package at the same time picks its own.
@@ -75,11 +83,7 @@ func gatewayConfig(store string, extraGlobal string) string {
 }
 
 http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps {
 		require_scopes
 	}
@@ -103,7 +107,7 @@ http://*.named.localhost:%d {
 		resolve routes
 	}
 }
-`, adminPort, httpPort, httpsPort, store, extraGlobal, httpPort, testSecret, httpPort, httpPort, httpPort)
+`, adminPort, httpPort, httpsPort, store, extraGlobal, httpPort, testJWT, httpPort, httpPort, httpPort)
 }
 
 // appsGatewayConfig is a gateway with the API at api.localhost (tokens
@@ -122,11 +126,7 @@ func appsGatewayConfig(store, global, api string) string {
 }
 
 http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps {
 		%s
 	}
@@ -137,7 +137,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, adminPort, httpPort, httpsPort, store, global, httpPort, testSecret, api, httpPort)
+`, adminPort, httpPort, httpsPort, store, global, httpPort, testJWT, api, httpPort)
 }
 
 // client dials every host name to the local Caddy.

@@ -14,12 +14,15 @@ import (
 	"net/http/httptest"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // countingListener counts the connections it accepted.
@@ -249,11 +252,9 @@ func TestLinkOwnerDiesMidStream(t *testing.T) {
 	if _, got, _ := forwardOnce(t, n, httptest.NewRequest("GET", "/", nil), addr, true); got != forwardLookAgain {
 		t.Fatalf("a forward to the dead owner's address: %v, want a look again", got)
 	}
-	for end := time.Now().Add(5 * time.Second); goruntime.NumGoroutine() > before+2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
-		}
+	if !waitfor.Within(30*time.Second, func() bool { return goruntime.NumGoroutine() <= before+2 }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
 	}
 }
 
@@ -522,16 +523,14 @@ func startClusterOwner(t *testing.T, secret []byte) string {
 	return ln.Addr().String()
 }
 
-// settle waits (up to 15 s) for the goroutines to come back to at most
+// settle waits (up to 30 s) for the goroutines to come back to at most
 // want, and answers how many there are.
 func settle(want int) int {
 	var n int
-	for range 150 {
-		if n = goruntime.NumGoroutine(); n <= want {
-			return n
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Within(30*time.Second, func() bool {
+		n = goruntime.NumGoroutine()
+		return n <= want
+	})
 	return n
 }
 
@@ -717,25 +716,10 @@ func TestLinkQuietConnectionsAreClosed(t *testing.T) {
 // (and its connection closed when the connection's window is what they
 // wait for): their handlers end instead of waiting forever.
 func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
-	stall := linkStall
-	linkStall = time.Second
-	defer func() { linkStall = stall }()
-	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(make([]byte, 1<<20))
-	}))
+	shortLinkStall(t)
+	addr, _, _ := startLinkOwner(t, answerMiB)
 	base := goruntime.NumGoroutine()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	frames := helloFor(t, nil, addr)
-	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
-	for id := uint32(1); id <= 40; id++ {
-		frames = appendFrame(frames, frameHead, id, head)
-		frames = appendFrame(frames, frameEnd, id, nil)
-	}
-	c.Write(frames)
+	sendStreams(t, addr, slices.Repeat([]string{"/"}, 40)...)
 	time.Sleep(500 * time.Millisecond)
 	if got := settle(base + 5); got > base+5 {
 		t.Fatalf("%d goroutines, %d before the peer's streams", got, base)
@@ -747,27 +731,44 @@ func TestLinkPeerThatReadsNothingIsClosed(t *testing.T) {
 // and which never gives room back has its connection closed once the
 // answers waiting for that window waited linkStall.
 func TestLinkPeerThatGivesNoRoomLosesItsConnection(t *testing.T) {
+	shortLinkStall(t)
+	addr, _, _ := startLinkOwner(t, answerMiB)
+	c := sendStreams(t, addr, slices.Repeat([]string{"/"}, 80)...) // and never a window frame
+	if !closedWithin(c, 15*time.Second) {
+		t.Fatal("the connection of a peer that gives no room back is still open")
+	}
+}
+
+// shortLinkStall makes linkStall a second for the test.
+func shortLinkStall(t *testing.T) {
 	stall := linkStall
 	linkStall = time.Second
-	defer func() { linkStall = stall }()
-	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(make([]byte, 1<<20))
-	}))
+	t.Cleanup(func() { linkStall = stall })
+}
+
+// answerMiB answers every request with 1 MiB.
+var answerMiB = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Write(make([]byte, 1<<20))
+})
+
+// sendStreams dials the link owner at addr as a peer with no secret and
+// sends a GET of each path as a stream (ids 1, 2, ...), its head and its
+// end, in one write: the connection, closed when the test ends.
+func sendStreams(t *testing.T, addr string, paths ...string) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	frames := helloFor(t, nil, addr)
-	head := linkRequestHead(httptest.NewRequest("GET", "/", nil), "none", 0)
-	for id := uint32(1); id <= 80; id++ {
-		frames = appendFrame(frames, frameHead, id, head)
+	for i, path := range paths {
+		id := uint32(i + 1)
+		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", path, nil), "none", 0))
 		frames = appendFrame(frames, frameEnd, id, nil)
 	}
-	c.Write(frames) // and never a window frame
-	if !closedWithin(c, 15*time.Second) {
-		t.Fatal("the connection of a peer that gives no room back is still open")
-	}
+	c.Write(frames)
+	return c
 }
 
 // TestLinkConnectionsFromOneAddressAreBounded: past linkMaxConnsPerHost
@@ -1072,9 +1073,7 @@ func TestForwardReplayedOverHTTPRunsNothing(t *testing.T) {
 // back (its visitor reads nothing) is reset alone: a forward beside it on
 // the same connection, answered later, is still served.
 func TestLinkStalledVisitorIsResetAlone(t *testing.T) {
-	stall := linkStall
-	linkStall = time.Second
-	defer func() { linkStall = stall }()
+	shortLinkStall(t)
 	addr, _, _ := startLinkOwner(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
 			w.Write(make([]byte, 1<<20))
@@ -1083,17 +1082,7 @@ func TestLinkStalledVisitorIsResetAlone(t *testing.T) {
 		time.Sleep(2500 * time.Millisecond)
 		io.WriteString(w, "late")
 	}))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	frames := helloFor(t, nil, addr)
-	for id, path := range map[uint32]string{1: "/big", 2: "/late"} {
-		frames = appendFrame(frames, frameHead, id, linkRequestHead(httptest.NewRequest("GET", path, nil), "none", 0))
-		frames = appendFrame(frames, frameEnd, id, nil)
-	}
-	c.Write(frames) // and never a window frame
+	c := sendStreams(t, addr, "/big", "/late") // and never a window frame
 	c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	l := &linkConn{br: bufio.NewReader(c)}
 	var reset bool

@@ -236,21 +236,12 @@ func TestHeavyTenantLeavesRoomForNewcomers(t *testing.T) {
 	var mu sync.Mutex
 	outcomes := map[string]int{}
 	for i := 0; i < 10; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a := execute(t, mallory, map[string]any{"code": heavy, "timeoutMs": 5000})
-				mu.Lock()
-				outcomes[fmt.Sprint(a.status, " ", a.code())]++
-				mu.Unlock()
-			}
-		}()
+		untilStopped(&wg, stop, func() {
+			a := execute(t, mallory, map[string]any{"code": heavy, "timeoutMs": 5000})
+			mu.Lock()
+			outcomes[fmt.Sprint(a.status, " ", a.code())]++
+			mu.Unlock()
+		})
 	}
 	defer func() {
 		close(stop)

@@ -29,11 +29,7 @@ func runConfig(store, model string) string {
 }
 
 http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps {
 		spawn_children 50
 		generate {
@@ -46,14 +42,10 @@ http://api.localhost:%d {
 }
 
 http://plain.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps
 }
-`, adminPort, httpPort, httpsPort, store, httpPort, testSecret, model, httpPort, testSecret)
+`, adminPort, httpPort, httpsPort, store, httpPort, testJWT, model, httpPort, testJWT)
 }
 
 // fakeModel is a real HTTP server speaking Chat Completions: it answers

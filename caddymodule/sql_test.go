@@ -24,20 +24,12 @@ func sqlConfig(store string) string {
 }
 
 http://api.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api apps
 }
 
 http://other.localhost:%d {
-	retainer_jwt {
-		secret %s
-		issuer https://id.example.com/
-		audience retainer
-	}
+	%s
 	retainer_api other
 }
 
@@ -46,7 +38,7 @@ http://*.apps.localhost:%d {
 		key {labels.2}
 	}
 }
-`, adminPort, httpPort, httpsPort, store, httpPort, testSecret, httpPort, testSecret, httpPort)
+`, adminPort, httpPort, httpsPort, store, httpPort, testJWT, httpPort, testJWT, httpPort)
 }
 
 // sqlTodo is docs/sql.md's handler example, with a closure counter that

@@ -109,17 +109,19 @@ func mustDial(t *testing.T, host string) *websocket.Conn {
 // close reaches the gateway after the visitor's side has seen it.
 func dialOnceFreed(t *testing.T, host string) *websocket.Conn {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var c *websocket.Conn
+	var res *http.Response
+	var err error
+	waitfor.Within(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, res, err := dialSocket(ctx, host, "/chat")
-		cancel()
-		if err == nil {
-			return c
-		}
-		if res == nil || res.StatusCode != 429 || time.Now().After(deadline) {
-			t.Fatalf("dial %s once a slot was freed: %v %v", host, res, err)
-		}
+		defer cancel()
+		c, res, err = dialSocket(ctx, host, "/chat")
+		return err == nil || res == nil || res.StatusCode != 429
+	})
+	if err != nil {
+		t.Fatalf("dial %s once a slot was freed: %v %v", host, res, err)
 	}
+	return c
 }
 
 func readText(t *testing.T, c *websocket.Conn) string {

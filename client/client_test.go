@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/retainer-gw/retainer/client"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 func dial(t *testing.T, tenant string) *client.Executor {
@@ -458,17 +459,17 @@ func TestSocketsPerTenant(t *testing.T) {
 		t.Fatalf("another tenant's socket: %s %v", out.Result, err)
 	}
 	open[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		e, err := client.Dial(ctx, gatewayURL, client.Options{Token: token("socket-tenant")})
-		if err == nil {
+	var err error
+	if !waitfor.Within(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var e *client.Executor
+		if e, err = client.Dial(ctx, gatewayURL, client.Options{Token: token("socket-tenant")}); err == nil {
 			e.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a socket after one was closed: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("a socket after one was closed: %v", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/retainer-gw/retainer/caddymodule"
 	"github.com/retainer-gw/retainer/internal/freeport"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/sandbox/child"
 	"github.com/retainer-gw/retainer/workers"
 )
@@ -97,19 +98,18 @@ func restartGateway(t *testing.T) {
 }
 
 func waitHealthy() {
-	for i := 0; i < 300; i++ {
+	if !waitfor.Within(time.Minute, func() bool {
 		req, _ := http.NewRequest(http.MethodGet, apiURL+"/health", nil)
 		req.Header.Set("Authorization", "Bearer "+token("health"))
 		res, err := http.DefaultClient.Do(req)
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		res.Body.Close()
+		return res.StatusCode == 200
+	}) {
+		panic("the gateway did not become healthy")
 	}
-	panic("the gateway did not become healthy")
 }
 
 // token mints a tenant's bearer token.

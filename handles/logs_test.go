@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/workers"
 )
@@ -37,20 +38,14 @@ func TestHandleLogsInMemoryAreBounded(t *testing.T) {
 		}
 	}
 	newest := fmt.Sprintf("call %d line 59 ", calls)
-	deadline := time.Now().Add(10 * time.Second)
 	var logs []program.LogEntry
-	for {
-		logs, err = reg.Logs("alice", id)
-		if err != nil {
+	if !waitfor.Within(30*time.Second, func() bool {
+		if logs, err = reg.Logs("alice", id); err != nil {
 			t.Fatal(err)
 		}
-		if len(logs) > 0 && strings.HasPrefix(logs[len(logs)-1].Message, newest) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the newest entry never arrived: %d entries", len(logs))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(logs) > 0 && strings.HasPrefix(logs[len(logs)-1].Message, newest)
+	}) {
+		t.Fatalf("the newest entry never arrived: %d entries", len(logs))
 	}
 	ls := g.store.liveFor(id)
 	ls.mu.Lock()

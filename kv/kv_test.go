@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -108,9 +109,7 @@ func TestOutputGate(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	kv, release, commits := gatedKV(t, 0)
 	kvDo(t, kv, "first", "kv.put", map[string]any{"key": "k0", "value": "v"})
-	for commits.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "the first commit", func() bool { return commits.Load() > 0 })
 	for i := 1; i <= 20; i++ {
 		kvDo(t, kv, "owner"+string(rune('a'+i)), "kv.put", map[string]any{"key": "k" + string(rune('a'+i)), "value": "v"})
 	}
@@ -412,16 +411,12 @@ func TestBoundWhileTheStoreStalls(t *testing.T) {
 
 	st.reads.Store(false)
 	st.commits.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := do("bob", "h2", "kv.put", `{"key":"b","value":"4"}`)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writes after the store came back: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var err error
+	if !waitfor.Within(30*time.Second, func() bool {
+		_, err = do("bob", "h2", "kv.put", `{"key":"b","value":"4"}`)
+		return err == nil
+	}) {
+		t.Fatalf("writes after the store came back: %v", err)
 	}
 	if err := kv.Barrier(context.Background(), "h2"); err != nil {
 		t.Fatalf("the Barrier once the store answers: %v", err)
@@ -461,13 +456,9 @@ func TestWritesRefusedAtOnceOnceTheStoreStalled(t *testing.T) {
 		t.Fatalf("a read after a write's went unanswered: %v", err)
 	}
 	st.reads.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for kv.Write("apps", "t9", "run9", "k", &v) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("writes still refused after the store answers again")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "writes taken again once the store answers", func() bool {
+		return kv.Write("apps", "t9", "run9", "k", &v) == nil
+	})
 	if err := kv.Barrier(context.Background(), "run9"); err != nil {
 		t.Fatal(err)
 	}

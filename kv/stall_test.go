@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // The stall rule itself (readStore, which a get, a listing and a write's
@@ -57,12 +59,8 @@ func TestTheStallRule(t *testing.T) {
 			t.Fatalf("caller's bound %v: the read after one went unanswered: %v, reached the store %d times", callerBound, err, reached)
 		}
 		st.reads.Store(false)
-		deadline := time.Now().Add(5 * time.Second)
-		for call(kv, context.Background(), count) != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("caller's bound %v: reads still refused after the store answers again", callerBound)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !waitfor.Within(30*time.Second, func() bool { return call(kv, context.Background(), count) == nil }) {
+			t.Fatalf("caller's bound %v: reads still refused after the store answers again", callerBound)
 		}
 	}
 

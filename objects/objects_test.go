@@ -11,6 +11,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/objects"
 	"github.com/retainer-gw/retainer/objects/files"
 )
@@ -163,17 +164,8 @@ func TestPutsUnderWayCounted(t *testing.T) {
 		t.Fatalf("a put past the gateway's puts: %v", err)
 	}
 	writers[0].CloseWithError(io.ErrUnexpectedEOF)
-	waitUntil(t, func() bool { return b.PutsUnderWay() < budgets.ObjectPuts })
+	waitfor.Until(t, 30*time.Second, "a put's place given back", func() bool { return b.PutsUnderWay() < budgets.ObjectPuts })
 	if err := small("bob"); err != nil {
 		t.Fatalf("the bystander's put once one ended: %v", err)
-	}
-}
-
-func waitUntil(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("not within 10 s")
-		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/internal/pgtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -39,19 +40,17 @@ func TestReceiptsThroughAnyGateway(t *testing.T) {
 	if err := a.Put(r); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := b.Get("alice", r.ID)
-		if err == nil {
-			if got.Code != r.Code {
-				t.Fatalf("read through the other gateway: %+v", got)
-			}
-			break
-		}
-		if err != ErrNotFound || time.Now().After(deadline) {
-			t.Fatalf("the receipt never reached the other gateway: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var got Receipt
+	var err error
+	waitfor.Within(30*time.Second, func() bool {
+		got, err = b.Get("alice", r.ID)
+		return err != ErrNotFound
+	})
+	if err != nil {
+		t.Fatalf("the receipt never reached the other gateway: %v", err)
+	}
+	if got.Code != r.Code {
+		t.Fatalf("read through the other gateway: %+v", got)
 	}
 	if _, err := b.Get("bob", r.ID); err != ErrNotFound {
 		t.Fatalf("another tenant reads it: %v", err)
@@ -144,24 +143,22 @@ func TestReceiptsWhilePostgreSQLIsPaused(t *testing.T) {
 
 	srv.Resume(t)
 	resumed = true
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		list, _, err := s.List("alice", 100, "")
-		found := false
+	var list []Summary
+	found := false
+	waitfor.Within(30*time.Second, func() bool {
+		list, _, err = s.List("alice", 100, "")
+		found = false
 		for _, sum := range list {
 			found = found || sum.ID == newest
 		}
-		if err == nil && found {
-			// Every receipt kept is written: the old one and those not dropped.
-			if want := 1 + len(ids) - int(s.Dropped()); len(list) != want {
-				t.Fatalf("%d receipts listed once PostgreSQL was back, want %d (%d put while paused, %d dropped)", len(list), want, len(ids), s.Dropped())
-			}
-			t.Logf("%d receipts put while paused, %d dropped; %d listed once it was back", len(ids), s.Dropped(), len(list))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the newest receipt was not written 20 s after PostgreSQL came back: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && found
+	})
+	if err != nil || !found {
+		t.Fatalf("the newest receipt was not written 30 s after PostgreSQL came back: %v", err)
 	}
+	// Every receipt kept is written: the old one and those not dropped.
+	if want := 1 + len(ids) - int(s.Dropped()); len(list) != want {
+		t.Fatalf("%d receipts listed once PostgreSQL was back, want %d (%d put while paused, %d dropped)", len(list), want, len(ids), s.Dropped())
+	}
+	t.Logf("%d receipts put while paused, %d dropped; %d listed once it was back", len(ids), s.Dropped(), len(list))
 }

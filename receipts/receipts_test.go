@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/store"
 )
 
@@ -224,16 +225,10 @@ func TestReceiptsShareCommits(t *testing.T) {
 	if err := s.Put(lone); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if v, _ := s.st.Get(context.Background(), table, key("bob", lone.ID)); v != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a lone receipt was not written")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, 30*time.Second, "a lone receipt written", func() bool {
+		v, _ := s.st.Get(context.Background(), table, key("bob", lone.ID))
+		return v != nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if written != puts+1 {

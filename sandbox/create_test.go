@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -40,12 +41,8 @@ func TestPoolRefillsAfterRuns(t *testing.T) {
 	defer e.Shutdown()
 	full := func() {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for len(e.warm) < 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the pool holds %d isolates after 10 s, want 2", len(e.warm))
-			}
-			time.Sleep(time.Millisecond)
+		if !waitfor.Within(30*time.Second, func() bool { return len(e.warm) >= 2 }) {
+			t.Fatalf("the pool holds %d isolates after 30 s, want 2", len(e.warm))
 		}
 	}
 	for i := 0; i < 10; i++ {

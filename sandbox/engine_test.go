@@ -12,6 +12,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -442,16 +443,12 @@ func TestRetainedInterval(t *testing.T) {
 	if _, err := get(t, id, "https://x.test/spin"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	waitfor.Within(30*time.Second, func() bool {
 		lostMu.Lock()
+		defer lostMu.Unlock()
 		err = lost[id]
-		lostMu.Unlock()
-		if err != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil
+	})
 	wantFault(t, err, fault.Timeout, "200 ms")
 	_, err = get(t, id, "https://x.test/")
 	wantFault(t, err, fault.HandlesClosed, "")

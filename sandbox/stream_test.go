@@ -10,6 +10,7 @@ import (
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 )
 
@@ -172,19 +173,16 @@ func TestStreamsPastTheCapAreQuotaExceeded(t *testing.T) {
 				t.Fatalf("concurrency %d: %s past the cap: %+v %v", conc, path, res, err)
 			}
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var state string
+		if !waitfor.Within(30*time.Second, func() bool {
 			res, err := get(t, id, "https://x/state")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(res.BodyBytes()) == fmt.Sprintf("%d 1", budgets.StreamsPerHandle+3) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("concurrency %d: served and cancelled %s, want %d 1", conc, res.BodyBytes(), budgets.StreamsPerHandle+3)
-			}
-			time.Sleep(20 * time.Millisecond)
+			state = string(res.BodyBytes())
+			return state == fmt.Sprintf("%d 1", budgets.StreamsPerHandle+3)
+		}) {
+			t.Fatalf("concurrency %d: served and cancelled %s, want %d 1", conc, state, budgets.StreamsPerHandle+3)
 		}
 		e.CancelStream(id, streams[0])
 		if res, err := get(t, id, "https://x/stream"); err != nil || res.Stream == 0 {

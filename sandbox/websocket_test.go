@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/program"
 	"github.com/retainer-gw/retainer/sandbox/webapi/websocket"
 )
@@ -158,16 +159,16 @@ func TestWebSocketCloseEventsOnce(t *testing.T) {
 	stats := func(want string) {
 		t.Helper()
 		var got string
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !waitfor.Within(30*time.Second, func() bool {
 			r, err := get(t, id, "https://x/stats")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got = string(r.BodyBytes()); got == want {
-				return
-			}
+			got = string(r.BodyBytes())
+			return got == want
+		}) {
+			t.Fatalf("stats %q, want %q", got, want)
 		}
-		t.Fatalf("stats %q, want %q", got, want)
 	}
 	refused, closed, both := open("/"), open("/"), open("/")
 	stats("3  0")
@@ -249,7 +250,7 @@ func TestWebSocketWaitingSendsBoundedPerIsolate(t *testing.T) {
 	// The socket nobody read: what the stream's window took, then 1008.
 	var got []websocket.Record
 	unreadRecs := &websocket.Records{Max: 1 << 20}
-	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 || got[len(got)-1].Kind != websocket.Close; {
+	for deadline := time.Now().Add(30 * time.Second); len(got) == 0 || got[len(got)-1].Kind != websocket.Close; {
 		chunk, done, err := e.ReadStream(context.Background(), id, unread, 500*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)

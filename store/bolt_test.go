@@ -29,8 +29,10 @@ func (s *shared) Close() error {
 	return nil
 }
 
-func TestBoltContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) func() store.Store {
+// sharedOpens opens one bbolt file for the contract suite: its opens share
+// one *store.Bolt (shared), each dressed by wrap.
+func sharedOpens(wrap func(store.Store) store.Store) storetest.Backend {
+	return func(t *testing.T) func() store.Store {
 		path := filepath.Join(t.TempDir(), "registry.db")
 		var mu sync.Mutex
 		var db *store.Bolt
@@ -45,16 +47,20 @@ func TestBoltContract(t *testing.T) {
 				}
 			}
 			handles++
-			return &shared{Bolt: db, close: func() {
+			return wrap(&shared{Bolt: db, close: func() {
 				mu.Lock()
 				defer mu.Unlock()
 				if handles--; handles == 0 {
 					db.Close()
 					db = nil
 				}
-			}}
+			}})
 		}
-	})
+	}
+}
+
+func TestBoltContract(t *testing.T) {
+	storetest.Run(t, sharedOpens(func(s store.Store) store.Store { return s }))
 }
 
 // journalledBolt commits every transaction as journalled
@@ -66,31 +72,7 @@ func (j journalledBolt) Commit(ctx context.Context, txn store.Txn) error {
 }
 
 func TestBoltJournalledContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) func() store.Store {
-		path := filepath.Join(t.TempDir(), "registry.db")
-		var mu sync.Mutex
-		var db *store.Bolt
-		handles := 0
-		return func() store.Store {
-			mu.Lock()
-			defer mu.Unlock()
-			if db == nil {
-				var err error
-				if db, err = store.OpenBolt(path, time.Second); err != nil {
-					t.Fatal(err)
-				}
-			}
-			handles++
-			return journalledBolt{&shared{Bolt: db, close: func() {
-				mu.Lock()
-				defer mu.Unlock()
-				if handles--; handles == 0 {
-					db.Close()
-					db = nil
-				}
-			}}}
-		}
-	})
+	storetest.Run(t, sharedOpens(func(s store.Store) store.Store { return journalledBolt{s} }))
 }
 
 // A file that is not a Retainer store, one of another application and one

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/store"
 	"github.com/retainer-gw/retainer/store/storetest"
 )
@@ -98,11 +99,10 @@ func TestEtcdDBSizeGrowsWithWrites(t *testing.T) {
 	}
 	// etcd's backend commits its batch within 100 ms; the size follows.
 	var after int64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if after, err = e.DBSize(ctx); err != nil || after >= before+4<<20 {
-			break
-		}
-	}
+	waitfor.Within(30*time.Second, func() bool {
+		after, err = e.DBSize(ctx)
+		return err != nil || after >= before+4<<20
+	})
 	if err != nil || after < before+4<<20 {
 		t.Fatalf("4 MiB written: DBSize %d → %d (%v)", before, after, err)
 	}

@@ -415,25 +415,42 @@ func chainOffsets(t *testing.T, buf []byte) []int {
 	}
 }
 
+// killedChain is the store at path once journalChild answered its chain's
+// 22 journalled commits and was killed: its journal and where each of the
+// 22 entries starts.
+func killedChain(t *testing.T, path string) (journal []byte, offs []int) {
+	t.Helper()
+	killedAfterAnswers(t, path, "chain")
+	journal, err := os.ReadFile(path + "-journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offs = chainOffsets(t, journal); len(offs) != 22 {
+		t.Fatalf("the journal holds %d entries, want 22", len(offs))
+	}
+	return journal, offs
+}
+
+// writeFlipped writes path's journal as journal with one byte flipped
+// inside the entry that starts at off, and answers what it wrote.
+func writeFlipped(t *testing.T, path string, journal []byte, off int) []byte {
+	t.Helper()
+	j := slices.Clone(journal)
+	j[off+entryHead+3] ^= 0x10
+	if err := os.WriteFile(path+"-journal", j, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 // A byte flipped inside entry 5 of 22 answered one after another, with
 // 6-22 intact after it, is damage, not a torn tail: OpenBolt refuses the
 // store with an error naming the journal, the entry and what to do,
 // rather than losing 18 answered commits silently.
 func TestADamagedEntryMidChainRefusesToOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
-	killedAfterAnswers(t, path, "chain")
-	buf, err := os.ReadFile(path + "-journal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := chainOffsets(t, buf)
-	if len(offs) != 22 {
-		t.Fatalf("the journal holds %d entries, want 22", len(offs))
-	}
-	buf[offs[4]+entryHead+3] ^= 0x10
-	if err := os.WriteFile(path+"-journal", buf, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	buf, offs := killedChain(t, path)
+	writeFlipped(t, path, buf, offs[4])
 	b, err := OpenBolt(path, 0)
 	if err == nil {
 		b.Close()
@@ -460,19 +477,8 @@ func TestADamagedEntryMidChainRefusesToOpen(t *testing.T) {
 // 6-22 are replayed, with a note.
 func TestADamagedEntryTheStoreHoldsIsSkipped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
-	killedAfterAnswers(t, path, "chain")
-	buf, err := os.ReadFile(path + "-journal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := chainOffsets(t, buf)
-	if len(offs) != 22 {
-		t.Fatalf("the journal holds %d entries, want 22", len(offs))
-	}
-	buf[offs[2]+entryHead+3] ^= 0x10
-	if err := os.WriteFile(path+"-journal", buf, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	buf, offs := killedChain(t, path)
+	writeFlipped(t, path, buf, offs[2])
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -502,19 +508,8 @@ func TestADamagedEntryTheStoreHoldsIsSkipped(t *testing.T) {
 // the store opens and replays the 21 before it, and says so.
 func TestATornLastEntryIsDroppedAndTheRestReplayed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
-	killedAfterAnswers(t, path, "chain")
-	buf, err := os.ReadFile(path + "-journal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := chainOffsets(t, buf)
-	if len(offs) != 22 {
-		t.Fatalf("the journal holds %d entries, want 22", len(offs))
-	}
-	buf[offs[21]+entryHead+3] ^= 0x10
-	if err := os.WriteFile(path+"-journal", buf, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	buf, offs := killedChain(t, path)
+	writeFlipped(t, path, buf, offs[21])
 	b, err := OpenBolt(path, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -682,17 +677,8 @@ func TestCheckBoltAnswersWhatOpenBoltWould(t *testing.T) {
 	if err := CheckBolt(path); err != nil {
 		t.Fatalf("no store yet: %v", err)
 	}
-	killedAfterAnswers(t, path, "chain")
-	buf, err := os.ReadFile(path + "-journal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := chainOffsets(t, buf)
-	damaged := slices.Clone(buf)
-	damaged[offs[4]+entryHead+3] ^= 0x10
-	if err := os.WriteFile(path+"-journal", damaged, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	buf, offs := killedChain(t, path)
+	damaged := writeFlipped(t, path, buf, offs[4])
 	db, _ := os.ReadFile(path)
 	checked := CheckBolt(path)
 	if !errors.Is(checked, ErrJournalDamaged) {
@@ -708,11 +694,7 @@ func TestCheckBoltAnswersWhatOpenBoltWould(t *testing.T) {
 		t.Fatalf("OpenBolt answered %v; the check %v", err, checked)
 	}
 	// The last entry torn: the check passes, and the store opens.
-	torn := slices.Clone(buf)
-	torn[offs[21]+entryHead+3] ^= 0x10
-	if err := os.WriteFile(path+"-journal", torn, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFlipped(t, path, buf, offs[21])
 	if err := CheckBolt(path); err != nil {
 		t.Fatalf("a torn last entry checked: %v", err)
 	}
@@ -802,18 +784,10 @@ func TestCheckBoltRefusesWhatOpenBoltRefuses(t *testing.T) {
 func TestAJournalCutAtEveryByteOfItsLastEntryOpens(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "registry.db")
-	killedAfterAnswers(t, path, "chain")
+	buf, offs := killedChain(t, path)
 	db, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	buf, err := os.ReadFile(path + "-journal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs := chainOffsets(t, buf)
-	if len(offs) != 22 {
-		t.Fatalf("the journal holds %d entries, want 22", len(offs))
 	}
 	_, n, _ := parseEntry(buf[offs[21]:])
 	end := offs[21] + n

@@ -242,14 +242,9 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 	go func() { _, err := pool.Run(context.Background(), busy); done <- err }()
 	waitFor := func(what string, within time.Duration, ok func(WorkerStatus) bool) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for time.Now().Before(deadline) {
-			if ok(pool.Status()[0]) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !waitfor.Within(within, func() bool { return ok(pool.Status()[0]) }) {
+			t.Fatalf("%s: %+v", what, pool.Status()[0])
 		}
-		t.Fatalf("%s: %+v", what, pool.Status()[0])
 	}
 	// On a loaded machine the pool's measures come late: the busy run's
 	// 8 s leave it several periods to see the saturation in.
@@ -267,7 +262,7 @@ func TestAutoLetsGoOfAWorkerOneCPUIsTooLittleFor(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitFor("a calm worker is not pinned again", 3500*time.Millisecond, func(s WorkerStatus) bool { return s.CPU >= 0 && onOneCPU(t, s.PID) == s.CPU })
+	waitFor("a calm worker is not pinned again", 20*time.Second, func(s WorkerStatus) bool { return s.CPU >= 0 && onOneCPU(t, s.PID) == s.CPU })
 }
 
 // Under auto a saturated worker stays pinned when no other CPU has time

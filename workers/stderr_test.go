@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // A worker's output of 400 lines at once (a crash's stack trace) is
@@ -28,7 +30,7 @@ func TestStderrLinesBounded(t *testing.T) {
 	}
 	w.Close()
 	var relayed, left int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	waitfor.Within(30*time.Second, func() bool {
 		mu.Lock()
 		relayed, left = 0, 0
 		for _, l := range got {
@@ -40,10 +42,8 @@ func TestStderrLinesBounded(t *testing.T) {
 			}
 		}
 		mu.Unlock()
-		if relayed+left == 400 {
-			break
-		}
-	}
+		return relayed+left == 400
+	})
 	t.Logf("%d lines relayed, %d counted", relayed, left)
 	// A line a second after the burst: a slow machine may relay a few.
 	if relayed+left != 400 || relayed < stderrBurst || relayed > stderrBurst+10 {

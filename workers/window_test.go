@@ -3,11 +3,13 @@ package workers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // tryAcquire takes a slot if one is free and nobody waits for one: an
@@ -159,18 +161,11 @@ func TestSendWindowServesWaitersInOrder(t *testing.T) {
 			errs[i] <- err
 		}()
 		// Each in line before the next starts.
-		for deadline := time.Now().Add(5 * time.Second); ; {
+		waitfor.Until(t, 30*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
 			w.mu.Lock()
-			queued := len(w.waiters)
-			w.mu.Unlock()
-			if queued == i+1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiter %d never queued", i)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			defer w.mu.Unlock()
+			return len(w.waiters) == i+1
+		})
 	}
 	cancels[1]()
 	if err := <-errs[1]; !errors.Is(err, context.Canceled) {

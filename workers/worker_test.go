@@ -86,15 +86,10 @@ func startPool(t *testing.T, cfg Config) *Pool {
 // the pool is tied to a worker's connection or the pool's Shutdown.
 func checkGoroutines(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Errorf("%d goroutines after Shutdown, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.Within(20*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 }) {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Errorf("%d goroutines after Shutdown, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
 	}
 }
 
@@ -120,14 +115,10 @@ func wantCode(t *testing.T, err error, code fault.Code) {
 // waitReplaced waits until worker 0 is up with another pid than old.
 func waitReplaced(t *testing.T, pool *Pool, old int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := pool.Status()[0]; s.State == "up" && s.PID != old {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("worker 0 was not replaced")
+	waitfor.Until(t, 30*time.Second, "worker 0 replaced", func() bool {
+		s := pool.Status()[0]
+		return s.State == "up" && s.PID != old
+	})
 }
 
 // A worker collects as its gateway does (the operator's GOGC, or the
@@ -226,18 +217,15 @@ func TestForeignSystemCallEntriesKillTheWorker(t *testing.T) {
 
 // waitUp is worker 0 once it is up.
 func waitUp(t *testing.T, pool *Pool) *process {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	t.Helper()
+	var p *process
+	waitfor.Until(t, 30*time.Second, "worker 0 up", func() bool {
 		pool.mu.Lock()
-		p := pool.workers[0]
+		p = pool.workers[0]
 		pool.mu.Unlock()
-		if p != nil && p.alive() {
-			return p
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("worker 0 is not up")
-	return nil
+		return p != nil && p.alive()
+	})
+	return p
 }
 
 func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
@@ -266,16 +254,14 @@ func TestMemoryBombsEndAtMostTheirWorker(t *testing.T) {
 			}
 			// WORKER_CRASHED is retryable: a client retries until the
 			// replacement serves.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				out, err := pool.Run(context.Background(), job("async () => 'alive'"))
-				if err == nil && string(out.Result) == `"alive"` {
-					break
-				}
-				if fault.CodeOf(err) != fault.WorkerCrashed || time.Now().After(deadline) {
-					t.Fatalf("after the bomb: %v", err)
-				}
-				time.Sleep(20 * time.Millisecond)
+			var out program.Outcome
+			alive := func() bool { return err == nil && string(out.Result) == `"alive"` }
+			waitfor.Within(30*time.Second, func() bool {
+				out, err = pool.Run(context.Background(), job("async () => 'alive'"))
+				return alive() || fault.CodeOf(err) != fault.WorkerCrashed
+			})
+			if !alive() {
+				t.Fatalf("after the bomb: %s %v", out.Result, err)
 			}
 		})
 	}
@@ -452,16 +438,11 @@ func TestHandleLogsAndLostIsolates(t *testing.T) {
 	if _, err := get(pool, "t", "https://x/"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	waitfor.Within(20*time.Second, func() bool {
 		mu.Lock()
-		done := lost["t"] != nil && len(logs["t"]) > 0
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return lost["t"] != nil && len(logs["t"]) > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(logs["t"]) != "[warn:hello GET]" {
@@ -560,20 +541,17 @@ func TestResize(t *testing.T) {
 		t.Fatalf("%d of 6 isolates answer after retiring one of two workers", alive)
 	}
 	pool.Resize(3, 8)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	if !waitfor.Within(30*time.Second, func() bool {
 		up := 0
 		for _, s := range pool.Status() {
 			if s.State == "up" {
 				up++
 			}
 		}
-		if up == 3 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+		return up == 3
+	}) {
+		t.Fatalf("workers after growing to 3: %+v", pool.Status())
 	}
-	t.Fatalf("workers after growing to 3: %+v", pool.Status())
 }
 
 // A new tenant's burst, arriving while no spare is ready, starts one worker
@@ -794,14 +772,12 @@ func TestNewcomerClaimsTheSpareBeingStarted(t *testing.T) {
 		return up, spares
 	}
 	waitFor := func(up, spares int) {
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if u, s := upWorkers(); u == up && s == spares {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !waitfor.Within(30*time.Second, func() bool {
+			u, s := upWorkers()
+			return u == up && s == spares
+		}) {
+			t.Fatalf("workers: %+v, want %d up of which %d spare", pool.Status(), up, spares)
 		}
-		t.Fatalf("workers: %+v, want %d up of which %d spare", pool.Status(), up, spares)
 	}
 	waitFor(1, 1)
 	errs := make(chan error, 2)
@@ -849,10 +825,8 @@ func TestNewTenantWaitsForASlowSpare(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(20 * time.Second); !spareUp(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no spare came up: %+v", pool.Status())
-		}
+	if !waitfor.Within(30*time.Second, spareUp) {
+		t.Fatalf("no spare came up: %+v", pool.Status())
 	}
 	quick := job("async () => 1")
 	quick.Timeout = 200 * time.Millisecond
@@ -915,10 +889,7 @@ func TestWorkersAutoFollowsTheMemoryBudget(t *testing.T) {
 				t.Fatal(tenant, err)
 			}
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for up(pool) < 5 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitfor.Within(30*time.Second, func() bool { return up(pool) >= 5 })
 		if n := up(pool); n != 5 {
 			t.Fatalf("%d workers up for four tenants and a spare", n)
 		}

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 func TestPercent(t *testing.T) {
@@ -43,13 +45,14 @@ func TestFollowTracksTheLiveHeap(t *testing.T) {
 	}
 	waitFor := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for Current() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("the target is %d, want %d", Current(), want)
+		if !waitfor.Within(30*time.Second, func() bool {
+			if Current() == want {
+				return true
 			}
 			runtime.GC()
-			time.Sleep(time.Millisecond)
+			return false
+		}) {
+			t.Fatalf("the target is %d, want %d", Current(), want)
 		}
 	}
 	waitFor(400)

@@ -13,23 +13,7 @@ import (
 )
 
 // drainedPair is echoPair with both sides reading as ReadDrained says.
-func drainedPair(t testing.TB) (*Conn, *Conn) {
-	a, b := socketPair(t)
-	const max = 16 << 20
-	peer := NewConn(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
-		return append([]byte(path+":"), body...), nil
-	}, nil)
-	peer.ReadDrained()
-	caller := NewConn(a, max, max, nil, nil)
-	caller.ReadDrained()
-	if !peer.raw || !caller.raw {
-		t.Fatal("a socket's connection does not read drained")
-	}
-	peer.Start()
-	caller.Start()
-	t.Cleanup(func() { caller.Close(); peer.Close() })
-	return caller, peer
-}
+func drainedPair(t testing.TB) (*Conn, *Conn) { return newEchoPair(t, true) }
 
 // Calls one after another, each answer alone on the socket: a wait that
 // missed the next frame's readiness would hang a call (the deadline).
@@ -54,33 +38,7 @@ func TestDrainedReadsMissNoFrame(t *testing.T) {
 // its own call's, intact.
 func TestDrainedReadsKeepEveryFrameWhole(t *testing.T) {
 	caller, _ := drainedPair(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 20; i++ {
-				size := 1 + (g*20+i)%7*50000
-				body := bytes.Repeat([]byte{byte('a' + g%26)}, size)
-				path := fmt.Sprintf("/p/%d/%d", g, i)
-				res, err := caller.Call(context.Background(), path, body)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if want := append([]byte(path+":"), body...); !bytes.Equal(res, want) {
-					errs <- fmt.Errorf("call %s: answer of %d bytes is not its own", path, len(res))
-					return
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	callEchoes(t, caller, 16, 20, func(g, i int) int { return 1 + (g*20+i)%7*50000 })
 }
 
 // rawFrame is a frame as write puts it on the wire.

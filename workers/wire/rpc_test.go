@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retainer-gw/retainer/internal/waitfor"
 )
 
 // socketPair is the two ends of a Unix socketpair, as between a gateway
@@ -39,30 +41,43 @@ func socketPair(t testing.TB) (net.Conn, net.Conn) {
 
 // echoPair is a caller and a peer that answers each request with its
 // payload, behind the payload's path.
-func echoPair(t testing.TB) (*Conn, *Conn) {
+func echoPair(t testing.TB) (*Conn, *Conn) { return newEchoPair(t, false) }
+
+// newEchoPair is echoPair, with both sides reading as ReadDrained says
+// when drained.
+func newEchoPair(t testing.TB, drained bool) (*Conn, *Conn) {
 	a, b := socketPair(t)
 	const max = 16 << 20
 	peer := NewConn(b, max, max, func(_ context.Context, path string, body []byte) ([]byte, error) {
 		return append([]byte(path+":"), body...), nil
-	}, nil).Start()
-	caller := NewConn(a, max, max, nil, nil).Start()
+	}, nil)
+	caller := NewConn(a, max, max, nil, nil)
+	if drained {
+		peer.ReadDrained()
+		caller.ReadDrained()
+		if !peer.raw || !caller.raw {
+			t.Fatal("a socket's connection does not read drained")
+		}
+	}
+	peer.Start()
+	caller.Start()
 	t.Cleanup(func() { caller.Close(); peer.Close() })
 	return caller, peer
 }
 
-// Many goroutines calling at once (their frames written in groups, large
-// ones among them): every answer is its own call's, intact.
-func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
-	caller, _ := echoPair(t)
+// callEchoes calls an echoPair's caller from goroutines at once, each
+// making calls of size(g, i) bytes, and fails t unless every answer is its
+// own call's, intact.
+func callEchoes(t *testing.T, caller *Conn, goroutines, calls int, size func(g, i int) int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := 0; g < 64; g++ {
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; i < 50; i++ {
-				size := 10 + (g*50+i)%7*40000 // up to ~240 KB: some pass maxSpare's buffer
-				body := bytes.Repeat([]byte{byte('a' + g%26)}, size)
+			for i := 0; i < calls; i++ {
+				body := bytes.Repeat([]byte{byte('a' + g%26)}, size(g, i))
 				path := fmt.Sprintf("/p/%d/%d", g, i)
 				res, err := caller.Call(context.Background(), path, body)
 				if err != nil {
@@ -81,6 +96,15 @@ func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// Many goroutines calling at once (their frames written in groups, large
+// ones among them): every answer is its own call's, intact.
+func TestGroupedWritesKeepEveryFrameIntact(t *testing.T) {
+	caller, _ := echoPair(t)
+	callEchoes(t, caller, 64, 50, func(g, i int) int {
+		return 10 + (g*50+i)%7*40000 // up to ~240 KB: some pass maxSpare's buffer
+	})
 }
 
 // A write that fails closes the connection: calls waiting for answers
@@ -233,17 +257,13 @@ func TestHeldCallsLeaveWithTheNext(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); call(fmt.Sprint("held ", i), true) }()
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	held := func() int {
 		caller.wmu.Lock()
-		held := caller.held
-		caller.wmu.Unlock()
-		if held == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d frames held, want 3", held)
-		}
-		time.Sleep(time.Millisecond)
+		defer caller.wmu.Unlock()
+		return caller.held
+	}
+	if !waitfor.Within(30*time.Second, func() bool { return held() == 3 }) {
+		t.Fatalf("%d frames held, want 3", held())
 	}
 	if n := conn.writes.Load(); n != 0 {
 		t.Fatalf("%d writes while the frames were held", n)
@@ -305,7 +325,11 @@ func TestLimitCallsNeverFloodsThePeer(t *testing.T) {
 			}
 		}(i)
 	}
-	time.Sleep(500 * time.Millisecond) // every call sent or waiting; the given-up ones gone
+	// Every call sent or waiting; the given-up ones gone (a flood ends
+	// the wait: it fails below).
+	waitfor.Within(30*time.Second, func() bool {
+		return bad.Load() != nil || gaveUp.Load() == MaxCalls && serving.Load() == MaxCalls
+	})
 	close(release)
 	wg.Wait()
 	if r := bad.Load(); r != nil {
