@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -455,5 +456,9 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	for _, id := range closing {
 		s.opts.Executor.Close(id)
 	}
+	// The lists of firings memory holds may be older than the store's
+	// (schedulefirings.go): read again at their next flush.
+	s.forgetFirings(closing...)
+	s.forgetFirings(slices.Collect(maps.Keys(fresh))...)
 	return nil
 }

@@ -185,7 +185,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
 		owned:      map[string]bool{},
-		sched:      scheduleState{last: map[string]int64{}, firings: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{}), chains: map[string]chan struct{}{}, firingNow: map[string]bool{}},
+		sched:      scheduleState{last: map[string]int64{}, firings: map[string]storedFirings{}, pending: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{}), chains: map[string]chan struct{}{}, firingNow: map[string]bool{}},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
