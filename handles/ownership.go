@@ -23,6 +23,9 @@ import (
 // isolates it held for it. On one machine Own is nil and none of this
 // runs.
 
+// reloadsAtOnce is how many spaces' reloads read the store at once.
+const reloadsAtOnce = 4
+
 // Own makes this gateway the owner of the tenant's space in the registry
 // (nil on one machine), reloading the space the first time.
 func (r *Registry) Own(ctx context.Context, tenant string) error {
@@ -59,8 +62,16 @@ func (s *Store) own(ctx context.Context, registry, tenant string) error {
 		s.ownMu.Unlock()
 		// The store is read with ownMu free: a reload that waits for a
 		// stalled etcd holds up only the requests of its own space (every
-		// request takes ownMu to ask whether its space is owned).
-		err := s.reloadSpace(ctx, registry, tenant)
+		// request takes ownMu to ask whether its space is owned), and
+		// the reloads behind the few at once (a failover's claims).
+		var err error
+		select {
+		case s.reloads <- struct{}{}:
+			err = s.reloadSpace(ctx, registry, tenant)
+			<-s.reloads
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 		s.ownMu.Lock()
 		delete(s.loading, space)
 		close(done)

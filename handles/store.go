@@ -156,6 +156,10 @@ type Store struct {
 	owned   map[string]bool
 	loading map[string]chan struct{}
 	ownGen  uint64
+	// reloads holds a place for each reload under way, reloadsAtOnce at
+	// most: each reads the registry's records from the store (before,
+	// ownMu made them one at a time).
+	reloads chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -190,6 +194,7 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		dirty:      map[string]bool{},
 		owned:      map[string]bool{},
 		loading:    map[string]chan struct{}{},
+		reloads:    make(chan struct{}, reloadsAtOnce),
 		sched:      scheduleState{last: map[string]int64{}, firings: map[string]storedFirings{}, pending: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{}), chains: map[string]chan struct{}{}, firingNow: map[string]bool{}},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
