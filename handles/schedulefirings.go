@@ -299,15 +299,22 @@ func (s *Store) forgetFirings(ids ...string) {
 }
 
 // firingsOf answers the handle's firings, newest first: the stored list
-// (read with no lock held when memory does not hold it), then the ones
-// waiting for a flush.
-func (s *Store) firingsOf(registry, id string) []Firing {
+// (read with no lock held when memory does not hold it, within the write
+// bound in a cluster: past it, OVERLOADED), then the ones waiting for a
+// flush.
+func (s *Store) firingsOf(registry, id string) ([]Firing, error) {
 	s.sched.mu.Lock()
 	_, known := s.sched.firings[id]
 	s.sched.mu.Unlock()
 	var stored storedFirings
 	if !known {
-		stored, _ = s.readFirings(context.Background(), registry, id)
+		ctx, cancel := s.readBound()
+		var err error
+		stored, err = s.readFirings(ctx, registry, id)
+		cancel()
+		if err != nil {
+			return nil, storeFault(err, "The handle's firings could not be read.")
+		}
 	}
 	s.sched.mu.Lock()
 	if st, ok := s.sched.firings[id]; ok {
@@ -319,7 +326,7 @@ func (s *Store) firingsOf(registry, id string) []Firing {
 	for i, f := range list {
 		out[len(list)-1-i] = f
 	}
-	return out
+	return out, nil
 }
 
 // dropSchedules answers the writes that delete a handle's claims and

@@ -195,7 +195,11 @@ func (r *Registry) Schedules(tenant, id string) (ScheduleInfo, error) {
 		}
 		out.Schedules = append(out.Schedules, sc)
 	}
-	out.Firings = append(out.Firings, s.firingsOf(r.name, id)...)
+	firings, err := s.firingsOf(r.name, id)
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	out.Firings = append(out.Firings, firings...)
 	return out, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/etcdtest"
 	"github.com/retainer-gw/retainer/program"
 	persist "github.com/retainer-gw/retainer/store"
@@ -35,6 +36,7 @@ func TestNoEtcdReadUnderTheSchedulesLock(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	clustered := func(o *Options) {
 		o.Own = func(context.Context, string) error { return nil }
+		o.WriteBound = 300 * time.Millisecond
 		// The test flushes; the loop stays out of the way.
 		o.ScheduleEvery = time.Hour
 		o.FlushEvery = time.Hour
@@ -119,6 +121,21 @@ func TestNoEtcdReadUnderTheSchedulesLock(t *testing.T) {
 	within("bob's fire-now while etcd stalls", func() (Firing, error) { return reg.FireNow(ctx, "bob", bob, "") })
 	if c := visit("bob", bob); c.Fired != last.Fired+1 || c.Served != last.Served+1 {
 		t.Fatalf("bob's closure while etcd stalls: %+v, after %+v", c, last)
+	}
+	// A list memory does not hold is read within the write bound: the
+	// listing answers OVERLOADED rather than waiting for etcd.
+	listing := make(chan error, 1)
+	go func() {
+		_, err := reg.Schedules("alice", alice)
+		listing <- err
+	}()
+	select {
+	case err := <-listing:
+		if fault.CodeOf(err) != fault.Overloaded {
+			t.Fatalf("alice's schedules while etcd stalls: %v, want OVERLOADED", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("alice's schedules while etcd stalls: no answer within 10 s")
 	}
 	resume()
 
