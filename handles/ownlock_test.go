@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,14 @@ func TestNoEtcdReadUnderTheOwnershipLock(t *testing.T) {
 		return persist.OpenEtcd(context.Background(), persist.EtcdConfig{Endpoints: []string{stall.Endpoint}, Prefix: "/ownlock"})
 	}
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var lost atomic.Bool // the lease lost: Own refuses
 	clustered := func(o *Options) {
-		o.Own = func(context.Context, string) error { return nil }
+		o.Own = func(context.Context, string) error {
+			if lost.Load() {
+				return fault.New(fault.Overloaded, "the lease was lost")
+			}
+			return nil
+		}
 		o.WriteBound = 300 * time.Millisecond
 		o.FlushEvery = time.Hour
 	}
@@ -134,4 +141,29 @@ func TestNoEtcdReadUnderTheOwnershipLock(t *testing.T) {
 		t.Fatalf("alice's route once her space loaded: %d %s %v", out.Status, out.Body, err)
 	}
 	visitBystander("after")
+
+	// The lease lost while a reload reads etcd: the space is not taken as
+	// owned when the reload ends (it read what may since be another
+	// gateway's), and the next request is refused as the lease's.
+	g.store.unsure("apps", "alice", errors.New("the connection to etcd was lost"))
+	stall.Stall()
+	stalled = true
+	owned = make(chan error, 1)
+	go func() { owned <- reg.Own(ctx, "alice") }()
+	waitfor.Until(t, 10*time.Second, "alice's reload under way", func() bool {
+		g.store.ownMu.Lock()
+		defer g.store.ownMu.Unlock()
+		return g.store.loading[persist.Space("apps", "alice")] != nil
+	})
+	lost.Store(true)
+	g.store.Disowned()
+	resume()
+	select {
+	case err := <-owned:
+		if err == nil || g.store.owns("apps", "alice") {
+			t.Fatalf("alice's reload across a lost lease: %v, owned %v; want refused, not owned", err, g.store.owns("apps", "alice"))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("alice's reload did not end within 10 s of etcd's return")
+	}
 }
