@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 // isolates it held for it. On one machine Own is nil and none of this
 // runs.
 
+// reloadsAtOnce is how many spaces' reloads read the store at once.
+const reloadsAtOnce = 4
+
 // Own makes this gateway the owner of the tenant's space in the registry
 // (nil on one machine), reloading the space the first time.
 func (r *Registry) Own(ctx context.Context, tenant string) error {
@@ -33,19 +37,59 @@ func (s *Store) own(ctx context.Context, registry, tenant string) error {
 		return nil
 	}
 	space := store.Space(registry, tenant)
-	if err := s.opts.Own(ctx, space); err != nil {
-		return err
+	for {
+		if err := s.opts.Own(ctx, space); err != nil {
+			return err
+		}
+		s.ownMu.Lock()
+		if s.owned[space] {
+			s.ownMu.Unlock()
+			return nil
+		}
+		if busy := s.loading[space]; busy != nil {
+			// Its reload is under way: wait for it, then look again.
+			s.ownMu.Unlock()
+			select {
+			case <-busy:
+				continue
+			case <-ctx.Done():
+				return storeFault(ctx.Err(), "The tenant's handles could not be loaded.")
+			}
+		}
+		done := make(chan struct{})
+		s.loading[space] = done
+		gen := s.ownGen
+		s.ownMu.Unlock()
+		// The store is read with ownMu free: a reload that waits for a
+		// stalled etcd holds up only the requests of its own space (every
+		// request takes ownMu to ask whether its space is owned), and
+		// the reloads behind the few at once (a failover's claims).
+		var err error
+		select {
+		case s.reloads <- struct{}{}:
+			err = s.reloadSpace(ctx, registry, tenant)
+			<-s.reloads
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		s.ownMu.Lock()
+		delete(s.loading, space)
+		close(done)
+		current := s.ownGen == gen
+		if err == nil && current {
+			s.owned[space] = true
+		}
+		s.ownMu.Unlock()
+		if err != nil {
+			return storeFault(err, "The tenant's handles could not be loaded.")
+		}
+		if current {
+			return nil
+		}
+		// Spaces were let go while it loaded (a lost lease, a commit
+		// whose outcome is unknown): what it read may be older than
+		// that, so it is owned and read again.
 	}
-	s.ownMu.Lock()
-	defer s.ownMu.Unlock()
-	if s.owned[space] {
-		return nil
-	}
-	if err := s.reloadSpace(ctx, registry, tenant); err != nil {
-		return storeFault(err, "The tenant's handles could not be loaded.")
-	}
-	s.owned[space] = true
-	return nil
 }
 
 // Disowned forgets every space this gateway owned (its lease was lost)
@@ -56,6 +100,7 @@ func (s *Store) Disowned() {
 	s.ownMu.Lock()
 	owned := s.owned
 	s.owned = map[string]bool{}
+	s.ownGen++
 	s.ownMu.Unlock()
 	var closing []string
 	s.mu.Lock()
@@ -344,7 +389,8 @@ func (r *Registry) storedTenantOfKey(ctx context.Context, k string, resolve Reso
 // reloadSpace replaces what memory holds of a space with what the store
 // holds, and closes the isolates this gateway held for it (another gateway
 // may have served the space since: its handles start again, as after a
-// failover). ownMu is held.
+// failover). The caller holds the space's place in loading (own), not
+// ownMu.
 func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error {
 	prefix := []byte(registry + "\x00")
 	// Deploys given up on, marked by any gateway, are skipped and taken
@@ -455,5 +501,9 @@ func (s *Store) reloadSpace(ctx context.Context, registry, tenant string) error 
 	for _, id := range closing {
 		s.opts.Executor.Close(id)
 	}
+	// The lists of firings memory holds may be older than the store's
+	// (schedulefirings.go): read again at their next flush.
+	s.forgetFirings(closing...)
+	s.forgetFirings(slices.Collect(maps.Keys(fresh))...)
 	return nil
 }

@@ -149,12 +149,18 @@ type FiringReceipt struct {
 // scheduleState is the in-memory side of the schedules: each (id, cron)'s
 // last claimed tick, each handle's recent firings.
 type scheduleState struct {
-	mu      sync.Mutex
-	last    map[string]int64    // id\x00cron → last tick claimed (ms)
-	firings map[string][]Firing // id → newest last
-	dirty   map[string]*Record  // ids whose firings await a flush
-	done    chan struct{}       // closed when the loop has stopped
-	wg      sync.WaitGroup      // firings in progress
+	mu   sync.Mutex
+	last map[string]int64 // id\x00cron → last tick claimed (ms)
+	// firings holds a handle's list as the store holds it, once this
+	// gateway read or wrote it since it last loaded the handle's space;
+	// pending the firings listed since, which the next flush appends to
+	// the stored list (schedulefirings.go). Nothing that holds mu waits
+	// for the store.
+	firings map[string]storedFirings // id → the stored list
+	pending map[string][]Firing      // id → newest last
+	dirty   map[string]*Record       // ids with pending firings
+	done    chan struct{}            // closed when the loop has stopped
+	wg      sync.WaitGroup           // firings in progress
 	// chains holds, for each id\x00cron with a tick's tries under way,
 	// the channel a newer tick closes to end its pending retries.
 	chains map[string]chan struct{}
@@ -189,7 +195,11 @@ func (r *Registry) Schedules(tenant, id string) (ScheduleInfo, error) {
 		}
 		out.Schedules = append(out.Schedules, sc)
 	}
-	out.Firings = append(out.Firings, s.firingsOf(r.name, id)...)
+	firings, err := s.firingsOf(r.name, id)
+	if err != nil {
+		return ScheduleInfo{}, err
+	}
+	out.Firings = append(out.Firings, firings...)
 	return out, nil
 }
 

@@ -148,10 +148,18 @@ type Store struct {
 	commits    commitsUnderWay                     // registry commits waiting for the store (writes.go)
 	takeBacks  takeBacks                           // deploys answered 503 whose take-back has not landed (writes.go)
 
-	// ownMu serializes reloads of spaces; owned are the spaces this
-	// gateway owns and has reloaded (ownership.go).
-	ownMu sync.Mutex
-	owned map[string]bool
+	// ownMu guards owned, the spaces this gateway owns and has reloaded,
+	// loading, the spaces whose reload is under way (closed when it
+	// ends), and ownGen, moved whenever spaces leave owned. It is never
+	// held while the store is read: every request takes it (ownership.go).
+	ownMu   sync.Mutex
+	owned   map[string]bool
+	loading map[string]chan struct{}
+	ownGen  uint64
+	// reloads holds a place for each reload under way, reloadsAtOnce at
+	// most: each reads the registry's records from the store (before,
+	// ownMu made them one at a time).
+	reloads chan struct{}
 
 	stop chan struct{}
 	done chan struct{}
@@ -185,7 +193,9 @@ func Open(w *store.Writer, opts Options) (*Store, error) {
 		runs:       map[string]*runState{},
 		dirty:      map[string]bool{},
 		owned:      map[string]bool{},
-		sched:      scheduleState{last: map[string]int64{}, firings: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{}), chains: map[string]chan struct{}{}, firingNow: map[string]bool{}},
+		loading:    map[string]chan struct{}{},
+		reloads:    make(chan struct{}, reloadsAtOnce),
+		sched:      scheduleState{last: map[string]int64{}, firings: map[string]storedFirings{}, pending: map[string][]Firing{}, dirty: map[string]*Record{}, done: make(chan struct{}), chains: map[string]chan struct{}{}, firingNow: map[string]bool{}},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}

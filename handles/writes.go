@@ -221,6 +221,7 @@ func (s *Store) unsure(registry, tenant string, err error) {
 	}
 	s.ownMu.Lock()
 	delete(s.owned, store.Space(registry, tenant))
+	s.ownGen++ // a reload under way may have read it before
 	s.ownMu.Unlock()
 }
 
