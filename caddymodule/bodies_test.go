@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/waitfor"
 )
@@ -335,7 +336,10 @@ func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
 	for range stalled {
 		<-began
 	}
-	time.Sleep(200 * time.Millisecond) // the gateway has read what they sent
+	// The gateway has read what they sent: their share is taken.
+	waitfor.Until(t, 30*time.Second, "the stalled bodies holding the visitor's share", func() bool {
+		return mostHeldByAVisitor() >= budgets.RequestBodiesHeldPerVisitor
+	})
 	over := rawPost(host, "/upload", "Content-Length: 1048576", func(w io.Writer, stop <-chan struct{}) {
 		io.WriteString(w, part)
 		<-stop
@@ -353,6 +357,20 @@ func TestHeldBodiesAreBoundedPerVisitor(t *testing.T) {
 		t.Fatalf("a body after the stalls: %d %s", a.status, a.body)
 	}
 	bob.check("bodies past a visitor's share")
+}
+
+// mostHeldByAVisitor is the most the gateway's runtimes hold of one
+// visitor address's bodies.
+func mostHeldByAVisitor() int64 {
+	var most int64
+	for _, rt := range runtimesOf() {
+		rt.bodies.mu.Lock()
+		for _, n := range rt.bodies.by {
+			most = max(most, n)
+		}
+		rt.bodies.mu.Unlock()
+	}
+	return most
 }
 
 // Where the transport has no read deadline (HTTP/3), a goroutine reads the
