@@ -166,8 +166,8 @@ func refusedStart(t *testing.T, ctx context.Context, config string, port int) (s
 }
 
 // A gateway started on the store a running gateway holds is refused while
-// it provisions, at once, naming the store and that another process holds
-// it: its port never takes a connection (it answered 503 "starting" for
+// it provisions, at once, naming the store and that another process (its
+// pid) holds it: its port never takes a connection (it answered 503 "starting" for
 // the 5 s bbolt waited for the lock, then failed). The running gateway's handle
 // keeps its isolate and count. `validate` of that config beside it
 // passes, and after the running gateway is killed (-9) the store starts
@@ -195,7 +195,7 @@ func TestASecondGatewayOnAHeldStoreIsRefused(t *testing.T) {
 		if taken > 0 {
 			t.Fatalf("attempt %d: the refused gateway's port took %d connections", i, taken)
 		}
-		if !strings.Contains(out, "registry.db: another process holds its lock") || !strings.Contains(out, "another gateway runs on this store") {
+		if !strings.Contains(out, fmt.Sprintf("registry.db: another process holds its lock (pid %d)", gw.cmd.Process.Pid)) || !strings.Contains(out, "another gateway runs on this store") {
 			t.Fatalf("attempt %d: the second gateway's error does not say the store is held:\n%s", i, out)
 		}
 		v.visit()
