@@ -266,6 +266,7 @@ func TestASecondGatewayOnAServedPortIsRefused(t *testing.T) {
 	}
 	reload()
 	reload()
+	time.Sleep(time.Second) // past the reloads' window (below)
 	second := secondConfig(t, config, filepath.Join(t.TempDir(), "registry.db"), 0, secondAdmin)
 	for i := range 3 {
 		out, _ := refusedStart(t, ctx, second, 0)
@@ -290,11 +291,12 @@ func TestASecondGatewayOnAServedPortIsRefused(t *testing.T) {
 	}
 	// A connection dropped by a reload is Linux's (docs/decisions.md, "One
 	// gateway a store and a port"): allowed, and counted, only while one
-	// ran; an answer that is not the next count is never.
+	// ran (or within a second after, for a loaded machine's visitor to see
+	// it); an answer that is not the next count is never.
 	inReload := 0
 	for _, at := range v.dropped {
 		for _, r := range reloads {
-			if !at.Before(r[0]) && at.Before(r[1].Add(100*time.Millisecond)) {
+			if !at.Before(r[0]) && at.Before(r[1].Add(time.Second)) {
 				inReload++
 				break
 			}
