@@ -276,9 +276,11 @@ func TestASecondGatewayOnAServedPortIsRefused(t *testing.T) {
 			t.Fatalf("attempt %d: the second gateway's error does not say %q:\n%s", i, want, out)
 		}
 	}
-	if out, err := binary(ctx, "validate", "--config", second).CombinedOutput(); err != nil {
-		halt()
-		t.Fatalf("validate beside the gateway that serves the port: %v\n%s", err, out)
+	for _, args := range [][]string{{"validate", "--config", second}, {"adapt", "--config", second, "--validate"}} {
+		if out, err := binary(ctx, args...).CombinedOutput(); err != nil {
+			halt()
+			t.Fatalf("%s beside the gateway that serves the port: %v\n%s", args, err, out)
+		}
 	}
 	for range 4 {
 		reload()
