@@ -303,12 +303,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// start here, before any app starts: Caddy starts its apps in no set
 	// order, and its HTTP server answered while Start opened the store
 	// (the second red team's L3). It only reads, never waiting for the
-	// store's lock: a reload, whose store this process holds, and `caddy
-	// validate` beside a running gateway skip it (docs/decisions.md, "A
-	// deploy's record is journalled").
-	// A store another process holds refuses a start here too, at once
-	// (OpenBolt would wait 5 s for its lock while deploys answered 503),
-	// but not `caddy validate` (startlock.go).
+	// store's lock: a reload, whose store this process holds, skips it
+	// (docs/decisions.md, "A deploy's record is journalled"). A store
+	// another process holds refuses a start here too, at once (OpenBolt
+	// would wait 5 s for its lock while deploys answered 503), but not
+	// `caddy validate` beside a running gateway (startlock.go).
 	if _, held := runtimes.References(a.storeKey()); !held && !a.clustered() {
 		err := store.CheckBolt(a.Store)
 		if errors.Is(err, store.ErrLocked) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,21 +20,33 @@ import (
 // retainer app has started (Caddy starts its apps in no set order): such
 // a request waits for the start (App.awaitStart); it was answered 503
 // "starting". Four visitors of a bystander's counter, each visit on a new
-// connection, through 20 reloads: every answer is 200 with a count no
+// connection, through 20 reloads (every other one naming the store
+// through a linked folder): every answer is 200 with a count no
 // other visit got, and the count after is one past the visits served, so
 // the handle kept its isolate. A connection Linux drops as a reload
 // closes its old listener (docs/decisions.md, "One gateway a store and a
 // port") never reached the handle, or at most those reached it.
 func TestAReloadAnswersNoneStarting(t *testing.T) {
-	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "isolation shared")
+	dir := t.TempDir()
+	config := gatewayConfig(filepath.Join(dir, "registry.db"), "isolation shared")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
+	// Every other reload names the store through a linked folder: the
+	// same runtime (canonicalFile), no start of its own.
+	link := filepath.Join(t.TempDir(), "linked")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
 	id := deployCounter(t, token(t, "bystander", allScopes))
 	url := site(id+".apps.localhost", "/")
 	first := served(t, do(t, "GET", url, "", nil))
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(config), nil)
-	if err != nil {
-		t.Fatal(err)
+	var cfgs [2][]byte
+	for i, c := range []string{config, gatewayConfig(filepath.Join(link, "registry.db"), "isolation shared")} {
+		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs[i] = cfg
 	}
 	tr := client.Transport.(*http.Transport).Clone()
 	tr.DisableKeepAlives = true
@@ -43,6 +56,7 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 		seen    = map[int]bool{}
 		bad     []string
 		dropped int
+		drops   []string
 		wg      sync.WaitGroup
 	)
 	stop := make(chan struct{})
@@ -60,6 +74,9 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 				if err != nil {
 					mu.Lock()
 					dropped++
+					if len(drops) < 3 {
+						drops = append(drops, err.Error())
+					}
 					mu.Unlock()
 					continue
 				}
@@ -81,7 +98,7 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 		}()
 	}
 	for i := range 20 {
-		if err := caddy.Load(cfg, true); err != nil {
+		if err := caddy.Load(cfgs[i%2], true); err != nil {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("reload %d: %v", i, err)
@@ -91,7 +108,7 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	after := served(t, do(t, "GET", url, "", nil))
-	t.Logf("%d visits served through 20 reloads, %d connections dropped", len(seen), dropped)
+	t.Logf("%d visits served through 20 reloads, %d connections dropped %q", len(seen), dropped, drops)
 	if len(bad) > 0 {
 		t.Fatalf("%d answers not a new count, the first %q", len(bad), bad[0])
 	}

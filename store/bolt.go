@@ -151,9 +151,9 @@ var ErrLocked = errors.New("another process holds its lock")
 // with: not a Retainer store, another schema, a journal that lost
 // entries answered (ErrJournalDamaged), and ErrLocked, at once, when
 // another holder has it open for writing (OpenBolt would wait for it,
-// then refuse). It changes nothing and never waits for the file's lock:
-// nil when there is no file yet, or when it cannot be read now (OpenBolt
-// decides then). The gateway calls it while it provisions, so that such
+// then refuse), with the holder's pid where /proc/locks shows it. It
+// changes nothing and never waits for the file's lock: nil when there is
+// no file yet, or when it cannot be read now (OpenBolt decides then). The gateway calls it while it provisions, so that such
 // a start is refused before any listener serves (caddymodule/app.go).
 func CheckBolt(path string) error {
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
@@ -165,6 +165,9 @@ func CheckBolt(path string) error {
 			return fmt.Errorf("opening store %s: not a Retainer store (%w)", path, err)
 		}
 		if errors.Is(err, berrors.ErrTimeout) {
+			if pid := lockHolder(path); pid > 0 {
+				return fmt.Errorf("opening store %s: %w (pid %d)", path, ErrLocked, pid)
+			}
 			return fmt.Errorf("opening store %s: %w", path, ErrLocked)
 		}
 		return nil

@@ -712,7 +712,7 @@ func TestCheckBoltAnswersWhatOpenBoltWould(t *testing.T) {
 	go func() { done <- CheckBolt(path) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) {
+		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
 			t.Fatalf("a store held open checked: %v", err)
 		}
 	case <-time.After(3 * time.Second):
