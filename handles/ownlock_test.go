@@ -60,30 +60,10 @@ func TestNoEtcdReadUnderTheOwnershipLock(t *testing.T) {
 	}
 	routed("bob", "bys")
 	routed("alice", "shop")
-	// within answers f's outcome, failing past a generous deadline.
-	within := func(what string, f func() (program.WireResponse, error)) (program.WireResponse, error) {
-		t.Helper()
-		type answer struct {
-			out program.WireResponse
-			err error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			out, err := f()
-			done <- answer{out, err}
-		}()
-		select {
-		case a := <-done:
-			return a.out, a.err
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no answer within 10 s", what)
-			return program.WireResponse{}, nil
-		}
-	}
 	served := 0
 	visitBystander := func(when string) {
 		t.Helper()
-		out, err := within("the bystander "+when, func() (program.WireResponse, error) {
+		out, err := answeredWithin(t, "the bystander "+when, func() (program.WireResponse, error) {
 			return reg.Serve(ctx, "bys", ResolveRoutes, program.WireRequest{Method: "GET", URL: "http://bys.apps.localhost/"})
 		})
 		var n struct{ Served int }
@@ -117,7 +97,7 @@ func TestNoEtcdReadUnderTheOwnershipLock(t *testing.T) {
 		return g.store.loading[persist.Space("apps", "alice")] != nil
 	})
 	visitBystander("while alice's space loads and etcd stalls")
-	_, err := within("alice's route while her space loads", func() (program.WireResponse, error) {
+	_, err := answeredWithin(t, "alice's route while her space loads", func() (program.WireResponse, error) {
 		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		return reg.Serve(sctx, "shop", ResolveRoutes, program.WireRequest{Method: "GET", URL: "http://shop.apps.localhost/"})

@@ -98,19 +98,6 @@ func TestNoEtcdReadUnderTheRouteLock(t *testing.T) {
 	if _, err := reg.BindRoute("alice", "r", alice); err != nil {
 		t.Fatal(err)
 	}
-	// within answers f's error, failing past a generous deadline.
-	within := func(what string, f func() error) error {
-		t.Helper()
-		done := make(chan error, 1)
-		go func() { done <- f() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no answer within 10 s", what)
-			return nil
-		}
-	}
 	resume := func() {
 		if st.stalled.CompareAndSwap(true, false) {
 			stall.Resume()
@@ -119,7 +106,7 @@ func TestNoEtcdReadUnderTheRouteLock(t *testing.T) {
 	t.Cleanup(resume)
 	needsNoRead := func(when string) {
 		t.Helper()
-		err := within("an unbind of a name alice does not have", func() error { return reg.UnbindRoute("alice", "nosuch") })
+		_, err := answeredWithin(t, "an unbind of a name alice does not have", func() (struct{}, error) { return struct{}{}, reg.UnbindRoute("alice", "nosuch") })
 		if fault.CodeOf(err) != fault.NotFound {
 			resume()
 			t.Fatalf("an unbind of a name alice does not have, %s: %v, want NOT_FOUND at once", when, err)
@@ -144,7 +131,7 @@ func TestNoEtcdReadUnderTheRouteLock(t *testing.T) {
 		}()
 		waitfor.Until(t, 10*time.Second, "etcd stalled after the bind's conflict", st.stalled.Load)
 		needsNoRead("while the bind reads etcd")
-		if err := within("the bind", func() error { return <-bind }); fault.CodeOf(err) != fault.Overloaded {
+		if _, err := answeredWithin(t, "the bind", func() (struct{}, error) { return struct{}{}, <-bind }); fault.CodeOf(err) != fault.Overloaded {
 			resume()
 			t.Fatalf("the bind while etcd stalls: %v, want OVERLOADED", err)
 		}
@@ -178,11 +165,8 @@ func TestNoEtcdReadUnderTheRouteLock(t *testing.T) {
 			return false
 		}
 		st.when.Store(&when)
-		var got Domain
-		err = within("the activation", func() error {
-			var err error
-			got, err = reg.ActivateDomain("alice", host, []string{d.Challenge})
-			return err
+		got, err := answeredWithin(t, "the activation", func() (Domain, error) {
+			return reg.ActivateDomain("alice", host, []string{d.Challenge})
 		})
 		if !st.stalled.Load() {
 			t.Fatalf("etcd was not stalled after the activation's commit (%+v %v)", got, err)

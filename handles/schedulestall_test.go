@@ -84,27 +84,11 @@ func TestNoEtcdReadUnderTheSchedulesLock(t *testing.T) {
 	}
 	visit("alice", alice)
 	last := visit("bob", bob)
-	// within answers f's outcome, failing past a generous deadline.
-	within := func(what string, f func() (Firing, error)) Firing {
+	// fired asks that f answer ok without waiting for etcd.
+	fired := func(what string, f func() (Firing, error)) {
 		t.Helper()
-		type answer struct {
-			f   Firing
-			err error
-		}
-		done := make(chan answer, 1)
-		go func() {
-			f, err := f()
-			done <- answer{f, err}
-		}()
-		select {
-		case a := <-done:
-			if a.err != nil || a.f.Outcome != "ok" {
-				t.Fatalf("%s: %+v %v, want ok", what, a.f, a.err)
-			}
-			return a.f
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no answer within 10 s while etcd stalls", what)
-			return Firing{}
+		if got, err := answeredWithin(t, what, f); err != nil || got.Outcome != "ok" {
+			t.Fatalf("%s: %+v %v, want ok", what, got, err)
 		}
 	}
 
@@ -117,8 +101,8 @@ func TestNoEtcdReadUnderTheSchedulesLock(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
-	within("alice's fire-now while etcd stalls", func() (Firing, error) { return reg.FireNow(ctx, "alice", alice, "") })
-	within("bob's fire-now while etcd stalls", func() (Firing, error) { return reg.FireNow(ctx, "bob", bob, "") })
+	fired("alice's fire-now while etcd stalls", func() (Firing, error) { return reg.FireNow(ctx, "alice", alice, "") })
+	fired("bob's fire-now while etcd stalls", func() (Firing, error) { return reg.FireNow(ctx, "bob", bob, "") })
 	if c := visit("bob", bob); c.Fired != last.Fired+1 || c.Served != last.Served+1 {
 		t.Fatalf("bob's closure while etcd stalls: %+v, after %+v", c, last)
 	}

@@ -533,3 +533,27 @@ func TestADeployGivenUpOnIsGoneAtOnce(t *testing.T) {
 	})
 	mustCall(t, reg, "alice", kept, `{"served":2}`)
 }
+
+// answeredWithin answers f's outcome, failing t if f has not answered
+// within a generous deadline: the tests of writes while etcd stalls ask
+// that a call not wait for etcd, whatever its answer.
+func answeredWithin[T any](t *testing.T, what string, f func() (T, error)) (T, error) {
+	t.Helper()
+	type answer struct {
+		out T
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		out, err := f()
+		done <- answer{out, err}
+	}()
+	select {
+	case a := <-done:
+		return a.out, a.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no answer within 10 s", what)
+		var none T
+		return none, nil
+	}
+}
