@@ -61,41 +61,32 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 	)
 	stop := make(chan struct{})
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				res, err := visitors.Get(url)
-				if err != nil {
-					mu.Lock()
-					dropped++
-					if len(drops) < 3 {
-						drops = append(drops, err.Error())
-					}
-					mu.Unlock()
-					continue
-				}
-				body, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				var m struct{ Served int }
-				json.Unmarshal(body, &m)
+		untilStopped(&wg, stop, func() {
+			res, err := visitors.Get(url)
+			if err != nil {
 				mu.Lock()
-				switch {
-				case res.StatusCode != 200:
-					bad = append(bad, fmt.Sprintf("%d %s", res.StatusCode, body))
-				case seen[m.Served]:
-					bad = append(bad, fmt.Sprintf("count %d twice", m.Served))
-				default:
-					seen[m.Served] = true
+				dropped++
+				if len(drops) < 3 {
+					drops = append(drops, err.Error())
 				}
 				mu.Unlock()
+				return
 			}
-		}()
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			var m struct{ Served int }
+			json.Unmarshal(body, &m)
+			mu.Lock()
+			switch {
+			case res.StatusCode != 200:
+				bad = append(bad, fmt.Sprintf("%d %s", res.StatusCode, body))
+			case seen[m.Served]:
+				bad = append(bad, fmt.Sprintf("count %d twice", m.Served))
+			default:
+				seen[m.Served] = true
+			}
+			mu.Unlock()
+		})
 	}
 	for i := range 20 {
 		if err := caddy.Load(cfgs[i%2], true); err != nil {
