@@ -393,11 +393,17 @@ func (m *usageMeter) flush() {
 	m.flushing = true
 	m.mu.Unlock()
 	defer func() {
+		// A tenant whose counts are in base but not known to be in the
+		// store (a row dirty, or put back to wait) is read by no plan
+		// check until a flush has written them.
 		m.mu.Lock()
 		m.gen++
 		m.flushing = false
 		m.unsure = map[string]bool{}
 		for k := range m.dirty {
+			m.unsure[k.tenant] = true
+		}
+		for k := range batch {
 			m.unsure[k.tenant] = true
 		}
 		m.mu.Unlock()
