@@ -79,20 +79,42 @@ type usageMeter struct {
 	base   map[string]*usageCounts // today's totals in the store
 	fresh  map[string]*usageCounts // today's counts not yet in base
 	loaded map[string]bool         // base read from the store today
+	// loading is each tenant whose day a plan check is reading (closed
+	// when done); retryAt is when a tenant whose read failed may read
+	// again (Unix nanoseconds): until then its checks answer memory.
+	loading map[string]chan struct{}
+	retryAt map[string]int64
+	// gen counts a flush's start and end, and flushing says one runs: a
+	// plan check's read of a day is taken as base only if no flush
+	// started or ended while it read (the store's rows of this gateway
+	// change then). unsure is each tenant with a row whose write is not
+	// known to be in the store (a commit failed): its read may lack it.
+	gen      uint64
+	flushing bool
+	unsure   map[string]bool
 	// cut is each tenant's limit that refused it today and the handles
 	// already told so (plans.go), so each is noted once a day.
 	cut map[string]*planCut
 
 	plans *tenantPlans
 
-	cmu  sync.Mutex // serializes flushes
-	stop chan struct{}
-	done chan struct{}
+	cmu sync.Mutex // serializes flushes; no plan check waits for it
+	// rows is this gateway's rows of the running hours as written (or
+	// being written), so a flush writes each row's whole value, not an
+	// addition: a commit that failed and was applied anyway, written
+	// again, counts nothing twice. dirty is the rows whose last write
+	// is not known to be committed. Both m.cmu held.
+	rows  map[usageKey]*usageCounts
+	dirty map[usageKey]bool
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 func openUsage(st store.Store, node string, kvUsed, sqlUsed, objectsUsed func(registry, tenant string) int64) *usageMeter {
 	m := &usageMeter{st: st, node: node, kvUsed: kvUsed, sqlUsed: sqlUsed, objectsUsed: objectsUsed,
-		pending: map[usageKey]*usageCounts{}, stop: make(chan struct{}), done: make(chan struct{})}
+		pending: map[usageKey]*usageCounts{}, rows: map[usageKey]*usageCounts{}, dirty: map[usageKey]bool{},
+		loading: map[string]chan struct{}{}, unsure: map[string]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	m.plans = openTenantPlans(st)
 	m.resetDay(time.Now())
 	go m.loop()
@@ -139,6 +161,7 @@ func (m *usageMeter) resetDay(t time.Time) {
 	m.base = map[string]*usageCounts{}
 	m.fresh = map[string]*usageCounts{}
 	m.loaded = map[string]bool{}
+	m.retryAt = map[string]int64{}
 	m.cut = map[string]*planCut{}
 }
 
@@ -231,7 +254,10 @@ func (m *usageMeter) addSocketMessages(tenant string, n int64) {
 
 // today answers tenant's totals for the current UTC day, what waits in
 // memory included. A tenant's first call of the day (on this gateway)
-// reads its day from the store; later ones read memory only.
+// reads its day from the store; later ones read memory only. The read
+// holds no lock a flush holds (docs/usage.md): with the store stalled it
+// costs the read's own bound, and a failed read answers what memory
+// holds, read again no sooner than usageFlushEvery later.
 func (m *usageMeter) today(tenant string) usageCounts {
 	now := time.Now()
 	m.mu.Lock()
@@ -242,11 +268,9 @@ func (m *usageMeter) today(tenant string) usageCounts {
 		}
 		m.resetDay(now)
 	}
-	if !m.loaded[tenant] {
+	if !m.loaded[tenant] && now.UnixNano() >= m.retryAt[tenant] {
 		m.mu.Unlock()
-		m.cmu.Lock() // no flush between the read and base
-		m.loadToday(map[string]bool{tenant: true})
-		m.cmu.Unlock()
+		m.load(tenant)
 		m.mu.Lock()
 	}
 	defer m.mu.Unlock()
@@ -258,6 +282,55 @@ func (m *usageMeter) today(tenant string) usageCounts {
 		c.add(f)
 	}
 	return c
+}
+
+// load reads tenant's day into base, once at a time for a tenant (the
+// others wait for that read, within its bound). A read that a flush
+// raced (the store's rows of this gateway changed meanwhile) is read
+// again, twice at most; a flush under way, or a row of the tenant's whose
+// write is not known to be committed, leaves base as memory has it, read
+// at a later call.
+func (m *usageMeter) load(tenant string) {
+	m.mu.Lock()
+	if c := m.loading[tenant]; c != nil {
+		m.mu.Unlock()
+		<-c
+		return
+	}
+	c := make(chan struct{})
+	m.loading[tenant] = c
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.loading, tenant)
+		m.mu.Unlock()
+		close(c)
+	}()
+	for try := 0; try < 3; try++ {
+		m.mu.Lock()
+		day, gen := m.day, m.gen
+		skip := m.loaded[tenant] || m.flushing || m.unsure[tenant]
+		m.mu.Unlock()
+		if skip {
+			return
+		}
+		totals, err := m.readDay(tenant, day)
+		m.mu.Lock()
+		if err != nil {
+			if m.day == day {
+				m.retryAt[tenant] = time.Now().Add(usageFlushEvery).UnixNano()
+			}
+			m.mu.Unlock()
+			return
+		}
+		if m.day == day && m.gen == gen && !m.flushing && !m.unsure[tenant] {
+			m.base[tenant] = totals
+			m.loaded[tenant] = true
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+	}
 }
 
 func usageStoreKey(tenant, hour, node string) []byte {
@@ -285,7 +358,13 @@ func parseUsageKey(k []byte) (tenant, hour string, ok bool) {
 }
 
 // flush adds what waits to this gateway's hours in the store, then reads
-// the day's totals of the tenants it touched back (every gateway's).
+// the day's totals of the tenants it touched back (every gateway's). Each
+// row is written whole, from rows: a row not there yet is read first,
+// and a failed read leaves what waits for the next flush (a row written
+// from a failed read would lose the hour's counts before); a failed
+// commit leaves its rows dirty, written again by the next flush (what
+// they count is neither lost nor, if the commit was applied after all,
+// counted twice).
 func (m *usageMeter) flush() {
 	m.cmu.Lock()
 	defer m.cmu.Unlock()
@@ -306,14 +385,44 @@ func (m *usageMeter) flush() {
 		touched[tenant] = true
 	}
 	m.fresh = map[string]*usageCounts{}
-	m.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(m.dirty) == 0 {
+		m.mu.Unlock()
 		return
 	}
+	m.gen++
+	m.flushing = true
+	m.mu.Unlock()
+	defer func() {
+		// A tenant whose counts are in base but not known to be in the
+		// store (a row dirty, or put back to wait) is read by no plan
+		// check until a flush has written them.
+		m.mu.Lock()
+		m.gen++
+		m.flushing = false
+		m.unsure = map[string]bool{}
+		for k := range m.dirty {
+			m.unsure[k.tenant] = true
+		}
+		for k := range batch {
+			m.unsure[k.tenant] = true
+		}
+		m.mu.Unlock()
+	}()
 	ctx := context.Background()
 	stored := map[string][2]int64{}
-	var ops []store.Op
 	for k, d := range batch {
+		row := m.rows[k]
+		if row == nil {
+			v, err := m.st.Get(ctx, usageTable, usageStoreKey(k.tenant, k.hour, m.node))
+			if err != nil {
+				break
+			}
+			row = &usageCounts{}
+			if v != nil {
+				json.Unmarshal(v, row)
+			}
+			m.rows[k] = row
+		}
 		registry, owner, _ := strings.Cut(k.tenant, "\x00")
 		s, ok := stored[k.tenant]
 		if !ok {
@@ -325,68 +434,84 @@ func (m *usageMeter) flush() {
 			}
 			stored[k.tenant] = s
 		}
-		key := usageStoreKey(k.tenant, k.hour, m.node)
-		var sum usageCounts
-		if v, err := m.st.Get(ctx, usageTable, key); err == nil && v != nil {
-			json.Unmarshal(v, &sum)
+		row.add(d)
+		row.KVBytes, row.SQLBytes = max(row.KVBytes, s[0]), max(row.SQLBytes, s[1])
+		m.dirty[k] = true
+		delete(batch, k)
+	}
+	if len(batch) > 0 {
+		// A row's read failed: the store is not answering, so nothing is
+		// written now; what was not added to a row waits again.
+		m.mu.Lock()
+		for k, d := range batch {
+			m.pendingFor(k.tenant, k.hour).add(d)
 		}
-		sum.add(d)
-		sum.KVBytes, sum.SQLBytes = max(sum.KVBytes, s[0]), max(sum.SQLBytes, s[1])
-		b, _ := json.Marshal(sum)
-		ops = append(ops, store.Put(usageTable, key, b))
+		m.mu.Unlock()
+		return
+	}
+	var ops []store.Op
+	for k := range m.dirty {
+		b, _ := json.Marshal(m.rows[k])
+		ops = append(ops, store.Put(usageTable, usageStoreKey(k.tenant, k.hour, m.node), b))
+		touched[k.tenant] = true
 	}
 	if store.CommitChunked(ctx, m.st, nil, ops) != nil {
-		return // base keeps what was counted; the store's rows lack it
+		return // base keeps what was counted; the rows are written again
 	}
+	m.dirty = map[usageKey]bool{}
 	m.mu.Lock()
 	same := m.day == day
+	hour := m.hour
 	m.mu.Unlock()
+	for k := range m.rows {
+		if k.hour < hour {
+			delete(m.rows, k) // an hour that ended: read again if a late count comes
+		}
+	}
 	if same {
 		m.loadToday(touched)
 	}
 }
 
+// readDay answers tenant's totals of day in the store (every gateway's
+// rows).
+func (m *usageMeter) readDay(tenant, day string) (*usageCounts, error) {
+	t := &usageCounts{}
+	err := m.st.Scan(context.Background(), usageTable, store.Range{Prefix: usageStoreKey(tenant, day, "")}, func(k, v []byte) bool {
+		_, hour, ok := parseUsageKey(k)
+		if !ok || hour[:10] != day {
+			return true
+		}
+		var c usageCounts
+		if json.Unmarshal(v, &c) != nil {
+			return true
+		}
+		t.add(&c)
+		return true
+	})
+	return t, err
+}
+
 // loadToday sets base to the store's totals of today for the tenants in
-// only (m.cmu held).
+// only (m.cmu held, this gateway's rows committed). A failed read leaves
+// that tenant's base, and the rest unread, as they are.
 func (m *usageMeter) loadToday(only map[string]bool) {
 	m.mu.Lock()
 	day := m.day
 	m.mu.Unlock()
-	totals := map[string]*usageCounts{}
-	scan := func(r store.Range) {
-		m.st.Scan(context.Background(), usageTable, r, func(k, v []byte) bool {
-			tenant, hour, ok := parseUsageKey(k)
-			if !ok || hour[:10] != day {
-				return true
-			}
-			var c usageCounts
-			if json.Unmarshal(v, &c) != nil {
-				return true
-			}
-			t := totals[tenant]
-			if t == nil {
-				t = &usageCounts{}
-				totals[tenant] = t
-			}
-			t.add(&c)
-			return true
-		})
-	}
 	for tenant := range only {
-		scan(store.Range{Prefix: usageStoreKey(tenant, day, "")})
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.day != day {
-		return
-	}
-	for tenant := range only {
-		t := totals[tenant]
-		if t == nil {
-			t = &usageCounts{}
+		t, err := m.readDay(tenant, day)
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		if m.day != day {
+			m.mu.Unlock()
+			return
 		}
 		m.base[tenant] = t
 		m.loaded[tenant] = true
+		m.mu.Unlock()
 	}
 }
 

@@ -172,13 +172,13 @@ func (s *Store) HostCall(ctx context.Context, workerTenant, id, op string, args 
 	}
 	if kvop.Is(op) {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, kvWait(rs, rec, cfg))
+		ctx, cancel = context.WithTimeout(ctx, kvWait(ctx, rs, rec, cfg))
 		defer cancel()
 	}
 	if strings.HasPrefix(op, "objects.") {
 		// A bucket call waits on the object store as a kv call on etcd
 		// (docs/objects.md); the bytes of a body under way are not bounded.
-		call.Wait = kvWait(rs, rec, cfg)
+		call.Wait = kvWait(ctx, rs, rec, cfg)
 	}
 	res, err := host.Serve(ctx, call)
 	s.noteDenial(err, reg, rs, id)
@@ -409,7 +409,7 @@ func (s *Store) KVWrites(ctx context.Context, workerTenant, id string, writes []
 		Tenant: tenant, Registry: reg.name, ExecutionID: id,
 		Grants: capability.Grants{Capabilities: grants.Capabilities},
 	}
-	ctx, cancel := context.WithTimeout(ctx, kvWait(rs, rec, reg.config()))
+	ctx, cancel := context.WithTimeout(ctx, kvWait(ctx, rs, rec, reg.config()))
 	defer cancel()
 	for _, w := range writes {
 		value := w.Value
@@ -447,17 +447,22 @@ func (s *Store) noteKVUnanswered(err error, op string, rec *Record) {
 }
 
 // kvWait is how long a kv call of run rs or handle rec may wait for the
-// store: half its run's bound (a handle's timeout, a run's time left), so
-// that a store that does not answer (a cluster's etcd unreachable) gets
-// the program OVERLOADED to answer or throw before its own bound ends it
-// with TIMEOUT, its isolate with it. The kv store's own bound applies too.
-func kvWait(rs *runState, rec *Record, cfg RegistryConfig) time.Duration {
+// store: half what is left of its run's bound (a handle's timeout, a run's
+// time left; the invocation's time left when the worker sent it with the
+// call, program.DueOf), so that a store that does not answer (a cluster's
+// etcd unreachable) gets the program OVERLOADED to answer or throw before
+// its own bound ends it with TIMEOUT, its isolate with it, however many
+// calls it made before. The kv store's own bound applies too.
+func kvWait(ctx context.Context, rs *runState, rec *Record, cfg RegistryConfig) time.Duration {
 	bound := cfg.Limits.Timeout
 	switch {
 	case rs != nil && !rs.deadline.IsZero():
 		bound = time.Until(rs.deadline)
 	case rec != nil && rec.TimeoutMs > 0:
 		bound = time.Duration(rec.TimeoutMs) * time.Millisecond
+	}
+	if due, ok := program.DueOf(ctx); ok {
+		bound = min(bound, time.Until(due))
 	}
 	return max(bound/2, 10*time.Millisecond)
 }

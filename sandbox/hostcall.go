@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	v8 "rogchap.com/v8go"
 
 	"github.com/retainer-gw/retainer/budgets"
 	"github.com/retainer-gw/retainer/fault"
+	"github.com/retainer-gw/retainer/program"
 )
 
 // HostCall is how a program reaches anything outside its isolate (kv,
@@ -43,6 +45,9 @@ type hostCalls struct {
 	requestBody int
 	wake        func()
 	deliver     func(id int32, ok bool, payload, code string) error
+	// due answers when the current activity's bound ends (zero: none):
+	// each call carries it (program.WithDue).
+	due func() time.Time
 
 	mu      sync.Mutex
 	done    []hostCompletion
@@ -124,6 +129,11 @@ func (h *hostCalls) start(args []*v8.Value) error {
 		h.visitors++
 	}
 	ctx := h.scope()
+	if h.due != nil {
+		if due := h.due(); !due.IsZero() {
+			ctx = program.WithDue(ctx, due)
+		}
+	}
 	go func() {
 		res, err := safeHostCall(hc, ctx, runID, op, raw)
 		h.mu.Lock()

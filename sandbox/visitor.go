@@ -110,6 +110,23 @@ func (w *watchdog) arm(id uint64, due time.Time) {
 	}
 }
 
+// dueAt answers when the current activity's bound ends, moved by the
+// visitor's time so far (zero when none is under way): a host call carries
+// it to the gateway, which bounds the call's waits by what is left of it
+// (program.WithDue).
+func (w *watchdog) dueAt() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current == 0 || w.current != w.armed || w.due.IsZero() {
+		return time.Time{}
+	}
+	due := w.due
+	if extra := w.visitorExtraLocked(); extra > w.credited {
+		due = due.Add(extra - w.credited)
+	}
+	return due
+}
+
 // fire is the timer's: it terminates the armed activity if it is still
 // current and its deadline (moved by the visitor's time) has passed, and
 // sets the timer again for a deadline still ahead.

@@ -77,6 +77,7 @@ func newVM(e *Engine, memoryMiB int, warm bool) (*vm, error) {
 	m.watch.terminate = func() { m.iso.TerminateExecution() }
 	m.watch.wake = m.wakeLoop
 	m.host.init(&e.cfg, m.wakeLoop, m.settleCall)
+	m.host.due = m.watch.dueAt
 	ready := make(chan error, 1)
 	go m.loop(ready, warm)
 	if err := <-ready; err != nil {

@@ -201,6 +201,11 @@ func (p *process) serveWorker(ctx context.Context, path string, body []byte) ([]
 			if program.VisitorOp(m.Op) {
 				defer p.bodyRead(m.ID)()
 			}
+			if m.Left > 0 {
+				// What was left of the invocation's bound as the call
+				// left the worker.
+				ctx = program.WithDue(ctx, time.Now().Add(time.Duration(m.Left)*time.Microsecond))
+			}
 			serve := func() (json.RawMessage, error) { return f(ctx, p.owner(), m.ID, m.Op, m.Args) }
 			var res, note json.RawMessage
 			var err error

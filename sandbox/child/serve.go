@@ -431,7 +431,11 @@ func (w *workerServer) roundTrip(ctx context.Context, id, op string, args json.R
 	case <-ctx.Done():
 		return nil, nil, fault.New(fault.Internal, "The run ended while its host call waited to be sent.")
 	}
-	body, _ := wirejson.Marshal(wire.HostPost{ID: id, Op: op, Args: args})
+	post := wire.HostPost{ID: id, Op: op, Args: args}
+	if due, ok := program.DueOf(ctx); ok {
+		post.Left = max(time.Until(due).Microseconds(), 1)
+	}
+	body, _ := wirejson.Marshal(post)
 	res, err := w.conn.Call(ctx, wire.PathHost, body)
 	if errors.Is(err, wire.ErrFrameTooLarge) {
 		// The sandbox bounds arguments before they get here (budgets.HostArgsBytes).

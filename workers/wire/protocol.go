@@ -243,6 +243,10 @@ type HostPost struct {
 	ID   string          `json:"id"`
 	Op   string          `json:"op"`
 	Args json.RawMessage `json:"args"`
+	// Left is what was left of the calling invocation's bound when the
+	// call was sent, in microseconds (0: not known, as from a call made
+	// outside one): the gateway bounds the call's waits by it.
+	Left int64 `json:"left,omitempty"`
 }
 
 type HostReply struct {

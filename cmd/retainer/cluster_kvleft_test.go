@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retainer-gw/retainer/internal/etcdtest"
+	"github.com/retainer-gw/retainer/internal/pgtest"
+)
+
+// lateKVHandler (a 2 s bound) waits 1.2 s, then reads a key etcd must
+// answer; its closure counts its visits, so an isolate disposed shows.
+const lateKVHandler = `let served = 0; export default { async fetch(req, env) {
+	const n = ++served;
+	await new Promise(r => setTimeout(r, 1200));
+	try { await env.kv.get('k' + Math.random()) } catch (e) { return new Response('refused ' + n + ': ' + e.message, {status: 503}) }
+	return new Response('ok ' + n) } }`
+
+// A kv call waits for etcd at most half what is left of its invocation's
+// bound, which the worker sends with the call (docs/cluster.md,
+// "Failures"), not half the whole bound: a handler with a 2 s bound that
+// reads kv 1.2 s in, with etcd SIGSTOPped, gets OVERLOADED 0.4 s later and
+// answers its own 503, its closure kept (before, the read waited 1 s and
+// the bound ended the invocation at 2 s: 504 TIMEOUT, its isolate
+// disposed, its count started again). Bob's closure, another tenant's, is
+// served throughout.
+func TestClusterKVCallWaitsHalfWhatIsLeft(t *testing.T) {
+	etcd := etcdtest.StartProcess(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := memberWithLease(t, ctx, 1, etcd.Endpoint, pg.DSN, "5s")
+	late := deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "timeoutMs": 2000, "capabilities": ["kvRead"], "code": %q}`, lateKVHandler))
+	out, err := binary(ctx, "retainer-token", "--sub", "bob").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, answer := clusterCall(t, "POST", gw.api+"/executions", strings.TrimSpace(string(out)), fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	var dep struct{ ExecutionID string }
+	if json.Unmarshal([]byte(answer), &dep) != nil || status != 200 {
+		t.Fatalf("bob's deploy: %d %s", status, answer)
+	}
+	bob := dep.ExecutionID
+	if status, body := visitKey(t, 1, late); status != 200 || body != "ok 1" {
+		t.Fatalf("the late reader before the pause: %d %q", status, body)
+	}
+	if status, body := visitKey(t, 1, bob); status != 200 || body != "1" {
+		t.Fatalf("bob before the pause: %d %q", status, body)
+	}
+
+	etcd.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			etcd.Resume()
+		}
+	}()
+	type answered struct {
+		status int
+		body   string
+		took   time.Duration
+	}
+	lateDone := make(chan answered, 1)
+	go func() {
+		started := time.Now()
+		status, body := visitKey(t, 1, late)
+		lateDone <- answered{status, body, time.Since(started)}
+	}()
+	// Bob is visited until the late reader is answered.
+	n := 1
+	var got answered
+	for waiting := true; waiting; {
+		select {
+		case got = <-lateDone:
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+			n++
+			if status, body := visitKey(t, 1, bob); status != 200 || body != fmt.Sprint(n) {
+				t.Errorf("bob's visit %d with etcd paused: %d %q", n, status, body)
+			}
+		}
+	}
+	etcd.Resume()
+	resumed = true
+	if got.status != 503 || !strings.HasPrefix(got.body, "refused 2: ") {
+		t.Fatalf("the late reader with etcd paused: %d %q after %v, want its own 503 (refused 2: ...) before its 2 s bound", got.status, got.body, got.took.Round(time.Millisecond))
+	}
+	t.Logf("the late reader with etcd paused: %d %q after %v; bob served %d times meanwhile", got.status, got.body, got.took.Round(time.Millisecond), n-1)
+	var body string
+	for try := 0; try < 20; try++ {
+		if status, body = visitKey(t, 1, late); status == 200 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.HasPrefix(body, "ok ") || body == "ok 1" {
+		t.Fatalf("the late reader after the pause: %d %q, want its closure kept (ok 3 or later)", status, body)
+	}
+}
