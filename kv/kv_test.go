@@ -496,3 +496,33 @@ func TestAListLeftWaitingRefusesTheNextAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A read cut short by its caller's own deadline (an invocation that
+// calls kv with little of its bound left) does not mark the store
+// stalled for every tenant: a bystander's read after it waits for the
+// store within its own bound instead of being refused at once; one that
+// waited its own bound unanswered does mark it.
+func TestACallersShortDeadlineMarksNoStall(t *testing.T) {
+	kv, st := stallingKV(t, 1500*time.Millisecond)
+	st.reads.Store(true)
+	read := func(tenant string, within time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		_, err := kv.ServeWithin(ctx, "apps", tenant, "h-"+tenant, "kv.get", json.RawMessage(`{"key":"k"}`))
+		return err
+	}
+	if err := read("mallory", 10*time.Millisecond); !isOverloaded(err) {
+		t.Fatalf("a read with 10 ms left, the store slow: %v", err)
+	}
+	start := time.Now()
+	err := read("bob", 300*time.Millisecond)
+	if !isOverloaded(err) || strings.Contains(err.Error(), "has not answered") || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("bob's read after mallory's short one: %v after %v, want it to wait for the store within its own bound", err, time.Since(start))
+	}
+	// bob's read waited 300 ms unanswered: that marks the store.
+	if err := read("carol", 300*time.Millisecond); !isOverloaded(err) || !strings.Contains(err.Error(), "has not answered") {
+		t.Fatalf("carol's read after bob's went unanswered: %v, want refused at once", err)
+	}
+	st.reads.Store(false)
+	waitfor.Until(t, 30*time.Second, "reads answered once the store answers", func() bool { return read("bob", time.Second) == nil })
+}

@@ -31,8 +31,13 @@ func (kv *KV) readStore(ctx context.Context, ns []byte, read func(ctx context.Co
 	}
 	kv.mu.Unlock()
 	rctx, cancel := kv.storeCtx(ctx)
+	start := time.Now()
 	err := read(rctx)
-	expired := rctx.Err() == context.DeadlineExceeded
+	// A read cut short by its caller's own deadline (a call made with
+	// little of its invocation's bound left: 10 ms at the least) says
+	// nothing of the store, and the mark refuses every tenant's reads:
+	// only one the store left unanswered for stallEvidence marks it.
+	expired := rctx.Err() == context.DeadlineExceeded && time.Since(start) >= min(kv.Bound, stallEvidence)
 	cancel()
 	kv.mu.Lock()
 	if err != nil && expired {
@@ -40,6 +45,12 @@ func (kv *KV) readStore(ctx context.Context, ns []byte, read func(ctx context.Co
 	}
 	return err
 }
+
+// stallEvidence is how long a read must have waited, unanswered, to mark
+// the store stalled (readStore): a cluster's etcd answers a read in
+// about a millisecond, so a tenant cannot make a read wait that long by
+// calling with little time left; a paused etcd leaves every read so.
+const stallEvidence = 100 * time.Millisecond
 
 // stallRefusal refuses a call that must read the store while another's
 // read of it went unanswered: this one would wait as long. A worker's
