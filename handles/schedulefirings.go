@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/retainer-gw/retainer/fault"
@@ -127,6 +128,18 @@ func lastFirings(list []Firing) []Firing {
 	return list
 }
 
+// mergeFirings is a stored list with the firings added to it, in the
+// order they started (the listing's newest first reads it backwards),
+// the last keptFirings kept. The added ones are not always the newest: a
+// gateway keeps the firings of a space it lost waiting while the space's
+// new owner lists later ones, and appends its own once it owns the space
+// again.
+func mergeFirings(stored, added []Firing) []Firing {
+	list := append(append([]Firing(nil), stored...), added...)
+	sort.SliceStable(list, func(i, j int) bool { return list[i].StartedAt.Before(list[j].StartedAt) })
+	return lastFirings(list)
+}
+
 // readFirings reads a handle's stored list, with no lock held.
 func (s *Store) readFirings(ctx context.Context, registry, id string) (storedFirings, error) {
 	v, err := s.w.Get(ctx, tableFirings, key(registry, id))
@@ -209,7 +222,7 @@ func (s *Store) flushFirings() {
 				}
 				w.was = st
 			}
-			w.next.list = lastFirings(append(append([]Firing(nil), w.was.list...), w.added...))
+			w.next.list = mergeFirings(w.was.list, w.added)
 			w.next.raw, _ = json.Marshal(w.next.list)
 			live = append(live, w)
 		}

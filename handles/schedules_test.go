@@ -515,3 +515,29 @@ func TestParkedDeploymentRebuiltForItsTick(t *testing.T) {
 		t.Fatalf("after the tick: %+v", st)
 	}
 }
+
+// A gateway that lost a space keeps its firings waiting while the new
+// owner lists later ones; once it owns the space again, its flush adds
+// them where they started, not after the newer ones, so the listing's
+// newest first still holds, and the oldest go past keptFirings.
+func TestWaitingFiringsAreMergedInTheOrderTheyStarted(t *testing.T) {
+	at := func(s int) Firing {
+		return Firing{Cron: "* * * * *", StartedAt: time.Unix(1_800_000_000+int64(s), 0).UTC(), Outcome: "ok", Attempt: 1}
+	}
+	stored := []Firing{at(1), at(5), at(6)} // the new owner's, at 5 and 6
+	waiting := []Firing{at(2), at(3)}       // this gateway's, while it had lost the space
+	got := mergeFirings(stored, waiting)
+	for i, want := range []int{1, 2, 3, 5, 6} {
+		if !got[i].StartedAt.Equal(at(want).StartedAt) {
+			t.Fatalf("merged list %v, want started at 1, 2, 3, 5, 6", got)
+		}
+	}
+	var full []Firing
+	for i := range keptFirings {
+		full = append(full, at(10+i))
+	}
+	got = mergeFirings(full, []Firing{at(2), at(10 + keptFirings)})
+	if len(got) != keptFirings || !got[0].StartedAt.Equal(at(11).StartedAt) || !got[len(got)-1].StartedAt.Equal(at(10+keptFirings).StartedAt) {
+		t.Fatalf("a full list merged: %d kept, from %v to %v", len(got), got[0].StartedAt, got[len(got)-1].StartedAt)
+	}
+}

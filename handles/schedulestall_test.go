@@ -151,7 +151,7 @@ func TestNoEtcdReadUnderTheSchedulesLock(t *testing.T) {
 	if err != nil || len(stored.list) != 3 {
 		t.Fatalf("alice's stored list: %d %v, want 3", len(stored.list), err)
 	}
-	other, _ := json.Marshal(append(stored.list, Firing{Cron: "0 0 1 1 *", Outcome: "ok", Attempt: 1, Now: true, Error: "the other gateway's"}))
+	other, _ := json.Marshal(append(stored.list, Firing{Cron: "0 0 1 1 *", StartedAt: stored.list[2].StartedAt, Outcome: "ok", Attempt: 1, Now: true, Error: "the other gateway's"}))
 	if err := g.backing.Commit(ctx, persist.Txn{Then: []persist.Op{persist.Put(tableFirings, key("apps", alice), other)}}); err != nil {
 		t.Fatal(err)
 	}
