@@ -562,6 +562,45 @@ func TestParkingWhenSlotsRunOut(t *testing.T) {
 	mustCall(t, reg, "alice", a, `{"served":1}`)
 }
 
+// Another tenant's handle is parked only when it has served nothing since
+// it was built, or not in the last parkActive (lifecycle.go, parkOne):
+// bob's counter, served a moment ago, is never parked for carol's deploy,
+// whatever its age beside the others; an unserved one goes first; when
+// every held handle of the others is being served, carol's deploy waits
+// within its bound and answers OVERLOADED, and bob's count goes on.
+func TestParkingSparesAnotherTenantsServedHandle(t *testing.T) {
+	g := newGateway(t, workers.Config{Workers: 1, IsolatesPerWorker: 3})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	bob := deploy(t, reg, "bob")
+	mustCall(t, reg, "bob", bob, `{"served":1}`)
+	g.clock.Add(100 * time.Millisecond)
+	alice := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", alice, `{"served":1}`)
+	g.clock.Add(100 * time.Millisecond)
+	dave := deploy(t, reg, "dave") // never served: nothing to lose
+	g.clock.Add(100 * time.Millisecond)
+	carol := deploy(t, reg, "carol")
+	if g.pool.Holds(dave) || !g.pool.Holds(bob) || !g.pool.Holds(alice) || !g.pool.Holds(carol) {
+		t.Fatalf("carol's deploy parked: bob %v alice %v dave %v (want only dave's), carol held %v",
+			!g.pool.Holds(bob), !g.pool.Holds(alice), !g.pool.Holds(dave), g.pool.Holds(carol))
+	}
+	mustCall(t, reg, "carol", carol, `{"served":1}`)
+	// bob, alice and carol all served within parkActive: no room.
+	_, err := reg.Execute(context.Background(), "erin", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 200 * time.Millisecond})
+	if fault.CodeOf(err) != fault.Overloaded {
+		t.Fatalf("erin's deploy with every slot being served: %v, want OVERLOADED", err)
+	}
+	mustCall(t, reg, "bob", bob, `{"served":2}`)
+	// Past parkActive, the least recently used goes, as before.
+	g.clock.Add(2 * parkActive)
+	mustCall(t, reg, "bob", bob, `{"served":3}`)
+	deploy(t, reg, "erin")
+	if g.pool.Holds(alice) || !g.pool.Holds(bob) {
+		t.Fatalf("erin's deploy past parkActive: alice parked %v (want true), bob parked %v", !g.pool.Holds(alice), !g.pool.Holds(bob))
+	}
+	mustCall(t, reg, "bob", bob, `{"served":4}`)
+}
+
 func TestQuota(t *testing.T) {
 	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2})

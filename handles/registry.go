@@ -314,9 +314,18 @@ func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) er
 }
 
 // runWithCapacity runs a job, parking the least recently used idle handle
-// when every isolate slot is taken.
+// when every isolate slot is taken (parkOne). When none can be parked (the
+// slots are held by runs under way, or by handles being served), the job
+// waits for one within its own bound, looking again every
+// capacityRetry, then answers OVERLOADED (docs/architecture.md, "The
+// pool's queues").
 func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
-	for attempt := 0; ; attempt++ {
+	bound := job.Timeout
+	if bound <= 0 {
+		bound = 500 * time.Millisecond // Execute's default
+	}
+	var deadline time.Time
+	for {
 		start := time.Now()
 		out, err := r.store.opts.Executor.RunFor(ctx, tenant, job)
 		if r.store.opts.OnRun != nil && out.CPUNs > 0 {
@@ -326,12 +335,26 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 		if !errors.Is(err, workers.ErrNoCapacity) {
 			return out, err
 		}
-		ownOnly := errors.Is(err, workers.ErrTenantFull)
-		if attempt >= 8 || !r.store.parkOne(job.ID, tenant, ownOnly) {
+		if deadline.IsZero() {
+			deadline = start.Add(bound)
+		}
+		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull)) {
+			continue
+		}
+		if time.Until(deadline) < capacityRetry {
 			return out, fault.Overload()
+		}
+		select {
+		case <-ctx.Done():
+			return out, fault.Overload()
+		case <-time.After(capacityRetry):
 		}
 	}
 }
+
+// capacityRetry is how often a run that found every isolate slot taken,
+// and none it could park, looks again.
+const capacityRetry = 20 * time.Millisecond
 
 // owned answers the tenant's record id, or HANDLES_CLOSED exactly as for an
 // id that never existed.
