@@ -14,9 +14,10 @@ import (
 // queues"): bob's counter, served steadily, while 200 tenants deploy
 // retained handles all at once on two workers with room for 64 isolates.
 // Nothing the deploys do is charged to bob: every one of his requests
-// answers 200 and his counter counts on (his closure state is never
-// parked for a newcomer while he is served); each deploy answers 200 or,
-// when the machine has no room, OVERLOADED (retryable).
+// answers 200 and his counter counts on (a deploy parks an earlier
+// deploy's isolate that served nothing, never his, and waits for a slot
+// while the others' runs hold them); each deploy answers 200 or, when the
+// machine has no room, OVERLOADED (retryable).
 func TestSharedWorkersServeABystanderWhileManyDeploy(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "registry.db")
 	caddytest.NewTester(t).InitServer(gatewayConfig(store, "isolation shared"), "caddyfile")

@@ -19,26 +19,23 @@ import (
 // tenant's retaining runs that find no room must never reset another
 // tenant's state for nothing.
 //
-// Then the one with the least to lose (docs/architecture.md, "The pool's
-// queues"): a handle whose isolate has served nothing since it was built
-// (deployed or rebuilt) first, since its rebuild makes again all anyone
-// could have seen of it; and another tenant's handle that served a request
-// in the last parkActive is never taken: it is being served, and a run
-// that found no room waits for one instead (runWithCapacity). Two hundred
-// tenants deploying at once on `isolation shared` parked a bystander
-// served every few ms (its last request a few ms older than their
-// records), whose rebuild then answered OVERLOADED
-// (TestSharedWorkersServeABystanderWhileManyDeploy).
-func (s *Store) parkOne(except, tenant string, ownOnly bool) bool {
+// Then the least recently used, where a handle whose isolate has served
+// nothing since it was built (deployed or rebuilt) counts as used least:
+// its rebuild makes again all anyone could have seen of it. Another
+// tenant's handle that has served is parked only when served is set: the
+// run has waited half its bound for room (runWithCapacity), since the
+// slots held by runs under way become handles that served nothing, or
+// free, within it (docs/architecture.md, "The pool's queues"). Two
+// hundred tenants deploying at once on `isolation shared` parked a
+// bystander served every few ms, the one idle handle held while their
+// runs held every other slot: its state started over and its rebuild
+// answered OVERLOADED (TestSharedWorkersServeABystanderWhileManyDeploy).
+func (s *Store) parkOne(except, tenant string, ownOnly, served bool) bool {
 	s.mu.Lock()
-	now := s.opts.Now()
 	var victim *Record
 	for id, rec := range s.records {
 		own := rec.Tenant == tenant
-		if id == except || !s.opts.Executor.Holds(id) || ownOnly && !own {
-			continue
-		}
-		if !own && rec.served && now.Sub(rec.LastInvokedAt) < parkActive {
+		if id == except || !s.opts.Executor.Holds(id) || ownOnly && !own || !own && rec.served && !served {
 			continue
 		}
 		if ls := s.live[id]; ls != nil && !ls.idle() {
@@ -58,10 +55,6 @@ func (s *Store) parkOne(except, tenant string, ownOnly bool) bool {
 	}
 	return true
 }
-
-// parkActive is how recently another tenant's handle served a request
-// for it to count as being served: parkOne never takes it.
-const parkActive = time.Second
 
 // parkBefore reports whether a is parked before b for tenant's run: the
 // tenant's own first, then one that has served nothing since it was built,

@@ -314,17 +314,18 @@ func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) er
 }
 
 // runWithCapacity runs a job, parking the least recently used idle handle
-// when every isolate slot is taken (parkOne). When none can be parked (the
-// slots are held by runs under way, or by handles being served), the job
-// waits for one within its own bound, looking again every
-// capacityRetry, then answers OVERLOADED (docs/architecture.md, "The
-// pool's queues").
+// when every isolate slot is taken (parkOne): one that served nothing
+// since it was built first, and another tenant's that has served only
+// once the job has waited half its bound. When none can be parked (the
+// slots are held by runs under way, or by handles in use), the job waits
+// for one within its bound, looking again every capacityRetry, then
+// answers OVERLOADED (docs/architecture.md, "The pool's queues").
 func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
 		bound = 500 * time.Millisecond // Execute's default
 	}
-	var deadline time.Time
+	var began time.Time
 	for {
 		start := time.Now()
 		out, err := r.store.opts.Executor.RunFor(ctx, tenant, job)
@@ -335,13 +336,14 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 		if !errors.Is(err, workers.ErrNoCapacity) {
 			return out, err
 		}
-		if deadline.IsZero() {
-			deadline = start.Add(bound)
+		if began.IsZero() {
+			began = start
 		}
-		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull)) {
+		waited := time.Since(began)
+		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull), waited >= bound/2) {
 			continue
 		}
-		if time.Until(deadline) < capacityRetry {
+		if bound-waited < capacityRetry {
 			return out, fault.Overload()
 		}
 		select {
