@@ -22,10 +22,11 @@ import (
 // Then the least recently used, where a handle whose isolate has served
 // nothing since it was built (deployed or rebuilt) counts as used least:
 // its rebuild makes again all anyone could have seen of it. Another
-// tenant's handle that has served is parked only when served is set: the
-// run has waited half its bound for room (runWithCapacity), since the
-// slots held by runs under way become handles that served nothing, or
-// free, within it (docs/architecture.md, "The pool's queues"). Two
+// tenant's handle that has served is parked only when served is set: no
+// other deploy's run is under way, or the run has waited half its bound
+// for room (runWithCapacity), since the slots held by deploys under way
+// become handles that served nothing, or free, within it
+// (docs/architecture.md, "The pool's queues"). Two
 // hundred tenants deploying at once on `isolation shared` parked a
 // bystander served every few ms, the one idle handle held while their
 // runs held every other slot: its state started over and its rebuild

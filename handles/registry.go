@@ -207,7 +207,14 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		// is closed below instead.
 		runCtx = context.WithoutCancel(ctx)
 	}
+	if job.RetainHandles {
+		// Its handle, once retained, has served nothing (runWithCapacity).
+		s.deploying.Add(1)
+	}
 	out, err := r.runWithCapacity(runCtx, tenant, job)
+	if job.RetainHandles {
+		s.deploying.Add(-1)
+	}
 	s.endRun(job.ID)
 	// The output gate: the answer waits for the run's kv writes.
 	if gateErr := s.outputGate(runCtx, job.ID); gateErr != nil && err == nil {
@@ -315,11 +322,13 @@ func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) er
 
 // runWithCapacity runs a job, parking the least recently used idle handle
 // when every isolate slot is taken (parkOne): one that served nothing
-// since it was built first, and another tenant's that has served only
-// once the job has waited half its bound. When none can be parked (the
-// slots are held by runs under way, or by handles in use), the job waits
-// for one within its bound, looking again every capacityRetry, then
-// answers OVERLOADED (docs/architecture.md, "The pool's queues").
+// since it was built first; another tenant's that has served only when no
+// other deploy's run is under way, or once the job has waited half its
+// bound: those runs hold slots that become handles that served nothing,
+// or free, within it. When none can be parked (the slots are held by runs
+// under way, or by handles in use), the job waits for one within its
+// bound, looking again every capacityRetry, then answers OVERLOADED
+// (docs/architecture.md, "The pool's queues").
 func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
@@ -340,7 +349,11 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 			began = start
 		}
 		waited := time.Since(began)
-		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull), waited >= bound/2) {
+		others := r.store.deploying.Load()
+		if job.RetainHandles && others > 0 {
+			others-- // this one, when it is a deploy (a rebuild is not counted)
+		}
+		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull), others == 0 || waited >= bound/2) {
 			continue
 		}
 		if bound-waited < capacityRetry {
