@@ -142,7 +142,7 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 	start := time.Now()
 	rs := &runState{registry: r, tenant: rec.Tenant, grants: grants, replay: replay}
 	s.beginRun(job.ID, rs)
-	out, err := r.runWithCapacity(ctx, rec.Tenant, job)
+	out, err := r.runWithCapacity(ctx, rec.Tenant, job, false)
 	s.endRun(job.ID)
 	s.mu.Lock()
 	mismatch := rs.mismatch

@@ -211,7 +211,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		// Its handle, once retained, has served nothing (runWithCapacity).
 		s.deploying.Add(1)
 	}
-	out, err := r.runWithCapacity(runCtx, tenant, job)
+	out, err := r.runWithCapacity(runCtx, tenant, job, job.RetainHandles)
 	if job.RetainHandles {
 		s.deploying.Add(-1)
 	}
@@ -328,8 +328,9 @@ func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) er
 // or free, within it. When none can be parked (the slots are held by runs
 // under way, or by handles in use), the job waits for one within its
 // bound, looking again every capacityRetry, then answers OVERLOADED
-// (docs/architecture.md, "The pool's queues").
-func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
+// (docs/architecture.md, "The pool's queues"). deploy says the job is a
+// deploy's run, counted in deploying (a rebuild's is not).
+func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job, deploy bool) (program.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
 		bound = 500 * time.Millisecond // Execute's default
@@ -350,8 +351,8 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 		}
 		waited := time.Since(began)
 		others := r.store.deploying.Load()
-		if job.RetainHandles && others > 0 {
-			others-- // this one, when it is a deploy (a rebuild is not counted)
+		if deploy {
+			others-- // this one
 		}
 		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull), others == 0 || waited >= bound/2) {
 			continue
