@@ -562,6 +562,67 @@ func TestParkingWhenSlotsRunOut(t *testing.T) {
 	mustCall(t, reg, "alice", a, `{"served":1}`)
 }
 
+// A handle that has served nothing since it was built counts as used
+// least (lifecycle.go, parkOne): carol's deploy parks dave's, deployed
+// after bob's counter was last served and never served since, not bob's;
+// once every handle held has served, the least recently used goes, as
+// before; bob's count goes on throughout.
+func TestParkingTakesAHandleThatServedNothingFirst(t *testing.T) {
+	g := newGateway(t, workers.Config{Workers: 1, IsolatesPerWorker: 3})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	bob := deploy(t, reg, "bob")
+	mustCall(t, reg, "bob", bob, `{"served":1}`)
+	g.clock.Add(100 * time.Millisecond)
+	alice := deploy(t, reg, "alice")
+	mustCall(t, reg, "alice", alice, `{"served":1}`)
+	g.clock.Add(100 * time.Millisecond)
+	dave := deploy(t, reg, "dave") // never served: nothing to lose
+	g.clock.Add(100 * time.Millisecond)
+	carol := deploy(t, reg, "carol")
+	if g.pool.Holds(dave) || !g.pool.Holds(bob) || !g.pool.Holds(alice) || !g.pool.Holds(carol) {
+		t.Fatalf("carol's deploy parked: bob %v alice %v dave %v (want only dave's), carol held %v",
+			!g.pool.Holds(bob), !g.pool.Holds(alice), !g.pool.Holds(dave), g.pool.Holds(carol))
+	}
+	mustCall(t, reg, "bob", bob, `{"served":2}`)
+	mustCall(t, reg, "carol", carol, `{"served":1}`)
+	g.clock.Add(100 * time.Millisecond)
+	mustCall(t, reg, "bob", bob, `{"served":3}`)
+	// Every handle held has served: the least recently used (alice's).
+	deploy(t, reg, "erin")
+	if g.pool.Holds(alice) || !g.pool.Holds(bob) || !g.pool.Holds(carol) {
+		t.Fatalf("erin's deploy: alice parked %v (want true), bob parked %v, carol parked %v", !g.pool.Holds(alice), !g.pool.Holds(bob), !g.pool.Holds(carol))
+	}
+	mustCall(t, reg, "bob", bob, `{"served":4}`)
+}
+
+// A retaining run that finds every isolate slot held by runs under way
+// (nothing it could park yet) waits for one within its bound instead of
+// answering OVERLOADED at once (registry.go, runWithCapacity): with one
+// slot, bob's deploy while alice's deploy still runs answers 200 once
+// hers is done (hers, served nothing, is parked for it).
+func TestARetainingRunWaitsForASlotHeldByARunUnderWay(t *testing.T) {
+	g := newGateway(t, workers.Config{Workers: 1, IsolatesPerWorker: 1})
+	reg := g.store.Registry("apps", RegistryConfig{})
+	slow := `async () => { await new Promise(r => setTimeout(r, 300)); let served = 0; return { async fetch() { return Response.json({served: ++served}) } } }`
+	alice := make(chan error, 1)
+	go func() {
+		_, err := reg.Execute(context.Background(), "alice", ExecRequest{Program: program.Program{Code: slow}, RetainHandles: true, Timeout: 5 * time.Second})
+		alice <- err
+	}()
+	waitfor.Until(t, 10*time.Second, "alice's deploy running", func() bool {
+		st := g.pool.Status()
+		return len(st) == 1 && st[0].Isolates == 1 && st[0].Queue == 1
+	})
+	res, err := reg.Execute(context.Background(), "bob", ExecRequest{Program: program.Program{Code: counterProgram}, RetainHandles: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("bob's deploy while alice's held the one slot: %v", err)
+	}
+	if err := <-alice; err != nil {
+		t.Fatalf("alice's deploy: %v", err)
+	}
+	mustCall(t, reg, "bob", res.ExecutionID, `{"served":1}`)
+}
+
 func TestQuota(t *testing.T) {
 	g := newGateway(t, workers.Config{Workers: 1})
 	reg := g.store.Registry("apps", RegistryConfig{MaxHandlesPerTenant: 2})

@@ -18,20 +18,31 @@ import (
 // another tenant's isolate lives in a worker this tenant cannot use: one
 // tenant's retaining runs that find no room must never reset another
 // tenant's state for nothing.
-func (s *Store) parkOne(except, tenant string, ownOnly bool) bool {
+//
+// Then the least recently used, where a handle whose isolate has served
+// nothing since it was built (deployed or rebuilt) counts as used least:
+// its rebuild makes again all anyone could have seen of it. Another
+// tenant's handle that has served is parked only when served is set: no
+// other deploy's run is under way, or the run has waited half its bound
+// for room (runWithCapacity), since the slots held by deploys under way
+// become handles that served nothing, or free, within it
+// (docs/architecture.md, "The pool's queues"). Two
+// hundred tenants deploying at once on `isolation shared` parked a
+// bystander served every few ms, the one idle handle held while their
+// runs held every other slot: its state started over and its rebuild
+// answered OVERLOADED (TestSharedWorkersServeABystanderWhileManyDeploy).
+func (s *Store) parkOne(except, tenant string, ownOnly, served bool) bool {
 	s.mu.Lock()
 	var victim *Record
 	for id, rec := range s.records {
-		if id == except || !s.opts.Executor.Holds(id) || ownOnly && rec.Tenant != tenant {
+		own := rec.Tenant == tenant
+		if id == except || !s.opts.Executor.Holds(id) || ownOnly && !own || !own && rec.served && !served {
 			continue
 		}
 		if ls := s.live[id]; ls != nil && !ls.idle() {
 			continue
 		}
-		better := victim == nil ||
-			(rec.Tenant == tenant) != (victim.Tenant == tenant) && rec.Tenant == tenant ||
-			(rec.Tenant == tenant) == (victim.Tenant == tenant) && rec.LastInvokedAt.Before(victim.LastInvokedAt)
-		if better {
+		if victim == nil || parkBefore(rec, victim, tenant) {
 			victim = rec
 		}
 	}
@@ -44,6 +55,19 @@ func (s *Store) parkOne(except, tenant string, ownOnly bool) bool {
 		reg.systemLog(victim.ID, "Parked: every isolate slot was needed; the handle is rebuilt on its next request.")
 	}
 	return true
+}
+
+// parkBefore reports whether a is parked before b for tenant's run: the
+// tenant's own first, then one that has served nothing since it was built,
+// then the least recently used. s.mu is held.
+func parkBefore(a, b *Record, tenant string) bool {
+	if (a.Tenant == tenant) != (b.Tenant == tenant) {
+		return a.Tenant == tenant
+	}
+	if a.served != b.served {
+		return !a.served
+	}
+	return a.LastInvokedAt.Before(b.LastInvokedAt)
 }
 
 // rebuildOnce waits for the handle's one rebuild, starting it if none is
@@ -118,7 +142,7 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 	start := time.Now()
 	rs := &runState{registry: r, tenant: rec.Tenant, grants: grants, replay: replay}
 	s.beginRun(job.ID, rs)
-	out, err := r.runWithCapacity(ctx, rec.Tenant, job)
+	out, err := r.runWithCapacity(ctx, rec.Tenant, job, false)
 	s.endRun(job.ID)
 	s.mu.Lock()
 	mismatch := rs.mismatch
@@ -136,6 +160,9 @@ func (r *Registry) rebuild(ctx context.Context, rec *Record) error {
 	case err == nil && !out.Retained:
 		return programFault("the program no longer answers a request handler.")
 	case err == nil:
+		s.mu.Lock()
+		rec.served = false // a new isolate (parkOne)
+		s.mu.Unlock()
 		r.systemLog(rec.ID, fmt.Sprintf("Rebuilt in %d ms: the isolate was gone; state kept in closures starts afresh.", time.Since(start).Milliseconds()))
 		if f := s.opts.OnRebuild; f != nil {
 			f(r.name, rec.ID)
@@ -215,6 +242,7 @@ func (s *Store) touch(id string, ok bool) {
 	}
 	rec.LastInvokedAt = s.opts.Now()
 	rec.Invocations++
+	rec.served = true
 	s.dirty[id] = true
 	if !ok || rec.Strikes == 0 {
 		s.mu.Unlock()

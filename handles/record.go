@@ -35,6 +35,10 @@ type Record struct {
 	IdleMs int64 `json:"idleMs,omitempty"`
 	// Schedules are the handle's cron expressions (schedules.go).
 	Schedules []string `json:"schedules,omitempty"`
+	// served (memory only, guarded by the store's lock) holds once the
+	// handle's isolate served a request since it was last built: parking
+	// one that has not loses nothing (lifecycle.go, parkOne).
+	served bool
 }
 
 // Grants are the capabilities a program was given (docs/threat-model.md).

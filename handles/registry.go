@@ -207,7 +207,14 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 		// is closed below instead.
 		runCtx = context.WithoutCancel(ctx)
 	}
-	out, err := r.runWithCapacity(runCtx, tenant, job)
+	if job.RetainHandles {
+		// Its handle, once retained, has served nothing (runWithCapacity).
+		s.deploying.Add(1)
+	}
+	out, err := r.runWithCapacity(runCtx, tenant, job, job.RetainHandles)
+	if job.RetainHandles {
+		s.deploying.Add(-1)
+	}
 	s.endRun(job.ID)
 	// The output gate: the answer waits for the run's kv writes.
 	if gateErr := s.outputGate(runCtx, job.ID); gateErr != nil && err == nil {
@@ -314,9 +321,22 @@ func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) er
 }
 
 // runWithCapacity runs a job, parking the least recently used idle handle
-// when every isolate slot is taken.
-func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job) (program.Outcome, error) {
-	for attempt := 0; ; attempt++ {
+// when every isolate slot is taken (parkOne): one that served nothing
+// since it was built first; another tenant's that has served only when no
+// other deploy's run is under way, or once the job has waited half its
+// bound: those runs hold slots that become handles that served nothing,
+// or free, within it. When none can be parked (the slots are held by runs
+// under way, or by handles in use), the job waits for one within its
+// bound, looking again every capacityRetry, then answers OVERLOADED
+// (docs/architecture.md, "The pool's queues"). deploy says the job is a
+// deploy's run, counted in deploying (a rebuild's is not).
+func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job, deploy bool) (program.Outcome, error) {
+	bound := job.Timeout
+	if bound <= 0 {
+		bound = 500 * time.Millisecond // Execute's default
+	}
+	var began time.Time
+	for {
 		start := time.Now()
 		out, err := r.store.opts.Executor.RunFor(ctx, tenant, job)
 		if r.store.opts.OnRun != nil && out.CPUNs > 0 {
@@ -326,12 +346,31 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 		if !errors.Is(err, workers.ErrNoCapacity) {
 			return out, err
 		}
-		ownOnly := errors.Is(err, workers.ErrTenantFull)
-		if attempt >= 8 || !r.store.parkOne(job.ID, tenant, ownOnly) {
+		if began.IsZero() {
+			began = start
+		}
+		waited := time.Since(began)
+		others := r.store.deploying.Load()
+		if deploy {
+			others-- // this one
+		}
+		if r.store.parkOne(job.ID, tenant, errors.Is(err, workers.ErrTenantFull), others == 0 || waited >= bound/2) {
+			continue
+		}
+		if bound-waited < capacityRetry {
 			return out, fault.Overload()
+		}
+		select {
+		case <-ctx.Done():
+			return out, fault.Overload()
+		case <-time.After(capacityRetry):
 		}
 	}
 }
+
+// capacityRetry is how often a run that found every isolate slot taken,
+// and none it could park, looks again.
+const capacityRetry = 20 * time.Millisecond
 
 // owned answers the tenant's record id, or HANDLES_CLOSED exactly as for an
 // id that never existed.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
@@ -147,6 +148,9 @@ type Store struct {
 	sched      scheduleState                       // cron ticks claimed, firings (schedules.go)
 	commits    commitsUnderWay                     // registry commits waiting for the store (writes.go)
 	takeBacks  takeBacks                           // deploys answered 503 whose take-back has not landed (writes.go)
+	// deploying counts the deploys whose runs are under way
+	// (runWithCapacity).
+	deploying atomic.Int64
 
 	// ownMu guards owned, the spaces this gateway owns and has reloaded,
 	// loading, the spaces whose reload is under way (closed when it
