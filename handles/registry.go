@@ -350,6 +350,11 @@ func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job progr
 			began = start
 		}
 		waited := time.Since(began)
+		if waited >= bound {
+			// Each look may park a handle whose slot another run then
+			// takes: the job looks within its bound, never past it.
+			return out, fault.Overload()
+		}
 		others := r.store.deploying.Load()
 		if deploy {
 			others-- // this one
