@@ -110,8 +110,11 @@ func listenKeys(addr string) ([]listenKey, error) {
 		return nil, err
 	}
 	if na.IsUnixNetwork() {
-		sum := sha256.Sum256([]byte(canonicalFile(na.Host)))
-		return []listenKey{{key: "unix/" + hex.EncodeToString(sum[:16]), name: "socket " + na.Host}}, nil
+		// Caddy's "path|bits" spelling sets the socket file's mode: the
+		// same path (Caddy cuts it at the first "|", as here).
+		path, _, _ := strings.Cut(na.Host, "|")
+		sum := sha256.Sum256([]byte(canonicalFile(path)))
+		return []listenKey{{key: "unix/" + hex.EncodeToString(sum[:16]), name: "socket " + path}}, nil
 	}
 	if !strings.HasPrefix(na.Network, "tcp") && !strings.HasPrefix(na.Network, "udp") {
 		return nil, nil
