@@ -321,6 +321,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}
+	// A port this process listens on (at a start, the admin endpoint,
+	// bound before the apps provision) that another process listens on
+	// too refuses the start (startlock.go).
+	if !validating() {
+		if err := sharedListeners(nil); err != nil {
+			return fmt.Errorf("retainer: %w", err)
+		}
+	}
 	// The events app is looked up now, while apps are being provisioned.
 	if ev, err := ctx.App("events"); err == nil {
 		a.events, _ = ev.(*caddyevents.App)

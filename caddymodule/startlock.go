@@ -23,6 +23,13 @@ import (
 //     it bind beside the first (it listens with SO_REUSEPORT so that its
 //     own reloads overlap) and take half its connections.
 //
+//   - on a port, its admin address's or a served one, that another
+//     process (any, not only a gateway) listens on beside it
+//     (sharedListeners, sharedport_linux.go): Caddy binds the admin
+//     endpoint before it provisions the apps, with SO_REUSEPORT too, and
+//     two gateways on one admin address each took part of its requests
+//     (a reload, `/stop`).
+//
 // `caddy validate` provisions the same config and never starts it, and
 // works beside the running gateway (README.md): it is refused neither.
 
@@ -78,6 +85,17 @@ func (a *App) claimListen(ctx caddy.Context) error {
 				return fmt.Errorf("listen address %s: %w", addr, err)
 			}
 			a.claims = append(a.claims, k.key)
+		}
+		// Another process on the port, not a Retainer gateway (a plain
+		// Caddy), would share it all the same.
+		if na, err := caddy.ParseNetworkAddress(addr); err == nil && strings.HasPrefix(na.Network, "tcp") {
+			var ports []int
+			for p := na.StartPort; p <= na.EndPort && p > 0; p++ {
+				ports = append(ports, int(p))
+			}
+			if err := sharedListeners(ports); err != nil {
+				return fmt.Errorf("listen address %s: %w", addr, err)
+			}
 		}
 	}
 	return nil
