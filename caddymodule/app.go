@@ -179,6 +179,8 @@ type App struct {
 	onStart []func(*runtime)
 	// claims are the ports this config serves (startlock.go).
 	claims []string
+	// checked are the served ports sharedListeners has checked.
+	checked map[int]bool
 	// ready closes once Start has wired the handlers (awaitStart).
 	ready chan struct{}
 }

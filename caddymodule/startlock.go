@@ -91,7 +91,18 @@ func (a *App) claimListen(ctx caddy.Context) error {
 		if na, err := caddy.ParseNetworkAddress(addr); err == nil && strings.HasPrefix(na.Network, "tcp") {
 			var ports []int
 			for p := na.StartPort; p <= na.EndPort && p > 0; p++ {
-				ports = append(ports, int(p))
+				if !a.checked[int(p)] { // once a config, not each handler
+					ports = append(ports, int(p))
+				}
+			}
+			if len(ports) == 0 {
+				continue
+			}
+			if a.checked == nil {
+				a.checked = map[int]bool{}
+			}
+			for _, p := range ports {
+				a.checked[p] = true
 			}
 			if err := sharedListeners(ports); err != nil {
 				return fmt.Errorf("listen address %s: %w", addr, err)
