@@ -179,6 +179,8 @@ type App struct {
 	onStart []func(*runtime)
 	// claims are the ports this config serves (startlock.go).
 	claims []string
+	// checked are the served ports sharedListeners has checked.
+	checked map[int]bool
 	// ready closes once Start has wired the handlers (awaitStart).
 	ready chan struct{}
 }
@@ -318,6 +320,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 			}
 		}
 		if err != nil {
+			return fmt.Errorf("retainer: %w", err)
+		}
+	}
+	// A port this process listens on (at a start, the admin endpoint,
+	// bound before the apps provision) that another process listens on
+	// too refuses the start (startlock.go).
+	if !validating() {
+		if err := sharedListeners(nil); err != nil {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}

@@ -23,6 +23,13 @@ import (
 //     it bind beside the first (it listens with SO_REUSEPORT so that its
 //     own reloads overlap) and take half its connections.
 //
+//   - on a port, its admin address's or a served one, that another
+//     process (any, not only a gateway) listens on beside it
+//     (sharedListeners, sharedport_linux.go): Caddy binds the admin
+//     endpoint before it provisions the apps, with SO_REUSEPORT too, and
+//     two gateways on one admin address each took part of its requests
+//     (a reload, `/stop`).
+//
 // `caddy validate` provisions the same config and never starts it, and
 // works beside the running gateway (README.md): it is refused neither.
 
@@ -79,6 +86,28 @@ func (a *App) claimListen(ctx caddy.Context) error {
 			}
 			a.claims = append(a.claims, k.key)
 		}
+		// Another process on the port, not a Retainer gateway (a plain
+		// Caddy), would share it all the same.
+		if na, err := caddy.ParseNetworkAddress(addr); err == nil && strings.HasPrefix(na.Network, "tcp") {
+			var ports []int
+			for p := na.StartPort; p <= na.EndPort && p > 0; p++ {
+				if !a.checked[int(p)] { // once a config, not each handler
+					ports = append(ports, int(p))
+				}
+			}
+			if len(ports) == 0 {
+				continue
+			}
+			if a.checked == nil {
+				a.checked = map[int]bool{}
+			}
+			for _, p := range ports {
+				a.checked[p] = true
+			}
+			if err := sharedListeners(ports); err != nil {
+				return fmt.Errorf("listen address %s: %w", addr, err)
+			}
+		}
 	}
 	return nil
 }
@@ -110,8 +139,11 @@ func listenKeys(addr string) ([]listenKey, error) {
 		return nil, err
 	}
 	if na.IsUnixNetwork() {
-		sum := sha256.Sum256([]byte(canonicalFile(na.Host)))
-		return []listenKey{{key: "unix/" + hex.EncodeToString(sum[:16]), name: "socket " + na.Host}}, nil
+		// Caddy's "path|bits" spelling sets the socket file's mode: the
+		// same path (Caddy cuts it at the first "|", as here).
+		path, _, _ := strings.Cut(na.Host, "|")
+		sum := sha256.Sum256([]byte(canonicalFile(path)))
+		return []listenKey{{key: "unix/" + hex.EncodeToString(sum[:16]), name: "socket " + path}}, nil
 	}
 	if !strings.HasPrefix(na.Network, "tcp") && !strings.HasPrefix(na.Network, "udp") {
 		return nil, nil

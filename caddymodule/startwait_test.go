@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 // A reload's new HTTP server may take connections before the new config's
 // retainer app has started (Caddy starts its apps in no set order): such
 // a request waits for the start (App.awaitStart); it was answered 503
-// "starting". Four visitors of a bystander's counter, each visit on a new
+// "starting"; so did a failed reload's (now refused while it provisions
+// where it can be: a store under a file, every other reload). Four visitors of a bystander's counter, each visit on a new
 // connection, through 20 reloads (every other one naming the store
 // through a linked folder): every answer is 200 with a count no
 // other visit got, and the count after is one past the visits served, so
@@ -40,8 +42,17 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 	id := deployCounter(t, token(t, "bystander", allScopes))
 	url := site(id+".apps.localhost", "/")
 	first := served(t, do(t, "GET", url, "", nil))
-	var cfgs [2][]byte
-	for i, c := range []string{config, gatewayConfig(filepath.Join(link, "registry.db"), "isolation shared")} {
+	// A config whose store OpenBolt cannot make (under a regular file) is
+	// refused while it provisions (store.CheckBolt), before its listeners
+	// take a connection: it failed in its app's Start, and its listeners'
+	// visitors waited for the start given up, then answered 503 (the
+	// eighth red team's F3).
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs [3][]byte
+	for i, c := range []string{config, gatewayConfig(filepath.Join(link, "registry.db"), "isolation shared"), gatewayConfig(filepath.Join(file, "registry.db"), "isolation shared")} {
 		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(c), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -95,6 +106,14 @@ func TestAReloadAnswersNoneStarting(t *testing.T) {
 			t.Fatalf("reload %d: %v", i, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+		if i%2 == 1 {
+			err := caddy.Load(cfgs[2], true)
+			if err == nil || !strings.Contains(err.Error(), "creating the store's directory") || !strings.Contains(err.Error(), "provision retainer") || strings.Contains(err.Error(), "start:") {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("reload %d onto a store under a file: not refused while it provisions: %v", i, err)
+			}
+		}
 	}
 	close(stop)
 	wg.Wait()

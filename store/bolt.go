@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -156,7 +158,9 @@ var ErrLocked = errors.New("another process holds its lock")
 // no file yet, or when it cannot be read now (OpenBolt decides then). The gateway calls it while it provisions, so that such
 // a start is refused before any listener serves (caddymodule/app.go).
 func CheckBolt(path string) error {
-	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+	if st, err := os.Stat(path); err != nil {
+		return checkDir(path)
+	} else if st.Size() == 0 {
 		return nil
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Nanosecond})
@@ -180,6 +184,30 @@ func CheckBolt(path string) error {
 		return fmt.Errorf("opening store %s: %w", path, err)
 	}
 	return nil
+}
+
+// checkDir is CheckBolt's part for a store not made yet: the error
+// OpenBolt's MkdirAll would answer for a path under a file (the nearest
+// ancestor that exists is not a directory), which the gateway answered
+// from its app's Start, after a reload's listeners took connections
+// (docs/decisions.md, "One gateway a store and a port"). Any other
+// failure is OpenBolt's to tell.
+func checkDir(path string) error {
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("creating the store's directory: %w", &fs.PathError{Op: "mkdir", Path: d, Err: syscall.ENOTDIR})
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
 }
 
 // Replayed is what OpenBolt replayed from the journal, and found and did

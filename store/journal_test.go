@@ -1001,3 +1001,32 @@ func TestALapsFirstEntryCutAtEveryByteOpens(t *testing.T) {
 		}
 	}
 }
+
+// A store not made yet under a regular file: CheckBolt answers what
+// OpenBolt would (its directory cannot be made), so the gateway refuses
+// the config while it provisions instead of failing its app's Start (a
+// reload's listeners took connections meanwhile, docs/decisions.md, "One
+// gateway a store and a port"). A store in a folder not made yet passes.
+func TestCheckBoltRefusesAStoreUnderAFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(file, "registry.db"), filepath.Join(file, "deeper", "registry.db")} {
+		checked := CheckBolt(path)
+		if checked == nil {
+			t.Errorf("%s: checked nil", path)
+			continue
+		}
+		if b, err := OpenBolt(path, 0); err == nil {
+			b.Close()
+			t.Errorf("%s: OpenBolt opened it", path)
+		} else if err.Error() != checked.Error() {
+			t.Errorf("%s: OpenBolt answered %q; the check %q", path, err, checked)
+		}
+	}
+	if err := CheckBolt(filepath.Join(dir, "new", "folder", "registry.db")); err != nil {
+		t.Fatalf("a store in a folder not made yet: %v", err)
+	}
+}

@@ -14,10 +14,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/retainer-gw/retainer/internal/freeport"
+	"golang.org/x/sys/unix"
 )
 
 // A second gateway's public and admin ports, beside the first's (testPort,
@@ -311,4 +313,60 @@ func TestASecondGatewayOnAServedPortIsRefused(t *testing.T) {
 		t.Fatalf("the bystander's visitor (%d visits, %d connections dropped, %d of them during a reload): %v", visits, len(v.dropped), inReload, v.errs)
 	}
 	t.Logf("%d connections dropped during the reloads", len(v.dropped))
+}
+
+// A gateway started with a port and a store of its own on the admin
+// address a running gateway serves is refused while it provisions, naming
+// the address and the running gateway's pid: Caddy binds its admin
+// endpoint with SO_REUSEPORT, before the apps provision, and both started,
+// admin requests (a reload, `/stop`) reaching either. A gateway on a port
+// a process that is no gateway listens on with SO_REUSEPORT (a plain
+// Caddy) is refused too, naming that process. Neither refused gateway's
+// port takes a connection; the running gateway's handle keeps its count,
+// and its own reload through the admin address reaches it.
+func TestASecondGatewayOnAServedAdminAddressIsRefused(t *testing.T) {
+	config := exampleConfig(t, filepath.Join(t.TempDir(), "registry.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := startGateway(t, ctx, config)
+	defer gw.stop()
+	v := newVisitor(deployBystander(t, gw), 1)
+	v.visit()
+
+	second := secondConfig(t, config, filepath.Join(t.TempDir(), "registry.db"), secondPort, 0)
+	for i := range 2 {
+		out, taken := refusedStart(t, ctx, second, secondPort)
+		want := fmt.Sprintf(":%d is listened on by another process (pid %d)", adminPort, gw.cmd.Process.Pid)
+		if !strings.Contains(out, want) || taken > 0 {
+			t.Fatalf("attempt %d: %d connections taken; the error does not say %q:\n%s", i, taken, want, out)
+		}
+		v.visit()
+	}
+
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return serr
+	}}
+	plain, err := lc.Listen(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", secondPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	third := secondConfig(t, config, filepath.Join(t.TempDir(), "registry.db"), secondPort, secondAdmin)
+	out, _ := refusedStart(t, ctx, third, 0)
+	want := fmt.Sprintf(":%d is listened on by another process (pid %d)", secondPort, os.Getpid())
+	if !strings.Contains(out, want) {
+		t.Fatalf("beside a plain listener: the error does not say %q:\n%s", want, out)
+	}
+	plain.Close()
+
+	if out, err := binary(ctx, "reload", "--config", config, "--address", fmt.Sprintf("localhost:%d", adminPort), "--force").CombinedOutput(); err != nil {
+		t.Fatalf("reload: %v\n%s", err, out)
+	}
+	v.visit()
+	v.visit()
+	if len(v.errs) > 0 {
+		t.Fatalf("the bystander: %v", v.errs)
+	}
 }

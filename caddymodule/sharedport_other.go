@@ -1,0 +1,6 @@
+//go:build !linux
+
+package caddymodule
+
+// sharedListeners checks nothing where /proc/net is not.
+func sharedListeners(ports []int) error { return nil }
