@@ -327,7 +327,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// bound before the apps provision) that another process listens on
 	// too refuses the start (startlock.go).
 	if !validating() {
-		if err := sharedListeners(nil); err != nil {
+		if err := sharedListeners(nil, ""); err != nil {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}

@@ -24,14 +24,15 @@ type tcpListener struct {
 // sharedListeners refuses a start whose ports another process listens on
 // beside this one (docs/decisions.md, "One gateway a store and a port"):
 // Caddy binds with SO_REUSEPORT, which joins any two listeners of one
-// user on a port, so a second gateway, or a plain Caddy, on the admin
+// user on an address, so a second gateway, or a plain Caddy, on the admin
 // address (which Caddy binds before it provisions the apps and gives a
 // module no way to read) or on a served port, takes part of the other's
-// connections. ports are the ports to check; with none, the ports this
-// process listens on now (at a start, its admin endpoint). A listener of
-// this process never refuses: a reload's old and new listeners are both
-// its own.
-func sharedListeners(ports []int) error {
+// connections. ports are the served ports to check, to be listened on at
+// host ("" for every address); with none, the ports this process listens
+// on now (at a start, its admin endpoint), at the addresses it listens
+// on. A listener of this process never refuses: a reload's old and new
+// listeners are both its own.
+func sharedListeners(ports []int, host string) error {
 	own := ownSockets()
 	all := tcpListeners()
 	check := map[int]bool{}
@@ -40,15 +41,27 @@ func sharedListeners(ports []int) error {
 	}
 	mine := map[int][]net.IP{}
 	for _, l := range all {
-		if own[l.inode] {
+		if own[l.inode] && len(ports) == 0 {
 			mine[l.port] = append(mine[l.port], l.ip)
-			if len(ports) == 0 {
-				check[l.port] = true
-			}
+			check[l.port] = true
+		}
+	}
+	if len(ports) > 0 {
+		var at []net.IP
+		switch ip := net.ParseIP(host); {
+		case host == "":
+			at = []net.IP{net.IPv4zero, net.IPv6unspecified}
+		case ip != nil:
+			at = []net.IP{ip}
+		default:
+			return nil // a name: its addresses are the resolver's
+		}
+		for _, p := range ports {
+			mine[p] = at
 		}
 	}
 	for _, l := range all {
-		if !check[l.port] || own[l.inode] || !overlaps(l.ip, mine[l.port], len(ports) > 0) {
+		if !check[l.port] || own[l.inode] || !overlaps(l.ip, mine[l.port]) {
 			continue
 		}
 		addr := net.JoinHostPort(l.ip.String(), strconv.Itoa(l.port))
@@ -61,16 +74,16 @@ func sharedListeners(ports []int) error {
 	return nil
 }
 
-// overlaps reports whether a listener on ip shares connections with this
-// process's listeners on its port (ours): an address in common, or an
-// unspecified one. For a port to be served (any), every listener on it
-// counts: this process listens there only once it starts.
-func overlaps(ip net.IP, ours []net.IP, any bool) bool {
-	if any && len(ours) == 0 {
-		return true
-	}
+// overlaps reports whether a listener on ip takes connections meant for
+// this process's listeners on its port (ours): one of the same family at
+// the same address, or at any address of the family ours listens on at
+// every address of (the more specific listener takes its address's
+// connections). A listener at another address of the port, or of the
+// other family (an IPv6-only [::] beside 0.0.0.0), takes none of ours,
+// and the kernel lets it be: it never refuses a start or a reload.
+func overlaps(ip net.IP, ours []net.IP) bool {
 	for _, o := range ours {
-		if ip.IsUnspecified() || o.IsUnspecified() || ip.Equal(o) {
+		if (ip.To4() != nil) == (o.To4() != nil) && (o.IsUnspecified() || ip.Equal(o)) {
 			return true
 		}
 	}

@@ -104,7 +104,7 @@ func (a *App) claimListen(ctx caddy.Context) error {
 			for _, p := range ports {
 				a.checked[p] = true
 			}
-			if err := sharedListeners(ports); err != nil {
+			if err := sharedListeners(ports, na.Host); err != nil {
 				return fmt.Errorf("listen address %s: %w", addr, err)
 			}
 		}

@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,4 +54,37 @@ func TestAUnixSocketsPermissionBitsClaimItsPath(t *testing.T) {
 		t.Fatalf("another socket's path: %v", err)
 	}
 	lock.Destruct()
+}
+
+// Another process's listener refuses a start only where it takes
+// connections meant for this gateway: the same address of the same
+// family, or any address of a family the gateway listens on at every
+// address of. A listener at another address of the port (127.0.0.2
+// beside 127.0.0.1, [::1]), or an IPv6-only [::] beside 0.0.0.0, takes
+// none and the kernel lets it be: the red team's legitimate starts and
+// reloads beside them were refused.
+func TestOnlyAListenerThatSharesConnectionsRefuses(t *testing.T) {
+	ip := net.ParseIP
+	for _, c := range []struct {
+		theirs string
+		ours   []string
+		shares bool
+	}{
+		{"127.0.0.1", []string{"127.0.0.1"}, true},
+		{"127.0.0.1", []string{"0.0.0.0", "::"}, true},
+		{"::1", []string{"0.0.0.0", "::"}, true},
+		{"::", []string{"::"}, true},
+		{"127.0.0.2", []string{"127.0.0.1"}, false},
+		{"::1", []string{"127.0.0.1"}, false},
+		{"::", []string{"0.0.0.0"}, false},
+		{"0.0.0.0", []string{"127.0.0.1"}, false},
+	} {
+		var ours []net.IP
+		for _, o := range c.ours {
+			ours = append(ours, ip(o))
+		}
+		if got := overlaps(ip(c.theirs), ours); got != c.shares {
+			t.Errorf("a listener at %s beside ours at %v: shares %v, want %v", c.theirs, c.ours, got, c.shares)
+		}
+	}
 }
