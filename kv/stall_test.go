@@ -30,10 +30,11 @@ func TestTheStallRule(t *testing.T) {
 
 	// With a Bound: a read that fails within it marks nothing; one the
 	// store leaves unanswered past it (the Bound's or the caller's
-	// deadline, whichever is first) marks the store stalled, and the
+	// deadline, whichever is first, once it waited stallEvidence) marks
+	// the store stalled, and the
 	// next is refused at once without reaching the store, until the
 	// store answers again (the probe).
-	for _, callerBound := range []time.Duration{0, 100 * time.Millisecond} {
+	for _, callerBound := range []time.Duration{0, 250 * time.Millisecond} {
 		kv, st := stallingKV(t, 400*time.Millisecond)
 		failing := errors.New("refused by the store")
 		if err := call(kv, context.Background(), func(context.Context) error { return failing }); err != failing {
