@@ -35,11 +35,7 @@ func TestClusterKVCallWaitsHalfWhatIsLeft(t *testing.T) {
 	defer cancel()
 	gw := memberWithLease(t, ctx, 1, etcd.Endpoint, pg.DSN, "5s")
 	late := deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "timeoutMs": 2000, "capabilities": ["kvRead"], "code": %q}`, lateKVHandler))
-	out, err := binary(ctx, "retainer-token", "--sub", "bob").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, answer := clusterCall(t, "POST", gw.api+"/executions", strings.TrimSpace(string(out)), fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	status, answer := clusterCall(t, "POST", gw.api+"/executions", tokenFor(t, ctx, "bob"), fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
 	var dep struct{ ExecutionID string }
 	if json.Unmarshal([]byte(answer), &dep) != nil || status != 200 {
 		t.Fatalf("bob's deploy: %d %s", status, answer)

@@ -29,11 +29,7 @@ func TestAcknowledgedFirstDeploysSurviveKill9(t *testing.T) {
 	const n = 8
 	toks := make([]string, n)
 	for i := range n {
-		out, err := binary(ctx, "retainer-token", "--sub", fmt.Sprintf("newcomer-%d", i)).Output()
-		if err != nil {
-			t.Fatalf("retainer-token: %v", err)
-		}
-		toks[i] = strings.TrimSpace(string(out))
+		toks[i] = tokenFor(t, ctx, fmt.Sprintf("newcomer-%d", i))
 	}
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -87,11 +83,7 @@ func TestFirstDeploysKilledMidwayAreWholeOrNone(t *testing.T) {
 	const n = 16
 	toks := make([]string, n+1)
 	for i := range toks {
-		out, err := binary(ctx, "retainer-token", "--sub", fmt.Sprintf("midway-%d", i)).Output()
-		if err != nil {
-			t.Fatalf("retainer-token: %v", err)
-		}
-		toks[i] = strings.TrimSpace(string(out))
+		toks[i] = tokenFor(t, ctx, fmt.Sprintf("midway-%d", i))
 	}
 	const code = `{"retainHandles": true, "timeoutMs": 5000, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`
 	// The bystander is toks[n].
@@ -167,11 +159,7 @@ func TestARestoredOrResetStoreServesNoDeletedHandle(t *testing.T) {
 	config := exampleConfig(t, path)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, err := binary(ctx, "retainer-token", "--sub", "victim").Output()
-	if err != nil {
-		t.Fatalf("retainer-token: %v", err)
-	}
-	tok := strings.TrimSpace(string(out))
+	tok := tokenFor(t, ctx, "victim")
 	const code = `{"retainHandles": true, "timeoutMs": 5000, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`
 	deploy := func(gw *gateway) string {
 		status, body := call(t, "POST", gw.api+"/executions", tok, code)
@@ -251,11 +239,7 @@ func TestStartsKilledMidwayLoseNoAnsweredDeploy(t *testing.T) {
 	const n = 6
 	toks := make([]string, n+1)
 	for i := range toks {
-		out, err := binary(ctx, "retainer-token", "--sub", fmt.Sprintf("killed-start-%d", i)).Output()
-		if err != nil {
-			t.Fatalf("retainer-token: %v", err)
-		}
-		toks[i] = strings.TrimSpace(string(out))
+		toks[i] = tokenFor(t, ctx, fmt.Sprintf("killed-start-%d", i))
 	}
 	const code = `{"retainHandles": true, "timeoutMs": 5000, "code": "let n = 0; export default { fetch() { return Response.json({served: ++n}) } }"}`
 	deploy := func(tok string) string {
