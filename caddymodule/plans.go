@@ -174,6 +174,9 @@ type tenantPlans struct {
 	wmu sync.Mutex // serializes record's read, compare and write
 	mu  sync.RWMutex
 	of  map[string]planRecord
+	// telling counts the cuts being told in the background (tellCut), so
+	// the meter's close waits for them.
+	telling sync.WaitGroup
 }
 
 func openTenantPlans(st store.Store) *tenantPlans {
@@ -271,8 +274,39 @@ func (t *tenantPlans) remember(tenant string, r planRecord) {
 // them again.
 const cutsTable = "plans.cuts.v1"
 
+// cutTellWait is the longest a refusal waits for its cut to be told
+// (tellCut): the refusal itself is decided from memory, and the telling,
+// which reads and writes cutsTable, finishes in the background past it
+// (docs/usage.md). A store that answers tells within it, so the entry is
+// in the log when the refusal is answered; a stalled PostgreSQL held the
+// first refusal of each handle a day for its read and write bounds, 6.5 s.
+const cutTellWait = 100 * time.Millisecond
+
+// tellCut tells handle id ("" the API) of tenant of its cut by limit
+// today (tell) unless a gateway already did (firstCut), waiting for that
+// at most cutTellWait; the rest goes on in the background.
+func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
+	done := make(chan struct{})
+	t.telling.Add(1)
+	go func() {
+		defer t.telling.Done()
+		defer close(done)
+		if t.firstCut(tenant, day, id, limit) {
+			tell()
+		}
+	}()
+	wait := time.NewTimer(cutTellWait)
+	defer wait.Stop()
+	select {
+	case <-done:
+	case <-wait.C:
+	}
+}
+
 // firstCut answers whether handle id ("" the API) of tenant is told of its
-// cut by limit today for the first time, and records that it is.
+// cut by limit today for the first time, and records that it is. A read
+// that fails counts as none (the cut is told, maybe twice after a
+// restart); it runs behind the refusal (tellCut).
 func (t *tenantPlans) firstCut(tenant, day, id, limit string) bool {
 	key := []byte(day + tenant + "\x00" + id + "\x00" + limit)
 	ctx := context.Background()
@@ -354,13 +388,18 @@ func (rt *runtime) admit(registry, id, tenant string) error {
 	c.logged[id] = true
 	m.mu.Unlock()
 	msg := fmt.Sprintf("The tenant's plan allows %s; it is refused until the UTC day ends (%s).", limit, until.Format(time.RFC3339))
-	if first && m.plans.firstCut(key, now.Format(time.DateOnly), id, limit) {
-		if id == "" {
-			rt.logger.Load().Info("a tenant reached its plan's daily limit",
-				zap.String("registry", registry), zap.String("tenant", tenant), zap.String("limit", limit))
-		} else if l := rt.logs.Load(); l != nil {
-			l.Append(key, id, logstore.Entry{Time: now, Level: "system", Message: msg})
-		}
+	if first {
+		// Memory decided the refusal; whether a gateway told this handle
+		// already is PostgreSQL's word in a cluster, which a visitor does
+		// not wait for past cutTellWait.
+		m.plans.tellCut(key, now.Format(time.DateOnly), id, limit, func() {
+			if id == "" {
+				rt.logger.Load().Info("a tenant reached its plan's daily limit",
+					zap.String("registry", registry), zap.String("tenant", tenant), zap.String("limit", limit))
+			} else if l := rt.logs.Load(); l != nil {
+				l.Append(key, id, logstore.Entry{Time: now, Level: "system", Message: msg})
+			}
+		})
 	}
 	return &fault.Fault{Code: fault.QuotaExceeded, Message: msg, Cause: &quotaCut{until: until}}
 }
