@@ -157,10 +157,16 @@ func newRuntime(a *App) (*runtime, error) {
 	// The gateway's side of the workers' kv caches (kv/cache): what each
 	// worker may hold, and what a write must drop from the others.
 	kvCache := cache.NewGateway(cache.GatewayConfig{
-		Apply: func(ctx context.Context, tenant, id string, writes []cache.Write) error {
+		Apply: func(ctx context.Context, tenant, id string, due time.Time, writes []cache.Write) error {
 			s := rt.store
 			if s == nil {
 				return fault.New(fault.Overloaded, "The gateway is starting.")
+			}
+			if !due.IsZero() {
+				// What was left of the writing invocation's bound as
+				// the batch left the worker: the writes wait for the
+				// store within half of it (handles' kvWait).
+				ctx = program.WithDue(ctx, due)
 			}
 			ws := make([]handles.KVWrite, len(writes))
 			for i, w := range writes {

@@ -44,8 +44,11 @@ type Config struct {
 	HostCall HostCall
 	// HostCallNow, when set, may answer a host call at once, on the
 	// isolate's goroutine (a worker's kv read cache): ok false sends the
-	// call to HostCall as usual. It must not block.
-	HostCallNow func(runID, op string, args json.RawMessage) (res json.RawMessage, ok bool)
+	// call to HostCall as usual. It must not block. due answers when the
+	// calling activity's bound ends (zero: none), as HostCall's ctx
+	// carries it (program.WithDue): a write answered at once and sent
+	// later carries it to the gateway.
+	HostCallNow func(runID, op string, args json.RawMessage, due func() time.Time) (res json.RawMessage, ok bool)
 }
 
 func (c *Config) defaults() {

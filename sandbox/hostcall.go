@@ -41,13 +41,15 @@ type hostCompletion struct {
 // runtime.
 type hostCalls struct {
 	call        HostCall
-	callNow     func(runID, op string, args json.RawMessage) (json.RawMessage, bool)
+	callNow     func(runID, op string, args json.RawMessage, due func() time.Time) (json.RawMessage, bool)
 	requestBody int
 	wake        func()
 	deliver     func(id int32, ok bool, payload, code string) error
 	// due answers when the current activity's bound ends (zero: none):
-	// each call carries it (program.WithDue).
-	due func() time.Time
+	// each call carries it (program.WithDue). dueNow is dueAt, made once
+	// (a method value passed on each call would be allocated each time).
+	due    func() time.Time
+	dueNow func() time.Time
 
 	mu      sync.Mutex
 	done    []hostCompletion
@@ -66,6 +68,7 @@ type hostCalls struct {
 func (h *hostCalls) init(cfg *Config, wake func(), deliver func(id int32, ok bool, payload, code string) error) {
 	h.call, h.callNow, h.requestBody = cfg.HostCall, cfg.HostCallNow, cfg.Limits.RequestBody
 	h.wake, h.deliver = wake, deliver
+	h.dueNow = h.dueAt
 }
 
 // reading answers whether a body read is in flight: a wait of the loop's is
@@ -88,7 +91,15 @@ func (h *hostCalls) now(args []*v8.Value) (json.RawMessage, bool) {
 	if limit, _ := hostArgsBound(op, h.requestBody); len(raw) > limit {
 		return nil, false // host.call refuses it with its message
 	}
-	return now(h.runID, op, raw)
+	return now(h.runID, op, raw, h.dueNow)
+}
+
+// dueAt answers when the current activity's bound ends (zero: none).
+func (h *hostCalls) dueAt() time.Time {
+	if h.due == nil {
+		return time.Time{}
+	}
+	return h.due()
 }
 
 // start is host.call(op, argsJSON, id): it starts the call and returns at
@@ -114,7 +125,7 @@ func (h *hostCalls) start(args []*v8.Value) error {
 	runID := h.runID
 	h.pending++
 	if now := h.callNow; now != nil {
-		if res, ok := now(runID, op, raw); ok {
+		if res, ok := now(runID, op, raw, h.dueNow); ok {
 			// Settled on the loop's next turn, like any answer, but with
 			// no goroutine and no wake-up in between.
 			h.mu.Lock()

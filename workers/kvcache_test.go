@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/kv/cache"
@@ -42,7 +43,7 @@ func (h *kvHost) serve(_ context.Context, _, _, op string, args json.RawMessage)
 }
 
 // writes is the gateway's Store.KVWrites, in memory.
-func (h *kvHost) writes(_ context.Context, _, _ string, writes []cache.Write) error {
+func (h *kvHost) writes(_ context.Context, _, _ string, _ time.Time, writes []cache.Write) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range writes {

@@ -97,3 +97,95 @@ func TestClusterKVCallWaitsHalfWhatIsLeft(t *testing.T) {
 		t.Fatalf("the late reader after the pause: %d %q, want its closure kept (ok 3 or later)", status, body)
 	}
 }
+
+// lateWriteHandler (a 2 s bound) writes kv once on its first visit (the
+// worker learns its space then, so later writes are answered at once in
+// the worker and sent in a batch), then on each visit waits 1.2 s and
+// writes a key etcd must check; its closure counts its visits.
+const lateWriteHandler = `let served = 0; export default { async fetch(req, env) {
+	const n = ++served;
+	if (n > 1) await new Promise(r => setTimeout(r, 1200));
+	await env.kv.put('k' + Math.random(), 'v');
+	return new Response('ok ' + n) } }`
+
+// A kv write the worker answered at once and sent in its batch carries
+// what was left of its invocation's bound (kv/cache's batch frame), and
+// the gateway waits for etcd at most half of it, as for a kv call
+// (docs/cluster.md, "Failures"): a handler with a 2 s bound that writes
+// 1.2 s in, with etcd SIGSTOPped, is answered 503 OVERLOADED, the
+// spec's answer for a write not made durable, before its bound, its
+// closure kept (before, the batch's write waited half the whole bound, 1
+// s, and the invocation passed its bound: 504 TIMEOUT, its isolate
+// disposed, its count started again). Bob's closure, another tenant's,
+// is served throughout.
+func TestClusterKVBatchedWriteWaitsHalfWhatIsLeft(t *testing.T) {
+	etcd := etcdtest.StartProcess(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := memberWithLease(t, ctx, 1, etcd.Endpoint, pg.DSN, "5s")
+	late := deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "timeoutMs": 2000, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, lateWriteHandler))
+	status, answer := clusterCall(t, "POST", gw.api+"/executions", tokenFor(t, ctx, "bob"), fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+	var dep struct{ ExecutionID string }
+	if json.Unmarshal([]byte(answer), &dep) != nil || status != 200 {
+		t.Fatalf("bob's deploy: %d %s", status, answer)
+	}
+	bob := dep.ExecutionID
+	if status, body := visitKey(t, 1, late); status != 200 || body != "ok 1" {
+		t.Fatalf("the late writer before the pause: %d %q", status, body)
+	}
+	if status, body := visitKey(t, 1, bob); status != 200 || body != "1" {
+		t.Fatalf("bob before the pause: %d %q", status, body)
+	}
+
+	etcd.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			etcd.Resume()
+		}
+	}()
+	type answered struct {
+		status int
+		body   string
+		took   time.Duration
+	}
+	lateDone := make(chan answered, 1)
+	go func() {
+		started := time.Now()
+		status, body := visitKey(t, 1, late)
+		lateDone <- answered{status, body, time.Since(started)}
+	}()
+	n := 1
+	var got answered
+	for waiting := true; waiting; {
+		select {
+		case got = <-lateDone:
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+			n++
+			if status, body := visitKey(t, 1, bob); status != 200 || body != fmt.Sprint(n) {
+				t.Errorf("bob's visit %d with etcd paused: %d %q", n, status, body)
+			}
+		}
+	}
+	etcd.Resume()
+	resumed = true
+	if got.status != 503 || !strings.Contains(got.body, "OVERLOADED") || got.took >= 2*time.Second {
+		t.Fatalf("the late writer with etcd paused: %d %q after %v, want 503 OVERLOADED before its 2 s bound", got.status, got.body, got.took.Round(time.Millisecond))
+	}
+	t.Logf("the late writer with etcd paused: %d %q after %v; bob served %d times meanwhile", got.status, got.body, got.took.Round(time.Millisecond), n-1)
+	var body string
+	for try := 0; try < 20; try++ {
+		if status, body = visitKey(t, 1, late); status == 200 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.HasPrefix(body, "ok ") || body == "ok 1" {
+		t.Fatalf("the late writer after the pause: %d %q, want its closure kept (ok 3 or later)", status, body)
+	}
+	if status, body := visitKey(t, 1, bob); status != 200 || body != fmt.Sprint(n+1) {
+		t.Fatalf("bob after the pause: %d %q, want %d", status, body, n+1)
+	}
+}

@@ -11,6 +11,7 @@ package hostcache
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // Peer is one worker as the gateway's side of a cache sees it. It is
@@ -50,8 +51,10 @@ type Gateway interface {
 // programs goes through it.
 type Worker interface {
 	// Now answers a host call at once, on the isolate's own thread, when
-	// it can (ok false: send it through Call). It never waits.
-	Now(id, op string, args json.RawMessage) (res json.RawMessage, ok bool)
+	// it can (ok false: send it through Call). It never waits. due
+	// answers when the calling invocation's bound ends (zero: not known):
+	// what is sent later on the call's behalf carries what is left of it.
+	Now(id, op string, args json.RawMessage, due func() time.Time) (res json.RawMessage, ok bool)
 	// Call serves a host call, through roundTrip to the gateway (which
 	// answers the gateway side's note) when the cache cannot.
 	Call(ctx context.Context, id, op string, args json.RawMessage, roundTrip func() (res, note json.RawMessage, err error)) (json.RawMessage, error)

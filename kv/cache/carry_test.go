@@ -25,7 +25,7 @@ type sentFrame struct {
 func carryingWorker(t *testing.T, next chan struct{}) (*Worker, chan sentFrame) {
 	frames := make(chan sentFrame, 16)
 	g := NewGateway(GatewayConfig{
-		Apply: func(_ context.Context, _, _ string, writes []Write) error {
+		Apply: func(_ context.Context, _, _ string, _ time.Time, writes []Write) error {
 			for _, w := range writes {
 				if w.Key == "refused" {
 					return fault.New(fault.QuotaExceeded, "over the quota")
@@ -78,7 +78,7 @@ func carryingWorker(t *testing.T, next chan struct{}) (*Worker, chan sentFrame) 
 
 func put(t *testing.T, c *Worker, id, key string) {
 	t.Helper()
-	if _, ok := c.writeNow(id, "kv.put", json.RawMessage(`{"key":"`+key+`","value":"1"}`)); !ok {
+	if _, ok := c.writeNow(id, "kv.put", json.RawMessage(`{"key":"`+key+`","value":"1"}`), time.Time{}); !ok {
 		t.Fatal("the write was not answered at once")
 	}
 }
@@ -169,7 +169,7 @@ func TestWriteAloneIsSentAfterTheHold(t *testing.T) {
 // The gateway releases a carried answer only when every write of its id in
 // the batch was applied.
 func TestGatewayCarryReleasesOnlyApplied(t *testing.T) {
-	g := NewGateway(GatewayConfig{Apply: func(_ context.Context, _, _ string, writes []Write) error {
+	g := NewGateway(GatewayConfig{Apply: func(_ context.Context, _, _ string, _ time.Time, writes []Write) error {
 		for _, w := range writes {
 			if w.Key == "refused" {
 				return fault.New(fault.QuotaExceeded, "over the quota")

@@ -16,8 +16,11 @@ type GatewayConfig struct {
 	// Apply applies kv writes of run or handle id, hosted by a worker of
 	// tenant ("" when shared), in order, each checked as the kv.put or
 	// kv.delete host call it stands for; the first refused ends them with
-	// its error. Without it a worker's batch is refused.
-	Apply func(ctx context.Context, tenant, id string, writes []Write) error
+	// its error. due is when the bound of the invocation that made the
+	// first of them ends (the earliest, zero: not known): the store is
+	// waited for within half what is left of it, as for a kv call (docs/
+	// cluster.md, "Failures"). Without it a worker's batch is refused.
+	Apply func(ctx context.Context, tenant, id string, due time.Time, writes []Write) error
 	// SpaceOf names the kv key space of run or handle id ("" for none)
 	// and whether the id may read and write it. Workers cache reads only
 	// of ids that may read, under this name. Without it nothing is cached.
@@ -156,10 +159,14 @@ func (g *Gateway) apply(ctx context.Context, p hostcache.Peer, writes []BatchWri
 		id := writes[applied].ID
 		end := applied
 		seg, keys = seg[:0], keys[:0]
+		var due time.Time
 		for end < len(writes) && writes[end].ID == id {
 			w := writes[end]
 			seg = append(seg, w.Write)
 			keys = append(keys, w.Key)
+			if !w.Due.IsZero() && (due.IsZero() || w.Due.Before(due)) {
+				due = w.Due
+			}
 			end++
 		}
 		if id == "" || !p.Holds(id) {
@@ -167,7 +174,7 @@ func (g *Gateway) apply(ctx context.Context, p hostcache.Peer, writes []BatchWri
 		}
 		r := g.runOf(id)
 		g.note(p, r, keys...)
-		if err := g.cfg.Apply(ctx, p.Tenant(), id, seg); err != nil {
+		if err := g.cfg.Apply(ctx, p.Tenant(), id, due, seg); err != nil {
 			// The gateway applies a run's writes in order and stops at
 			// the first it refuses; which one is not said, so the run's
 			// writes of this batch count as not applied (they are sent

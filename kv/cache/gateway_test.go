@@ -9,8 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/budgets"
+	"github.com/retainer-gw/retainer/internal/hostcache"
 )
 
 // peer is a worker as the gateway's side sees it, for the unit tests; a
@@ -114,7 +116,7 @@ func TestGatewayTellsOnlyWhoMayHold(t *testing.T) {
 	stored := map[string]string{}
 	var mu sync.Mutex
 	g := NewGateway(GatewayConfig{
-		Apply: func(_ context.Context, _, _ string, writes []Write) error {
+		Apply: func(_ context.Context, _, _ string, _ time.Time, writes []Write) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, w := range writes {
@@ -168,5 +170,67 @@ func TestGatewayTellsOnlyWhoMayHold(t *testing.T) {
 	// A malformed batch is the worker's fault, for its transport to end it.
 	if _, err := g.Batch(context.Background(), writer, []byte{batchVersion, 9}); err == nil {
 		t.Fatal("a malformed batch was taken")
+	}
+}
+
+// A worker's batched writes carry what was left of their invocations'
+// bounds, and each run's writes are applied within the earliest of its
+// own (docs/cluster.md, "Failures"): Apply is given it, per run; a write
+// with none known gives none. The worker's cache takes the due from the
+// call that made the write (Now).
+func TestBatchedWritesCarryTheirBound(t *testing.T) {
+	type applied struct {
+		id  string
+		due time.Time
+	}
+	var got []applied
+	g := NewGateway(GatewayConfig{
+		Apply: func(_ context.Context, _, id string, due time.Time, _ []Write) error {
+			got = append(got, applied{id, due})
+			return nil
+		},
+		SpaceOf: func(id string) (string, bool, bool) { return "s", true, true },
+	})
+	p := &peer{}
+	c := NewWorker(func(frame []byte, carried []hostcache.Answer) ([]byte, error) {
+		return g.Batch(context.Background(), p, frame)
+	}, nil)
+	for _, id := range []string{"a", "b", "c"} {
+		c.spaceOf[id], c.writable[id] = "s", true
+	}
+	now := time.Now()
+	dues := map[string][]time.Time{
+		"a": {now.Add(2 * time.Second), now.Add(800 * time.Millisecond)},
+		"b": {now.Add(5 * time.Second)},
+		"c": {{}},
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		for i, due := range dues[id] {
+			args := json.RawMessage(`{"key":"k` + strconv.Itoa(i) + `","value":"1"}`)
+			if _, ok := c.Now(id, opPut, args, func() time.Time { return due }); !ok {
+				t.Fatalf("%s's write was not answered at once", id)
+			}
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := c.Settle(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("applied %+v, want one call a run", got)
+	}
+	for i, want := range []struct {
+		id   string
+		left time.Duration
+	}{{"a", 800 * time.Millisecond}, {"b", 5 * time.Second}, {"c", 0}} {
+		g := got[i]
+		left := time.Duration(0)
+		if !g.due.IsZero() {
+			left = g.due.Sub(now)
+		}
+		if g.id != want.id || left > want.left+time.Millisecond || left < want.left-200*time.Millisecond {
+			t.Fatalf("apply %d: %s with %v left, want %s with %v", i, g.id, left, want.id, want.left)
+		}
 	}
 }

@@ -45,8 +45,9 @@ type queuedWrite struct {
 	k   cacheKey
 }
 
-// writeNow answers a kv write at once when it can (ok false: send it).
-func (c *Worker) writeNow(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+// writeNow answers a kv write at once when it can (ok false: send it);
+// due is when its invocation's bound ends (zero: not known).
+func (c *Worker) writeNow(id, op string, args json.RawMessage, due time.Time) (json.RawMessage, bool) {
 	if c.send == nil || op != opPut && op != opDelete {
 		return nil, false
 	}
@@ -65,7 +66,7 @@ func (c *Worker) writeNow(id, op string, args json.RawMessage) (json.RawMessage,
 	c.writes[k]++
 	c.inflight[k]++
 	v := json.RawMessage("null")
-	w := BatchWrite{ID: id, Write: Write{Op: op, Key: *a.Key}}
+	w := BatchWrite{ID: id, Due: due, Write: Write{Op: op, Key: *a.Key}}
 	if op == opPut {
 		v, _ = wirejson.Marshal(*a.Value)
 		w.Value = a.Value

@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/wirejson"
@@ -29,10 +30,15 @@ type Write struct {
 	Value *string // nil for a delete
 }
 
-// BatchWrite is one queued write as the batch carries it: the write and
-// whose it is.
+// BatchWrite is one queued write as the batch carries it: the write, whose
+// it is, and when the bound of the invocation that made it ends.
 type BatchWrite struct {
 	ID string // the run or handle that wrote
+	// Due is when the writing invocation's bound ends (zero: not known),
+	// so the gateway waits for the store at most half what is left of it,
+	// as for a kv call the worker sends (wire.HostPost's Left). The frame
+	// carries what is left when it is sent.
+	Due time.Time
 	Write
 }
 
@@ -69,9 +75,11 @@ func (r batchReply) err() error {
 
 // The batch frame (worker → gateway): the writes a worker's flusher sends
 // in one round trip, binary: its own version byte, the count of writes,
-// then each write's run or handle id, its op (a byte: 1 put, 2 delete),
-// its key, and for a put its value; strings are length-prefixed (uvarint)
-// and the count a varint. The gateway decodes it as everything a worker
+// then each write's run or handle id, what was left of its invocation's
+// bound as the frame was made (microseconds, a uvarint; 0 not known, and
+// at least 1 when known), its op (a byte: 1 put, 2 delete), its key, and
+// for a put its value; strings are length-prefixed (uvarint) and the
+// count a varint. The gateway decodes it as everything a worker
 // sends: every length checked against what is left, a frame with bytes
 // left over or missing is malformed, which ends the worker.
 type batch struct {
@@ -79,7 +87,7 @@ type batch struct {
 }
 
 const (
-	batchVersion = 1
+	batchVersion = 2
 	batchPut     = 1
 	batchDelete  = 2
 )
@@ -94,6 +102,7 @@ func (b batch) encode() []byte {
 	}
 	out := make([]byte, 0, size)
 	out = append(out, batchVersion)
+	now := time.Now()
 	out = binary.AppendVarint(out, int64(len(b.Writes)))
 	str := func(s string) {
 		out = binary.AppendUvarint(out, uint64(len(s)))
@@ -101,6 +110,11 @@ func (b batch) encode() []byte {
 	}
 	for _, x := range b.Writes {
 		str(x.ID)
+		left := uint64(0)
+		if !x.Due.IsZero() {
+			left = uint64(max(x.Due.Sub(now).Microseconds(), 1))
+		}
+		out = binary.AppendUvarint(out, left)
 		if x.Op == opDelete {
 			out = append(out, batchDelete)
 			str(x.Key)
@@ -125,15 +139,22 @@ func (b *batch) decode(data []byte) error {
 		return errMalformed
 	}
 	r.b = r.b[1:]
-	// Each write takes at least 3 bytes (an empty id, the op, an empty key).
+	// Each write takes at least 4 bytes (an empty id, no time left, the
+	// op, an empty key).
 	n, k := binary.Varint(r.b)
-	if k <= 0 || n < 0 || n > int64(len(r.b[k:])/3) {
+	if k <= 0 || n < 0 || n > int64(len(r.b[k:])/4) {
 		return errMalformed
 	}
 	r.b = r.b[k:]
 	b.Writes = make([]BatchWrite, 0, n)
+	now := time.Now()
 	for i := int64(0); i < n && !r.bad; i++ {
 		x := BatchWrite{ID: r.str()}
+		if left := r.uvarint(); left > 0 && left <= maxLeft {
+			x.Due = now.Add(time.Duration(left) * time.Microsecond)
+		} else if left > maxLeft {
+			r.bad = true
+		}
 		var op byte
 		if len(r.b) > 0 {
 			op, r.b = r.b[0], r.b[1:]
@@ -156,10 +177,25 @@ func (b *batch) decode(data []byte) error {
 	return nil
 }
 
+// maxLeft is the most time left a batch's write may claim (a day, in
+// microseconds): a run's bound is far shorter, and a larger number is a
+// malformed frame.
+const maxLeft = uint64(24 * time.Hour / time.Microsecond)
+
 // reader reads the batch frame's strings; the first malformed one sets bad.
 type reader struct {
 	b   []byte
 	bad bool
+}
+
+func (r *reader) uvarint() uint64 {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[k:]
+	return n
 }
 
 func (r *reader) str() string {

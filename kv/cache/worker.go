@@ -123,13 +123,18 @@ func NewWorker(send func(frame []byte, carried []hostcache.Answer) ([]byte, erro
 var _ hostcache.Worker = (*Worker)(nil)
 
 // Now answers a kv call at once when it can: a read from the cache, a
-// write into the queue. It never waits.
-func (c *Worker) Now(id, op string, args json.RawMessage) (json.RawMessage, bool) {
+// write into the queue, which carries what is left of its invocation's
+// bound (due) to the gateway. It never waits.
+func (c *Worker) Now(id, op string, args json.RawMessage, due func() time.Time) (json.RawMessage, bool) {
 	switch op {
 	case opGet:
 		return c.lookup(id, args)
 	case opPut, opDelete:
-		return c.writeNow(id, op, args)
+		var d time.Time
+		if due != nil {
+			d = due()
+		}
+		return c.writeNow(id, op, args, d)
 	}
 	return nil, false
 }

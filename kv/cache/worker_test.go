@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/retainer-gw/retainer/fault"
 	"github.com/retainer-gw/retainer/internal/hostcache"
@@ -31,10 +32,10 @@ func TestWhenSettledWaitsForTheWrites(t *testing.T) {
 	c.spaceOf["a"], c.writable["a"] = "s", true
 	c.spaceOf["b"], c.writable["b"] = "s", true
 	c.mu.Unlock()
-	if _, ok := c.writeNow("a", "kv.put", json.RawMessage(`{"key":"k","value":"1"}`)); !ok {
+	if _, ok := c.writeNow("a", "kv.put", json.RawMessage(`{"key":"k","value":"1"}`), time.Time{}); !ok {
 		t.Fatal("the write was not answered at once")
 	}
-	if _, ok := c.writeNow("b", "kv.put", json.RawMessage(`{"key":"refused","value":"1"}`)); !ok {
+	if _, ok := c.writeNow("b", "kv.put", json.RawMessage(`{"key":"refused","value":"1"}`), time.Time{}); !ok {
 		t.Fatal("the write was not answered at once")
 	}
 	gotA, gotB := make(chan error, 1), make(chan error, 1)
