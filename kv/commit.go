@@ -69,7 +69,7 @@ func (kv *KV) commitOnce() bool {
 	kv.commitStarted = time.Time{}
 	kv.commits++
 	if err == nil {
-		kv.stalled = time.Time{} // the store answers again
+		kv.unmark() // the store answers again
 	}
 	if err != nil {
 		// The writes are lost: reads no longer see them, usage is read

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -75,11 +76,17 @@ type KV struct {
 	Bound time.Duration
 
 	commitStarted time.Time // when the commit under way began (zero: none); kv.mu
-	// stalled is when a write's read of the store last went unanswered
-	// within its bound (zero: the store answers); kv.mu. While set, the
-	// writes that need a store read are refused at once and one probe
-	// (probe) reads the store until it answers again.
-	stalled time.Time
+	// stalled is when the gateway's own read of the store began that
+	// the store left unanswered for stallEvidence (zero: the store
+	// answers); kv.mu. While set, the calls that need a store read are
+	// refused at once and one probe (probe) reads the store until it
+	// answers again. marked is cancelled when it is set, cutting short
+	// the reads then waiting (a new one once it is cleared); checking
+	// says the gateway's read (check) is under way. All kv.mu.
+	stalled  time.Time
+	marked   context.Context
+	mark     context.CancelFunc
+	checking bool
 	commits uint64 // commits ended, failed ones included; kv.mu
 }
 
@@ -108,6 +115,7 @@ func NewKV(w *store.Writer, quota int64) (*KV, error) {
 		pending: map[string]pendingWrite{}, usage: map[string]int64{}, touched: map[string]string{}, owners: map[string]uint64{},
 		spaces: map[string]uint64{},
 		wake:   make(chan struct{}, 1), done: make(chan struct{})}
+	kv.marked, kv.mark = context.WithCancel(context.Background())
 	go kv.commitLoop()
 	return kv, nil
 }

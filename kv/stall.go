@@ -19,52 +19,95 @@ func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc
 
 // readStore runs read, a call that must reach the store for ns's space
 // (a get, a listing, a write's check of what it replaces), under the
-// stall rule, applied here only: it is refused at once while another's
-// read went unanswered (stallRefusal), it waits for the store within the
-// bound (storeCtx), and one left unanswered past its bound marks the
-// store stalled (noteStall), so that the calls after it are refused at
-// once rather than each waiting as long. kv.mu is held, and released
-// while read runs.
+// stall rule, applied here only: it is refused at once while the store
+// is marked stalled (stallRefusal), it waits for the store within the
+// bound (storeCtx), and one still unanswered after suspectAfter has the
+// gateway read the store itself (check), which marks the store stalled
+// if that read too goes unanswered for stallEvidence; the mark cuts short
+// the reads then waiting and refuses the calls after them at once, rather
+// than each waiting as long. No caller's deadline marks anything: the
+// evidence is the gateway's own read, whose wait no tenant chooses
+// (docs/cluster.md, "Failures"). kv.mu is held, and released while read
+// runs.
 func (kv *KV) readStore(ctx context.Context, ns []byte, read func(ctx context.Context) error) error {
 	if err := kv.stallRefusal(); err != nil {
 		return err
 	}
+	if kv.Bound <= 0 {
+		kv.mu.Unlock()
+		err := read(context.WithoutCancel(ctx))
+		kv.mu.Lock()
+		return err
+	}
+	marked := kv.marked
 	kv.mu.Unlock()
-	rctx, cancel := kv.storeCtx(ctx)
-	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, kv.Bound)
+	unmarked := context.AfterFunc(marked, cancel)
+	space := string(ns)
+	suspect := time.AfterFunc(suspectAfter, func() { kv.check(space) })
 	err := read(rctx)
-	// A read cut short by its caller's own deadline (a call made with
-	// little of its invocation's bound left, or from a handle with a short
-	// bound) says nothing of the store, and the mark refuses every
-	// tenant's reads: only one the store left unanswered for
-	// stallEvidence marks it.
-	expired := rctx.Err() == context.DeadlineExceeded && time.Since(start) >= min(kv.Bound, stallEvidence)
+	suspect.Stop()
+	unmarked()
 	cancel()
 	kv.mu.Lock()
-	if err != nil && expired {
-		kv.noteStall(ns)
+	if err != nil && marked.Err() != nil && !kv.stalled.IsZero() {
+		// Cut short by the mark: say so, as the calls after it will.
+		return notAnswered(kv.stalled)
 	}
 	return err
 }
 
-// stallEvidence is how long a read must have waited, unanswered, to mark
-// the store stalled (readStore). A tenant chooses how long its own reads
-// may wait (half what is left of its invocation's bound), so a mark from a
-// read cut short at a wait shorter than the store's real answer time
-// would refuse every tenant's reads, the store answering them in time (the
-// second red team: etcd answering in 130 ms, a handler with a 240 ms bound
-// reading in a loop kept a bystander's reads refused, 1,828 of 1,845). A
-// read must wait 200 ms unanswered, a little under the 250 ms a default
-// invocation's first read waits: a store that slow fails everyone's reads
-// soon anyway; a paused etcd leaves every read so.
-const stallEvidence = 200 * time.Millisecond
+// suspectAfter is how long a read waits unanswered before the gateway
+// reads the store itself (check): a store that answers does so in a few
+// milliseconds, and the check costs one read at a time.
+const suspectAfter = 50 * time.Millisecond
 
-// stallRefusal refuses a call that must read the store while another's
-// read of it went unanswered: this one would wait as long. A worker's
-// batch holds several runs' writes, each applied in turn, and a handle's
-// invocations run one at a time; were each to wait out its bound, the
-// last would pass its run's bound (TIMEOUT, its isolate disposed) however
-// short the stall (docs/cluster.md, "Failures"). kv.mu is held.
+// stallEvidence is how long the gateway's own read (check) must wait,
+// unanswered, to mark the store stalled. It is the gateway's number, not
+// a tenant's: before, a tenant's read cut short by its own deadline after
+// 200 ms marked the store, so a tenant whose reads waited 200-250 ms (a
+// handle bound of 400-500 ms) could keep every tenant's reads refused
+// while the store answered within the 250 ms a default invocation's first
+// read waits (the second red team's handler did so at 100 ms, with etcd
+// answering in 130 ms). At 250 ms a store that answers that default read
+// in time is never marked, and a paused etcd is marked within
+// suspectAfter + stallEvidence of a read's start.
+const stallEvidence = 250 * time.Millisecond
+
+// check reads the store (ns's usage) as the gateway's own read, within
+// stallEvidence (or the bound, if shorter), one at a time, and marks the
+// store stalled if it goes unanswered as long (markStall).
+func (kv *KV) check(ns string) {
+	kv.mu.Lock()
+	if kv.closed || kv.checking || !kv.stalled.IsZero() {
+		kv.mu.Unlock()
+		return
+	}
+	kv.checking = true
+	kv.mu.Unlock()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), min(kv.Bound, stallEvidence))
+	_, err := kv.storedUsage(ctx, []byte(ns))
+	unanswered := err != nil && ctx.Err() == context.DeadlineExceeded
+	cancel()
+	kv.mu.Lock()
+	kv.checking = false
+	if !unanswered || kv.closed || !kv.stalled.IsZero() {
+		kv.mu.Unlock()
+		return
+	}
+	kv.stalled = start
+	kv.mark()
+	kv.mu.Unlock()
+	kv.probe([]byte(ns))
+}
+
+// stallRefusal refuses a call that must read the store while it is
+// marked stalled: this one would wait as long. A worker's batch holds
+// several runs' writes, each applied in turn, and a handle's invocations
+// run one at a time; were each to wait out its bound, the last would pass
+// its run's bound (TIMEOUT, its isolate disposed) however short the stall
+// (docs/cluster.md, "Failures"). kv.mu is held.
 func (kv *KV) stallRefusal() error {
 	if kv.stalled.IsZero() {
 		return nil
@@ -73,22 +116,23 @@ func (kv *KV) stallRefusal() error {
 }
 
 // notAnswered refuses a call because the store has not answered since
-// then (a read went unanswered, or the commit under way began).
+// then (the gateway's read went unanswered, or the commit under way
+// began).
 func notAnswered(since time.Time) error {
 	return fault.New(fault.Overloaded, "The kv store has not answered for %v; retry shortly.", time.Since(since).Round(100*time.Millisecond))
 }
 
-// noteStall records that a read of ns's space went unanswered within its
-// bound and starts the probe. kv.mu is held.
-func (kv *KV) noteStall(ns []byte) {
-	if kv.Bound > 0 && kv.stalled.IsZero() && !kv.closed {
-		kv.stalled = time.Now()
-		go kv.probe(ns)
+// unmark clears the stall mark: the store answered. kv.mu is held.
+func (kv *KV) unmark() {
+	if kv.stalled.IsZero() {
+		return
 	}
+	kv.stalled = time.Time{}
+	kv.marked, kv.mark = context.WithCancel(context.Background())
 }
 
 // probe reads the store (ns's usage), each read within the bound, until
-// it answers or the KV closes, then lets writes read it again.
+// it answers or the KV closes, then lets calls read it again.
 func (kv *KV) probe(ns []byte) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), kv.Bound)
@@ -96,7 +140,7 @@ func (kv *KV) probe(ns []byte) {
 		cancel()
 		kv.mu.Lock()
 		if err == nil || kv.closed {
-			kv.stalled = time.Time{}
+			kv.unmark()
 			kv.mu.Unlock()
 			return
 		}

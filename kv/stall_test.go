@@ -28,14 +28,17 @@ func TestTheStallRule(t *testing.T) {
 		}
 	}
 
-	// With a Bound: a read that fails within it marks nothing; one the
-	// store leaves unanswered past it (the Bound's or the caller's
-	// deadline, whichever is first, once it waited stallEvidence) marks
-	// the store stalled, and the
-	// next is refused at once without reaching the store, until the
-	// store answers again (the probe).
-	for _, callerBound := range []time.Duration{0, 250 * time.Millisecond} {
-		kv, st := stallingKV(t, 400*time.Millisecond)
+	// With a Bound: a read that fails within it marks nothing. With the
+	// store stalled, a read still unanswered after suspectAfter has the
+	// gateway read the store itself; that read unanswered for
+	// stallEvidence marks the store stalled, whatever the caller's
+	// deadline: a read with none is cut short by the mark (refused as
+	// the next ones are), one whose short deadline passed first fails by
+	// it, and the mark follows all the same. The next read is refused at
+	// once without reaching the store, until the store answers again (the
+	// probe).
+	for _, callerBound := range []time.Duration{0, 120 * time.Millisecond} {
+		kv, st := stallingKV(t, 1500*time.Millisecond)
 		failing := errors.New("refused by the store")
 		if err := call(kv, context.Background(), func(context.Context) error { return failing }); err != failing {
 			t.Fatalf("a read that failed at once: %v", err)
@@ -51,9 +54,17 @@ func TestTheStallRule(t *testing.T) {
 		}
 		err := call(kv, ctx, storeRead(kv))
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
+		if callerBound == 0 && (!isOverloaded(err) || !strings.Contains(err.Error(), "has not answered")) {
+			t.Fatalf("no caller's bound: a read of the stalled store: %v, want it cut short by the mark", err)
+		}
+		if callerBound > 0 && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("caller's bound %v: a read of the stalled store: %v", callerBound, err)
 		}
+		waitfor.Until(t, 10*time.Second, "the store marked stalled", func() bool {
+			kv.mu.Lock()
+			defer kv.mu.Unlock()
+			return !kv.stalled.IsZero()
+		})
 		reached = 0
 		err = call(kv, context.Background(), count)
 		if !isOverloaded(err) || !strings.Contains(err.Error(), "has not answered") || reached != 0 {
