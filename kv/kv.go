@@ -87,7 +87,7 @@ type KV struct {
 	marked   context.Context
 	mark     context.CancelFunc
 	checking bool
-	commits uint64 // commits ended, failed ones included; kv.mu
+	commits  uint64 // commits ended, failed ones included; kv.mu
 }
 
 // failedBatch is a commit that failed: writes from..to are lost.
