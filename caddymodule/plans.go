@@ -170,17 +170,21 @@ func (r planRecord) replacedBy(ok bool, plan string, issued int64) bool {
 // cluster's other gateways write it too), written when a token issued
 // later than the recorded one names a plan.
 type tenantPlans struct {
-	st  store.Store
-	wmu sync.Mutex // serializes record's read, compare and write
-	mu  sync.RWMutex
-	of  map[string]planRecord
-	// telling counts the cuts being told in the background (tellCut), so
-	// the meter's close waits for them.
-	telling sync.WaitGroup
+	st store.Store
+	mu sync.RWMutex
+	of map[string]planRecord
+	// rmu guards recording: each tenant whose record is being written
+	// (closed when done), so a tenant's records run one at a time and
+	// no tenant's waits for another's.
+	rmu       sync.Mutex
+	recording map[string]chan struct{}
+	// behind counts the records written and the cuts told in the
+	// background (record, tellCut), so the meter's close waits for them.
+	behind sync.WaitGroup
 }
 
 func openTenantPlans(st store.Store) *tenantPlans {
-	t := &tenantPlans{st: st, of: map[string]planRecord{}}
+	t := &tenantPlans{st: st, of: map[string]planRecord{}, recording: map[string]chan struct{}{}}
 	t.load()
 	return t
 }
@@ -219,18 +223,62 @@ func (t *tenantPlans) recorded(tenant string) (planRecord, bool) {
 	return r, ok
 }
 
+// recordWait is the longest an API call waits for its token's plan to be
+// recorded (record): a store that answers records it well within it, so
+// the call's plan check holds the new plan; past it (PostgreSQL stalled)
+// the call goes on with the plan memory holds and the record finishes in
+// the background (docs/usage.md). Before, each call waited for its read
+// and write, behind every other tenant's record under one lock: the k-th
+// call of a stall waited about k × 1.5 s.
+const recordWait = 250 * time.Millisecond
+
 // record records that tenant's token issued at issued (Unix seconds, 0
 // for none) named plan ("" for none), if that changes what is recorded
-// (planRecord.replacedBy). Memory answers first: its records are never
-// later than the store's, so a token that does not replace them does not
-// replace the store's either. The write is conditional on the row the
-// store holds, so two gateways recording at once keep the later token's.
+// (planRecord.replacedBy), waiting for it at most recordWait. Memory
+// answers first: its records are never later than the store's, so a
+// token that does not replace them does not replace the store's either.
+// A tenant's records are written one at a time (a call that finds one
+// under way waits for it, within the same bound, and then writes its own
+// if that one did not record its token); other tenants' are not waited
+// for.
 func (t *tenantPlans) record(tenant, plan string, issued int64) {
-	if r, ok := t.recorded(tenant); !r.replacedBy(ok, plan, issued) {
-		return
+	deadline := time.Now().Add(recordWait)
+	for try := 0; try < 2; try++ {
+		if r, ok := t.recorded(tenant); !r.replacedBy(ok, plan, issued) {
+			return
+		}
+		t.rmu.Lock()
+		c := t.recording[tenant]
+		if c == nil {
+			c = make(chan struct{})
+			t.recording[tenant] = c
+			t.behind.Add(1)
+			go func() {
+				defer t.behind.Done()
+				defer func() {
+					t.rmu.Lock()
+					delete(t.recording, tenant)
+					t.rmu.Unlock()
+					close(c)
+				}()
+				t.write(tenant, plan, issued)
+			}()
+		}
+		t.rmu.Unlock()
+		wait := time.NewTimer(time.Until(deadline))
+		select {
+		case <-c:
+			wait.Stop()
+		case <-wait.C:
+			return
+		}
 	}
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
+}
+
+// write reads tenant's row and writes plan, issued to it if they replace
+// it. The write is conditional on the row the store holds, so two
+// gateways recording at once keep the later token's.
+func (t *tenantPlans) write(tenant, plan string, issued int64) {
 	ctx := context.Background()
 	key := []byte(tenant)
 	for try := 0; try < 3; try++ {
@@ -287,9 +335,9 @@ const cutTellWait = 100 * time.Millisecond
 // at most cutTellWait; the rest goes on in the background.
 func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 	done := make(chan struct{})
-	t.telling.Add(1)
+	t.behind.Add(1)
 	go func() {
-		defer t.telling.Done()
+		defer t.behind.Done()
 		defer close(done)
 		if t.firstCut(tenant, day, id, limit) {
 			tell()

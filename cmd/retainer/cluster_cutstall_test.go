@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,4 +157,131 @@ func TestClusterFirstCutWhilePostgreSQLIsPaused(t *testing.T) {
 		t.Fatalf("cora's usage: %s, want her 3 visits served", body)
 	}
 	t.Logf("bea visited %d times, each 200 and counted once", beaVisits)
+}
+
+// An API call whose token names a plan later than the one recorded
+// records it in PostgreSQL (plans.v1), and waits for that at most 250 ms
+// (docs/usage.md, "How the data plane knows a tenant's plan"): four
+// tenants' first calls naming a plan, at once while PostgreSQL is
+// SIGSTOPped, are each answered 200 within 1 s (before, the records ran
+// one after another under one lock, each waiting for its read's 1.5 s:
+// the last answered after ~6 s). Once PostgreSQL resumes, each tenant's
+// next call records its plan, which then holds: two visits served, the
+// third refused. A bystander with no plan is visited throughout, each
+// visit 200 and counted once by its closure.
+func TestClusterPlanRecordsWhilePostgreSQLIsPaused(t *testing.T) {
+	srv := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "isolation tenant", "isolation shared", 1)
+	s = strings.Replace(s, "retainer {", `retainer {
+		plans {
+			tiny {
+				requests_per_day 2
+			}
+		}`, 1)
+	if err := os.WriteFile(config, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startMemberAt(t, ctx, 1, config)
+	deployAs := func(tok string) string {
+		status, answer := clusterCall(t, "POST", gw.api+"/executions", tok, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
+		var dep struct{ ExecutionID string }
+		if json.Unmarshal([]byte(answer), &dep) != nil || status != 200 || dep.ExecutionID == "" {
+			t.Fatalf("deploying: %d %s", status, answer)
+		}
+		return dep.ExecutionID
+	}
+	// The tenants deploy with tokens naming no plan (nothing recorded).
+	const tenants = 4
+	ids := make([]string, tenants)
+	planned := make([]string, tenants)
+	for i := range ids {
+		sub := fmt.Sprintf("rec%d", i)
+		ids[i] = deployAs(tokenFor(t, ctx, sub))
+		out, err := binary(ctx, "retainer-token", "--sub", sub, "--plan", "tiny").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		planned[i] = strings.TrimSpace(string(out))
+	}
+	bystander := deployAs(tokenFor(t, ctx, "dot"))
+	dotVisits := 0
+	visitDot := func(when string) {
+		dotVisits++
+		if status, body := visitKey(t, 1, bystander); status != 200 || body != fmt.Sprint(dotVisits) {
+			t.Errorf("dot's visit %d %s: %d %q", dotVisits, when, status, body)
+		}
+	}
+	visitDot("before the pause")
+
+	pg.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			pg.Resume(t)
+		}
+	}()
+	stop := make(chan struct{})
+	dotDone := make(chan struct{})
+	go func() {
+		defer close(dotDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			visitDot("with PostgreSQL paused")
+		}
+	}()
+	const bound = time.Second
+	var wg sync.WaitGroup
+	for i := range planned {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started := time.Now()
+			status, body := clusterCall(t, "GET", gw.api+"/handles", planned[i], "")
+			took := time.Since(started)
+			if status != 200 || took > bound {
+				t.Errorf("rec%d's first call naming a plan with PostgreSQL paused: %d %q after %v, want 200 within %v", i, status, body, took.Round(time.Millisecond), bound)
+				return
+			}
+			t.Logf("rec%d's first call naming a plan with PostgreSQL paused: 200 after %v", i, took.Round(time.Millisecond))
+		}()
+	}
+	wg.Wait()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-dotDone
+	pg.Resume(t)
+	resumed = true
+
+	// Each tenant's next call records its plan (its first did not reach
+	// PostgreSQL, or did behind the answer): then it holds.
+	for i, tok := range planned {
+		if !waitfor.Within(20*time.Second, func() bool {
+			status, _ := clusterCall(t, "GET", gw.api+"/handles", tok, "")
+			return status == 200
+		}) {
+			t.Fatalf("rec%d's call once PostgreSQL resumed", i)
+		}
+		for v := 1; v <= 2; v++ {
+			if status, body := visitKey(t, 1, ids[i]); status != 200 || body != fmt.Sprint(v) {
+				t.Fatalf("rec%d's visit %d on its plan: %d %q", i, v, status, body)
+			}
+		}
+		if status, body := visitKey(t, 1, ids[i]); status != 429 {
+			t.Fatalf("rec%d's third visit on a plan of 2 a day: %d %q, want 429 (its plan recorded)", i, status, body)
+		}
+	}
+	visitDot("after the pause")
+	t.Logf("dot visited %d times, each 200 and counted once", dotVisits)
 }
