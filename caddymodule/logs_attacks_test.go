@@ -147,60 +147,84 @@ func logFlood(t *testing.T, extraGlobal string) flood {
 }
 
 // One busy handle, alone, answers 6,000 visits from 32 connections as
-// fast as they go (each visit a console and a request entry): at least
-// 90% of its request entries are stored (before pages and their bound of
-// their own, 64 KiB waiting a handle held ~500 of them, and 27-88% of a
-// busy handle's request entries were left out at bench load).
+// fast as they go (each visit a console and a request entry), in rounds of
+// 1,000: every request entry is stored, and every console entry is stored
+// or counted in the handle's note of what was left out. A round's request
+// entries (~90 KiB) fit the handle's own bound for them whether or not the
+// writer commits during the round (64 KiB waiting a handle, console
+// entries included, held ~500 before pages, and 27-88% of a busy handle's
+// request entries were left out at bench load). The rounds are the point:
+// within a round nothing depends on how fast the store commits. Visited
+// in one stream, the 256 KiB bound holds ~200 ms of the handle's entries
+// at 14,000 visits a second, and a store whose commit took longer (a
+// loaded disk's sync, the machine at load 20) lost the excess, as
+// docs/logs.md says it does (3,777 of 6,000 stored, once, in CI); a
+// reading of its log before each round commits what waits of it.
 func TestBusyHandleKeepsItsRequestEntries(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), ""), "caddyfile")
 	alice := token(t, "alice", allScopes)
 	id := deploy(t, alice, counter, nil)
 	from := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	const sent, conns = 6000, 32
+	const sent, round, conns = 6000, 1000, 32
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", httpPort))
 		}}}
 	defer c.CloseIdleConnections()
 	var next, failed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < conns; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := next.Add(1); n <= sent; n = next.Add(1) {
-				res, err := c.Get(site(id+".apps.localhost", fmt.Sprintf("/v%d", n)))
-				if err != nil {
-					failed.Add(1)
-					continue
+	var took time.Duration
+	for r := int64(1); r <= sent/round; r++ {
+		readLogs(t, alice, id, "?limit=1") // commits what waits of the handle
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; i < conns; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := next.Add(1); n <= r*round; n = next.Add(1) {
+					res, err := c.Get(site(id+".apps.localhost", fmt.Sprintf("/v%d", n)))
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != 200 {
+						failed.Add(1)
+					}
 				}
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if res.StatusCode != 200 {
-					failed.Add(1)
-				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		took += time.Since(start)
+		next.Store(r * round)
 	}
-	wg.Wait()
-	took := time.Since(start)
 	if failed.Load() > 0 {
 		t.Fatalf("%d of %d visits failed", failed.Load(), sent)
 	}
-	requests, console := 0, 0
+	requests, console, noted := 0, 0, 0
+	leftOut := regexp.MustCompile(`^([0-9]+) log entries of this handle were left out of the stored log`)
 	for _, e := range readAllLogs(t, alice, id, from) {
 		switch {
 		case e.Level == "request":
 			requests++
 		case e.Level == "log" && strings.HasPrefix(e.Message, "visit "):
 			console++
+		case e.Level == "system":
+			if m := leftOut.FindStringSubmatch(e.Message); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				noted += n
+			}
 		}
 	}
-	t.Logf("%d visits in %v (%.0f/s): %d request entries, %d console entries stored", sent, took, float64(sent)/took.Seconds(), requests, console)
-	if requests < sent*9/10 {
+	t.Logf("%d visits in rounds of %d in %v (%.0f/s): %d request entries, %d console entries stored, %d noted as left out",
+		sent, round, took, float64(sent)/took.Seconds(), requests, console, noted)
+	if requests != sent {
 		t.Fatalf("a busy handle alone stored %d request entries of %d visits", requests, sent)
+	}
+	if console+noted != sent {
+		t.Fatalf("%d visits: %d console entries stored and %d noted as left out", sent, console, noted)
 	}
 }
 
