@@ -89,6 +89,7 @@ var notCaps = map[string]string{
 	"kv/cache/queue.go MaxCarriedAnswer":        "the largest answer carried with writes (a batching knob): a larger one goes on its own, nothing refused",
 	"workers/wire/write.go maxSpare":            "the largest write buffer kept for reuse: a larger one is dropped, nothing refused",
 	"sandbox/child/serve.go maxReplyBuffer":     "the largest answer buffer a worker keeps for reuse: a larger one is dropped, nothing refused",
+	"kv/cache/wire.go maxLeft":                  "the most time left a batch's write may claim (a day): a larger claim is a malformed frame; the wait itself is bounded by the kv store's own bound",
 }
 
 // A cap is a row of budgets, so that the table in docs/architecture.md
