@@ -21,7 +21,7 @@ func (kv *KV) storeCtx(ctx context.Context) (context.Context, context.CancelFunc
 // (a get, a listing, a write's check of what it replaces), under the
 // stall rule, applied here only: it is refused at once while the store
 // is marked stalled (stallRefusal), it waits for the store within the
-// bound (storeCtx), and one still unanswered after suspectAfter has the
+// Bound and the caller's deadline, and one still unanswered after suspectAfter has the
 // gateway read the store itself (check), which marks the store stalled
 // if that read too goes unanswered for stallEvidence; the mark cuts short
 // the reads then waiting and refuses the calls after them at once, rather
@@ -76,7 +76,8 @@ const stallEvidence = 250 * time.Millisecond
 
 // check reads the store (ns's usage) as the gateway's own read, within
 // stallEvidence (or the bound, if shorter), one at a time, and marks the
-// store stalled if it goes unanswered as long (markStall).
+// store stalled if it goes unanswered as long: the reads waiting are cut
+// short (marked), and the probe reads until the store answers.
 func (kv *KV) check(ns string) {
 	kv.mu.Lock()
 	if kv.closed || kv.checking || !kv.stalled.IsZero() {
