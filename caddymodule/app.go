@@ -179,8 +179,9 @@ type App struct {
 	onStart []func(*runtime)
 	// claims are the ports this config serves (startlock.go).
 	claims []string
-	// checked are the served ports sharedListeners has checked.
-	checked map[int]bool
+	// checked are the served ports sharedListeners has checked, by
+	// network and port ("tcp/443", "udp/443").
+	checked map[string]bool
 	// ready closes once Start has wired the handlers (awaitStart).
 	ready chan struct{}
 }
@@ -310,6 +311,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// another process holds refuses a start here too, at once (OpenBolt
 	// would wait 5 s for its lock while deploys answered 503), but not
 	// `caddy validate` beside a running gateway (startlock.go).
+	// Two starts on one store at the same instant: the store's claim
+	// refuses the later at once (startlock.go).
+	if err := a.claimStore(); err != nil {
+		return fmt.Errorf("retainer: %w", err)
+	}
 	if _, held := runtimes.References(a.storeKey()); !held && !a.clustered() {
 		err := store.CheckBolt(a.Store)
 		if errors.Is(err, store.ErrLocked) {
@@ -327,7 +333,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// bound before the apps provision) that another process listens on
 	// too refuses the start (startlock.go).
 	if !validating() {
-		if err := sharedListeners(nil, ""); err != nil {
+		if err := sharedListeners(nil, "tcp", ""); err != nil {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}
