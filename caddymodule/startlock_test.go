@@ -181,7 +181,11 @@ func TestADualStackOrNamedListenAddressIsChecked(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "which would take part of this gateway's connections")
 	}
 	v4 := anotherProcessListens(t, "tcp4", "127.0.0.1:0")
-	v6 := anotherProcessListens(t, "tcp6", "[::1]:0")
+	v6 := 0 // no IPv6 here: its cases are left out
+	if probe, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		probe.Close()
+		v6 = anotherProcessListens(t, "tcp6", "[::1]:0")
+	}
 	udp := anotherProcessListens(t, "udp4", "127.0.0.1:0")
 	for _, c := range []struct {
 		port          int
@@ -200,6 +204,9 @@ func TestADualStackOrNamedListenAddressIsChecked(t *testing.T) {
 		{udp, "tcp", "", false},
 		{v4, "udp", "", false},
 	} {
+		if c.port == 0 {
+			continue
+		}
 		if err := sharedListeners([]int{c.port}, c.network, c.host); refused(err) != c.refuses {
 			t.Errorf("a gateway served at %s %s beside another process's listener on its port: %v (refuses: %v)", c.network, net.JoinHostPort(c.host, strconv.Itoa(c.port)), err, c.refuses)
 		}
