@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // A reload's new HTTP server may take connections before the new config's
@@ -176,3 +179,59 @@ func (failStart) Start() error {
 func (failStart) Stop() error { return nil }
 
 func init() { caddy.RegisterModule(failStart{}) }
+
+// A reload's config, provisioned and not started (Caddy had started its
+// HTTP app, not yet its retainer app, or another app's Start failed
+// before it), on the running gateway's store: its handler answers a
+// visitor at once from the running config's runtime and registry, with
+// the bystander's next count; it waited for a start that never came,
+// then answered 503 "starting".
+func TestAReloadsHandlerServesBeforeItsAppStarts(t *testing.T) {
+	config := gatewayConfig(filepath.Join(t.TempDir(), "registry.db"), "")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	id := deployCounter(t, token(t, "bystander", allScopes))
+	url := site(id+".apps.localhost", "/")
+	first := served(t, do(t, "GET", url, "", nil))
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(config), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Provisioned, never started (Caddy gives no way to cancel it: its
+	// claims stay counted in this test process, which holds them anyway).
+	ctx, err := caddy.ProvisionContext(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpApp, err := ctx.App("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := false
+	for name, srv := range httpApp.(*caddyhttp.App).Servers {
+		reqCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		req := httptest.NewRequestWithContext(reqCtx, "GET", url, nil)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		cancel()
+		if !strings.Contains(rec.Body.String(), "served") && !strings.Contains(rec.Body.String(), "starting") {
+			continue // not the server of the handle's site
+		}
+		answered = true
+		var m struct{ Served int }
+		json.Unmarshal(rec.Body.Bytes(), &m)
+		if rec.Code != 200 || m.Served != first+1 {
+			t.Fatalf("server %s of a config not started: %d %s (the count before: %d)", name, rec.Code, rec.Body, first)
+		}
+	}
+	if !answered {
+		t.Fatal("no server of the provisioned config answered the handle's site")
+	}
+	if got := served(t, do(t, "GET", url, "", nil)); got != first+2 {
+		t.Fatalf("the running gateway's next count: %d, want %d", got, first+2)
+	}
+}
