@@ -101,6 +101,7 @@ func (h *API) Provision(ctx caddy.Context) error {
 		rt.ai.Set(h.Registry, ai)
 		h.live.rt.Store(rt)
 		h.live.reg.Store(reg)
+		rt.wired.Store(h.Registry, reg)
 		if rt.cluster != nil {
 			rt.cluster.mu.Lock()
 			rt.cluster.apis[h.Registry] = h
@@ -168,7 +169,7 @@ func (h *API) Validate() error {
 
 // ServeHTTP answers the API; it never calls next.
 func (h *API) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if h.live.reg.Load() == nil {
+	if h.live.reg.Load() == nil && !h.live.fromRunning(h.app, h.Registry) {
 		h.app.awaitStart(r)
 	}
 	if h.live.reg.Load() == nil {

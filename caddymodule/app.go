@@ -179,8 +179,9 @@ type App struct {
 	onStart []func(*runtime)
 	// claims are the ports this config serves (startlock.go).
 	claims []string
-	// checked are the served ports sharedListeners has checked.
-	checked map[int]bool
+	// checked are the served ports sharedListeners has checked, by
+	// network and port ("tcp/443", "udp/443").
+	checked map[string]bool
 	// ready closes once Start has wired the handlers (awaitStart).
 	ready chan struct{}
 }
@@ -323,11 +324,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}
+	// Two starts on one store at the same instant both pass CheckBolt
+	// (neither holds the lock yet): the store's claim refuses the later
+	// at once (startlock.go).
+	if err := a.claimStore(); err != nil {
+		return fmt.Errorf("retainer: %w", err)
+	}
 	// A port this process listens on (at a start, the admin endpoint,
 	// bound before the apps provision) that another process listens on
 	// too refuses the start (startlock.go).
 	if !validating() {
-		if err := sharedListeners(nil, ""); err != nil {
+		if err := sharedListeners(nil, "tcp", ""); err != nil {
 			return fmt.Errorf("retainer: %w", err)
 		}
 	}
@@ -433,6 +440,44 @@ func (a *App) awaitStart(r *http.Request) {
 	}
 }
 
+// liveRegistry is the runtime another config of this process started on
+// this config's store and its registry name, as that config's handlers
+// were wired to it (nil, nil if there is none: a first start, a reload
+// onto another store, a cluster). A reload's handlers serve from it
+// before their own config starts, at once, instead of waiting for the
+// start (awaitStart): their config shares that runtime and that registry
+// once it starts, and a reload that fails (another app's Start, after
+// Caddy's HTTP app took connections on the new listeners) leaves them
+// as they are, so its visitors are answered as the running config's
+// listeners answer them, not 503 "starting" (docs/decisions.md, "One
+// gateway a store and a port").
+func (a *App) liveRegistry(name string) (*runtime, *handles.Registry) {
+	if a.clustered() {
+		return nil, nil
+	}
+	key := a.storeKey()
+	var rt *runtime
+	runtimes.Range(func(k, v any) bool {
+		if k == key {
+			rt, _ = v.(*runtime)
+			return false
+		}
+		return true
+	})
+	if rt == nil {
+		return nil, nil
+	}
+	select {
+	case <-rt.closing:
+		return nil, nil
+	default:
+	}
+	if reg, ok := rt.wired.Load(name); ok {
+		return rt, reg.(*handles.Registry)
+	}
+	return nil, nil
+}
+
 // Stop is a no-op; Cleanup releases the runtime (after the next config, if
 // any, has taken it).
 func (a *App) Stop() error { return nil }
@@ -490,6 +535,20 @@ func (a *App) registry(rt *runtime, name string) *handles.Registry {
 type started struct {
 	rt  atomic.Pointer[runtime]
 	reg atomic.Pointer[handles.Registry]
+}
+
+// fromRunning wires a handler whose config has not started to the
+// running config's runtime and registry of the same store (liveRegistry),
+// unless its own start has wired it meanwhile, and reports whether it is
+// wired.
+func (l *started) fromRunning(a *App, name string) bool {
+	rt, reg := a.liveRegistry(name)
+	if reg == nil {
+		return false
+	}
+	l.rt.CompareAndSwap(nil, rt)
+	l.reg.CompareAndSwap(nil, reg)
+	return true
 }
 
 // errStarting answers requests that arrive before the app has started (Caddy

@@ -76,8 +76,10 @@ func (h *Retainer) Provision(ctx caddy.Context) error {
 	h.hostLabel = parseHostLabel(h.Key)
 	h.live = new(started)
 	h.app.whenStarted(func(rt *runtime) {
+		reg := h.app.registry(rt, h.Registry)
 		h.live.rt.Store(rt)
-		h.live.reg.Store(h.app.registry(rt, h.Registry))
+		h.live.reg.Store(reg)
+		rt.wired.Store(h.Registry, reg)
 		if rt.cluster != nil {
 			rt.cluster.mu.Lock()
 			rt.cluster.data[h.Registry] = h
@@ -131,7 +133,7 @@ var hopByHop = map[string]bool{
 
 // ServeHTTP serves a visitor's request with the handle.
 func (h *Retainer) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if h.live.reg.Load() == nil {
+	if h.live.reg.Load() == nil && !h.live.fromRunning(h.app, h.Registry) {
 		h.app.awaitStart(r)
 	}
 	if h.live.reg.Load() == nil {

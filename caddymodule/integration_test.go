@@ -32,9 +32,18 @@ import (
 	"github.com/retainer-gw/retainer/workers"
 )
 
+// listenHelper is the test binary's subcommand that listens as another
+// process would (listenAsAnotherProcess, set where Linux's SO_REUSEPORT is).
+const listenHelper = "retainer-test-listen"
+
+var listenAsAnotherProcess func(network, addr string)
+
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == workers.Subcommand {
 		child.Main()
+	}
+	if len(os.Args) > 3 && os.Args[1] == listenHelper && listenAsAnotherProcess != nil {
+		listenAsAnotherProcess(os.Args[2], os.Args[3])
 	}
 	caddytest.Default.AdminPort = adminPort
 	// A load stops the last test's gateway (its workers, a 1 s grace

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,11 @@ type runtime struct {
 	logger atomic.Pointer[zap.Logger]
 	app    atomic.Pointer[App]
 	events atomic.Pointer[eventSink]
+
+	// wired are the registries the handlers of a started config were
+	// wired to, by name: a reload's handlers serve from them until their
+	// own config starts (App.liveRegistry).
+	wired sync.Map
 
 	// console decides which handlers' console lines reach Caddy's log
 	// (consolelog.go).

@@ -3,4 +3,4 @@
 package caddymodule
 
 // sharedListeners checks nothing where /proc/net is not.
-func sharedListeners(ports []int, host string) error { return nil }
+func sharedListeners(ports []int, network, host string) error { return nil }

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -18,7 +20,9 @@ import (
 //
 //   - on a store another process holds (store.CheckBolt answers
 //     store.ErrLocked at once; app.go), where it served 503 "starting"
-//     for the 5 s OpenBolt waits for the lock, then failed;
+//     for the 5 s OpenBolt waits for the lock, then failed; or another
+//     gateway has claimed while its config provisioned (claimStore), so
+//     that of two started at the same instant the later is refused;
 //   - on a port another Retainer gateway serves, which Caddy would let
 //     it bind beside the first (it listens with SO_REUSEPORT so that its
 //     own reloads overlap) and take half its connections.
@@ -87,29 +91,71 @@ func (a *App) claimListen(ctx caddy.Context) error {
 			a.claims = append(a.claims, k.key)
 		}
 		// Another process on the port, not a Retainer gateway (a plain
-		// Caddy), would share it all the same.
-		if na, err := caddy.ParseNetworkAddress(addr); err == nil && strings.HasPrefix(na.Network, "tcp") {
+		// Caddy), would share it all the same; and its UDP port where the
+		// server answers HTTP/3 on it (Caddy's default for a server with
+		// TLS: its QUIC listener binds with SO_REUSEPORT too).
+		na, err := caddy.ParseNetworkAddress(addr)
+		if err != nil || !strings.HasPrefix(na.Network, "tcp") {
+			continue
+		}
+		networks := []string{na.Network}
+		if len(srv.TLSConnPolicies) > 0 && slices.Contains(srv.Protocols, "h3") {
+			networks = append(networks, "udp"+strings.TrimPrefix(na.Network, "tcp"))
+		}
+		for _, network := range networks {
 			var ports []int
 			for p := na.StartPort; p <= na.EndPort && p > 0; p++ {
-				if !a.checked[int(p)] { // once a config, not each handler
+				k := fmt.Sprintf("%s/%d", network[:3], p)
+				if !a.checked[k] { // once a config, not each handler
 					ports = append(ports, int(p))
+					if a.checked == nil {
+						a.checked = map[string]bool{}
+					}
+					a.checked[k] = true
 				}
 			}
 			if len(ports) == 0 {
 				continue
 			}
-			if a.checked == nil {
-				a.checked = map[int]bool{}
-			}
-			for _, p := range ports {
-				a.checked[p] = true
-			}
-			if err := sharedListeners(ports, na.Host); err != nil {
+			if err := sharedListeners(ports, network, na.Host); err != nil {
 				return fmt.Errorf("listen address %s: %w", addr, err)
 			}
 		}
 	}
 	return nil
+}
+
+// claimStore claims this config's bbolt store for as long as the config
+// lives, as a port is claimed: an abstract socket named by the store
+// file's path, bound in one step while the config provisions, so that of
+// two gateways started at the same instant on one store the later is
+// refused at once. store.CheckBolt's look at the store's lock could not
+// tell them apart: neither holds it until its app starts, so both passed
+// it and the later waited 5 s in Start while its listeners answered 503.
+// Not for `caddy validate`, nor a cluster's store (etcd's).
+func (a *App) claimStore() error {
+	if a.clustered() || validating() {
+		return nil
+	}
+	key := storeClaim(a.Store)
+	if _, _, err := listenClaims.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return lockListen(key, "store "+a.Store)
+	}); err != nil {
+		return err
+	}
+	a.claims = append(a.claims, key)
+	return nil
+}
+
+// storeClaim is the claim's key of the bbolt store at path: its file's
+// path made canonical, a link at the file itself followed.
+func storeClaim(path string) string {
+	path = canonicalFile(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	sum := sha256.Sum256([]byte(path))
+	return "store/" + hex.EncodeToString(sum[:16])
 }
 
 // releaseClaims ends this config's claims (the last config of a port

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
@@ -31,6 +32,9 @@ func lockListen(key, name string) (caddy.Destructor, error) {
 		cred := holder(addr)
 		if cred == nil || int(cred.Uid) != os.Geteuid() {
 			return listenLock{}, nil
+		}
+		if strings.HasPrefix(key, "store/") {
+			return nil, fmt.Errorf("%s is held by another Retainer gateway (pid %d): another gateway runs on this store; stop it first, or give this one a store of its own", name, cred.Pid)
 		}
 		return nil, fmt.Errorf("%s is served by another Retainer gateway (pid %d); stop it first, or give this gateway another port", name, cred.Pid)
 	}
