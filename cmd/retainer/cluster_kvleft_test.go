@@ -29,20 +29,53 @@ const lateKVHandler = `let served = 0; export default { async fetch(req, env) {
 // disposed, its count started again). Bob's closure, another tenant's, is
 // served throughout.
 func TestClusterKVCallWaitsHalfWhatIsLeft(t *testing.T) {
+	late, _, got, n := visitLateWhileEtcdPaused(t, lateKVHandler, `["kvRead"]`)
+	if got.status != 503 || !strings.HasPrefix(got.body, "refused 2: ") {
+		t.Fatalf("the late reader with etcd paused: %d %q after %v, want its own 503 (refused 2: ...) before its 2 s bound", got.status, got.body, got.took.Round(time.Millisecond))
+	}
+	t.Logf("the late reader with etcd paused: %d %q after %v; bob served %d times meanwhile", got.status, got.body, got.took.Round(time.Millisecond), n-1)
+	var status int
+	var body string
+	for try := 0; try < 20; try++ {
+		if status, body = visitKey(t, 1, late); status == 200 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.HasPrefix(body, "ok ") || body == "ok 1" {
+		t.Fatalf("the late reader after the pause: %d %q, want its closure kept (ok 3 or later)", status, body)
+	}
+}
+
+// lateAnswer is how a late kv caller was answered with etcd paused.
+type lateAnswer struct {
+	status int
+	body   string
+	took   time.Duration
+}
+
+// visitLateWhileEtcdPaused deploys code (a 2 s bound, capabilities caps)
+// and bob's counter on one member, visits each once, then SIGSTOPs etcd
+// and visits the late handle once while bob's closure is visited every
+// 50 ms (each visit checked), and resumes etcd once the late visit is
+// answered: it answers the late handle, bob's, the late visit's answer
+// and bob's count.
+func visitLateWhileEtcdPaused(t *testing.T, code, caps string) (late, bob string, got lateAnswer, n int) {
+	t.Helper()
 	etcd := etcdtest.StartProcess(t)
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	gw := memberWithLease(t, ctx, 1, etcd.Endpoint, pg.DSN, "5s")
-	late := deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "timeoutMs": 2000, "capabilities": ["kvRead"], "code": %q}`, lateKVHandler))
+	late = deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "timeoutMs": 2000, "capabilities": %s, "code": %q}`, caps, code))
 	status, answer := clusterCall(t, "POST", gw.api+"/executions", tokenFor(t, ctx, "bob"), fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
 	var dep struct{ ExecutionID string }
 	if json.Unmarshal([]byte(answer), &dep) != nil || status != 200 {
 		t.Fatalf("bob's deploy: %d %s", status, answer)
 	}
-	bob := dep.ExecutionID
+	bob = dep.ExecutionID
 	if status, body := visitKey(t, 1, late); status != 200 || body != "ok 1" {
-		t.Fatalf("the late reader before the pause: %d %q", status, body)
+		t.Fatalf("the late handle before the pause: %d %q", status, body)
 	}
 	if status, body := visitKey(t, 1, bob); status != 200 || body != "1" {
 		t.Fatalf("bob before the pause: %d %q", status, body)
@@ -55,20 +88,14 @@ func TestClusterKVCallWaitsHalfWhatIsLeft(t *testing.T) {
 			etcd.Resume()
 		}
 	}()
-	type answered struct {
-		status int
-		body   string
-		took   time.Duration
-	}
-	lateDone := make(chan answered, 1)
+	lateDone := make(chan lateAnswer, 1)
 	go func() {
 		started := time.Now()
 		status, body := visitKey(t, 1, late)
-		lateDone <- answered{status, body, time.Since(started)}
+		lateDone <- lateAnswer{status, body, time.Since(started)}
 	}()
-	// Bob is visited until the late reader is answered.
-	n := 1
-	var got answered
+	// Bob is visited until the late handle is answered.
+	n = 1
 	for waiting := true; waiting; {
 		select {
 		case got = <-lateDone:
@@ -82,20 +109,7 @@ func TestClusterKVCallWaitsHalfWhatIsLeft(t *testing.T) {
 	}
 	etcd.Resume()
 	resumed = true
-	if got.status != 503 || !strings.HasPrefix(got.body, "refused 2: ") {
-		t.Fatalf("the late reader with etcd paused: %d %q after %v, want its own 503 (refused 2: ...) before its 2 s bound", got.status, got.body, got.took.Round(time.Millisecond))
-	}
-	t.Logf("the late reader with etcd paused: %d %q after %v; bob served %d times meanwhile", got.status, got.body, got.took.Round(time.Millisecond), n-1)
-	var body string
-	for try := 0; try < 20; try++ {
-		if status, body = visitKey(t, 1, late); status == 200 {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.HasPrefix(body, "ok ") || body == "ok 1" {
-		t.Fatalf("the late reader after the pause: %d %q, want its closure kept (ok 3 or later)", status, body)
-	}
+	return late, bob, got, n
 }
 
 // lateWriteHandler (a 2 s bound) writes kv once on its first visit (the
@@ -119,62 +133,12 @@ const lateWriteHandler = `let served = 0; export default { async fetch(req, env)
 // disposed, its count started again). Bob's closure, another tenant's,
 // is served throughout.
 func TestClusterKVBatchedWriteWaitsHalfWhatIsLeft(t *testing.T) {
-	etcd := etcdtest.StartProcess(t)
-	pg := pgtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	gw := memberWithLease(t, ctx, 1, etcd.Endpoint, pg.DSN, "5s")
-	late := deployThrough(t, gw, fmt.Sprintf(`{"retainHandles": true, "timeoutMs": 2000, "capabilities": ["kvRead", "kvWrite"], "code": %q}`, lateWriteHandler))
-	status, answer := clusterCall(t, "POST", gw.api+"/executions", tokenFor(t, ctx, "bob"), fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
-	var dep struct{ ExecutionID string }
-	if json.Unmarshal([]byte(answer), &dep) != nil || status != 200 {
-		t.Fatalf("bob's deploy: %d %s", status, answer)
-	}
-	bob := dep.ExecutionID
-	if status, body := visitKey(t, 1, late); status != 200 || body != "ok 1" {
-		t.Fatalf("the late writer before the pause: %d %q", status, body)
-	}
-	if status, body := visitKey(t, 1, bob); status != 200 || body != "1" {
-		t.Fatalf("bob before the pause: %d %q", status, body)
-	}
-
-	etcd.Pause()
-	resumed := false
-	defer func() {
-		if !resumed {
-			etcd.Resume()
-		}
-	}()
-	type answered struct {
-		status int
-		body   string
-		took   time.Duration
-	}
-	lateDone := make(chan answered, 1)
-	go func() {
-		started := time.Now()
-		status, body := visitKey(t, 1, late)
-		lateDone <- answered{status, body, time.Since(started)}
-	}()
-	n := 1
-	var got answered
-	for waiting := true; waiting; {
-		select {
-		case got = <-lateDone:
-			waiting = false
-		case <-time.After(50 * time.Millisecond):
-			n++
-			if status, body := visitKey(t, 1, bob); status != 200 || body != fmt.Sprint(n) {
-				t.Errorf("bob's visit %d with etcd paused: %d %q", n, status, body)
-			}
-		}
-	}
-	etcd.Resume()
-	resumed = true
+	late, bob, got, n := visitLateWhileEtcdPaused(t, lateWriteHandler, `["kvRead", "kvWrite"]`)
 	if got.status != 503 || !strings.Contains(got.body, "OVERLOADED") || got.took >= 2*time.Second {
 		t.Fatalf("the late writer with etcd paused: %d %q after %v, want 503 OVERLOADED before its 2 s bound", got.status, got.body, got.took.Round(time.Millisecond))
 	}
 	t.Logf("the late writer with etcd paused: %d %q after %v; bob served %d times meanwhile", got.status, got.body, got.took.Round(time.Millisecond), n-1)
+	var status int
 	var body string
 	for try := 0; try < 20; try++ {
 		if status, body = visitKey(t, 1, late); status == 200 {
