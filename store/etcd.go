@@ -39,7 +39,7 @@ var etcdLimits = Limits{Ops: 128, Bytes: 1<<20 + 256<<10}
 // at once.
 const (
 	etcdPage      = 256
-	etcdFirstPage = 4
+	etcdFirstPage = 16
 	etcdPageBytes = 4 << 20
 )
 
