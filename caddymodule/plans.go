@@ -369,7 +369,7 @@ func (t *tenantPlans) firstCut(tenant, day, id, limit string) bool {
 func (t *tenantPlans) sweepCuts() {
 	today := time.Now().UTC().Format(time.DateOnly)
 	var ops []store.Op
-	t.st.Scan(context.Background(), cutsTable, store.Range{}, func(k, _ []byte) bool {
+	t.st.Scan(context.Background(), cutsTable, store.Range{KeysOnly: true}, func(k, _ []byte) bool {
 		if len(k) >= 10 && string(k[:10]) < today {
 			ops = append(ops, store.Delete(cutsTable, store.Copy(k)))
 		}

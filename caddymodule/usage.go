@@ -520,7 +520,7 @@ func (m *usageMeter) loadToday(only map[string]bool) {
 func (m *usageMeter) sweep() {
 	cutoff := time.Now().UTC().Add(-usageRetention).Format(time.DateOnly)
 	var ops []store.Op
-	m.st.Scan(context.Background(), usageTable, store.Range{}, func(k, _ []byte) bool {
+	m.st.Scan(context.Background(), usageTable, store.Range{KeysOnly: true}, func(k, _ []byte) bool {
 		if _, hour, ok := parseUsageKey(k); ok && hour[:10] < cutoff {
 			ops = append(ops, store.Delete(usageTable, store.Copy(k)))
 		}

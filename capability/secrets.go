@@ -164,7 +164,7 @@ func (s *Secrets) Put(ctx context.Context, registry, tenant, name, value string)
 	}
 	if old == nil {
 		n := 0
-		if err := s.w.Scan(ctx, tableSecrets, store.Range{Prefix: secretPrefix(registry, tenant)}, func(_, _ []byte) bool { n++; return true }); err != nil {
+		if err := s.w.Scan(ctx, tableSecrets, store.Range{Prefix: secretPrefix(registry, tenant), KeysOnly: true}, func(_, _ []byte) bool { n++; return true }); err != nil {
 			return SecretInfo{}, err
 		}
 		if n >= budgets.SecretsPerTenant {

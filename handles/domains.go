@@ -300,7 +300,7 @@ func (s *Store) dropStoredClaims(registry, tenant, host string, active []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), storedClaimsBound)
 	defer cancel()
 	var ops []store.Op
-	err := s.w.Scan(ctx, tableDomains, store.Range{Prefix: key(registry, host+"\x00")}, func(k, _ []byte) bool {
+	err := s.w.Scan(ctx, tableDomains, store.Range{Prefix: key(registry, host+"\x00"), KeysOnly: true}, func(k, _ []byte) bool {
 		ops = append(ops, store.Delete(tableDomains, store.Copy(k)))
 		return true
 	})

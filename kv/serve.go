@@ -173,7 +173,12 @@ func (kv *KV) list(ctx context.Context, ns []byte, a kvArgs) (json.RawMessage, e
 	}
 	out := page{Keys: []string{}}
 	full := append(append([]byte{}, ns...), a.Prefix...)
-	err := kv.w.Scan(ctx, tableKV, store.Range{Prefix: full, From: start}, func(k, _ []byte) bool {
+	// Keys only, and no more of them than the answer needs (the cursor's
+	// own key, the page, one more to know there is more): a tenant may
+	// hold 100 MiB in values of 1 MiB, and a list that read them grew the
+	// gateway by GBs (docs/cluster.md, "Listing keys").
+	rng := store.Range{Prefix: full, From: start, Limit: limit + 2, KeysOnly: true}
+	err := kv.w.Scan(ctx, tableKV, rng, func(k, _ []byte) bool {
 		if after != nil && bytes.Equal(k, after) {
 			return true
 		}

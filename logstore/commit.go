@@ -142,7 +142,7 @@ func (s *Store) lastStored(ctx context.Context, hk string, prefix []byte) (key, 
 		return false
 	})
 	if !found {
-		s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Reverse: true, Limit: 1}, func(k, _ []byte) bool {
+		s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Reverse: true, Limit: 1, KeysOnly: true}, func(k, _ []byte) bool {
 			w, q := handleKeyTime(k, len(prefix))
 			last, found = key{w, q}, true
 			return false
@@ -352,7 +352,7 @@ func (s *Store) sweep(order string, cutoff uint64) {
 		// The next tenant with entries, then its entries before the cutoff.
 		var tenant string
 		found := false
-		s.st.Scan(ctx, order, store.Range{From: from, Limit: 1}, func(k, _ []byte) bool {
+		s.st.Scan(ctx, order, store.Range{From: from, Limit: 1, KeysOnly: true}, func(k, _ []byte) bool {
 			tenant, found = parseTenant(k)
 			return false
 		})

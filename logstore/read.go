@@ -185,7 +185,7 @@ func (s *Store) each(ctx context.Context, prefix []byte, from key, oldest uint64
 	// The page holding from (the last whose first key is not after it),
 	// then the pages after it.
 	start = at(from)
-	if err := s.st.Scan(ctx, pages, store.Range{Prefix: prefix, To: append(at(from), 0), Reverse: true, Limit: 1}, func(k, _ []byte) bool {
+	if err := s.st.Scan(ctx, pages, store.Range{Prefix: prefix, To: append(at(from), 0), Reverse: true, Limit: 1, KeysOnly: true}, func(k, _ []byte) bool {
 		start = store.Copy(k)
 		return false
 	}); err != nil {
@@ -275,7 +275,7 @@ func (s *Store) newest(ctx context.Context, prefix []byte, limit int, oldest uin
 		return from, true, nil
 	}
 	// Then the entries stored before pages (keys only; nothing is decoded).
-	err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Limit: need, Reverse: true}, func(k, _ []byte) bool {
+	err := s.st.Scan(ctx, handles, store.Range{Prefix: prefix, Limit: need, Reverse: true, KeysOnly: true}, func(k, _ []byte) bool {
 		when, seq := handleKeyTime(k, len(prefix))
 		if when < oldest {
 			return false

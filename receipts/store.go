@@ -72,7 +72,7 @@ func Open(st store.Store, retention time.Duration, now func() time.Time) (*Store
 		now = time.Now
 	}
 	var old []store.Op
-	if err := st.Scan(context.Background(), oldTable, store.Range{}, func(k, _ []byte) bool {
+	if err := st.Scan(context.Background(), oldTable, store.Range{KeysOnly: true}, func(k, _ []byte) bool {
 		old = append(old, store.Delete(oldTable, store.Copy(k)))
 		return true
 	}); err != nil {

@@ -285,6 +285,9 @@ func (b *Bolt) Scan(_ context.Context, table string, r Range, fn func(k, v []byt
 			if bytes.Compare(k, lo) < 0 || (hi != nil && bytes.Compare(k, hi) >= 0) {
 				break
 			}
+			if r.KeysOnly {
+				v = nil
+			}
 			if (r.Limit > 0 && n >= r.Limit) || !fn(k, v) {
 				break
 			}

@@ -30,8 +30,25 @@ import (
 // request's framing.
 var etcdLimits = Limits{Ops: 128, Bytes: 1<<20 + 256<<10}
 
-// etcdPage is how many keys a Scan reads a round trip.
-const etcdPage = 256
+// etcdPage is the most keys a Scan reads a round trip. A scan that reads
+// values starts at etcdFirstPage keys and sizes each next page from the
+// largest entry of the one before, so a page holds about etcdPageBytes
+// (etcd has no byte limit on a range read, and a value may be 1 MiB): at
+// most 4 times as many keys as the page before, and never fewer than one
+// (docs/cluster.md, "Listing keys"). A keys-only scan reads etcdPage keys
+// at once.
+const (
+	etcdPage      = 256
+	etcdFirstPage = 16
+	etcdPageBytes = 4 << 20
+)
+
+// nextPage is how many keys the page after one of prev keys whose largest
+// entry was most bytes should read.
+func nextPage(prev, most int) int {
+	n := etcdPageBytes / max(most, 1)
+	return max(1, min(n, 4*prev, etcdPage))
+}
 
 // EtcdConfig is how to reach the cluster's etcd.
 type EtcdConfig struct {
@@ -210,9 +227,10 @@ func (e *Etcd) Get(ctx context.Context, table string, key []byte) ([]byte, error
 	return v, nil
 }
 
-// Scan implements Store: pages of etcdPage keys, every page read at the
-// first page's revision, so the whole range is one snapshot unless etcd
-// compacted that revision meanwhile (then the scan fails).
+// Scan implements Store: pages of keys (etcdPage: keys only, or bounded
+// in bytes when it reads values), every page read at the first page's
+// revision, so the whole range is one snapshot unless etcd compacted that
+// revision meanwhile (then the scan fails).
 func (e *Etcd) Scan(ctx context.Context, table string, r Range, fn func(k, v []byte) bool) error {
 	base := e.tableKey(table, nil)
 	lo, hi := bounds(r)
@@ -221,12 +239,19 @@ func (e *Etcd) Scan(ctx context.Context, table string, r Range, fn func(k, v []b
 		to = base + string(hi)
 	}
 	var rev int64
+	size := etcdFirstPage
+	if r.KeysOnly {
+		size = etcdPage
+	}
 	for n := 0; from < to; {
-		page := int64(etcdPage)
+		page := int64(size)
 		if r.Limit > 0 && int64(r.Limit-n) < page {
 			page = int64(r.Limit - n)
 		}
 		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(page)}
+		if r.KeysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
 		if r.Reverse {
 			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 		} else {
@@ -240,11 +265,20 @@ func (e *Etcd) Scan(ctx context.Context, table string, r Range, fn func(k, v []b
 			return err
 		}
 		rev = resp.Header.Revision
+		most := 0
 		for _, kv := range resp.Kvs {
-			if !fn(kv.Key[len(base):], kv.Value) {
+			most = max(most, len(kv.Key)+len(kv.Value))
+			v := kv.Value
+			if r.KeysOnly {
+				v = nil
+			}
+			if !fn(kv.Key[len(base):], v) {
 				return nil
 			}
 			n++
+		}
+		if !r.KeysOnly {
+			size = nextPage(len(resp.Kvs), most)
 		}
 		if !resp.More || len(resp.Kvs) == 0 || (r.Limit > 0 && n >= r.Limit) {
 			return nil

@@ -181,6 +181,9 @@ func (p *Postgres) Get(ctx context.Context, table string, key []byte) ([]byte, e
 func (p *Postgres) Scan(ctx context.Context, table string, r Range, fn func(k, v []byte) bool) error {
 	lo, hi := bounds(r)
 	q := `SELECT k, v FROM retainer_rows WHERE tbl = $1 AND k >= $2`
+	if r.KeysOnly {
+		q = `SELECT k, NULL::bytea FROM retainer_rows WHERE tbl = $1 AND k >= $2`
+	}
 	args := []any{table, lo}
 	if hi != nil {
 		q += ` AND k < $3`

@@ -48,13 +48,16 @@ type Store interface {
 
 // Range selects keys From ≤ k < To (To nil: to the table's end; Prefix
 // set: keys that begin with it, within From and To). Limit > 0 stops after
-// that many keys.
+// that many keys. KeysOnly: Scan's fn gets v nil, and the backend does not
+// read the values at all (a tenant's kv.list over values up to 1 MiB each
+// must not pull them: docs/cluster.md, "Listing keys").
 type Range struct {
-	Prefix  []byte
-	From    []byte
-	To      []byte
-	Reverse bool
-	Limit   int
+	Prefix   []byte
+	From     []byte
+	To       []byte
+	Reverse  bool
+	Limit    int
+	KeysOnly bool
 }
 
 // Limits bound one transaction: operations and conditions together, and

@@ -31,6 +31,7 @@ func Run(t *testing.T, backend Backend) {
 		{"GetPutDelete", testGetPutDelete},
 		{"Scan", testScan},
 		{"ScanPages", testScanPages},
+		{"ScanLargeValues", testScanLargeValues},
 		{"Conditions", testConditions},
 		{"CompareAndSwapRace", testCompareAndSwapRace},
 		{"Fencing", testFencing},
@@ -157,6 +158,20 @@ func testScan(t *testing.T, open func() store.Store) {
 		if got := q(c.r); got != c.want {
 			t.Errorf("scan %+v: %s, want %s", c.r, got, c.want)
 		}
+		// KeysOnly: the same keys, and no values.
+		var only [][]byte
+		r := c.r
+		r.KeysOnly = true
+		s.Scan(ctx, "t", r, func(k, v []byte) bool {
+			if v != nil {
+				t.Errorf("scan %+v: key %q came with %q", r, k, v)
+			}
+			only = append(only, append([]byte{}, k...))
+			return true
+		})
+		if got := fmt.Sprintf("%q", only); got != c.want {
+			t.Errorf("scan %+v: %s, want %s", r, got, c.want)
+		}
 	}
 	// fn answering false stops the scan.
 	n := 0
@@ -218,6 +233,61 @@ func testScanPages(t *testing.T, open func() store.Store) {
 		first, last, count := scan(c.r)
 		if first != c.first || last != c.last || count != c.count {
 			t.Errorf("scan %+v: %d keys %s..%s, want %d %s..%s", c.r, count, first, last, c.count, c.first, c.last)
+		}
+	}
+}
+
+// A scan over values of many sizes, large ones among small ones (etcd
+// sizes its pages by the bytes they read), answers every key once, in
+// order, with its value, forwards and backwards, with and without a limit.
+func testScanLargeValues(t *testing.T, open func() store.Store) {
+	s := opened(t, open)
+	f := claim(t, s, "reg/alice")
+	size := func(i int) int {
+		if i < 10 || (i >= 300 && i < 310) {
+			return 700 << 10
+		}
+		return 1 + i%50
+	}
+	const n = 400
+	var ops []store.Op
+	for i := 0; i < n; i++ {
+		ops = append(ops, store.Put("big", []byte(fmt.Sprintf("k%05d", i)), bytes.Repeat([]byte{byte('a' + i%26)}, size(i))))
+	}
+	if err := store.CommitChunked(ctx, s, []store.Fence{f}, ops); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []store.Range{{}, {Reverse: true}, {Limit: 305}, {From: []byte("k00005"), To: []byte("k00310"), Reverse: true, Limit: 250}} {
+		var got []int
+		err := s.Scan(ctx, "big", r, func(k, v []byte) bool {
+			var i int
+			fmt.Sscanf(string(k), "k%05d", &i)
+			if len(v) != size(i) || v[0] != byte('a'+i%26) {
+				t.Errorf("scan %+v: %s holds %d bytes, want %d", r, k, len(v), size(i))
+			}
+			got = append(got, i)
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int
+		for i := 0; i < n; i++ {
+			if (r.From != nil && i < 5) || (r.To != nil && i >= 310) {
+				continue
+			}
+			want = append(want, i)
+		}
+		if r.Reverse {
+			for a, b := 0, len(want)-1; a < b; a, b = a+1, b-1 {
+				want[a], want[b] = want[b], want[a]
+			}
+		}
+		if r.Limit > 0 && len(want) > r.Limit {
+			want = want[:r.Limit]
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("scan %+v: %d keys, want %d (%v...)", r, len(got), len(want), got[:min(len(got), 20)])
 		}
 	}
 }
