@@ -188,11 +188,11 @@ type tenantPlans struct {
 	stopped bool
 	stopBy  time.Time
 	drained chan struct{} // closed when behind is done, once stopped
-	// tmu guards told: once a stop gave up waiting (stop), no cut is told
-	// any more (the log store closes next), so no row says a handle was
-	// told of a cut its log never got.
-	tmu  sync.RWMutex
-	told bool
+	// tmu guards silenced: once a stop gave up waiting (stop), no cut is
+	// told any more (the log store closes next), so no row says a handle
+	// was told of a cut its log never got.
+	tmu      sync.RWMutex
+	silenced bool
 }
 
 // planWriter writes one tenant's records in the background, one at a
@@ -355,7 +355,7 @@ func (t *tenantPlans) stop() {
 	}
 	wait.Stop()
 	t.tmu.Lock()
-	t.told = true
+	t.silenced = true
 	t.tmu.Unlock()
 }
 
@@ -429,7 +429,7 @@ func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 			return
 		}
 		t.tmu.RLock()
-		if t.told {
+		if t.silenced {
 			t.tmu.RUnlock()
 			return // the log store closes: told after the restart
 		}

@@ -51,16 +51,7 @@ func TestPlanLaterTokenRecordedBehindAnEarlierRecord(t *testing.T) {
 		defer close(done)
 		p.record("alice", "pro", 100) // the tenant's older token, first used
 	}()
-	// The later call must find the earlier record under way.
-	for {
-		p.rmu.Lock()
-		under := p.recording["alice"] != nil
-		p.rmu.Unlock()
-		if under {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitRecording(p, "alice") // the later call finds the earlier record under way
 	s := time.Now()
 	p.record("alice", "small", 200) // the operator's later token
 	t.Logf("the later token's call returned after %v; memory says %q", time.Since(s).Round(time.Millisecond), p.get("alice"))
@@ -76,14 +67,33 @@ func TestPlanLaterTokenRecordedBehindAnEarlierRecord(t *testing.T) {
 	if got := p.get("alice"); got != "small" {
 		t.Fatalf("alice's plan in memory after tokens pro@100 then small@200: %q, want small", got)
 	}
-	// An older token queued behind a later one changes nothing.
+	// An older token queued behind a later one's record changes nothing.
 	q := openTenantPlans(slowStore{st, 50 * time.Millisecond})
-	go q.record("bob", "small", 300)
+	later := make(chan struct{})
+	go func() {
+		defer close(later)
+		q.record("bob", "small", 300)
+	}()
+	waitRecording(q, "bob")
 	q.record("bob", "pro", 100)
+	<-later
 	q.stop()
 	q.load()
 	if got := q.get("bob"); got != "small" {
 		t.Fatalf("bob's plan after tokens small@300 then pro@100: %q, want small", got)
+	}
+}
+
+// waitRecording waits until tenant's record is being written in p.
+func waitRecording(p *tenantPlans, tenant string) {
+	for {
+		p.rmu.Lock()
+		under := p.recording[tenant] != nil
+		p.rmu.Unlock()
+		if under {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
