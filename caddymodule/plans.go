@@ -425,7 +425,8 @@ func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 	key := []byte(day + tenant + "\x00" + id + "\x00" + limit)
 	if !t.start(func() {
 		defer close(done)
-		if t.cutTold(key) {
+		told, answered := t.cutTold(key)
+		if told {
 			return
 		}
 		t.tmu.RLock()
@@ -435,7 +436,9 @@ func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 		}
 		tell()
 		t.tmu.RUnlock()
-		t.st.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(cutsTable, key, []byte{1})}})
+		if answered {
+			t.st.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(cutsTable, key, []byte{1})}})
+		}
 	}) {
 		return
 	}
@@ -447,12 +450,15 @@ func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 	}
 }
 
-// cutTold answers whether the cut key (cutsTable) was told already. A
-// read that fails counts as none (the cut is told, maybe twice after a
-// restart); it runs behind the refusal (tellCut).
-func (t *tenantPlans) cutTold(key []byte) bool {
+// cutTold answers whether the cut key (cutsTable) was told already, and
+// whether the store answered. A read that fails counts as none: the cut
+// is told (maybe twice after a restart) and its row not written, since a
+// store that does not answer would take the row's write and apply it once
+// it resumes, when the entry, waiting in the log store, may be lost with
+// a stop (docs/usage.md). It runs behind the refusal (tellCut).
+func (t *tenantPlans) cutTold(key []byte) (told, answered bool) {
 	v, err := t.st.Get(context.Background(), cutsTable, key)
-	return err == nil && v != nil
+	return err == nil && v != nil, err == nil
 }
 
 // sweepCuts deletes the records of days before today.
