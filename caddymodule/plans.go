@@ -173,18 +173,39 @@ type tenantPlans struct {
 	st store.Store
 	mu sync.RWMutex
 	of map[string]planRecord
-	// rmu guards recording: each tenant whose record is being written
-	// (closed when done), so a tenant's records run one at a time and
-	// no tenant's waits for another's.
+	// rmu guards recording: each tenant whose records are being written
+	// (record), so a tenant's records run one at a time and no tenant's
+	// waits for another's.
 	rmu       sync.Mutex
-	recording map[string]chan struct{}
+	recording map[string]*planWriter
 	// behind counts the records written and the cuts told in the
-	// background (record, tellCut), so the meter's close waits for them.
-	behind sync.WaitGroup
+	// background (record, tellCut), so a stop waits for them (stop).
+	// smu guards stopped and each behind.Add: nothing is added once a
+	// stop began, so no Add races its Wait (a WebSocket's admit runs
+	// while the runtime stops).
+	behind  sync.WaitGroup
+	smu     sync.Mutex
+	stopped bool
+	stopBy  time.Time
+	drained chan struct{} // closed when behind is done, once stopped
+	// tmu guards silenced: once a stop gave up waiting (stop), no cut is
+	// told any more (the log store closes next), so no row says a handle
+	// was told of a cut its log never got.
+	tmu      sync.RWMutex
+	silenced bool
+}
+
+// planWriter writes one tenant's records in the background, one at a
+// time: next is the latest token waiting (rmu held), done is closed when
+// the writer has written every token it was given and stops.
+type planWriter struct {
+	next    planRecord
+	waiting bool
+	done    chan struct{}
 }
 
 func openTenantPlans(st store.Store) *tenantPlans {
-	t := &tenantPlans{st: st, of: map[string]planRecord{}, recording: map[string]chan struct{}{}}
+	t := &tenantPlans{st: st, of: map[string]planRecord{}, recording: map[string]*planWriter{}}
 	t.load()
 	return t
 }
@@ -237,42 +258,105 @@ const recordWait = 250 * time.Millisecond
 // (planRecord.replacedBy), waiting for it at most recordWait. Memory
 // answers first: its records are never later than the store's, so a
 // token that does not replace them does not replace the store's either.
-// A tenant's records are written one at a time (a call that finds one
-// under way waits for it, within the same bound, and then writes its own
-// if that one did not record its token); other tenants' are not waited
-// for.
+// A tenant's records are written one at a time by one writer in the
+// background; a call that finds one under way gives it its token to
+// write next (the latest of those waiting, by iat), so a later token is
+// never dropped behind an earlier one's record, and waits for it within
+// the same bound. Other tenants' records are not waited for.
 func (t *tenantPlans) record(tenant, plan string, issued int64) {
-	deadline := time.Now().Add(recordWait)
-	for try := 0; try < 2; try++ {
-		if r, ok := t.recorded(tenant); !r.replacedBy(ok, plan, issued) {
-			return
+	if r, ok := t.recorded(tenant); !r.replacedBy(ok, plan, issued) {
+		return
+	}
+	mine := planRecord{Plan: plan, Issued: issued}
+	t.rmu.Lock()
+	w := t.recording[tenant]
+	if w == nil {
+		w = &planWriter{next: mine, waiting: true, done: make(chan struct{})}
+		if !t.start(func() { t.writeAll(tenant, w) }) {
+			t.rmu.Unlock()
+			return // the gateway stops: recorded at the token's next call
 		}
+		t.recording[tenant] = w
+	} else if !w.waiting || mine.Issued > w.next.Issued {
+		w.next, w.waiting = mine, true
+	}
+	t.rmu.Unlock()
+	wait := time.NewTimer(recordWait)
+	defer wait.Stop()
+	select {
+	case <-w.done:
+	case <-wait.C:
+	}
+}
+
+// writeAll writes tenant's records given to w (record) until none waits.
+func (t *tenantPlans) writeAll(tenant string, w *planWriter) {
+	for {
 		t.rmu.Lock()
-		c := t.recording[tenant]
-		if c == nil {
-			c = make(chan struct{})
-			t.recording[tenant] = c
-			t.behind.Add(1)
-			go func() {
-				defer t.behind.Done()
-				defer func() {
-					t.rmu.Lock()
-					delete(t.recording, tenant)
-					t.rmu.Unlock()
-					close(c)
-				}()
-				t.write(tenant, plan, issued)
-			}()
-		}
-		t.rmu.Unlock()
-		wait := time.NewTimer(time.Until(deadline))
-		select {
-		case <-c:
-			wait.Stop()
-		case <-wait.C:
+		if !w.waiting {
+			delete(t.recording, tenant)
+			t.rmu.Unlock()
+			close(w.done)
 			return
+		}
+		next := w.next
+		w.waiting = false
+		t.rmu.Unlock()
+		// A token waiting behind a later one that was just recorded
+		// changes nothing.
+		if r, ok := t.recorded(tenant); r.replacedBy(ok, next.Plan, next.Issued) {
+			t.write(tenant, next.Plan, next.Issued)
 		}
 	}
+}
+
+// start runs fn in the background, counted in behind, unless a stop
+// began (then it answers false and fn does not run).
+func (t *tenantPlans) start(fn func()) bool {
+	t.smu.Lock()
+	defer t.smu.Unlock()
+	if t.stopped {
+		return false
+	}
+	t.behind.Add(1)
+	go func() {
+		defer t.behind.Done()
+		fn()
+	}()
+	return true
+}
+
+// planStopWait is the longest a stop waits for the records and cut
+// entries still being written in the background (stop): a cut's check
+// reads plans.cuts.v1 within the store's read bound (1.5 s with
+// PostgreSQL) before it tells the handle, so one stopped while
+// PostgreSQL stalls briefly still writes its entries (docs/usage.md).
+const planStopWait = 2 * time.Second
+
+// stop waits at most planStopWait (from its first call) for the records
+// and cuts in the background, starts no more, and from then on tells no
+// cut: the caller closes the log store next. A record or a cut's row
+// still being written finishes or fails with the store.
+func (t *tenantPlans) stop() {
+	t.smu.Lock()
+	if !t.stopped {
+		t.stopped, t.stopBy, t.drained = true, time.Now().Add(planStopWait), make(chan struct{})
+		go func() {
+			t.behind.Wait() // no Add follows: stopped is set under smu
+			close(t.drained)
+		}()
+	}
+	by, drained := t.stopBy, t.drained
+	t.smu.Unlock()
+	wait := time.NewTimer(time.Until(by))
+	select {
+	case <-drained:
+	case <-wait.C:
+	}
+	wait.Stop()
+	t.tmu.Lock()
+	t.silenced = true
+	t.tmu.Unlock()
 }
 
 // write reads tenant's row and writes plan, issued to it if they replace
@@ -331,18 +415,33 @@ const cutsTable = "plans.cuts.v1"
 const cutTellWait = 100 * time.Millisecond
 
 // tellCut tells handle id ("" the API) of tenant of its cut by limit
-// today (tell) unless a gateway already did (firstCut), waiting for that
-// at most cutTellWait; the rest goes on in the background.
+// today (tell) unless a gateway already did (cutTold), waiting for that
+// at most cutTellWait; the rest goes on in the background. The row that
+// says the handle was told is written only after tell ran, and tell runs
+// only until a stop gave up waiting (stop): a stop never leaves a row
+// saying an entry was written that the closed log store dropped.
 func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 	done := make(chan struct{})
-	t.behind.Add(1)
-	go func() {
-		defer t.behind.Done()
+	key := []byte(day + tenant + "\x00" + id + "\x00" + limit)
+	if !t.start(func() {
 		defer close(done)
-		if t.firstCut(tenant, day, id, limit) {
-			tell()
+		told, answered := t.cutTold(key)
+		if told {
+			return
 		}
-	}()
+		t.tmu.RLock()
+		if t.silenced {
+			t.tmu.RUnlock()
+			return // the log store closes: told after the restart
+		}
+		tell()
+		t.tmu.RUnlock()
+		if answered {
+			t.st.Commit(context.Background(), store.Txn{Then: []store.Op{store.Put(cutsTable, key, []byte{1})}})
+		}
+	}) {
+		return
+	}
 	wait := time.NewTimer(cutTellWait)
 	defer wait.Stop()
 	select {
@@ -351,18 +450,15 @@ func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 	}
 }
 
-// firstCut answers whether handle id ("" the API) of tenant is told of its
-// cut by limit today for the first time, and records that it is. A read
-// that fails counts as none (the cut is told, maybe twice after a
-// restart); it runs behind the refusal (tellCut).
-func (t *tenantPlans) firstCut(tenant, day, id, limit string) bool {
-	key := []byte(day + tenant + "\x00" + id + "\x00" + limit)
-	ctx := context.Background()
-	if v, err := t.st.Get(ctx, cutsTable, key); err == nil && v != nil {
-		return false
-	}
-	t.st.Commit(ctx, store.Txn{Then: []store.Op{store.Put(cutsTable, key, []byte{1})}})
-	return true
+// cutTold answers whether the cut key (cutsTable) was told already, and
+// whether the store answered. A read that fails counts as none: the cut
+// is told (maybe twice after a restart) and its row not written, since a
+// store that does not answer would take the row's write and apply it once
+// it resumes, when the entry, waiting in the log store, may be lost with
+// a stop (docs/usage.md). It runs behind the refusal (tellCut).
+func (t *tenantPlans) cutTold(key []byte) (told, answered bool) {
+	v, err := t.st.Get(context.Background(), cutsTable, key)
+	return err == nil && v != nil, err == nil
 }
 
 // sweepCuts deletes the records of days before today.

@@ -128,17 +128,29 @@ func (rt *runtime) Destruct() error {
 	rt.sql.Close()
 	rt.receipts.Close()
 	err := rt.store.Close()
-	if l := rt.logs.Load(); l != nil {
-		l.Close() // writes what waits
-	}
-	if u := rt.usage.Load(); u != nil {
-		u.close()
-	}
+	closeUsageAndLogs(rt.usage.Load(), rt.logs.Load())
 	if cerr := rt.backing.close(); err == nil {
 		err = cerr
 	}
 	rt.pool.Shutdown()
 	return err
+}
+
+// closeUsageAndLogs stops the meter u and the log store l (either may be
+// nil). The cut entries told in the background go to l, so l closes only
+// once they are told or the meter gave up on them (tenantPlans.stop, at
+// most planStopWait): a cut's row is written only once its entry is in l
+// (docs/usage.md).
+func closeUsageAndLogs(u *usageMeter, l *logstore.Store) {
+	if u != nil {
+		u.plans.stop()
+	}
+	if l != nil {
+		l.Close() // writes what waits
+	}
+	if u != nil {
+		u.close()
+	}
 }
 
 func loadRuntime(a *App) (*runtime, error) {

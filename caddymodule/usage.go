@@ -149,7 +149,7 @@ func (m *usageMeter) loop() {
 }
 
 func (m *usageMeter) close() {
-	m.plans.behind.Wait() // the records and cuts written in the background (plans.go)
+	m.plans.stop() // the records and cuts written in the background (plans.go)
 	close(m.stop)
 	<-m.done
 }
