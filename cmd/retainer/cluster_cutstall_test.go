@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,22 +29,12 @@ func TestClusterFirstCutWhilePostgreSQLIsPaused(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(data), "isolation tenant", "isolation shared", 1)
-	s = strings.Replace(s, "retainer {", `retainer {
+	gw := memberWithPlans(t, ctx, srv.Endpoint, pg.DSN, `
 		plans {
 			tiny {
 				requests_per_day 3
 			}
-		}`, 1)
-	if err := os.WriteFile(config, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw := startMemberAt(t, ctx, 1, config)
+		}`)
 	planToken := func(args ...string) string {
 		out, err := binary(ctx, append([]string{"retainer-token"}, args...)...).Output()
 		if err != nil {
@@ -174,22 +163,12 @@ func TestClusterPlanRecordsWhilePostgreSQLIsPaused(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(data), "isolation tenant", "isolation shared", 1)
-	s = strings.Replace(s, "retainer {", `retainer {
+	gw := memberWithPlans(t, ctx, srv.Endpoint, pg.DSN, `
 		plans {
 			tiny {
 				requests_per_day 2
 			}
-		}`, 1)
-	if err := os.WriteFile(config, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw := startMemberAt(t, ctx, 1, config)
+		}`)
 	deployAs := func(tok string) string {
 		status, answer := clusterCall(t, "POST", gw.api+"/executions", tok, fmt.Sprintf(`{"retainHandles": true, "code": %q}`, counterHandler))
 		var dep struct{ ExecutionID string }

@@ -31,24 +31,14 @@ func TestClusterFirstPlanChecksWhilePostgreSQLIsPaused(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	config := clusterConfig(t, 1, srv.Endpoint, pg.DSN)
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Thirteen tenants share the two workers (isolation is not what is
 	// tested here).
-	s := strings.Replace(string(data), "isolation tenant", "isolation shared", 1)
-	s = strings.Replace(s, "retainer {", `retainer {
+	gw := memberWithPlans(t, ctx, srv.Endpoint, pg.DSN, `
 		plans {
 			small {
 				requests_per_day 100000
 			}
-		}`, 1)
-	if err := os.WriteFile(config, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw := startMemberAt(t, ctx, 1, config)
+		}`)
 	tokenFor := func(args ...string) string {
 		out, err := binary(ctx, append([]string{"retainer-token"}, args...)...).Output()
 		if err != nil {
@@ -201,4 +191,22 @@ func TestClusterFirstPlanChecksWhilePostgreSQLIsPaused(t *testing.T) {
 	if got, body = usageOf(dora); got != want {
 		t.Fatalf("dora's usage read again: %d, want %d: %s", got, want, body)
 	}
+}
+
+// memberWithPlans starts member 1 on etcd and dsn with its tenants in
+// shared workers (isolation is not what the plans' tests test) and plans,
+// the Caddyfile's plans block, in its retainer options.
+func memberWithPlans(t *testing.T, ctx context.Context, etcd, dsn, plans string) *gateway {
+	t.Helper()
+	config := clusterConfig(t, 1, etcd, dsn)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "isolation tenant", "isolation shared", 1)
+	s = strings.Replace(s, "retainer {", "retainer {"+plans, 1)
+	if err := os.WriteFile(config, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startMemberAt(t, ctx, 1, config)
 }
