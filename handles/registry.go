@@ -185,7 +185,7 @@ func (r *Registry) Execute(ctx context.Context, tenant string, req ExecRequest) 
 	job.ID = newRunID()
 	timeout := req.Timeout
 	if timeout <= 0 {
-		timeout = 500 * time.Millisecond
+		timeout = budgets.RunTimeout
 	}
 	rs := &runState{registry: r, tenant: tenant, grants: req.Grants, records: job.RetainHandles,
 		budget: req.Budget, depth: req.Depth, caller: req.Caller, timeout: timeout, deadline: time.Now().Add(timeout), memoryMiB: req.MemoryMiB}
@@ -333,7 +333,7 @@ func (s *Store) keepRecord(ctx context.Context, rec *Record, body []store.Op) er
 func (r *Registry) runWithCapacity(ctx context.Context, tenant string, job program.Job, deploy bool) (program.Outcome, error) {
 	bound := job.Timeout
 	if bound <= 0 {
-		bound = 500 * time.Millisecond // Execute's default
+		bound = budgets.RunTimeout // Execute's default
 	}
 	var began time.Time
 	for {
