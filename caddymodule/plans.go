@@ -281,10 +281,15 @@ func (t *tenantPlans) record(tenant, plan string, issued int64) {
 		w.next, w.waiting = mine, true
 	}
 	t.rmu.Unlock()
-	wait := time.NewTimer(recordWait)
+	waitAtMost(w.done, recordWait)
+}
+
+// waitAtMost waits until done is closed or d has passed.
+func waitAtMost(done <-chan struct{}, d time.Duration) {
+	wait := time.NewTimer(d)
 	defer wait.Stop()
 	select {
-	case <-w.done:
+	case <-done:
 	case <-wait.C:
 	}
 }
@@ -348,12 +353,7 @@ func (t *tenantPlans) stop() {
 	}
 	by, drained := t.stopBy, t.drained
 	t.smu.Unlock()
-	wait := time.NewTimer(time.Until(by))
-	select {
-	case <-drained:
-	case <-wait.C:
-	}
-	wait.Stop()
+	waitAtMost(drained, time.Until(by))
 	t.tmu.Lock()
 	t.silenced = true
 	t.tmu.Unlock()
@@ -442,12 +442,7 @@ func (t *tenantPlans) tellCut(tenant, day, id, limit string, tell func()) {
 	}) {
 		return
 	}
-	wait := time.NewTimer(cutTellWait)
-	defer wait.Stop()
-	select {
-	case <-done:
-	case <-wait.C:
-	}
+	waitAtMost(done, cutTellWait)
 }
 
 // cutTold answers whether the cut key (cutsTable) was told already, and
