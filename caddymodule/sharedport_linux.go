@@ -160,16 +160,20 @@ func overlaps(ip net.IP, ours []net.IP) bool {
 }
 
 // ownSockets are this process's sockets: inode → file descriptor.
-func ownSockets() map[string]int {
-	own := map[string]int{}
-	fds, _ := os.ReadDir("/proc/self/fd")
+func ownSockets() map[string]int { return fdSockets("/proc/self/fd") }
+
+// fdSockets are the sockets open in a process's fd directory dir (a
+// /proc/<pid>/fd): inode → file descriptor.
+func fdSockets(dir string) map[string]int {
+	socks := map[string]int{}
+	fds, _ := os.ReadDir(dir)
 	for _, fd := range fds {
 		n, err := strconv.Atoi(fd.Name())
-		if l, lerr := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && lerr == nil && strings.HasPrefix(l, "socket:[") {
-			own[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = n
+		if l, lerr := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && lerr == nil && strings.HasPrefix(l, "socket:[") {
+			socks[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = n
 		}
 	}
-	return own
+	return socks
 }
 
 // listeners are the LISTEN sockets of /proc/net/tcp and tcp6, or with
@@ -213,19 +217,14 @@ func listeners(udp bool) []socket {
 // socketHolder is the pid of a process (not this one) with the socket
 // inode open, 0 if none can be read (another user's).
 func socketHolder(inode string) int {
-	want := "socket:[" + inode + "]"
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		dir := filepath.Join("/proc", p.Name(), "fd")
-		fds, _ := os.ReadDir(dir)
-		for _, fd := range fds {
-			if l, _ := os.Readlink(filepath.Join(dir, fd.Name())); l == want {
-				return pid
-			}
+		if _, ok := fdSockets(filepath.Join("/proc", p.Name(), "fd"))[inode]; ok {
+			return pid
 		}
 	}
 	return 0

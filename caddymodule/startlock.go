@@ -154,8 +154,15 @@ func storeClaim(path string) string {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
+	return pathClaim("store/", path)
+}
+
+// pathClaim is the claim's key of a file at path (made canonical by the
+// caller) under kind: the path's hash, so that any path fits the
+// abstract socket's name.
+func pathClaim(kind, path string) string {
 	sum := sha256.Sum256([]byte(path))
-	return "store/" + hex.EncodeToString(sum[:16])
+	return kind + hex.EncodeToString(sum[:16])
 }
 
 // releaseClaims ends this config's claims (the last config of a port
@@ -188,8 +195,7 @@ func listenKeys(addr string) ([]listenKey, error) {
 		// Caddy's "path|bits" spelling sets the socket file's mode: the
 		// same path (Caddy cuts it at the first "|", as here).
 		path, _, _ := strings.Cut(na.Host, "|")
-		sum := sha256.Sum256([]byte(canonicalFile(path)))
-		return []listenKey{{key: "unix/" + hex.EncodeToString(sum[:16]), name: "socket " + path}}, nil
+		return []listenKey{{key: pathClaim("unix/", canonicalFile(path)), name: "socket " + path}}, nil
 	}
 	if !strings.HasPrefix(na.Network, "tcp") && !strings.HasPrefix(na.Network, "udp") {
 		return nil, nil
