@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retainer-gw/retainer/internal/waitfor"
 	"github.com/retainer-gw/retainer/logstore"
 	"github.com/retainer-gw/retainer/store"
 )
@@ -51,7 +52,7 @@ func TestPlanLaterTokenRecordedBehindAnEarlierRecord(t *testing.T) {
 		defer close(done)
 		p.record("alice", "pro", 100) // the tenant's older token, first used
 	}()
-	waitRecording(p, "alice") // the later call finds the earlier record under way
+	waitRecording(t, p, "alice") // the later call finds the earlier record under way
 	s := time.Now()
 	p.record("alice", "small", 200) // the operator's later token
 	t.Logf("the later token's call returned after %v; memory says %q", time.Since(s).Round(time.Millisecond), p.get("alice"))
@@ -74,7 +75,7 @@ func TestPlanLaterTokenRecordedBehindAnEarlierRecord(t *testing.T) {
 		defer close(later)
 		q.record("bob", "small", 300)
 	}()
-	waitRecording(q, "bob")
+	waitRecording(t, q, "bob")
 	q.record("bob", "pro", 100)
 	<-later
 	q.stop()
@@ -85,16 +86,13 @@ func TestPlanLaterTokenRecordedBehindAnEarlierRecord(t *testing.T) {
 }
 
 // waitRecording waits until tenant's record is being written in p.
-func waitRecording(p *tenantPlans, tenant string) {
-	for {
+func waitRecording(t *testing.T, p *tenantPlans, tenant string) {
+	t.Helper()
+	waitfor.Until(t, 10*time.Second, tenant+"'s record under way", func() bool {
 		p.rmu.Lock()
-		under := p.recording[tenant] != nil
-		p.rmu.Unlock()
-		if under {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer p.rmu.Unlock()
+		return p.recording[tenant] != nil
+	})
 }
 
 // A gateway stopped while its store answers slowly (PostgreSQL resuming
